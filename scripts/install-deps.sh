@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every system dependency of autopar on a fresh Debian 12 machine (run as root).
+# Idempotent: a second run only checks.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake pkg-config git
+  slurm-wlm slurmctld slurmd slurm-client libslurm-dev munge libmunge-dev
+  libpmix-dev libpmix-bin
+  libcurl4-openssl-dev libjsoncpp-dev libboost-program-options-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libsqlite3-dev sqlite3 libssl-dev libhwloc-dev
+  python3-torch python3-numpy
+  hyperfine awscli curl util-linux procps iproute2 jq python3-pytest shellcheck
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Node.js with npm: this machine's image may already ship one (nodesource, npm bundled); Debian's
+# nodejs and npm packages conflict with it, so install them only when there is no npm at all.
+if ! command -v npm >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+
+# s3rver: an S3-speaking server on loopback for the checkpoint tests (npm, not in Debian).
+S3RVER_DIR=${AUTOPAR_S3RVER_DIR:-/opt/autopar-s3rver}
+if [[ ! -x "$S3RVER_DIR/node_modules/.bin/s3rver" ]]; then
+  mkdir -p "$S3RVER_DIR"
+  npm install --silent --no-audit --no-fund --prefix "$S3RVER_DIR" s3rver@3.7.1 >/dev/null
+fi
+echo "autopar: dependencies installed"
