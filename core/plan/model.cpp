@@ -1,0 +1,359 @@
+// Model presets, SIZE mapping, JSON architectures and parameter counting (docs/planner.md).
+#include "autopar/model.h"
+
+#include <json/json.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+namespace autopar {
+namespace {
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+struct Preset {
+  const char* name;
+  int64_t layers, hidden, heads, kv_heads, vocab, ffn_hidden, seq_len;
+  bool gated_mlp, tied_embeddings, learned_pos_emb, bias;
+  const char* source;
+};
+
+constexpr char kGpt3[] = "Brown et al. 2020, Language Models are Few-Shot Learners, Table 2.1";
+constexpr char kLlama2[] = "Touvron et al. 2023, Llama 2 (params.json of the released weights)";
+constexpr char kLlama3[] = "Llama Team 2024, The Llama 3 Herd of Models, Table 3";
+constexpr char kMegatron[] =
+    "Narayanan et al. 2021, Efficient Large-Scale Language Model Training on GPU Clusters Using "
+    "Megatron-LM, Table 1; Korthikanti et al. 2022, Table 3";
+
+// GPT-3 sizes use GPT-2's tokenizer (50257), learned positions, tied embeddings and biases.
+// GPT-3 1.3B's table lists 24 heads of 128 (inconsistent with d_model 2048); we use 16 x 128.
+// GPT-3 13B's table lists d_model 5140; the heads (40 x 128) give 5120, which we use.
+// Megatron's GPT runs pad GPT-2's vocabulary to 51200 (a multiple of 128 * t).
+const Preset kPresets[] = {
+    {"gpt3-125m", 12, 768, 12, 12, 50257, 3072, 2048, false, true, true, true, kGpt3},
+    {"gpt3-350m", 24, 1024, 16, 16, 50257, 4096, 2048, false, true, true, true, kGpt3},
+    {"gpt3-760m", 24, 1536, 16, 16, 50257, 6144, 2048, false, true, true, true, kGpt3},
+    {"gpt3-1.3b", 24, 2048, 16, 16, 50257, 8192, 2048, false, true, true, true, kGpt3},
+    {"gpt3-2.7b", 32, 2560, 32, 32, 50257, 10240, 2048, false, true, true, true, kGpt3},
+    {"gpt3-6.7b", 32, 4096, 32, 32, 50257, 16384, 2048, false, true, true, true, kGpt3},
+    {"gpt3-13b", 40, 5120, 40, 40, 50257, 20480, 2048, false, true, true, true, kGpt3},
+    {"gpt3-175b", 96, 12288, 96, 96, 50257, 49152, 2048, false, true, true, true, kGpt3},
+    {"llama-2-7b", 32, 4096, 32, 32, 32000, 11008, 4096, true, false, false, false, kLlama2},
+    {"llama-2-13b", 40, 5120, 40, 40, 32000, 13824, 4096, true, false, false, false, kLlama2},
+    {"llama-2-70b", 80, 8192, 64, 8, 32000, 28672, 4096, true, false, false, false, kLlama2},
+    {"llama-3-8b", 32, 4096, 32, 8, 128256, 14336, 8192, true, false, false, false, kLlama3},
+    {"llama-3-70b", 80, 8192, 64, 8, 128256, 28672, 8192, true, false, false, false, kLlama3},
+    {"llama-3-405b", 126, 16384, 128, 8, 128256, 53248, 8192, true, false, false, false, kLlama3},
+    {"opt-175b", 96, 12288, 96, 96, 50272, 49152, 2048, false, true, true, true,
+     "Zhang et al. 2022, OPT: Open Pre-trained Transformer Language Models, Table 1"},
+    {"bloom-176b", 70, 14336, 112, 112, 250880, 57344, 2048, false, true, false, true,
+     "BigScience 2022, BLOOM: A 176B-Parameter Open-Access Multilingual Language Model, Table 3"},
+    {"megatron-22b", 48, 6144, 64, 64, 51200, 24576, 2048, false, true, true, true, kMegatron},
+    {"megatron-145b", 80, 12288, 96, 96, 51200, 49152, 2048, false, true, true, true, kMegatron},
+    {"megatron-310b", 96, 16384, 128, 128, 51200, 65536, 2048, false, true, true, true, kMegatron},
+    {"mt-nlg-530b", 105, 20480, 128, 128, 51200, 81920, 2048, false, true, true, true,
+     "Smith et al. 2022, Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B, Sec. 3"},
+    {"megatron-1t", 128, 25600, 160, 160, 51200, 102400, 2048, false, true, true, true, kMegatron},
+};
+
+// SIZE -> architecture: nominal sizes people type, and the preset each means.
+struct NominalSize {
+  double params;
+  const char* preset;
+};
+const NominalSize kSizes[] = {
+    {125e6, "gpt3-125m"},    {350e6, "gpt3-350m"},   {760e6, "gpt3-760m"},
+    {1.3e9, "gpt3-1.3b"},    {2.7e9, "gpt3-2.7b"},   {6.7e9, "gpt3-6.7b"},
+    {7e9, "llama-2-7b"},     {8e9, "llama-3-8b"},    {13e9, "llama-2-13b"},
+    {22e9, "megatron-22b"},  {70e9, "llama-2-70b"},  {145e9, "megatron-145b"},
+    {175e9, "gpt3-175b"},    {310e9, "megatron-310b"}, {405e9, "llama-3-405b"},
+    {530e9, "mt-nlg-530b"},  {1e12, "megatron-1t"},
+};
+
+ModelArch FromPreset(const Preset& p) {
+  ModelArch m;
+  m.name = p.name;
+  m.layers = p.layers;
+  m.hidden = p.hidden;
+  m.heads = p.heads;
+  m.kv_heads = p.kv_heads;
+  m.vocab = p.vocab;
+  m.ffn_hidden = p.ffn_hidden;
+  m.seq_len = p.seq_len;
+  m.gated_mlp = p.gated_mlp;
+  m.tied_embeddings = p.tied_embeddings;
+  m.learned_pos_emb = p.learned_pos_emb;
+  m.bias = p.bias;
+  m.source = p.source;
+  return m;
+}
+
+std::string PresetList() {
+  std::string out;
+  for (const auto& name : ModelPresetNames()) {
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
+}
+
+std::string FormatSize(double params) {
+  std::ostringstream os;
+  if (params >= 1e12) {
+    os << params / 1e12 << "T";
+  } else if (params >= 1e9) {
+    os << params / 1e9 << "B";
+  } else {
+    os << params / 1e6 << "M";
+  }
+  return os.str();
+}
+
+bool IsSizeLike(const std::string& s) {
+  return !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.');
+}
+
+}  // namespace
+
+std::vector<std::string> ModelPresetNames() {
+  std::vector<std::string> names;
+  for (const auto& p : kPresets) names.emplace_back(p.name);
+  return names;
+}
+
+Result<ModelArch> ModelPreset(const std::string& name) {
+  const std::string key = Lower(name);
+  for (const auto& p : kPresets) {
+    if (key == p.name) return FromPreset(p);
+  }
+  return Status::Error("unknown model '" + name + "' (presets: " + PresetList() +
+                       ", a size like 7B, or FILE.json)");
+}
+
+ParamCount CountParams(const ModelArch& m) {
+  const double h = static_cast<double>(m.hidden);
+  const double kv_width = static_cast<double>(m.kv_heads * m.head_dim());
+  const double ffn = static_cast<double>(m.ffn_hidden);
+  const double bias = m.bias ? 1.0 : 0.0;
+  // Attention: Q and output projections are h x h, K and V are h x (kv_heads * head_dim).
+  const double attention = 2 * h * h + 2 * h * kv_width + bias * (2 * h + 2 * kv_width);
+  // MLP: up (+ gate) h x ffn and down ffn x h.
+  const double mlp = (m.gated_mlp ? 3.0 : 2.0) * h * ffn + bias * ((m.gated_mlp ? 2 : 1) * ffn + h);
+  // Two norms per block: LayerNorm (scale + bias) or RMSNorm (scale only).
+  const double norms = 2 * h * (m.bias ? 2.0 : 1.0);
+  ParamCount c;
+  c.per_layer = attention + mlp + norms;
+  c.embedding = static_cast<double>(m.vocab) * h +
+                (m.learned_pos_emb ? static_cast<double>(m.seq_len) * h : 0.0);
+  c.output = (m.tied_embeddings ? 0.0 : static_cast<double>(m.vocab) * h) + h * (m.bias ? 2.0 : 1.0);
+  c.total = static_cast<double>(m.layers) * c.per_layer + c.embedding + c.output;
+  return c;
+}
+
+Status ValidateModel(const ModelArch& m) {
+  struct Field {
+    const char* name;
+    int64_t value;
+  };
+  const Field fields[] = {{"layers", m.layers}, {"hidden", m.hidden},         {"heads", m.heads},
+                          {"kv_heads", m.kv_heads}, {"vocab", m.vocab}, {"ffn_hidden", m.ffn_hidden},
+                          {"seq_len", m.seq_len}};
+  for (const auto& f : fields) {
+    if (f.value <= 0) {
+      return Status::Error(std::string(f.name) + ": must be a positive integer, got " +
+                           std::to_string(f.value));
+    }
+  }
+  if (m.hidden % m.heads != 0) {
+    return Status::Error("hidden: " + std::to_string(m.hidden) + " is not divisible by heads (" +
+                         std::to_string(m.heads) + ")");
+  }
+  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
+    return Status::Error("kv_heads: " + std::to_string(m.kv_heads) + " does not divide heads (" +
+                         std::to_string(m.heads) + ")");
+  }
+  return Status::Ok();
+}
+
+Result<double> ParseModelSize(const std::string& text) {
+  const std::string s = Lower(text);
+  if (s.size() < 2) return Status::Error("invalid size '" + text + "' (expected e.g. 7B, 1.3b, 500M)");
+  double scale = 0;
+  switch (s.back()) {
+    case 'k': scale = 1e3; break;
+    case 'm': scale = 1e6; break;
+    case 'b': scale = 1e9; break;
+    case 't': scale = 1e12; break;
+    default:
+      return Status::Error("invalid size '" + text + "' (expected a number with K, M, B or T, e.g. 7B)");
+  }
+  const std::string number = s.substr(0, s.size() - 1);
+  char* end = nullptr;
+  const double value = std::strtod(number.c_str(), &end);
+  if (end == number.c_str() || *end != '\0' || !std::isfinite(value) || value <= 0) {
+    return Status::Error("invalid size '" + text + "' (expected e.g. 7B, 1.3b, 500M)");
+  }
+  const double params = value * scale;
+  if (params < 10e6 || params > 100e12) {
+    return Status::Error("size '" + text + "' is outside 10M..100T parameters");
+  }
+  return params;
+}
+
+ModelArch ModelForSize(double params) {
+  const NominalSize* best = nullptr;
+  double best_distance = 0;
+  for (const auto& s : kSizes) {
+    const double distance = std::fabs(std::log(params / s.params));
+    if (best == nullptr || distance < best_distance) {
+      best = &s;
+      best_distance = distance;
+    }
+  }
+  if (best != nullptr && best_distance <= std::log(1.05)) {
+    ModelArch m = ModelPreset(best->preset).value();
+    return m;
+  }
+  // Synthesized GPT-style architecture: hidden = 128 * layers (GPT-3 175B's aspect ratio),
+  // 128-wide heads, ffn = 4h, Megatron's padded GPT-2 vocabulary. Layers are rounded to an even
+  // number; hidden is then solved from 12*L*h^2 + V*h = N and rounded to a multiple of 128.
+  const double vocab = 51200;
+  double layers_f = std::cbrt(params / (12.0 * 128 * 128));
+  for (int i = 0; i < 20; ++i) {
+    const double h = 128 * layers_f;
+    const double body = std::max(params - vocab * h, params * 0.2);
+    layers_f = std::cbrt(body / (12.0 * 128 * 128));
+  }
+  const int64_t layers = std::max<int64_t>(2, 2 * static_cast<int64_t>(std::llround(layers_f / 2)));
+  const double l = static_cast<double>(layers);
+  // 12*L*h^2 + V*h - N = 0
+  const double h_f = (-vocab + std::sqrt(vocab * vocab + 48.0 * l * params)) / (24.0 * l);
+  const int64_t hidden = std::max<int64_t>(128, 128 * static_cast<int64_t>(std::llround(h_f / 128)));
+  ModelArch m;
+  m.name = "gpt-" + Lower(FormatSize(params));
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = hidden / 128;
+  m.kv_heads = m.heads;
+  m.vocab = static_cast<int64_t>(vocab);
+  m.ffn_hidden = 4 * hidden;
+  m.seq_len = 2048;
+  m.tied_embeddings = true;
+  m.learned_pos_emb = true;
+  m.bias = true;
+  m.source = "synthesized from the size " + FormatSize(params) +
+             " (docs/planner.md, Sizes: hidden = 128 * layers, 128-wide heads)";
+  return m;
+}
+
+Result<ModelArch> ModelFromJson(const std::string& json_text, const std::string& origin) {
+  Json::CharReaderBuilder builder;
+  builder["collectComments"] = false;
+  Json::Value root;
+  std::string errors;
+  std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
+  if (!reader->parse(json_text.data(), json_text.data() + json_text.size(), &root, &errors)) {
+    std::string first_line = errors.substr(0, errors.find('\n'));
+    return Status::Error(origin + ": not valid JSON: " + first_line);
+  }
+  if (!root.isObject()) return Status::Error(origin + ": expected a JSON object");
+  static const char* const kKnown[] = {"name",     "layers",    "hidden",          "heads",
+                                       "kv_heads", "vocab",     "ffn_hidden",      "seq_len",
+                                       "gated_mlp", "tied_embeddings", "learned_pos_emb", "bias",
+                                       "source"};
+  for (const auto& key : root.getMemberNames()) {
+    if (std::find_if(std::begin(kKnown), std::end(kKnown),
+                     [&](const char* k) { return key == k; }) == std::end(kKnown)) {
+      return Status::Error(origin + ": unknown key '" + key + "'");
+    }
+  }
+  auto get_int = [&](const char* key, bool required, int64_t fallback) -> Result<int64_t> {
+    if (!root.isMember(key)) {
+      if (required) return Status::Error(origin + ": missing required key '" + key + "'");
+      return fallback;
+    }
+    const Json::Value& v = root[key];
+    if (!v.isIntegral() || v.asInt64() <= 0) {
+      return Status::Error(origin + ": " + key + ": must be a positive integer");
+    }
+    return static_cast<int64_t>(v.asInt64());
+  };
+  auto get_bool = [&](const char* key, bool fallback) -> Result<bool> {
+    if (!root.isMember(key)) return fallback;
+    if (!root[key].isBool()) return Status::Error(origin + ": " + key + ": must be true or false");
+    return root[key].asBool();
+  };
+  ModelArch m;
+  const std::pair<const char*, int64_t*> required[] = {
+      {"layers", &m.layers}, {"hidden", &m.hidden}, {"heads", &m.heads}, {"vocab", &m.vocab}};
+  for (const auto& [key, field] : required) {
+    auto v = get_int(key, true, 0);
+    if (!v.ok()) return v.status();
+    *field = *v;
+  }
+  auto ffn = get_int("ffn_hidden", false, 4 * m.hidden);
+  if (!ffn.ok()) return ffn.status();
+  m.ffn_hidden = *ffn;
+  auto kv = get_int("kv_heads", false, m.heads);
+  if (!kv.ok()) return kv.status();
+  m.kv_heads = *kv;
+  auto seq = get_int("seq_len", false, 2048);
+  if (!seq.ok()) return seq.status();
+  m.seq_len = *seq;
+  const std::pair<const char*, bool*> flags[] = {{"gated_mlp", &m.gated_mlp},
+                                                 {"tied_embeddings", &m.tied_embeddings},
+                                                 {"learned_pos_emb", &m.learned_pos_emb},
+                                                 {"bias", &m.bias}};
+  for (const auto& [key, field] : flags) {
+    auto v = get_bool(key, false);
+    if (!v.ok()) return v.status();
+    *field = *v;
+  }
+  if (root.isMember("name")) {
+    if (!root["name"].isString()) return Status::Error(origin + ": name: must be a string");
+    m.name = root["name"].asString();
+  } else {
+    m.name = origin;
+  }
+  m.source = root.isMember("source") && root["source"].isString() ? root["source"].asString() : origin;
+  Status valid = ValidateModel(m);
+  if (!valid.ok()) return Status::Error(origin + ": " + valid.message());
+  return m;
+}
+
+Result<ModelArch> ResolveModel(const std::string& spec) {
+  if (spec.empty()) {
+    return Status::Error("empty model (presets: " + PresetList() + ", a size like 7B, or FILE.json)");
+  }
+  if (EndsWith(Lower(spec), ".json")) {
+    std::ifstream in(spec, std::ios::binary);
+    if (!in) return Status::Error("cannot read '" + spec + "'");
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) return Status::Error("cannot read '" + spec + "'");
+    return ModelFromJson(text.str(), spec);
+  }
+  auto preset = ModelPreset(spec);
+  if (preset.ok()) return preset;
+  if (IsSizeLike(spec)) {
+    auto size = ParseModelSize(spec);
+    if (!size.ok()) return size.status();
+    return ModelForSize(*size);
+  }
+  return preset.status();
+}
+
+}  // namespace autopar

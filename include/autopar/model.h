@@ -1,0 +1,75 @@
+// Model architectures: what the planner needs to know about a transformer to count its
+// parameters, its memory and its FLOPs.
+//
+// ResolveModel() turns the user's `--model` value into a ModelArch:
+//   - a preset name ("llama-2-7b", "LLaMA-3-70B", "gpt3-175b", ...; case-insensitive, see
+//     ModelPresetNames()),
+//   - a SIZE ("7B", "1.3b", "500M", "1T"): a size that is within 5% of a standard architecture's
+//     nominal size maps to that architecture (docs/planner.md, "Sizes"); any other size maps to a
+//     GPT-style architecture synthesized from the size (hidden = 128 * layers, 128-wide heads),
+//   - a path ending in ".json" holding {"layers", "hidden", "heads", "vocab"} and optionally
+//     "ffn_hidden" (default 4*hidden), "kv_heads" (default heads), "seq_len" (default 2048),
+//     "name", "gated_mlp", "tied_embeddings", "learned_pos_emb", "bias".
+// On failure the Result carries one line without the option name, ready to print after
+// "--model: ", e.g. "unknown model 'banana' (presets: ..., a size like 7B, or FILE.json)".
+//
+// All functions are pure (ResolveModel reads the JSON file when given one) and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autopar/status.h"
+
+namespace autopar {
+
+struct ModelArch {
+  std::string name;
+  int64_t layers = 0;      // transformer blocks
+  int64_t hidden = 0;      // model width h
+  int64_t heads = 0;       // attention (query) heads a
+  int64_t kv_heads = 0;    // key/value heads (GQA/MQA when < heads)
+  int64_t vocab = 0;       // vocabulary size v (as trained, before any padding)
+  int64_t ffn_hidden = 0;  // MLP inner width
+  int64_t seq_len = 0;     // default training sequence length
+  bool gated_mlp = false;        // SwiGLU-style MLP: three h x ffn matrices instead of two
+  bool tied_embeddings = false;  // output layer shares the input embedding matrix
+  bool learned_pos_emb = false;  // learned absolute position embeddings (seq_len x h)
+  bool bias = false;             // linear layers and norms carry biases (GPT-2/3 style)
+  std::string source;            // where the architecture was published
+
+  int64_t head_dim() const { return heads > 0 ? hidden / heads : 0; }
+};
+
+// Parameter counts, computed from the architecture (docs/planner.md, "Parameters").
+struct ParamCount {
+  double per_layer = 0;     // one transformer block (attention + MLP + its norms)
+  double embedding = 0;     // input token embedding (+ position embedding)
+  double output = 0;        // output projection (0 when tied) + final norm
+  double total = 0;         // layers * per_layer + embedding + output
+};
+ParamCount CountParams(const ModelArch& model);
+
+// Checks the fields (positive sizes, heads divide hidden, kv_heads divide heads). The message
+// names the field: "hidden: 4095 is not divisible by heads (32)".
+Status ValidateModel(const ModelArch& model);
+
+Result<ModelArch> ResolveModel(const std::string& spec);
+
+// Parses a model size such as "7B", "1.3b", "500M", "1T" into a parameter count.
+Result<double> ParseModelSize(const std::string& text);
+
+// The architecture a SIZE maps to (see ResolveModel).
+ModelArch ModelForSize(double params);
+
+// Reads an architecture from JSON text; `origin` names the file in error messages.
+Result<ModelArch> ModelFromJson(const std::string& json_text, const std::string& origin);
+
+// The preset names in a stable order (families by size).
+std::vector<std::string> ModelPresetNames();
+
+// The preset with this exact (lower-case) name, or an error naming it.
+Result<ModelArch> ModelPreset(const std::string& name);
+
+}  // namespace autopar
