@@ -1,0 +1,302 @@
+#include "autopar/options.h"
+
+#include <limits>
+
+#include "autopar/hardware.h"
+#include "autopar/model.h"
+#include "autopar/site_config.h"
+#include "autopar/text.h"
+
+namespace autopar {
+namespace {
+
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+
+const std::vector<OptionSpec> kOptions = {
+    {OptionId::kAutoParallel, "auto-parallel", "auto|tp=T,pp=P[,dp=D]",
+     "Plan tensor/pipeline/data parallelism for the job (auto) or pin sizes", true,
+     "AUTOPAR_AUTO_PARALLEL"},
+    {OptionId::kModel, "model", "PRESET|SIZE|FILE.json",
+     "Model to plan for: a preset (llama-2-7b, gpt3-175b, ...), a size (7B) or an architecture file",
+     false, "AUTOPAR_MODEL"},
+    {OptionId::kGpuType, "gpu-type", "TYPE", "GPU type for the planner (a100-80gb, h100-80gb, ...)",
+     false, "AUTOPAR_GPU_TYPE"},
+    {OptionId::kGlobalBatch, "global-batch", "SAMPLES", "Global batch size in samples", false,
+     "AUTOPAR_GLOBAL_BATCH"},
+    {OptionId::kSeqLen, "seq-len", "TOKENS", "Sequence length in tokens", false, "AUTOPAR_SEQ_LEN"},
+    {OptionId::kCkptDir, "ckpt-dir", "PATH",
+     "Node-local checkpoint directory (%j job id, %n node, %u user)", false, "AUTOPAR_CKPT_DIR"},
+    {OptionId::kCkptUpload, "ckpt-upload", "URI",
+     "Upload checkpoints asynchronously to s3://bucket/prefix or file:///shared/path", false,
+     "AUTOPAR_CKPT_UPLOAD"},
+    {OptionId::kCkptKeep, "ckpt-keep", "K", "Keep the last K complete checkpoints", false,
+     "AUTOPAR_CKPT_KEEP"},
+    {OptionId::kRequeueOnFailure, "requeue-on-failure", "N",
+     "Requeue the job up to N times on node loss, crashed rank, hang or time limit", true,
+     "AUTOPAR_REQUEUE_ON_FAILURE"},
+    {OptionId::kHeartbeatTimeout, "heartbeat-timeout", "SECONDS",
+     "Treat the job as hung after SECONDS without progress from any rank", false,
+     "AUTOPAR_HEARTBEAT_TIMEOUT"},
+};
+
+std::string Flag(OptionId id) { return std::string("--") + GetOptionSpec(id).name; }
+
+Status Bad(OptionId id, const std::string& why) { return Status::Error(Flag(id) + ": " + why); }
+
+// Prefixes a lookup's error with the option's flag unless it names it already.
+Status Named(OptionId id, const Status& s) {
+  return StartsWith(s.message(), Flag(id)) ? s : Bad(id, s.message());
+}
+
+Result<int64_t> ParseRanged(OptionId id, const char* value, int64_t min, int64_t max) {
+  if (value == nullptr) return Bad(id, "needs a value");
+  if (auto v = ParseInt(value, min, max)) return *v;
+  return Bad(id, "must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+                     "], got '" + value + "'");
+}
+
+bool HasDotDot(const std::string& path) {
+  for (const std::string& part : Split(path, '/'))
+    if (part == "..") return true;
+  return false;
+}
+
+// A destination is allowed by a prefix when it equals it or continues it at a '/' boundary.
+bool UnderPrefix(const std::string& s, const std::string& prefix) {
+  if (!StartsWith(s, prefix)) return false;
+  return s.size() == prefix.size() || prefix.back() == '/' || s[prefix.size()] == '/';
+}
+
+Status CheckCkptDir(const std::string& dir, const SiteConfig& site) {
+  const OptionId id = OptionId::kCkptDir;
+  if (dir.empty() || dir[0] != '/') return Bad(id, "must be an absolute path, got '" + dir + "'");
+  if (HasDotDot(dir)) return Bad(id, "must not contain '..', got '" + dir + "'");
+  for (size_t i = 0; i < dir.size(); ++i) {
+    if (dir[i] != '%') continue;
+    if (i + 1 == dir.size() || std::string("jnu%").find(dir[i + 1]) == std::string::npos)
+      return Bad(id, "unknown placeholder in '" + dir + "' (use %j, %n, %u or %%)");
+    ++i;
+  }
+  if (!site.ckpt_dir_prefixes.empty()) {
+    bool allowed = false;
+    for (const auto& p : site.ckpt_dir_prefixes) allowed = allowed || UnderPrefix(dir, p);
+    if (!allowed)
+      return Bad(id, "'" + dir + "' is outside what this site allows (" +
+                         Join(site.ckpt_dir_prefixes, ", ") + ")");
+  }
+  return Status::Ok();
+}
+
+bool ValidBucket(const std::string& b) {
+  if (b.size() < 3 || b.size() > 63) return false;
+  for (char c : b)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.')) return false;
+  return b.front() != '-' && b.front() != '.' && b.back() != '-' && b.back() != '.';
+}
+
+Status CheckCkptUpload(const std::string& uri, const SiteConfig& site) {
+  const OptionId id = OptionId::kCkptUpload;
+  const size_t sep = uri.find("://");
+  if (sep == std::string::npos)
+    return Bad(id, "'" + uri + "' is not a URI (use s3://bucket/prefix or file:///path)");
+  const std::string scheme = uri.substr(0, sep);
+  const std::string rest = uri.substr(sep + 3);
+  bool scheme_allowed = false;
+  for (const auto& s : site.ckpt_upload_schemes) scheme_allowed = scheme_allowed || s == scheme;
+  if (scheme == "s3") {
+    const std::string bucket = rest.substr(0, rest.find('/'));
+    if (!ValidBucket(bucket))
+      return Bad(id, "'" + bucket + "' is not a valid S3 bucket name (3-63 of a-z 0-9 . -)");
+    if (HasDotDot(rest)) return Bad(id, "must not contain '..', got '" + uri + "'");
+  } else if (scheme == "file") {
+    if (rest.empty() || rest[0] != '/')
+      return Bad(id, "file URIs need an absolute path (file:///path), got '" + uri + "'");
+    if (HasDotDot(rest)) return Bad(id, "must not contain '..', got '" + uri + "'");
+  } else {
+    return Bad(id, "unsupported scheme '" + scheme + "' (s3 or file)");
+  }
+  if (!scheme_allowed)
+    return Bad(id, "scheme '" + scheme + "' is not allowed on this site (allowed: " +
+                       Join(site.ckpt_upload_schemes, ", ") + ")");
+  if (!site.ckpt_upload_prefixes.empty()) {
+    bool allowed = false;
+    for (const auto& p : site.ckpt_upload_prefixes) allowed = allowed || UnderPrefix(uri, p);
+    if (!allowed)
+      return Bad(id, "'" + uri + "' is outside what this site allows (" +
+                         Join(site.ckpt_upload_prefixes, ", ") + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& OptionTable() { return kOptions; }
+
+const OptionSpec& GetOptionSpec(OptionId id) {
+  for (const auto& spec : kOptions)
+    if (spec.id == id) return spec;
+  return kOptions.front();  // unreachable: every OptionId is in the table (tested)
+}
+
+std::string ParallelSpec::ToString() const {
+  if (!pinned()) return "auto";
+  std::vector<std::string> parts;
+  if (tp) parts.push_back("tp=" + std::to_string(tp));
+  if (pp) parts.push_back("pp=" + std::to_string(pp));
+  if (dp) parts.push_back("dp=" + std::to_string(dp));
+  return Join(parts, ",");
+}
+
+Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
+  ParallelSpec spec;
+  if (text.empty() || text == "auto") return spec;
+  auto bad = [&](const std::string& why) {
+    return Bad(OptionId::kAutoParallel, why + " (expected auto or tp=T,pp=P[,dp=D])");
+  };
+  for (const std::string& item : Split(text, ',')) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return bad("'" + item + "' is not KEY=VALUE");
+    const std::string key = item.substr(0, eq);
+    auto v = ParseInt(item.substr(eq + 1), 1, 65536);
+    if (!v) return bad(key + " must be an integer in [1, 65536], got '" + item.substr(eq + 1) + "'");
+    int64_t* slot = key == "tp" ? &spec.tp : key == "pp" ? &spec.pp : key == "dp" ? &spec.dp : nullptr;
+    if (!slot) return bad("unknown key '" + key + "'");
+    if (*slot) return bad("'" + key + "' given twice");
+    *slot = *v;
+  }
+  return spec;
+}
+
+Status SetOption(JobOptions& opts, OptionId id, const char* value, const SiteConfig& site) {
+  const std::string text = value ? value : "";
+  if (value == nullptr && !GetOptionSpec(id).optional_arg) return Bad(id, "needs a value");
+  if (value != nullptr && text.empty() && !GetOptionSpec(id).optional_arg)
+    return Bad(id, "needs a value");
+  switch (id) {
+    case OptionId::kAutoParallel: {
+      auto spec = ParseParallelSpec(text);
+      if (!spec) return spec.status();
+      opts.auto_parallel = *spec;
+      return Status::Ok();
+    }
+    case OptionId::kModel: {
+      auto model = ResolveModel(text);
+      if (!model) return Named(id, model.status());
+      opts.model = text;
+      return Status::Ok();
+    }
+    case OptionId::kGpuType: {
+      auto gpu = ResolveGpuType(text);
+      if (!gpu) return Named(id, gpu.status());
+      opts.gpu_type = ToLower(text);
+      return Status::Ok();
+    }
+    case OptionId::kGlobalBatch: {
+      auto v = ParseRanged(id, value, 1, kMaxInt32);
+      if (!v) return v.status();
+      opts.global_batch = *v;
+      return Status::Ok();
+    }
+    case OptionId::kSeqLen: {
+      auto v = ParseRanged(id, value, 1, 1 << 24);
+      if (!v) return v.status();
+      opts.seq_len = *v;
+      return Status::Ok();
+    }
+    case OptionId::kCkptDir: {
+      if (Status s = CheckCkptDir(text, site); !s.ok()) return s;
+      opts.ckpt_dir = text;
+      return Status::Ok();
+    }
+    case OptionId::kCkptUpload: {
+      if (Status s = CheckCkptUpload(text, site); !s.ok()) return s;
+      opts.ckpt_upload = text;
+      return Status::Ok();
+    }
+    case OptionId::kCkptKeep: {
+      auto v = ParseRanged(id, value, 1, site.max_ckpt_keep);
+      if (!v) return v.status();
+      opts.ckpt_keep = *v;
+      return Status::Ok();
+    }
+    case OptionId::kRequeueOnFailure: {
+      if (value == nullptr || text.empty()) {
+        opts.requeue_on_failure = std::min(site.requeue_default_count, site.max_requeue);
+        return Status::Ok();
+      }
+      auto v = ParseRanged(id, value, 0, site.max_requeue);
+      if (!v) return v.status();
+      opts.requeue_on_failure = *v;
+      return Status::Ok();
+    }
+    case OptionId::kHeartbeatTimeout: {
+      auto v = ParseRanged(id, value, site.min_heartbeat_timeout, site.max_heartbeat_timeout);
+      if (!v) return v.status();
+      opts.heartbeat_timeout = *v;
+      return Status::Ok();
+    }
+  }
+  return Status::Error("unknown option");
+}
+
+Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site) {
+  // --ckpt-keep must come with a checkpoint option of the user's own (or a site-wide upload).
+  const bool user_ckpt = user.checkpointing() || site.defaults.ckpt_upload.has_value();
+  if (user.ckpt_keep && !user_ckpt)
+    return Bad(OptionId::kCkptKeep, "needs --ckpt-dir or --ckpt-upload");
+
+  JobOptions o = user;
+  const JobOptions& d = site.defaults;
+  if (!o.model) o.model = d.model;
+  if (!o.gpu_type) o.gpu_type = d.gpu_type;
+  if (!o.global_batch) o.global_batch = d.global_batch;
+  if (!o.seq_len) o.seq_len = d.seq_len;
+  if (!o.auto_parallel) o.auto_parallel = d.auto_parallel;
+  if (!o.requeue_on_failure) o.requeue_on_failure = d.requeue_on_failure;
+  if (!o.heartbeat_timeout) o.heartbeat_timeout = d.heartbeat_timeout;
+  if (!o.ckpt_upload) o.ckpt_upload = d.ckpt_upload;
+  if (o.checkpointing()) {
+    if (!o.ckpt_dir) o.ckpt_dir = d.ckpt_dir ? *d.ckpt_dir : site.builtin_ckpt_dir;
+    if (!o.ckpt_keep) o.ckpt_keep = d.ckpt_keep;
+  }
+
+  if (o.auto_parallel && !o.model)
+    return Bad(OptionId::kAutoParallel, "needs --model (a preset, a size like 7B, or FILE.json)");
+  return o;
+}
+
+std::vector<std::pair<std::string, std::string>> OptionsEnv(const JobOptions& o) {
+  std::vector<std::pair<std::string, std::string>> env;
+  auto put = [&](OptionId id, const std::string& v) { env.emplace_back(GetOptionSpec(id).env, v); };
+  if (o.auto_parallel) put(OptionId::kAutoParallel, o.auto_parallel->ToString());
+  if (o.model) put(OptionId::kModel, *o.model);
+  if (o.gpu_type) put(OptionId::kGpuType, *o.gpu_type);
+  if (o.global_batch) put(OptionId::kGlobalBatch, std::to_string(*o.global_batch));
+  if (o.seq_len) put(OptionId::kSeqLen, std::to_string(*o.seq_len));
+  if (o.ckpt_dir) put(OptionId::kCkptDir, *o.ckpt_dir);
+  if (o.ckpt_upload) put(OptionId::kCkptUpload, *o.ckpt_upload);
+  if (o.ckpt_keep) put(OptionId::kCkptKeep, std::to_string(*o.ckpt_keep));
+  if (o.requeue_on_failure) put(OptionId::kRequeueOnFailure, std::to_string(*o.requeue_on_failure));
+  if (o.heartbeat_timeout) put(OptionId::kHeartbeatTimeout, std::to_string(*o.heartbeat_timeout));
+  return env;
+}
+
+Result<JobOptions> OptionsFromEnv(const std::function<const char*(const char*)>& getenv,
+                                  const SiteConfig& site) {
+  JobOptions o;
+  for (const OptionSpec& spec : kOptions) {
+    const char* v = getenv(spec.env);
+    if (v == nullptr) continue;
+    if (spec.id == OptionId::kCkptDir) {
+      // The task sees the expanded directory; it is checked at submit time in its pattern form.
+      if (v[0] != '/') return Bad(spec.id, std::string("must be an absolute path, got '") + v + "'");
+      o.ckpt_dir = v;
+      continue;
+    }
+    if (Status s = SetOption(o, spec.id, v, site); !s.ok())
+      return Status::Error(std::string(spec.env) + ": " + s.message());
+  }
+  return o;
+}
+
+}  // namespace autopar

@@ -1,0 +1,213 @@
+#include "autopar/options.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "autopar/site_config.h"
+
+namespace autopar {
+namespace {
+
+SiteConfig Site(std::vector<std::string> args = {}) {
+  auto site = ParseSiteConfig(args);
+  EXPECT_TRUE(site.ok()) << site.message();
+  return site.ok() ? *site : SiteConfig{};
+}
+
+TEST(OptionTable, EveryOptionOnceWithAutoparEnv) {
+  std::set<std::string> names, envs;
+  for (const OptionSpec& spec : OptionTable()) {
+    EXPECT_TRUE(names.insert(spec.name).second) << spec.name;
+    EXPECT_TRUE(envs.insert(spec.env).second) << spec.env;
+    EXPECT_EQ(std::string(spec.env).rfind("AUTOPAR_", 0), 0u);
+    EXPECT_EQ(GetOptionSpec(spec.id).name, spec.name);
+  }
+  EXPECT_EQ(names.size(), 10u);
+  EXPECT_TRUE(GetOptionSpec(OptionId::kAutoParallel).optional_arg);
+  EXPECT_TRUE(GetOptionSpec(OptionId::kRequeueOnFailure).optional_arg);
+  EXPECT_FALSE(GetOptionSpec(OptionId::kModel).optional_arg);
+}
+
+TEST(Options, AcceptsGoodValues) {
+  struct Case {
+    OptionId id;
+    const char* value;
+  } cases[] = {
+      {OptionId::kAutoParallel, nullptr},       {OptionId::kAutoParallel, "auto"},
+      {OptionId::kAutoParallel, "tp=4,pp=2"},   {OptionId::kAutoParallel, "tp=2,pp=2,dp=4"},
+      {OptionId::kModel, "llama-2-7b"},         {OptionId::kModel, "7B"},
+      {OptionId::kGpuType, "a100-80gb"},        {OptionId::kGpuType, "H100-80GB"},
+      {OptionId::kGlobalBatch, "1024"},         {OptionId::kSeqLen, "4096"},
+      {OptionId::kCkptDir, "/scratch/%u/%j"},   {OptionId::kCkptUpload, "s3://ckpt-bucket/run1"},
+      {OptionId::kCkptUpload, "file:///shared/ckpt"}, {OptionId::kCkptKeep, "3"},
+      {OptionId::kRequeueOnFailure, nullptr},   {OptionId::kRequeueOnFailure, "0"},
+      {OptionId::kRequeueOnFailure, "10"},      {OptionId::kHeartbeatTimeout, "600"},
+  };
+  const SiteConfig site = Site();
+  for (const auto& c : cases) {
+    JobOptions o;
+    Status s = SetOption(o, c.id, c.value, site);
+    EXPECT_TRUE(s.ok()) << GetOptionSpec(c.id).name << "=" << (c.value ? c.value : "(none)")
+                        << ": " << s.message();
+  }
+}
+
+TEST(Options, RefusesBadValuesNamingTheOption) {
+  struct Case {
+    OptionId id;
+    const char* value;
+    const char* want;  // substring of the message
+  } cases[] = {
+      {OptionId::kAutoParallel, "tp=0", "--auto-parallel: tp must be"},
+      {OptionId::kAutoParallel, "xp=2", "--auto-parallel: unknown key 'xp'"},
+      {OptionId::kAutoParallel, "tp=2,tp=2", "given twice"},
+      {OptionId::kAutoParallel, "fast", "is not KEY=VALUE"},
+      {OptionId::kModel, "banana", "--model: unknown model 'banana'"},
+      {OptionId::kModel, "", "--model: needs a value"},
+      {OptionId::kGpuType, "tpu-v5", "--gpu-type"},
+      {OptionId::kGlobalBatch, "0", "--global-batch: must be an integer in [1,"},
+      {OptionId::kGlobalBatch, "12x", "got '12x'"},
+      {OptionId::kSeqLen, "-5", "--seq-len"},
+      {OptionId::kCkptDir, "relative/dir", "--ckpt-dir: must be an absolute path"},
+      {OptionId::kCkptDir, "/a/../b", "must not contain '..'"},
+      {OptionId::kCkptDir, "/a/%x", "unknown placeholder"},
+      {OptionId::kCkptUpload, "http://x/y", "--ckpt-upload: unsupported scheme 'http'"},
+      {OptionId::kCkptUpload, "bucket/path", "is not a URI"},
+      {OptionId::kCkptUpload, "s3://B_ad/x", "not a valid S3 bucket name"},
+      {OptionId::kCkptUpload, "file://relative", "absolute path"},
+      {OptionId::kCkptKeep, "-2", "--ckpt-keep: must be an integer in [1, 100], got '-2'"},
+      {OptionId::kCkptKeep, "0", "--ckpt-keep"},
+      {OptionId::kRequeueOnFailure, "11", "--requeue-on-failure: must be an integer in [0, 10]"},
+      {OptionId::kRequeueOnFailure, "-1", "--requeue-on-failure"},
+      {OptionId::kHeartbeatTimeout, "5", "--heartbeat-timeout: must be an integer in [10, 86400]"},
+  };
+  const SiteConfig site = Site();
+  for (const auto& c : cases) {
+    JobOptions o;
+    Status s = SetOption(o, c.id, c.value, site);
+    ASSERT_FALSE(s.ok()) << c.value;
+    EXPECT_NE(s.message().find(c.want), std::string::npos) << s.message();
+    EXPECT_EQ(s.message().find('\n'), std::string::npos) << "one line: " << s.message();
+  }
+}
+
+TEST(Options, SiteLimitsApply) {
+  const SiteConfig site = Site({"max_requeue=2", "ckpt_upload_schemes=s3",
+                                "ckpt_upload_prefixes=s3://ckpt/team-a/,s3://shared",
+                                "ckpt_dir_prefixes=/scratch", "requeue_default_count=5"});
+  struct Case {
+    OptionId id;
+    const char* value;
+    bool ok;
+  } cases[] = {
+      {OptionId::kRequeueOnFailure, "2", true},
+      {OptionId::kRequeueOnFailure, "3", false},
+      {OptionId::kCkptUpload, "s3://ckpt/team-a/run", true},
+      {OptionId::kCkptUpload, "s3://ckpt/team-b/run", false},
+      {OptionId::kCkptUpload, "s3://shared/x", true},
+      {OptionId::kCkptUpload, "s3://shared-other/x", false},  // prefix ends at a '/' boundary
+      {OptionId::kCkptUpload, "file:///shared/x", false},     // scheme not allowed
+      {OptionId::kCkptDir, "/scratch/%u", true},
+      {OptionId::kCkptDir, "/scratchy/x", false},
+      {OptionId::kCkptDir, "/tmp/x", false},
+  };
+  for (const auto& c : cases) {
+    JobOptions o;
+    EXPECT_EQ(SetOption(o, c.id, c.value, site).ok(), c.ok) << c.value;
+  }
+  JobOptions o;
+  ASSERT_TRUE(SetOption(o, OptionId::kRequeueOnFailure, nullptr, site).ok());
+  EXPECT_EQ(o.requeue_on_failure, 2);  // the bare flag's default is capped by max_requeue
+  JobOptions p;
+  Status s = SetOption(p, OptionId::kCkptUpload, "file:///shared/x", site);
+  EXPECT_NE(s.message().find("not allowed on this site"), std::string::npos) << s.message();
+}
+
+TEST(Options, SettingTwiceKeepsTheLast) {
+  const SiteConfig site = Site();
+  JobOptions o;
+  ASSERT_TRUE(SetOption(o, OptionId::kCkptKeep, "3", site).ok());
+  ASSERT_TRUE(SetOption(o, OptionId::kCkptKeep, "3", site).ok());
+  ASSERT_TRUE(SetOption(o, OptionId::kCkptKeep, "5", site).ok());
+  EXPECT_EQ(o.ckpt_keep, 5);
+}
+
+TEST(ResolveOptions, CrossOptionRules) {
+  const SiteConfig site = Site();
+  JobOptions keep_only;
+  keep_only.ckpt_keep = 3;
+  auto r = ResolveOptions(keep_only, site);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), "--ckpt-keep: needs --ckpt-dir or --ckpt-upload");
+
+  JobOptions plan_no_model;
+  plan_no_model.auto_parallel = ParallelSpec{};
+  r = ResolveOptions(plan_no_model, site);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("--auto-parallel: needs --model"), std::string::npos);
+
+  JobOptions upload;
+  upload.ckpt_upload = "s3://bucket/x";
+  upload.ckpt_keep = 2;
+  r = ResolveOptions(upload, site);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->ckpt_dir, "/tmp/autopar/%u/%j");  // builtin local dir for uploads
+}
+
+TEST(ResolveOptions, SiteDefaultsFillGaps) {
+  const SiteConfig site = Site({"default_model=llama-2-7b", "default_heartbeat_timeout=300",
+                                "default_ckpt_dir=/scratch/%j", "default_ckpt_keep=4"});
+  JobOptions user;
+  user.heartbeat_timeout = 60;
+  auto r = ResolveOptions(user, site);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->model, "llama-2-7b");
+  EXPECT_EQ(r->heartbeat_timeout, 60);  // the user's own value wins
+  EXPECT_FALSE(r->ckpt_dir.has_value());  // no checkpointing asked for: no defaults for it
+  EXPECT_FALSE(r->ckpt_keep.has_value());
+
+  user.ckpt_upload = "file:///shared/ckpt";
+  r = ResolveOptions(user, site);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->ckpt_dir, "/scratch/%j");
+  EXPECT_EQ(r->ckpt_keep, 4);
+}
+
+TEST(OptionsEnv, RoundTrips) {
+  const SiteConfig site = Site();
+  JobOptions o;
+  for (auto [id, v] : std::vector<std::pair<OptionId, const char*>>{
+           {OptionId::kAutoParallel, "tp=4,pp=2"}, {OptionId::kModel, "llama-2-13b"},
+           {OptionId::kGpuType, "a100-40gb"}, {OptionId::kGlobalBatch, "512"},
+           {OptionId::kSeqLen, "2048"}, {OptionId::kCkptDir, "/tmp/c"},
+           {OptionId::kCkptUpload, "s3://bkt/p"}, {OptionId::kCkptKeep, "2"},
+           {OptionId::kRequeueOnFailure, "3"}, {OptionId::kHeartbeatTimeout, "120"}})
+    ASSERT_TRUE(SetOption(o, id, v, site).ok()) << v;
+  auto env = OptionsEnv(o);
+  EXPECT_EQ(env.size(), 10u);
+  std::map<std::string, std::string> m(env.begin(), env.end());
+  EXPECT_EQ(m["AUTOPAR_AUTO_PARALLEL"], "tp=4,pp=2");
+  EXPECT_EQ(m["AUTOPAR_CKPT_UPLOAD"], "s3://bkt/p");
+  auto back = OptionsFromEnv(
+      [&](const char* k) { return m.count(k) ? m.at(k).c_str() : nullptr; }, site);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(OptionsEnv(*back), env);
+
+  m["AUTOPAR_CKPT_KEEP"] = "zero";
+  back = OptionsFromEnv([&](const char* k) { return m.count(k) ? m.at(k).c_str() : nullptr; },
+                        site);
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.message().find("AUTOPAR_CKPT_KEEP: --ckpt-keep"), std::string::npos);
+}
+
+TEST(ParallelSpec, ToStringAndParse) {
+  EXPECT_EQ(ParseParallelSpec("auto")->ToString(), "auto");
+  EXPECT_EQ(ParseParallelSpec("")->ToString(), "auto");
+  EXPECT_EQ(ParseParallelSpec("pp=2,tp=4")->ToString(), "tp=4,pp=2");
+  EXPECT_EQ(ParseParallelSpec("dp=8")->ToString(), "dp=8");
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,155 @@
+#include "autopar/site_config.h"
+
+#include <cctype>
+#include <functional>
+#include <map>
+
+#include "autopar/text.h"
+
+namespace autopar {
+namespace {
+
+using Setter = std::function<Status(SiteConfig&, const std::string& value)>;
+
+Status BadKey(const std::string& key, const std::string& why) {
+  return Status::Error("plugstack.conf: " + key + ": " + why);
+}
+
+Setter IntSetter(int64_t SiteConfig::*field, int64_t min, int64_t max) {
+  return [=](SiteConfig& c, const std::string& v) -> Status {
+    auto n = ParseInt(v, min, max);
+    if (!n)
+      return Status::Error("must be an integer in [" + std::to_string(min) + ", " +
+                           std::to_string(max) + "], got '" + v + "'");
+    c.*field = *n;
+    return Status::Ok();
+  };
+}
+
+Setter ListSetter(std::vector<std::string> SiteConfig::*field) {
+  return [=](SiteConfig& c, const std::string& v) -> Status {
+    std::vector<std::string> items;
+    for (const std::string& item : Split(v, ','))
+      if (!Trim(item).empty()) items.push_back(Trim(item));
+    c.*field = items;
+    return Status::Ok();
+  };
+}
+
+Setter DefaultSetter(OptionId id) {
+  return [=](SiteConfig& c, const std::string& v) -> Status {
+    return SetOption(c.defaults, id, v.c_str(), c);
+  };
+}
+
+const std::map<std::string, Setter>& Setters() {
+  static const std::map<std::string, Setter> setters = [] {
+    std::map<std::string, Setter> m;
+    for (const OptionSpec& spec : OptionTable()) {
+      std::string key = std::string("default_") + spec.name;
+      for (char& ch : key)
+        if (ch == '-') ch = '_';
+      m[key] = DefaultSetter(spec.id);
+    }
+    m["requeue_default_count"] = IntSetter(&SiteConfig::requeue_default_count, 0, 1000);
+    m["max_requeue"] = IntSetter(&SiteConfig::max_requeue, 0, 1000);
+    m["max_ckpt_keep"] = IntSetter(&SiteConfig::max_ckpt_keep, 1, 100000);
+    m["min_heartbeat_timeout"] = IntSetter(&SiteConfig::min_heartbeat_timeout, 1, 86400 * 7);
+    m["max_heartbeat_timeout"] = IntSetter(&SiteConfig::max_heartbeat_timeout, 1, 86400 * 7);
+    m["master_port_base"] = IntSetter(&SiteConfig::master_port_base, 1024, 65535);
+    m["master_port_range"] = IntSetter(&SiteConfig::master_port_range, 1, 64511);
+    m["ckpt_upload_schemes"] = [](SiteConfig& c, const std::string& v) -> Status {
+      Status s = ListSetter(&SiteConfig::ckpt_upload_schemes)(c, v);
+      for (const auto& scheme : c.ckpt_upload_schemes)
+        if (scheme != "s3" && scheme != "file")
+          return Status::Error("unknown scheme '" + scheme + "' (s3, file)");
+      return s;
+    };
+    m["ckpt_upload_prefixes"] = ListSetter(&SiteConfig::ckpt_upload_prefixes);
+    m["ckpt_dir_prefixes"] = [](SiteConfig& c, const std::string& v) -> Status {
+      Status s = ListSetter(&SiteConfig::ckpt_dir_prefixes)(c, v);
+      for (const auto& p : c.ckpt_dir_prefixes)
+        if (p[0] != '/') return Status::Error("'" + p + "' is not an absolute path");
+      return s;
+    };
+    m["builtin_ckpt_dir"] = [](SiteConfig& c, const std::string& v) -> Status {
+      JobOptions probe;
+      if (Status s = SetOption(probe, OptionId::kCkptDir, v.c_str(), c); !s.ok()) return s;
+      c.builtin_ckpt_dir = v;
+      return Status::Ok();
+    };
+    m["socket"] = [](SiteConfig& c, const std::string& v) -> Status {
+      if (v.empty() || v[0] != '/') return Status::Error("must be an absolute path, got '" + v + "'");
+      c.socket = v;
+      return Status::Ok();
+    };
+    m["nccl_env"] = [](SiteConfig& c, const std::string& v) -> Status {
+      const size_t eq = v.find('=');
+      const std::string name = v.substr(0, eq);
+      if (eq == std::string::npos || !StartsWith(name, "NCCL_") || name.size() == 5)
+        return Status::Error("expected NCCL_NAME=VALUE, got '" + v + "'");
+      for (char ch : name)
+        if (!(std::isupper(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) || ch == '_'))
+          return Status::Error("'" + name + "' is not a variable name");
+      c.nccl_env.emplace_back(name, v.substr(eq + 1));
+      return Status::Ok();
+    };
+    m["master_ifname"] = [](SiteConfig& c, const std::string& v) -> Status {
+      if (v.empty() || v.size() > 15) return Status::Error("must be an interface name, got '" + v + "'");
+      c.master_ifname = v;
+      return Status::Ok();
+    };
+    return m;
+  }();
+  return setters;
+}
+
+}  // namespace
+
+std::vector<std::string> SiteConfigKeys() {
+  std::vector<std::string> keys;
+  for (const auto& kv : Setters()) keys.push_back(kv.first);
+  return keys;
+}
+
+Result<SiteConfig> ParseSiteConfig(const std::vector<std::string>& args) {
+  SiteConfig c;
+  // Limits first, so that default_* values are checked against the site's own limits whatever the
+  // order of the arguments.
+  std::vector<std::pair<std::string, std::string>> defaults;
+  for (const std::string& arg : args) {
+    const size_t eq = arg.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return Status::Error("plugstack.conf: '" + arg + "' is not KEY=VALUE");
+    const std::string key = arg.substr(0, eq);
+    const std::string value = arg.substr(eq + 1);
+    auto it = Setters().find(key);
+    if (it == Setters().end())
+      return BadKey(key, "unknown argument (known: " + Join(SiteConfigKeys(), ", ") + ")");
+    if (StartsWith(key, "default_")) {
+      defaults.emplace_back(key, value);
+      continue;
+    }
+    if (Status s = it->second(c, value); !s.ok()) return BadKey(key, s.message());
+  }
+  if (c.min_heartbeat_timeout > c.max_heartbeat_timeout)
+    return BadKey("min_heartbeat_timeout", "is above max_heartbeat_timeout");
+  for (const auto& [key, value] : defaults)
+    if (Status s = Setters().at(key)(c, value); !s.ok()) return BadKey(key, s.message());
+  return c;
+}
+
+std::string SocketPathForNode(const SiteConfig& site, const std::string& node_name) {
+  std::string out;
+  for (size_t i = 0; i < site.socket.size(); ++i) {
+    if (site.socket[i] == '%' && i + 1 < site.socket.size() && site.socket[i + 1] == 'n') {
+      out += node_name;
+      ++i;
+    } else {
+      out += site.socket[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace autopar

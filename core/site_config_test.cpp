@@ -1,0 +1,88 @@
+#include "autopar/site_config.h"
+
+#include <gtest/gtest.h>
+
+namespace autopar {
+namespace {
+
+TEST(SiteConfig, DefaultsWithoutArguments) {
+  auto c = ParseSiteConfig({});
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ(c->max_requeue, 10);
+  EXPECT_EQ(c->requeue_default_count, 3);
+  EXPECT_EQ(c->socket, "/run/autopard/autopard.sock");
+  EXPECT_EQ(c->ckpt_upload_schemes, (std::vector<std::string>{"s3", "file"}));
+  EXPECT_TRUE(c->nccl_env.empty());
+  EXPECT_FALSE(c->defaults.model.has_value());
+}
+
+TEST(SiteConfig, ParsesEveryKindOfKey) {
+  auto c = ParseSiteConfig({"max_requeue=5", "socket=/tmp/c/run/autopard-%n.sock",
+                            "nccl_env=NCCL_SOCKET_IFNAME=eth0",
+                            "nccl_env=NCCL_IB_HCA=mlx5_0,mlx5_1", "ckpt_upload_schemes=file",
+                            "ckpt_upload_prefixes=file:///shared/, file:///lustre/",
+                            "default_requeue_on_failure=2", "default_gpu_type=h100-80gb",
+                            "master_port_base=30000", "master_ifname=eth0"});
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ(c->max_requeue, 5);
+  EXPECT_EQ(SocketPathForNode(*c, "node3"), "/tmp/c/run/autopard-node3.sock");
+  ASSERT_EQ(c->nccl_env.size(), 2u);
+  EXPECT_EQ(c->nccl_env[1].first, "NCCL_IB_HCA");
+  EXPECT_EQ(c->nccl_env[1].second, "mlx5_0,mlx5_1");
+  EXPECT_EQ(c->ckpt_upload_prefixes,
+            (std::vector<std::string>{"file:///shared/", "file:///lustre/"}));
+  EXPECT_EQ(c->defaults.requeue_on_failure, 2);
+  EXPECT_EQ(c->defaults.gpu_type, "h100-80gb");
+  EXPECT_EQ(c->master_port_base, 30000);
+  EXPECT_EQ(c->master_ifname, "eth0");
+}
+
+TEST(SiteConfig, DefaultsAreCheckedAgainstLimitsInAnyOrder) {
+  // default_* before the limit it depends on: still checked against that limit.
+  auto c = ParseSiteConfig({"default_requeue_on_failure=4", "max_requeue=3"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.message(),
+            "plugstack.conf: default_requeue_on_failure: --requeue-on-failure: must be an "
+            "integer in [0, 3], got '4'");
+}
+
+TEST(SiteConfig, RefusesBadInputNamingTheKey) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* want;
+  } cases[] = {
+      {{"colour=blue"}, "plugstack.conf: colour: unknown argument (known: "},
+      {{"max_requeue"}, "plugstack.conf: 'max_requeue' is not KEY=VALUE"},
+      {{"max_requeue=x"}, "plugstack.conf: max_requeue: must be an integer in [0, 1000], got 'x'"},
+      {{"max_ckpt_keep=0"}, "plugstack.conf: max_ckpt_keep:"},
+      {{"socket=relative.sock"}, "plugstack.conf: socket: must be an absolute path"},
+      {{"nccl_env=FOO=1"}, "plugstack.conf: nccl_env: expected NCCL_NAME=VALUE"},
+      {{"nccl_env=NCCL_a b=1"}, "is not a variable name"},
+      {{"ckpt_upload_schemes=s3,ftp"}, "plugstack.conf: ckpt_upload_schemes: unknown scheme 'ftp'"},
+      {{"ckpt_dir_prefixes=scratch"}, "plugstack.conf: ckpt_dir_prefixes: 'scratch' is not"},
+      {{"default_model=banana"}, "plugstack.conf: default_model: --model: unknown model 'banana'"},
+      {{"min_heartbeat_timeout=100", "max_heartbeat_timeout=50"}, "min_heartbeat_timeout: is above"},
+      {{"master_port_base=80"}, "plugstack.conf: master_port_base"},
+      {{"builtin_ckpt_dir=tmp"}, "plugstack.conf: builtin_ckpt_dir: --ckpt-dir: must be an absolute"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseSiteConfig(c.args);
+    ASSERT_FALSE(r.ok()) << c.args[0];
+    EXPECT_EQ(r.message().rfind(c.want, 0) == 0 || r.message().find(c.want) != std::string::npos,
+              true)
+        << r.message();
+  }
+}
+
+TEST(SiteConfig, KeysCoverEveryOptionDefault) {
+  auto keys = SiteConfigKeys();
+  for (const OptionSpec& spec : OptionTable()) {
+    std::string key = std::string("default_") + spec.name;
+    for (char& ch : key)
+      if (ch == '-') ch = '_';
+    EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
+  }
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,90 @@
+// The user-facing job options of autopar (`sbatch --model=... --ckpt-upload=...`), one table for
+// the SPANK plugin to register, the parsing and checking of each value, the checks that span several
+// options, and their AUTOPAR_* environment form. Pure; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autopar/status.h"
+
+namespace autopar {
+
+struct SiteConfig;
+
+enum class OptionId : int {
+  kAutoParallel = 1,
+  kModel,
+  kGpuType,
+  kGlobalBatch,
+  kSeqLen,
+  kCkptDir,
+  kCkptUpload,
+  kCkptKeep,
+  kRequeueOnFailure,
+  kHeartbeatTimeout,
+};
+
+struct OptionSpec {
+  OptionId id;
+  const char* name;     // long option name, without "--"
+  const char* arginfo;  // argument placeholder shown by --help
+  const char* usage;    // one line for --help
+  bool optional_arg;    // true: `--name` alone is valid (SPANK has_arg = 2)
+  const char* env;      // the AUTOPAR_* variable that carries it into tasks
+};
+
+// Every option, in --help order.
+const std::vector<OptionSpec>& OptionTable();
+const OptionSpec& GetOptionSpec(OptionId id);
+
+// `--auto-parallel` alone or `=auto` lets the planner choose; `=tp=4,pp=2[,dp=8]` pins sizes
+// (0 = not pinned).
+struct ParallelSpec {
+  int64_t tp = 0, pp = 0, dp = 0;
+  bool pinned() const { return tp || pp || dp; }
+  std::string ToString() const;  // "auto" or "tp=4,pp=2"
+  bool operator==(const ParallelSpec& o) const { return tp == o.tp && pp == o.pp && dp == o.dp; }
+};
+Result<ParallelSpec> ParseParallelSpec(const std::string& text);
+
+// Each field is set only when the user (or the site's default) gave it.
+struct JobOptions {
+  std::optional<ParallelSpec> auto_parallel;
+  std::optional<std::string> model;
+  std::optional<std::string> gpu_type;
+  std::optional<int64_t> global_batch;
+  std::optional<int64_t> seq_len;
+  std::optional<std::string> ckpt_dir;     // node-local directory pattern (%j %n %u %%)
+  std::optional<std::string> ckpt_upload;  // s3://bucket/prefix or file:///path
+  std::optional<int64_t> ckpt_keep;
+  std::optional<int64_t> requeue_on_failure;
+  std::optional<int64_t> heartbeat_timeout;  // seconds
+
+  bool checkpointing() const { return ckpt_dir.has_value() || ckpt_upload.has_value(); }
+};
+
+// Checks one option's value on its own (format, range, the site's limits) and stores it.
+// `value` is nullptr for an option given without its optional argument. Setting the same option
+// twice keeps the last value. The error names the option: "--ckpt-keep: must be an integer >= 1,
+// got '-2'".
+Status SetOption(JobOptions& opts, OptionId id, const char* value, const SiteConfig& site);
+
+// Fills what the user left unset from the site's defaults, then checks the options together
+// (e.g. --ckpt-keep needs --ckpt-dir or --ckpt-upload). The result is what the job runs with.
+Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site);
+
+// AUTOPAR_<OPTION>=value for each option that is set, values in the form SetOption accepts.
+// Path patterns are passed through unexpanded (see BuildTaskEnv for the expanded form).
+std::vector<std::pair<std::string, std::string>> OptionsEnv(const JobOptions& opts);
+
+// Reads options back from AUTOPAR_* variables (for the launcher, the daemon and the CLI), checking
+// each as SetOption does; `getenv` returns nullptr for an unset variable.
+Result<JobOptions> OptionsFromEnv(const std::function<const char*(const char*)>& getenv,
+                                  const SiteConfig& site);
+
+}  // namespace autopar

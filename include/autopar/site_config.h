@@ -1,0 +1,45 @@
+// The site administrator's settings: the arguments after the plugin's path in plugstack.conf
+// (`required autopar.so max_requeue=5 ckpt_upload_prefixes=s3://ckpt/ ...`). Every key is listed,
+// with its default and meaning, in etc/plugstack.conf.d/autopar.conf. Pure; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autopar/options.h"
+#include "autopar/status.h"
+
+namespace autopar {
+
+struct SiteConfig {
+  JobOptions defaults;                    // default_<option>=VALUE
+  int64_t requeue_default_count = 3;      // N for a bare --requeue-on-failure
+  int64_t max_requeue = 10;               // most restarts a user may ask for
+  int64_t max_ckpt_keep = 100;
+  int64_t min_heartbeat_timeout = 10;     // seconds
+  int64_t max_heartbeat_timeout = 86400;  // seconds
+  std::vector<std::string> ckpt_upload_schemes = {"s3", "file"};
+  std::vector<std::string> ckpt_upload_prefixes;  // empty: any destination of an allowed scheme
+  std::vector<std::string> ckpt_dir_prefixes;     // empty: any absolute path
+  std::string builtin_ckpt_dir = "/tmp/autopar/%u/%j";  // used by --ckpt-upload without --ckpt-dir
+  std::string socket = "/run/autopard/autopard.sock";   // %n: the node's name
+  std::vector<std::pair<std::string, std::string>> nccl_env;  // nccl_env=NAME=VALUE, repeatable
+  std::string master_ifname;            // interface for rank 0's address (launcher); empty: route
+  int64_t master_port_base = 29500;     // MASTER_PORT = base + job_id % range
+  int64_t master_port_range = 2000;
+};
+
+// Parses plugstack.conf arguments ("key=value" each). Unknown keys, malformed values and values
+// outside their range fail with one message naming the key: "plugstack.conf: max_requeue: must
+// be an integer in [0, 1000], got 'x'". Defaults are checked like the user's options are.
+Result<SiteConfig> ParseSiteConfig(const std::vector<std::string>& args);
+
+// The names of all keys, for messages and docs.
+std::vector<std::string> SiteConfigKeys();
+
+// Expands %n in the socket path to the node's name.
+std::string SocketPathForNode(const SiteConfig& site, const std::string& node_name);
+
+}  // namespace autopar

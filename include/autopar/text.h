@@ -1,0 +1,24 @@
+// Small text helpers shared by the option, config and environment code. Pure functions, thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace autopar {
+
+std::string Trim(std::string_view s);
+// Splits on `sep`; keeps empty fields ("a,,b" -> {"a","","b"}); "" -> {""}.
+std::vector<std::string> Split(std::string_view s, char sep);
+std::string Join(const std::vector<std::string>& parts, std::string_view sep);
+bool StartsWith(std::string_view s, std::string_view prefix);
+bool EndsWith(std::string_view s, std::string_view suffix);
+std::string ToLower(std::string_view s);
+
+// Parses a whole decimal integer (optional leading '-', no spaces, no trailing text) within
+// [min, max]. Returns nullopt on any other input.
+std::optional<int64_t> ParseInt(std::string_view s, int64_t min, int64_t max);
+
+}  // namespace autopar
