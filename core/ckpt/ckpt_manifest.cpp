@@ -1,0 +1,220 @@
+#include "autopar/ckpt_manifest.h"
+
+#include <json/json.h>
+
+#include <algorithm>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "autopar/ckpt_layout.h"
+#include "autopar/sha256.h"
+
+namespace autopar {
+namespace {
+
+constexpr int kMaxWorldSize = 1000000;
+
+std::string Where(std::string_view origin, const std::string& field) {
+  return std::string(origin) + ": " + field;
+}
+
+std::string JoinInts(const std::vector<int>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+  return out;
+}
+
+}  // namespace
+
+uint64_t CheckpointManifest::TotalBytes() const {
+  uint64_t total = 0;
+  for (const auto& [rank, entry] : ranks) {
+    for (const auto& f : entry.files) total += f.size;
+  }
+  return total;
+}
+
+Status ValidateManifest(const CheckpointManifest& m, std::string_view origin) {
+  if (Status s = ValidateJobId(m.job_id); !s.ok()) return Status::Error(Where(origin, "job_id: " + s.message()));
+  if (m.step < 0) return Status::Error(Where(origin, "step: must be >= 0"));
+  if (m.world_size < 1 || m.world_size > kMaxWorldSize) {
+    return Status::Error(Where(origin, "world_size: must be in 1.." + std::to_string(kMaxWorldSize)));
+  }
+  for (const auto& [rank, entry] : m.ranks) {
+    std::string r = "ranks[" + std::to_string(rank) + "]";
+    if (rank < 0 || rank >= m.world_size) {
+      return Status::Error(Where(origin, r + ": rank outside 0.." + std::to_string(m.world_size - 1)));
+    }
+    std::set<std::string> seen;
+    for (size_t i = 0; i < entry.files.size(); ++i) {
+      const auto& f = entry.files[i];
+      std::string fi = r + ".files[" + std::to_string(i) + "]";
+      if (Status s = ValidateRelativePath(f.path); !s.ok()) return Status::Error(Where(origin, fi + ".path: " + s.message()));
+      if (!seen.insert(f.path).second) return Status::Error(Where(origin, fi + ".path: duplicate '" + f.path + "'"));
+      if (!IsLowerHex(f.sha256, 64)) return Status::Error(Where(origin, fi + ".sha256: not 64 lowercase hex digits"));
+    }
+  }
+  return Status::Ok();
+}
+
+std::string ManifestToJson(const CheckpointManifest& m) {
+  Json::Value root(Json::objectValue);
+  root["format"] = kManifestFormat;
+  root["job_id"] = m.job_id;
+  root["step"] = Json::Int64(m.step);
+  root["world_size"] = m.world_size;
+  Json::Value ranks(Json::arrayValue);
+  for (const auto& [rank, entry] : m.ranks) {
+    Json::Value r(Json::objectValue);
+    r["rank"] = rank;
+    r["verified"] = entry.verified;
+    std::vector<CheckpointFile> files = entry.files;
+    std::sort(files.begin(), files.end(),
+              [](const CheckpointFile& a, const CheckpointFile& b) { return a.path < b.path; });
+    Json::Value fs(Json::arrayValue);
+    for (const auto& f : files) {
+      Json::Value jf(Json::objectValue);
+      jf["path"] = f.path;
+      jf["size"] = Json::UInt64(f.size);
+      jf["sha256"] = f.sha256;
+      fs.append(jf);
+    }
+    r["files"] = fs;
+    ranks.append(r);
+  }
+  root["ranks"] = ranks;
+  Json::StreamWriterBuilder w;
+  w["indentation"] = " ";
+  return Json::writeString(w, root) + "\n";
+}
+
+Result<CheckpointManifest> ParseManifest(std::string_view json, std::string_view origin) {
+  Json::CharReaderBuilder builder;
+  builder["collectComments"] = false;
+  builder["rejectDupKeys"] = true;
+  std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
+  Json::Value root;
+  std::string errs;
+  if (!reader->parse(json.data(), json.data() + json.size(), &root, &errs)) {
+    std::string first = errs.substr(0, errs.find('\n', errs.find('\n') + 1));
+    while (!first.empty() && (first.back() == '\n' || first.back() == ' ')) first.pop_back();
+    for (char& c : first) if (c == '\n') c = ' ';
+    return Status::Error(std::string(origin) + ": invalid JSON: " + first);
+  }
+  if (!root.isObject()) return Status::Error(std::string(origin) + ": not a JSON object");
+  auto need = [&](const Json::Value& obj, const char* key, const std::string& where,
+                  bool (Json::Value::*is)() const, const char* type) -> Result<Json::Value> {
+    if (!obj.isMember(key)) return Status::Error(Where(origin, where + key + ": missing"));
+    const Json::Value& v = obj[key];
+    if (!(v.*is)()) return Status::Error(Where(origin, where + key + ": expected " + type));
+    return v;
+  };
+  auto format = need(root, "format", "", &Json::Value::isString, "a string");
+  if (!format.ok()) return format.status();
+  if (format->asString() != kManifestFormat) {
+    return Status::Error(Where(origin, "format: '" + format->asString() + "' is not '" + kManifestFormat + "'"));
+  }
+  CheckpointManifest m;
+  auto job = need(root, "job_id", "", &Json::Value::isString, "a string");
+  if (!job.ok()) return job.status();
+  m.job_id = job->asString();
+  auto step = need(root, "step", "", &Json::Value::isInt64, "an integer");
+  if (!step.ok()) return step.status();
+  m.step = step->asInt64();
+  auto world = need(root, "world_size", "", &Json::Value::isInt, "an integer");
+  if (!world.ok()) return world.status();
+  m.world_size = world->asInt();
+  auto ranks = need(root, "ranks", "", &Json::Value::isArray, "an array");
+  if (!ranks.ok()) return ranks.status();
+  for (Json::ArrayIndex i = 0; i < ranks->size(); ++i) {
+    const Json::Value& r = (*ranks)[i];
+    std::string where = "ranks[" + std::to_string(i) + "].";
+    if (!r.isObject()) return Status::Error(Where(origin, "ranks[" + std::to_string(i) + "]: expected an object"));
+    auto rank = need(r, "rank", where, &Json::Value::isInt, "an integer");
+    if (!rank.ok()) return rank.status();
+    auto verified = need(r, "verified", where, &Json::Value::isBool, "true or false");
+    if (!verified.ok()) return verified.status();
+    auto files = need(r, "files", where, &Json::Value::isArray, "an array");
+    if (!files.ok()) return files.status();
+    RankEntry entry;
+    entry.verified = verified->asBool();
+    for (Json::ArrayIndex j = 0; j < files->size(); ++j) {
+      const Json::Value& f = (*files)[j];
+      std::string fw = where + "files[" + std::to_string(j) + "].";
+      if (!f.isObject()) return Status::Error(Where(origin, fw.substr(0, fw.size() - 1) + ": expected an object"));
+      auto path = need(f, "path", fw, &Json::Value::isString, "a string");
+      if (!path.ok()) return path.status();
+      auto size = need(f, "size", fw, &Json::Value::isUInt64, "a non-negative integer");
+      if (!size.ok()) return size.status();
+      auto sha = need(f, "sha256", fw, &Json::Value::isString, "a string");
+      if (!sha.ok()) return sha.status();
+      entry.files.push_back({path->asString(), size->asUInt64(), sha->asString()});
+    }
+    std::sort(entry.files.begin(), entry.files.end(),
+              [](const CheckpointFile& a, const CheckpointFile& b) { return a.path < b.path; });
+    if (!m.ranks.emplace(rank->asInt(), std::move(entry)).second) {
+      return Status::Error(Where(origin, where + "rank: rank " + std::to_string(rank->asInt()) + " listed twice"));
+    }
+  }
+  if (Status s = ValidateManifest(m, origin); !s.ok()) return s;
+  return m;
+}
+
+Status MergeManifest(CheckpointManifest* step, const CheckpointManifest& part) {
+  if (step->world_size == 0 && step->ranks.empty()) {
+    step->job_id = part.job_id;
+    step->step = part.step;
+    step->world_size = part.world_size;
+  }
+  std::string what = "job " + part.job_id + " step " + std::to_string(part.step);
+  if (step->job_id != part.job_id || step->step != part.step) {
+    return Status::Error("cannot merge manifest of " + what + " into job " + step->job_id +
+                         " step " + std::to_string(step->step));
+  }
+  if (step->world_size != part.world_size) {
+    return Status::Error(what + ": world size " + std::to_string(part.world_size) +
+                         " differs from " + std::to_string(step->world_size) +
+                         " committed earlier for this step");
+  }
+  for (const auto& [rank, entry] : part.ranks) {
+    auto it = step->ranks.find(rank);
+    if (it == step->ranks.end()) {
+      step->ranks.emplace(rank, entry);
+    } else if (!(it->second == entry)) {
+      return Status::Error(what + ": rank " + std::to_string(rank) +
+                           " was committed twice with different files");
+    }
+  }
+  return Status::Ok();
+}
+
+Completeness CheckCompleteness(const CheckpointManifest& m) {
+  Completeness c;
+  for (int r = 0; r < m.world_size; ++r) {
+    auto it = m.ranks.find(r);
+    if (it == m.ranks.end()) {
+      c.missing_ranks.push_back(r);
+    } else if (!it->second.verified) {
+      c.unverified_ranks.push_back(r);
+    }
+  }
+  c.complete = m.world_size > 0 && c.missing_ranks.empty() && c.unverified_ranks.empty();
+  return c;
+}
+
+std::string Completeness::Describe() const {
+  if (complete) return "complete";
+  std::string out = "incomplete";
+  std::string sep = ": ";
+  if (!missing_ranks.empty()) {
+    out += sep + (missing_ranks.size() == 1 ? "rank " : "ranks ") + JoinInts(missing_ranks) + " missing";
+    sep = "; ";
+  }
+  if (!unverified_ranks.empty()) {
+    out += sep + (unverified_ranks.size() == 1 ? "rank " : "ranks ") + JoinInts(unverified_ranks) + " not verified";
+  }
+  return out;
+}
+
+}  // namespace autopar
