@@ -1,0 +1,385 @@
+// The transfer engine against an in-memory ObjectStore, with failures injected by wrappers.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "autopar/storage.h"
+
+namespace autopar {
+namespace {
+
+class MemoryStore : public ObjectStore {
+ public:
+  std::string Describe() const override { return "mem://test"; }
+  StoreStatus PutObject(const std::string& key, std::string_view data, const Md5Digest& md5) override {
+    if (Md5Of(data) != md5) return StoreStatus::Fatal("BadDigest");
+    std::lock_guard<std::mutex> l(mu);
+    objects[key] = std::string(data);
+    return StoreStatus::Ok();
+  }
+  StoreStatus CreateUpload(const std::string& key, std::string* upload_id) override {
+    std::lock_guard<std::mutex> l(mu);
+    *upload_id = "u" + std::to_string(++next_upload);
+    uploads[*upload_id].key = key;
+    return StoreStatus::Ok();
+  }
+  StoreStatus UploadPart(const std::string& key, const std::string& upload_id, int part_number,
+                         std::string_view data, const Md5Digest& md5, std::string* etag) override {
+    std::lock_guard<std::mutex> l(mu);
+    auto it = uploads.find(upload_id);
+    if (it == uploads.end() || it->second.key != key) return StoreStatus::NotFound("NoSuchUpload");
+    if (Md5Of(data) != md5) return StoreStatus::Fatal("BadDigest");
+    it->second.parts[part_number] = std::string(data);
+    *etag = HexEncode(md5);
+    return StoreStatus::Ok();
+  }
+  StoreStatus CompleteUpload(const std::string& key, const std::string& upload_id,
+                             const std::vector<std::string>& part_etags, std::string* etag) override {
+    std::lock_guard<std::mutex> l(mu);
+    auto it = uploads.find(upload_id);
+    if (it == uploads.end()) return StoreStatus::NotFound("NoSuchUpload");
+    std::string all;
+    std::vector<Md5Digest> md5s;
+    for (size_t i = 0; i < part_etags.size(); ++i) {
+      auto p = it->second.parts.find(static_cast<int>(i + 1));
+      if (p == it->second.parts.end() || HexEncode(Md5Of(p->second)) != part_etags[i]) {
+        return StoreStatus::Fatal("InvalidPart " + std::to_string(i + 1));
+      }
+      all += p->second;
+      md5s.push_back(Md5Of(p->second));
+    }
+    objects[key] = all;
+    *etag = MultipartEtag(md5s);
+    uploads.erase(it);
+    return StoreStatus::Ok();
+  }
+  StoreStatus AbortUpload(const std::string&, const std::string& upload_id) override {
+    std::lock_guard<std::mutex> l(mu);
+    aborted.insert(upload_id);
+    uploads.erase(upload_id);
+    return StoreStatus::Ok();
+  }
+  StoreStatus GetRange(const std::string& key, uint64_t offset, uint64_t length,
+                       const RangeSink& sink) override {
+    std::string data;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      auto it = objects.find(key);
+      if (it == objects.end()) return StoreStatus::NotFound("NoSuchKey");
+      data = it->second.substr(offset, length);
+    }
+    // Deliver in two pieces, like a network would.
+    size_t half = data.size() / 2;
+    if (!sink(offset, data.data(), half) || !sink(offset + half, data.data() + half, data.size() - half)) {
+      return StoreStatus::Fatal("sink refused");
+    }
+    return StoreStatus::Ok();
+  }
+  StoreStatus Head(const std::string& key, ObjectInfo* info) override {
+    std::lock_guard<std::mutex> l(mu);
+    auto it = objects.find(key);
+    if (it == objects.end()) return StoreStatus::NotFound("NoSuchKey");
+    *info = {key, it->second.size(), ""};
+    return StoreStatus::Ok();
+  }
+  StoreStatus List(const std::string& prefix, std::vector<ObjectInfo>* out) override {
+    std::lock_guard<std::mutex> l(mu);
+    for (const auto& [k, v] : objects) {
+      if (k.compare(0, prefix.size(), prefix) == 0) out->push_back({k, v.size(), ""});
+    }
+    return StoreStatus::Ok();
+  }
+  StoreStatus Delete(const std::vector<std::string>& keys) override {
+    std::lock_guard<std::mutex> l(mu);
+    max_delete_batch = std::max(max_delete_batch, keys.size());
+    for (const auto& k : keys) objects.erase(k);
+    return StoreStatus::Ok();
+  }
+
+  struct Upload {
+    std::string key;
+    std::map<int, std::string> parts;
+  };
+  std::mutex mu;
+  std::map<std::string, std::string> objects;
+  std::map<std::string, Upload> uploads;
+  std::set<std::string> aborted;
+  int next_upload = 0;
+  size_t max_delete_batch = 0;
+};
+
+// Fails part `part` of every upload: `times` times (then succeeds), with `code`.
+class FailPart : public ObjectStoreWrapper {
+ public:
+  FailPart(ObjectStore* t, int part, int times, StoreStatus::Code code)
+      : ObjectStoreWrapper(t), part_(part), times_(times), code_(code) {}
+  StoreStatus UploadPart(const std::string& key, const std::string& upload_id, int part_number,
+                         std::string_view data, const Md5Digest& md5, std::string* etag) override {
+    if (part_number == part_) {
+      std::lock_guard<std::mutex> l(mu_);
+      ++attempts;
+      if (times_ != 0) {
+        if (times_ > 0) --times_;
+        return {code_, "HTTP 500 InternalError (injected)"};
+      }
+    }
+    return ObjectStoreWrapper::UploadPart(key, upload_id, part_number, data, md5, etag);
+  }
+  int attempts = 0;
+
+ private:
+  std::mutex mu_;
+  int part_, times_;
+  StoreStatus::Code code_;
+};
+
+std::string Pattern(size_t n, int seed) {
+  std::string s(n, '\0');
+  uint32_t x = static_cast<uint32_t>(seed) * 2654435761u + 1;
+  for (auto& c : s) {
+    x = x * 1664525u + 1013904223u;
+    c = static_cast<char>(x >> 24);
+  }
+  return s;
+}
+
+class TransferTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "autopar_transfer_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ::mkdir(dir_.c_str(), 0755);
+    opts_.part_size = 1000;
+    opts_.concurrency = 4;
+    opts_.uniform = [] { return 0.0; };
+    opts_.clock.now = [] { return std::chrono::steady_clock::now(); };
+    opts_.clock.sleep = [this](std::chrono::milliseconds) { ++sleeps_; };
+  }
+  std::string Write(const std::string& name, const std::string& data) {
+    std::string path = dir_ + "/" + name;
+    std::ofstream(path, std::ios::binary) << data;
+    return path;
+  }
+  static std::string Read(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }
+  std::string dir_;
+  TransferOptions opts_;
+  int sleeps_ = 0;
+  MemoryStore mem_;
+};
+
+TEST_F(TransferTest, UploadsSinglesAndMultipartsConcurrently) {
+  std::vector<std::string> data = {Pattern(10, 1), Pattern(1000, 2), Pattern(3500, 3), ""};
+  std::vector<UploadItem> items;
+  for (size_t i = 0; i < data.size(); ++i) {
+    items.push_back({Write("f" + std::to_string(i), data[i]), "k/f" + std::to_string(i)});
+  }
+  uint64_t last_done = 0, last_total = 0;
+  int calls = 0;
+  opts_.progress = [&](uint64_t done, uint64_t total) {
+    EXPECT_GE(done, last_done);
+    last_done = done;
+    last_total = total;
+    ++calls;
+  };
+  auto r = UploadFiles(mem_, items, opts_);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_EQ(r->size(), 4u);
+  for (size_t i = 0; i < data.size(); ++i) {
+    EXPECT_EQ(mem_.objects["k/f" + std::to_string(i)], data[i]) << i;
+    EXPECT_EQ((*r)[i].sha256, Sha256Hex(data[i])) << i;
+    EXPECT_EQ((*r)[i].size, data[i].size());
+  }
+  EXPECT_EQ((*r)[0].parts, 0);
+  EXPECT_EQ((*r)[1].parts, 0);  // exactly one part: a single PUT
+  EXPECT_EQ((*r)[2].parts, 4);
+  EXPECT_EQ((*r)[2].etag.substr(32), "-4");
+  EXPECT_EQ(last_done, 4510u);
+  EXPECT_EQ(last_total, 4510u);
+  EXPECT_EQ(calls, 7);
+  EXPECT_TRUE(mem_.uploads.empty());
+  EXPECT_EQ(sleeps_, 0);
+}
+
+TEST_F(TransferTest, AFailedThirdPartIsRetried) {
+  FailPart store(&mem_, 3, 2, StoreStatus::Code::kRetryable);
+  std::string data = Pattern(5500, 4);
+  auto r = UploadFiles(store, {{Write("big", data), "big"}}, opts_);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(mem_.objects["big"], data);
+  EXPECT_EQ(store.attempts, 3);
+  EXPECT_EQ(sleeps_, 2);
+  EXPECT_TRUE(mem_.aborted.empty());
+}
+
+TEST_F(TransferTest, AFatalPartErrorAbortsTheUpload) {
+  FailPart store(&mem_, 3, -1, StoreStatus::Code::kFatal);
+  std::string path = Write("big", Pattern(5500, 5));
+  auto r = UploadFiles(store, {{path, "job-1/big"}}, opts_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), path + " -> mem://test/job-1/big: part 3: HTTP 500 InternalError (injected)");
+  EXPECT_EQ(store.attempts, 1);
+  EXPECT_EQ(mem_.aborted.size(), 1u);
+  EXPECT_TRUE(mem_.uploads.empty());
+  EXPECT_EQ(mem_.objects.count("job-1/big"), 0u);
+}
+
+TEST_F(TransferTest, RetriesRunOutAndAbort) {
+  FailPart store(&mem_, 2, -1, StoreStatus::Code::kRetryable);
+  opts_.backoff.max_attempts = 3;
+  auto r = UploadFiles(store, {{Write("big", Pattern(2500, 6)), "big"}}, opts_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("part 2: HTTP 500 InternalError (injected) (gave up after 3 attempts)"),
+            std::string::npos) << r.message();
+  EXPECT_EQ(store.attempts, 3);
+  EXPECT_EQ(mem_.aborted.size(), 1u);
+  EXPECT_TRUE(mem_.objects.empty());
+}
+
+TEST_F(TransferTest, CancelAbortsMultipartUploads) {
+  std::atomic<bool> cancel{false};
+  opts_.cancel = &cancel;
+  opts_.concurrency = 1;
+  opts_.progress = [&](uint64_t, uint64_t) { cancel = true; };
+  auto r = UploadFiles(mem_, {{Write("big", Pattern(5000, 7)), "big"}}, opts_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), "cancelled");
+  EXPECT_EQ(mem_.aborted.size(), 1u);
+  EXPECT_TRUE(mem_.objects.empty());
+}
+
+TEST_F(TransferTest, MissingLocalFileIsNamed) {
+  auto r = UploadFiles(mem_, {{dir_ + "/nope", "k"}}, opts_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), dir_ + "/nope: No such file or directory");
+}
+
+class WrongEtag : public ObjectStoreWrapper {
+ public:
+  using ObjectStoreWrapper::ObjectStoreWrapper;
+  StoreStatus CompleteUpload(const std::string& key, const std::string& upload_id,
+                             const std::vector<std::string>& part_etags, std::string* etag) override {
+    StoreStatus s = ObjectStoreWrapper::CompleteUpload(key, upload_id, part_etags, etag);
+    *etag = std::string(32, 'a') + "-2";
+    return s;
+  }
+};
+
+TEST_F(TransferTest, MultipartEtagMismatchIsAnError) {
+  WrongEtag store(&mem_);
+  auto r = UploadFiles(store, {{Write("big", Pattern(2000, 8)), "big"}}, opts_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("multipart ETag aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-2 does not match"),
+            std::string::npos) << r.message();
+}
+
+// The first Complete succeeds but its answer is "lost" (reported retryable); the retry then gets
+// NoSuchUpload, which must be accepted once Head shows the object.
+class LostCompleteReply : public ObjectStoreWrapper {
+ public:
+  using ObjectStoreWrapper::ObjectStoreWrapper;
+  StoreStatus CompleteUpload(const std::string& key, const std::string& upload_id,
+                             const std::vector<std::string>& part_etags, std::string* etag) override {
+    StoreStatus s = ObjectStoreWrapper::CompleteUpload(key, upload_id, part_etags, etag);
+    if (++calls == 1) return StoreStatus::Retryable("connection reset");
+    return s;
+  }
+  int calls = 0;
+};
+
+TEST_F(TransferTest, LostCompleteReplyIsRecognised) {
+  LostCompleteReply store(&mem_);
+  std::string data = Pattern(2500, 9);
+  auto r = UploadFiles(store, {{Write("big", data), "big"}}, opts_);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(store.calls, 2);
+  EXPECT_EQ(mem_.objects["big"], data);
+}
+
+TEST_F(TransferTest, DownloadsAndVerifies) {
+  std::string a = Pattern(4321, 10), b = Pattern(7, 11);
+  mem_.objects["s/a"] = a;
+  mem_.objects["s/b"] = b;
+  mem_.objects["s/empty"] = "";
+  uint64_t done = 0;
+  opts_.progress = [&](uint64_t d, uint64_t) { done = d; };
+  Status s = DownloadFiles(mem_,
+                           {{"s/a", dir_ + "/out/deep/a", a.size(), Sha256Hex(a)},
+                            {"s/b", dir_ + "/out/b", b.size(), Sha256Hex(b)},
+                            {"s/empty", dir_ + "/out/empty", 0, Sha256Hex("")}},
+                           opts_);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(Read(dir_ + "/out/deep/a"), a);
+  EXPECT_EQ(Read(dir_ + "/out/b"), b);
+  EXPECT_EQ(Read(dir_ + "/out/empty"), "");
+  EXPECT_EQ(done, a.size() + b.size());
+  struct stat st;
+  EXPECT_NE(::stat((dir_ + "/out/deep/a.autopar-tmp").c_str(), &st), 0);
+}
+
+TEST_F(TransferTest, DownloadFailuresNameTheObjectAndLeaveNoFile) {
+  std::string a = Pattern(3000, 12);
+  mem_.objects["s/a"] = a;
+  Write("old", "previous content");
+  struct Case {
+    DownloadItem item;
+    std::string expect;
+  } cases[] = {
+      {{"s/a", dir_ + "/old", a.size(), Sha256Hex("something else")},
+       "mem://test/s/a: SHA-256 mismatch: expected " + Sha256Hex("something else") + ", got " + Sha256Hex(a)},
+      {{"s/missing", dir_ + "/old", 5, ""}, "mem://test/s/missing: object not found"},
+      {{"s/a", dir_ + "/old", 10, ""}, "mem://test/s/a: size mismatch: the manifest says 10 bytes, storage has 3000"},
+  };
+  for (const auto& c : cases) {
+    Status s = DownloadFiles(mem_, {c.item}, opts_);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.message(), c.expect);
+    EXPECT_EQ(Read(dir_ + "/old"), "previous content");
+    struct stat st;
+    EXPECT_NE(::stat((dir_ + "/old.autopar-tmp").c_str(), &st), 0);
+  }
+}
+
+TEST_F(TransferTest, SmallObjectsListAndDeletePrefix) {
+  ASSERT_TRUE(PutSmallObject(mem_, "j/manifest.json", "{}", opts_).ok());
+  auto got = GetSmallObject(mem_, "j/manifest.json", opts_);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, "{}");
+  auto missing = GetSmallObject(mem_, "j/none", opts_);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.message(), "mem://test/j/none: object not found");
+  EXPECT_EQ(*ObjectExists(mem_, "j/manifest.json", opts_), true);
+  EXPECT_EQ(*ObjectExists(mem_, "j/none", opts_), false);
+
+  for (int i = 0; i < 2500; ++i) mem_.objects["del/" + std::to_string(i)] = "x";
+  mem_.objects["keep/1"] = "y";
+  auto listed = ListObjects(mem_, "del/", opts_);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), 2500u);
+  auto n = DeletePrefix(mem_, "del/", opts_);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 2500u);
+  EXPECT_EQ(mem_.max_delete_batch, 1000u);
+  EXPECT_EQ(mem_.objects.count("keep/1"), 1u);
+  EXPECT_EQ(mem_.objects.size(), 2u);
+}
+
+TEST(MultipartEtagTest, KnownValue) {
+  // Two parts "a" and "b": md5(md5("a") || md5("b")) + "-2".
+  std::string concat;
+  for (const char* p : {"a", "b"}) {
+    auto d = Md5Of(p);
+    concat.append(reinterpret_cast<const char*>(d.data()), d.size());
+  }
+  EXPECT_EQ(MultipartEtag({Md5Of("a"), Md5Of("b")}), HexEncode(Md5Of(concat)) + "-2");
+  EXPECT_EQ(MultipartEtag({Md5Of("a"), Md5Of("b")}).size(), 34u);
+}
+
+}  // namespace
+}  // namespace autopar

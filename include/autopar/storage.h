@@ -1,0 +1,215 @@
+// Object storage for checkpoints: one small interface (ObjectStore) that every backend implements,
+// and the transfer engine on top of it (parallel multipart upload with retries and abort, parallel
+// ranged download with SHA-256 verification, prefix listing and deletion).
+//
+// Backends (service/storage, storage_backends.h): S3 over libcurl with SigV4, and a POSIX
+// directory (file://). They implement single requests only; everything that is policy (part
+// size, concurrency, retry/backoff, abort on failure, checksums, progress, cancellation) lives in
+// the transfer functions below, in the pure core, where tests drive it with an in-memory store.
+// Tests inject failures by wrapping a store (ObjectStoreWrapper: e.g. fail the 3rd part once).
+//
+// Keys are relative to the store's root (the URI's prefix or directory), '/'-separated, as made by
+// ckpt_layout.h.
+//
+// Thread safety: ObjectStore implementations must be safe to call from several threads at once
+// (the transfer functions call them from their worker threads). Transfer functions are reentrant.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autopar/ckpt_backoff.h"
+#include "autopar/sha256.h"
+#include "autopar/status.h"
+
+namespace autopar {
+
+// The outcome of one storage request.
+struct StoreStatus {
+  enum class Code {
+    kOk,
+    kRetryable,  // may succeed when tried again: timeout, connection error, HTTP 5xx/429, EINTR...
+    kNotFound,   // the object (or upload) does not exist
+    kFatal,      // will not succeed by retrying: HTTP 4xx, bad checksum, ENOSPC, EACCES...
+  };
+  Code code = Code::kOk;
+  std::string message;  // names the key/object and the reason; empty when OK; never a secret
+
+  bool ok() const { return code == Code::kOk; }
+  static StoreStatus Ok() { return {}; }
+  static StoreStatus Retryable(std::string m) { return {Code::kRetryable, std::move(m)}; }
+  static StoreStatus NotFound(std::string m) { return {Code::kNotFound, std::move(m)}; }
+  static StoreStatus Fatal(std::string m) { return {Code::kFatal, std::move(m)}; }
+  Status ToStatus() const { return ok() ? Status::Ok() : Status::Error(message); }
+  Attempt ToAttempt() const { return {ToStatus(), code == Code::kRetryable}; }
+};
+
+struct ObjectInfo {
+  std::string key;   // relative to the store's root
+  uint64_t size = 0;
+  std::string etag;  // as the store reports it, quotes removed; may be empty
+};
+
+// Receives downloaded bytes: `data` belongs at byte `offset` of the object. Return false to stop
+// (the request then fails with kFatal). Called from the calling thread of GetRange.
+using RangeSink = std::function<bool(uint64_t offset, const char* data, size_t size)>;
+
+class ObjectStore {
+ public:
+  virtual ~ObjectStore() = default;
+
+  // "s3://bucket/prefix" or "file:///dir": for messages; never contains credentials.
+  virtual std::string Describe() const = 0;
+
+  // Stores a whole object from memory, atomically (readers see the old or the new object).
+  // `md5` is the MD5 of `data` (sent as Content-MD5 where the backend can).
+  virtual StoreStatus PutObject(const std::string& key, std::string_view data,
+                                const Md5Digest& md5) = 0;
+
+  // Multipart upload: Create, then UploadPart for parts 1..N (any order, in parallel), then
+  // Complete with the parts' ETags in order (or Abort). The object appears only at Complete.
+  virtual StoreStatus CreateUpload(const std::string& key, std::string* upload_id) = 0;
+  // `etag` receives the part's ETag. A backend that gets an MD5-form ETag checks it against `md5`
+  // and fails with kRetryable on a mismatch (data damaged in flight).
+  virtual StoreStatus UploadPart(const std::string& key, const std::string& upload_id,
+                                 int part_number, std::string_view data, const Md5Digest& md5,
+                                 std::string* etag) = 0;
+  // `etag` receives the object's ETag (may be empty).
+  virtual StoreStatus CompleteUpload(const std::string& key, const std::string& upload_id,
+                                     const std::vector<std::string>& part_etags,
+                                     std::string* etag) = 0;
+  virtual StoreStatus AbortUpload(const std::string& key, const std::string& upload_id) = 0;
+
+  // Bytes [offset, offset + length) of an object, passed to `sink` (possibly in several pieces,
+  // in order). kNotFound when the object does not exist.
+  virtual StoreStatus GetRange(const std::string& key, uint64_t offset, uint64_t length,
+                               const RangeSink& sink) = 0;
+  // Size and ETag; kNotFound when the object does not exist.
+  virtual StoreStatus Head(const std::string& key, ObjectInfo* info) = 0;
+  // Every object whose key starts with `prefix` ("" lists everything), sorted by key.
+  virtual StoreStatus List(const std::string& prefix, std::vector<ObjectInfo>* objects) = 0;
+  // Deletes the keys (at most 1000 per call); keys that do not exist are not an error.
+  virtual StoreStatus Delete(const std::vector<std::string>& keys) = 0;
+};
+
+// Forwards every call to `target` (not owned). Subclass it in tests to inject failures.
+class ObjectStoreWrapper : public ObjectStore {
+ public:
+  explicit ObjectStoreWrapper(ObjectStore* target) : target_(target) {}
+  std::string Describe() const override { return target_->Describe(); }
+  StoreStatus PutObject(const std::string& key, std::string_view data,
+                        const Md5Digest& md5) override {
+    return target_->PutObject(key, data, md5);
+  }
+  StoreStatus CreateUpload(const std::string& key, std::string* upload_id) override {
+    return target_->CreateUpload(key, upload_id);
+  }
+  StoreStatus UploadPart(const std::string& key, const std::string& upload_id, int part_number,
+                         std::string_view data, const Md5Digest& md5, std::string* etag) override {
+    return target_->UploadPart(key, upload_id, part_number, data, md5, etag);
+  }
+  StoreStatus CompleteUpload(const std::string& key, const std::string& upload_id,
+                             const std::vector<std::string>& part_etags,
+                             std::string* etag) override {
+    return target_->CompleteUpload(key, upload_id, part_etags, etag);
+  }
+  StoreStatus AbortUpload(const std::string& key, const std::string& upload_id) override {
+    return target_->AbortUpload(key, upload_id);
+  }
+  StoreStatus GetRange(const std::string& key, uint64_t offset, uint64_t length,
+                       const RangeSink& sink) override {
+    return target_->GetRange(key, offset, length, sink);
+  }
+  StoreStatus Head(const std::string& key, ObjectInfo* info) override {
+    return target_->Head(key, info);
+  }
+  StoreStatus List(const std::string& prefix, std::vector<ObjectInfo>* objects) override {
+    return target_->List(prefix, objects);
+  }
+  StoreStatus Delete(const std::vector<std::string>& keys) override {
+    return target_->Delete(keys);
+  }
+
+ protected:
+  ObjectStore* target() const { return target_; }
+
+ private:
+  ObjectStore* target_;
+};
+
+// ---- transfers -----------------------------------------------------------------------------
+
+struct TransferOptions {
+  uint64_t part_size = 16ull << 20;  // bytes per part / ranged GET; >= 5 MiB for S3 (not checked)
+  int concurrency = 8;               // parts in flight across the whole batch
+  BackoffPolicy backoff;             // per request
+  Backoff::Uniform uniform;          // jitter source; empty: DefaultUniform()
+  RetryClock clock;                  // empty members: RealRetryClock()
+  // Called after each part/range with bytes done and total of the whole batch; serialised (never
+  // two calls at once) but from worker threads. Keep it cheap.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+  const std::atomic<bool>* cancel = nullptr;  // set to stop: in-flight requests finish, the rest
+                                              // are skipped, multipart uploads are aborted
+  // Uploads: also compute each file's SHA-256 (read sequentially by one extra thread while the
+  // parts go out) and return it in UploadResult::sha256.
+  bool compute_sha256 = true;
+};
+
+struct UploadItem {
+  std::string local_path;
+  std::string key;
+};
+struct UploadResult {
+  std::string key;
+  uint64_t size = 0;
+  std::string sha256;  // when TransferOptions::compute_sha256
+  std::string etag;
+  int parts = 0;       // 0: single PUT
+};
+
+// Uploads the files (each as one PUT when it fits in one part, else multipart), all parts of all
+// files sharing `concurrency` workers; retries each request with backoff; checks part ETags,
+// the multipart ETag where it has S3's "md5-of-md5s-N" form, and the final size (Head). On failure
+// or cancellation aborts every multipart upload it started and returns the first error, naming
+// the file and the key. Results are in the order of `items`.
+Result<std::vector<UploadResult>> UploadFiles(ObjectStore& store,
+                                              const std::vector<UploadItem>& items,
+                                              const TransferOptions& options);
+
+struct DownloadItem {
+  std::string key;
+  std::string local_path;  // parent directories are created
+  uint64_t size = 0;       // expected size (from the manifest)
+  std::string sha256;      // expected digest; empty: not checked
+};
+// Downloads each object with parallel ranged GETs into "<local_path>.autopar-tmp", fsyncs,
+// verifies size and SHA-256, then renames over `local_path`. On any failure removes its temp
+// files and returns an error naming the key, e.g. "s3://b/p/job-1/step-2/rank-0/a.pt: SHA-256
+// mismatch: expected ..., got ..." or "...: object not found".
+Status DownloadFiles(ObjectStore& store, const std::vector<DownloadItem>& items,
+                     const TransferOptions& options);
+
+// Small objects (manifests) with retries.
+Status PutSmallObject(ObjectStore& store, const std::string& key, std::string_view data,
+                      const TransferOptions& options);
+// kNotFound is returned as a Result error whose message ends with ": object not found"; use
+// ObjectExists() first when absence is expected.
+Result<std::string> GetSmallObject(ObjectStore& store, const std::string& key,
+                                   const TransferOptions& options);
+Result<bool> ObjectExists(ObjectStore& store, const std::string& key,
+                          const TransferOptions& options);
+Result<std::vector<ObjectInfo>> ListObjects(ObjectStore& store, const std::string& prefix,
+                                            const TransferOptions& options);
+// Lists `prefix` and deletes everything under it (batches of 1000). Returns the number deleted.
+Result<size_t> DeletePrefix(ObjectStore& store, const std::string& prefix,
+                            const TransferOptions& options);
+
+// S3's ETag of a multipart object: hex MD5 of the concatenated binary part MD5s, "-", part count.
+std::string MultipartEtag(const std::vector<Md5Digest>& part_md5s);
+
+}  // namespace autopar
