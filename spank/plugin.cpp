@@ -52,6 +52,10 @@ int Fail(const std::string& message) {
 int OptionCallback(int val, const char* optarg, int remote) {
   try {
     PluginState& st = State();
+    // An option given without its optional argument travels to later steps of a batch job as the
+    // literal text "(null)" (Slurm 22.05 prints the NULL optarg into SLURM_SPANK__SLURM_SPANK_OPTION_*
+    // of the job's environment); read it back as "no argument".
+    if (optarg != nullptr && std::strcmp(optarg, "(null)") == 0) optarg = nullptr;
     Status s = autopar::SetOption(st.user, static_cast<OptionId>(val), optarg, st.site);
     if (s.ok()) return 0;
     if (remote) {

@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""A small, deterministic PyTorch DDP training job (gloo on CPU) for autopar's local cluster.
+
+It reads torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), which autopar sets
+in every task, so `srun python3 train_ddp.py` needs nothing else. Every rank trains on its own shard of
+one fixed synthetic regression data set; the result depends only on the seed and the world size's
+total batch, so runs can be compared exactly.
+
+Usage: train_ddp.py [--steps N] [--seed S] [--batch B] [--hidden H] [--lr LR] [--out FILE]
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+
+def make_data(seed: int, n: int, dim: int):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, dim, generator=g)
+    w = torch.randn(dim, 1, generator=g)
+    y = torch.tanh(x @ w / 4) + 0.05 * torch.randn(n, 1, generator=g)
+    return x, y
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--batch", type=int, default=64, help="global batch (samples per step)")
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--out", default="", help="rank 0 writes the final state here")
+    args = ap.parse_args()
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    t0 = time.time()
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    if rank == 0:
+        print(f"train: {world} ranks on {os.environ.get('SLURM_JOB_NUM_NODES', '?')} nodes, "
+              f"master {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}, "
+              f"init {time.time() - t0:.2f}s", flush=True)
+    if args.batch % world:
+        print(f"train: --batch {args.batch} is not divisible by {world} ranks", file=sys.stderr)
+        return 2
+
+    torch.manual_seed(args.seed)
+    dim = 16
+    model = nn.Sequential(nn.Linear(dim, args.hidden), nn.Tanh(), nn.Linear(args.hidden, 1))
+    ddp = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+    x, y = make_data(args.seed, 4096, dim)
+    per_rank = args.batch // world
+
+    loss = torch.tensor(0.0)
+    for step in range(args.steps):
+        # Step s uses samples [s*B, (s+1)*B) of the data (wrapping); rank r takes its slice of them.
+        start = (step * args.batch + rank * per_rank) % x.shape[0]
+        idx = torch.arange(start, start + per_rank) % x.shape[0]
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(ddp(x[idx]), y[idx])
+        loss.backward()
+        opt.step()
+        if step % 10 == 0 or step == args.steps - 1:
+            # The step's loss over the whole global batch (the mean of the ranks' losses).
+            mean = loss.detach().clone()
+            dist.all_reduce(mean)
+            if rank == 0:
+                print(f"train: step {step:4d} loss {mean.item() / world:.6f}", flush=True)
+
+    # The mean loss over the whole data set, identical on every rank.
+    with torch.no_grad():
+        full = nn.functional.mse_loss(model(x), y).item()
+    if rank == 0:
+        print(f"train: done {args.steps} steps, final loss {full:.6f}", flush=True)
+        if args.out:
+            torch.save({k: v.clone() for k, v in model.state_dict().items()}, args.out)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Shared helpers for autopar's integration tests on the local Slurm cluster.
+
+The cluster is started by scripts/test.sh (tests/cluster/start.sh) before ctest runs; these tests
+find it through SLURM_CONF and the build tree through AUTOPAR_BUILD_DIR. Without SLURM_CONF they
+fail (not skip): an integration test that silently does nothing proves nothing.
+"""
+import os
+import re
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+SOURCE_DIR = Path(os.environ.get("AUTOPAR_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+BUILD_DIR = Path(os.environ.get("AUTOPAR_BUILD_DIR", SOURCE_DIR / "build"))
+PYTHON = "/usr/bin/python3"  # Debian's interpreter, the one with torch
+
+
+def slurm_conf() -> Path:
+    conf = os.environ.get("SLURM_CONF")
+    if not conf or not Path(conf).exists():
+        pytest.fail("SLURM_CONF does not name the test cluster's slurm.conf; "
+                    "run the tests through scripts/test.sh")
+    return Path(conf)
+
+
+def cluster_dir() -> Path:
+    return slurm_conf().parent.parent
+
+
+def run(cmd, *, env=None, timeout=120, check=False, cwd=None, input=None):
+    """Runs a command (list or shell string) against the cluster; returns CompletedProcess."""
+    full_env = dict(os.environ)
+    full_env["SLURM_CONF"] = str(slurm_conf())
+    if env:
+        full_env.update(env)
+    shell = isinstance(cmd, str)
+    p = subprocess.run(cmd, shell=shell, env=full_env, cwd=cwd, input=input, text=True,
+                       capture_output=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{cmd if shell else shlex.join(cmd)} exited {p.returncode}\n"
+                             f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+    return p
+
+
+def job_ids() -> set:
+    """Every job the controller knows (pending, running and recently finished)."""
+    p = run(["scontrol", "-o", "show", "jobs"], check=True)
+    return set(re.findall(r"JobId=(\d+)", p.stdout))
+
+
+def job_state(job_id: str) -> str:
+    p = run(["scontrol", "-o", "show", "job", job_id])
+    m = re.search(r"JobState=(\S+)", p.stdout)
+    return m.group(1) if m else "UNKNOWN"
+
+
+def wait_job(job_id: str, timeout: float = 180) -> str:
+    """Waits until the job has ended; returns its final state."""
+    deadline = time.time() + timeout
+    state = "UNKNOWN"
+    while time.time() < deadline:
+        state = job_state(job_id)
+        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+                     "BOOT_FAIL", "DEADLINE", "PREEMPTED"):
+            return state
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} still {state} after {timeout}s")
+
+
+def sbatch(script: str, tmp_path: Path, *args, env=None) -> str:
+    """Submits a script text; returns the job id."""
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    p = run(["sbatch", "--parsable", f"--chdir={tmp_path}", *args, str(path)], env=env, check=True)
+    return p.stdout.strip().split(";")[0]
+
+
+def env_lines(text: str, tag: str = "ENV") -> list:
+    """Parses lines 'ENV k=v k=v ...' printed by tasks into dicts."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(tag + " "):
+            out.append(dict(kv.split("=", 1) for kv in line.split()[1:]))
+    return out
+
+
+@pytest.fixture
+def shared_tmp(tmp_path):
+    """A temporary directory every node of the cluster can read and write (all nodes are this host)."""
+    tmp_path.chmod(0o777)
+    return tmp_path

@@ -1,0 +1,216 @@
+"""The SPANK plugin end to end on the local 4-node cluster: options from #SBATCH lines, sbatch,
+salloc and srun; --help; every bad input refused at submit time with nothing queued; the site's
+plugstack.conf arguments; the torchrun environment in every task; plain `srun python` DDP."""
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import (PYTHON, SOURCE_DIR, env_lines, job_ids, run, sbatch, slurm_conf, wait_job)
+
+OPTIONS = ["--auto-parallel", "--model", "--gpu-type", "--global-batch", "--seq-len", "--ckpt-dir",
+           "--ckpt-upload", "--ckpt-keep", "--requeue-on-failure", "--heartbeat-timeout"]
+
+PRINT_ENV = ("echo ENV node=$SLURMD_NODENAME rank=$RANK local_rank=$LOCAL_RANK world=$WORLD_SIZE "
+             "local_world=$LOCAL_WORLD_SIZE group_rank=$GROUP_RANK master=$MASTER_ADDR:$MASTER_PORT "
+             "model=${AUTOPAR_MODEL:-} ckpt_dir=${AUTOPAR_CKPT_DIR:-} keep=${AUTOPAR_CKPT_KEEP:-} "
+             "upload=${AUTOPAR_CKPT_UPLOAD:-} requeue=${AUTOPAR_REQUEUE_ON_FAILURE:-} "
+             "hb=${AUTOPAR_HEARTBEAT_TIMEOUT:-} ap=${AUTOPAR_AUTO_PARALLEL:-} "
+             "gpu=${AUTOPAR_GPU_TYPE:-} gb=${AUTOPAR_GLOBAL_BATCH:-} seq=${AUTOPAR_SEQ_LEN:-} "
+             "sock=${AUTOPAR_SOCKET:-} nccl_if=${NCCL_SOCKET_IFNAME:-} procid=$SLURM_PROCID "
+             "localid=$SLURM_LOCALID nodeid=$SLURM_NODEID")
+
+
+def check_torchrun_env(rows, nodes, per_node):
+    """Every task of a step sees a consistent, correct torchrun environment."""
+    world = nodes * per_node
+    assert len(rows) == world, rows
+    assert sorted(int(r["rank"]) for r in rows) == list(range(world))
+    assert {r["master"] for r in rows} == {rows[0]["master"]}, "one MASTER_ADDR:PORT"
+    master_host, master_port = rows[0]["master"].split(":")
+    assert master_host == "node1" and 1024 <= int(master_port) < 65536
+    by_node = {}
+    for r in rows:
+        assert r["rank"] == r["procid"] and r["local_rank"] == r["localid"]
+        assert r["world"] == str(world) and r["local_world"] == str(per_node)
+        assert r["group_rank"] == r["nodeid"]
+        by_node.setdefault(r["node"], []).append(r)
+    assert len(by_node) == nodes
+    for node, tasks in by_node.items():
+        assert sorted(int(t["local_rank"]) for t in tasks) == list(range(per_node)), node
+        assert len({t["group_rank"] for t in tasks}) == 1
+        assert all(t["sock"].endswith(f"autopard-{node}.sock") for t in tasks), tasks
+    assert sorted(int(t[0]["group_rank"]) for t in by_node.values()) == list(range(nodes))
+
+
+@pytest.mark.parametrize("tool", ["sbatch", "salloc", "srun"])
+def test_help_lists_every_option(tool):
+    p = run([tool, "--help"], check=True)
+    for opt in OPTIONS:
+        assert opt in p.stdout, f"{opt} missing from {tool} --help"
+
+
+def test_sbatch_lines_reach_every_step_and_task(tmp_path):
+    script = f"""#!/bin/bash
+#SBATCH -N 4 --ntasks-per-node=2
+#SBATCH --model=llama-2-7b
+#SBATCH --gpu-type=a100-80gb
+#SBATCH --global-batch=256 --seq-len=2048
+#SBATCH --ckpt-dir=/tmp/autopar-it/%u/%j/%n
+#SBATCH --ckpt-upload=file:///tmp/autopar-it-store
+#SBATCH --ckpt-keep=3
+#SBATCH --requeue-on-failure
+#SBATCH --heartbeat-timeout=120
+#SBATCH --auto-parallel=tp=2,pp=2
+#SBATCH -o out.txt
+srun bash -c '{PRINT_ENV}'
+srun -N1 -n1 --ckpt-keep=5 bash -c 'echo ENV2 keep=$AUTOPAR_CKPT_KEEP model=$AUTOPAR_MODEL'
+"""
+    jid = sbatch(script, tmp_path)
+    assert wait_job(jid) == "COMPLETED"
+    out = (tmp_path / "out.txt").read_text()
+    rows = env_lines(out)
+    check_torchrun_env(rows, nodes=4, per_node=2)
+    for r in rows:
+        assert r["model"] == "llama-2-7b" and r["gpu"] == "a100-80gb"
+        assert r["gb"] == "256" and r["seq"] == "2048" and r["ap"] == "tp=2,pp=2"
+        assert r["ckpt_dir"] == f"/tmp/autopar-it/root/{jid}/{r['node']}"
+        assert r["upload"] == "file:///tmp/autopar-it-store" and r["keep"] == "3"
+        assert r["requeue"] == "3"  # a bare --requeue-on-failure: the site's default count
+        assert r["hb"] == "120"
+    # A later step of the same job gets the job's options, and its own srun option wins.
+    assert env_lines(out, "ENV2") == [{"keep": "5", "model": "llama-2-7b"}]
+
+
+def test_salloc_options_reach_its_steps():
+    p = run(["salloc", "-N2", "--ntasks-per-node=1", "--model=7B", "--requeue-on-failure=2",
+             "srun", "bash", "-c", PRINT_ENV], check=True)
+    rows = env_lines(p.stdout)
+    check_torchrun_env(rows, nodes=2, per_node=1)
+    assert {(r["model"], r["requeue"]) for r in rows} == {("7B", "2")}
+
+
+def test_srun_flags_four_nodes_two_tasks_each():
+    p = run(["srun", "-N4", "--ntasks-per-node=2", "--ckpt-upload=s3://autopar-test/run1",
+             "--ckpt-keep=2", "--heartbeat-timeout=30", "bash", "-c", PRINT_ENV], check=True)
+    rows = env_lines(p.stdout)
+    check_torchrun_env(rows, nodes=4, per_node=2)
+    for r in rows:
+        assert r["upload"] == "s3://autopar-test/run1" and r["keep"] == "2" and r["hb"] == "30"
+        # --ckpt-upload without --ckpt-dir: the site's built-in node-local directory
+        assert r["ckpt_dir"].startswith("/tmp/autopar/root/")
+
+
+def test_stale_torchrun_values_from_the_submit_shell_are_replaced():
+    p = run(["srun", "-N2", "--ntasks-per-node=1", "bash", "-c", PRINT_ENV],
+            env={"RANK": "99", "WORLD_SIZE": "99", "MASTER_ADDR": "elsewhere"}, check=True)
+    check_torchrun_env(env_lines(p.stdout), nodes=2, per_node=1)
+
+
+def test_site_nccl_default_and_the_users_own_value_wins():
+    p = run(["srun", "-N1", "-n1", "bash", "-c", PRINT_ENV], check=True)
+    assert env_lines(p.stdout)[0]["nccl_if"] == "lo"  # nccl_env=NCCL_SOCKET_IFNAME=lo (test cluster)
+    p = run(["srun", "-N1", "-n1", "bash", "-c", PRINT_ENV], env={"NCCL_SOCKET_IFNAME": "mine"},
+            check=True)
+    assert env_lines(p.stdout)[0]["nccl_if"] == "mine"
+
+
+BAD_INPUTS = [
+    (["--ckpt-keep=-2", "--ckpt-dir=/tmp/x"], "--ckpt-keep: must be an integer in [1, 100], got '-2'"),
+    (["--ckpt-keep=3"], "--ckpt-keep: needs --ckpt-dir or --ckpt-upload"),
+    (["--model=banana"], "--model: unknown model 'banana'"),
+    (["--gpu-type=tpu"], "--gpu-type: unknown GPU type 'tpu'"),
+    (["--ckpt-upload=http://host/x"], "--ckpt-upload: unsupported scheme 'http'"),
+    (["--ckpt-upload=s3://No_Such/x"], "--ckpt-upload: 'No_Such' is not a valid S3 bucket name"),
+    (["--ckpt-dir=relative"], "--ckpt-dir: must be an absolute path"),
+    (["--requeue-on-failure=99"], "--requeue-on-failure: must be an integer in [0, 5], got '99'"),
+    (["--heartbeat-timeout=0"], "--heartbeat-timeout: must be an integer in"),
+    (["--global-batch=many"], "--global-batch: must be an integer"),
+    (["--seq-len=0"], "--seq-len: must be an integer"),
+    (["--auto-parallel=tp=3,zz=1", "--model=7B"], "--auto-parallel: unknown key 'zz'"),
+    (["--auto-parallel"], "--auto-parallel: needs --model"),
+]
+
+
+@pytest.mark.parametrize("tool", ["sbatch", "salloc", "srun"])
+@pytest.mark.parametrize("args,message", BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_input_is_refused_at_submit_time(tool, args, message):
+    before = job_ids()
+    cmd = {"sbatch": ["sbatch", *args, "--wrap", "true"],
+           "salloc": ["salloc", "-N1", *args, "true"],
+           "srun": ["srun", "-N1", *args, "true"]}[tool]
+    p = run(cmd, timeout=60)
+    assert p.returncode != 0
+    ours = [l for l in p.stderr.splitlines() if "autopar:" in l]
+    assert len(ours) == 1, p.stderr  # one line of ours, naming the option and the reason
+    assert message in ours[0], p.stderr
+    assert not job_ids() - before, "a refused submission must not create a job"
+
+
+def test_bad_sbatch_line_in_a_script_is_refused(tmp_path):
+    before = job_ids()
+    script = tmp_path / "bad.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --ckpt-keep=0\n#SBATCH --ckpt-dir=/tmp/x\ntrue\n")
+    p = run(["sbatch", str(script)])
+    assert p.returncode != 0 and "autopar: --ckpt-keep: must be an integer" in p.stderr
+    assert not job_ids() - before
+
+
+def with_plugstack(tmp_path: Path, args: str) -> dict:
+    """An env whose SLURM_CONF is a copy of the cluster's with other plugin arguments."""
+    conf = slurm_conf().read_text()
+    plugstack = Path(re.search(r"^PlugStackConfig=(\S+)", conf, re.M).group(1))
+    line = next(l for l in plugstack.read_text().splitlines() if "autopar" in l and not l.startswith("#"))
+    kind, path = line.split()[:2]
+    (tmp_path / "plugstack.conf").write_text(f"{kind} {path} {args}\n")
+    conf = re.sub(r"^PlugStackConfig=\S+", f"PlugStackConfig={tmp_path}/plugstack.conf", conf,
+                  flags=re.M)
+    (tmp_path / "slurm.conf").write_text(conf)
+    return {"SLURM_CONF": str(tmp_path / "slurm.conf")}
+
+
+def test_site_limits_and_allowed_destinations(tmp_path):
+    env = with_plugstack(tmp_path, "max_requeue=1 ckpt_upload_schemes=s3 "
+                                   "ckpt_upload_prefixes=s3://team-a/ default_model=llama-2-13b")
+    before = job_ids()
+    for args, message in [
+        (["--requeue-on-failure=2"], "--requeue-on-failure: must be an integer in [0, 1], got '2'"),
+        (["--ckpt-upload=s3://team-b/x"], "--ckpt-upload: 's3://team-b/x' is outside what this site allows"),
+        (["--ckpt-upload=file:///tmp/x"], "--ckpt-upload: scheme 'file' is not allowed on this site"),
+    ]:
+        p = run(["sbatch", *args, "--wrap", "true"], env=env)
+        assert p.returncode != 0 and message in p.stderr, p.stderr
+    assert not job_ids() - before
+    # Allowed by the submit host's limits. (The tasks run with the nodes' own plugstack.conf, which
+    # here is the cluster's: sites keep the file identical everywhere.)
+    p = run(["srun", "-N1", "--ckpt-upload=s3://team-a/run", "bash", "-c", PRINT_ENV], env=env,
+            check=True)
+    assert env_lines(p.stdout)[0]["upload"] == "s3://team-a/run"
+
+
+@pytest.mark.parametrize("args,message", [
+    ("colour=blue", "autopar: plugstack.conf: colour: unknown argument"),
+    ("max_requeue=lots", "autopar: plugstack.conf: max_requeue: must be an integer"),
+    ("socket=relative", "autopar: plugstack.conf: socket: must be an absolute path"),
+    ("default_model=banana", "autopar: plugstack.conf: default_model: --model: unknown model"),
+])
+def test_bad_plugstack_argument_is_one_clear_error(tmp_path, args, message):
+    env = with_plugstack(tmp_path, args)
+    before = job_ids()
+    p = run(["sbatch", "--wrap", "true"], env=env)
+    assert p.returncode != 0
+    ours = [l for l in p.stderr.splitlines() if "autopar:" in l]
+    assert len(ours) == 1 and message in ours[0], p.stderr
+    assert not job_ids() - before
+
+
+def test_plain_srun_python_ddp_trains_like_one_process(tmp_path):
+    train = SOURCE_DIR / "etc" / "examples" / "train_ddp.py"
+    p = run(["srun", "-N4", "--ntasks-per-node=2", PYTHON, str(train), "--steps", "20"],
+            timeout=240, check=True)
+    dist = re.search(r"final loss (\S+)", p.stdout).group(1)
+    single = run([PYTHON, str(train), "--steps", "20"], timeout=240, check=True,
+                 env={"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                      "MASTER_PORT": "29399"})
+    assert re.search(r"final loss (\S+)", single.stdout).group(1) == dist
+    assert "train: 8 ranks on 4 nodes, master node1:" in p.stdout
