@@ -1,0 +1,11 @@
+// Subcommands of the `autopar` CLI. Each lives in its own file (plan_command.cpp, ...) and is
+// listed once in main.cpp's table. A subcommand gets the arguments after its name (argv[0] is the
+// subcommand name), prints errors as one line "autopar <name>: <what>: <reason>" on stderr and
+// returns the process exit status: 0 success, 1 runtime failure, 2 bad usage.
+#pragma once
+
+namespace autopar::cli {
+
+int RunPlanCommand(int argc, char** argv);
+
+}  // namespace autopar::cli

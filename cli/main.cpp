@@ -1,0 +1,43 @@
+// `autopar`: the user/admin CLI. A thin dispatcher over subcommands (commands.h).
+#include <cstdio>
+#include <cstring>
+
+#include "commands.h"
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  int (*run)(int argc, char** argv);
+  const char* summary;
+};
+
+// Add a subcommand: one line here, its file in cli/CMakeLists.txt, its declaration in commands.h.
+const Subcommand kSubcommands[] = {
+    {"plan", autopar::cli::RunPlanCommand, "choose a parallel layout for a model on given GPUs"},
+};
+
+void Usage(std::FILE* out) {
+  std::fprintf(out, "usage: autopar <command> [options]\n\ncommands:\n");
+  for (const auto& s : kSubcommands) std::fprintf(out, "  %-10s %s\n", s.name, s.summary);
+  std::fprintf(out, "\n'autopar <command> --help' describes a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    Usage(stderr);
+    return 2;
+  }
+  const char* name = argv[1];
+  if (std::strcmp(name, "--help") == 0 || std::strcmp(name, "-h") == 0 || std::strcmp(name, "help") == 0) {
+    Usage(stdout);
+    return 0;
+  }
+  for (const auto& s : kSubcommands) {
+    if (std::strcmp(name, s.name) == 0) return s.run(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "autopar: unknown command '%s' (try 'autopar --help')\n", name);
+  return 2;
+}

@@ -1,0 +1,213 @@
+// `autopar plan`: run the planner for a model on given GPUs and print the plan (text or JSON).
+#include <boost/program_options.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "autopar/hardware.h"
+#include "autopar/model.h"
+#include "autopar/planner.h"
+#include "commands.h"
+
+namespace po = boost::program_options;
+
+namespace autopar::cli {
+namespace {
+
+constexpr char kPrefix[] = "autopar plan: ";
+
+int UsageError(const std::string& message) {
+  std::cerr << kPrefix << message << "\n";
+  return 2;
+}
+
+Result<int64_t> ParseCount(const std::string& option, const std::string& text, int64_t min) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end == text.c_str() || *end != '\0' || errno == ERANGE || v < min) {
+    return Status::Error(option + ": invalid value '" + text + "' (expected an integer >= " +
+                         std::to_string(min) + ")");
+  }
+  return static_cast<int64_t>(v);
+}
+
+Result<double> ParsePositive(const std::string& option, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end == text.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v <= 0) {
+    return Status::Error(option + ": invalid value '" + text + "' (expected a positive number)");
+  }
+  return v;
+}
+
+std::string Help(const po::options_description& desc) {
+  std::ostringstream os;
+  os << "usage: autopar plan --model PRESET|SIZE|FILE.json --gpus N --gpu-type T --global-batch B\n"
+        "                    [--gpus-per-node G] [--seq-len S] [--top K] [--json] [overrides]\n\n"
+        "Chooses tensor/pipeline/data-parallel sizes, micro-batch, activation recompute,\n"
+        "optimizer sharding and interleaving from a memory and time model (docs/planner.md).\n\n"
+     << desc << "\nmodels: ";
+  std::string sep;
+  for (const auto& n : ModelPresetNames()) {
+    os << sep << n;
+    sep = ", ";
+  }
+  os << "\nGPU types: ";
+  sep.clear();
+  for (const auto& n : GpuTypeNames()) {
+    os << sep << n;
+    sep = ", ";
+  }
+  os << "\n";
+  return os.str();
+}
+
+}  // namespace
+
+int RunPlanCommand(int argc, char** argv) {
+  po::options_description desc("options");
+  // Values are read as strings and converted here, so every error names its option.
+  desc.add_options()
+      ("help,h", "print this help")
+      ("model", po::value<std::string>(), "preset name, a size like 7B, or FILE.json (required)")
+      ("gpus", po::value<std::string>(), "total GPUs of the job (required)")
+      ("gpus-per-node", po::value<std::string>()->default_value("8"), "GPUs per node")
+      ("gpu-type", po::value<std::string>(), "GPU preset (required)")
+      ("global-batch", po::value<std::string>(), "sequences per optimizer step (required)")
+      ("seq-len", po::value<std::string>(), "tokens per sequence (default: the model's)")
+      ("top", po::value<std::string>()->default_value("3"), "alternatives to show")
+      ("json", "print the plan as JSON")
+      ("gpu-mem-gib", po::value<std::string>(), "override: GPU memory, GiB")
+      ("gpu-tflops", po::value<std::string>(), "override: dense BF16 peak, TFLOP/s")
+      ("nvlink-gbps", po::value<std::string>(), "override: NVLink per GPU per direction, GB/s")
+      ("net-gbps", po::value<std::string>(), "override: network per GPU per direction, GB/s")
+      ("hbm-gbps", po::value<std::string>(), "override: HBM bandwidth, GB/s")
+      ("gpu-efficiency", po::value<std::string>(), "override: fraction of peak large GEMMs reach")
+      ("headroom", po::value<std::string>(), "fraction of memory kept free (default 0.10)")
+      ("tp", po::value<std::string>(), "pin the tensor-parallel size")
+      ("pp", po::value<std::string>(), "pin the pipeline-parallel size")
+      ("dp", po::value<std::string>(), "pin the data-parallel size")
+      ("micro-batch", po::value<std::string>(), "pin the micro-batch size")
+      ("vpp", po::value<std::string>(), "pin the interleaving factor (1 = none)")
+      ("recompute", po::value<std::string>(), "pin recompute: none, selective, full")
+      ("optimizer-sharding", po::value<std::string>(), "pin the distributed optimizer: on, off")
+      ("allow-cross-node-tp", "let tensor parallelism span nodes")
+      ("allow-uneven-stages", "let pipeline stages hold different numbers of layers");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::unknown_option& e) {
+    return UsageError(e.get_option_name() + ": unknown option (see 'autopar plan --help')");
+  } catch (const po::error& e) {
+    return UsageError(e.what());
+  }
+  if (vm.count("help")) {
+    std::cout << Help(desc);
+    return 0;
+  }
+  for (const char* required : {"model", "gpus", "gpu-type", "global-batch"}) {
+    if (!vm.count(required)) return UsageError(std::string("--") + required + ": required");
+  }
+  auto str = [&](const char* key) { return vm[key].as<std::string>(); };
+
+  auto model = ResolveModel(str("model"));
+  if (!model.ok()) return UsageError("--model: " + model.message());
+  auto gpu = ResolveGpuType(str("gpu-type"));
+  if (!gpu.ok()) return UsageError("--gpu-type: " + gpu.message());
+
+  PlanRequest req;
+  req.model = *model;
+  req.gpu = *gpu;
+  struct CountOption {
+    const char* key;
+    int64_t min;
+    int64_t* out;
+  } counts[] = {{"gpus", 1, &req.gpus},
+                {"gpus-per-node", 1, &req.gpus_per_node},
+                {"global-batch", 1, &req.global_batch}};
+  for (const auto& c : counts) {
+    auto v = ParseCount(std::string("--") + c.key, str(c.key), c.min);
+    if (!v.ok()) return UsageError(v.message());
+    *c.out = *v;
+  }
+  if (vm.count("seq-len")) {
+    auto v = ParseCount("--seq-len", str("seq-len"), 1);
+    if (!v.ok()) return UsageError(v.message());
+    req.seq_len = *v;
+  }
+  auto top = ParseCount("--top", str("top"), 0);
+  if (!top.ok()) return UsageError(top.message());
+  req.top_k = static_cast<int>(std::min<int64_t>(*top, 1000));
+  struct NumberOption {
+    const char* key;
+    double* out;
+  } numbers[] = {{"gpu-mem-gib", &req.gpu.mem_gib},     {"gpu-tflops", &req.gpu.bf16_tflops},
+                 {"nvlink-gbps", &req.gpu.nvlink_gbps}, {"net-gbps", &req.gpu.net_gbps},
+                 {"hbm-gbps", &req.gpu.hbm_gbps},       {"gpu-efficiency", &req.gpu.matmul_efficiency},
+                 {"headroom", &req.headroom_fraction}};
+  for (const auto& n : numbers) {
+    if (!vm.count(n.key)) continue;
+    auto v = ParsePositive(std::string("--") + n.key, str(n.key));
+    if (!v.ok()) return UsageError(v.message());
+    *n.out = *v;
+  }
+  if (vm.count("gpu-mem-gib") || vm.count("gpu-tflops") || vm.count("nvlink-gbps") ||
+      vm.count("net-gbps") || vm.count("hbm-gbps") || vm.count("gpu-efficiency")) {
+    req.gpu.name += " (modified)";
+  }
+  struct PinOption {
+    const char* key;
+    std::optional<int64_t>* out;
+  } pins[] = {{"tp", &req.tp}, {"pp", &req.pp}, {"dp", &req.dp}, {"micro-batch", &req.micro_batch},
+              {"vpp", &req.vpp}};
+  for (const auto& p : pins) {
+    if (!vm.count(p.key)) continue;
+    auto v = ParseCount(std::string("--") + p.key, str(p.key), 1);
+    if (!v.ok()) return UsageError(v.message());
+    *p.out = *v;
+  }
+  for (const char* key : {"tp", "pp", "dp"}) {
+    if (!vm.count(key)) continue;
+    req.pin_label += (req.pin_label.empty() ? "--" : " --") + std::string(key) + " " + str(key);
+  }
+  if (vm.count("recompute")) {
+    auto rc = ParseRecompute(str("recompute"));
+    if (!rc.ok()) return UsageError("--recompute: invalid value '" + str("recompute") + "' (none, selective, full)");
+    req.recompute = *rc;
+  }
+  if (vm.count("optimizer-sharding")) {
+    const std::string v = str("optimizer-sharding");
+    if (v == "on" || v == "1" || v == "true") {
+      req.optimizer_sharding = true;
+    } else if (v == "off" || v == "0" || v == "false") {
+      req.optimizer_sharding = false;
+    } else {
+      return UsageError("--optimizer-sharding: invalid value '" + v + "' (on, off)");
+    }
+  }
+  req.allow_cross_node_tp = vm.count("allow-cross-node-tp") > 0;
+  req.allow_uneven_stages = vm.count("allow-uneven-stages") > 0;
+
+  auto plan = PlanJob(req);
+  if (!plan.ok()) {
+    // Request errors name an option (exit 2); "does not fit" is a planning result (exit 1).
+    const std::string& msg = plan.message();
+    std::cerr << kPrefix << msg << "\n";
+    return msg.rfind("--", 0) == 0 && msg.find("does not fit") == std::string::npos ? 2 : 1;
+  }
+  if (vm.count("json")) {
+    std::cout << PlanToJson(*plan) << "\n";
+  } else {
+    std::cout << PlanToText(*plan);
+  }
+  return 0;
+}
+
+}  // namespace autopar::cli

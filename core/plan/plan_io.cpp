@@ -1,0 +1,340 @@
+// Plan I/O: JSON, the task environment, Megatron-LM arguments, DeepSpeed config, human text.
+#include <json/json.h>
+
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "autopar/planner.h"
+
+namespace autopar {
+namespace {
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+std::string Thousands(double v) {
+  const long long n = static_cast<long long>(v + 0.5);
+  std::string digits = std::to_string(n);
+  std::string out;
+  int count = 0;
+  for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
+    if (count > 0 && count % 3 == 0) out.insert(out.begin(), ',');
+    out.insert(out.begin(), *it);
+    ++count;
+  }
+  return out;
+}
+
+std::string Write(const Json::Value& v, bool pretty) {
+  Json::StreamWriterBuilder w;
+  w["indentation"] = pretty ? "  " : "";
+  w["precision"] = 10;
+  return Json::writeString(w, v);
+}
+
+Json::Value CandidateToJson(const PlanCandidate& c) {
+  Json::Value v(Json::objectValue);
+  const Layout& l = c.layout;
+  v["tp"] = Json::Int64(l.tp);
+  v["pp"] = Json::Int64(l.pp);
+  v["dp"] = Json::Int64(l.dp);
+  v["micro_batch"] = Json::Int64(l.micro_batch);
+  v["grad_accum"] = Json::Int64(l.grad_accum);
+  v["vpp"] = Json::Int64(l.vpp);
+  v["recompute"] = RecomputeName(l.recompute);
+  v["optimizer_sharding"] = l.optimizer_sharding;
+  v["sequence_parallel"] = l.sequence_parallel;
+  v["mem_per_gpu_gib"] = c.memory.total_gib;
+  v["step_time_s"] = c.step_time_s;
+  v["tokens_per_s"] = c.tokens_per_s;
+  v["samples_per_s"] = c.samples_per_s;
+  v["mfu"] = c.mfu;
+  v["fits"] = c.fits;
+  Json::Value mem(Json::objectValue);
+  mem["weights_gib"] = c.memory.weights_gib;
+  mem["grads_gib"] = c.memory.grads_gib;
+  mem["optimizer_gib"] = c.memory.optimizer_gib;
+  mem["activations_gib"] = c.memory.activations_gib;
+  mem["transient_gib"] = c.memory.transient_gib;
+  mem["framework_gib"] = c.memory.framework_gib;
+  mem["total_gib"] = c.memory.total_gib;
+  v["memory"] = mem;
+  Json::Value time(Json::objectValue);
+  time["compute_s"] = c.time.compute_s;
+  time["recompute_s"] = c.time.recompute_s;
+  time["tp_comm_s"] = c.time.tp_comm_s;
+  time["bubble_s"] = c.time.bubble_s;
+  time["p2p_s"] = c.time.p2p_s;
+  time["dp_comm_s"] = c.time.dp_comm_s;
+  time["dp_comm_exposed_s"] = c.time.dp_comm_exposed_s;
+  time["optimizer_s"] = c.time.optimizer_s;
+  time["total_s"] = c.time.total_s;
+  v["time"] = time;
+  if (!c.reason.empty()) v["reason"] = c.reason;
+  return v;
+}
+
+// Field readers that remember the first error (named by its key path).
+class Reader {
+ public:
+  explicit Reader(std::string* error) : error_(error) {}
+  int64_t Int(const Json::Value& obj, const std::string& path, const char* key) {
+    const Json::Value& v = obj[key];
+    if (!v.isIntegral()) return Fail<int64_t>(path + key, "an integer");
+    return v.asInt64();
+  }
+  double Num(const Json::Value& obj, const std::string& path, const char* key) {
+    const Json::Value& v = obj[key];
+    if (!v.isNumeric()) return Fail<double>(path + key, "a number");
+    return v.asDouble();
+  }
+  bool Bool(const Json::Value& obj, const std::string& path, const char* key) {
+    const Json::Value& v = obj[key];
+    if (!v.isBool()) return Fail<bool>(path + key, "true or false");
+    return v.asBool();
+  }
+  std::string Str(const Json::Value& obj, const std::string& path, const char* key) {
+    const Json::Value& v = obj[key];
+    if (!v.isString()) return Fail<std::string>(path + key, "a string");
+    return v.asString();
+  }
+
+ private:
+  template <typename T>
+  T Fail(const std::string& key, const char* what) {
+    if (error_->empty()) *error_ = "plan JSON: '" + key + "': missing or not " + what;
+    return T();
+  }
+  std::string* error_;
+};
+
+PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, Reader& r,
+                                std::string* error) {
+  PlanCandidate c;
+  Layout& l = c.layout;
+  l.tp = r.Int(v, path, "tp");
+  l.pp = r.Int(v, path, "pp");
+  l.dp = r.Int(v, path, "dp");
+  l.micro_batch = r.Int(v, path, "micro_batch");
+  l.grad_accum = r.Int(v, path, "grad_accum");
+  l.vpp = r.Int(v, path, "vpp");
+  auto rc = ParseRecompute(r.Str(v, path, "recompute"));
+  if (rc.ok()) {
+    l.recompute = *rc;
+  } else if (error->empty()) {
+    *error = "plan JSON: '" + path + "recompute': " + rc.message();
+  }
+  l.optimizer_sharding = r.Bool(v, path, "optimizer_sharding");
+  l.sequence_parallel = r.Bool(v, path, "sequence_parallel");
+  c.step_time_s = r.Num(v, path, "step_time_s");
+  c.tokens_per_s = r.Num(v, path, "tokens_per_s");
+  c.samples_per_s = r.Num(v, path, "samples_per_s");
+  c.mfu = r.Num(v, path, "mfu");
+  c.fits = r.Bool(v, path, "fits");
+  const Json::Value& mem = v["memory"];
+  const std::string mp = path + "memory.";
+  c.memory.weights_gib = r.Num(mem, mp, "weights_gib");
+  c.memory.grads_gib = r.Num(mem, mp, "grads_gib");
+  c.memory.optimizer_gib = r.Num(mem, mp, "optimizer_gib");
+  c.memory.activations_gib = r.Num(mem, mp, "activations_gib");
+  c.memory.transient_gib = r.Num(mem, mp, "transient_gib");
+  c.memory.framework_gib = r.Num(mem, mp, "framework_gib");
+  c.memory.total_gib = r.Num(mem, mp, "total_gib");
+  const Json::Value& time = v["time"];
+  const std::string tp = path + "time.";
+  c.time.compute_s = r.Num(time, tp, "compute_s");
+  c.time.recompute_s = r.Num(time, tp, "recompute_s");
+  c.time.tp_comm_s = r.Num(time, tp, "tp_comm_s");
+  c.time.bubble_s = r.Num(time, tp, "bubble_s");
+  c.time.p2p_s = r.Num(time, tp, "p2p_s");
+  c.time.dp_comm_s = r.Num(time, tp, "dp_comm_s");
+  c.time.dp_comm_exposed_s = r.Num(time, tp, "dp_comm_exposed_s");
+  c.time.optimizer_s = r.Num(time, tp, "optimizer_s");
+  c.time.total_s = r.Num(time, tp, "total_s");
+  if (v.isMember("reason")) c.reason = r.Str(v, path, "reason");
+  if (error->empty() && (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1 || l.grad_accum < 1 || l.vpp < 1)) {
+    *error = "plan JSON: '" + path + "': tp, pp, dp, micro_batch, grad_accum and vpp must be >= 1";
+  }
+  return c;
+}
+
+}  // namespace
+
+std::string PlanToJson(const Plan& plan, bool with_alternatives) {
+  Json::Value v = CandidateToJson(plan.chosen);
+  v["model"] = plan.model_name;
+  v["params"] = plan.params;
+  v["layers"] = Json::Int64(plan.layers);
+  v["gpu"] = plan.gpu_name;
+  v["gpus"] = Json::Int64(plan.gpus);
+  v["gpus_per_node"] = Json::Int64(plan.gpus_per_node);
+  v["global_batch"] = Json::Int64(plan.global_batch);
+  v["seq_len"] = Json::Int64(plan.seq_len);
+  v["mem_usable_gib"] = plan.mem_usable_gib;
+  v["candidates_evaluated"] = Json::Int64(plan.candidates_evaluated);
+  if (with_alternatives) {
+    Json::Value alts(Json::arrayValue);
+    for (const auto& a : plan.alternatives) alts.append(CandidateToJson(a));
+    v["alternatives"] = alts;
+  }
+  return Write(v, false);
+}
+
+Result<Plan> PlanFromJson(const std::string& json) {
+  Json::CharReaderBuilder builder;
+  Json::Value root;
+  std::string errors;
+  std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
+  if (!reader->parse(json.data(), json.data() + json.size(), &root, &errors)) {
+    return Status::Error("plan JSON: not valid JSON: " + errors.substr(0, errors.find('\n')));
+  }
+  if (!root.isObject()) return Status::Error("plan JSON: expected an object");
+  std::string error;
+  Reader r(&error);
+  Plan plan;
+  plan.chosen = CandidateFromJson(root, "", r, &error);
+  plan.model_name = r.Str(root, "", "model");
+  plan.params = r.Num(root, "", "params");
+  plan.layers = r.Int(root, "", "layers");
+  plan.gpu_name = r.Str(root, "", "gpu");
+  plan.gpus = r.Int(root, "", "gpus");
+  plan.gpus_per_node = r.Int(root, "", "gpus_per_node");
+  plan.global_batch = r.Int(root, "", "global_batch");
+  plan.seq_len = r.Int(root, "", "seq_len");
+  plan.mem_usable_gib = r.Num(root, "", "mem_usable_gib");
+  plan.candidates_evaluated = r.Int(root, "", "candidates_evaluated");
+  if (root.isMember("alternatives")) {
+    const Json::Value& alts = root["alternatives"];
+    if (!alts.isArray()) return Status::Error("plan JSON: 'alternatives': not a list");
+    for (Json::ArrayIndex i = 0; i < alts.size(); ++i) {
+      plan.alternatives.push_back(
+          CandidateFromJson(alts[i], "alternatives[" + std::to_string(i) + "].", r, &error));
+    }
+  }
+  if (!error.empty()) return Status::Error(error);
+  const Layout& l = plan.chosen.layout;
+  if (l.tp * l.pp * l.dp != plan.gpus) {
+    return Status::Error("plan JSON: tp*pp*dp=" + std::to_string(l.tp * l.pp * l.dp) + " but gpus=" +
+                         std::to_string(plan.gpus));
+  }
+  return plan;
+}
+
+std::string MegatronArgs(const Plan& plan) {
+  const Layout& l = plan.chosen.layout;
+  std::ostringstream os;
+  os << "--tensor-model-parallel-size " << l.tp << " --pipeline-model-parallel-size " << l.pp
+     << " --micro-batch-size " << l.micro_batch << " --global-batch-size " << plan.global_batch
+     << " --seq-length " << plan.seq_len;
+  if (l.sequence_parallel) os << " --sequence-parallel";
+  if (l.recompute == Recompute::kSelective) {
+    os << " --recompute-granularity selective";
+  } else if (l.recompute == Recompute::kFull) {
+    os << " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
+  }
+  if (l.vpp > 1 && plan.layers % (l.pp * l.vpp) == 0) {
+    os << " --num-layers-per-virtual-pipeline-stage " << plan.layers / (l.pp * l.vpp);
+  }
+  if (l.optimizer_sharding) os << " --use-distributed-optimizer --overlap-param-gather";
+  if (l.dp > 1) os << " --overlap-grad-reduce";
+  os << " --bf16";
+  return os.str();
+}
+
+std::string DeepSpeedConfigJson(const Plan& plan) {
+  const Layout& l = plan.chosen.layout;
+  Json::Value v(Json::objectValue);
+  v["train_batch_size"] = Json::Int64(plan.global_batch);
+  v["train_micro_batch_size_per_gpu"] = Json::Int64(l.micro_batch);
+  v["gradient_accumulation_steps"] = Json::Int64(l.grad_accum);
+  Json::Value zero(Json::objectValue);
+  zero["stage"] = l.optimizer_sharding ? 1 : 0;
+  v["zero_optimization"] = zero;
+  Json::Value bf16(Json::objectValue);
+  bf16["enabled"] = true;
+  v["bf16"] = bf16;
+  if (l.recompute == Recompute::kFull) {
+    Json::Value ac(Json::objectValue);
+    ac["partition_activations"] = l.tp > 1;
+    ac["contiguous_memory_optimization"] = false;
+    ac["number_checkpoints"] = Json::Int64(1);
+    v["activation_checkpointing"] = ac;
+  }
+  return Write(v, false);
+}
+
+std::vector<std::pair<std::string, std::string>> PlanTaskEnv(const Plan& plan, int rank) {
+  const Layout& l = plan.chosen.layout;
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"AUTOPAR_TP", std::to_string(l.tp)},
+      {"AUTOPAR_PP", std::to_string(l.pp)},
+      {"AUTOPAR_DP", std::to_string(l.dp)},
+      {"AUTOPAR_MICRO_BATCH", std::to_string(l.micro_batch)},
+      {"AUTOPAR_GRAD_ACCUM", std::to_string(l.grad_accum)},
+      {"AUTOPAR_GLOBAL_BATCH", std::to_string(plan.global_batch)},
+      {"AUTOPAR_SEQ_LEN", std::to_string(plan.seq_len)},
+      {"AUTOPAR_RECOMPUTE", RecomputeName(l.recompute)},
+      {"AUTOPAR_OPTIMIZER_SHARDING", l.optimizer_sharding ? "1" : "0"},
+      {"AUTOPAR_VPP", std::to_string(l.vpp)},
+  };
+  const int64_t world = l.tp * l.pp * l.dp;
+  if (rank >= 0 && rank < world) {
+    const int64_t r = rank;
+    env.emplace_back("AUTOPAR_TP_RANK", std::to_string(r % l.tp));
+    env.emplace_back("AUTOPAR_DP_RANK", std::to_string((r / l.tp) % l.dp));
+    env.emplace_back("AUTOPAR_PP_RANK", std::to_string(r / (l.tp * l.dp)));
+  }
+  env.emplace_back("AUTOPAR_PLAN_JSON", PlanToJson(plan, false));
+  env.emplace_back("AUTOPAR_MEGATRON_ARGS", MegatronArgs(plan));
+  env.emplace_back("AUTOPAR_DEEPSPEED_CONFIG", DeepSpeedConfigJson(plan));
+  return env;
+}
+
+std::string PlanToText(const Plan& plan) {
+  const PlanCandidate& c = plan.chosen;
+  const Layout& l = c.layout;
+  auto knobs = [](const Layout& x) {
+    std::string s = "tp=" + std::to_string(x.tp) + " pp=" + std::to_string(x.pp) + " dp=" +
+                    std::to_string(x.dp) + ", micro-batch " + std::to_string(x.micro_batch) +
+                    " x " + std::to_string(x.grad_accum) + " accumulation steps, " +
+                    RecomputeName(x.recompute) + " recompute";
+    if (x.vpp > 1) s += ", interleaved x" + std::to_string(x.vpp);
+    if (x.optimizer_sharding) s += ", distributed optimizer";
+    if (x.sequence_parallel) s += ", sequence parallel";
+    return s;
+  };
+  std::ostringstream os;
+  os << "model:       " << plan.model_name << " (" << Fixed(plan.params / 1e9, 2) << "B parameters)\n"
+     << "hardware:    " << plan.gpus << " x " << plan.gpu_name << " (" << plan.gpus_per_node
+     << " per node)\n"
+     << "batch:       " << plan.global_batch << " sequences x " << plan.seq_len << " tokens\n"
+     << "layout:      " << knobs(l) << "\n"
+     << "memory/GPU:  " << Fixed(c.memory.total_gib, 1) << " GiB of " << Fixed(plan.mem_usable_gib, 1)
+     << " usable = weights " << Fixed(c.memory.weights_gib, 1) << " + grads " << Fixed(c.memory.grads_gib, 1)
+     << " + optimizer " << Fixed(c.memory.optimizer_gib, 1) << " + activations "
+     << Fixed(c.memory.activations_gib, 1) << " + transient " << Fixed(c.memory.transient_gib, 1)
+     << " + framework " << Fixed(c.memory.framework_gib, 1) << "\n"
+     << "step time:   " << Fixed(c.step_time_s, 3) << " s = compute " << Fixed(c.time.compute_s, 3)
+     << " + recompute " << Fixed(c.time.recompute_s, 3) << " + TP comm " << Fixed(c.time.tp_comm_s, 3)
+     << " + bubble " << Fixed(c.time.bubble_s, 3) << " + p2p " << Fixed(c.time.p2p_s, 3)
+     << " + DP comm " << Fixed(c.time.dp_comm_exposed_s, 3) << " (of " << Fixed(c.time.dp_comm_s, 3)
+     << ") + optimizer " << Fixed(c.time.optimizer_s, 3) << "\n"
+     << "throughput:  " << Thousands(c.tokens_per_s) << " tokens/s, " << Fixed(c.samples_per_s, 2)
+     << " samples/s, MFU " << Fixed(c.mfu * 100, 1) << "%\n";
+  if (!plan.alternatives.empty()) {
+    os << "alternatives (" << plan.candidates_evaluated << " configurations evaluated):\n";
+    int i = 1;
+    for (const auto& a : plan.alternatives) {
+      os << "  " << i++ << ". " << knobs(a.layout) << ": " << Fixed(a.step_time_s, 3) << " s, "
+         << Fixed(a.memory.total_gib, 1) << " GiB, MFU " << Fixed(a.mfu * 100, 1) << "% -- " << a.reason
+         << "\n";
+    }
+  }
+  return os.str();
+}
+
+}  // namespace autopar

@@ -1,0 +1,647 @@
+// The planner's memory and time model and the layout search (docs/planner.md has every formula
+// with its source).
+#include "autopar/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+namespace autopar {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// NCCL reaches about this fraction of a link's bandwidth in large collectives (nccl-tests "busbw").
+constexpr double kLinkEfficiency = 0.8;
+// Optimizer step traffic per parameter of the local shard: read+write fp32 master, momentum and
+// variance (24), read the bf16 grad (2), write the bf16 weight (2).
+constexpr double kOptimizerBytesPerParam = 28.0;
+// GEMM efficiency falls for narrow per-GPU matrices and few tokens per micro-batch:
+// eff = base * w/(w + kWidthHalf) * n/(n + kTokensHalf), w = h/t, n = b*s (docs/planner.md).
+constexpr double kWidthHalf = 480.0;
+constexpr double kTokensHalf = 64.0;
+
+double D(int64_t v) { return static_cast<double>(v); }
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+std::vector<int64_t> Divisors(int64_t n) {
+  std::vector<int64_t> small, large;
+  for (int64_t i = 1; i * i <= n; ++i) {
+    if (n % i == 0) {
+      small.push_back(i);
+      if (i != n / i) large.push_back(n / i);
+    }
+  }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  return small;
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Matmul weights of one layer (no norms/biases): what the layer's GEMMs multiply by.
+double MatmulWeightsPerLayer(const ModelArch& m) {
+  const double h = D(m.hidden);
+  const double kv_width = D(m.kv_heads * m.head_dim());
+  return 2 * h * h + 2 * h * kv_width + (m.gated_mlp ? 3.0 : 2.0) * h * D(m.ffn_hidden);
+}
+
+// Forward FLOPs of one layer for one micro-batch: 2*b*s*W + 4*b*s^2*h (Narayanan et al. 2021).
+double LayerForwardFlops(const ModelArch& m, int64_t s, int64_t b) {
+  return 2 * D(b * s) * MatmulWeightsPerLayer(m) + 4 * D(b) * D(s) * D(s) * D(m.hidden);
+}
+
+double LogitForwardFlops(const ModelArch& m, int64_t s, int64_t b) {
+  return 2 * D(b * s) * D(m.hidden) * D(m.vocab);
+}
+
+// Ring all-reduce of `bytes` over n ranks: 2(n-1)/n * bytes / bw + 2(n-1) * latency.
+double AllReduceSeconds(double bytes, int64_t n, double gbps, double latency_us) {
+  if (n <= 1) return 0;
+  const double steps = 2.0 * D(n - 1);
+  return steps / D(n) * bytes / (gbps * 1e9 * kLinkEfficiency) + steps * latency_us * 1e-6;
+}
+
+struct StageMemory {
+  double params = 0;  // parameters per GPU on this stage
+  double activations = 0;
+  double transient = 0;
+};
+
+}  // namespace
+
+const char* RecomputeName(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "none";
+}
+
+Result<Recompute> ParseRecompute(const std::string& name) {
+  if (name == "none") return Recompute::kNone;
+  if (name == "selective") return Recompute::kSelective;
+  if (name == "full") return Recompute::kFull;
+  return Status::Error("recompute: unknown value '" + name + "' (none, selective, full)");
+}
+
+double ModelStateBytesPerParam(bool optimizer_sharding, int64_t dp) {
+  // 2 bf16 weights + 2 bf16 grads + 12 fp32 (master weights, Adam momentum, Adam variance).
+  const double optimizer = 12.0;
+  return 2.0 + 2.0 + (optimizer_sharding && dp > 1 ? optimizer / D(dp) : optimizer);
+}
+
+double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micro_batch,
+                               int64_t tp, bool sequence_parallel, Recompute recompute) {
+  const double s = D(seq_len), b = D(micro_batch), h = D(m.hidden), a = D(m.heads);
+  const double t = D(std::max<int64_t>(1, tp));
+  const double sb = s * b;
+  if (recompute == Recompute::kFull) {
+    // Only each layer's input (2 bytes/value) is kept; sharded over t with sequence parallelism.
+    return 2 * sb * h / (sequence_parallel ? t : 1.0);
+  }
+  const double kv_width = D(m.kv_heads * m.head_dim());
+  const double f = D(m.ffn_hidden);
+  // Korthikanti et al. 2022, Sec. 4.1, per term (bytes), generalized to GQA and gated MLPs:
+  //  attention: QKV input 2sbh, Q 2sbh, K and V 2*2sb*kv, output-proj input 2sbh, dropout mask sbh
+  //             -> 7sbh + 4sb*kv (= 11sbh without GQA); scores: softmax out 2as^2b, dropout mask
+  //             as^2b, dropout out 2as^2b -> 5as^2b.
+  //  MLP: input 2sbh, dropout mask sbh, activation input and output 2sbf each (gated: 3 x 2sbf).
+  //  two layer norms: 2 x 2sbh.
+  // For a GPT layer (kv = h, f = 4h, not gated) this is sbh(34 + 5as/h).
+  const double attention_linear = 7 * sb * h + 4 * sb * kv_width;
+  const double scores = 5 * a * s * s * b;
+  const double mlp = 3 * sb * h + (m.gated_mlp ? 6.0 : 4.0) * sb * f;
+  const double norms = 4 * sb * h;
+  const double linear = attention_linear + mlp + norms;
+  const double quadratic = recompute == Recompute::kSelective ? 0.0 : scores;
+  if (tp <= 1) return linear + quadratic;
+  if (sequence_parallel) return (linear + quadratic) / t;
+  // Tensor parallel without sequence parallelism: norms, dropout masks and the inputs of the
+  // first linear of each block (10 sbh for GPT) stay replicated.
+  const double replicated = 10 * sb * h;
+  return replicated + (linear - replicated) / t + quadratic / t;
+}
+
+double ModelFlopsPerStep(const ModelArch& m, int64_t seq_len, int64_t batch) {
+  return 3.0 * (D(m.layers) * LayerForwardFlops(m, seq_len, batch) +
+                LogitForwardFlops(m, seq_len, batch));
+}
+
+PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
+  const ModelArch& m = req.model;
+  const GpuSpec& g = req.gpu;
+  const int64_t s = req.seq_len > 0 ? req.seq_len : m.seq_len;
+  PlanCandidate c;
+  c.layout = in;
+  Layout& l = c.layout;
+  l.sequence_parallel = l.tp > 1;
+  l.grad_accum = std::max<int64_t>(1, req.global_batch / std::max<int64_t>(1, l.micro_batch * l.dp));
+  const int64_t t = l.tp, p = l.pp, d = l.dp, b = l.micro_batch, v = std::max<int64_t>(1, l.vpp);
+  const int64_t mb = l.grad_accum;
+  const ParamCount pc = CountParams(m);
+  const int64_t layers_per_stage = CeilDiv(m.layers, p);
+  const double tied_copy = (m.tied_embeddings && p > 1) ? D(m.vocab) * D(m.hidden) : 0.0;
+
+  // --- memory ---------------------------------------------------------------------------
+  const double act_layer = ActivationBytesPerLayer(m, s, b, t, l.sequence_parallel, l.recompute);
+  double recompute_working = 0;  // one layer's activations rebuilt during backward
+  if (l.recompute == Recompute::kFull) {
+    recompute_working = ActivationBytesPerLayer(m, s, b, t, l.sequence_parallel, Recompute::kNone);
+  } else if (l.recompute == Recompute::kSelective) {
+    recompute_working = 5 * D(m.heads) * D(s) * D(s) * D(b) / D(t);
+  }
+  // Korthikanti et al. 2022 Sec. 4.2.3: with 1F1B the first stage holds min(p, m) micro-batches;
+  // interleaving multiplies that by (1 + (p-1)/(p*v)).
+  const double in_flight = D(std::min(p, mb)) * (v > 1 ? 1.0 + D(p - 1) / D(p * v) : 1.0);
+  // Cross-entropy logits in fp32 (Korthikanti et al. 2022 Sec. 4.3: 4sbv/t).
+  const double logits = 4 * D(s) * D(b) * D(m.vocab) / D(t);
+  StageMemory first, last;
+  first.params = (D(layers_per_stage) * pc.per_layer + pc.embedding) / D(t);
+  first.activations = D(layers_per_stage) * act_layer * in_flight;
+  first.transient = recompute_working;
+  if (p == 1) {
+    first.params = pc.total / D(t);
+    first.transient += logits;
+  }
+  // With uneven stages every stage is costed as the largest one (an upper bound).
+  last.params = (D(layers_per_stage) * pc.per_layer + pc.output + tied_copy) / D(t);
+  last.activations = D(layers_per_stage) * act_layer * (v > 1 ? 1.0 + D(p - 1) / D(p * v) : 1.0);
+  last.transient = recompute_working + logits;
+  const double state_bytes = ModelStateBytesPerParam(l.optimizer_sharding, d);
+  auto stage_total = [&](const StageMemory& sm) {
+    return sm.params * state_bytes + sm.activations + sm.transient;
+  };
+  const StageMemory& worst = (p == 1 || stage_total(first) >= stage_total(last)) ? first : last;
+  c.memory.weights_gib = worst.params * 2.0 / kGiB;
+  c.memory.grads_gib = worst.params * 2.0 / kGiB;
+  c.memory.optimizer_gib = worst.params * (state_bytes - 4.0) / kGiB;
+  c.memory.activations_gib = worst.activations / kGiB;
+  c.memory.transient_gib = worst.transient / kGiB;
+  c.memory.framework_gib = req.framework_gib;
+  c.memory.total_gib = stage_total(worst) / kGiB + req.framework_gib;
+  c.fits = c.memory.total_gib <= g.mem_gib * (1.0 - req.headroom_fraction);
+
+  // --- time -----------------------------------------------------------------------------
+  const double peak = g.bf16_tflops * 1e12;
+  const double width = D(m.hidden) / D(t);
+  const double tokens = D(b * s);
+  const double eff = g.matmul_efficiency * (width / (width + kWidthHalf)) *
+                     (tokens / (tokens + kTokensHalf));
+  const double gpu_flops = peak * eff;
+  const double layer_fwd = LayerForwardFlops(m, s, b);
+  // The slowest stage: with p > 1 the last stage also runs the output layer; p == 1 runs all.
+  const double stage_fwd = D(layers_per_stage) * layer_fwd + LogitForwardFlops(m, s, b);
+  const double compute_mb = 3.0 * stage_fwd / (D(t) * gpu_flops);
+  double recompute_mb = 0;
+  if (l.recompute == Recompute::kFull) {
+    recompute_mb = D(layers_per_stage) * layer_fwd / (D(t) * gpu_flops);
+  } else if (l.recompute == Recompute::kSelective) {
+    recompute_mb = D(layers_per_stage) * 4 * D(b) * D(s) * D(s) * D(m.hidden) / (D(t) * gpu_flops);
+  }
+  // Tensor parallelism: per layer, 2 all-reduce-equivalents (all-gather + reduce-scatter with
+  // sequence parallelism) in forward and 2 in backward, of 2*b*s*h bytes (Narayanan et al. 2021
+  // Sec. 3.3; Korthikanti et al. 2022 Sec. 4.2.2); full recompute repeats the forward ones.
+  double tp_mb = 0;
+  if (t > 1) {
+    const bool tp_in_node = t <= req.gpus_per_node;
+    const double bw = tp_in_node ? g.nvlink_gbps : g.net_gbps;
+    const double lat = tp_in_node ? g.nvlink_latency_us : g.net_latency_us;
+    const double per_layer = (l.recompute == Recompute::kFull ? 6.0 : 4.0) *
+                             AllReduceSeconds(2.0 * D(b * s) * D(m.hidden), t, bw, lat);
+    tp_mb = D(layers_per_stage) * per_layer;
+  }
+  // Pipeline point-to-point: one activation and one gradient of 2*b*s*h bytes per micro-batch and
+  // stage boundary, split over the t ranks (scatter/gather, Narayanan et al. 2021 Sec. 4.1),
+  // v times as many with interleaving. Stages are t*d ranks apart (rank order tp, dp, pp).
+  double p2p_mb = 0;
+  if (p > 1) {
+    const bool crosses_nodes = t * d >= req.gpus_per_node;
+    const double bw = crosses_nodes ? g.net_gbps : g.nvlink_gbps;
+    const double lat = crosses_nodes ? g.net_latency_us : g.nvlink_latency_us;
+    const double bytes = 2.0 * D(b * s) * D(m.hidden) / D(t);
+    p2p_mb = 2.0 * D(v) * (bytes / (bw * 1e9 * kLinkEfficiency) + lat * 1e-6);
+  }
+  const double stage_mb = compute_mb + recompute_mb + tp_mb;
+  c.time.compute_s = D(mb) * compute_mb;
+  c.time.recompute_s = D(mb) * recompute_mb;
+  c.time.tp_comm_s = D(mb) * tp_mb;
+  c.time.p2p_s = D(mb) * p2p_mb;
+  // Pipeline bubble (Narayanan et al. 2021): (p-1)/v micro-batch slots of fill and drain.
+  c.time.bubble_s = D(p - 1) / D(v) * (stage_mb + p2p_mb);
+  // Data parallelism: bf16 gradients of this GPU's parameters, ring all-reduce (or reduce-scatter
+  // + all-gather with the distributed optimizer: the same volume). The reduction overlaps with
+  // the backward pass of the last micro-batch; the distributed optimizer's parameter all-gather
+  // overlaps with the first forward pass (Megatron's --overlap-grad-reduce/--overlap-param-gather).
+  if (d > 1) {
+    const bool dp_in_node = t * d <= req.gpus_per_node;
+    const double bw = dp_in_node ? g.nvlink_gbps : g.net_gbps;
+    const double lat = dp_in_node ? g.nvlink_latency_us : g.net_latency_us;
+    c.time.dp_comm_s = AllReduceSeconds(2.0 * worst.params, d, bw, lat);
+    const double backward_window = (2.0 / 3.0) * compute_mb + recompute_mb;
+    const double forward_window = (1.0 / 3.0) * compute_mb;
+    if (l.optimizer_sharding) {
+      c.time.dp_comm_exposed_s = std::max(0.0, c.time.dp_comm_s / 2 - backward_window) +
+                                 std::max(0.0, c.time.dp_comm_s / 2 - forward_window);
+    } else {
+      c.time.dp_comm_exposed_s = std::max(0.0, c.time.dp_comm_s - backward_window);
+    }
+  }
+  const double shard = worst.params / D(l.optimizer_sharding ? d : 1);
+  c.time.optimizer_s = kOptimizerBytesPerParam * shard / (g.hbm_gbps * 1e9 * kLinkEfficiency);
+  c.time.total_s = c.time.compute_s + c.time.recompute_s + c.time.tp_comm_s + c.time.bubble_s +
+                   c.time.p2p_s + c.time.dp_comm_exposed_s + c.time.optimizer_s;
+  c.step_time_s = c.time.total_s;
+  c.samples_per_s = D(req.global_batch) / c.step_time_s;
+  c.tokens_per_s = c.samples_per_s * D(s);
+  c.mfu = ModelFlopsPerStep(m, s, req.global_batch) / (c.step_time_s * D(req.gpus) * peak);
+  return c;
+}
+
+namespace {
+
+std::string PinnedLabel(const PlanRequest& r) {
+  if (!r.pin_label.empty()) return r.pin_label;
+  std::string out;
+  auto add = [&](const char* key, const std::optional<int64_t>& v) {
+    if (!v) return;
+    out += (out.empty() ? "" : ",") + std::string(key) + "=" + std::to_string(*v);
+  };
+  add("tp", r.tp);
+  add("pp", r.pp);
+  add("dp", r.dp);
+  return "--auto-parallel=" + out;
+}
+
+bool Pinned(const PlanRequest& r) { return r.tp || r.pp || r.dp; }
+
+Status ValidateRequest(const PlanRequest& r) {
+  if (r.gpus < 1) return Status::Error("--gpus: must be >= 1 (got " + std::to_string(r.gpus) + ")");
+  if (r.gpus_per_node < 1) {
+    return Status::Error("--gpus-per-node: must be >= 1 (got " + std::to_string(r.gpus_per_node) + ")");
+  }
+  if (r.global_batch < 1) {
+    return Status::Error("--global-batch: must be >= 1 (got " + std::to_string(r.global_batch) + ")");
+  }
+  if (r.seq_len < 0) return Status::Error("--seq-len: must be >= 1 (got " + std::to_string(r.seq_len) + ")");
+  Status model = ValidateModel(r.model);
+  if (!model.ok()) return Status::Error("--model: " + r.model.name + ": " + model.message());
+  struct Positive {
+    const char* option;
+    double value;
+  } numbers[] = {{"--gpu-mem-gib", r.gpu.mem_gib},     {"--gpu-tflops", r.gpu.bf16_tflops},
+                 {"--nvlink-gbps", r.gpu.nvlink_gbps}, {"--net-gbps", r.gpu.net_gbps},
+                 {"--hbm-gbps", r.gpu.hbm_gbps},       {"--gpu-efficiency", r.gpu.matmul_efficiency}};
+  for (const auto& n : numbers) {
+    if (!(n.value > 0) || !std::isfinite(n.value)) {
+      return Status::Error(std::string(n.option) + ": must be a positive number (got " + Fixed(n.value, 3) + ")");
+    }
+  }
+  if (r.gpu.matmul_efficiency > 1) return Status::Error("--gpu-efficiency: must be <= 1");
+  if (!(r.headroom_fraction >= 0 && r.headroom_fraction < 1)) {
+    return Status::Error("headroom_fraction: must be in [0, 1)");
+  }
+  if (r.top_k < 0) return Status::Error("--top: must be >= 0");
+  const std::pair<const char*, const std::optional<int64_t>*> pins[] = {
+      {"tp", &r.tp}, {"pp", &r.pp}, {"dp", &r.dp}, {"micro_batch", &r.micro_batch}, {"vpp", &r.vpp}};
+  for (const auto& [key, value] : pins) {
+    if (*value && **value < 1) {
+      return Status::Error(std::string(key) + ": must be >= 1 (got " + std::to_string(**value) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// Why a pinned (t, p, d) cannot work, or "" when it can.
+std::string PinnedConstraintError(const PlanRequest& r, int64_t s) {
+  const ModelArch& m = r.model;
+  const std::string label = PinnedLabel(r);
+  if (r.tp) {
+    const int64_t t = *r.tp;
+    if (m.heads % t != 0) {
+      return label + ": tp=" + std::to_string(t) + " does not divide the attention heads (" +
+             std::to_string(m.heads) + ")";
+    }
+    if (m.kv_heads % t != 0) {
+      return label + ": tp=" + std::to_string(t) + " does not divide the key/value heads (" +
+             std::to_string(m.kv_heads) + ")";
+    }
+    if (t > r.gpus_per_node && !r.allow_cross_node_tp) {
+      return label + ": tp=" + std::to_string(t) + " exceeds the " + std::to_string(r.gpus_per_node) +
+             " GPUs of a node (tensor parallelism must stay on NVLink)";
+    }
+    if (r.gpus % t != 0) {
+      return label + ": tp=" + std::to_string(t) + " does not divide the job's " +
+             std::to_string(r.gpus) + " GPUs";
+    }
+  }
+  if (r.pp) {
+    const int64_t p = *r.pp;
+    if (p > m.layers) {
+      return label + ": pp=" + std::to_string(p) + " exceeds the model's " + std::to_string(m.layers) + " layers";
+    }
+    if (m.layers % p != 0 && !r.allow_uneven_stages) {
+      return label + ": pp=" + std::to_string(p) + " does not divide the model's " +
+             std::to_string(m.layers) + " layers";
+    }
+  }
+  const int64_t tp = r.tp.value_or(1), pp = r.pp.value_or(1);
+  if (r.gpus % (tp * pp) != 0) {
+    return label + ": tp*pp=" + std::to_string(tp * pp) + " does not divide the job's " +
+           std::to_string(r.gpus) + " GPUs";
+  }
+  if (r.tp && r.pp && r.dp && tp * pp * *r.dp != r.gpus) {
+    return label + ": tp*pp*dp=" + std::to_string(tp * pp * *r.dp) + " but the job has " +
+           std::to_string(r.gpus) + " GPUs";
+  }
+  if (r.dp && r.global_batch % *r.dp != 0) {
+    return label + ": dp=" + std::to_string(*r.dp) + " does not divide the global batch (" +
+           std::to_string(r.global_batch) + ")";
+  }
+  if (r.tp && r.pp && !r.dp && r.global_batch % (r.gpus / (tp * pp)) != 0) {
+    return label + ": the resulting dp=" + std::to_string(r.gpus / (tp * pp)) +
+           " does not divide the global batch (" + std::to_string(r.global_batch) + ")";
+  }
+  (void)s;
+  return "";
+}
+
+struct SearchSpace {
+  std::vector<Layout> layouts;
+};
+
+// Enumerates every valid layout of the request; `memory_only` keeps, for each (t, p, d), only
+// the least-memory knobs (micro-batch 1, full recompute, sharding) and ignores batch divisibility.
+void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector<Layout>* out) {
+  const ModelArch& m = r.model;
+  const Recompute all_rc[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  for (int64_t t : Divisors(gpus)) {
+    if (r.tp && t != *r.tp) continue;
+    if (m.heads % t != 0 || m.kv_heads % t != 0) continue;
+    if (t > r.gpus_per_node && !r.allow_cross_node_tp) continue;
+    for (int64_t p : Divisors(gpus / t)) {
+      if (r.pp && p != *r.pp) continue;
+      if (p > m.layers) break;
+      if (m.layers % p != 0 && !r.allow_uneven_stages) continue;
+      const int64_t d = gpus / (t * p);
+      if (r.dp && d != *r.dp) continue;
+      if (memory_only) {
+        Layout l;
+        l.tp = t;
+        l.pp = p;
+        l.dp = d;
+        l.micro_batch = 1;
+        l.recompute = r.recompute.value_or(Recompute::kFull);
+        l.optimizer_sharding = r.optimizer_sharding.value_or(d > 1);
+        l.vpp = 1;
+        out->push_back(l);
+        continue;
+      }
+      if (r.global_batch % d != 0) continue;
+      const int64_t per_replica = r.global_batch / d;
+      for (int64_t b : Divisors(per_replica)) {
+        if (r.micro_batch && b != *r.micro_batch) continue;
+        if (b > 64) break;
+        const int64_t mb = per_replica / b;
+        std::vector<int64_t> vpps = {1};
+        if (p > 1) {
+          for (int64_t v : Divisors(CeilDiv(m.layers, p))) {
+            if (v > 1 && mb % p == 0 && (m.layers % (p * v) == 0 || r.allow_uneven_stages)) {
+              vpps.push_back(v);
+            }
+          }
+        }
+        for (int64_t v : vpps) {
+          if (r.vpp && v != *r.vpp) continue;
+          for (Recompute rc : all_rc) {
+            if (r.recompute && rc != *r.recompute) continue;
+            for (int sh = 0; sh < (d > 1 ? 2 : 1); ++sh) {
+              if (r.optimizer_sharding && (sh == 1) != *r.optimizer_sharding) continue;
+              Layout l;
+              l.tp = t;
+              l.pp = p;
+              l.dp = d;
+              l.micro_batch = b;
+              l.grad_accum = mb;
+              l.vpp = v;
+              l.recompute = rc;
+              l.optimizer_sharding = sh == 1;
+              out->push_back(l);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The least memory per GPU any layout of `gpus` GPUs needs (ignoring batch divisibility).
+bool SmallestMemory(const PlanRequest& r, int64_t gpus, PlanCandidate* best) {
+  PlanRequest q = r;
+  q.gpus = gpus;
+  std::vector<Layout> layouts;
+  Enumerate(q, gpus, true, &layouts);
+  bool found = false;
+  for (const Layout& l : layouts) {
+    PlanCandidate c = EvaluateLayout(q, l);
+    if (!found || c.memory.total_gib < best->memory.total_gib) {
+      *best = c;
+      found = true;
+    }
+  }
+  return found;
+}
+
+std::string DescribeKnobs(const Layout& l) {
+  return "tp=" + std::to_string(l.tp) + ", pp=" + std::to_string(l.pp) + ", dp=" + std::to_string(l.dp) +
+         ", micro-batch " + std::to_string(l.micro_batch) + ", " + RecomputeName(l.recompute) +
+         " recompute" + (l.optimizer_sharding ? ", distributed optimizer" : "");
+}
+
+std::string CannotFitMessage(const PlanRequest& r, const PlanCandidate& smallest, double usable) {
+  std::ostringstream os;
+  os << r.model.name << " (" << Fixed(CountParams(r.model).total / 1e9, 1) << "B parameters) does not fit on "
+     << r.gpus << " x " << r.gpu.name << ": the smallest layout (" << DescribeKnobs(smallest.layout)
+     << ") needs " << Fixed(smallest.memory.total_gib, 1) << " GiB per GPU, " << Fixed(usable, 1)
+     << " GiB usable";
+  // More nodes: walk node counts upward (steps grow with the count) until a layout fits.
+  const int64_t g = r.gpus_per_node;
+  const int64_t nodes = CeilDiv(r.gpus, g);
+  std::string more;
+  for (int64_t k = nodes + 1; k <= 1000000; k += std::max<int64_t>(1, k / 16)) {
+    PlanCandidate c;
+    if (SmallestMemory(r, k * g, &c) && c.memory.total_gib <= usable) {
+      more = "at least " + std::to_string(k * g) + " GPUs (" + std::to_string(k) + " nodes of " +
+             std::to_string(g) + ")";
+      break;
+    }
+  }
+  // Bigger GPUs: a preset with more memory on which the same GPU count fits.
+  std::string bigger;
+  for (const auto& name : GpuTypeNames()) {
+    auto gpu = ResolveGpuType(name);
+    if (!gpu.ok() || gpu->mem_gib <= r.gpu.mem_gib) continue;
+    PlanRequest q = r;
+    q.gpu = *gpu;
+    PlanCandidate c;
+    if (SmallestMemory(q, r.gpus, &c) && c.memory.total_gib <= gpu->mem_gib * (1 - r.headroom_fraction)) {
+      bigger = name;
+      break;
+    }
+  }
+  const double need_gib = std::ceil(smallest.memory.total_gib / (1 - r.headroom_fraction));
+  os << "; use ";
+  if (!more.empty()) os << more << " or ";
+  if (!bigger.empty()) {
+    os << "a GPU type with more memory (" << bigger << ")";
+  } else {
+    os << "GPUs with >= " << Fixed(need_gib, 0) << " GiB";
+  }
+  return os.str();
+}
+
+// Names the component that grew most between the chosen plan and `c`.
+std::string SlowerReason(const PlanCandidate& best, const PlanCandidate& c) {
+  const double pct = (c.step_time_s / best.step_time_s - 1.0) * 100.0;
+  struct Part {
+    const char* what;
+    double delta;
+  } parts[] = {
+      {"compute on the slowest stage", c.time.compute_s - best.time.compute_s},
+      {"activation recompute", c.time.recompute_s - best.time.recompute_s},
+      {"tensor-parallel communication", c.time.tp_comm_s - best.time.tp_comm_s},
+      {"pipeline bubble", c.time.bubble_s - best.time.bubble_s},
+      {"pipeline point-to-point", c.time.p2p_s - best.time.p2p_s},
+      {"exposed data-parallel gradient reduction", c.time.dp_comm_exposed_s - best.time.dp_comm_exposed_s},
+      {"optimizer step", c.time.optimizer_s - best.time.optimizer_s},
+  };
+  const Part* worst = &parts[0];
+  for (const auto& part : parts) {
+    if (part.delta > worst->delta) worst = &part;
+  }
+  return "slower by " + Fixed(pct, 1) + "%: more " + worst->what + " (+" + Fixed(worst->delta, 3) + " s)";
+}
+
+bool Better(const PlanCandidate& a, const PlanCandidate& b) {
+  if (a.step_time_s != b.step_time_s) return a.step_time_s < b.step_time_s;
+  return a.memory.total_gib < b.memory.total_gib;
+}
+
+}  // namespace
+
+Result<Plan> PlanJob(const PlanRequest& request) {
+  Status valid = ValidateRequest(request);
+  if (!valid.ok()) return valid;
+  PlanRequest r = request;
+  if (r.seq_len == 0) r.seq_len = r.model.seq_len;
+  const double usable = r.gpu.mem_gib * (1.0 - r.headroom_fraction);
+  if (Pinned(r)) {
+    std::string why = PinnedConstraintError(r, r.seq_len);
+    if (!why.empty()) return Status::Error(why);
+  }
+  std::vector<Layout> layouts;
+  layouts.reserve(4096);
+  Enumerate(r, r.gpus, false, &layouts);
+  if (layouts.empty()) {
+    // Every (t, p) was valid but the batch split did not work, or nothing was valid at all.
+    std::vector<Layout> any;
+    Enumerate(r, r.gpus, true, &any);
+    if (any.empty()) {
+      if (Pinned(r)) return Status::Error(PinnedLabel(r) + ": no valid layout of " + std::to_string(r.gpus) + " GPUs");
+      return Status::Error("--gpus: no layout of " + std::to_string(r.gpus) + " GPUs satisfies the constraints (tp must divide " +
+                           std::to_string(r.model.heads) + " heads and " + std::to_string(r.model.kv_heads) +
+                           " kv heads and fit in a node of " + std::to_string(r.gpus_per_node) +
+                           "; pp must divide " + std::to_string(r.model.layers) + " layers)");
+    }
+    int64_t smallest_dp = any.front().dp;
+    for (const Layout& l : any) smallest_dp = std::min(smallest_dp, l.dp);
+    const int64_t suggestion = CeilDiv(r.global_batch, smallest_dp) * smallest_dp;
+    return Status::Error("--global-batch: " + std::to_string(r.global_batch) +
+                         " is not divisible by any possible data-parallel size on " + std::to_string(r.gpus) +
+                         " GPUs (smallest is " + std::to_string(smallest_dp) + "); use e.g. " +
+                         std::to_string(suggestion));
+  }
+  Plan plan;
+  plan.model_name = r.model.name;
+  plan.params = CountParams(r.model).total;
+  plan.layers = r.model.layers;
+  plan.gpu_name = r.gpu.name;
+  plan.gpus = r.gpus;
+  plan.gpus_per_node = r.gpus_per_node;
+  plan.global_batch = r.global_batch;
+  plan.seq_len = r.seq_len;
+  plan.mem_usable_gib = usable;
+  plan.candidates_evaluated = static_cast<int64_t>(layouts.size());
+
+  // Best fitting candidate per (t, p, d), the fastest one that does not fit, the smallest one.
+  std::map<std::tuple<int64_t, int64_t, int64_t>, PlanCandidate> best_per_layout;
+  PlanCandidate smallest;
+  bool have_smallest = false;
+  std::vector<PlanCandidate> unfit;
+  for (const Layout& l : layouts) {
+    PlanCandidate c = EvaluateLayout(r, l);
+    if (!have_smallest || c.memory.total_gib < smallest.memory.total_gib) {
+      smallest = c;
+      have_smallest = true;
+    }
+    if (!c.fits) {
+      unfit.push_back(c);
+      continue;
+    }
+    auto key = std::make_tuple(l.tp, l.pp, l.dp);
+    auto it = best_per_layout.find(key);
+    if (it == best_per_layout.end()) {
+      best_per_layout.emplace(key, c);
+    } else if (Better(c, it->second)) {
+      it->second = c;
+    }
+  }
+  if (best_per_layout.empty()) {
+    if (Pinned(r)) {
+      return Status::Error(PinnedLabel(r) + ": does not fit: the smallest configuration (" +
+                           DescribeKnobs(smallest.layout) + ") needs " + Fixed(smallest.memory.total_gib, 1) +
+                           " GiB per GPU, " + Fixed(usable, 1) + " GiB usable on " + r.gpu.name);
+    }
+    return Status::Error(CannotFitMessage(r, smallest, usable));
+  }
+  std::vector<PlanCandidate> ranked;
+  ranked.reserve(best_per_layout.size());
+  for (auto& entry : best_per_layout) ranked.push_back(entry.second);
+  std::sort(ranked.begin(), ranked.end(), Better);
+  plan.chosen = ranked.front();
+  // Of the layouts that would be faster but do not fit, show the one closest to fitting.
+  PlanCandidate closest_unfit;
+  bool show_unfit = false;
+  for (const PlanCandidate& c : unfit) {
+    if (c.step_time_s >= plan.chosen.step_time_s) continue;
+    if (!show_unfit || c.memory.total_gib < closest_unfit.memory.total_gib) {
+      closest_unfit = c;
+      show_unfit = true;
+    }
+  }
+  show_unfit = show_unfit && r.top_k > 0;
+  const size_t fitting_slots = static_cast<size_t>(r.top_k) - (show_unfit ? 1 : 0);
+  for (size_t i = 1; i < ranked.size() && plan.alternatives.size() < fitting_slots; ++i) {
+    PlanCandidate alt = ranked[i];
+    alt.reason = SlowerReason(plan.chosen, alt);
+    plan.alternatives.push_back(alt);
+  }
+  if (show_unfit) {
+    closest_unfit.reason = "does not fit: needs " + Fixed(closest_unfit.memory.total_gib, 1) +
+                           " GiB per GPU, " + Fixed(usable, 1) + " GiB usable (would be " +
+                           Fixed((1.0 - closest_unfit.step_time_s / plan.chosen.step_time_s) * 100.0, 1) +
+                           "% faster)";
+    plan.alternatives.push_back(closest_unfit);
+  }
+  return plan;
+}
+
+}  // namespace autopar

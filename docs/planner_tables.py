@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Regenerates the comparison tables of docs/planner.md from the `autopar plan` CLI.
+
+usage: python3 docs/planner_tables.py BUILD_DIR/cli/autopar > /tmp/tables.md
+
+For every published training run below it runs the planner twice: pinned to the published
+layout (what the model predicts for what they ran) and free (what the planner would choose on
+the same GPUs and batch). Then the seed's fixed rule against the planner. Standard library only.
+"""
+import json
+import subprocess
+import sys
+
+# Architecture numbers Narayanan et al.'s FLOP formulas need: (hidden, layers, vocab).
+ARCH = {
+    "megatron-22b": (6144, 48, 51200),
+    "gpt3-175b": (12288, 96, 50257),
+    "megatron-145b": (12288, 80, 51200),
+    "megatron-310b": (16384, 96, 51200),
+    "mt-nlg-530b": (20480, 105, 51200),
+    "megatron-1t": (25600, 128, 51200),
+    "bloom-176b": (14336, 70, 250880),
+    "opt-175b": (12288, 96, 50272),
+}
+PEAK = {"a100-80gb": 312.0, "a100-40gb": 312.0, "h100-80gb": 989.0, "h200-141gb": 989.0}
+
+
+def hfu_to_mfu(model, seq, tflops, gpu):
+    """Published TFLOP/s counted with full recompute (Narayanan et al. 2021 eq. 3:
+    96*B*s*l*h^2*(1 + s/6h + V/16lh)) -> model FLOPs utilization (72*B*s*l*h^2*(1 + s/6h + V/12lh))."""
+    h, l, v = ARCH[model]
+    hardware = 96 * (1 + seq / (6 * h) + v / (16 * l * h))
+    useful = 72 * (1 + seq / (6 * h) + v / (12 * l * h))
+    return tflops * useful / hardware / PEAK[gpu]
+
+
+# Published runs. "metric": ("mfu", x) as published, ("hfu_tflops", x) = TFLOP/s counted with
+# full recompute, ("tflops", x) = TFLOP/s as published with an unstated FLOP convention.
+RUNS = [
+    dict(name="Megatron 22B (Korthikanti+ 2022)", model="megatron-22b", gpus=8, gpu="a100-80gb",
+         batch=4, seq=2048, tp=8, pp=1, dp=1, extra=["--recompute", "selective"],
+         metric=("mfu", 0.415), src="[K22] Table 3/5; MFU from the Megatron-LM README"),
+    dict(name="GPT-3 175B (Korthikanti+ 2022)", model="gpt3-175b", gpus=64, gpu="a100-80gb",
+         batch=64, seq=2048, tp=8, pp=8, dp=1, extra=["--recompute", "selective"],
+         metric=("mfu", 0.514), src="[K22]; Megatron-LM README"),
+    dict(name="MT-NLG 530B arch. (Korthikanti+ 2022)", model="mt-nlg-530b", gpus=280, gpu="a100-80gb",
+         batch=280, seq=2048, tp=8, pp=35, dp=1, extra=["--recompute", "selective"],
+         metric=("mfu", 0.560), src="[K22]; Megatron-LM README"),
+    dict(name="Megatron 1T (Korthikanti+ 2022)", model="megatron-1t", gpus=512, gpu="a100-80gb",
+         batch=512, seq=2048, tp=8, pp=64, dp=1, extra=["--recompute", "selective"],
+         metric=("mfu", 0.563), src="[K22]; Megatron-LM README"),
+    dict(name="Megatron 145.6B (Narayanan+ 2021)", model="megatron-145b", gpus=1536, gpu="a100-80gb",
+         batch=2304, seq=2048, tp=8, pp=8, dp=24, extra=["--recompute", "full"],
+         metric=("hfu_tflops", 148.0), src="[N21] Table 1"),
+    dict(name="Megatron 310.1B (Narayanan+ 2021)", model="megatron-310b", gpus=1920, gpu="a100-80gb",
+         batch=2160, seq=2048, tp=8, pp=16, dp=15, extra=["--recompute", "full"],
+         metric=("hfu_tflops", 155.0), src="[N21] Table 1"),
+    dict(name="Megatron 1T (Narayanan+ 2021)", model="megatron-1t", gpus=3072, gpu="a100-80gb",
+         batch=3072, seq=2048, tp=8, pp=64, dp=6, extra=["--recompute", "full"],
+         metric=("hfu_tflops", 163.0), src="[N21] Table 1"),
+    dict(name="MT-NLG 530B (Smith+ 2022)", model="mt-nlg-530b", gpus=2240, gpu="a100-80gb",
+         batch=1920, seq=2048, tp=8, pp=35, dp=8, extra=["--recompute", "full"],
+         metric=("hfu_tflops", 126.0), src="[S22] Sec. 2.4 (60.1 s/iteration)"),
+    dict(name="BLOOM-176B (BigScience 2022)", model="bloom-176b", gpus=384, gpu="a100-80gb",
+         batch=2048, seq=2048, tp=4, pp=12, dp=8,
+         extra=["--net-gbps", "6.25", "--optimizer-sharding", "on", "--allow-uneven-stages"],
+         metric=("tflops", 150.0), src="[B22] Sec. 3.4; 4x100 Gb/s Omni-Path per 8-GPU node"),
+    dict(name="OPT-175B (Zhang+ 2022)", model="opt-175b", gpus=992, gpu="a100-80gb",
+         batch=992, seq=2048, tp=8, pp=1, dp=124, extra=[],
+         metric=("tflops", 147.0), src="[Z22] Sec. 2.4 (FSDP + Megatron TP, ~2M tokens/batch)"),
+    dict(name="Llama-2-70B (Touvron+ 2023)", model="llama-2-70b", gpus=2048, gpu="a100-80gb",
+         batch=1024, seq=4096, tp=None, pp=None, dp=None, extra=[],
+         metric=("mfu", 0.43), src="[T23]: 1,720,320 GPU-h for 2T tokens -> 6ND/(GPU-s * peak); GPU count assumed"),
+    dict(name="Llama-3-405B (Llama Team 2024)", model="llama-3-405b", gpus=16384, gpu="h100-80gb",
+         batch=2048, seq=8192, tp=8, pp=16, dp=128, extra=["--allow-uneven-stages"],
+         metric=("mfu", 0.41), src="[L24] Table 4: 400 TFLOP/s/GPU, 41% MFU"),
+]
+
+SEED_CASES = [
+    ("gpt3-1.3b", 8, "a100-80gb", 512, 2048),
+    ("llama-2-7b", 8, "a100-80gb", 512, 4096),
+    ("llama-2-7b", 64, "a100-80gb", 1024, 4096),
+    ("llama-3-8b", 16, "h100-80gb", 512, 8192),
+    ("llama-2-13b", 32, "a100-80gb", 512, 4096),
+    ("megatron-22b", 64, "a100-80gb", 512, 2048),
+    ("llama-2-70b", 64, "h100-80gb", 512, 4096),
+    ("llama-2-70b", 512, "a100-80gb", 1024, 4096),
+    ("gpt3-175b", 1024, "a100-80gb", 1536, 2048),
+]
+
+
+def plan(autopar, model, gpus, gpu, batch, seq, extra):
+    cmd = [autopar, "plan", "--model", model, "--gpus", str(gpus), "--gpu-type", gpu,
+           "--global-batch", str(batch), "--seq-len", str(seq), "--top", "0", "--json"] + extra
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, p.stderr.strip().replace("autopar plan: ", "")
+    return json.loads(p.stdout), None
+
+
+def layout(j):
+    s = f"t{j['tp']} p{j['pp']} d{j['dp']}, mb {j['micro_batch']}, {j['recompute']}"
+    if j["vpp"] > 1:
+        s += f", v{j['vpp']}"
+    if j["optimizer_sharding"]:
+        s += ", ZeRO-1"
+    return s
+
+
+def published(run):
+    kind, value = run["metric"]
+    if kind == "mfu":
+        return f"MFU {value * 100:.1f}%"
+    if kind == "hfu_tflops":
+        mfu = hfu_to_mfu(run["model"], run["seq"], value, run["gpu"])
+        return f"{value:.0f} TFLOP/s (with recompute) = MFU {mfu * 100:.1f}%"
+    return f"{value:.0f} TFLOP/s (~{value / PEAK[run['gpu']] * 100:.0f}% of peak)"
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    autopar = sys.argv[1]
+    print("| run | GPUs, batch | published layout | published throughput | planner on the published layout | planner's choice | planner's predicted MFU |")
+    print("|---|---|---|---|---|---|---|")
+    for r in RUNS:
+        pins = []
+        if r["tp"]:
+            pins = ["--tp", str(r["tp"]), "--pp", str(r["pp"]), "--dp", str(r["dp"])]
+        pub_layout = f"t{r['tp']} p{r['pp']} d{r['dp']}" if r["tp"] else "not published"
+        if pins:
+            j, err = plan(autopar, r["model"], r["gpus"], r["gpu"], r["batch"], r["seq"], pins + r["extra"])
+            on_pub = (f"MFU {j['mfu'] * 100:.1f}%, {j['mem_per_gpu_gib']:.0f} GiB ({layout(j)})"
+                      if j else f"refused: {err}")
+        else:
+            on_pub = "-"
+        free_extra = [x for x in r["extra"] if x in ("--allow-uneven-stages",)]
+        if "--net-gbps" in r["extra"]:
+            i = r["extra"].index("--net-gbps")
+            free_extra += r["extra"][i:i + 2]
+        j, err = plan(autopar, r["model"], r["gpus"], r["gpu"], r["batch"], r["seq"], free_extra)
+        choice = f"{layout(j)}; {j['mem_per_gpu_gib']:.0f} GiB" if j else f"refused: {err}"
+        mfu = f"{j['mfu'] * 100:.1f}%" if j else "-"
+        print(f"| {r['name']} [{r['src']}] | {r['gpus']} x {r['gpu']}, {r['batch']} x {r['seq']} | "
+              f"{pub_layout} | {published(r)} | {on_pub} | {choice} | {mfu} |")
+    print()
+    print("| model | GPUs, batch | seed rule (mp = tp, dp fills the GPUs) | seed layout: predicted | planner's choice | planner: predicted | speed-up |")
+    print("|---|---|---|---|---|---|---|")
+    for model, gpus, gpu, batch, seq in SEED_CASES:
+        j, err = plan(autopar, model, gpus, gpu, batch, seq, [])
+        params = j["params"] if j else 0
+        if not j:
+            print(f"| {model} | {gpus} x {gpu} | - | - | refused: {err} | - | - |")
+            continue
+        mp = 2 if params < 10e9 else 4 if params < 50e9 else 8
+        seed_dp = gpus // mp
+        s, serr = plan(autopar, model, gpus, gpu, batch, seq, ["--tp", str(mp), "--pp", "1"])
+        seed_txt = f"mp{mp} dp{seed_dp} (the rule: dp{ {2: 4, 4: 2, 8: 1}[mp] })"
+        if s:
+            seed_pred = f"{s['tokens_per_s']:,.0f} tok/s, MFU {s['mfu'] * 100:.1f}% ({layout(s)})"
+            speedup = f"{s['step_time_s'] / j['step_time_s']:.2f}x"
+        else:
+            seed_pred = serr.split(": ", 1)[-1]
+            speedup = "runs vs OOM"
+        print(f"| {model} | {gpus} x {gpu}, {batch} x {seq} | {seed_txt} | {seed_pred} | {layout(j)} | "
+              f"{j['tokens_per_s']:,.0f} tok/s, MFU {j['mfu'] * 100:.1f}% | {speedup} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+// The auto-parallel planner: chooses tensor/pipeline/data-parallel sizes, micro-batch, activation
+// recompute, optimizer-state sharding and pipeline interleaving for one training job from a model
+// of memory and time (every formula and its source: docs/planner.md).
+//
+// PlanJob() searches every layout that satisfies the constraints (t*p*d = gpus, heads % t == 0,
+// kv_heads % t == 0, t <= gpus_per_node unless allow_cross_node_tp, layers % (p*v) == 0 unless
+// allow_uneven_stages, global_batch % (micro_batch*d) == 0, interleaving needs p > 1 and the
+// number of micro-batches to be a multiple of p) and returns the fastest that fits in memory,
+// plus up to top_k ranked alternatives, each with the reason it lost.
+//
+// On failure the Result carries one line ready to print after "autopar: ":
+//   - invalid request: names the field/option ("--gpus: must be >= 1", "--global-batch: ...");
+//   - pinned sizes that cannot work: "--auto-parallel=tp=3: tp=3 does not divide heads (32)" or
+//     "--auto-parallel=tp=4,pp=2: does not fit: needs 95.1 GiB per GPU, 72.0 GiB usable ...";
+//   - a model that fits no layout: how much memory per GPU the smallest layout needs and what
+//     would make it fit (more GPUs/nodes, a GPU type with more memory).
+// PlanJob is pure (no I/O) and thread-safe; it takes well under 50 ms for a 1T model on 3072 GPUs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autopar/hardware.h"
+#include "autopar/model.h"
+#include "autopar/status.h"
+
+namespace autopar {
+
+enum class Recompute { kNone, kSelective, kFull };
+const char* RecomputeName(Recompute r);  // "none", "selective", "full"
+Result<Recompute> ParseRecompute(const std::string& name);
+
+struct PlanRequest {
+  ModelArch model;
+  GpuSpec gpu;                 // a preset from ResolveGpuType, with any numbers overridden
+  int64_t gpus = 0;            // total GPUs of the job
+  int64_t gpus_per_node = 8;
+  int64_t global_batch = 0;    // sequences per optimizer step
+  int64_t seq_len = 0;         // 0: model.seq_len
+  // Pinned sizes (--auto-parallel=tp=T,pp=P[,dp=D]); unset = searched.
+  std::optional<int64_t> tp, pp, dp;
+  // How the pinned sizes were given, for error messages; empty: "--auto-parallel=tp=T,pp=P".
+  std::string pin_label;
+  // Further restrictions, mainly to evaluate a published layout; unset = searched.
+  std::optional<int64_t> micro_batch;
+  std::optional<int64_t> vpp;
+  std::optional<Recompute> recompute;
+  std::optional<bool> optimizer_sharding;
+  int top_k = 3;                       // alternatives to return
+  bool allow_cross_node_tp = false;    // t may exceed gpus_per_node (TP traffic then uses the network)
+  bool allow_uneven_stages = false;    // layers need not divide p*v (the largest stage counts)
+  // A layout fits when its memory (including framework_gib) <= gpu.mem_gib * (1 -
+  // headroom_fraction), the "usable" memory.
+  double headroom_fraction = 0.10;     // allocator fragmentation
+  double framework_gib = 1.5;          // CUDA context, cuBLAS workspace, NCCL buffers
+};
+
+struct Layout {
+  int64_t tp = 1, pp = 1, dp = 1;
+  int64_t micro_batch = 1;
+  int64_t grad_accum = 1;    // micro-batches per step per data-parallel rank
+  int64_t vpp = 1;           // interleaved (virtual) pipeline chunks per stage; 1 = not interleaved
+  Recompute recompute = Recompute::kNone;
+  bool optimizer_sharding = false;  // distributed optimizer (ZeRO-1): optimizer states over d
+  bool sequence_parallel = false;   // on whenever tp > 1 (Korthikanti et al. 2022)
+};
+
+// Per-GPU memory on the most loaded pipeline stage, GiB.
+struct MemoryBreakdown {
+  double weights_gib = 0;      // bf16 parameters
+  double grads_gib = 0;        // bf16 gradients
+  double optimizer_gib = 0;    // fp32 master weights + Adam moments (sharded over d if enabled)
+  double activations_gib = 0;  // stored activations of all in-flight micro-batches
+  double transient_gib = 0;    // logits / recompute working set / gathers
+  double framework_gib = 0;    // fixed reserve
+  double total_gib = 0;
+};
+
+// Time of one optimizer step, seconds. total = compute + recompute + tp_comm + bubble + p2p +
+// dp_comm_exposed + optimizer.
+struct TimeBreakdown {
+  double compute_s = 0;          // model FLOPs of the slowest stage, all micro-batches
+  double recompute_s = 0;        // extra forward work of activation recompute
+  double tp_comm_s = 0;          // tensor-parallel all-gather/reduce-scatter, not overlapped
+  double bubble_s = 0;           // pipeline fill/drain: (p-1)/(m*v) of the steady state
+  double p2p_s = 0;              // pipeline point-to-point sends
+  double dp_comm_s = 0;          // data-parallel gradient reduction (whole)
+  double dp_comm_exposed_s = 0;  // the part not hidden behind the last backward pass
+  double optimizer_s = 0;        // optimizer step (memory-bound)
+  double total_s = 0;
+};
+
+struct PlanCandidate {
+  Layout layout;
+  MemoryBreakdown memory;
+  TimeBreakdown time;
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double samples_per_s = 0;
+  double mfu = 0;            // model FLOPs / (step time * gpus * peak)
+  bool fits = false;
+  std::string reason;        // for alternatives: why it lost to the chosen plan
+};
+
+struct Plan {
+  std::string model_name;
+  double params = 0;         // counted from the architecture
+  int64_t layers = 0;        // transformer layers (for per-virtual-stage layer counts)
+  std::string gpu_name;
+  int64_t gpus = 0, gpus_per_node = 0, global_batch = 0, seq_len = 0;
+  double mem_usable_gib = 0;
+  int64_t candidates_evaluated = 0;
+  PlanCandidate chosen;
+  std::vector<PlanCandidate> alternatives;  // ranked, best first
+};
+
+Result<Plan> PlanJob(const PlanRequest& request);
+
+// Evaluates one fully specified layout (no search, no constraint checks beyond arithmetic).
+// For tests, the docs tables and the "why it lost" explanations.
+PlanCandidate EvaluateLayout(const PlanRequest& request, const Layout& layout);
+
+// --- the formulas (docs/planner.md), exposed for unit tests --------------------------------
+// Bytes of model state per parameter for mixed-precision Adam (ZeRO paper, Rajbhandari et al.
+// 2020): 2 (bf16 weights) + 2 (bf16 grads) + 12 (fp32 master, momentum, variance) = 16; with the
+// optimizer states sharded over d: 4 + 12/d.
+double ModelStateBytesPerParam(bool optimizer_sharding, int64_t dp);
+// Activation bytes of one transformer layer for one micro-batch of b sequences of length s on one
+// GPU (Korthikanti et al. 2022, generalized to GQA and gated MLPs; equals s*b*h*(34 + 5*a*s/h)
+// for a GPT layer without parallelism or recompute).
+double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micro_batch, int64_t tp,
+                               bool sequence_parallel, Recompute recompute);
+// Model FLOPs of one step (forward + backward, no recompute) for `batch` sequences: 3 * (L * (2 *
+// b*s * W + 4 * b * s^2 * h) + 2 * b*s*h*V) (Narayanan et al. 2021, generalized).
+double ModelFlopsPerStep(const ModelArch& m, int64_t seq_len, int64_t batch);
+
+// --- plan I/O ------------------------------------------------------------------------------
+// JSON object with at least tp, pp, dp, micro_batch, grad_accum, vpp, recompute,
+// optimizer_sharding, mem_per_gpu_gib, step_time_s, tokens_per_s, samples_per_s, mfu, memory,
+// time, alternatives. `with_alternatives=false` drops the list (for the job environment).
+std::string PlanToJson(const Plan& plan, bool with_alternatives = true);
+// Parses PlanToJson's output (with or without alternatives); errors name the key.
+Result<Plan> PlanFromJson(const std::string& json);
+
+// The job environment of one task: AUTOPAR_TP/PP/DP, AUTOPAR_MICRO_BATCH, AUTOPAR_GRAD_ACCUM,
+// AUTOPAR_GLOBAL_BATCH, AUTOPAR_SEQ_LEN, AUTOPAR_RECOMPUTE, AUTOPAR_OPTIMIZER_SHARDING (0/1),
+// AUTOPAR_VPP, AUTOPAR_TP_RANK/PP_RANK/DP_RANK, AUTOPAR_PLAN_JSON, AUTOPAR_MEGATRON_ARGS,
+// AUTOPAR_DEEPSPEED_CONFIG.
+// Rank order is Megatron-LM's default: tp fastest, then dp, then pp:
+//   tp_rank = rank % tp; dp_rank = (rank / tp) % dp; pp_rank = rank / (tp * dp).
+// `rank` outside [0, tp*pp*dp) gives no per-rank variables.
+std::vector<std::pair<std::string, std::string>> PlanTaskEnv(const Plan& plan, int rank);
+std::string MegatronArgs(const Plan& plan);
+std::string DeepSpeedConfigJson(const Plan& plan);
+
+// One or more lines for people: layout, memory breakdown, step time, throughput, alternatives.
+std::string PlanToText(const Plan& plan);
+
+}  // namespace autopar
