@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Kills one node of the local test cluster at once, like a power failure: SIGKILL to the init of
+# the node's PID namespace, so the kernel ends its slurmd, slurmstepds, tasks and autopard together.
+# Waits until none of them is left and reports how many processes died. slurmctld notices after
+# SlurmdTimeout (10 s) and marks the node DOWN; revive-node.sh brings it back.
+#
+# Usage: kill-node.sh NODE
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+node=${1:-}
+[[ $node != -h && $node != --help ]] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
+is_node_name "$node" || die "usage: kill-node.sh NODE (one of ${NODES[*]}); got '${node}'"
+check_settings
+require_root
+
+node_init_pid "$node" >/dev/null || die "$node is not running (no live namespace init recorded in $PIDS)"
+count=$(stop_nodes KILL "$node") || die "could not kill $node"
+log "killed $node: $count processes died"

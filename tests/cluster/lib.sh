@@ -1,0 +1,248 @@
+# shellcheck shell=bash
+# Shared helpers of the local test cluster scripts (start.sh, stop.sh, kill-node.sh, revive-node.sh,
+# selftest.sh). Sourced, never run. Everything the cluster owns lives under $CLUSTER_DIR; every
+# process it starts is recorded in $CLUSTER_DIR/pids/ and checked against its command line before
+# anything is signalled, so these scripts never end a process they did not start.
+
+CLUSTER_LIB_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck disable=SC2034 # used by the scripts that source this file
+REPO_ROOT=$(cd -- "$CLUSTER_LIB_DIR/../.." && pwd)
+
+CLUSTER_DIR=${AUTOPAR_CLUSTER_DIR:-/tmp/autopar-cluster}
+PORT_BASE=${AUTOPAR_CLUSTER_PORT_BASE:-17817}
+NODES=(node1 node2 node3 node4)
+# Marks a directory as ours, so `stop.sh --clean` never removes anything else.
+# shellcheck disable=SC2034 # used by the scripts that source this file
+MARKER_NAME=.autopar-test-cluster
+
+CONF=$CLUSTER_DIR/etc/slurm.conf
+PIDS=$CLUSTER_DIR/pids
+MUNGE_DIR=$CLUSTER_DIR/munge
+MUNGE_SOCKET=$MUNGE_DIR/munge.socket.2
+# A minimal, fixed environment for every daemon, so the caller's variables never leak into the
+# cluster (and from there into jobs).
+DAEMON_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+export SLURM_CONF=$CONF
+
+log() { printf 'autopar-cluster: %s\n' "$*" >&2; }
+die() {
+  log "error: $*"
+  exit 1
+}
+
+check_settings() {
+  [[ $CLUSTER_DIR == /* ]] || die "AUTOPAR_CLUSTER_DIR must be an absolute path: $CLUSTER_DIR"
+  [[ $CLUSTER_DIR != *[[:space:]]* ]] || die "AUTOPAR_CLUSTER_DIR must not contain spaces: $CLUSTER_DIR"
+  if ! [[ $PORT_BASE =~ ^[0-9]+$ ]] || ((PORT_BASE < 1024 || PORT_BASE > 64000)); then
+    die "AUTOPAR_CLUSTER_PORT_BASE must be a number in 1024..64000: $PORT_BASE"
+  fi
+}
+
+require_root() {
+  ((EUID == 0)) || die "must run as root (it starts slurmd/slurmctld and edits /etc/hosts)"
+}
+
+# node_index node3 -> 3
+node_index() { printf '%s' "${1#node}"; }
+
+is_node_name() {
+  local n
+  for n in "${NODES[@]}"; do [[ $1 == "$n" ]] && return 0; done
+  return 1
+}
+
+node_addr() { printf '127.0.2.%s' "$(node_index "$1")"; }
+node_port() { printf '%s' $((PORT_BASE + $(node_index "$1"))); }
+
+# pid_alive PID: the process exists and is not a zombie.
+pid_alive() {
+  local stat=""
+  { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
+  stat=${stat##*) }
+  [[ ${stat:0:1} != Z && ${stat:0:1} != X ]]
+}
+
+# pid_cmdline PID: the process's command line with NULs as spaces ("" if it is gone or a zombie).
+# While a process is in execve() its command line can read as empty for a moment: retry then.
+pid_cmdline() {
+  local c="" try
+  for try in 1 2 3 4 5; do
+    c=$({ tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null) || c=""
+    [[ -n $c ]] && break
+    pid_alive "$1" || break
+    ((try < 5)) && sleep 0.02
+  done
+  printf '%s' "$c"
+}
+
+# recorded_pid NAME: prints the pid recorded in $PIDS/NAME.pid and succeeds only when that process
+# is alive and its command line contains every further argument (so a recycled pid never matches).
+recorded_pid() {
+  local name=$1 pid cmd tok
+  shift
+  [[ -r $PIDS/$name.pid ]] || return 1
+  read -r pid <"$PIDS/$name.pid" || return 1
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  cmd=$(pid_cmdline "$pid")
+  [[ -n $cmd ]] || return 1
+  for tok in "$@"; do [[ $cmd == *"$tok"* ]] || return 1; done
+  printf '%s' "$pid"
+}
+
+# The command-line tokens that identify each process we start.
+munged_pid() { recorded_pid munged munged "$MUNGE_SOCKET"; }
+ctld_pid() { recorded_pid slurmctld slurmctld "$CONF"; }
+node_init_pid() { recorded_pid "$1.init" node.sh " $1 $CLUSTER_DIR"; }
+node_unshare_pid() { recorded_pid "$1.unshare" unshare node.sh " $1 $CLUSTER_DIR"; }
+
+# ns_members INIT_PID: every pid (as seen here) in the PID namespace whose init is INIT_PID.
+ns_members() {
+  local ns
+  ns=$(stat -L -c %i "/proc/$1/ns/pid" 2>/dev/null) || return 0
+  ps -e -o pid=,pidns= | awk -v ns="$ns" '$2 == ns { print $1 }'
+}
+
+# wait_pids_gone TIMEOUT_S PID...: succeeds once none of the pids is alive (zombies count as gone).
+wait_pids_gone() {
+  local deadline=$((SECONDS + $1)) p alive
+  shift
+  while :; do
+    alive=0
+    for p in "$@"; do pid_alive "$p" && alive=1; done
+    ((alive)) || return 0
+    ((SECONDS < deadline)) || return 1
+    sleep 0.1
+  done
+}
+
+# start_node NODE: runs tests/cluster/node.sh as the init of new PID, mount (own /proc) and UTS
+# (hostname NODE) namespaces, detached from the caller, and records both the outer `unshare` pid and
+# the namespace init's pid (as seen here) in $PIDS.
+start_node() {
+  local node=$1 upid ipid="" deadline
+  rm -f "$PIDS/$node.init.pid" "$PIDS/$node.unshare.pid"
+  # setsid: own session, so the caller's terminal or process group never signals the node.
+  # --kill-child: if unshare itself is killed, the kernel kills the namespace init (and so the node).
+  setsid env -i PATH="$DAEMON_PATH" HOME=/root LANG=C.UTF-8 \
+    AUTOPAR_CLUSTER_DIR="$CLUSTER_DIR" AUTOPAR_AUTOPARD="${AUTOPAR_AUTOPARD:-}" AUTOPAR_NODE_UTS=1 \
+    unshare --pid --fork --mount-proc --uts --kill-child \
+    bash "$CLUSTER_LIB_DIR/node.sh" "$node" "$CLUSTER_DIR" \
+    </dev/null >>"$CLUSTER_DIR/log/$node.init.log" 2>&1 &
+  upid=$!
+  printf '%s\n' "$upid" >"$PIDS/$node.unshare.pid"
+  deadline=$((SECONDS + 10))
+  while [[ -z $ipid ]]; do
+    read -r ipid _ <"/proc/$upid/task/$upid/children" 2>/dev/null || true
+    if [[ -z $ipid ]]; then
+      pid_alive "$upid" || die "$node: unshare exited at once; see $CLUSTER_DIR/log/$node.init.log"
+      ((SECONDS < deadline)) || die "$node: namespace init did not appear; see $CLUSTER_DIR/log/$node.init.log"
+      sleep 0.05
+    fi
+  done
+  printf '%s\n' "$ipid" >"$PIDS/$node.init.pid"
+}
+
+# stop_nodes SIGNAL NODE...: ends the nodes' namespaces (TERM lets node.sh stop slurmd first; KILL
+# is a node crash), all at once, and waits until every process in them is gone. Prints how many
+# processes died.
+stop_nodes() {
+  local sig=$1 node ipid upid members=() upids=() inits=()
+  shift
+  for node in "$@"; do
+    if ipid=$(node_init_pid "$node"); then
+      inits+=("$ipid")
+      mapfile -t -O "${#members[@]}" members < <(ns_members "$ipid")
+      kill "-$sig" "$ipid" 2>/dev/null || true
+    fi
+    if upid=$(node_unshare_pid "$node"); then upids+=("$upid"); fi
+  done
+  if ! wait_pids_gone 15 "${members[@]}"; then
+    log "nodes $* still running 15 s after SIG$sig; sending SIGKILL to their namespace inits"
+    for ipid in "${inits[@]}"; do kill -KILL "$ipid" 2>/dev/null || true; done
+    wait_pids_gone 10 "${members[@]}" || die "processes of nodes $* survive SIGKILL"
+  fi
+  # unshare exits on its own once its child is gone; only a lone unshare (no init) needs a signal,
+  # and it must be SIGKILL: `unshare --fork` ignores SIGTERM/SIGINT while it waits for its child.
+  if ! wait_pids_gone 5 "${upids[@]}"; then
+    for upid in "${upids[@]}"; do kill -KILL "$upid" 2>/dev/null || true; done
+    wait_pids_gone 5 "${upids[@]}" || die "unshare of nodes $* does not exit"
+  fi
+  for node in "$@"; do rm -f "$PIDS/$node.init.pid" "$PIDS/$node.unshare.pid"; done
+  printf '%s\n' "${#members[@]}"
+}
+
+# stop_daemon NAME PID: SIGTERM, wait, SIGKILL if needed.
+stop_daemon() {
+  local name=$1 pid=$2
+  kill -TERM "$pid" 2>/dev/null || true
+  if ! wait_pids_gone 15 "$pid"; then
+    log "$name (pid $pid) ignores SIGTERM; sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    wait_pids_gone 5 "$pid" || die "$name (pid $pid) survives SIGKILL"
+  fi
+}
+
+# stop_all: ends everything start.sh started, nodes first; idempotent.
+stop_all() {
+  local pid
+  stop_nodes TERM "${NODES[@]}" >/dev/null
+  if pid=$(ctld_pid); then stop_daemon slurmctld "$pid"; fi
+  if pid=$(munged_pid); then stop_daemon munged "$pid"; fi
+  rm -f "$PIDS"/*.pid
+}
+
+# node_state NODE: Slurm's short state of the node (idle, alloc, mix, down*, ...), "" if unknown.
+node_state() {
+  sinfo -h -n "$1" -o '%t' 2>/dev/null | head -n1 || true
+}
+
+# wait_node_state TIMEOUT_S NODE REGEX: succeeds once the node's state matches REGEX (anchored).
+wait_node_state() {
+  local deadline=$((SECONDS + $1)) node=$2 re=$3 st
+  while :; do
+    st=$(node_state "$node")
+    [[ $st =~ ^($re)$ ]] && return 0
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+
+# resume_if_down NODE: a node that Slurm keeps DOWN/DRAINED although its slurmd answers (no "*")
+# is put back into service; ReturnToService=2 usually makes this unnecessary.
+resume_if_down() {
+  local st
+  st=$(node_state "$1")
+  case $st in
+    down | drain | drng | fail | failg)
+      log "$1 is $st although its slurmd responds; resuming it"
+      scontrol update nodename="$1" state=resume 2>/dev/null || true
+      ;;
+  esac
+}
+
+# wait_nodes_up TIMEOUT_S NODE...: waits until each node is idle, allocated or mixed.
+wait_nodes_up() {
+  local deadline=$((SECONDS + $1)) node st ok
+  shift
+  while :; do
+    ok=1
+    for node in "$@"; do
+      st=$(node_state "$node")
+      case $st in
+        idle | alloc | mix) ;;
+        *)
+          ok=0
+          resume_if_down "$node"
+          ;;
+      esac
+    done
+    ((ok)) && return 0
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+
+logs_hint() {
+  printf 'logs: %s/log/ (slurmctld.log, slurmd-NODE.log, NODE.init.log, munged.log)' "$CLUSTER_DIR"
+}

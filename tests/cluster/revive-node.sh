@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Brings a node killed by kill-node.sh back: starts its namespace and slurmd again (node.sh), resumes
+# it in Slurm if it stays DOWN, and waits until it is idle (or allocated).
+#
+# Usage: revive-node.sh NODE
+# Environment: AUTOPAR_CLUSTER_TIMEOUT (seconds to wait, default 60) and the other variables of
+# start.sh (AUTOPAR_CLUSTER_DIR, AUTOPAR_CLUSTER_PORT_BASE, AUTOPAR_AUTOPARD).
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+node=${1:-}
+[[ $node != -h && $node != --help ]] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
+is_node_name "$node" || die "usage: revive-node.sh NODE (one of ${NODES[*]}); got '${node}'"
+check_settings
+require_root
+timeout=${AUTOPAR_CLUSTER_TIMEOUT:-60}
+
+[[ -f $CONF ]] || die "no cluster in $CLUSTER_DIR; run start.sh first"
+ctld_pid >/dev/null || die "slurmctld is not running; run start.sh"
+t0=$SECONDS
+if node_init_pid "$node" >/dev/null; then
+  log "$node is running already"
+else
+  # A leftover unshare without its init would keep the node's name busy: end it first.
+  stop_nodes KILL "$node" >/dev/null
+  start_node "$node"
+fi
+if ! wait_nodes_up "$timeout" "$node"; then
+  sinfo -N -n "$node" -o '%N %t %E' >&2 || true
+  die "$node is not idle after ${timeout}s; $(logs_hint)"
+fi
+log "$node is $(node_state "$node") after $((SECONDS - t0))s"
