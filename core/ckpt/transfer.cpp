@@ -283,7 +283,7 @@ Result<std::vector<UploadResult>> UploadFiles(ObjectStore& store,
             } else {
               std::string etag;
               s = local.Run([&] {
-                return store.UploadPart(key, f.upload_id, task.part + 1, buf, md5, &etag);
+                return store.UploadPart(key, f.upload_id, task.part + 1, offset, buf, md5, &etag);
               });
               f.etags[static_cast<size_t>(task.part)] = etag;
               f.md5s[static_cast<size_t>(task.part)] = md5;

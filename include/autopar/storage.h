@@ -74,11 +74,13 @@ class ObjectStore {
   // Multipart upload: Create, then UploadPart for parts 1..N (any order, in parallel), then
   // Complete with the parts' ETags in order (or Abort). The object appears only at Complete.
   virtual StoreStatus CreateUpload(const std::string& key, std::string* upload_id) = 0;
-  // `etag` receives the part's ETag. A backend that gets an MD5-form ETag checks it against `md5`
-  // and fails with kRetryable on a mismatch (data damaged in flight).
+  // Part `part_number` (1-based) holds the object's bytes [offset, offset + data.size()) (S3
+  // ignores the offset, a filesystem writes there). `etag` receives the part's ETag. A backend
+  // that gets an MD5-form ETag checks it against `md5` and fails with kRetryable on a mismatch
+  // (data damaged in flight).
   virtual StoreStatus UploadPart(const std::string& key, const std::string& upload_id,
-                                 int part_number, std::string_view data, const Md5Digest& md5,
-                                 std::string* etag) = 0;
+                                 int part_number, uint64_t offset, std::string_view data,
+                                 const Md5Digest& md5, std::string* etag) = 0;
   // `etag` receives the object's ETag (may be empty).
   virtual StoreStatus CompleteUpload(const std::string& key, const std::string& upload_id,
                                      const std::vector<std::string>& part_etags,
@@ -110,8 +112,9 @@ class ObjectStoreWrapper : public ObjectStore {
     return target_->CreateUpload(key, upload_id);
   }
   StoreStatus UploadPart(const std::string& key, const std::string& upload_id, int part_number,
-                         std::string_view data, const Md5Digest& md5, std::string* etag) override {
-    return target_->UploadPart(key, upload_id, part_number, data, md5, etag);
+                         uint64_t offset, std::string_view data, const Md5Digest& md5,
+                         std::string* etag) override {
+    return target_->UploadPart(key, upload_id, part_number, offset, data, md5, etag);
   }
   StoreStatus CompleteUpload(const std::string& key, const std::string& upload_id,
                              const std::vector<std::string>& part_etags,
