@@ -1,0 +1,62 @@
+#include <gtest/gtest.h>
+
+#include "autopar/launch.h"
+
+namespace autopar {
+namespace {
+
+TEST(ParseLaunchArgs, Accepts) {
+  struct Case {
+    std::vector<std::string> args;
+    bool bind, nccl_check, verbose;
+    double ratio;
+    std::vector<std::string> program;
+  } cases[] = {
+      {{"--", "python", "train.py"}, true, false, false, 0.5, {"python", "train.py"}},
+      {{"python", "train.py", "--lr", "3"}, true, false, false, 0.5, {"python", "train.py", "--lr", "3"}},
+      {{"--no-bind", "--nccl-check", "--", "./a.out", "--no-bind"}, false, true, false, 0.5,
+       {"./a.out", "--no-bind"}},
+      {{"--nccl-min-ratio=0.8", "-v", "prog"}, true, false, true, 0.8, {"prog"}},
+      {{"--", "--weird-program-name"}, true, false, false, 0.5, {"--weird-program-name"}},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseLaunchArgs(c.args);
+    ASSERT_TRUE(r.ok()) << c.args[0] << ": " << r.message();
+    EXPECT_EQ(r->bind, c.bind);
+    EXPECT_EQ(r->nccl_check, c.nccl_check);
+    EXPECT_EQ(r->verbose, c.verbose);
+    EXPECT_DOUBLE_EQ(r->nccl_min_ratio, c.ratio);
+    EXPECT_EQ(r->program, c.program);
+  }
+}
+
+TEST(ParseLaunchArgs, Rejects) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message_part;
+  } cases[] = {
+      {{}, "no program given"},
+      {{"--"}, "no program given"},
+      {{"--no-bind"}, "no program given"},
+      {{"--bogus", "prog"}, "unknown option '--bogus'"},
+      {{"-x", "--", "prog"}, "unknown option '-x'"},
+      {{"--nccl-min-ratio=abc", "prog"}, "--nccl-min-ratio: invalid value 'abc'"},
+      {{"--nccl-min-ratio=0", "prog"}, "--nccl-min-ratio"},
+      {{"--nccl-min-ratio=1.5", "prog"}, "--nccl-min-ratio"},
+      {{"--", ""}, "program name is empty"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseLaunchArgs(c.args);
+    ASSERT_FALSE(r.ok()) << c.message_part;
+    EXPECT_NE(r.message().find(c.message_part), std::string::npos) << r.message();
+  }
+}
+
+TEST(ParseLaunchArgs, HelpAndVersionNeedNoProgram) {
+  EXPECT_TRUE(ParseLaunchArgs({"--help"})->help);
+  EXPECT_TRUE(ParseLaunchArgs({"--version"})->version);
+  EXPECT_NE(LaunchUsage().find("--no-bind"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace autopar

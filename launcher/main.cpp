@@ -1,0 +1,274 @@
+// autopar-launch: one launcher per Slurm task.
+//   srun --mpi=pmix autopar-launch [--no-bind] [--nccl-check] -- PROGRAM [ARGS...]
+// Identity and rendezvous from PMIx (rank 0 reserves MASTER_PORT and publishes it; everyone
+// Fences and Gets it), GPU/CPU binding, torchrun's environment plus the job's plan, then the
+// program as a child in its own process group. A failing program ends the whole step through
+// PMIx_Abort (Slurm's mpi/pmix kills the step) so no other rank hangs in a collective.
+// The pure decisions live in autopar/launch.h; this file only wires the edges together.
+#include <limits.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "autopar/launch.h"
+#include "binding.h"
+#include "child_process.h"
+#include "pmix_client.h"
+#include "port_reservation.h"
+
+extern char** environ;
+
+namespace autopar {
+namespace {
+
+// Rendezvous must not hang forever when another rank never arrives (e.g. it died before
+// PMIx_Init); AUTOPAR_LAUNCH_TIMEOUT overrides.
+constexpr int kDefaultRendezvousTimeoutS = 300;
+constexpr char kMasterKey[] = "autopar.master";
+
+EnvMap CurrentEnv() {
+  EnvMap env;
+  for (char** e = environ; *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq) env.emplace(std::string(*e, static_cast<size_t>(eq - *e)), eq + 1);
+  }
+  return env;
+}
+
+std::string HostName() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "";
+  return buf;
+}
+
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  if (in) ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Get(const EnvMap& env, const std::string& key, const std::string& dflt = "") {
+  auto it = env.find(key);
+  return it == env.end() ? dflt : it->second;
+}
+
+#ifdef AUTOPAR_HAVE_NCCL
+// The directory of this executable, where the NCCL preflight helper lives in a build tree.
+std::string SelfDir() {
+  char buf[PATH_MAX] = {};
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, static_cast<size_t>(n));
+  return p.substr(0, p.rfind('/'));
+}
+#endif
+
+class Launcher {
+ public:
+  int Run(int argc, char** argv);
+
+ private:
+  [[noreturn]] void Fail(const std::string& message, int code);
+  void Say(const std::string& message) const {
+    std::fprintf(stderr, "%s%s\n", LaunchMessagePrefix(rank_, host_).c_str(), message.c_str());
+  }
+  Status Rendezvous(const EnvMap& env, int timeout_s);
+  int RunChild(const std::vector<std::string>& argv, const EnvMap& env,
+               const std::vector<int>& cpus, bool forward_from_parent, bool* terminated);
+
+  PmixClient pmix_;
+  PortReservation port_;
+  RankInfo info_;
+  MasterEndpoint master_;
+  int rank_ = -1;
+  std::string host_;
+  sigset_t program_mask_{};
+};
+
+void Launcher::Fail(const std::string& message, int code) {
+  Say(message);
+  std::fflush(stderr);
+  if (pmix_.initialized() && info_.size > 1) {
+    // Other ranks may be waiting for this one in the Fence: end the whole step now.
+    (void)pmix_.Abort(code, LaunchMessagePrefix(rank_, host_) + message);
+  }
+  (void)pmix_.Finalize();
+  port_.Release();
+  std::exit(code);
+}
+
+Status Launcher::Rendezvous(const EnvMap& env, int timeout_s) {
+  if (info_.rank == 0) {
+    auto addr = ReachableAddress(info_.host, Get(env, "AUTOPAR_MASTER_IFNAME"));
+    if (!addr) return addr.status();
+    auto reserved = PortReservation::Reserve();
+    if (!reserved) return reserved.status();
+    port_ = std::move(*reserved);
+    Status st = pmix_.PutString(kMasterKey, *addr + " " + std::to_string(port_.port()));
+    if (!st) return st;
+  }
+  if (Status st = pmix_.Commit(); !st) return st;
+  if (Status st = pmix_.Fence(timeout_s); !st) return st;
+  auto value = pmix_.GetString(0, kMasterKey, timeout_s);
+  if (!value) return value.status();
+  size_t space = value->find(' ');
+  if (space == std::string::npos) return Status::Error("PMIx: malformed " + std::string(kMasterKey));
+  master_.addr = value->substr(0, space);
+  master_.port = std::atoi(value->c_str() + space + 1);
+  if (master_.port <= 0 || master_.port > 65535) {
+    return Status::Error("PMIx: malformed " + std::string(kMasterKey) + " '" + *value + "'");
+  }
+  return Status::Ok();
+}
+
+int Launcher::RunChild(const std::vector<std::string>& argv, const EnvMap& env,
+                       const std::vector<int>& cpus, bool forward_from_parent, bool* terminated) {
+  ChildSpec spec{argv, env, cpus, program_mask_};
+  int exec_errno = 0;
+  auto pid = StartChild(spec, &exec_errno);
+  if (!pid) Fail(pid.message(), exec_errno == ENOENT ? 127 : 126);
+  ChildOutcome out = SuperviseChild(*pid, forward_from_parent);
+  *terminated = out.termination_signal != 0;
+  return ExitCodeFromWaitStatus(out.wait_status);
+}
+
+int Launcher::Run(int argc, char** argv) {
+  // Before PMIx_Init starts its progress thread, which must inherit the blocked mask.
+  program_mask_ = BlockForwardedSignals();
+  EnvMap env = CurrentEnv();
+  host_ = HostName();
+  if (auto it = env.find("SLURM_PROCID"); it != env.end()) rank_ = std::atoi(it->second.c_str());
+  if (auto it = env.find("SLURMD_NODENAME"); it != env.end()) host_ = it->second;
+
+  auto opts = ParseLaunchArgs(std::vector<std::string>(argv + 1, argv + argc));
+  if (!opts) Fail(opts.message(), 2);
+  if (opts->help) {
+    std::fputs(LaunchUsage().c_str(), stdout);
+    return 0;
+  }
+  if (opts->version) {
+    std::printf("autopar-launch %s\n", AUTOPAR_VERSION);
+    return 0;
+  }
+  int timeout_s = kDefaultRendezvousTimeoutS;
+  if (auto t = Get(env, "AUTOPAR_LAUNCH_TIMEOUT"); !t.empty()) timeout_s = std::atoi(t.c_str());
+
+  bool use_pmix = PmixClient::ServerAdvertised(env);
+  if (use_pmix) {
+    if (Status st = pmix_.Init(); !st) Fail(st.message(), 1);
+    rank_ = pmix_.rank();
+    auto info = pmix_.QueryRankInfo();
+    if (!info) Fail(info.message(), 1);
+    info_ = *info;
+    if (info_.host.empty()) info_.host = host_;
+    host_ = info_.host;
+    if (Status st = Rendezvous(env, timeout_s); !st) Fail(st.message(), 1);
+  } else {
+    auto info = RankInfoFromSlurmEnv(env, host_);
+    if (!info) Fail(info.message(), 1);
+    info_ = *info;
+    rank_ = info_.rank;
+    if (!env.count("SLURM_PROCID") && !env.count("MASTER_ADDR")) {
+      // Outside Slurm: a single rank on this host, whose port can be reserved like under PMIx.
+      auto reserved = PortReservation::Reserve();
+      if (!reserved) Fail(reserved.message(), 1);
+      port_ = std::move(*reserved);
+      master_ = {"127.0.0.1", port_.port()};
+    } else {
+      auto ep = FallbackMasterEndpoint(env);
+      if (!ep) Fail(ep.message(), 1);
+      master_ = *ep;
+    }
+    if (!env.count("SLURM_PROCID")) {
+      Say("warning: not under Slurm or PMIx: running the program as a single rank");
+    } else if (info_.rank == 0) {
+      Say("warning: no PMIx server (srun --mpi=none?): using Slurm's variables; MASTER_PORT " +
+          std::to_string(master_.port) + " is not reserved and a failing rank does not end the "
+          "step (use srun --mpi=pmix)");
+    }
+  }
+
+  LaunchDecisions d;
+  d.rank = info_;
+  d.master = master_;
+  std::vector<std::string> step_gpus = SplitDeviceList(Get(env, "CUDA_VISIBLE_DEVICES"));
+  CpuBinding cpus;
+  if (opts->bind) {
+    d.gpu = SelectGpu(step_gpus, info_.local_rank, info_.local_size);
+    // Slurm's real GPU ids when it renumbered CUDA_VISIBLE_DEVICES (ConstrainDevices).
+    std::vector<std::string> driver_ids = SplitDeviceList(Get(env, "SLURM_STEP_GPUS", Get(env, "SLURM_JOB_GPUS")));
+    cpus = ChooseCpuBinding(info_, driver_ids.size() == step_gpus.size() ? driver_ids : step_gpus);
+    d.cpus = cpus.cpus;
+  }
+  auto changes = BuildLaunchEnv(d, env);
+  if (!changes) Fail(changes.message(), 1);
+  EnvMap child_env = ApplyEnvChanges(env, *changes);
+  auto plan_env = PlanEnvForRank(env, info_.rank, info_.size);
+  if (!plan_env) Fail(plan_env.message(), 1);
+  for (const auto& [k, v] : plan_env->vars) child_env[k] = v;
+  if (!plan_env->warning.empty() && info_.rank == 0) Say("warning: " + plan_env->warning);
+
+  if (opts->verbose) {
+    Say("local rank " + std::to_string(info_.local_rank) + "/" + std::to_string(info_.local_size) +
+        ", node " + std::to_string(info_.node_rank) + "/" + std::to_string(info_.num_nodes) +
+        ", world " + std::to_string(info_.size) + ", master " + master_.addr + ":" +
+        std::to_string(master_.port) + (use_pmix ? " (PMIx)" : " (Slurm variables)") + ", gpu " +
+        (d.gpu ? d.gpu->device : std::string("none")) + ", cpus " +
+        (d.cpus.empty() ? std::string("unbound") : FormatCpuList(d.cpus)) +
+        (cpus.note.empty() ? "" : " (" + cpus.note + ")"));
+  }
+  if (d.gpu && d.gpu->shared && info_.local_rank == 0) {
+    Say("warning: " + std::to_string(info_.local_size) + " local ranks share " +
+        std::to_string(step_gpus.size()) + " GPU(s)");
+  }
+
+  std::string slurm_conf = Get(env, "SLURM_CONF", "/etc/slurm/slurm.conf");
+  bool forward_from_parent =
+      !env.count("SLURM_JOB_ID") ||
+      ForwardSignalFromSlurm(ProctrackTypeFromSlurmConf(ReadSmallFile(slurm_conf)));
+
+  bool terminated = false;
+  if (opts->nccl_check) {
+#ifdef AUTOPAR_HAVE_NCCL
+    EnvMap check_env = child_env;
+    char ratio[32];
+    std::snprintf(ratio, sizeof(ratio), "%g", opts->nccl_min_ratio);
+    check_env["AUTOPAR_NCCL_MIN_RATIO"] = ratio;
+    std::string helper = Get(env, "AUTOPAR_NCCL_CHECK", SelfDir() + "/autopar-nccl-check");
+    if (access(helper.c_str(), X_OK) != 0) helper = AUTOPAR_NCCL_CHECK_INSTALLED;
+    int rc = RunChild({helper}, check_env, d.cpus, forward_from_parent, &terminated);
+    if (rc != 0) Fail("NCCL preflight failed (exit code " + std::to_string(rc) + ")", rc);
+#else
+    Fail("--nccl-check: this autopar-launch was built without NCCL", 2);
+#endif
+  }
+
+  if (int sig = PendingTerminationSignal(); sig != 0) Fail("terminated before the program started", 128 + sig);
+  int code = RunChild(opts->program, child_env, d.cpus, forward_from_parent, &terminated);
+  port_.Release();
+  if (code != 0 && !terminated && use_pmix && info_.size > 1) {
+    std::string msg = "program exited with code " + std::to_string(code) + "; ending the step";
+    Say(msg);
+    std::fflush(stderr);
+    (void)pmix_.Abort(code, LaunchMessagePrefix(rank_, host_) + msg);
+  }
+  if (Status st = pmix_.Finalize(); !st && code == 0) {
+    Say(st.message());
+    code = 1;
+  }
+  return code;
+}
+
+}  // namespace
+}  // namespace autopar
+
+int main(int argc, char** argv) {
+  autopar::Launcher launcher;
+  return launcher.Run(argc, argv);
+}
