@@ -1,26 +1,17 @@
 # ctest: bad input to `autopar plan` gives one line naming the option and exit status 2.
-set(cases
-  "--gpus;0|autopar plan: --gpus: invalid value '0'"
-  "--gpus;many|autopar plan: --gpus: invalid value 'many'"
-  "--gpu-type;v99|autopar plan: --gpu-type: unknown GPU type 'v99'"
-  "--model;banana|autopar plan: --model: unknown model 'banana'"
-  "--frobnicate;1|autopar plan: --frobnicate: unknown option"
-  "--tp;3|autopar plan: --tp 3: tp=3 does not divide the attention heads (32)")
-foreach(case IN LISTS cases)
-  string(REPLACE "|" ";" parts "${case}")
-  list(GET parts -1 expected)
-  list(REMOVE_AT parts -1)
-  # Defaults, with the case's option last (program_options keeps the last value of a repeat is
-  # an error, so replace the default instead).
-  set(args --model llama-2-7b --gpus 8 --gpu-type a100-80gb --global-batch 64)
-  list(GET parts 0 opt)
+set(base --model llama-2-7b --gpus 8 --gpu-type a100-80gb --global-batch 64)
+
+function(expect_usage_error expected)
+  # ARGN: the options that replace (or add to) the base command line.
+  set(args ${base})
+  set(extra ${ARGN})
+  list(GET extra 0 opt)
   list(FIND args "${opt}" idx)
   if(idx GREATER -1)
     math(EXPR vidx "${idx} + 1")
-    list(REMOVE_AT args ${vidx})
-    list(REMOVE_AT args ${idx})
+    list(REMOVE_AT args ${vidx} ${idx})
   endif()
-  list(APPEND args ${parts})
+  list(APPEND args ${extra})
   execute_process(COMMAND ${AUTOPAR} plan ${args}
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 2)
@@ -35,4 +26,20 @@ foreach(case IN LISTS cases)
   if(NOT lines EQUAL 1)
     message(FATAL_ERROR "${args}: expected one line, got: ${err}")
   endif()
-endforeach()
+endfunction()
+
+expect_usage_error("autopar plan: --gpus: invalid value '0'" --gpus 0)
+expect_usage_error("autopar plan: --gpus: invalid value 'many'" --gpus many)
+expect_usage_error("autopar plan: --global-batch: invalid value '-4'" --global-batch -4)
+expect_usage_error("autopar plan: --gpu-type: unknown GPU type 'v99'" --gpu-type v99)
+expect_usage_error("autopar plan: --model: unknown model 'banana'" --model banana)
+expect_usage_error("autopar plan: --frobnicate: unknown option" --frobnicate 1)
+expect_usage_error("autopar plan: --tp 3: tp=3 does not divide the attention heads (32)" --tp 3)
+expect_usage_error("autopar plan: --net-gbps: invalid value 'fast'" --net-gbps fast)
+
+# A missing required option.
+execute_process(COMMAND ${AUTOPAR} plan --model llama-2-7b --gpu-type a100-80gb --global-batch 64
+  RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err STREQUAL "autopar plan: --gpus: required\n")
+  message(FATAL_ERROR "missing --gpus: exit ${rc}, stderr '${err}'")
+endif()

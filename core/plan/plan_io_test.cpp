@@ -1,0 +1,208 @@
+#include <gtest/gtest.h>
+#include <json/json.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "autopar/planner.h"
+
+namespace autopar {
+namespace {
+
+Plan SamplePlan() {
+  PlanRequest r;
+  r.model = ResolveModel("llama-2-13b").value();
+  r.gpu = ResolveGpuType("a100-80gb").value();
+  r.gpus = 32;
+  r.global_batch = 256;
+  r.top_k = 3;
+  return PlanJob(r).value();
+}
+
+// A hand-made plan with a known layout, for env and argument tests.
+Plan FixedPlan(int64_t tp, int64_t pp, int64_t dp, Recompute rc, bool sharding, int64_t vpp) {
+  Plan p;
+  p.model_name = "gpt3-175b";
+  p.layers = 96;
+  p.gpu_name = "a100-80gb";
+  p.gpus = tp * pp * dp;
+  p.gpus_per_node = 8;
+  p.global_batch = 1536;
+  p.seq_len = 2048;
+  Layout& l = p.chosen.layout;
+  l.tp = tp;
+  l.pp = pp;
+  l.dp = dp;
+  l.micro_batch = 2;
+  l.grad_accum = 1536 / (2 * dp);
+  l.vpp = vpp;
+  l.recompute = rc;
+  l.optimizer_sharding = sharding;
+  l.sequence_parallel = tp > 1;
+  return p;
+}
+
+Json::Value Parse(const std::string& text) {
+  Json::CharReaderBuilder b;
+  Json::Value v;
+  std::string errors;
+  std::unique_ptr<Json::CharReader> reader(b.newCharReader());
+  EXPECT_TRUE(reader->parse(text.data(), text.data() + text.size(), &v, &errors)) << errors;
+  return v;
+}
+
+TEST(PlanJson, HasTheDocumentedFields) {
+  const Json::Value v = Parse(PlanToJson(SamplePlan()));
+  for (const char* key : {"tp", "pp", "dp", "micro_batch", "grad_accum", "recompute", "optimizer_sharding",
+                          "mem_per_gpu_gib", "step_time_s", "tokens_per_s", "samples_per_s", "mfu", "vpp",
+                          "memory", "time", "alternatives", "model", "gpu", "gpus", "global_batch", "seq_len"}) {
+    EXPECT_TRUE(v.isMember(key)) << key;
+  }
+  EXPECT_EQ(v["alternatives"].size(), 3u);
+  EXPECT_TRUE(v["alternatives"][0]["reason"].isString());
+  EXPECT_FALSE(Parse(PlanToJson(SamplePlan(), false)).isMember("alternatives"));
+}
+
+TEST(PlanJson, RoundTrip) {
+  const Plan a = SamplePlan();
+  for (bool with_alternatives : {true, false}) {
+    auto b = PlanFromJson(PlanToJson(a, with_alternatives));
+    ASSERT_TRUE(b.ok()) << b.message();
+    EXPECT_EQ(b->model_name, a.model_name);
+    EXPECT_EQ(b->layers, a.layers);
+    EXPECT_EQ(b->gpus, a.gpus);
+    EXPECT_EQ(b->global_batch, a.global_batch);
+    EXPECT_EQ(b->seq_len, a.seq_len);
+    const Layout &x = a.chosen.layout, &y = b->chosen.layout;
+    EXPECT_EQ(std::make_tuple(x.tp, x.pp, x.dp, x.micro_batch, x.grad_accum, x.vpp, x.recompute,
+                              x.optimizer_sharding, x.sequence_parallel),
+              std::make_tuple(y.tp, y.pp, y.dp, y.micro_batch, y.grad_accum, y.vpp, y.recompute,
+                              y.optimizer_sharding, y.sequence_parallel));
+    EXPECT_NEAR(b->chosen.step_time_s, a.chosen.step_time_s, 1e-8 * a.chosen.step_time_s);
+    EXPECT_NEAR(b->chosen.memory.total_gib, a.chosen.memory.total_gib, 1e-8 * a.chosen.memory.total_gib);
+    EXPECT_NEAR(b->chosen.time.bubble_s, a.chosen.time.bubble_s, 1e-8 + 1e-8 * a.chosen.time.bubble_s);
+    EXPECT_NEAR(b->chosen.mfu, a.chosen.mfu, 1e-9);
+    ASSERT_EQ(b->alternatives.size(), with_alternatives ? a.alternatives.size() : 0u);
+    for (size_t i = 0; i < b->alternatives.size(); ++i) {
+      EXPECT_EQ(b->alternatives[i].reason, a.alternatives[i].reason);
+      EXPECT_EQ(b->alternatives[i].layout.tp, a.alternatives[i].layout.tp);
+    }
+    // Serializing the parsed plan again gives the same text.
+    EXPECT_EQ(PlanToJson(*b, with_alternatives), PlanToJson(a, with_alternatives));
+  }
+}
+
+TEST(PlanJson, ErrorsNameTheKey) {
+  std::string good = PlanToJson(SamplePlan(), false);
+  Json::Value v = Parse(good);
+  struct Case {
+    std::string text;
+    const char* expected;
+  } cases[] = {
+      {"{", "plan JSON: not valid JSON: "},
+      {"[]", "plan JSON: expected an object"},
+      {[&] { Json::Value c = v; c.removeMember("tp"); return Json::FastWriter().write(c); }(),
+       "plan JSON: 'tp': missing or not an integer"},
+      {[&] { Json::Value c = v; c["recompute"] = "some"; return Json::FastWriter().write(c); }(),
+       "plan JSON: 'recompute': recompute: unknown value 'some' (none, selective, full)"},
+      {[&] { Json::Value c = v; c["memory"].removeMember("total_gib"); return Json::FastWriter().write(c); }(),
+       "plan JSON: 'memory.total_gib': missing or not a number"},
+      {[&] { Json::Value c = v; c["gpus"] = 7; return Json::FastWriter().write(c); }(),
+       "plan JSON: tp*pp*dp="},
+      {[&] { Json::Value c = v; c["alternatives"] = 3; return Json::FastWriter().write(c); }(),
+       "plan JSON: 'alternatives': not a list"},
+  };
+  for (const auto& c : cases) {
+    auto p = PlanFromJson(c.text);
+    ASSERT_FALSE(p.ok()) << c.expected;
+    EXPECT_EQ(p.message().rfind(c.expected, 0), 0u) << p.message();
+  }
+}
+
+TEST(PlanTaskEnv, RankOrderIsTpThenDpThenPp) {
+  const Plan plan = FixedPlan(2, 2, 2, Recompute::kSelective, true, 1);
+  struct Case {
+    int rank, tp, dp, pp;
+  } cases[] = {{0, 0, 0, 0}, {1, 1, 0, 0}, {2, 0, 1, 0}, {3, 1, 1, 0},
+               {4, 0, 0, 1}, {5, 1, 0, 1}, {6, 0, 1, 1}, {7, 1, 1, 1}};
+  for (const auto& c : cases) {
+    std::map<std::string, std::string> env;
+    for (const auto& [k, val] : PlanTaskEnv(plan, c.rank)) env[k] = val;
+    EXPECT_EQ(env["AUTOPAR_TP_RANK"], std::to_string(c.tp)) << c.rank;
+    EXPECT_EQ(env["AUTOPAR_DP_RANK"], std::to_string(c.dp)) << c.rank;
+    EXPECT_EQ(env["AUTOPAR_PP_RANK"], std::to_string(c.pp)) << c.rank;
+  }
+  for (int outside : {-1, 8}) {
+    for (const auto& [k, val] : PlanTaskEnv(plan, outside)) {
+      EXPECT_EQ(k.find("_RANK"), std::string::npos) << outside << " " << k;
+    }
+  }
+}
+
+TEST(PlanTaskEnv, HasEveryVariable) {
+  const Plan plan = FixedPlan(4, 2, 4, Recompute::kFull, true, 3);
+  std::map<std::string, std::string> env;
+  for (const auto& [k, v] : PlanTaskEnv(plan, 5)) env[k] = v;
+  const std::map<std::string, std::string> expected = {
+      {"AUTOPAR_TP", "4"},          {"AUTOPAR_PP", "2"},           {"AUTOPAR_DP", "4"},
+      {"AUTOPAR_MICRO_BATCH", "2"}, {"AUTOPAR_GRAD_ACCUM", "192"}, {"AUTOPAR_GLOBAL_BATCH", "1536"},
+      {"AUTOPAR_SEQ_LEN", "2048"},  {"AUTOPAR_RECOMPUTE", "full"}, {"AUTOPAR_OPTIMIZER_SHARDING", "1"},
+      {"AUTOPAR_VPP", "3"},         {"AUTOPAR_TP_RANK", "1"},      {"AUTOPAR_DP_RANK", "1"},
+      {"AUTOPAR_PP_RANK", "0"},
+  };
+  for (const auto& [k, v] : expected) EXPECT_EQ(env[k], v) << k;
+  auto parsed = PlanFromJson(env["AUTOPAR_PLAN_JSON"]);
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  EXPECT_EQ(parsed->chosen.layout.vpp, 3);
+  EXPECT_EQ(env["AUTOPAR_MEGATRON_ARGS"], MegatronArgs(plan));
+  EXPECT_EQ(env["AUTOPAR_DEEPSPEED_CONFIG"], DeepSpeedConfigJson(plan));
+  EXPECT_EQ(env.size(), expected.size() + 3);
+}
+
+TEST(MegatronArgs, Flags) {
+  struct Case {
+    Plan plan;
+    const char* expected;
+  } cases[] = {
+      {FixedPlan(8, 4, 4, Recompute::kSelective, true, 2),
+       "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --micro-batch-size 2 "
+       "--global-batch-size 1536 --seq-length 2048 --sequence-parallel --recompute-granularity selective "
+       "--num-layers-per-virtual-pipeline-stage 12 --use-distributed-optimizer --overlap-param-gather "
+       "--overlap-grad-reduce --bf16"},
+      {FixedPlan(1, 1, 8, Recompute::kFull, false, 1),
+       "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 2 "
+       "--global-batch-size 1536 --seq-length 2048 --recompute-granularity full --recompute-method uniform "
+       "--recompute-num-layers 1 --overlap-grad-reduce --bf16"},
+      {FixedPlan(2, 1, 1, Recompute::kNone, false, 1),
+       "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 --micro-batch-size 2 "
+       "--global-batch-size 1536 --seq-length 2048 --sequence-parallel --bf16"},
+  };
+  for (const auto& c : cases) EXPECT_EQ(MegatronArgs(c.plan), c.expected);
+}
+
+TEST(DeepSpeedConfig, BatchArithmeticAndZeroStage) {
+  for (bool sharding : {false, true}) {
+    const Plan plan = FixedPlan(2, 2, 8, Recompute::kFull, sharding, 1);
+    const Json::Value v = Parse(DeepSpeedConfigJson(plan));
+    // DeepSpeed requires train_batch_size = micro * accumulation * data-parallel size.
+    EXPECT_EQ(v["train_batch_size"].asInt64(),
+              v["train_micro_batch_size_per_gpu"].asInt64() * v["gradient_accumulation_steps"].asInt64() * 8);
+    EXPECT_EQ(v["train_batch_size"].asInt64(), 1536);
+    EXPECT_EQ(v["zero_optimization"]["stage"].asInt(), sharding ? 1 : 0);
+    EXPECT_TRUE(v["bf16"]["enabled"].asBool());
+    EXPECT_TRUE(v["activation_checkpointing"]["partition_activations"].asBool());
+  }
+}
+
+TEST(PlanToText, ShowsLayoutMemoryTimeAndAlternatives) {
+  const std::string text = PlanToText(SamplePlan());
+  for (const char* part : {"model:       llama-2-13b (13.02B parameters)", "hardware:    32 x a100-80gb",
+                           "layout:      tp=", "memory/GPU:  ", "step time:   ", "throughput:  ", " tokens/s, ",
+                           "MFU ", "alternatives (", "  1. ", "  3. ", " -- "}) {
+    EXPECT_NE(text.find(part), std::string::npos) << part << "\n" << text;
+  }
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,394 @@
+#include "autopar/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <regex>
+#include <string>
+
+namespace autopar {
+namespace {
+
+PlanRequest Request(const std::string& model, int64_t gpus, const std::string& gpu, int64_t batch,
+                    int64_t seq = 0) {
+  PlanRequest r;
+  r.model = ResolveModel(model).value();
+  r.gpu = ResolveGpuType(gpu).value();
+  r.gpus = gpus;
+  r.global_batch = batch;
+  r.seq_len = seq;
+  return r;
+}
+
+// --- formulas against their published forms ----------------------------------------------
+
+TEST(ModelStateBytesPerParam, ZeroPaper) {
+  // Rajbhandari et al. 2020, Sec. 3.1: mixed-precision Adam keeps 2 + 2 + 12 = 16 bytes/param.
+  EXPECT_DOUBLE_EQ(ModelStateBytesPerParam(false, 64), 16.0);
+  EXPECT_DOUBLE_EQ(ModelStateBytesPerParam(true, 1), 16.0);
+  // ZeRO stage 1 (P_os): 4 + 12/Nd. The paper's Figure 1 example: 7.5B parameters, Nd = 64:
+  // 120 GB baseline, 31.4 GB with P_os.
+  EXPECT_NEAR(7.5e9 * ModelStateBytesPerParam(false, 64) / 1e9, 120.0, 1e-9);
+  EXPECT_NEAR(7.5e9 * ModelStateBytesPerParam(true, 64) / 1e9, 31.4, 0.05);
+}
+
+TEST(ActivationBytesPerLayer, KorthikantiTable2) {
+  // Korthikanti et al. 2022, Table 2 (bytes per layer), for a GPT layer (kv = h, ffn = 4h).
+  const ModelArch m = ResolveModel("gpt3-175b").value();
+  const double s = 2048, b = 1, h = 12288, a = 96;
+  for (int64_t t : {2, 4, 8}) {
+    const double td = static_cast<double>(t);
+    struct Case {
+      const char* what;
+      bool sp;
+      Recompute rc;
+      int64_t tp;
+      double expected;
+    } cases[] = {
+        {"no parallelism", false, Recompute::kNone, 1, s * b * h * (34 + 5 * a * s / h)},
+        {"tensor parallel", false, Recompute::kNone, t, s * b * h * (10 + 24 / td + 5 * a * s / (h * td))},
+        {"tensor + sequence parallel", true, Recompute::kNone, t, s * b * h / td * (34 + 5 * a * s / h)},
+        {"tensor parallel + selective", false, Recompute::kSelective, t, s * b * h * (10 + 24 / td)},
+        {"tensor + sequence parallel + selective", true, Recompute::kSelective, t, s * b * h / td * 34},
+        {"full recompute", false, Recompute::kFull, 1, 2 * s * b * h},
+        {"full recompute + sequence parallel", true, Recompute::kFull, t, 2 * s * b * h / td},
+    };
+    for (const auto& c : cases) {
+      EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, 2048, 1, c.tp, c.sp, c.rc), c.expected)
+          << c.what << ", t=" << t;
+    }
+  }
+}
+
+TEST(ActivationBytesPerLayer, GqaAndGatedMlpGeneralize) {
+  ModelArch m = ResolveModel("llama-2-7b").value();  // kv = h, gated, ffn 11008
+  const double s = 4096, h = 4096, f = 11008;
+  // 7sbh + 4sbh (K, V at full width) + 3sbh + 6sbf (gated) + 4sbh, plus 5as^2b.
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, 4096, 1, 1, false, Recompute::kSelective),
+                   s * (18 * h + 6 * f));
+  m.kv_heads = 8;  // K and V shrink to a quarter
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, 4096, 1, 1, false, Recompute::kSelective),
+                   s * (15 * h + 6 * f));
+}
+
+TEST(ModelFlopsPerStep, NarayananFormula) {
+  // Narayanan et al. 2021, eq. (3) without recompute: 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)).
+  for (const char* name : {"gpt3-175b", "megatron-1t", "megatron-22b"}) {
+    const ModelArch m = ResolveModel(name).value();
+    const double B = 1536, s = 2048, l = static_cast<double>(m.layers), h = static_cast<double>(m.hidden),
+                 V = static_cast<double>(m.vocab);
+    const double expected = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+    EXPECT_NEAR(ModelFlopsPerStep(m, 2048, 1536) / expected, 1.0, 1e-12) << name;
+  }
+}
+
+TEST(ModelFlopsPerStep, PalmFormulaForLlama) {
+  // Chowdhery et al. 2022 (PaLM), App. B: 6N + 12*L*H*Q*T FLOPs per token, N = non-embedding
+  // parameters (the untied output matrix counts; norms are negligible).
+  const ModelArch m = ResolveModel("llama-2-7b").value();
+  const ParamCount pc = CountParams(m);
+  const double n = static_cast<double>(m.layers) * pc.per_layer + pc.output;
+  const double per_token = 6 * n + 12.0 * 32 * 4096 * 4096;
+  EXPECT_NEAR(ModelFlopsPerStep(m, 4096, 1) / 4096 / per_token, 1.0, 1e-4);
+}
+
+TEST(EvaluateLayout, PipelineBubbleIsPMinus1OverMV) {
+  PlanRequest r = Request("gpt3-175b", 64, "a100-80gb", 64);
+  for (int64_t v : {1, 2, 3}) {
+    Layout l;
+    l.tp = 8;
+    l.pp = 8;
+    l.dp = 1;
+    l.micro_batch = 1;
+    l.vpp = v;
+    l.recompute = Recompute::kSelective;
+    const PlanCandidate c = EvaluateLayout(r, l);
+    const double m = static_cast<double>(c.layout.grad_accum);
+    ASSERT_EQ(c.layout.grad_accum, 64);
+    const double steady = c.time.compute_s + c.time.recompute_s + c.time.tp_comm_s + c.time.p2p_s;
+    EXPECT_NEAR(c.time.bubble_s / steady, 7.0 / (m * static_cast<double>(v)), 1e-12) << "v=" << v;
+  }
+}
+
+TEST(EvaluateLayout, InterleavingAddsKorthikantiActivationFactor) {
+  PlanRequest r = Request("gpt3-175b", 64, "a100-80gb", 64);
+  Layout l;
+  l.tp = 8;
+  l.pp = 8;
+  l.micro_batch = 1;
+  l.recompute = Recompute::kSelective;
+  const double plain = EvaluateLayout(r, l).memory.activations_gib;
+  l.vpp = 2;
+  const double interleaved = EvaluateLayout(r, l).memory.activations_gib;
+  EXPECT_NEAR(interleaved / plain, 1.0 + 7.0 / 16.0, 1e-12);
+}
+
+TEST(EvaluateLayout, MemoryAndTimeAreConsistent) {
+  PlanRequest r = Request("llama-2-13b", 16, "a100-80gb", 128);
+  Layout l;
+  l.tp = 2;
+  l.pp = 2;
+  l.dp = 4;
+  l.micro_batch = 2;
+  l.optimizer_sharding = true;
+  const PlanCandidate c = EvaluateLayout(r, l);
+  EXPECT_EQ(c.layout.grad_accum, 16);
+  EXPECT_TRUE(c.layout.sequence_parallel);
+  const MemoryBreakdown& m = c.memory;
+  EXPECT_NEAR(m.total_gib, m.weights_gib + m.grads_gib + m.optimizer_gib + m.activations_gib +
+                               m.transient_gib + m.framework_gib, 1e-9);
+  // Sharded optimizer: 12/d bytes per parameter against 2 for the weights.
+  EXPECT_NEAR(m.optimizer_gib / m.weights_gib, 12.0 / 4 / 2, 1e-9);
+  const TimeBreakdown& t = c.time;
+  EXPECT_NEAR(t.total_s, t.compute_s + t.recompute_s + t.tp_comm_s + t.bubble_s + t.p2p_s +
+                             t.dp_comm_exposed_s + t.optimizer_s, 1e-12);
+  EXPECT_LE(t.dp_comm_exposed_s, t.dp_comm_s);
+  EXPECT_NEAR(c.tokens_per_s, 128.0 * 4096 / c.step_time_s, 1e-6);
+  EXPECT_GT(c.mfu, 0.2);
+  EXPECT_LT(c.mfu, 0.8);
+  // Full recompute costs one extra forward of the layers.
+  Layout full = l;
+  full.recompute = Recompute::kFull;
+  const PlanCandidate f = EvaluateLayout(r, full);
+  EXPECT_GT(f.time.recompute_s, 0.25 * f.time.compute_s);
+  EXPECT_LT(f.memory.activations_gib, c.memory.activations_gib / 5);
+}
+
+// --- the search ------------------------------------------------------------------------------
+
+TEST(PlanJob, EveryPlanSatisfiesTheConstraints) {
+  struct Case {
+    const char* model;
+    int64_t gpus, gpus_per_node, batch;
+    const char* gpu;
+  } cases[] = {
+      {"gpt3-1.3b", 8, 8, 512, "a100-80gb"},     {"llama-2-7b", 8, 8, 512, "a100-40gb"},
+      {"llama-2-7b", 64, 8, 1024, "h100-80gb"},  {"llama-2-13b", 32, 4, 256, "a100-80gb"},
+      {"llama-2-70b", 64, 8, 512, "h100-80gb"},  {"llama-3-70b", 128, 8, 1024, "h200-141gb"},
+      {"gpt3-175b", 1024, 8, 1536, "a100-80gb"}, {"megatron-1t", 3072, 8, 3072, "a100-80gb"},
+      {"7B", 24, 8, 96, "a100-80gb"},
+  };
+  for (const auto& c : cases) {
+    PlanRequest r = Request(c.model, c.gpus, c.gpu, c.batch);
+    r.gpus_per_node = c.gpus_per_node;
+    r.top_k = 5;
+    auto plan = PlanJob(r);
+    ASSERT_TRUE(plan.ok()) << c.model << ": " << plan.message();
+    std::vector<PlanCandidate> all = plan->alternatives;
+    all.insert(all.begin(), plan->chosen);
+    for (const PlanCandidate& p : all) {
+      const Layout& l = p.layout;
+      SCOPED_TRACE(std::string(c.model) + " tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) +
+                   " dp=" + std::to_string(l.dp) + " v=" + std::to_string(l.vpp));
+      EXPECT_EQ(l.tp * l.pp * l.dp, c.gpus);
+      EXPECT_EQ(r.model.heads % l.tp, 0);
+      EXPECT_EQ(r.model.kv_heads % l.tp, 0);
+      EXPECT_LE(l.tp, c.gpus_per_node);
+      EXPECT_EQ(r.model.layers % (l.pp * l.vpp), 0);
+      EXPECT_EQ(l.micro_batch * l.grad_accum * l.dp, c.batch);
+      if (l.vpp > 1) {
+        EXPECT_GT(l.pp, 1);
+        EXPECT_EQ(l.grad_accum % l.pp, 0);
+      }
+    }
+    EXPECT_TRUE(plan->chosen.fits);
+    EXPECT_LE(plan->chosen.memory.total_gib, plan->mem_usable_gib);
+    EXPECT_EQ(plan->chosen.layout.sequence_parallel, plan->chosen.layout.tp > 1);
+    EXPECT_LE(plan->alternatives.size(), 5u);
+    for (const PlanCandidate& a : plan->alternatives) {
+      if (a.fits) {
+        EXPECT_GE(a.step_time_s, plan->chosen.step_time_s);
+        EXPECT_EQ(a.reason.rfind("slower by ", 0), 0u) << a.reason;
+      } else {
+        EXPECT_LT(a.step_time_s, plan->chosen.step_time_s);
+        EXPECT_EQ(a.reason.rfind("does not fit: needs ", 0), 0u) << a.reason;
+      }
+    }
+  }
+}
+
+TEST(PlanJob, ChoosesTheFastestFittingLayout) {
+  // Brute force over the same space with EvaluateLayout: nothing that fits is faster.
+  PlanRequest r = Request("llama-2-7b", 16, "a100-80gb", 64);
+  auto plan = PlanJob(r);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  for (int64_t t : {1, 2, 4, 8}) {
+    for (int64_t p : {1, 2, 4, 8, 16}) {
+      if (16 % (t * p) != 0) continue;
+      const int64_t d = 16 / (t * p);
+      for (int64_t b : {1, 2, 4}) {
+        if (64 % (b * d) != 0) continue;
+        for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+          for (bool sh : {false, true}) {
+            Layout l;
+            l.tp = t;
+            l.pp = p;
+            l.dp = d;
+            l.micro_batch = b;
+            l.recompute = rc;
+            l.optimizer_sharding = sh && d > 1;
+            const PlanCandidate c = EvaluateLayout(r, l);
+            if (c.fits) {
+              EXPECT_GE(c.step_time_s, plan->chosen.step_time_s * (1 - 1e-12));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PlanJob, SmallModelUsesDataParallelism) {
+  auto plan = PlanJob(Request("gpt3-1.3b", 8, "a100-80gb", 512));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->chosen.layout.tp, 1);
+  EXPECT_EQ(plan->chosen.layout.pp, 1);
+  EXPECT_EQ(plan->chosen.layout.dp, 8);
+}
+
+TEST(PlanJob, TensorParallelStaysInANodeUnlessAllowed) {
+  PlanRequest r = Request("gpt3-175b", 256, "a100-80gb", 512);
+  r.gpus_per_node = 4;
+  auto plan = PlanJob(r);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_LE(plan->chosen.layout.tp, 4);
+  r.tp = 8;
+  auto pinned = PlanJob(r);
+  ASSERT_FALSE(pinned.ok());
+  EXPECT_EQ(pinned.message(),
+            "--auto-parallel=tp=8: tp=8 exceeds the 4 GPUs of a node (tensor parallelism must stay on NVLink)");
+  r.allow_cross_node_tp = true;
+  auto allowed = PlanJob(r);
+  ASSERT_TRUE(allowed.ok()) << allowed.message();
+  EXPECT_EQ(allowed->chosen.layout.tp, 8);
+}
+
+TEST(PlanJob, PinnedSizesAreKept) {
+  PlanRequest r = Request("llama-2-13b", 32, "a100-80gb", 256);
+  r.tp = 4;
+  r.pp = 2;
+  auto plan = PlanJob(r);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_EQ(plan->chosen.layout.tp, 4);
+  EXPECT_EQ(plan->chosen.layout.pp, 2);
+  EXPECT_EQ(plan->chosen.layout.dp, 4);
+  for (const auto& a : plan->alternatives) {
+    EXPECT_EQ(a.layout.tp, 4);
+    EXPECT_EQ(a.layout.pp, 2);
+  }
+  r.dp = 4;
+  EXPECT_TRUE(PlanJob(r).ok());
+}
+
+TEST(PlanJob, PinnedSizesAreRefusedWithTheReason) {
+  struct Case {
+    const char* model;
+    int64_t gpus, batch;
+    std::optional<int64_t> tp, pp, dp;
+    const char* expected;
+  } cases[] = {
+      {"llama-2-7b", 8, 64, 3, std::nullopt, std::nullopt,
+       "--auto-parallel=tp=3: tp=3 does not divide the attention heads (32)"},
+      {"llama-2-70b", 64, 64, 16, std::nullopt, std::nullopt,
+       "--auto-parallel=tp=16: tp=16 does not divide the key/value heads (8)"},
+      {"llama-2-7b", 12, 48, 8, std::nullopt, std::nullopt,
+       "--auto-parallel=tp=8: tp=8 does not divide the job's 12 GPUs"},
+      {"llama-2-7b", 8, 64, 2, 3, std::nullopt,
+       "--auto-parallel=tp=2,pp=3: pp=3 does not divide the model's 32 layers"},
+      {"llama-2-7b", 16, 64, 4, 2, 4,
+       "--auto-parallel=tp=4,pp=2,dp=4: tp*pp*dp=32 but the job has 16 GPUs"},
+      {"llama-2-7b", 16, 60, 2, 1, std::nullopt,
+       "--auto-parallel=tp=2,pp=1: the resulting dp=8 does not divide the global batch (60)"},
+      {"llama-2-7b", 8, 64, std::nullopt, 64, std::nullopt,
+       "--auto-parallel=pp=64: pp=64 exceeds the model's 32 layers"},
+      {"gpt3-175b", 8, 8, 1, 1, std::nullopt,
+       "--auto-parallel=tp=1,pp=1: does not fit: the smallest configuration (tp=1, pp=1, dp=8, micro-batch 1, "
+       "full recompute, distributed optimizer) needs "},
+  };
+  for (const auto& c : cases) {
+    PlanRequest r = Request(c.model, c.gpus, "a100-80gb", c.batch);
+    r.tp = c.tp;
+    r.pp = c.pp;
+    r.dp = c.dp;
+    auto plan = PlanJob(r);
+    ASSERT_FALSE(plan.ok()) << c.expected;
+    EXPECT_EQ(plan.message().rfind(c.expected, 0), 0u) << plan.message();
+  }
+}
+
+TEST(PlanJob, ModelThatCannotFitSaysWhatWouldMakeItFit) {
+  PlanRequest r = Request("llama-3-405b", 8, "a100-80gb", 64);
+  auto plan = PlanJob(r);
+  ASSERT_FALSE(plan.ok());
+  const std::string& msg = plan.message();
+  EXPECT_EQ(msg.find('\n'), std::string::npos);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      msg, m,
+      std::regex("^llama-3-405b \\(405\\.9B parameters\\) does not fit on 8 x a100-80gb: the smallest layout "
+                 "\\(tp=8, pp=1, dp=1, micro-batch 1, full recompute\\) needs ([0-9.]+) GiB per GPU, "
+                 "72\\.0 GiB usable; use at least ([0-9]+) GPUs \\(([0-9]+) nodes of 8\\)")))
+      << msg;
+  EXPECT_GT(std::stod(m[1].str()), 72.0);
+  // The suggested GPU count does fit (with a batch every data-parallel size divides).
+  const int64_t gpus = std::stoll(m[2].str());
+  PlanRequest bigger = Request("llama-3-405b", gpus, "a100-80gb", gpus);
+  EXPECT_TRUE(PlanJob(bigger).ok()) << gpus << " GPUs: " << PlanJob(bigger).message();
+  // One node fewer than suggested does not.
+  PlanRequest smaller = Request("llama-3-405b", gpus - 8, "a100-80gb", gpus - 8);
+  EXPECT_FALSE(PlanJob(smaller).ok());
+}
+
+TEST(PlanJob, SuggestsABiggerGpuWhenOneWouldDo) {
+  auto plan = PlanJob(Request("megatron-22b", 4, "a100-80gb", 16));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.message().find("or a GPU type with more memory (h200-141gb)"), std::string::npos)
+      << plan.message();
+  EXPECT_TRUE(PlanJob(Request("megatron-22b", 4, "h200-141gb", 16)).ok());
+}
+
+TEST(PlanJob, InvalidRequestsNameTheOption) {
+  struct Case {
+    void (*mutate)(PlanRequest&);
+    const char* expected;
+  } cases[] = {
+      {[](PlanRequest& r) { r.gpus = 0; }, "--gpus: must be >= 1 (got 0)"},
+      {[](PlanRequest& r) { r.gpus_per_node = 0; }, "--gpus-per-node: must be >= 1 (got 0)"},
+      {[](PlanRequest& r) { r.global_batch = 0; }, "--global-batch: must be >= 1 (got 0)"},
+      {[](PlanRequest& r) { r.gpu.mem_gib = 0; }, "--gpu-mem-gib: must be a positive number (got 0.000)"},
+      {[](PlanRequest& r) { r.gpu.net_gbps = -1; }, "--net-gbps: must be a positive number (got -1.000)"},
+      {[](PlanRequest& r) { r.model.heads = 7; }, "--model: llama-2-7b: hidden: 4096 is not divisible by heads (7)"},
+      {[](PlanRequest& r) { r.tp = 0; }, "tp: must be >= 1 (got 0)"},
+  };
+  for (const auto& c : cases) {
+    PlanRequest r = Request("llama-2-7b", 8, "a100-80gb", 64);
+    c.mutate(r);
+    auto plan = PlanJob(r);
+    ASSERT_FALSE(plan.ok()) << c.expected;
+    EXPECT_EQ(plan.message(), c.expected);
+  }
+}
+
+TEST(PlanJob, GlobalBatchThatNoDataParallelSizeDivides) {
+  // BLOOM's 70 layers and 112 heads on 384 GPUs leave d in {24, 48, 96, 192, 384}.
+  auto plan = PlanJob(Request("bloom-176b", 384, "a100-80gb", 2048));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.message(),
+            "--global-batch: 2048 is not divisible by any possible data-parallel size on 384 GPUs "
+            "(smallest is 24); use e.g. 2064");
+}
+
+TEST(PlanJob, MoreMemoryNeverMakesThePlanSlower) {
+  for (const char* gpu : {"a100-40gb", "a100-80gb"}) {
+    PlanRequest small = Request("llama-2-13b", 16, gpu, 256);
+    PlanRequest big = small;
+    big.gpu.mem_gib *= 2;
+    auto a = PlanJob(small);
+    auto b = PlanJob(big);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_LE(b->chosen.step_time_s, a->chosen.step_time_s) << gpu;
+  }
+}
+
+}  // namespace
+}  // namespace autopar
