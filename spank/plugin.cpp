@@ -7,11 +7,17 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
+#include <slurm/slurm.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
 
+#include "autopar/job_plan.h"
 #include "autopar/options.h"
 #include "autopar/site_config.h"
 #include "autopar/task_env.h"
@@ -121,6 +127,52 @@ int InitPostOpt() {
   return 0;
 }
 
+// srun, once the step's allocation is known: plan the step once, for all its tasks. The plan
+// travels to every task in AUTOPAR_PLAN_JSON; a layout that cannot fit stops srun here, before
+// any training process starts.
+int LocalUserInit(spank_t sp) {
+  PluginState& st = State();
+  auto resolved = autopar::ResolveOptions(st.user, st.site);
+  if (!resolved.ok()) return Fail(resolved.message());
+  if (!resolved->auto_parallel) return 0;
+  uint32_t tasks = 0, nodes = 0;
+  if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &tasks) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_NNODES, &nodes) != ESPANK_SUCCESS || tasks == 0 || nodes == 0)
+    return Fail("--auto-parallel: cannot read the step's task and node counts");
+  // One task per GPU; with an uneven distribution the planner assumes the smaller share.
+  auto plan = autopar::PlanStep(*resolved, tasks, std::max<uint32_t>(1, tasks / nodes));
+  if (!plan.ok()) return Fail(plan.message());
+  const autopar::Layout& l = plan->chosen.layout;
+  slurm_info("autopar: plan for %s on %u GPUs: tp=%lld pp=%lld dp=%lld micro_batch=%lld "
+             "grad_accum=%lld recompute=%s optimizer_sharding=%s, %.1f GiB/GPU, %.2f s/step",
+             plan->model_name.c_str(), tasks, static_cast<long long>(l.tp),
+             static_cast<long long>(l.pp), static_cast<long long>(l.dp),
+             static_cast<long long>(l.micro_batch), static_cast<long long>(l.grad_accum),
+             autopar::RecomputeName(l.recompute), l.optimizer_sharding ? "on" : "off",
+             plan->chosen.memory.total_gib, plan->chosen.step_time_s);
+  // spank_setenv is valid only in the remote context; srun passes its own environment to the
+  // step's tasks, so set it there. (With --export=NONE it does not travel, and task_init plans the
+  // step itself: the same inputs give the same plan.)
+  const std::string json = autopar::PlanToJson(*plan, false);
+  if (setenv("AUTOPAR_PLAN_JSON", json.c_str(), 1) != 0)
+    return Fail(std::string("cannot set AUTOPAR_PLAN_JSON: ") + std::strerror(errno));
+  return 0;
+}
+
+// The task's plan variables: from the step's AUTOPAR_PLAN_JSON (made by srun), or planned here from
+// the step itself when the step was not started by srun. The batch script is not a training task.
+autopar::Result<autopar::EnvList> TaskPlanEnv(spank_t sp, const autopar::JobOptions& opts,
+                                              const autopar::TaskContext& task) {
+  if (!opts.auto_parallel || task.step_id == SLURM_BATCH_SCRIPT) return autopar::EnvList{};
+  std::string json = autopar::spank::JobGetenv(sp, "AUTOPAR_PLAN_JSON");
+  if (json.empty()) {
+    auto plan = autopar::PlanStep(opts, task.world_size, task.local_world_size);
+    if (!plan.ok()) return plan.status();
+    json = autopar::PlanToJson(*plan, false);
+  }
+  return autopar::PlanEnvForTask(json, task.rank, task.world_size);
+}
+
 int TaskInit(spank_t sp) {
   PluginState& st = State();
   // Errors from user_init do not reach srun's terminal (pyxis works around the same Slurm
@@ -132,6 +184,25 @@ int TaskInit(spank_t sp) {
   if (!task.ok()) return Fail(task.message());
   auto env = autopar::BuildTaskEnv(*task, *resolved, st.site);
   if (!env.ok()) return Fail(env.message());
+  auto plan_env = TaskPlanEnv(sp, *resolved, *task);
+  if (!plan_env.ok()) return Fail(plan_env.message());
+  env->set.insert(env->set.end(), plan_env->begin(), plan_env->end());
+  // AUTOPAR_* values that the job does not set now are stale (copied from the submitting shell,
+  // e.g. from inside another job): remove them so that the launcher and the program see only this
+  // job's truth.
+  char** job_env = nullptr;
+  if (spank_get_item(sp, S_JOB_ENV, &job_env) == ESPANK_SUCCESS && job_env) {
+    std::vector<std::string> stale;
+    for (char** e = job_env; *e; ++e) {
+      const std::string entry(*e);
+      const std::string name = entry.substr(0, entry.find('='));
+      if (name.rfind("AUTOPAR_", 0) != 0) continue;
+      bool ours = false;
+      for (const auto& kv : env->set) ours = ours || kv.first == name;
+      if (!ours) stale.push_back(name);
+    }
+    for (const std::string& name : stale) spank_unsetenv(sp, name.c_str());
+  }
   for (const auto& [name, value] : env->set) {
     spank_err_t rc = spank_setenv(sp, name.c_str(), value.c_str(), 1);
     if (rc != ESPANK_SUCCESS) return Fail("cannot set " + name + ": " + spank_strerror(rc));
@@ -163,6 +234,10 @@ AUTOPAR_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
 
 AUTOPAR_EXPORT int slurm_spank_init_post_opt(spank_t, int, char**) {
   return Guard([] { return InitPostOpt(); });
+}
+
+AUTOPAR_EXPORT int slurm_spank_local_user_init(spank_t sp, int, char**) {
+  return Guard([&] { return LocalUserInit(sp); });
 }
 
 AUTOPAR_EXPORT int slurm_spank_task_init(spank_t sp, int, char**) {

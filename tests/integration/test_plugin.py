@@ -64,7 +64,7 @@ def test_sbatch_lines_reach_every_step_and_task(tmp_path):
 #SBATCH --auto-parallel=tp=2,pp=2
 #SBATCH -o out.txt
 srun bash -c '{PRINT_ENV}'
-srun -N1 -n1 --ckpt-keep=5 bash -c 'echo ENV2 keep=$AUTOPAR_CKPT_KEEP model=$AUTOPAR_MODEL'
+srun -N2 -n4 --ckpt-keep=5 bash -c '[ $RANK = 0 ] && echo ENV2 keep=$AUTOPAR_CKPT_KEEP model=$AUTOPAR_MODEL dp=$AUTOPAR_DP; true'
 """
     jid = sbatch(script, tmp_path)
     assert wait_job(jid) == "COMPLETED"
@@ -79,7 +79,7 @@ srun -N1 -n1 --ckpt-keep=5 bash -c 'echo ENV2 keep=$AUTOPAR_CKPT_KEEP model=$AUT
         assert r["requeue"] == "3"  # a bare --requeue-on-failure: the site's default count
         assert r["hb"] == "120"
     # A later step of the same job gets the job's options, and its own srun option wins.
-    assert env_lines(out, "ENV2") == [{"keep": "5", "model": "llama-2-7b"}]
+    assert env_lines(out, "ENV2") == [{"keep": "5", "model": "llama-2-7b", "dp": "1"}]
 
 
 def test_salloc_options_reach_its_steps():
@@ -214,3 +214,11 @@ def test_plain_srun_python_ddp_trains_like_one_process(tmp_path):
                       "MASTER_PORT": "29399"})
     assert re.search(r"final loss (\S+)", single.stdout).group(1) == dist
     assert "train: 8 ranks on 4 nodes, master node1:" in p.stdout
+
+
+def test_stale_autopar_values_from_the_submit_shell_are_removed():
+    p = run(["srun", "-N1", "-n1", "--model=7B", "bash", "-c",
+             "echo STALE upload=${AUTOPAR_CKPT_UPLOAD:-unset} plan=${AUTOPAR_PLAN_JSON:-unset} "
+             "model=$AUTOPAR_MODEL"],
+            env={"AUTOPAR_CKPT_UPLOAD": "s3://old-job/x", "AUTOPAR_PLAN_JSON": "{}"}, check=True)
+    assert env_lines(p.stdout, "STALE") == [{"upload": "unset", "plan": "unset", "model": "7B"}]

@@ -1,0 +1,58 @@
+#include "autopar/job_plan.h"
+
+#include "autopar/text.h"
+
+namespace autopar {
+namespace {
+
+Status Bad(const std::string& why) { return Status::Error("--auto-parallel: " + why); }
+
+}  // namespace
+
+Result<PlanRequest> StepPlanRequest(const JobOptions& opts, int64_t gpus, int64_t gpus_per_node) {
+  if (!opts.auto_parallel) return Bad("not requested");
+  if (!opts.model) return Bad("needs --model (a preset, a size like 7B, or FILE.json)");
+  if (!opts.gpu_type) return Bad("needs --gpu-type (or the site's default_gpu_type)");
+  if (!opts.global_batch) return Bad("needs --global-batch (or the site's default_global_batch)");
+  auto model = ResolveModel(*opts.model);
+  if (!model) return Status::Error("--model: " + model.message());
+  auto gpu = ResolveGpuType(*opts.gpu_type);
+  if (!gpu) return Status::Error("--gpu-type: " + gpu.message());
+  PlanRequest req;
+  req.model = *model;
+  req.gpu = *gpu;
+  req.gpus = gpus;
+  req.gpus_per_node = gpus_per_node;
+  req.global_batch = *opts.global_batch;
+  req.seq_len = opts.seq_len.value_or(0);
+  const ParallelSpec& pin = *opts.auto_parallel;
+  if (pin.tp) req.tp = pin.tp;
+  if (pin.pp) req.pp = pin.pp;
+  if (pin.dp) req.dp = pin.dp;
+  if (pin.pinned()) req.pin_label = "--auto-parallel=" + pin.ToString();
+  return req;
+}
+
+Result<Plan> PlanStep(const JobOptions& opts, int64_t gpus, int64_t gpus_per_node) {
+  auto req = StepPlanRequest(opts, gpus, gpus_per_node);
+  if (!req) return req.status();
+  auto plan = PlanJob(*req);
+  if (!plan) {
+    const std::string& m = plan.message();
+    return StartsWith(m, "--") ? plan.status() : Bad(m);
+  }
+  return plan;
+}
+
+Result<EnvList> PlanEnvForTask(const std::string& plan_json, int64_t rank, int64_t world_size) {
+  auto plan = PlanFromJson(plan_json);
+  if (!plan) return Status::Error("AUTOPAR_PLAN_JSON: " + plan.message());
+  const Layout& l = plan->chosen.layout;
+  if (l.tp * l.pp * l.dp != world_size)
+    return Status::Error("AUTOPAR_PLAN_JSON: the plan is for " +
+                         std::to_string(l.tp * l.pp * l.dp) + " ranks, the step has " +
+                         std::to_string(world_size));
+  return PlanTaskEnv(*plan, static_cast<int>(rank));
+}
+
+}  // namespace autopar

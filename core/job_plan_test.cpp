@@ -1,0 +1,84 @@
+#include "autopar/job_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace autopar {
+namespace {
+
+JobOptions Opts(const char* pin = "auto") {
+  JobOptions o;
+  o.auto_parallel = *ParseParallelSpec(pin);
+  o.model = "llama-2-7b";
+  o.gpu_type = "a100-80gb";
+  o.global_batch = 64;
+  o.seq_len = 2048;
+  return o;
+}
+
+TEST(JobPlan, NeedsTheOptionsItUses) {
+  struct Case {
+    void (*change)(JobOptions&);
+    const char* want;
+  } cases[] = {
+      {[](JobOptions& o) { o.model.reset(); }, "--auto-parallel: needs --model"},
+      {[](JobOptions& o) { o.gpu_type.reset(); }, "--auto-parallel: needs --gpu-type"},
+      {[](JobOptions& o) { o.global_batch.reset(); }, "--auto-parallel: needs --global-batch"},
+      {[](JobOptions& o) { o.auto_parallel.reset(); }, "--auto-parallel: not requested"},
+  };
+  for (const auto& c : cases) {
+    JobOptions o = Opts();
+    c.change(o);
+    auto r = StepPlanRequest(o, 8, 2);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.message().rfind(c.want, 0), 0u) << r.message();
+  }
+}
+
+TEST(JobPlan, PinnedSizesReachTheRequest) {
+  auto r = StepPlanRequest(Opts("tp=2,pp=2"), 8, 2);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->tp, 2);
+  EXPECT_EQ(r->pp, 2);
+  EXPECT_FALSE(r->dp.has_value());
+  EXPECT_EQ(r->pin_label, "--auto-parallel=tp=2,pp=2");
+  EXPECT_EQ(r->seq_len, 2048);
+}
+
+TEST(JobPlan, PlansAStepAndEveryTaskGetsItsCoordinates) {
+  auto plan = PlanStep(Opts("tp=2,pp=2"), 8, 2);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_EQ(plan->chosen.layout.tp * plan->chosen.layout.pp * plan->chosen.layout.dp, 8);
+  const std::string json = PlanToJson(*plan, false);
+  std::set<std::tuple<std::string, std::string, std::string>> coords;
+  for (int rank = 0; rank < 8; ++rank) {
+    auto env = PlanEnvForTask(json, rank, 8);
+    ASSERT_TRUE(env.ok()) << env.message();
+    std::map<std::string, std::string> m(env->begin(), env->end());
+    EXPECT_EQ(m["AUTOPAR_TP"], "2");
+    EXPECT_EQ(m["AUTOPAR_PP"], "2");
+    EXPECT_EQ(m["AUTOPAR_DP"], "2");
+    coords.emplace(m["AUTOPAR_TP_RANK"], m["AUTOPAR_PP_RANK"], m["AUTOPAR_DP_RANK"]);
+  }
+  EXPECT_EQ(coords.size(), 8u);  // every rank its own place in the grid
+  auto wrong = PlanEnvForTask(json, 0, 16);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.message().find("the plan is for 8 ranks, the step has 16"), std::string::npos);
+  EXPECT_FALSE(PlanEnvForTask("{not json", 0, 8).ok());
+}
+
+TEST(JobPlan, AModelThatCannotFitIsRefusedInOneLine) {
+  JobOptions o = Opts();
+  o.model = "llama-3-405b";
+  auto plan = PlanStep(o, 2, 2);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.message().rfind("--auto-parallel: ", 0), 0u) << plan.message();
+  EXPECT_EQ(plan.message().find('\n'), std::string::npos);
+  EXPECT_NE(plan.message().find("GiB"), std::string::npos) << plan.message();
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,28 @@
+// The plan of one job step: from the job's options (--auto-parallel, --model, --gpu-type,
+// --global-batch, --seq-len) and the step's real allocation (one task per GPU) to a Plan, and from
+// the plan that travels in the environment to one task's variables. Pure; thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "autopar/options.h"
+#include "autopar/planner.h"
+#include "autopar/status.h"
+#include "autopar/task_env.h"
+
+namespace autopar {
+
+// The planner's request for a step of `gpus` tasks, `gpus_per_node` of them on each node.
+// Fails with one line naming the missing or inconsistent option ("--auto-parallel: needs
+// --global-batch ...").
+Result<PlanRequest> StepPlanRequest(const JobOptions& opts, int64_t gpus, int64_t gpus_per_node);
+
+// StepPlanRequest + PlanJob: the step's plan, or the planner's one-line refusal prefixed with
+// "--auto-parallel: " when it does not name the option itself.
+Result<Plan> PlanStep(const JobOptions& opts, int64_t gpus, int64_t gpus_per_node);
+
+// One task's AUTOPAR_* plan variables from the plan JSON its step carries (AUTOPAR_PLAN_JSON).
+// Fails when the JSON is malformed or was made for another world size.
+Result<EnvList> PlanEnvForTask(const std::string& plan_json, int64_t rank, int64_t world_size);
+
+}  // namespace autopar

@@ -1,0 +1,83 @@
+"""--auto-parallel in a job: the plan is made once per step from the step's real allocation (in
+srun), travels in AUTOPAR_PLAN_JSON, and every task gets its own TP/PP/DP coordinates; pinned sizes
+are checked; a model that cannot fit stops the step before any training process starts."""
+import json
+
+from conftest import env_lines, run, sbatch, wait_job
+
+PRINT_PLAN = ("echo PLAN rank=$RANK tp=$AUTOPAR_TP pp=$AUTOPAR_PP dp=$AUTOPAR_DP "
+              "tp_rank=$AUTOPAR_TP_RANK pp_rank=$AUTOPAR_PP_RANK dp_rank=$AUTOPAR_DP_RANK "
+              "micro=$AUTOPAR_MICRO_BATCH accum=$AUTOPAR_GRAD_ACCUM recompute=$AUTOPAR_RECOMPUTE "
+              "json_len=${#AUTOPAR_PLAN_JSON} megatron=${AUTOPAR_MEGATRON_ARGS// /_}; "
+              "[ \"$RANK\" = 0 ] && printf '%s\\n' \"$AUTOPAR_PLAN_JSON\" > plan.json "
+              "&& printf '%s\\n' \"$AUTOPAR_DEEPSPEED_CONFIG\" > ds.json; true")
+
+PLAN_OPTS = ["--model=llama-2-7b", "--gpu-type=a100-80gb", "--global-batch=64", "--seq-len=2048"]
+
+
+def check_grid(rows, world):
+    assert len(rows) == world
+    tp, pp, dp = (int(rows[0][k]) for k in ("tp", "pp", "dp"))
+    assert tp * pp * dp == world
+    coords = set()
+    for r in rows:
+        assert (int(r["tp"]), int(r["pp"]), int(r["dp"])) == (tp, pp, dp), "one plan for the step"
+        rank = int(r["rank"])
+        # Megatron-LM's order: tp fastest, then dp, then pp (include/autopar/planner.h).
+        assert int(r["tp_rank"]) == rank % tp
+        assert int(r["dp_rank"]) == (rank // tp) % dp
+        assert int(r["pp_rank"]) == rank // (tp * dp)
+        coords.add((r["tp_rank"], r["pp_rank"], r["dp_rank"]))
+        assert f"--tensor-model-parallel-size_{tp}" in r["megatron"]
+    assert len(coords) == world
+    assert len({r["json_len"] for r in rows}) == 1
+    return tp, pp, dp
+
+
+def test_srun_auto_parallel_plans_the_step(shared_tmp):
+    p = run(["srun", "-N4", "--ntasks-per-node=2", "--auto-parallel", *PLAN_OPTS, "bash", "-c",
+             PRINT_PLAN], cwd=shared_tmp, check=True)
+    tp, pp, dp = check_grid(env_lines(p.stdout, "PLAN"), 8)
+    assert "autopar: plan for llama-2-7b on 8 GPUs" in p.stderr  # said once, by srun
+    plan = json.loads((shared_tmp / "plan.json").read_text())
+    assert (plan["tp"], plan["pp"], plan["dp"]) == (tp, pp, dp)
+    assert plan["micro_batch"] * plan["grad_accum"] * dp == 64
+    for key in ("recompute", "optimizer_sharding", "mem_per_gpu_gib", "step_time_s",
+                "tokens_per_s", "mfu"):
+        assert key in plan
+    ds = json.loads((shared_tmp / "ds.json").read_text())
+    assert ds["train_batch_size"] == 64
+    assert ds["train_micro_batch_size_per_gpu"] == plan["micro_batch"]
+
+
+def test_sbatch_pinned_layout_reaches_the_job_step(shared_tmp):
+    script = f"""#!/bin/bash
+#SBATCH -N 4 --ntasks-per-node=2 -o out.txt
+#SBATCH --auto-parallel=tp=2,pp=2
+#SBATCH {' '.join(PLAN_OPTS)}
+srun bash -c '{PRINT_PLAN}'
+"""
+    jid = sbatch(script, shared_tmp)
+    assert wait_job(jid) == "COMPLETED", (shared_tmp / "out.txt").read_text()
+    rows = env_lines((shared_tmp / "out.txt").read_text(), "PLAN")
+    assert check_grid(rows, 8) == (2, 2, 2)
+
+
+def test_pinned_layout_that_cannot_work_is_refused(shared_tmp):
+    marker = shared_tmp / "ran"
+    p = run(["srun", "-N2", "--ntasks-per-node=2", "--auto-parallel=tp=3", *PLAN_OPTS,
+             "touch", str(marker)])
+    assert p.returncode != 0
+    ours = [l for l in p.stderr.splitlines() if "autopar:" in l]
+    assert len(ours) == 1 and "--auto-parallel=tp=3" in ours[0], p.stderr
+    assert not marker.exists(), "no task may start"
+
+
+def test_model_that_cannot_fit_is_refused_before_training_starts(shared_tmp):
+    marker = shared_tmp / "ran"
+    p = run(["srun", "-N1", "--ntasks-per-node=2", "--auto-parallel", "--model=llama-3-405b",
+             "--gpu-type=a100-40gb", "--global-batch=16", "touch", str(marker)])
+    assert p.returncode != 0
+    ours = [l for l in p.stderr.splitlines() if "autopar:" in l]
+    assert len(ours) == 1 and "GiB" in ours[0], p.stderr
+    assert not marker.exists()
