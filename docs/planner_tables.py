@@ -100,6 +100,8 @@ def plan(autopar, model, gpus, gpu, batch, seq, extra):
 
 def layout(j):
     s = f"t{j['tp']} p{j['pp']} d{j['dp']}, mb {j['micro_batch']}, {j['recompute']}"
+    if j["recompute_layers"]:
+        s += f" ({j['recompute_layers']}/chunk)"
     if j["vpp"] > 1:
         s += f", v{j['vpp']}"
     if j["optimizer_sharding"]:

@@ -98,6 +98,7 @@ ModelArch FromPreset(const Preset& p) {
   m.learned_pos_emb = p.learned_pos_emb;
   m.bias = p.bias;
   m.source = p.source;
+  m.dropout = !p.gated_mlp;  // the Llama families train without dropout
   return m;
 }
 
@@ -273,7 +274,7 @@ Result<ModelArch> ModelFromJson(const std::string& json_text, const std::string&
   static const char* const kKnown[] = {"name",     "layers",    "hidden",          "heads",
                                        "kv_heads", "vocab",     "ffn_hidden",      "seq_len",
                                        "gated_mlp", "tied_embeddings", "learned_pos_emb", "bias",
-                                       "source"};
+                                       "dropout", "source"};
   for (const auto& key : root.getMemberNames()) {
     if (std::find_if(std::begin(kKnown), std::end(kKnown),
                      [&](const char* k) { return key == k; }) == std::end(kKnown)) {
@@ -322,6 +323,9 @@ Result<ModelArch> ModelFromJson(const std::string& json_text, const std::string&
     if (!v.ok()) return v.status();
     *field = *v;
   }
+  auto dropout = get_bool("dropout", true);
+  if (!dropout.ok()) return dropout.status();
+  m.dropout = *dropout;
   if (root.isMember("name")) {
     if (!root["name"].isString()) return Status::Error(origin + ": name: must be a string");
     m.name = root["name"].asString();

@@ -46,6 +46,7 @@ Json::Value CandidateToJson(const PlanCandidate& c) {
   v["grad_accum"] = Json::Int64(l.grad_accum);
   v["vpp"] = Json::Int64(l.vpp);
   v["recompute"] = RecomputeName(l.recompute);
+  v["recompute_layers"] = Json::Int64(l.recompute_layers);
   v["optimizer_sharding"] = l.optimizer_sharding;
   v["sequence_parallel"] = l.sequence_parallel;
   v["mem_per_gpu_gib"] = c.memory.total_gib;
@@ -128,6 +129,7 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
   } else if (error->empty()) {
     *error = "plan JSON: '" + path + "recompute': " + rc.message();
   }
+  l.recompute_layers = r.Int(v, path, "recompute_layers");
   l.optimizer_sharding = r.Bool(v, path, "optimizer_sharding");
   l.sequence_parallel = r.Bool(v, path, "sequence_parallel");
   c.step_time_s = r.Num(v, path, "step_time_s");
@@ -233,6 +235,11 @@ std::string MegatronArgs(const Plan& plan) {
   if (l.sequence_parallel) os << " --sequence-parallel";
   if (l.recompute == Recompute::kSelective) {
     os << " --recompute-granularity selective";
+  } else if (l.recompute == Recompute::kFull && l.recompute_layers > 0) {
+    // The first k layers of each chunk are recomputed in full, the others keep their activations
+    // (the planner costs them with selective recompute, which FlashAttention-style kernels give).
+    os << " --recompute-granularity full --recompute-method block --recompute-num-layers "
+       << l.recompute_layers;
   } else if (l.recompute == Recompute::kFull) {
     os << " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
   }
@@ -278,6 +285,7 @@ std::vector<std::pair<std::string, std::string>> PlanTaskEnv(const Plan& plan, i
       {"AUTOPAR_GLOBAL_BATCH", std::to_string(plan.global_batch)},
       {"AUTOPAR_SEQ_LEN", std::to_string(plan.seq_len)},
       {"AUTOPAR_RECOMPUTE", RecomputeName(l.recompute)},
+      {"AUTOPAR_RECOMPUTE_LAYERS", std::to_string(l.recompute_layers)},
       {"AUTOPAR_OPTIMIZER_SHARDING", l.optimizer_sharding ? "1" : "0"},
       {"AUTOPAR_VPP", std::to_string(l.vpp)},
   };
@@ -302,6 +310,7 @@ std::string PlanToText(const Plan& plan) {
                     std::to_string(x.dp) + ", micro-batch " + std::to_string(x.micro_batch) +
                     " x " + std::to_string(x.grad_accum) + " accumulation steps, " +
                     RecomputeName(x.recompute) + " recompute";
+    if (x.recompute_layers > 0) s += " of " + std::to_string(x.recompute_layers) + " layers per chunk";
     if (x.vpp > 1) s += ", interleaved x" + std::to_string(x.vpp);
     if (x.optimizer_sharding) s += ", distributed optimizer";
     if (x.sequence_parallel) s += ", sequence parallel";

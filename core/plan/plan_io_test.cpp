@@ -76,9 +76,9 @@ TEST(PlanJson, RoundTrip) {
     EXPECT_EQ(b->seq_len, a.seq_len);
     const Layout &x = a.chosen.layout, &y = b->chosen.layout;
     EXPECT_EQ(std::make_tuple(x.tp, x.pp, x.dp, x.micro_batch, x.grad_accum, x.vpp, x.recompute,
-                              x.optimizer_sharding, x.sequence_parallel),
+                              x.recompute_layers, x.optimizer_sharding, x.sequence_parallel),
               std::make_tuple(y.tp, y.pp, y.dp, y.micro_batch, y.grad_accum, y.vpp, y.recompute,
-                              y.optimizer_sharding, y.sequence_parallel));
+                              y.recompute_layers, y.optimizer_sharding, y.sequence_parallel));
     EXPECT_NEAR(b->chosen.step_time_s, a.chosen.step_time_s, 1e-8 * a.chosen.step_time_s);
     EXPECT_NEAR(b->chosen.memory.total_gib, a.chosen.memory.total_gib, 1e-8 * a.chosen.memory.total_gib);
     EXPECT_NEAR(b->chosen.time.bubble_s, a.chosen.time.bubble_s, 1e-8 + 1e-8 * a.chosen.time.bubble_s);
@@ -148,6 +148,7 @@ TEST(PlanTaskEnv, HasEveryVariable) {
       {"AUTOPAR_TP", "4"},          {"AUTOPAR_PP", "2"},           {"AUTOPAR_DP", "4"},
       {"AUTOPAR_MICRO_BATCH", "2"}, {"AUTOPAR_GRAD_ACCUM", "192"}, {"AUTOPAR_GLOBAL_BATCH", "1536"},
       {"AUTOPAR_SEQ_LEN", "2048"},  {"AUTOPAR_RECOMPUTE", "full"}, {"AUTOPAR_OPTIMIZER_SHARDING", "1"},
+      {"AUTOPAR_RECOMPUTE_LAYERS", "0"},
       {"AUTOPAR_VPP", "3"},         {"AUTOPAR_TP_RANK", "1"},      {"AUTOPAR_DP_RANK", "1"},
       {"AUTOPAR_PP_RANK", "0"},
   };
@@ -179,6 +180,11 @@ TEST(MegatronArgs, Flags) {
        "--global-batch-size 1536 --seq-length 2048 --sequence-parallel --bf16"},
   };
   for (const auto& c : cases) EXPECT_EQ(MegatronArgs(c.plan), c.expected);
+  Plan block = FixedPlan(8, 16, 1, Recompute::kFull, false, 1);
+  block.chosen.layout.recompute_layers = 3;
+  EXPECT_NE(MegatronArgs(block).find(" --recompute-granularity full --recompute-method block --recompute-num-layers 3 "),
+            std::string::npos)
+      << MegatronArgs(block);
 }
 
 TEST(DeepSpeedConfig, BatchArithmeticAndZeroStage) {

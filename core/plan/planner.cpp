@@ -117,9 +117,12 @@ double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micr
   //  MLP: input 2sbh, dropout mask sbh, activation input and output 2sbf each (gated: 3 x 2sbf).
   //  two layer norms: 2 x 2sbh.
   // For a GPT layer (kv = h, f = 4h, not gated) this is sbh(34 + 5as/h).
-  const double attention_linear = 7 * sb * h + 4 * sb * kv_width;
-  const double scores = 5 * a * s * s * b;
-  const double mlp = 3 * sb * h + (m.gated_mlp ? 6.0 : 4.0) * sb * f;
+  // Without dropout (Llama) the three masks and the dropout output are not stored: -sbh in
+  // attention, -sbh in the MLP, scores 2as^2b (the softmax output only).
+  const double no_dropout = m.dropout ? 0.0 : 1.0;
+  const double attention_linear = (7 - no_dropout) * sb * h + 4 * sb * kv_width;
+  const double scores = (m.dropout ? 5.0 : 2.0) * a * s * s * b;
+  const double mlp = (3 - no_dropout) * sb * h + (m.gated_mlp ? 6.0 : 4.0) * sb * f;
   const double norms = 4 * sb * h;
   const double linear = attention_linear + mlp + norms;
   const double quadratic = recompute == Recompute::kSelective ? 0.0 : scores;
@@ -127,7 +130,7 @@ double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micr
   if (sequence_parallel) return (linear + quadratic) / t;
   // Tensor parallel without sequence parallelism: norms, dropout masks and the inputs of the
   // first linear of each block (10 sbh for GPT) stay replicated.
-  const double replicated = 10 * sb * h;
+  const double replicated = (10 - 2 * no_dropout) * sb * h;
   return replicated + (linear - replicated) / t + quadratic / t;
 }
 
@@ -152,12 +155,27 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   const double tied_copy = (m.tied_embeddings && p > 1) ? D(m.vocab) * D(m.hidden) : 0.0;
 
   // --- memory ---------------------------------------------------------------------------
-  const double act_layer = ActivationBytesPerLayer(m, s, b, t, l.sequence_parallel, l.recompute);
-  double recompute_working = 0;  // one layer's activations rebuilt during backward
+  // Full recompute may cover only k layers of each of the v chunks of a stage (Megatron's
+  // --recompute-method block); the stage's other layers then use selective recompute.
+  const int64_t chunk_layers = CeilDiv(layers_per_stage, v);
+  int64_t full_layers = 0;  // per stage
   if (l.recompute == Recompute::kFull) {
+    const int64_t k = l.recompute_layers > 0 ? std::min(l.recompute_layers, chunk_layers) : chunk_layers;
+    l.recompute_layers = k == chunk_layers ? 0 : k;
+    full_layers = std::min(layers_per_stage, k * v);
+  } else {
+    l.recompute_layers = 0;
+  }
+  const int64_t other_layers = layers_per_stage - full_layers;
+  const Recompute other_rc = l.recompute == Recompute::kFull ? Recompute::kSelective : l.recompute;
+  const double act_stage =
+      D(full_layers) * ActivationBytesPerLayer(m, s, b, t, l.sequence_parallel, Recompute::kFull) +
+      D(other_layers) * ActivationBytesPerLayer(m, s, b, t, l.sequence_parallel, other_rc);
+  double recompute_working = 0;  // one layer's activations rebuilt during backward
+  if (full_layers > 0) {
     recompute_working = ActivationBytesPerLayer(m, s, b, t, l.sequence_parallel, Recompute::kNone);
   } else if (l.recompute == Recompute::kSelective) {
-    recompute_working = 5 * D(m.heads) * D(s) * D(s) * D(b) / D(t);
+    recompute_working = (m.dropout ? 5.0 : 2.0) * D(m.heads) * D(s) * D(s) * D(b) / D(t);
   }
   // Korthikanti et al. 2022 Sec. 4.2.3: with 1F1B the first stage holds min(p, m) micro-batches;
   // interleaving multiplies that by (1 + (p-1)/(p*v)).
@@ -166,7 +184,7 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   const double logits = 4 * D(s) * D(b) * D(m.vocab) / D(t);
   StageMemory first, last;
   first.params = (D(layers_per_stage) * pc.per_layer + pc.embedding) / D(t);
-  first.activations = D(layers_per_stage) * act_layer * in_flight;
+  first.activations = act_stage * in_flight;
   first.transient = recompute_working;
   if (p == 1) {
     first.params = pc.total / D(t);
@@ -174,7 +192,7 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   }
   // With uneven stages every stage is costed as the largest one (an upper bound).
   last.params = (D(layers_per_stage) * pc.per_layer + pc.output + tied_copy) / D(t);
-  last.activations = D(layers_per_stage) * act_layer * (v > 1 ? 1.0 + D(p - 1) / D(p * v) : 1.0);
+  last.activations = act_stage * (v > 1 ? 1.0 + D(p - 1) / D(p * v) : 1.0);
   last.transient = recompute_working + logits;
   const double state_bytes = ModelStateBytesPerParam(l.optimizer_sharding, d);
   auto stage_total = [&](const StageMemory& sm) {
@@ -201,12 +219,12 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   // The slowest stage: with p > 1 the last stage also runs the output layer; p == 1 runs all.
   const double stage_fwd = D(layers_per_stage) * layer_fwd + LogitForwardFlops(m, s, b);
   const double compute_mb = 3.0 * stage_fwd / (D(t) * gpu_flops);
-  double recompute_mb = 0;
-  if (l.recompute == Recompute::kFull) {
-    recompute_mb = D(layers_per_stage) * layer_fwd / (D(t) * gpu_flops);
-  } else if (l.recompute == Recompute::kSelective) {
-    recompute_mb = D(layers_per_stage) * 4 * D(b) * D(s) * D(s) * D(m.hidden) / (D(t) * gpu_flops);
-  }
+  // Full recompute repeats a layer's forward; selective repeats the attention core (QK^T, AV).
+  const double attention_core = 4 * D(b) * D(s) * D(s) * D(m.hidden);
+  const double recompute_mb =
+      (D(full_layers) * layer_fwd +
+       (other_rc == Recompute::kSelective ? D(other_layers) * attention_core : 0.0)) /
+      (D(t) * gpu_flops);
   // Tensor parallelism: per layer, 2 all-reduce-equivalents (all-gather + reduce-scatter with
   // sequence parallelism) in forward and 2 in backward, of 2*b*s*h bytes (Narayanan et al. 2021
   // Sec. 3.3; Korthikanti et al. 2022 Sec. 4.2.2); full recompute repeats the forward ones.
@@ -215,9 +233,8 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
     const bool tp_in_node = t <= req.gpus_per_node;
     const double bw = tp_in_node ? g.nvlink_gbps : g.net_gbps;
     const double lat = tp_in_node ? g.nvlink_latency_us : g.net_latency_us;
-    const double per_layer = (l.recompute == Recompute::kFull ? 6.0 : 4.0) *
-                             AllReduceSeconds(2.0 * D(b * s) * D(m.hidden), t, bw, lat);
-    tp_mb = D(layers_per_stage) * per_layer;
+    const double one = AllReduceSeconds(2.0 * D(b * s) * D(m.hidden), t, bw, lat);
+    tp_mb = (6.0 * D(full_layers) + 4.0 * D(other_layers)) * one;
   }
   // Pipeline point-to-point: one activation and one gradient of 2*b*s*h bytes per micro-batch and
   // stage boundary, split over the t ranks (scatter/gather, Narayanan et al. 2021 Sec. 4.1),
@@ -463,7 +480,9 @@ bool SmallestMemory(const PlanRequest& r, int64_t gpus, PlanCandidate* best) {
 std::string DescribeKnobs(const Layout& l) {
   return "tp=" + std::to_string(l.tp) + ", pp=" + std::to_string(l.pp) + ", dp=" + std::to_string(l.dp) +
          ", micro-batch " + std::to_string(l.micro_batch) + ", " + RecomputeName(l.recompute) +
-         " recompute" + (l.optimizer_sharding ? ", distributed optimizer" : "");
+         " recompute" +
+         (l.recompute_layers > 0 ? " of " + std::to_string(l.recompute_layers) + " layers per chunk" : "") +
+         (l.optimizer_sharding ? ", distributed optimizer" : "");
 }
 
 std::string CannotFitMessage(const PlanRequest& r, const PlanCandidate& smallest, double usable) {
@@ -586,22 +605,46 @@ Result<Plan> PlanJob(const PlanRequest& request) {
   PlanCandidate smallest;
   bool have_smallest = false;
   std::vector<PlanCandidate> unfit;
-  for (const Layout& l : layouts) {
-    PlanCandidate c = EvaluateLayout(r, l);
+  auto consider = [&](const PlanCandidate& c) {
     if (!have_smallest || c.memory.total_gib < smallest.memory.total_gib) {
       smallest = c;
       have_smallest = true;
     }
     if (!c.fits) {
       unfit.push_back(c);
-      continue;
+      return;
     }
+    const Layout& l = c.layout;
     auto key = std::make_tuple(l.tp, l.pp, l.dp);
     auto it = best_per_layout.find(key);
     if (it == best_per_layout.end()) {
       best_per_layout.emplace(key, c);
     } else if (Better(c, it->second)) {
       it->second = c;
+    }
+  };
+  for (const Layout& l : layouts) {
+    PlanCandidate c = EvaluateLayout(r, l);
+    consider(c);
+    // Full recompute of every layer fits but selective does not: recompute just enough layers of
+    // each chunk in full (memory falls linearly with their number).
+    const int64_t chunk = CeilDiv(CeilDiv(r.model.layers, l.pp), l.vpp);
+    if (l.recompute != Recompute::kFull || !c.fits || chunk < 2) continue;
+    Layout sel_layout = l;
+    sel_layout.recompute = Recompute::kSelective;
+    const PlanCandidate sel = EvaluateLayout(r, sel_layout);
+    if (sel.fits) continue;
+    const double saving_per_layer = (sel.memory.total_gib - c.memory.total_gib) / D(chunk);
+    if (!(saving_per_layer > 0)) continue;
+    int64_t k = static_cast<int64_t>(std::ceil((sel.memory.total_gib - usable) / saving_per_layer));
+    for (k = std::max<int64_t>(1, k); k < chunk; ++k) {
+      Layout partial = l;
+      partial.recompute_layers = k;
+      PlanCandidate pc = EvaluateLayout(r, partial);
+      if (pc.fits) {
+        consider(pc);
+        break;
+      }
     }
   }
   if (best_per_layout.empty()) {

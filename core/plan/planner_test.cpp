@@ -60,13 +60,19 @@ TEST(ActivationBytesPerLayer, KorthikantiTable2) {
   }
 }
 
-TEST(ActivationBytesPerLayer, GqaAndGatedMlpGeneralize) {
-  ModelArch m = ResolveModel("llama-2-7b").value();  // kv = h, gated, ffn 11008
-  const double s = 4096, h = 4096, f = 11008;
-  // 7sbh + 4sbh (K, V at full width) + 3sbh + 6sbf (gated) + 4sbh, plus 5as^2b.
+TEST(ActivationBytesPerLayer, GqaGatedMlpAndDropoutGeneralize) {
+  ModelArch m = ResolveModel("llama-2-7b").value();  // kv = h, gated, ffn 11008, no dropout
+  ASSERT_FALSE(m.dropout);
+  const double s = 4096, h = 4096, f = 11008, a = 32;
+  // 6sbh + 4sbh (K, V at full width) + 2sbh + 6sbf (gated) + 4sbh (norms), scores 2as^2b.
   EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, 4096, 1, 1, false, Recompute::kSelective),
-                   s * (18 * h + 6 * f));
+                   s * (16 * h + 6 * f));
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, 4096, 1, 1, false, Recompute::kNone),
+                   s * (16 * h + 6 * f) + 2 * a * s * s);
   m.kv_heads = 8;  // K and V shrink to a quarter
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, 4096, 1, 1, false, Recompute::kSelective),
+                   s * (13 * h + 6 * f));
+  m.dropout = true;  // two sbh masks more
   EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, 4096, 1, 1, false, Recompute::kSelective),
                    s * (15 * h + 6 * f));
 }
@@ -337,6 +343,33 @@ TEST(PlanJob, ModelThatCannotFitSaysWhatWouldMakeItFit) {
   // One node fewer than suggested does not.
   PlanRequest smaller = Request("llama-3-405b", gpus - 8, "a100-80gb", gpus - 8);
   EXPECT_FALSE(PlanJob(smaller).ok());
+}
+
+TEST(PlanJob, RecomputesJustEnoughLayersInFull) {
+  // Llama-3-405B's published layout at 8K tokens: selective recompute does not fit, so the planner
+  // recomputes the fewest layers per chunk in full that make it fit (Megatron's block method).
+  PlanRequest r = Request("llama-3-405b", 16384, "h100-80gb", 2048);
+  r.tp = 8;
+  r.pp = 16;
+  r.dp = 128;
+  r.allow_uneven_stages = true;
+  auto plan = PlanJob(r);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  const Layout& l = plan->chosen.layout;
+  const int64_t chunk = (126 + 15) / 16 / l.vpp;
+  ASSERT_EQ(l.recompute, Recompute::kFull);
+  ASSERT_GT(l.recompute_layers, 0);
+  ASSERT_LT(l.recompute_layers, chunk);
+  Layout fewer = l;
+  fewer.recompute_layers = l.recompute_layers - 1;
+  if (fewer.recompute_layers == 0) fewer.recompute = Recompute::kSelective;
+  EXPECT_FALSE(EvaluateLayout(r, fewer).fits);
+  Layout all = l;
+  all.recompute_layers = 0;
+  const PlanCandidate every = EvaluateLayout(r, all);
+  EXPECT_TRUE(every.fits);
+  EXPECT_GT(every.step_time_s, plan->chosen.step_time_s);
+  EXPECT_LT(every.memory.activations_gib, plan->chosen.memory.activations_gib);
 }
 
 TEST(PlanJob, SuggestsABiggerGpuWhenOneWouldDo) {

@@ -9,7 +9,7 @@
 //     GPT-style architecture synthesized from the size (hidden = 128 * layers, 128-wide heads),
 //   - a path ending in ".json" holding {"layers", "hidden", "heads", "vocab"} and optionally
 //     "ffn_hidden" (default 4*hidden), "kv_heads" (default heads), "seq_len" (default 2048),
-//     "name", "gated_mlp", "tied_embeddings", "learned_pos_emb", "bias".
+//     "name", "gated_mlp", "tied_embeddings", "learned_pos_emb", "bias", "dropout" (default true).
 // On failure the Result carries one line without the option name, ready to print after
 // "--model: ", e.g. "unknown model 'banana' (presets: ..., a size like 7B, or FILE.json)".
 //
@@ -37,6 +37,7 @@ struct ModelArch {
   bool tied_embeddings = false;  // output layer shares the input embedding matrix
   bool learned_pos_emb = false;  // learned absolute position embeddings (seq_len x h)
   bool bias = false;             // linear layers and norms carry biases (GPT-2/3 style)
+  bool dropout = true;           // trained with dropout (its masks are stored activations)
   std::string source;            // where the architecture was published
 
   int64_t head_dim() const { return heads > 0 ? hidden / heads : 0; }

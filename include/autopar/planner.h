@@ -64,6 +64,9 @@ struct Layout {
   int64_t grad_accum = 1;    // micro-batches per step per data-parallel rank
   int64_t vpp = 1;           // interleaved (virtual) pipeline chunks per stage; 1 = not interleaved
   Recompute recompute = Recompute::kNone;
+  // With kFull: layers of each pipeline chunk recomputed in full (Megatron's "block" method); the
+  // chunk's other layers use selective recompute. 0 = every layer.
+  int64_t recompute_layers = 0;
   bool optimizer_sharding = false;  // distributed optimizer (ZeRO-1): optimizer states over d
   bool sequence_parallel = false;   // on whenever tp > 1 (Korthikanti et al. 2022)
 };
@@ -146,7 +149,8 @@ std::string PlanToJson(const Plan& plan, bool with_alternatives = true);
 Result<Plan> PlanFromJson(const std::string& json);
 
 // The job environment of one task: AUTOPAR_TP/PP/DP, AUTOPAR_MICRO_BATCH, AUTOPAR_GRAD_ACCUM,
-// AUTOPAR_GLOBAL_BATCH, AUTOPAR_SEQ_LEN, AUTOPAR_RECOMPUTE, AUTOPAR_OPTIMIZER_SHARDING (0/1),
+// AUTOPAR_GLOBAL_BATCH, AUTOPAR_SEQ_LEN, AUTOPAR_RECOMPUTE, AUTOPAR_RECOMPUTE_LAYERS (layers per
+// chunk recomputed in full; 0 = all), AUTOPAR_OPTIMIZER_SHARDING (0/1),
 // AUTOPAR_VPP, AUTOPAR_TP_RANK/PP_RANK/DP_RANK, AUTOPAR_PLAN_JSON, AUTOPAR_MEGATRON_ARGS,
 // AUTOPAR_DEEPSPEED_CONFIG.
 // Rank order is Megatron-LM's default: tp fastest, then dp, then pp:

@@ -1,0 +1,52 @@
+// Planning time of autopar's planner (issue 3: < 50 ms for a 1T model on 3072 GPUs, full search).
+#include <benchmark/benchmark.h>
+
+#include "autopar/planner.h"
+
+namespace {
+
+autopar::PlanRequest Request(const char* model, int64_t gpus, int64_t batch) {
+  autopar::PlanRequest r;
+  r.model = autopar::ResolveModel(model).value();
+  r.gpu = autopar::ResolveGpuType("a100-80gb").value();
+  r.gpus = gpus;
+  r.global_batch = batch;
+  r.top_k = 3;
+  return r;
+}
+
+void Plan(benchmark::State& state, autopar::PlanRequest r) {
+  int64_t evaluated = 0;
+  for (auto _ : state) {
+    auto plan = autopar::PlanJob(r);
+    if (!plan.ok()) {
+      state.SkipWithError(plan.message().c_str());
+      return;
+    }
+    evaluated = plan->candidates_evaluated;
+    benchmark::DoNotOptimize(plan);
+  }
+  state.counters["configurations"] = static_cast<double>(evaluated);
+}
+
+// The full search: every t, p, d, micro-batch, recompute, sharding and interleaving.
+void BM_Plan_1T_3072GPUs(benchmark::State& state) { Plan(state, Request("megatron-1t", 3072, 3072)); }
+void BM_Plan_175B_1024GPUs(benchmark::State& state) { Plan(state, Request("gpt3-175b", 1024, 1536)); }
+void BM_Plan_7B_8GPUs(benchmark::State& state) { Plan(state, Request("llama-2-7b", 8, 512)); }
+// The refusal path: walks node counts to say how many GPUs would fit.
+void BM_Refuse_405B_8GPUs(benchmark::State& state) {
+  auto r = Request("llama-3-405b", 8, 64);
+  for (auto _ : state) {
+    auto plan = autopar::PlanJob(r);
+    benchmark::DoNotOptimize(plan);
+  }
+}
+
+BENCHMARK(BM_Plan_1T_3072GPUs)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Plan_175B_1024GPUs)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Plan_7B_8GPUs)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Refuse_405B_8GPUs)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
