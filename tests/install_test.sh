@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# `cmake --install` puts autopar.so in Slurm's plugin directory, the programs in bin and the
+# configuration examples under etc/autopar. Installs into a DESTDIR staging tree and checks.
+# Usage: install_test.sh BUILD_DIR PLUGIN_DIR PREFIX ETC_DIR
+set -euo pipefail
+build=$1 plugin_dir=$2 prefix=$3 etc_dir=$4
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+DESTDIR=$stage cmake --install "$build" >/dev/null
+fail=0
+for f in "$plugin_dir/autopar.so" "$prefix/bin/autopar" "$prefix/bin/autopar-launch" \
+  "$etc_dir/plugstack.conf.d/autopar.conf" "$etc_dir/examples/train.sbatch" \
+  "$etc_dir/examples/train_ddp.py"; do
+  if [[ -e $stage$f ]]; then echo "installed: $f"; else echo "MISSING: $f"; fail=1; fi
+done
+exit "$fail"
