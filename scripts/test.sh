@@ -10,6 +10,13 @@ cd "$AUTOPAR_REPO"
 bash scripts/install-deps.sh
 bash scripts/build.sh
 
+# The unit tests once more under AddressSanitizer + UndefinedBehaviorSanitizer (CONVENTIONS.md).
+asan=$AUTOPAR_BUILD_DIR-asan
+cmake -S . -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DAUTOPAR_SANITIZE=ON -DAUTOPAR_BUILD_BENCH=OFF >/dev/null
+cmake --build "$asan" -j"$(nproc)" --target autopar_unit_tests
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ctest --test-dir "$asan" -L gtest --output-on-failure -j2
+
 bash tests/cluster/start.sh --restart
 trap 'bash tests/cluster/stop.sh' EXIT
 # shellcheck source=/dev/null
