@@ -17,8 +17,19 @@ cmake --build "$asan" -j"$(nproc)" --target autopar_unit_tests
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --test-dir "$asan" -L gtest --output-on-failure -j2
 
+# The services the tests use: the local Slurm cluster and an S3 server on loopback.
+s3_state=$AUTOPAR_CLUSTER_DIR-s3
+stop_services() {
+  bash tests/cluster/stop.sh || true
+  bash tests/s3/stop-s3rver.sh "$s3_state" --purge || true
+}
+trap stop_services EXIT
+bash tests/s3/stop-s3rver.sh "$s3_state" --purge >/dev/null 2>&1 || true
+s3_env=$(bash tests/s3/start-s3rver.sh "$s3_state")
+set -a  # export what start-s3rver.sh prints (AUTOPAR_S3_ENDPOINT, ...) to the tests
+eval "$s3_env"
+set +a
 bash tests/cluster/start.sh --restart
-trap 'bash tests/cluster/stop.sh' EXIT
 # shellcheck source=/dev/null
 source "$AUTOPAR_CLUSTER_DIR/env.sh"
 
