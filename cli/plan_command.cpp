@@ -96,6 +96,7 @@ int RunPlanCommand(int argc, char** argv) {
       ("micro-batch", po::value<std::string>(), "pin the micro-batch size")
       ("vpp", po::value<std::string>(), "pin the interleaving factor (1 = none)")
       ("recompute", po::value<std::string>(), "pin recompute: none, selective, full")
+      ("recompute-layers", po::value<std::string>(), "pin layers per chunk recomputed in full (0 = all)")
       ("optimizer-sharding", po::value<std::string>(), "pin the distributed optimizer: on, off")
       ("allow-cross-node-tp", "let tensor parallelism span nodes")
       ("allow-uneven-stages", "let pipeline stages hold different numbers of layers");
@@ -181,6 +182,11 @@ int RunPlanCommand(int argc, char** argv) {
     auto rc = ParseRecompute(str("recompute"));
     if (!rc.ok()) return UsageError("--recompute: invalid value '" + str("recompute") + "' (none, selective, full)");
     req.recompute = *rc;
+  }
+  if (vm.count("recompute-layers")) {
+    auto v = ParseCount("--recompute-layers", str("recompute-layers"), 0);
+    if (!v.ok()) return UsageError(v.message());
+    req.recompute_layers = *v;
   }
   if (vm.count("optimizer-sharding")) {
     const std::string v = str("optimizer-sharding");

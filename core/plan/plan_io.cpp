@@ -66,6 +66,7 @@ Json::Value CandidateToJson(const PlanCandidate& c) {
   v["memory"] = mem;
   Json::Value time(Json::objectValue);
   time["compute_s"] = c.time.compute_s;
+  time["elementwise_s"] = c.time.elementwise_s;
   time["recompute_s"] = c.time.recompute_s;
   time["tp_comm_s"] = c.time.tp_comm_s;
   time["bubble_s"] = c.time.bubble_s;
@@ -149,6 +150,7 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
   const Json::Value& time = v["time"];
   const std::string tp = path + "time.";
   c.time.compute_s = r.Num(time, tp, "compute_s");
+  c.time.elementwise_s = r.Num(time, tp, "elementwise_s");
   c.time.recompute_s = r.Num(time, tp, "recompute_s");
   c.time.tp_comm_s = r.Num(time, tp, "tp_comm_s");
   c.time.bubble_s = r.Num(time, tp, "bubble_s");
@@ -328,6 +330,7 @@ std::string PlanToText(const Plan& plan) {
      << Fixed(c.memory.activations_gib, 1) << " + transient " << Fixed(c.memory.transient_gib, 1)
      << " + framework " << Fixed(c.memory.framework_gib, 1) << "\n"
      << "step time:   " << Fixed(c.step_time_s, 3) << " s = compute " << Fixed(c.time.compute_s, 3)
+     << " + element-wise " << Fixed(c.time.elementwise_s, 3)
      << " + recompute " << Fixed(c.time.recompute_s, 3) << " + TP comm " << Fixed(c.time.tp_comm_s, 3)
      << " + bubble " << Fixed(c.time.bubble_s, 3) << " + p2p " << Fixed(c.time.p2p_s, 3)
      << " + DP comm " << Fixed(c.time.dp_comm_exposed_s, 3) << " (of " << Fixed(c.time.dp_comm_s, 3)

@@ -23,6 +23,9 @@ constexpr double kOptimizerBytesPerParam = 28.0;
 // eff = base * w/(w + kWidthHalf) * n/(n + kTokensHalf), w = h/t, n = b*s (docs/planner.md).
 constexpr double kWidthHalf = 480.0;
 constexpr double kTokensHalf = 64.0;
+// HBM passes over a layer's stored activations made by its element-wise kernels (forward: one
+// write + one read; backward: about two reads + one write + one more for the gradient).
+constexpr double kElementwisePasses = 6.0;
 
 double D(int64_t v) { return static_cast<double>(v); }
 
@@ -219,12 +222,20 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   // The slowest stage: with p > 1 the last stage also runs the output layer; p == 1 runs all.
   const double stage_fwd = D(layers_per_stage) * layer_fwd + LogitForwardFlops(m, s, b);
   const double compute_mb = 3.0 * stage_fwd / (D(t) * gpu_flops);
+  // Memory-bound element-wise work (norms, activation function, dropout, residual adds, rotary):
+  // about kElementwisePasses passes of HBM traffic over the layer's stored (linear) activations;
+  // it is what makes small hidden sizes less efficient than their GEMMs alone.
+  const double hbm = g.hbm_gbps * 1e9 * kLinkEfficiency;
+  const double elementwise_layer =
+      kElementwisePasses * ActivationBytesPerLayer(m, s, b, t, t > 1, Recompute::kSelective) / hbm;
+  const double elementwise_mb = D(layers_per_stage) * elementwise_layer;
   // Full recompute repeats a layer's forward; selective repeats the attention core (QK^T, AV).
   const double attention_core = 4 * D(b) * D(s) * D(s) * D(m.hidden);
   const double recompute_mb =
       (D(full_layers) * layer_fwd +
        (other_rc == Recompute::kSelective ? D(other_layers) * attention_core : 0.0)) /
-      (D(t) * gpu_flops);
+      (D(t) * gpu_flops) +
+      D(full_layers) * elementwise_layer / 3.0;  // the forward third of the element-wise passes
   // Tensor parallelism: per layer, 2 all-reduce-equivalents (all-gather + reduce-scatter with
   // sequence parallelism) in forward and 2 in backward, of 2*b*s*h bytes (Narayanan et al. 2021
   // Sec. 3.3; Korthikanti et al. 2022 Sec. 4.2.2); full recompute repeats the forward ones.
@@ -247,8 +258,9 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
     const double bytes = 2.0 * D(b * s) * D(m.hidden) / D(t);
     p2p_mb = 2.0 * D(v) * (bytes / (bw * 1e9 * kLinkEfficiency) + lat * 1e-6);
   }
-  const double stage_mb = compute_mb + recompute_mb + tp_mb;
+  const double stage_mb = compute_mb + elementwise_mb + recompute_mb + tp_mb;
   c.time.compute_s = D(mb) * compute_mb;
+  c.time.elementwise_s = D(mb) * elementwise_mb;
   c.time.recompute_s = D(mb) * recompute_mb;
   c.time.tp_comm_s = D(mb) * tp_mb;
   c.time.p2p_s = D(mb) * p2p_mb;
@@ -263,8 +275,8 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
     const double bw = dp_in_node ? g.nvlink_gbps : g.net_gbps;
     const double lat = dp_in_node ? g.nvlink_latency_us : g.net_latency_us;
     c.time.dp_comm_s = AllReduceSeconds(2.0 * worst.params, d, bw, lat);
-    const double backward_window = (2.0 / 3.0) * compute_mb + recompute_mb;
-    const double forward_window = (1.0 / 3.0) * compute_mb;
+    const double backward_window = (2.0 / 3.0) * (compute_mb + elementwise_mb) + recompute_mb;
+    const double forward_window = (1.0 / 3.0) * (compute_mb + elementwise_mb);
     if (l.optimizer_sharding) {
       c.time.dp_comm_exposed_s = std::max(0.0, c.time.dp_comm_s / 2 - backward_window) +
                                  std::max(0.0, c.time.dp_comm_s / 2 - forward_window);
@@ -274,7 +286,7 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   }
   const double shard = worst.params / D(l.optimizer_sharding ? d : 1);
   c.time.optimizer_s = kOptimizerBytesPerParam * shard / (g.hbm_gbps * 1e9 * kLinkEfficiency);
-  c.time.total_s = c.time.compute_s + c.time.recompute_s + c.time.tp_comm_s + c.time.bubble_s +
+  c.time.total_s = c.time.compute_s + c.time.elementwise_s + c.time.recompute_s + c.time.tp_comm_s + c.time.bubble_s +
                    c.time.p2p_s + c.time.dp_comm_exposed_s + c.time.optimizer_s;
   c.step_time_s = c.time.total_s;
   c.samples_per_s = D(req.global_batch) / c.step_time_s;
@@ -329,6 +341,7 @@ Status ValidateRequest(const PlanRequest& r) {
   if (r.top_k < 0) return Status::Error("--top: must be >= 0");
   const std::pair<const char*, const std::optional<int64_t>*> pins[] = {
       {"tp", &r.tp}, {"pp", &r.pp}, {"dp", &r.dp}, {"micro_batch", &r.micro_batch}, {"vpp", &r.vpp}};
+  if (r.recompute_layers && *r.recompute_layers < 0) return Status::Error("recompute_layers: must be >= 0");
   for (const auto& [key, value] : pins) {
     if (*value && **value < 1) {
       return Status::Error(std::string(key) + ": must be >= 1 (got " + std::to_string(**value) + ")");
@@ -450,6 +463,7 @@ void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector
               l.grad_accum = mb;
               l.vpp = v;
               l.recompute = rc;
+              l.recompute_layers = rc == Recompute::kFull ? r.recompute_layers.value_or(0) : 0;
               l.optimizer_sharding = sh == 1;
               out->push_back(l);
             }
@@ -535,6 +549,7 @@ std::string SlowerReason(const PlanCandidate& best, const PlanCandidate& c) {
     double delta;
   } parts[] = {
       {"compute on the slowest stage", c.time.compute_s - best.time.compute_s},
+      {"element-wise (memory-bound) work", c.time.elementwise_s - best.time.elementwise_s},
       {"activation recompute", c.time.recompute_s - best.time.recompute_s},
       {"tensor-parallel communication", c.time.tp_comm_s - best.time.tp_comm_s},
       {"pipeline bubble", c.time.bubble_s - best.time.bubble_s},
@@ -629,7 +644,7 @@ Result<Plan> PlanJob(const PlanRequest& request) {
     // Full recompute of every layer fits but selective does not: recompute just enough layers of
     // each chunk in full (memory falls linearly with their number).
     const int64_t chunk = CeilDiv(CeilDiv(r.model.layers, l.pp), l.vpp);
-    if (l.recompute != Recompute::kFull || !c.fits || chunk < 2) continue;
+    if (l.recompute != Recompute::kFull || !c.fits || chunk < 2 || r.recompute_layers) continue;
     Layout sel_layout = l;
     sel_layout.recompute = Recompute::kSelective;
     const PlanCandidate sel = EvaluateLayout(r, sel_layout);

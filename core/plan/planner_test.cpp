@@ -111,7 +111,8 @@ TEST(EvaluateLayout, PipelineBubbleIsPMinus1OverMV) {
     const PlanCandidate c = EvaluateLayout(r, l);
     const double m = static_cast<double>(c.layout.grad_accum);
     ASSERT_EQ(c.layout.grad_accum, 64);
-    const double steady = c.time.compute_s + c.time.recompute_s + c.time.tp_comm_s + c.time.p2p_s;
+    const double steady =
+        c.time.compute_s + c.time.elementwise_s + c.time.recompute_s + c.time.tp_comm_s + c.time.p2p_s;
     EXPECT_NEAR(c.time.bubble_s / steady, 7.0 / (m * static_cast<double>(v)), 1e-12) << "v=" << v;
   }
 }
@@ -146,8 +147,10 @@ TEST(EvaluateLayout, MemoryAndTimeAreConsistent) {
   // Sharded optimizer: 12/d bytes per parameter against 2 for the weights.
   EXPECT_NEAR(m.optimizer_gib / m.weights_gib, 12.0 / 4 / 2, 1e-9);
   const TimeBreakdown& t = c.time;
-  EXPECT_NEAR(t.total_s, t.compute_s + t.recompute_s + t.tp_comm_s + t.bubble_s + t.p2p_s +
+  EXPECT_NEAR(t.total_s, t.compute_s + t.elementwise_s + t.recompute_s + t.tp_comm_s + t.bubble_s + t.p2p_s +
                              t.dp_comm_exposed_s + t.optimizer_s, 1e-12);
+  EXPECT_GT(t.elementwise_s, 0.0);
+  EXPECT_LT(t.elementwise_s, 0.2 * t.compute_s);
   EXPECT_LE(t.dp_comm_exposed_s, t.dp_comm_s);
   EXPECT_NEAR(c.tokens_per_s, 128.0 * 4096 / c.step_time_s, 1e-6);
   EXPECT_GT(c.mfu, 0.2);

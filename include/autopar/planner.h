@@ -48,6 +48,7 @@ struct PlanRequest {
   std::optional<int64_t> micro_batch;
   std::optional<int64_t> vpp;
   std::optional<Recompute> recompute;
+  std::optional<int64_t> recompute_layers;  // with full recompute: layers per chunk (0 = all)
   std::optional<bool> optimizer_sharding;
   int top_k = 3;                       // alternatives to return
   bool allow_cross_node_tp = false;    // t may exceed gpus_per_node (TP traffic then uses the network)
@@ -82,10 +83,11 @@ struct MemoryBreakdown {
   double total_gib = 0;
 };
 
-// Time of one optimizer step, seconds. total = compute + recompute + tp_comm + bubble + p2p +
-// dp_comm_exposed + optimizer.
+// Time of one optimizer step, seconds. total = compute + elementwise + recompute + tp_comm + bubble
+// + p2p + dp_comm_exposed + optimizer.
 struct TimeBreakdown {
   double compute_s = 0;          // model FLOPs of the slowest stage, all micro-batches
+  double elementwise_s = 0;      // memory-bound element-wise kernels (norms, activations, ...)
   double recompute_s = 0;        // extra forward work of activation recompute
   double tp_comm_s = 0;          // tensor-parallel all-gather/reduce-scatter, not overlapped
   double bubble_s = 0;           // pipeline fill/drain: (p-1)/(m*v) of the steady state
