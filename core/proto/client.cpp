@@ -1,0 +1,225 @@
+// The autopard client (proto_client.h): the one place in core that opens a socket.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "autopar/proto_client.h"
+
+namespace autopar {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::string Where(const std::string& socket_path) { return "autopard (" + socket_path + ")"; }
+
+int RemainingMs(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left < 0 ? 0 : static_cast<int>(left);
+}
+
+// Waits until `fd` is ready for `events`; false on timeout.
+bool WaitFor(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int n = poll(&p, 1, RemainingMs(deadline));
+    if (n > 0) return true;
+    if (n == 0) return false;
+    if (errno != EINTR) return false;
+  }
+}
+
+}  // namespace
+
+Result<Reply> CallDaemon(const std::string& socket_path, const Request& request, int timeout_ms) {
+  const std::string where = Where(socket_path);
+  if (Status st = ValidateRequest(request); !st) return st;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.empty()) return Status::Error("autopard: no socket path (AUTOPAR_SOCKET is not set)");
+  if (socket_path.size() >= sizeof(addr.sun_path)) {
+    return Status::Error(where + ": socket path longer than " +
+                         std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
+  }
+  std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
+  Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (fd.get() < 0) return Status::Error(where + ": socket: " + std::strerror(errno));
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    if (errno == EAGAIN || errno == EINPROGRESS) {
+      if (!WaitFor(fd.get(), POLLOUT, deadline)) {
+        return Status::Error(where + ": connect: no answer within " + std::to_string(timeout_ms) + " ms");
+      }
+      int err = 0;
+      socklen_t len = sizeof(err);
+      getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0) {
+        return Status::Error(where + ": connect: " + std::strerror(err) + " (is autopard running?)");
+      }
+    } else {
+      return Status::Error(where + ": connect: " + std::strerror(errno) + " (is autopard running?)");
+    }
+  }
+  std::string out = EncodeRequest(request) + "\n";
+  size_t sent = 0;
+  while (sent < out.size()) {
+    ssize_t n = send(fd.get(), out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (!WaitFor(fd.get(), POLLOUT, deadline)) {
+        return Status::Error(where + ": send: timed out after " + std::to_string(timeout_ms) + " ms");
+      }
+    } else {
+      return Status::Error(where + ": send: " + std::strerror(errno));
+    }
+  }
+  std::string in;
+  char buf[65536];
+  for (;;) {
+    size_t nl = in.find('\n');
+    if (nl != std::string::npos) return DecodeReply(request.op, std::string_view(in).substr(0, nl));
+    if (in.size() > kMaxLineBytes) return Status::Error(where + ": reply longer than the limit");
+    ssize_t n = recv(fd.get(), buf, sizeof(buf), 0);
+    if (n > 0) {
+      in.append(buf, static_cast<size_t>(n));
+    } else if (n == 0) {
+      return Status::Error(where + ": connection closed before the reply");
+    } else if (errno == EAGAIN || errno == EINTR) {
+      if (!WaitFor(fd.get(), POLLIN, deadline)) {
+        return Status::Error(where + ": no reply within " + std::to_string(timeout_ms) + " ms");
+      }
+    } else {
+      return Status::Error(where + ": recv: " + std::strerror(errno));
+    }
+  }
+}
+
+Result<Reply> CallDaemonOk(const std::string& socket_path, const Request& request, int timeout_ms) {
+  auto reply = CallDaemon(socket_path, request, timeout_ms);
+  if (!reply) return reply;
+  if (!reply->status.ok()) return reply->status;
+  return reply;
+}
+
+namespace {
+
+Result<int> IntVar(const GetEnv& getenv, const char* name, int dflt, bool* found) {
+  const char* v = getenv(name);
+  if (found) *found = false;
+  if (!v || !*v) return dflt;
+  char* end = nullptr;
+  errno = 0;
+  long x = std::strtol(v, &end, 10);
+  if (errno != 0 || *end != '\0' || x < 0 || x > 100000000) {
+    return Status::Error(std::string(name) + ": not a non-negative integer: '" + v + "'");
+  }
+  if (found) *found = true;
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+Result<JobCkptEnv> JobCkptEnvFrom(const GetEnv& getenv) {
+  JobCkptEnv job;
+  auto str = [&](const char* name) -> std::string {
+    const char* v = getenv(name);
+    return v ? std::string(v) : std::string();
+  };
+  job.socket = str("AUTOPAR_SOCKET");
+  job.job_id = str("SLURM_JOB_ID");
+  job.ckpt_dir = str("AUTOPAR_CKPT_DIR");
+  job.upload = str("AUTOPAR_CKPT_UPLOAD");
+  job.node = str("SLURMD_NODENAME");
+  if (job.job_id.empty()) return Status::Error("SLURM_JOB_ID is not set: not inside a Slurm job");
+  if (job.ckpt_dir.empty()) {
+    return Status::Error(
+        "AUTOPAR_CKPT_DIR is not set: submit the job with --ckpt-dir or --ckpt-upload");
+  }
+  if (job.socket.empty()) {
+    return Status::Error("AUTOPAR_SOCKET is not set: is the autopar SPANK plugin loaded?");
+  }
+  bool found = false;
+  auto keep = IntVar(getenv, "AUTOPAR_CKPT_KEEP", 0, nullptr);
+  if (!keep) return keep.status();
+  job.keep = *keep;
+  auto rank = IntVar(getenv, "RANK", 0, &found);
+  if (!rank) return rank.status();
+  if (!found) rank = IntVar(getenv, "SLURM_PROCID", 0, nullptr);
+  if (!rank) return rank.status();
+  job.rank = *rank;
+  auto world = IntVar(getenv, "WORLD_SIZE", 1, &found);
+  if (!world) return world.status();
+  if (!found) world = IntVar(getenv, "SLURM_NTASKS", 1, nullptr);
+  if (!world) return world.status();
+  job.world_size = *world;
+  auto local = IntVar(getenv, "LOCAL_WORLD_SIZE", 1, &found);
+  if (!local) return local.status();
+  if (!found) {
+    // SLURM_TASKS_PER_NODE is a compressed list ("2(x3),1"); the step's local task count is in
+    // SLURM_STEP_TASKS_PER_NODE only for the node's first entry, so fall back to 1.
+    local = 1;
+  }
+  job.local_world_size = *local;
+  return job;
+}
+
+std::string RankStepDir(const std::string& ckpt_dir, int64_t step, int rank) {
+  std::string dir = ckpt_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir + "/step-" + std::to_string(step) + "/rank-" + std::to_string(rank);
+}
+
+Result<CommitReply> CommitStep(const JobCkptEnv& job, int64_t step, int timeout_ms) {
+  Request r;
+  r.op = Op::kCommit;
+  r.job_id = job.job_id;
+  r.step = step;
+  r.rank = job.rank;
+  r.world_size = job.world_size;
+  r.local_world_size = job.local_world_size;
+  r.ckpt_dir = job.ckpt_dir;
+  r.upload = job.upload;
+  r.keep = job.keep;
+  r.node = job.node;
+  auto reply = CallDaemonOk(job.socket, r, timeout_ms);
+  if (!reply) return reply.status();
+  return reply->commit;
+}
+
+Result<RestoreReply> RequestRestore(const JobCkptEnv& job, int64_t max_step, int timeout_ms) {
+  Request r;
+  r.op = Op::kRestore;
+  r.job_id = job.job_id;
+  r.rank = job.rank;
+  r.world_size = job.world_size;
+  r.ckpt_dir = job.ckpt_dir;
+  r.upload = job.upload;
+  r.max_step = max_step;
+  r.node = job.node;
+  auto reply = CallDaemonOk(job.socket, r, timeout_ms);
+  if (!reply) return reply.status();
+  return reply->restore;
+}
+
+}  // namespace autopar

@@ -1,0 +1,451 @@
+// The autopard wire format (protocol.h): JSON objects, one per line, with jsoncpp.
+#include "autopar/protocol.h"
+
+#include <json/json.h>
+
+#include <memory>
+#include <sstream>
+
+#include "autopar/ckpt_layout.h"
+
+namespace autopar {
+namespace {
+
+struct OpEntry {
+  Op op;
+  const char* name;
+};
+constexpr OpEntry kOps[] = {
+    {Op::kCommit, "commit"},       {Op::kRestore, "restore"}, {Op::kLs, "ls"},
+    {Op::kStatus, "status"},       {Op::kHeartbeat, "heartbeat"},
+    {Op::kEvent, "event"},         {Op::kEvents, "events"},
+};
+
+std::string Compact(const Json::Value& v) {
+  Json::StreamWriterBuilder b;
+  b["indentation"] = "";
+  b["emitUTF8"] = true;
+  return Json::writeString(b, v);
+}
+
+Result<Json::Value> ParseObject(std::string_view line, const char* what) {
+  if (line.size() > kMaxLineBytes) {
+    return Status::Error(std::string(what) + ": longer than " + std::to_string(kMaxLineBytes) +
+                         " bytes");
+  }
+  Json::CharReaderBuilder b;
+  b["collectComments"] = false;
+  std::unique_ptr<Json::CharReader> reader(b.newCharReader());
+  Json::Value v;
+  std::string errs;
+  if (!reader->parse(line.data(), line.data() + line.size(), &v, &errs)) {
+    while (!errs.empty() && (errs.back() == '\n' || errs.back() == ' ')) errs.pop_back();
+    for (char& c : errs) if (c == '\n') c = ' ';
+    return Status::Error(std::string(what) + ": malformed JSON: " + errs);
+  }
+  if (!v.isObject()) return Status::Error(std::string(what) + ": not a JSON object");
+  return v;
+}
+
+// Field readers: absent -> default; present with the wrong type -> error naming the field.
+class Fields {
+ public:
+  Fields(const Json::Value& v, std::string where) : v_(v), where_(std::move(where)) {}
+  Status status() const { return error_.empty() ? Status::Ok() : Status::Error(error_); }
+
+  std::string Str(const char* key, bool required = false) {
+    const Json::Value& f = v_[key];
+    if (f.isNull()) {
+      if (required) Fail(key, "missing");
+      return "";
+    }
+    if (!f.isString()) {
+      Fail(key, "must be a string");
+      return "";
+    }
+    return f.asString();
+  }
+  int64_t Int(const char* key, int64_t dflt, bool required = false) {
+    const Json::Value& f = v_[key];
+    if (f.isNull()) {
+      if (required) Fail(key, "missing");
+      return dflt;
+    }
+    if (!f.isInt64()) {
+      Fail(key, "must be an integer");
+      return dflt;
+    }
+    return f.asInt64();
+  }
+  uint64_t UInt(const char* key) {
+    const Json::Value& f = v_[key];
+    if (f.isNull()) return 0;
+    if (!f.isUInt64()) {
+      Fail(key, "must be a non-negative integer");
+      return 0;
+    }
+    return f.asUInt64();
+  }
+  double Real(const char* key, double dflt) {
+    const Json::Value& f = v_[key];
+    if (f.isNull()) return dflt;
+    if (!f.isNumeric()) {
+      Fail(key, "must be a number");
+      return dflt;
+    }
+    return f.asDouble();
+  }
+  bool Bool(const char* key) {
+    const Json::Value& f = v_[key];
+    if (f.isNull()) return false;
+    if (!f.isBool()) {
+      Fail(key, "must be true or false");
+      return false;
+    }
+    return f.asBool();
+  }
+  int SmallInt(const char* key, int dflt, bool required = false) {
+    int64_t x = Int(key, dflt, required);
+    if (x < -1 || x > 100000000) {
+      Fail(key, "out of range");
+      return dflt;
+    }
+    return static_cast<int>(x);
+  }
+
+ private:
+  void Fail(const char* key, const char* why) {
+    if (error_.empty()) error_ = where_ + ": " + key + ": " + why;
+  }
+  const Json::Value& v_;
+  std::string where_;
+  std::string error_;
+};
+
+Status FieldError(Op op, const char* field, const std::string& why) {
+  return Status::Error(std::string(OpName(op)) + ": " + field + ": " + why);
+}
+
+}  // namespace
+
+const char* OpName(Op op) {
+  for (const auto& e : kOps) {
+    if (e.op == op) return e.name;
+  }
+  return "?";
+}
+
+Status ValidateRequest(const Request& r) {
+  auto need_job = [&]() -> Status {
+    if (r.job_id.empty()) return FieldError(r.op, "job_id", "missing");
+    if (Status st = ValidateJobId(r.job_id); !st) {
+      return FieldError(r.op, "job_id", st.message());
+    }
+    return Status::Ok();
+  };
+  auto need_rank = [&]() -> Status {
+    if (r.world_size < 1) {
+      return FieldError(r.op, "world_size", "must be >= 1, got " + std::to_string(r.world_size));
+    }
+    if (r.rank < 0 || r.rank >= r.world_size) {
+      return FieldError(r.op, "rank", "must be in [0, world_size=" +
+                                          std::to_string(r.world_size) + "), got " +
+                                          std::to_string(r.rank));
+    }
+    return Status::Ok();
+  };
+  auto need_dir = [&]() -> Status {
+    if (r.ckpt_dir.empty() || r.ckpt_dir[0] != '/') {
+      return FieldError(r.op, "ckpt_dir", "must be an absolute path, got '" + r.ckpt_dir + "'");
+    }
+    if (r.ckpt_dir.find('\n') != std::string::npos || r.ckpt_dir.find("/../") != std::string::npos) {
+      return FieldError(r.op, "ckpt_dir", "invalid path '" + r.ckpt_dir + "'");
+    }
+    return Status::Ok();
+  };
+  switch (r.op) {
+    case Op::kCommit:
+      if (Status st = need_job(); !st) return st;
+      if (r.step < 0) return FieldError(r.op, "step", "must be >= 0, got " + std::to_string(r.step));
+      if (Status st = need_rank(); !st) return st;
+      if (r.local_world_size < 0 || r.local_world_size > r.world_size) {
+        return FieldError(r.op, "local_world_size", "must be in [0, world_size]");
+      }
+      if (r.keep < 0) return FieldError(r.op, "keep", "must be >= 0");
+      return need_dir();
+    case Op::kRestore:
+      if (Status st = need_job(); !st) return st;
+      if (Status st = need_rank(); !st) return st;
+      if (r.max_step < -1) return FieldError(r.op, "max_step", "must be >= -1");
+      return need_dir();
+    case Op::kLs:
+      if (r.upload.empty() == r.job_id.empty()) {
+        return Status::Error("ls: give exactly one of uri and job_id");
+      }
+      if (!r.job_id.empty()) return need_job();
+      return Status::Ok();
+    case Op::kStatus:
+      if (!r.job_id.empty()) return need_job();
+      return Status::Ok();
+    case Op::kHeartbeat:
+      if (Status st = need_job(); !st) return st;
+      if (r.rank < 0) return FieldError(r.op, "rank", "must be >= 0");
+      return Status::Ok();
+    case Op::kEvent:
+      if (Status st = need_job(); !st) return st;
+      if (r.kind.empty() || r.kind.size() > 64) return FieldError(r.op, "kind", "must be 1-64 characters");
+      if (r.detail.size() > 65536) return FieldError(r.op, "detail", "longer than 65536 bytes");
+      return Status::Ok();
+    case Op::kEvents:
+      return need_job();
+  }
+  return Status::Error("unknown op");
+}
+
+std::string EncodeRequest(const Request& r) {
+  Json::Value v(Json::objectValue);
+  v["v"] = kProtocolVersion;
+  v["op"] = OpName(r.op);
+  if (!r.job_id.empty()) v["job_id"] = r.job_id;
+  if (r.step >= 0) v["step"] = Json::Int64(r.step);
+  if (r.max_step >= 0) v["max_step"] = Json::Int64(r.max_step);
+  if (r.rank >= 0) v["rank"] = r.rank;
+  if (r.world_size > 0) v["world_size"] = r.world_size;
+  if (r.local_world_size > 0) v["local_world_size"] = r.local_world_size;
+  if (!r.ckpt_dir.empty()) v["ckpt_dir"] = r.ckpt_dir;
+  if (!r.upload.empty()) v[r.op == Op::kLs ? "uri" : "upload"] = r.upload;
+  if (r.keep > 0) v["keep"] = Json::Int64(r.keep);
+  if (!r.node.empty()) v["node"] = r.node;
+  if (!r.kind.empty()) v["kind"] = r.kind;
+  if (!r.detail.empty()) v["detail"] = r.detail;
+  return Compact(v);
+}
+
+Result<Request> DecodeRequest(std::string_view line) {
+  auto parsed = ParseObject(line, "request");
+  if (!parsed) return parsed.status();
+  const Json::Value& v = *parsed;
+  Fields f(v, "request");
+  int64_t version = f.Int("v", 0, true);
+  std::string op_name = f.Str("op", true);
+  if (!f.status()) return f.status();
+  if (version != kProtocolVersion) {
+    return Status::Error("request: v: unsupported protocol version " + std::to_string(version) +
+                         " (this autopard speaks " + std::to_string(kProtocolVersion) + ")");
+  }
+  Request r;
+  bool found = false;
+  for (const auto& e : kOps) {
+    if (op_name == e.name) {
+      r.op = e.op;
+      found = true;
+    }
+  }
+  if (!found) return Status::Error("request: op: unknown operation '" + op_name + "'");
+  Fields g(v, OpName(r.op));
+  r.job_id = g.Str("job_id");
+  r.step = g.Int("step", -1);
+  r.max_step = g.Int("max_step", -1);
+  r.rank = g.SmallInt("rank", -1);
+  r.world_size = g.SmallInt("world_size", 0);
+  r.local_world_size = g.SmallInt("local_world_size", 0);
+  r.ckpt_dir = g.Str("ckpt_dir");
+  r.upload = g.Str(r.op == Op::kLs ? "uri" : "upload");
+  r.keep = g.Int("keep", 0);
+  r.node = g.Str("node");
+  r.kind = g.Str("kind");
+  r.detail = g.Str("detail");
+  if (!g.status()) return g.status();
+  if (Status st = ValidateRequest(r); !st) return st;
+  return r;
+}
+
+std::string EncodeErrorReply(const std::string& error) {
+  Json::Value v(Json::objectValue);
+  v["ok"] = false;
+  v["error"] = error.empty() ? std::string("unknown error") : error;
+  return Compact(v);
+}
+
+std::string EncodeReply(Op op, const Reply& reply) {
+  if (!reply.status.ok()) return EncodeErrorReply(reply.status.message());
+  Json::Value v(Json::objectValue);
+  v["ok"] = true;
+  switch (op) {
+    case Op::kCommit:
+      v["commit_id"] = Json::Int64(reply.commit.commit_id);
+      v["files"] = reply.commit.files;
+      v["bytes"] = Json::UInt64(reply.commit.bytes);
+      v["duplicate"] = reply.commit.duplicate;
+      break;
+    case Op::kRestore: {
+      v["step"] = Json::Int64(reply.restore.step);
+      v["source_job"] = reply.restore.source_job;
+      v["dir"] = reply.restore.dir;
+      Json::Value sk(Json::arrayValue);
+      for (const auto& s : reply.restore.skipped) sk.append(s);
+      v["skipped"] = sk;
+      break;
+    }
+    case Op::kLs: {
+      Json::Value a(Json::arrayValue);
+      for (const auto& s : reply.steps) {
+        Json::Value e(Json::objectValue);
+        e["job_id"] = s.job_id;
+        e["step"] = Json::Int64(s.step);
+        e["state"] = s.state;
+        e["bytes"] = Json::UInt64(s.bytes);
+        e["ranks"] = s.ranks;
+        e["world_size"] = s.world_size;
+        e["uri"] = s.uri;
+        a.append(e);
+      }
+      v["steps"] = a;
+      break;
+    }
+    case Op::kStatus: {
+      Json::Value a(Json::arrayValue);
+      for (const auto& u : reply.uploads) {
+        Json::Value e(Json::objectValue);
+        e["job_id"] = u.job_id;
+        e["step"] = Json::Int64(u.step);
+        e["rank"] = u.rank;
+        e["state"] = u.state;
+        e["bytes_done"] = Json::UInt64(u.bytes_done);
+        e["bytes_total"] = Json::UInt64(u.bytes_total);
+        e["throughput_bps"] = u.throughput_bps;
+        e["eta_s"] = u.eta_s;
+        if (!u.error.empty()) e["error"] = u.error;
+        a.append(e);
+      }
+      v["uploads"] = a;
+      break;
+    }
+    case Op::kEvents: {
+      Json::Value a(Json::arrayValue);
+      for (const auto& ev : reply.events) {
+        Json::Value e(Json::objectValue);
+        e["time"] = ev.time;
+        e["node"] = ev.node;
+        e["job_id"] = ev.job_id;
+        e["kind"] = ev.kind;
+        e["rank"] = ev.rank;
+        e["step"] = Json::Int64(ev.step);
+        e["detail"] = ev.detail;
+        a.append(e);
+      }
+      v["events"] = a;
+      break;
+    }
+    case Op::kHeartbeat:
+    case Op::kEvent:
+      break;
+  }
+  return Compact(v);
+}
+
+Result<Reply> DecodeReply(Op op, std::string_view line) {
+  auto parsed = ParseObject(line, "autopard reply");
+  if (!parsed) return parsed.status();
+  const Json::Value& v = *parsed;
+  Fields f(v, "autopard reply");
+  bool ok = f.Bool("ok");
+  std::string error = f.Str("error");
+  if (!f.status()) return f.status();
+  Reply r;
+  if (!ok) {
+    r.status = Status::Error(error.empty() ? "autopard refused the request" : error);
+    return r;
+  }
+  auto array = [&](const char* key) -> Result<const Json::Value*> {
+    const Json::Value& a = v[key];
+    if (!a.isArray()) return Status::Error(std::string("autopard reply: ") + key + ": not an array");
+    return &a;
+  };
+  switch (op) {
+    case Op::kCommit:
+      r.commit.commit_id = f.Int("commit_id", 0);
+      r.commit.files = f.SmallInt("files", 0);
+      r.commit.bytes = f.UInt("bytes");
+      r.commit.duplicate = f.Bool("duplicate");
+      break;
+    case Op::kRestore: {
+      r.restore.step = f.Int("step", -1);
+      r.restore.source_job = f.Str("source_job");
+      r.restore.dir = f.Str("dir");
+      auto a = array("skipped");
+      if (!a) return a.status();
+      for (const auto& s : **a) {
+        if (!s.isString()) return Status::Error("autopard reply: skipped: not strings");
+        r.restore.skipped.push_back(s.asString());
+      }
+      break;
+    }
+    case Op::kLs: {
+      auto a = array("steps");
+      if (!a) return a.status();
+      for (const auto& e : **a) {
+        if (!e.isObject()) return Status::Error("autopard reply: steps: not objects");
+        Fields g(e, "autopard reply: steps[]");
+        StepInfo s;
+        s.job_id = g.Str("job_id");
+        s.step = g.Int("step", 0);
+        s.state = g.Str("state");
+        s.bytes = g.UInt("bytes");
+        s.ranks = g.SmallInt("ranks", 0);
+        s.world_size = g.SmallInt("world_size", 0);
+        s.uri = g.Str("uri");
+        if (!g.status()) return g.status();
+        r.steps.push_back(std::move(s));
+      }
+      break;
+    }
+    case Op::kStatus: {
+      auto a = array("uploads");
+      if (!a) return a.status();
+      for (const auto& e : **a) {
+        if (!e.isObject()) return Status::Error("autopard reply: uploads: not objects");
+        Fields g(e, "autopard reply: uploads[]");
+        UploadInfo u;
+        u.job_id = g.Str("job_id");
+        u.step = g.Int("step", 0);
+        u.rank = g.SmallInt("rank", 0);
+        u.state = g.Str("state");
+        u.bytes_done = g.UInt("bytes_done");
+        u.bytes_total = g.UInt("bytes_total");
+        u.throughput_bps = g.Real("throughput_bps", 0);
+        u.eta_s = g.Real("eta_s", -1);
+        u.error = g.Str("error");
+        if (!g.status()) return g.status();
+        r.uploads.push_back(std::move(u));
+      }
+      break;
+    }
+    case Op::kEvents: {
+      auto a = array("events");
+      if (!a) return a.status();
+      for (const auto& e : **a) {
+        if (!e.isObject()) return Status::Error("autopard reply: events: not objects");
+        Fields g(e, "autopard reply: events[]");
+        JournalEvent ev;
+        ev.time = g.Real("time", 0);
+        ev.node = g.Str("node");
+        ev.job_id = g.Str("job_id");
+        ev.kind = g.Str("kind");
+        ev.rank = g.SmallInt("rank", -1);
+        ev.step = g.Int("step", -1);
+        ev.detail = g.Str("detail");
+        if (!g.status()) return g.status();
+        r.events.push_back(std::move(ev));
+      }
+      break;
+    }
+    case Op::kHeartbeat:
+    case Op::kEvent:
+      break;
+  }
+  if (!f.status()) return f.status();
+  return r;
+}
+
+}  // namespace autopar

@@ -1,0 +1,154 @@
+#include "autopar/protocol.h"
+
+#include <gtest/gtest.h>
+
+namespace autopar {
+namespace {
+
+Request Commit() {
+  Request r;
+  r.op = Op::kCommit;
+  r.job_id = "1234";
+  r.step = 20;
+  r.rank = 1;
+  r.world_size = 4;
+  r.local_world_size = 2;
+  r.ckpt_dir = "/tmp/ckpt/1234";
+  r.upload = "s3://bucket/run";
+  r.keep = 3;
+  r.node = "node1";
+  return r;
+}
+
+TEST(ProtocolTest, RequestRoundTrips) {
+  Request restore = Commit();
+  restore.op = Op::kRestore;
+  restore.max_step = 10;
+  restore.keep = 0;
+  Request ls;
+  ls.op = Op::kLs;
+  ls.upload = "file:///shared/ckpt";
+  Request event;
+  event.op = Op::kEvent;
+  event.job_id = "77_3";
+  event.kind = "step_started";
+  event.detail = "line\nwith \"quotes\"";
+  Request status;
+  status.op = Op::kStatus;
+  for (const Request& r : {Commit(), restore, ls, event, status}) {
+    std::string line = EncodeRequest(r);
+    EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+    auto back = DecodeRequest(line);
+    ASSERT_TRUE(back.ok()) << back.message() << " for " << line;
+    EXPECT_EQ(back->op, r.op);
+    EXPECT_EQ(back->job_id, r.job_id);
+    EXPECT_EQ(back->step, r.step);
+    EXPECT_EQ(back->max_step, r.max_step);
+    EXPECT_EQ(back->rank, r.rank);
+    EXPECT_EQ(back->world_size, r.world_size);
+    EXPECT_EQ(back->local_world_size, r.local_world_size);
+    EXPECT_EQ(back->ckpt_dir, r.ckpt_dir);
+    EXPECT_EQ(back->upload, r.upload);
+    EXPECT_EQ(back->keep, r.keep);
+    EXPECT_EQ(back->kind, r.kind);
+    EXPECT_EQ(back->detail, r.detail);
+    EXPECT_EQ(EncodeRequest(*back), line);
+  }
+}
+
+TEST(ProtocolTest, BadRequestsNameTheProblem) {
+  struct Case {
+    const char* line;
+    const char* error;
+  } cases[] = {
+      {"", "request: malformed JSON"},
+      {"[1]", "request: not a JSON object"},
+      {R"({"op":"commit"})", "request: v: missing"},
+      {R"({"v":2,"op":"commit"})", "unsupported protocol version 2"},
+      {R"({"v":1,"op":"explode"})", "request: op: unknown operation 'explode'"},
+      {R"({"v":1,"op":"commit","step":"x"})", "commit: step: must be an integer"},
+      {R"({"v":1,"op":"commit","step":1,"rank":0,"world_size":1,"ckpt_dir":"/x"})",
+       "commit: job_id: missing"},
+      {R"({"v":1,"op":"commit","job_id":"1 2","step":1,"rank":0,"world_size":1,"ckpt_dir":"/x"})",
+       "commit: job_id:"},
+      {R"({"v":1,"op":"commit","job_id":"1","step":-1,"rank":0,"world_size":1,"ckpt_dir":"/x"})",
+       "commit: step: must be >= 0"},
+      {R"({"v":1,"op":"commit","job_id":"1","step":1,"rank":4,"world_size":4,"ckpt_dir":"/x"})",
+       "commit: rank: must be in [0, world_size=4), got 4"},
+      {R"({"v":1,"op":"commit","job_id":"1","step":1,"rank":0,"world_size":1,"ckpt_dir":"rel"})",
+       "commit: ckpt_dir: must be an absolute path"},
+      {R"({"v":1,"op":"restore","job_id":"1","rank":0,"world_size":1})",
+       "restore: ckpt_dir: must be an absolute path"},
+      {R"({"v":1,"op":"ls"})", "ls: give exactly one of uri and job_id"},
+      {R"({"v":1,"op":"event","job_id":"1"})", "event: kind: must be 1-64 characters"},
+      {R"({"v":1,"op":"events"})", "events: job_id: missing"},
+  };
+  for (const auto& c : cases) {
+    auto r = DecodeRequest(c.line);
+    ASSERT_FALSE(r.ok()) << c.line;
+    EXPECT_NE(r.message().find(c.error), std::string::npos) << r.message() << " for " << c.line;
+  }
+}
+
+TEST(ProtocolTest, RepliesRoundTrip) {
+  Reply commit;
+  commit.commit.commit_id = 9;
+  commit.commit.files = 3;
+  commit.commit.bytes = 5ull << 32;
+  commit.commit.duplicate = true;
+  auto c = DecodeReply(Op::kCommit, EncodeReply(Op::kCommit, commit));
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_TRUE(c->status.ok());
+  EXPECT_EQ(c->commit.commit_id, 9);
+  EXPECT_EQ(c->commit.files, 3);
+  EXPECT_EQ(c->commit.bytes, 5ull << 32);
+  EXPECT_TRUE(c->commit.duplicate);
+
+  Reply restore;
+  restore.restore = {30, "1200", "/ck/step-30/rank-0", {"step 40: x: SHA-256 mismatch"}};
+  auto r = DecodeReply(Op::kRestore, EncodeReply(Op::kRestore, restore));
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->restore.step, 30);
+  EXPECT_EQ(r->restore.source_job, "1200");
+  EXPECT_EQ(r->restore.dir, "/ck/step-30/rank-0");
+  EXPECT_EQ(r->restore.skipped, std::vector<std::string>{"step 40: x: SHA-256 mismatch"});
+
+  Reply ls;
+  ls.steps.push_back({"5", 10, "COMPLETE", 100, 2, 2, "s3://b/p"});
+  auto l = DecodeReply(Op::kLs, EncodeReply(Op::kLs, ls));
+  ASSERT_TRUE(l.ok()) << l.message();
+  ASSERT_EQ(l->steps.size(), 1u);
+  EXPECT_EQ(l->steps[0].state, "COMPLETE");
+  EXPECT_EQ(l->steps[0].uri, "s3://b/p");
+
+  Reply status;
+  status.uploads.push_back({"5", 10, 1, "uploading", 50, 100, 25.5, 2.0, ""});
+  auto s = DecodeReply(Op::kStatus, EncodeReply(Op::kStatus, status));
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(s->uploads.size(), 1u);
+  EXPECT_EQ(s->uploads[0].bytes_done, 50u);
+  EXPECT_DOUBLE_EQ(s->uploads[0].throughput_bps, 25.5);
+
+  Reply events;
+  events.events.push_back({1.5, "node2", "5", "ckpt_complete", -1, 10, "s3://b/p"});
+  auto e = DecodeReply(Op::kEvents, EncodeReply(Op::kEvents, events));
+  ASSERT_TRUE(e.ok()) << e.message();
+  ASSERT_EQ(e->events.size(), 1u);
+  EXPECT_EQ(e->events[0].node, "node2");
+  EXPECT_EQ(e->events[0].step, 10);
+}
+
+TEST(ProtocolTest, ErrorRepliesCarryTheMessage) {
+  Reply err;
+  err.status = Status::Error("commit: job 5 belongs to another user");
+  auto r = DecodeReply(Op::kCommit, EncodeReply(Op::kCommit, err));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status.message(), "commit: job 5 belongs to another user");
+  auto bad = DecodeReply(Op::kLs, R"({"ok":true,"steps":3})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("steps: not an array"), std::string::npos);
+  EXPECT_FALSE(DecodeReply(Op::kLs, "{").ok());
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,64 @@
+// The client side of the autopard protocol (protocol.h): one call over the node's Unix socket,
+// and the job-level helpers that the launcher, the CLI and libautopar use (they read the job's
+// AUTOPAR_* / Slurm variables through an injected getenv).
+//
+// Every call has a deadline: connecting, sending and reading the reply together take at most
+// `timeout_ms`; a daemon that does not answer in time is an error "autopard (<socket>): no reply
+// within N ms", never a hang. Errors name the socket and the reason.
+//
+// Thread safety: every function is reentrant (one connection per call).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "autopar/protocol.h"
+#include "autopar/status.h"
+
+namespace autopar {
+
+inline constexpr int kDefaultDaemonTimeoutMs = 10000;
+
+// Connects to `socket_path`, sends `request`, reads one reply line. The Result is an error when
+// the daemon cannot be reached or answers malformed JSON; a daemon's refusal is a Reply whose
+// status is the error.
+Result<Reply> CallDaemon(const std::string& socket_path, const Request& request,
+                         int timeout_ms = kDefaultDaemonTimeoutMs);
+
+// Like CallDaemon, but a refusal is also an error (the daemon's message).
+Result<Reply> CallDaemonOk(const std::string& socket_path, const Request& request,
+                           int timeout_ms = kDefaultDaemonTimeoutMs);
+
+using GetEnv = std::function<const char*(const char*)>;
+
+// The checkpoint settings of the job the calling task belongs to, from its environment.
+struct JobCkptEnv {
+  std::string socket;      // AUTOPAR_SOCKET
+  std::string job_id;      // SLURM_JOB_ID
+  std::string ckpt_dir;    // AUTOPAR_CKPT_DIR
+  std::string upload;      // AUTOPAR_CKPT_UPLOAD (may be empty: local-only checkpoints)
+  int64_t keep = 0;        // AUTOPAR_CKPT_KEEP
+  int rank = 0;            // RANK, else SLURM_PROCID
+  int world_size = 1;      // WORLD_SIZE, else SLURM_NTASKS
+  int local_world_size = 1;  // LOCAL_WORLD_SIZE, else SLURM_NTASKS_PER_NODE-ish, else 1
+  std::string node;        // SLURMD_NODENAME
+};
+// Errors name the missing variable: "AUTOPAR_CKPT_DIR is not set: submit the job with
+// --ckpt-dir or --ckpt-upload".
+Result<JobCkptEnv> JobCkptEnvFrom(const GetEnv& getenv);
+
+// Commits `step` for the calling rank (the files under <ckpt_dir>/step-<step>/rank-<rank>/).
+Result<CommitReply> CommitStep(const JobCkptEnv& job, int64_t step,
+                               int timeout_ms = kDefaultDaemonTimeoutMs);
+
+// The directory where `rank` writes (and finds, after a restore) its files of `step`.
+std::string RankStepDir(const std::string& ckpt_dir, int64_t step, int rank);
+
+// Asks the node's autopard to restore the latest complete step (<= max_step when >= 0) for the
+// calling rank before the program starts. Restores can take long (large checkpoints): the
+// timeout is generous by default.
+Result<RestoreReply> RequestRestore(const JobCkptEnv& job, int64_t max_step = -1,
+                                    int timeout_ms = 3600 * 1000);
+
+}  // namespace autopar

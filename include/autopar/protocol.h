@@ -1,0 +1,133 @@
+// The autopard protocol: how the launcher, the CLI, libautopar and the Python module talk to the
+// node's daemon over its Unix stream socket (AUTOPAR_SOCKET).
+//
+// Wire format: newline-delimited JSON. The client sends one request object per line and reads one
+// reply object per line; a connection may carry several requests in turn. Every request has
+// "v" (protocol version, 1) and "op"; every reply has "ok" (true/false) and, when false, "error"
+// (one line, ready to print after "autopar: "). Unknown fields are ignored (newer clients), a
+// missing required field is an error naming it. Lines are at most kMaxLineBytes.
+//
+//   op         request fields                                 reply fields (ok)
+//   commit     job_id step rank world_size [local_world_size]   commit_id files bytes duplicate
+//              ckpt_dir [upload] [keep] [node]
+//   restore    job_id rank world_size ckpt_dir [upload]         step (-1: none) source_job dir
+//              [max_step] [node]                                skipped[] (step/object + reason)
+//   ls         [uri] | [job_id]                                 steps[] {job_id step state bytes
+//                                                               ranks world_size uri}
+//   status     [job_id]                                         uploads[] {job_id step rank state
+//                                                               bytes_done bytes_total
+//                                                               throughput_bps eta_s error}
+//   heartbeat  job_id rank step [node]                          -
+//   event      job_id kind [rank] [step] [detail] [node]        -
+//   events     job_id                                           events[] {time node job_id kind
+//                                                               rank step detail}
+//
+// Authorization is the daemon's: it identifies the peer with SO_PEERCRED, never trusting a uid in
+// the request. Pure encoding/decoding here; thread-compatible values, reentrant functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autopar/status.h"
+
+namespace autopar {
+
+inline constexpr int kProtocolVersion = 1;
+inline constexpr size_t kMaxLineBytes = 1 << 20;
+
+enum class Op { kCommit, kRestore, kLs, kStatus, kHeartbeat, kEvent, kEvents };
+const char* OpName(Op op);
+
+// One request; which fields matter depends on `op` (see the table above).
+struct Request {
+  Op op = Op::kStatus;
+  std::string job_id;
+  int64_t step = -1;       // commit, heartbeat, event; restore: unused
+  int64_t max_step = -1;   // restore: only steps <= max_step (-1: any)
+  int rank = -1;
+  int world_size = 0;
+  int local_world_size = 0;  // commit: ranks of the job on this node (local-only completeness)
+  std::string ckpt_dir;      // the job's node-local checkpoint directory (expanded)
+  std::string upload;        // commit/restore: --ckpt-upload URI; ls: the URI to list
+  int64_t keep = 0;          // commit: --ckpt-keep (0: keep everything)
+  std::string node;          // the sender's node name, for the journal
+  std::string kind;          // event
+  std::string detail;        // event
+};
+
+struct CommitReply {
+  int64_t commit_id = 0;
+  int files = 0;
+  uint64_t bytes = 0;
+  bool duplicate = false;  // the same (job, step, rank) was committed before; nothing new queued
+};
+
+struct RestoreReply {
+  int64_t step = -1;       // -1: no complete checkpoint (a fresh start)
+  std::string source_job;  // the job whose checkpoint was restored (may be an earlier job)
+  std::string dir;         // the rank's restored directory: <ckpt_dir>/step-<N>/rank-<R>
+  std::vector<std::string> skipped;  // newer complete steps that could not be used, and why
+};
+
+struct StepInfo {
+  std::string job_id;
+  int64_t step = 0;
+  std::string state;  // "COMPLETE", "INCOMPLETE" (storage) or "COMPLETE-LOCAL", "PARTIAL-LOCAL"
+  uint64_t bytes = 0;
+  int ranks = 0;      // ranks present
+  int world_size = 0;
+  std::string uri;    // where it lives ("file:///..." or "s3://...", or the local directory)
+};
+
+struct UploadInfo {
+  std::string job_id;
+  int64_t step = 0;
+  int rank = 0;
+  std::string state;  // "queued", "uploading", "uploaded", "failed", "local"
+  uint64_t bytes_done = 0;
+  uint64_t bytes_total = 0;
+  double throughput_bps = 0;  // bytes per second since this upload started
+  double eta_s = -1;          // -1: unknown
+  std::string error;
+};
+
+struct JournalEvent {
+  double time = 0;  // seconds since the epoch
+  std::string node;
+  std::string job_id;
+  std::string kind;
+  int rank = -1;
+  int64_t step = -1;
+  std::string detail;
+};
+
+// A reply: `status` says ok/error; the member for the request's op is filled.
+struct Reply {
+  Status status;
+  CommitReply commit;
+  RestoreReply restore;
+  std::vector<StepInfo> steps;
+  std::vector<UploadInfo> uploads;
+  std::vector<JournalEvent> events;
+};
+
+// Checks the fields `op` needs (job id syntax, step >= 0, 0 <= rank < world_size, absolute
+// ckpt_dir...). Errors name the field: "commit: rank: must be in [0, world_size), got 4".
+Status ValidateRequest(const Request& request);
+
+// One JSON object without the newline.
+std::string EncodeRequest(const Request& request);
+// Parses one line (without its newline) and validates it.
+Result<Request> DecodeRequest(std::string_view line);
+
+std::string EncodeReply(Op op, const Reply& reply);
+// An error reply that needs no op.
+std::string EncodeErrorReply(const std::string& error);
+// Parses a reply to a request of `op`; a reply with ok=false comes back as a Reply whose status
+// holds the error (the Result is an error only for malformed JSON).
+Result<Reply> DecodeReply(Op op, std::string_view line);
+
+}  // namespace autopar
