@@ -230,7 +230,7 @@ ModelArch ModelForSize(double params) {
   }
   // Synthesized GPT-style architecture: hidden = 128 * layers (GPT-3 175B's aspect ratio),
   // 128-wide heads, ffn = 4h, Megatron's padded GPT-2 vocabulary. Layers are rounded to an even
-  // number; hidden is then solved from 12*L*h^2 + V*h = N and rounded to a multiple of 128.
+  // number; hidden is then solved from 12*L*h^2 + V*h = N.
   const double vocab = 51200;
   double layers_f = std::cbrt(params / (12.0 * 128 * 128));
   for (int i = 0; i < 20; ++i) {
@@ -238,16 +238,21 @@ ModelArch ModelForSize(double params) {
     const double body = std::max(params - vocab * h, params * 0.2);
     layers_f = std::cbrt(body / (12.0 * 128 * 128));
   }
-  const int64_t layers = std::max<int64_t>(2, 2 * static_cast<int64_t>(std::llround(layers_f / 2)));
+  // Layers a multiple of 4 and heads a multiple of 8 (of 2 below 16 heads) so that the model
+  // splits over common pipeline and tensor-parallel sizes.
+  const int64_t layers = std::max<int64_t>(4, 4 * static_cast<int64_t>(std::llround(layers_f / 4)));
   const double l = static_cast<double>(layers);
   // 12*L*h^2 + V*h - N = 0
   const double h_f = (-vocab + std::sqrt(vocab * vocab + 48.0 * l * params)) / (24.0 * l);
-  const int64_t hidden = std::max<int64_t>(128, 128 * static_cast<int64_t>(std::llround(h_f / 128)));
+  const double heads_f = h_f / 128;
+  const int64_t heads = heads_f >= 16 ? 8 * static_cast<int64_t>(std::llround(heads_f / 8))
+                                      : std::max<int64_t>(2, 2 * static_cast<int64_t>(std::llround(heads_f / 2)));
+  const int64_t hidden = 128 * heads;
   ModelArch m;
   m.name = "gpt-" + Lower(FormatSize(params));
   m.layers = layers;
   m.hidden = hidden;
-  m.heads = hidden / 128;
+  m.heads = heads;
   m.kv_heads = m.heads;
   m.vocab = static_cast<int64_t>(vocab);
   m.ffn_hidden = 4 * hidden;
@@ -256,7 +261,7 @@ ModelArch ModelForSize(double params) {
   m.learned_pos_emb = true;
   m.bias = true;
   m.source = "synthesized from the size " + FormatSize(params) +
-             " (docs/planner.md, Sizes: hidden = 128 * layers, 128-wide heads)";
+             " (docs/planner.md, Sizes: hidden ~ 128 * layers, 128-wide heads)";
   return m;
 }
 

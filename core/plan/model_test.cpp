@@ -112,7 +112,8 @@ TEST(ResolveModel, OtherSizesAreSynthesizedNearTheSize) {
     ASSERT_TRUE(m.ok()) << spec << ": " << m.message();
     EXPECT_TRUE(ValidateModel(*m).ok()) << spec;
     EXPECT_EQ(m->hidden % 128, 0) << spec;
-    EXPECT_EQ(m->layers % 2, 0) << spec;
+    EXPECT_EQ(m->layers % 4, 0) << spec;
+    EXPECT_EQ(m->heads % (m->heads >= 16 ? 8 : 2), 0) << spec;
     EXPECT_NEAR(CountParams(*m).total / *size, 1.0, 0.12) << spec << " -> " << m->name;
   }
 }

@@ -319,7 +319,9 @@ std::string PlanToText(const Plan& plan) {
     return s;
   };
   std::ostringstream os;
-  os << "model:       " << plan.model_name << " (" << Fixed(plan.params / 1e9, 2) << "B parameters)\n"
+  const std::string size =
+      plan.params >= 1e9 ? Fixed(plan.params / 1e9, 2) + "B" : Fixed(plan.params / 1e6, 1) + "M";
+  os << "model:       " << plan.model_name << " (" << size << " parameters)\n"
      << "hardware:    " << plan.gpus << " x " << plan.gpu_name << " (" << plan.gpus_per_node
      << " per node)\n"
      << "batch:       " << plan.global_batch << " sequences x " << plan.seq_len << " tokens\n"
