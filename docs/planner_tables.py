@@ -39,42 +39,42 @@ def hfu_to_mfu(model, seq, tflops, gpu):
 RUNS = [
     dict(name="Megatron 22B (Korthikanti+ 2022)", model="megatron-22b", gpus=8, gpu="a100-80gb",
          batch=4, seq=2048, tp=8, pp=1, dp=1, extra=["--recompute", "selective"],
-         metric=("mfu", 0.415), src="[K22] Table 3/5; MFU from the Megatron-LM README"),
+         metric=("mfu", 0.415), src="[K22]"),
     dict(name="GPT-3 175B (Korthikanti+ 2022)", model="gpt3-175b", gpus=64, gpu="a100-80gb",
          batch=64, seq=2048, tp=8, pp=8, dp=1, extra=["--recompute", "selective"],
-         metric=("mfu", 0.514), src="[K22]; Megatron-LM README"),
+         metric=("mfu", 0.514), src="[K22]"),
     dict(name="MT-NLG 530B arch. (Korthikanti+ 2022)", model="mt-nlg-530b", gpus=280, gpu="a100-80gb",
          batch=280, seq=2048, tp=8, pp=35, dp=1, extra=["--recompute", "selective"],
-         metric=("mfu", 0.560), src="[K22]; Megatron-LM README"),
+         metric=("mfu", 0.560), src="[K22]"),
     dict(name="Megatron 1T (Korthikanti+ 2022)", model="megatron-1t", gpus=512, gpu="a100-80gb",
          batch=512, seq=2048, tp=8, pp=64, dp=1, extra=["--recompute", "selective"],
-         metric=("mfu", 0.563), src="[K22]; Megatron-LM README"),
+         metric=("mfu", 0.563), src="[K22]"),
     dict(name="Megatron 145.6B (Narayanan+ 2021)", model="megatron-145b", gpus=1536, gpu="a100-80gb",
          batch=2304, seq=2048, tp=8, pp=8, dp=24, extra=["--recompute", "full", "--recompute-layers", "0"],
-         metric=("hfu_tflops", 148.0), src="[N21] Table 1"),
+         metric=("hfu_tflops", 148.0), src="[N21]"),
     dict(name="Megatron 310.1B (Narayanan+ 2021)", model="megatron-310b", gpus=1920, gpu="a100-80gb",
          batch=2160, seq=2048, tp=8, pp=16, dp=15, extra=["--recompute", "full", "--recompute-layers", "0"],
-         metric=("hfu_tflops", 155.0), src="[N21] Table 1"),
+         metric=("hfu_tflops", 155.0), src="[N21]"),
     dict(name="Megatron 1T (Narayanan+ 2021)", model="megatron-1t", gpus=3072, gpu="a100-80gb",
          batch=3072, seq=2048, tp=8, pp=64, dp=6, extra=["--recompute", "full", "--recompute-layers", "0"],
-         metric=("hfu_tflops", 163.0), src="[N21] Table 1"),
+         metric=("hfu_tflops", 163.0), src="[N21]"),
     dict(name="MT-NLG 530B (Smith+ 2022)", model="mt-nlg-530b", gpus=2240, gpu="a100-80gb",
          batch=1920, seq=2048, tp=8, pp=35, dp=8, extra=["--recompute", "full", "--recompute-layers", "0"],
-         metric=("hfu_tflops", 126.0), src="[S22] Sec. 2.4 (60.1 s/iteration)"),
+         metric=("hfu_tflops", 126.0), src="[S22]"),
     dict(name="BLOOM-176B (BigScience 2022)", model="bloom-176b", gpus=384, gpu="a100-80gb",
          batch=2048, seq=2048, tp=4, pp=12, dp=8,
          extra=["--net-gbps", "6.25", "--optimizer-sharding", "on", "--allow-uneven-stages",
                 "--recompute", "full", "--recompute-layers", "0"],
-         metric=("hfu_tflops", 150.0), src="[B22] Sec. 3.4; 4x100 Gb/s Omni-Path per 8-GPU node"),
+         metric=("hfu_tflops", 150.0), src="[B22]"),
     dict(name="OPT-175B (Zhang+ 2022)", model="opt-175b", gpus=992, gpu="a100-80gb",
          batch=992, seq=2048, tp=8, pp=1, dp=124, extra=[],
-         metric=("tflops", 147.0), src="[Z22] Sec. 2.4 (FSDP + Megatron TP, ~2M tokens/batch)"),
+         metric=("tflops", 147.0), src="[Z22]", note="(FSDP)"),
     dict(name="Llama-2-70B (Touvron+ 2023)", model="llama-2-70b", gpus=2048, gpu="a100-80gb",
          batch=1024, seq=4096, tp=None, pp=None, dp=None, extra=[],
-         metric=("mfu", 0.43), src="[T23]: 1,720,320 GPU-h for 2T tokens -> 6ND/(GPU-s * peak); GPU count assumed"),
+         metric=("derived_mfu", 0.43), src="[T23]", gpus_note=" (assumed)"),
     dict(name="Llama-3-405B (Llama Team 2024)", model="llama-3-405b", gpus=16384, gpu="h100-80gb",
          batch=2048, seq=8192, tp=8, pp=16, dp=128, extra=["--allow-uneven-stages"],
-         metric=("mfu", 0.41), src="[L24] Table 4: 400 TFLOP/s/GPU, 41% MFU"),
+         metric=("tflops_mfu", 400.0, 0.41), src="[L24]"),
 ]
 
 SEED_CASES = [
@@ -111,7 +111,11 @@ def layout(j):
 
 
 def published(run):
-    kind, value = run["metric"]
+    kind, value = run["metric"][:2]
+    if kind == "derived_mfu":
+        return f"MFU ≈ {value * 100:.0f}% (derived)"
+    if kind == "tflops_mfu":
+        return f"{value:.0f} TFLOP/s, MFU {run['metric'][2] * 100:.0f}%"
     if kind == "mfu":
         return f"MFU {value * 100:.1f}%"
     if kind == "hfu_tflops":
@@ -131,10 +135,12 @@ def main():
         if r["tp"]:
             pins = ["--tp", str(r["tp"]), "--pp", str(r["pp"]), "--dp", str(r["dp"])]
         pub_layout = f"t{r['tp']} p{r['pp']} d{r['dp']}" if r["tp"] else "not published"
+        if r.get("note"):
+            pub_layout += " " + r["note"]
         if pins:
             j, err = plan(autopar, r["model"], r["gpus"], r["gpu"], r["batch"], r["seq"], pins + r["extra"])
             on_pub = (f"MFU {j['mfu'] * 100:.1f}%, {j['mem_per_gpu_gib']:.0f} GiB ({layout(j)})"
-                      if j else f"refused: {err}")
+                      if j else "refused: " + err.split(": ", 1)[-1])
         else:
             on_pub = "-"
         free_extra = [x for x in r["extra"] if x in ("--allow-uneven-stages",)]
@@ -144,7 +150,7 @@ def main():
         j, err = plan(autopar, r["model"], r["gpus"], r["gpu"], r["batch"], r["seq"], free_extra)
         choice = f"{layout(j)}; {j['mem_per_gpu_gib']:.0f} GiB" if j else f"refused: {err}"
         mfu = f"{j['mfu'] * 100:.1f}%" if j else "-"
-        print(f"| {r['name']} [{r['src']}] | {r['gpus']} x {r['gpu']}, {r['batch']} x {r['seq']} | "
+        print(f"| {r['name']} {r['src']} | {r['gpus']}{r.get('gpus_note', '')} x {r['gpu']}, {r['batch']} x {r['seq']} | "
               f"{pub_layout} | {published(r)} | {on_pub} | {choice} | {mfu} |")
     print()
     print("| model | GPUs, batch | seed rule (mp = tp, dp fills the GPUs) | seed layout: predicted | planner's choice | planner: predicted | speed-up |")
