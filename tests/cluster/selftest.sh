@@ -1,0 +1,282 @@
+#!/usr/bin/env bash
+# Proves the local test cluster works: start (twice: the second is a no-op), srun/sbatch/salloc as
+# root and as the second account, PMIx (a Put/Fence/Get client across the four nodes), PyTorch gloo
+# DDP with MASTER_ADDR=node1, killing a node completely (slurmd, slurmstepd and tasks) and reviving
+# it, recovering from a crashed slurmctld+munged and from a crash of everything, and a stop that ends
+# exactly the cluster's processes. Prints one line per check and the time of each phase.
+#
+# Uses its own cluster (so it never disturbs one that is in use):
+#   AUTOPAR_SELFTEST_DIR        default /tmp/autopar-cluster-selftest
+#   AUTOPAR_SELFTEST_PORT_BASE  default: the first of 27817, 28817, ... whose ports are all free
+#   AUTOPAR_SELFTEST_TORCH=0    skips the PyTorch check (about 15 s on 2 cores)
+# Exit status 0 when every check passed. On failure the cluster is stopped and its logs kept.
+set -euo pipefail
+
+here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+export AUTOPAR_CLUSTER_DIR=${AUTOPAR_SELFTEST_DIR:-/tmp/autopar-cluster-selftest}
+
+# free_port_base: the first base of 27817, 28817, ... where nothing listens on base..base+499
+# (slurmctld, slurmd and srun ports; other test clusters may run beside this one).
+free_port_base() {
+  local base listening
+  listening=$(ss -Hltn | awk '{ n = split($4, a, ":"); print a[n] }')
+  for ((base = 27817; base <= 63817; base += 1000)); do
+    if ! awk -v lo="$base" -v hi="$((base + 499))" '$1 >= lo && $1 <= hi { found = 1 } END { exit !found }' \
+      <<<"$listening"; then
+      printf '%s' "$base"
+      return 0
+    fi
+  done
+  return 1
+}
+if [[ -z ${AUTOPAR_SELFTEST_PORT_BASE:-} ]]; then
+  AUTOPAR_SELFTEST_PORT_BASE=$(free_port_base) || { echo "selftest: no free port range" >&2; exit 1; }
+fi
+export AUTOPAR_CLUSTER_PORT_BASE=$AUTOPAR_SELFTEST_PORT_BASE
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$here/lib.sh"
+check_settings
+require_root
+
+failures=0
+checks=0
+t_start=$SECONDS
+phase_t=$SECONDS
+timings=()
+work=$(mktemp -d /tmp/autopar-selftest-work.XXXXXX)
+chmod 0755 "$work"
+bystander=""
+
+ok() {
+  checks=$((checks + 1))
+  printf 'ok   %s\n' "$*"
+}
+bad() {
+  checks=$((checks + 1))
+  failures=$((failures + 1))
+  printf 'FAIL %s\n' "$*"
+}
+# check DESCRIPTION COMMAND...: runs the command; ok if it succeeds.
+check() {
+  local what=$1
+  shift
+  if "$@"; then ok "$what"; else bad "$what"; fi
+}
+phase() {
+  timings+=("$(printf '%-28s %3ds' "$1" $((SECONDS - phase_t)))")
+  phase_t=$SECONDS
+}
+
+cleanup() {
+  local rc=$?
+  if [[ -n $bystander ]]; then kill "$bystander" 2>/dev/null || true; fi
+  if ((failures || rc)); then
+    "$here/stop.sh" >/dev/null 2>&1 || true
+    printf 'selftest FAILED (%d of %d checks); logs kept in %s/log\n' "$failures" "$checks" "$CLUSTER_DIR" >&2
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# all_node_members: every process (as seen here) of the cluster's four node namespaces.
+all_node_members() {
+  local node ipid
+  for node in "${NODES[@]}"; do
+    if ipid=$(node_init_pid "$node"); then ns_members "$ipid"; fi
+  done
+}
+
+# cluster_procs: every process whose command line names the cluster directory, plus every process
+# in its node namespaces (tasks there need not name the directory).
+cluster_procs() {
+  {
+    pgrep -f -- "$CLUSTER_DIR/" || true
+    all_node_members
+  } | sort -un
+}
+
+# other_daemons OURS...: slurm/munge daemons that are not this cluster's (they must survive stop.sh),
+# e.g. another test cluster or a system Slurm.
+other_daemons() {
+  local p
+  for p in $(pgrep -x 'slurmd|slurmctld|munged' || true); do
+    [[ " $* " == *" $p "* ]] || printf '%s\n' "$p"
+  done
+}
+
+is_zombie() {
+  local stat=""
+  { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
+  stat=${stat##*) }
+  [[ ${stat:0:1} == Z ]]
+}
+
+not() { ! "$@"; }
+
+expect_lines() { # expect_lines WANT GOT: compares two newline-separated lists
+  if [[ $1 == "$2" ]]; then return 0; fi
+  printf '  want: %s\n  got:  %s\n' "${1//$'\n'/ }" "${2//$'\n'/ }"
+  return 1
+}
+
+cd "$work"
+
+# --- start ---------------------------------------------------------------------------------------
+"$here/stop.sh" --clean >/dev/null 2>&1 || true
+check "start.sh starts the cluster" "$here/start.sh"
+phase "start (fresh)"
+pids_before=$(cat "$PIDS"/*.pid | sort | tr '\n' ' ')
+out=$("$here/start.sh" 2>&1) || true
+check "second start.sh is a no-op" grep -q "already running and healthy" <<<"$out"
+check "second start.sh keeps every process" test "$pids_before" == "$(cat "$PIDS"/*.pid | sort | tr '\n' ' ')"
+check "env.sh points at the cluster" grep -qx "export SLURM_CONF=$CONF" "$CLUSTER_DIR/env.sh"
+check "node1..node4 resolve to 127.0.2.1..4" expect_lines $'127.0.2.1\n127.0.2.2\n127.0.2.3\n127.0.2.4' \
+  "$(for n in "${NODES[@]}"; do getent hosts "$n" | awk '{print $1}'; done)"
+check "slurm.conf uses the private munge socket" grep -q "^AuthInfo=socket=$MUNGE_SOCKET,cred_expire=" "$CONF"
+phase "start (again, no-op)"
+
+# --- jobs ----------------------------------------------------------------------------------------
+check "srun -N4 -n8 --ntasks-per-node=2 hostname: 2 tasks on each node (own hostname)" expect_lines \
+  $'2 node1\n2 node2\n2 node3\n2 node4' \
+  "$(srun -N4 -n8 --ntasks-per-node=2 hostname | sort | uniq -c | awk '{print $1, $2}')"
+check "srun -N4 -n8: SLURMD_NODENAME is node1..node4" expect_lines $'node1\nnode2\nnode3\nnode4' \
+  "$(srun -N4 -n8 printenv SLURMD_NODENAME | sort -u)"
+check "srun --mpi=pmix -N4 -n8: PMIX_RANK 0..7" expect_lines "$(seq 0 7)" \
+  "$(srun --mpi=pmix -N4 -n8 printenv PMIX_RANK | sort -n)"
+if command -v cc >/dev/null && pkg-config --exists pmix; then
+  # shellcheck disable=SC2046 # pkg-config prints several words on purpose
+  cc -O1 -o "$work/pmix_check" "$here/pmix_check.c" $(pkg-config --cflags --libs pmix)
+  check "PMIx Put/Commit/Fence/Get across 4 nodes (8 ranks)" expect_lines \
+    "$(for r in $(seq 0 7); do echo "pmix rank $r of 8 ok"; done)" \
+    "$(srun --mpi=pmix -N4 -n8 "$work/pmix_check" | sort -V)"
+else
+  printf 'skip PMIx client check (no cc or pmix.pc)\n'
+fi
+check "salloc -N2 srun hostname" expect_lines $'node1\nnode2' "$(salloc -N2 srun hostname 2>/dev/null | sort)"
+printf '#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=1\nsrun hostname\n' >"$work/job.sh"
+jid=$(sbatch --parsable --wait -o "$work/job-%j.out" "$work/job.sh")
+check "sbatch --wait with #SBATCH lines" expect_lines $'node1\nnode2' "$(sort "$work/job-$jid.out")"
+check "srun as autopar-test2" expect_lines $'autopar-test2\nautopar-test2' \
+  "$(runuser -u autopar-test2 -- env SLURM_CONF="$CONF" srun -N2 id -un)"
+check "srun --mpi=pmix as autopar-test2" expect_lines "$(seq 0 3)" \
+  "$(runuser -u autopar-test2 -- env SLURM_CONF="$CONF" srun --mpi=pmix -N4 -n4 printenv PMIX_RANK | sort -n)"
+phase "srun/salloc/sbatch/PMIx"
+
+if [[ ${AUTOPAR_SELFTEST_TORCH:-1} != 0 ]] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  cat >"$work/ddp.py" <<'EOF'
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")  # env:// from MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+model(torch.ones(2, 4)).sum().backward()  # gradients all-reduced across the 8 ranks
+x = torch.tensor([float(dist.get_rank())])
+dist.all_reduce(x)
+print(os.environ["SLURMD_NODENAME"], dist.get_rank(), dist.get_world_size(), int(x.item()))
+dist.destroy_process_group()
+EOF
+  port=$((AUTOPAR_CLUSTER_PORT_BASE + 50))
+  # shellcheck disable=SC2016 # expanded by the task's shell
+  out=$(srun -N4 -n8 --ntasks-per-node=2 bash -c \
+    'MASTER_ADDR=node1 MASTER_PORT='"$port"' RANK=$SLURM_PROCID WORLD_SIZE=8 exec /usr/bin/python3 '"$work/ddp.py" |
+    sort -k2n | awk '{print $1, $2, $3, $4}')
+  check "PyTorch gloo DDP, 8 ranks on node1..node4, MASTER_ADDR=node1" expect_lines \
+    "$(for r in $(seq 0 7); do echo "node$((r / 2 + 1)) $r 8 28"; done)" "$out"
+  phase "PyTorch DDP"
+else
+  printf 'skip PyTorch check\n'
+fi
+
+zombies=""
+for p in $(all_node_members); do is_zombie "$p" && zombies+="$p "; done
+check "no zombies in the node namespaces" test -z "$zombies"
+
+# --- kill a node -------------------------------------------------------------------------------------
+jid=$(sbatch --parsable -w node2 -N1 --no-requeue -o /dev/null --wrap 'srun sleep 300')
+ipid=$(node_init_pid node2)
+sleep_pid=""
+for _ in $(seq 100); do
+  for p in $(ns_members "$ipid"); do
+    [[ $(pid_cmdline "$p") == *"sleep 300"* && $(pid_cmdline "$p") != *srun* ]] && sleep_pid=$p
+  done
+  [[ -n $sleep_pid ]] && break
+  sleep 0.1
+done
+check "job $jid runs 'sleep 300' on node2" test -n "$sleep_pid"
+mapfile -t node2_procs < <(ns_members "$ipid")
+phase "job on node2"
+out=$("$here/kill-node.sh" node2 2>&1) || true
+printf '  %s\n' "$out"
+check "kill-node.sh reports the processes that died (${#node2_procs[@]} seen before)" \
+  grep -qE "killed node2: [0-9]+ processes died" <<<"$out"
+survivors=""
+for p in "${node2_procs[@]}"; do pid_alive "$p" && survivors+="$p "; done
+check "no process of node2 is left (slurmd, slurmstepd, sleep)" test -z "$survivors"
+check "the sleep task (pid $sleep_pid) is gone" not pid_alive "${sleep_pid:-0}"
+check "no slurmd of node2 runs" not pgrep -f "slurmd -D -N node2 -f $CONF"
+check "other nodes keep running" test "$(for n in node1 node3 node4; do node_init_pid "$n" >/dev/null && echo up; done | wc -l)" -eq 3
+phase "kill-node"
+t=$SECONDS
+check "Slurm marks node2 DOWN" wait_node_state 60 node2 'down\*'
+printf '  node2 DOWN %ds after the kill\n' $((SECONDS - t))
+phase "wait for DOWN"
+check "revive-node.sh node2" "$here/revive-node.sh" node2
+check "node2 is idle again" wait_node_state 5 node2 idle
+check "job $jid ended with NODE_FAIL" bash -c "scontrol show job $jid | grep -q 'JobState=NODE_FAIL'"
+check "srun on all 4 nodes after revive" expect_lines $'node1\nnode2\nnode3\nnode4' "$(srun -N4 hostname | sort)"
+phase "revive-node"
+
+# --- crashes -------------------------------------------------------------------------------------------
+kill -KILL "$(ctld_pid)" "$(munged_pid)"
+wait_pids_gone 5 "$(cat "$PIDS/slurmctld.pid")" "$(cat "$PIDS/munged.pid")" || true
+out=$("$here/start.sh" 2>&1) || true
+check "start.sh recovers from a killed slurmctld and munged" grep -q "cleaning up" <<<"$out"
+check "all nodes idle after recovery" wait_nodes_up 5 "${NODES[@]}"
+check "srun works after recovery" expect_lines $'node1\nnode2\nnode3\nnode4' "$(srun -N4 hostname | sort)"
+phase "recover ctld+munged crash"
+# Everything dies at once (like a reboot): stale pid files, sockets and spool files stay behind.
+mapfile -t all < <(cat "$PIDS"/*.pid)
+kill -KILL "${all[@]}" 2>/dev/null || true
+wait_pids_gone 10 "${all[@]}" || true
+check "start.sh recovers after everything was killed" "$here/start.sh"
+check "srun works after a full crash" expect_lines $'node1\nnode2\nnode3\nnode4' "$(srun -N4 hostname | sort)"
+phase "recover full crash"
+
+# --- stop ------------------------------------------------------------------------------------------
+sleep 900 &
+bystander=$!
+# A running step: stop.sh must end its tasks. Its srun (a client, not part of the cluster) runs in
+# its own process group so that this script can end it afterwards: srun keeps retrying a cluster
+# that has gone away.
+setsid srun -N4 -n4 sleep 600 >"$work/srun.out" 2>&1 &
+srun_pid=$!
+sleeps_on_nodes() { all_node_members | xargs -r ps -o args= -p 2>/dev/null | grep -c '^/usr/bin/sleep 600'; }
+for _ in $(seq 100); do
+  [[ $(sleeps_on_nodes) == 4 ]] && break
+  sleep 0.1
+done
+check "a 4-node step runs before stop.sh" test "$(sleeps_on_nodes)" -eq 4
+mapfile -t ours < <(cluster_procs)
+mapfile -t others < <(other_daemons "${ours[@]}")
+out=$("$here/stop.sh" 2>&1) || true
+kill -KILL -- "-$srun_pid" 2>/dev/null || true
+{ wait "$srun_pid"; } 2>/dev/null || true
+check "stop.sh stops the cluster" grep -q "stopped" <<<"$out"
+check "no process of the cluster is left (${#ours[@]} before)" test -z "$(cluster_procs)"
+survivors=""
+for p in "${ours[@]}"; do pid_alive "$p" && survivors+="$p "; done
+check "every process seen before stop.sh is gone" test -z "$survivors"
+check "a process the cluster did not start survives" pid_alive "$bystander"
+dead_others=""
+for p in "${others[@]}"; do pid_alive "$p" || dead_others+="$p "; done
+check "slurm/munge daemons of other clusters (${#others[@]}) survive" test -z "$dead_others"
+check "the cluster's ports are free" not grep -qE ":($PORT_BASE|$((PORT_BASE + 1))|$((PORT_BASE + 4)))\$" \
+  <<<"$(ss -Hltn | awk '{print $4}')"
+check "stop.sh again is a no-op" "$here/stop.sh"
+check "logs are kept" test -s "$CLUSTER_DIR/log/slurmctld.log"
+phase "stop"
+
+printf '\nTimings:\n'
+printf '  %s\n' "${timings[@]}"
+printf '  %-28s %3ds\n' "total" $((SECONDS - t_start))
+if ((failures)); then exit 1; fi
+"$here/stop.sh" --clean >/dev/null
+printf 'selftest passed: %d checks\n' "$checks"
