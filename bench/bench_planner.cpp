@@ -30,8 +30,12 @@ void Plan(benchmark::State& state, autopar::PlanRequest r) {
 }
 
 // The full search: every t, p, d, micro-batch, recompute, sharding and interleaving.
-void BM_Plan_1T_3072GPUs(benchmark::State& state) { Plan(state, Request("megatron-1t", 3072, 3072)); }
-void BM_Plan_175B_1024GPUs(benchmark::State& state) { Plan(state, Request("gpt3-175b", 1024, 1536)); }
+void BM_Plan_1T_3072GPUs(benchmark::State& state) {
+  Plan(state, Request("megatron-1t", 3072, 3072));
+}
+void BM_Plan_175B_1024GPUs(benchmark::State& state) {
+  Plan(state, Request("gpt3-175b", 1024, 1536));
+}
 void BM_Plan_7B_8GPUs(benchmark::State& state) { Plan(state, Request("llama-2-7b", 8, 512)); }
 // The refusal path: walks node counts to say how many GPUs would fit.
 void BM_Refuse_405B_8GPUs(benchmark::State& state) {

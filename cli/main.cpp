@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const char* name = argv[1];
-  if (std::strcmp(name, "--help") == 0 || std::strcmp(name, "-h") == 0 || std::strcmp(name, "help") == 0) {
+  if (std::strcmp(name, "--help") == 0 || std::strcmp(name, "-h") == 0 ||
+      std::strcmp(name, "help") == 0) {
     Usage(stdout);
     return 0;
   }

@@ -1,6 +1,5 @@
 // `autopar plan`: run the planner for a model on given GPUs and print the plan (text or JSON).
 #include <boost/program_options.hpp>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -30,8 +29,8 @@ Result<int64_t> ParseCount(const std::string& option, const std::string& text, i
   char* end = nullptr;
   const long long v = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || end == text.c_str() || *end != '\0' || errno == ERANGE || v < min) {
-    return Status::Error(option + ": invalid value '" + text + "' (expected an integer >= " +
-                         std::to_string(min) + ")");
+    return Status::Error(option + ": invalid value '" + text +
+                         "' (expected an integer >= " + std::to_string(min) + ")");
   }
   return static_cast<int64_t>(v);
 }
@@ -40,7 +39,8 @@ Result<double> ParsePositive(const std::string& option, const std::string& text)
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end == text.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v <= 0) {
+  if (text.empty() || end == text.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(v) ||
+      v <= 0) {
     return Status::Error(option + ": invalid value '" + text + "' (expected a positive number)");
   }
   return v;
@@ -73,33 +73,33 @@ std::string Help(const po::options_description& desc) {
 int RunPlanCommand(int argc, char** argv) {
   po::options_description desc("options");
   // Values are read as strings and converted here, so every error names its option.
-  desc.add_options()
-      ("help,h", "print this help")
-      ("model", po::value<std::string>(), "preset name, a size like 7B, or FILE.json (required)")
-      ("gpus", po::value<std::string>(), "total GPUs of the job (required)")
-      ("gpus-per-node", po::value<std::string>()->default_value("8"), "GPUs per node")
-      ("gpu-type", po::value<std::string>(), "GPU preset (required)")
-      ("global-batch", po::value<std::string>(), "sequences per optimizer step (required)")
-      ("seq-len", po::value<std::string>(), "tokens per sequence (default: the model's)")
-      ("top", po::value<std::string>()->default_value("3"), "alternatives to show")
-      ("json", "print the plan as JSON")
-      ("gpu-mem-gib", po::value<std::string>(), "override: GPU memory, GiB")
-      ("gpu-tflops", po::value<std::string>(), "override: dense BF16 peak, TFLOP/s")
-      ("nvlink-gbps", po::value<std::string>(), "override: NVLink per GPU per direction, GB/s")
-      ("net-gbps", po::value<std::string>(), "override: network per GPU per direction, GB/s")
-      ("hbm-gbps", po::value<std::string>(), "override: HBM bandwidth, GB/s")
-      ("gpu-efficiency", po::value<std::string>(), "override: fraction of peak large GEMMs reach")
-      ("headroom", po::value<std::string>(), "fraction of memory kept free (default 0.10)")
-      ("tp", po::value<std::string>(), "pin the tensor-parallel size")
-      ("pp", po::value<std::string>(), "pin the pipeline-parallel size")
-      ("dp", po::value<std::string>(), "pin the data-parallel size")
-      ("micro-batch", po::value<std::string>(), "pin the micro-batch size")
-      ("vpp", po::value<std::string>(), "pin the interleaving factor (1 = none)")
-      ("recompute", po::value<std::string>(), "pin recompute: none, selective, full")
-      ("recompute-layers", po::value<std::string>(), "pin layers per chunk recomputed in full (0 = all)")
-      ("optimizer-sharding", po::value<std::string>(), "pin the distributed optimizer: on, off")
-      ("allow-cross-node-tp", "let tensor parallelism span nodes")
-      ("allow-uneven-stages", "let pipeline stages hold different numbers of layers");
+  desc.add_options()("help,h", "print this help")(
+      "model", po::value<std::string>(), "preset name, a size like 7B, or FILE.json (required)")(
+      "gpus", po::value<std::string>(), "total GPUs of the job (required)")(
+      "gpus-per-node", po::value<std::string>()->default_value("8"), "GPUs per node")(
+      "gpu-type", po::value<std::string>(), "GPU preset (required)")(
+      "global-batch", po::value<std::string>(), "sequences per optimizer step (required)")(
+      "seq-len", po::value<std::string>(), "tokens per sequence (default: the model's)")(
+      "top", po::value<std::string>()->default_value("3"), "alternatives to show")(
+      "json", "print the plan as JSON")("gpu-mem-gib", po::value<std::string>(),
+                                        "override: GPU memory, GiB")(
+      "gpu-tflops", po::value<std::string>(), "override: dense BF16 peak, TFLOP/s")(
+      "nvlink-gbps", po::value<std::string>(), "override: NVLink per GPU per direction, GB/s")(
+      "net-gbps", po::value<std::string>(), "override: network per GPU per direction, GB/s")(
+      "hbm-gbps", po::value<std::string>(), "override: HBM bandwidth, GB/s")(
+      "gpu-efficiency", po::value<std::string>(), "override: fraction of peak large GEMMs reach")(
+      "headroom", po::value<std::string>(), "fraction of memory kept free (default 0.10)")(
+      "tp", po::value<std::string>(), "pin the tensor-parallel size")(
+      "pp", po::value<std::string>(), "pin the pipeline-parallel size")(
+      "dp", po::value<std::string>(), "pin the data-parallel size")(
+      "micro-batch", po::value<std::string>(), "pin the micro-batch size")(
+      "vpp", po::value<std::string>(), "pin the interleaving factor (1 = none)")(
+      "recompute", po::value<std::string>(), "pin recompute: none, selective, full")(
+      "recompute-layers", po::value<std::string>(),
+      "pin layers per chunk recomputed in full (0 = all)")(
+      "optimizer-sharding", po::value<std::string>(), "pin the distributed optimizer: on, off")(
+      "allow-cross-node-tp", "let tensor parallelism span nodes")(
+      "allow-uneven-stages", "let pipeline stages hold different numbers of layers");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
@@ -149,10 +149,11 @@ int RunPlanCommand(int argc, char** argv) {
   struct NumberOption {
     const char* key;
     double* out;
-  } numbers[] = {{"gpu-mem-gib", &req.gpu.mem_gib},     {"gpu-tflops", &req.gpu.bf16_tflops},
-                 {"nvlink-gbps", &req.gpu.nvlink_gbps}, {"net-gbps", &req.gpu.net_gbps},
-                 {"hbm-gbps", &req.gpu.hbm_gbps},       {"gpu-efficiency", &req.gpu.matmul_efficiency},
-                 {"headroom", &req.headroom_fraction}};
+  } numbers[] = {
+      {"gpu-mem-gib", &req.gpu.mem_gib},     {"gpu-tflops", &req.gpu.bf16_tflops},
+      {"nvlink-gbps", &req.gpu.nvlink_gbps}, {"net-gbps", &req.gpu.net_gbps},
+      {"hbm-gbps", &req.gpu.hbm_gbps},       {"gpu-efficiency", &req.gpu.matmul_efficiency},
+      {"headroom", &req.headroom_fraction}};
   for (const auto& n : numbers) {
     if (!vm.count(n.key)) continue;
     auto v = ParsePositive(std::string("--") + n.key, str(n.key));
@@ -166,7 +167,10 @@ int RunPlanCommand(int argc, char** argv) {
   struct PinOption {
     const char* key;
     std::optional<int64_t>* out;
-  } pins[] = {{"tp", &req.tp}, {"pp", &req.pp}, {"dp", &req.dp}, {"micro-batch", &req.micro_batch},
+  } pins[] = {{"tp", &req.tp},
+              {"pp", &req.pp},
+              {"dp", &req.dp},
+              {"micro-batch", &req.micro_batch},
               {"vpp", &req.vpp}};
   for (const auto& p : pins) {
     if (!vm.count(p.key)) continue;
@@ -180,7 +184,9 @@ int RunPlanCommand(int argc, char** argv) {
   }
   if (vm.count("recompute")) {
     auto rc = ParseRecompute(str("recompute"));
-    if (!rc.ok()) return UsageError("--recompute: invalid value '" + str("recompute") + "' (none, selective, full)");
+    if (!rc.ok())
+      return UsageError("--recompute: invalid value '" + str("recompute") +
+                        "' (none, selective, full)");
     req.recompute = *rc;
   }
   if (vm.count("recompute-layers")) {

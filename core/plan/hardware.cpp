@@ -10,8 +10,8 @@ namespace {
 struct GpuPreset {
   const char* name;
   const char* aliases[3];
-  double mem_gib, bf16_tflops, nvlink_gbps, net_gbps, hbm_gbps, matmul_efficiency, nvlink_latency_us,
-      net_latency_us;
+  double mem_gib, bf16_tflops, nvlink_gbps, net_gbps, hbm_gbps, matmul_efficiency,
+      nvlink_latency_us, net_latency_us;
   const char* source;
 };
 
@@ -20,16 +20,19 @@ struct GpuPreset {
 // sparsity). NVLink: 600 GB/s (A100) / 900 GB/s (H100, H200) total per GPU = half per direction.
 // HBM bandwidth: data sheets (1555, 2039, 3350, 4800 GB/s).
 // Network: one 200 Gb/s HDR (DGX A100) or 400 Gb/s NDR (DGX H100/H200) InfiniBand port per GPU.
+// clang-format off
 const GpuPreset kGpus[] = {
-    {"a100-40gb", {"a100-40g", "a100-sxm4-40gb", nullptr}, 40.0, 312.0, 300.0, 25.0, 1555.0, 0.85, 5.0,
-     10.0, "NVIDIA A100 Tensor Core GPU data sheet; DGX A100 (8x HDR 200 Gb/s)"},
-    {"a100-80gb", {"a100", "a100-80g", "a100-sxm4-80gb"}, 80.0, 312.0, 300.0, 25.0, 2039.0, 0.85, 5.0, 10.0,
+    // name         aliases                                       GiB    TFLOP/s NVLink net   HBM     eff   lat(us) NVLink, net
+    {"a100-40gb",  {"a100-40g", "a100-sxm4-40gb", nullptr},      40.0,  312.0, 300.0, 25.0, 1555.0, 0.85, 5.0, 10.0,
      "NVIDIA A100 Tensor Core GPU data sheet; DGX A100 (8x HDR 200 Gb/s)"},
-    {"h100-80gb", {"h100", "h100-80g", "h100-sxm5-80gb"}, 79.6, 989.0, 450.0, 50.0, 3350.0, 0.75, 4.0, 8.0,
+    {"a100-80gb",  {"a100", "a100-80g", "a100-sxm4-80gb"},        80.0,  312.0, 300.0, 25.0, 2039.0, 0.85, 5.0, 10.0,
+     "NVIDIA A100 Tensor Core GPU data sheet; DGX A100 (8x HDR 200 Gb/s)"},
+    {"h100-80gb",  {"h100", "h100-80g", "h100-sxm5-80gb"},        79.6,  989.0, 450.0, 50.0, 3350.0, 0.75, 4.0, 8.0,
      "NVIDIA H100 Tensor Core GPU data sheet (SXM); DGX H100 (8x NDR 400 Gb/s)"},
-    {"h200-141gb", {"h200", "h200-141g", "h200-sxm-141gb"}, 140.4, 989.0, 450.0, 50.0, 4800.0, 0.75, 4.0,
-     8.0, "NVIDIA H200 Tensor Core GPU data sheet (SXM); DGX H200 (8x NDR 400 Gb/s)"},
+    {"h200-141gb", {"h200", "h200-141g", "h200-sxm-141gb"},      140.4,  989.0, 450.0, 50.0, 4800.0, 0.75, 4.0, 8.0,
+     "NVIDIA H200 Tensor Core GPU data sheet (SXM); DGX H200 (8x NDR 400 Gb/s)"},
 };
+// clang-format on
 
 std::string Lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),

@@ -12,9 +12,9 @@ TEST(ResolveGpuType, PresetsAndAliases) {
     double mem_gib;
     double tflops;
   } cases[] = {
-      {"a100-40gb", "a100-40gb", 40, 312},   {"A100-80GB", "a100-80gb", 80, 312},
-      {"a100", "a100-80gb", 80, 312},        {"h100-80gb", "h100-80gb", 79.6, 989},
-      {"H100", "h100-80gb", 79.6, 989},      {"h200-141gb", "h200-141gb", 140.4, 989},
+      {"a100-40gb", "a100-40gb", 40, 312}, {"A100-80GB", "a100-80gb", 80, 312},
+      {"a100", "a100-80gb", 80, 312},      {"h100-80gb", "h100-80gb", 79.6, 989},
+      {"H100", "h100-80gb", 79.6, 989},    {"h200-141gb", "h200-141gb", 140.4, 989},
   };
   for (const auto& c : cases) {
     auto g = ResolveGpuType(c.spec);
@@ -31,7 +31,8 @@ TEST(ResolveGpuType, PresetsAndAliases) {
 TEST(ResolveGpuType, UnknownNamesTheChoices) {
   auto g = ResolveGpuType("v99");
   ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.message(), "unknown GPU type 'v99' (known: a100-40gb, a100-80gb, h100-80gb, h200-141gb)");
+  EXPECT_EQ(g.message(),
+            "unknown GPU type 'v99' (known: a100-40gb, a100-80gb, h100-80gb, h200-141gb)");
 }
 
 TEST(GpuTypeNames, AllResolve) {

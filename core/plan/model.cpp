@@ -21,7 +21,8 @@ std::string Lower(std::string s) {
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 struct Preset {
@@ -75,12 +76,12 @@ struct NominalSize {
   const char* preset;
 };
 const NominalSize kSizes[] = {
-    {125e6, "gpt3-125m"},    {350e6, "gpt3-350m"},   {760e6, "gpt3-760m"},
-    {1.3e9, "gpt3-1.3b"},    {2.7e9, "gpt3-2.7b"},   {6.7e9, "gpt3-6.7b"},
-    {7e9, "llama-2-7b"},     {8e9, "llama-3-8b"},    {13e9, "llama-2-13b"},
-    {22e9, "megatron-22b"},  {70e9, "llama-2-70b"},  {145e9, "megatron-145b"},
-    {175e9, "gpt3-175b"},    {310e9, "megatron-310b"}, {405e9, "llama-3-405b"},
-    {530e9, "mt-nlg-530b"},  {1e12, "megatron-1t"},
+    {125e6, "gpt3-125m"},   {350e6, "gpt3-350m"},     {760e6, "gpt3-760m"},
+    {1.3e9, "gpt3-1.3b"},   {2.7e9, "gpt3-2.7b"},     {6.7e9, "gpt3-6.7b"},
+    {7e9, "llama-2-7b"},    {8e9, "llama-3-8b"},      {13e9, "llama-2-13b"},
+    {22e9, "megatron-22b"}, {70e9, "llama-2-70b"},    {145e9, "megatron-145b"},
+    {175e9, "gpt3-175b"},   {310e9, "megatron-310b"}, {405e9, "llama-3-405b"},
+    {530e9, "mt-nlg-530b"}, {1e12, "megatron-1t"},
 };
 
 ModelArch FromPreset(const Preset& p) {
@@ -159,7 +160,8 @@ ParamCount CountParams(const ModelArch& m) {
   c.per_layer = attention + mlp + norms;
   c.embedding = static_cast<double>(m.vocab) * h +
                 (m.learned_pos_emb ? static_cast<double>(m.seq_len) * h : 0.0);
-  c.output = (m.tied_embeddings ? 0.0 : static_cast<double>(m.vocab) * h) + h * (m.bias ? 2.0 : 1.0);
+  c.output =
+      (m.tied_embeddings ? 0.0 : static_cast<double>(m.vocab) * h) + h * (m.bias ? 2.0 : 1.0);
   c.total = static_cast<double>(m.layers) * c.per_layer + c.embedding + c.output;
   return c;
 }
@@ -169,8 +171,9 @@ Status ValidateModel(const ModelArch& m) {
     const char* name;
     int64_t value;
   };
-  const Field fields[] = {{"layers", m.layers}, {"hidden", m.hidden},         {"heads", m.heads},
-                          {"kv_heads", m.kv_heads}, {"vocab", m.vocab}, {"ffn_hidden", m.ffn_hidden},
+  const Field fields[] = {{"layers", m.layers},  {"hidden", m.hidden},
+                          {"heads", m.heads},    {"kv_heads", m.kv_heads},
+                          {"vocab", m.vocab},    {"ffn_hidden", m.ffn_hidden},
                           {"seq_len", m.seq_len}};
   for (const auto& f : fields) {
     if (f.value <= 0) {
@@ -191,15 +194,25 @@ Status ValidateModel(const ModelArch& m) {
 
 Result<double> ParseModelSize(const std::string& text) {
   const std::string s = Lower(text);
-  if (s.size() < 2) return Status::Error("invalid size '" + text + "' (expected e.g. 7B, 1.3b, 500M)");
+  if (s.size() < 2)
+    return Status::Error("invalid size '" + text + "' (expected e.g. 7B, 1.3b, 500M)");
   double scale = 0;
   switch (s.back()) {
-    case 'k': scale = 1e3; break;
-    case 'm': scale = 1e6; break;
-    case 'b': scale = 1e9; break;
-    case 't': scale = 1e12; break;
+    case 'k':
+      scale = 1e3;
+      break;
+    case 'm':
+      scale = 1e6;
+      break;
+    case 'b':
+      scale = 1e9;
+      break;
+    case 't':
+      scale = 1e12;
+      break;
     default:
-      return Status::Error("invalid size '" + text + "' (expected a number with K, M, B or T, e.g. 7B)");
+      return Status::Error("invalid size '" + text +
+                           "' (expected a number with K, M, B or T, e.g. 7B)");
   }
   const std::string number = s.substr(0, s.size() - 1);
   char* end = nullptr;
@@ -245,8 +258,9 @@ ModelArch ModelForSize(double params) {
   // 12*L*h^2 + V*h - N = 0
   const double h_f = (-vocab + std::sqrt(vocab * vocab + 48.0 * l * params)) / (24.0 * l);
   const double heads_f = h_f / 128;
-  const int64_t heads = heads_f >= 16 ? 8 * static_cast<int64_t>(std::llround(heads_f / 8))
-                                      : std::max<int64_t>(2, 2 * static_cast<int64_t>(std::llround(heads_f / 2)));
+  const int64_t heads =
+      heads_f >= 16 ? 8 * static_cast<int64_t>(std::llround(heads_f / 8))
+                    : std::max<int64_t>(2, 2 * static_cast<int64_t>(std::llround(heads_f / 2)));
   const int64_t hidden = 128 * heads;
   ModelArch m;
   m.name = "gpt-" + Lower(FormatSize(params));
@@ -276,10 +290,10 @@ Result<ModelArch> ModelFromJson(const std::string& json_text, const std::string&
     return Status::Error(origin + ": not valid JSON: " + first_line);
   }
   if (!root.isObject()) return Status::Error(origin + ": expected a JSON object");
-  static const char* const kKnown[] = {"name",     "layers",    "hidden",          "heads",
-                                       "kv_heads", "vocab",     "ffn_hidden",      "seq_len",
+  static const char* const kKnown[] = {"name",      "layers",          "hidden",          "heads",
+                                       "kv_heads",  "vocab",           "ffn_hidden",      "seq_len",
                                        "gated_mlp", "tied_embeddings", "learned_pos_emb", "bias",
-                                       "dropout", "source"};
+                                       "dropout",   "source"};
   for (const auto& key : root.getMemberNames()) {
     if (std::find_if(std::begin(kKnown), std::end(kKnown),
                      [&](const char* k) { return key == k; }) == std::end(kKnown)) {
@@ -337,7 +351,8 @@ Result<ModelArch> ModelFromJson(const std::string& json_text, const std::string&
   } else {
     m.name = origin;
   }
-  m.source = root.isMember("source") && root["source"].isString() ? root["source"].asString() : origin;
+  m.source =
+      root.isMember("source") && root["source"].isString() ? root["source"].asString() : origin;
   Status valid = ValidateModel(m);
   if (!valid.ok()) return Status::Error(origin + ": " + valid.message());
   return m;
@@ -345,7 +360,8 @@ Result<ModelArch> ModelFromJson(const std::string& json_text, const std::string&
 
 Result<ModelArch> ResolveModel(const std::string& spec) {
   if (spec.empty()) {
-    return Status::Error("empty model (presets: " + PresetList() + ", a size like 7B, or FILE.json)");
+    return Status::Error("empty model (presets: " + PresetList() +
+                         ", a size like 7B, or FILE.json)");
   }
   if (EndsWith(Lower(spec), ".json")) {
     std::ifstream in(spec, std::ios::binary);

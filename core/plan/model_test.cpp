@@ -23,13 +23,13 @@ TEST(CountParams, MatchesPublishedCounts) {
       {"llama-3-8b", 8.03e9, 0.002},    // 8,030,261,248
       {"llama-3-70b", 70.55e9, 0.002},  // 70,553,706,496
       {"llama-3-405b", 405.8e9, 0.005},
-      {"gpt3-175b", 174.6e9, 0.003},    // Brown et al. report 175.0B (rounded)
+      {"gpt3-175b", 174.6e9, 0.003},  // Brown et al. report 175.0B (rounded)
       {"gpt3-125m", 125e6, 0.01},
-      {"gpt3-13b", 12.85e9, 0.01},      // 13B nominal; 12.85B with d_model 5120
-      {"bloom-176b", 176.2e9, 0.005},   // BLOOM paper: 176,247,271,424
+      {"gpt3-13b", 12.85e9, 0.01},     // 13B nominal; 12.85B with d_model 5120
+      {"bloom-176b", 176.2e9, 0.005},  // BLOOM paper: 176,247,271,424
       {"opt-175b", 174.6e9, 0.005},
       {"mt-nlg-530b", 530e9, 0.01},
-      {"megatron-1t", 1008e9, 0.01},    // Narayanan et al. Table 1: 1008.0B
+      {"megatron-1t", 1008e9, 0.01},  // Narayanan et al. Table 1: 1008.0B
       {"megatron-22b", 22e9, 0.03},
   };
   for (const auto& c : cases) {
@@ -92,9 +92,9 @@ TEST(ResolveModel, SizesMapToStandardArchitectures) {
     const char* spec;
     const char* expected_name;
   } cases[] = {
-      {"7B", "llama-2-7b"},   {"7b", "llama-2-7b"},       {"6.7B", "gpt3-6.7b"},
-      {"1.3b", "gpt3-1.3b"},  {"70B", "llama-2-70b"},     {"175B", "gpt3-175b"},
-      {"1T", "megatron-1t"},  {"125M", "gpt3-125m"},      {"8B", "llama-3-8b"},
+      {"7B", "llama-2-7b"},     {"7b", "llama-2-7b"},    {"6.7B", "gpt3-6.7b"},
+      {"1.3b", "gpt3-1.3b"},    {"70B", "llama-2-70b"},  {"175B", "gpt3-175b"},
+      {"1T", "megatron-1t"},    {"125M", "gpt3-125m"},   {"8B", "llama-3-8b"},
       {"405B", "llama-3-405b"}, {"530b", "mt-nlg-530b"},
   };
   for (const auto& c : cases) {
@@ -136,11 +136,13 @@ TEST(ResolveModel, ErrorsNameTheValueAndTheChoices) {
     ASSERT_FALSE(m.ok()) << c.spec;
     EXPECT_EQ(m.message().rfind(c.expected_start, 0), 0u) << m.message();
   }
-  EXPECT_NE(ResolveModel("banana").message().find("a size like 7B, or FILE.json)"), std::string::npos);
+  EXPECT_NE(ResolveModel("banana").message().find("a size like 7B, or FILE.json)"),
+            std::string::npos);
 }
 
 TEST(ModelFromJson, DefaultsAndOverrides) {
-  auto m = ModelFromJson(R"({"layers": 24, "hidden": 2048, "heads": 16, "vocab": 50000})", "m.json");
+  auto m =
+      ModelFromJson(R"({"layers": 24, "hidden": 2048, "heads": 16, "vocab": 50000})", "m.json");
   ASSERT_TRUE(m.ok()) << m.message();
   EXPECT_EQ(m->ffn_hidden, 4 * 2048);
   EXPECT_EQ(m->kv_heads, 16);

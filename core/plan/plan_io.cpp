@@ -160,7 +160,8 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
   c.time.optimizer_s = r.Num(time, tp, "optimizer_s");
   c.time.total_s = r.Num(time, tp, "total_s");
   if (v.isMember("reason")) c.reason = r.Str(v, path, "reason");
-  if (error->empty() && (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1 || l.grad_accum < 1 || l.vpp < 1)) {
+  if (error->empty() &&
+      (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1 || l.grad_accum < 1 || l.vpp < 1)) {
     *error = "plan JSON: '" + path + "': tp, pp, dp, micro_batch, grad_accum and vpp must be >= 1";
   }
   return c;
@@ -222,8 +223,8 @@ Result<Plan> PlanFromJson(const std::string& json) {
   if (!error.empty()) return Status::Error(error);
   const Layout& l = plan.chosen.layout;
   if (l.tp * l.pp * l.dp != plan.gpus) {
-    return Status::Error("plan JSON: tp*pp*dp=" + std::to_string(l.tp * l.pp * l.dp) + " but gpus=" +
-                         std::to_string(plan.gpus));
+    return Status::Error("plan JSON: tp*pp*dp=" + std::to_string(l.tp * l.pp * l.dp) +
+                         " but gpus=" + std::to_string(plan.gpus));
   }
   return plan;
 }
@@ -308,11 +309,12 @@ std::string PlanToText(const Plan& plan) {
   const PlanCandidate& c = plan.chosen;
   const Layout& l = c.layout;
   auto knobs = [](const Layout& x) {
-    std::string s = "tp=" + std::to_string(x.tp) + " pp=" + std::to_string(x.pp) + " dp=" +
-                    std::to_string(x.dp) + ", micro-batch " + std::to_string(x.micro_batch) +
-                    " x " + std::to_string(x.grad_accum) + " accumulation steps, " +
-                    RecomputeName(x.recompute) + " recompute";
-    if (x.recompute_layers > 0) s += " of " + std::to_string(x.recompute_layers) + " layers per chunk";
+    std::string s = "tp=" + std::to_string(x.tp) + " pp=" + std::to_string(x.pp) +
+                    " dp=" + std::to_string(x.dp) + ", micro-batch " +
+                    std::to_string(x.micro_batch) + " x " + std::to_string(x.grad_accum) +
+                    " accumulation steps, " + RecomputeName(x.recompute) + " recompute";
+    if (x.recompute_layers > 0)
+      s += " of " + std::to_string(x.recompute_layers) + " layers per chunk";
     if (x.vpp > 1) s += ", interleaved x" + std::to_string(x.vpp);
     if (x.optimizer_sharding) s += ", distributed optimizer";
     if (x.sequence_parallel) s += ", sequence parallel";
@@ -326,16 +328,17 @@ std::string PlanToText(const Plan& plan) {
      << " per node)\n"
      << "batch:       " << plan.global_batch << " sequences x " << plan.seq_len << " tokens\n"
      << "layout:      " << knobs(l) << "\n"
-     << "memory/GPU:  " << Fixed(c.memory.total_gib, 1) << " GiB of " << Fixed(plan.mem_usable_gib, 1)
-     << " usable = weights " << Fixed(c.memory.weights_gib, 1) << " + grads " << Fixed(c.memory.grads_gib, 1)
-     << " + optimizer " << Fixed(c.memory.optimizer_gib, 1) << " + activations "
-     << Fixed(c.memory.activations_gib, 1) << " + transient " << Fixed(c.memory.transient_gib, 1)
-     << " + framework " << Fixed(c.memory.framework_gib, 1) << "\n"
+     << "memory/GPU:  " << Fixed(c.memory.total_gib, 1) << " GiB of "
+     << Fixed(plan.mem_usable_gib, 1) << " usable = weights " << Fixed(c.memory.weights_gib, 1)
+     << " + grads " << Fixed(c.memory.grads_gib, 1) << " + optimizer "
+     << Fixed(c.memory.optimizer_gib, 1) << " + activations " << Fixed(c.memory.activations_gib, 1)
+     << " + transient " << Fixed(c.memory.transient_gib, 1) << " + framework "
+     << Fixed(c.memory.framework_gib, 1) << "\n"
      << "step time:   " << Fixed(c.step_time_s, 3) << " s = compute " << Fixed(c.time.compute_s, 3)
-     << " + element-wise " << Fixed(c.time.elementwise_s, 3)
-     << " + recompute " << Fixed(c.time.recompute_s, 3) << " + TP comm " << Fixed(c.time.tp_comm_s, 3)
-     << " + bubble " << Fixed(c.time.bubble_s, 3) << " + p2p " << Fixed(c.time.p2p_s, 3)
-     << " + DP comm " << Fixed(c.time.dp_comm_exposed_s, 3) << " (of " << Fixed(c.time.dp_comm_s, 3)
+     << " + element-wise " << Fixed(c.time.elementwise_s, 3) << " + recompute "
+     << Fixed(c.time.recompute_s, 3) << " + TP comm " << Fixed(c.time.tp_comm_s, 3) << " + bubble "
+     << Fixed(c.time.bubble_s, 3) << " + p2p " << Fixed(c.time.p2p_s, 3) << " + DP comm "
+     << Fixed(c.time.dp_comm_exposed_s, 3) << " (of " << Fixed(c.time.dp_comm_s, 3)
      << ") + optimizer " << Fixed(c.time.optimizer_s, 3) << "\n"
      << "throughput:  " << Thousands(c.tokens_per_s) << " tokens/s, " << Fixed(c.samples_per_s, 2)
      << " samples/s, MFU " << Fixed(c.mfu * 100, 1) << "%\n";
@@ -344,8 +347,8 @@ std::string PlanToText(const Plan& plan) {
     int i = 1;
     for (const auto& a : plan.alternatives) {
       os << "  " << i++ << ". " << knobs(a.layout) << ": " << Fixed(a.step_time_s, 3) << " s, "
-         << Fixed(a.memory.total_gib, 1) << " GiB, MFU " << Fixed(a.mfu * 100, 1) << "% -- " << a.reason
-         << "\n";
+         << Fixed(a.memory.total_gib, 1) << " GiB, MFU " << Fixed(a.mfu * 100, 1) << "% -- "
+         << a.reason << "\n";
     }
   }
   return os.str();

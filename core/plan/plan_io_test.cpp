@@ -54,9 +54,27 @@ Json::Value Parse(const std::string& text) {
 
 TEST(PlanJson, HasTheDocumentedFields) {
   const Json::Value v = Parse(PlanToJson(SamplePlan()));
-  for (const char* key : {"tp", "pp", "dp", "micro_batch", "grad_accum", "recompute", "optimizer_sharding",
-                          "mem_per_gpu_gib", "step_time_s", "tokens_per_s", "samples_per_s", "mfu", "vpp",
-                          "memory", "time", "alternatives", "model", "gpu", "gpus", "global_batch", "seq_len"}) {
+  for (const char* key : {"tp",
+                          "pp",
+                          "dp",
+                          "micro_batch",
+                          "grad_accum",
+                          "recompute",
+                          "optimizer_sharding",
+                          "mem_per_gpu_gib",
+                          "step_time_s",
+                          "tokens_per_s",
+                          "samples_per_s",
+                          "mfu",
+                          "vpp",
+                          "memory",
+                          "time",
+                          "alternatives",
+                          "model",
+                          "gpu",
+                          "gpus",
+                          "global_batch",
+                          "seq_len"}) {
     EXPECT_TRUE(v.isMember(key)) << key;
   }
   EXPECT_EQ(v["alternatives"].size(), 3u);
@@ -80,8 +98,10 @@ TEST(PlanJson, RoundTrip) {
               std::make_tuple(y.tp, y.pp, y.dp, y.micro_batch, y.grad_accum, y.vpp, y.recompute,
                               y.recompute_layers, y.optimizer_sharding, y.sequence_parallel));
     EXPECT_NEAR(b->chosen.step_time_s, a.chosen.step_time_s, 1e-8 * a.chosen.step_time_s);
-    EXPECT_NEAR(b->chosen.memory.total_gib, a.chosen.memory.total_gib, 1e-8 * a.chosen.memory.total_gib);
-    EXPECT_NEAR(b->chosen.time.bubble_s, a.chosen.time.bubble_s, 1e-8 + 1e-8 * a.chosen.time.bubble_s);
+    EXPECT_NEAR(b->chosen.memory.total_gib, a.chosen.memory.total_gib,
+                1e-8 * a.chosen.memory.total_gib);
+    EXPECT_NEAR(b->chosen.time.bubble_s, a.chosen.time.bubble_s,
+                1e-8 + 1e-8 * a.chosen.time.bubble_s);
     EXPECT_NEAR(b->chosen.mfu, a.chosen.mfu, 1e-9);
     ASSERT_EQ(b->alternatives.size(), with_alternatives ? a.alternatives.size() : 0u);
     for (size_t i = 0; i < b->alternatives.size(); ++i) {
@@ -102,15 +122,35 @@ TEST(PlanJson, ErrorsNameTheKey) {
   } cases[] = {
       {"{", "plan JSON: not valid JSON: "},
       {"[]", "plan JSON: expected an object"},
-      {[&] { Json::Value c = v; c.removeMember("tp"); return Json::FastWriter().write(c); }(),
+      {[&] {
+         Json::Value c = v;
+         c.removeMember("tp");
+         return Json::FastWriter().write(c);
+       }(),
        "plan JSON: 'tp': missing or not an integer"},
-      {[&] { Json::Value c = v; c["recompute"] = "some"; return Json::FastWriter().write(c); }(),
+      {[&] {
+         Json::Value c = v;
+         c["recompute"] = "some";
+         return Json::FastWriter().write(c);
+       }(),
        "plan JSON: 'recompute': recompute: unknown value 'some' (none, selective, full)"},
-      {[&] { Json::Value c = v; c["memory"].removeMember("total_gib"); return Json::FastWriter().write(c); }(),
+      {[&] {
+         Json::Value c = v;
+         c["memory"].removeMember("total_gib");
+         return Json::FastWriter().write(c);
+       }(),
        "plan JSON: 'memory.total_gib': missing or not a number"},
-      {[&] { Json::Value c = v; c["gpus"] = 7; return Json::FastWriter().write(c); }(),
+      {[&] {
+         Json::Value c = v;
+         c["gpus"] = 7;
+         return Json::FastWriter().write(c);
+       }(),
        "plan JSON: tp*pp*dp="},
-      {[&] { Json::Value c = v; c["alternatives"] = 3; return Json::FastWriter().write(c); }(),
+      {[&] {
+         Json::Value c = v;
+         c["alternatives"] = 3;
+         return Json::FastWriter().write(c);
+       }(),
        "plan JSON: 'alternatives': not a list"},
   };
   for (const auto& c : cases) {
@@ -145,11 +185,19 @@ TEST(PlanTaskEnv, HasEveryVariable) {
   std::map<std::string, std::string> env;
   for (const auto& [k, v] : PlanTaskEnv(plan, 5)) env[k] = v;
   const std::map<std::string, std::string> expected = {
-      {"AUTOPAR_TP", "4"},          {"AUTOPAR_PP", "2"},           {"AUTOPAR_DP", "4"},
-      {"AUTOPAR_MICRO_BATCH", "2"}, {"AUTOPAR_GRAD_ACCUM", "192"}, {"AUTOPAR_GLOBAL_BATCH", "1536"},
-      {"AUTOPAR_SEQ_LEN", "2048"},  {"AUTOPAR_RECOMPUTE", "full"}, {"AUTOPAR_OPTIMIZER_SHARDING", "1"},
+      {"AUTOPAR_TP", "4"},
+      {"AUTOPAR_PP", "2"},
+      {"AUTOPAR_DP", "4"},
+      {"AUTOPAR_MICRO_BATCH", "2"},
+      {"AUTOPAR_GRAD_ACCUM", "192"},
+      {"AUTOPAR_GLOBAL_BATCH", "1536"},
+      {"AUTOPAR_SEQ_LEN", "2048"},
+      {"AUTOPAR_RECOMPUTE", "full"},
+      {"AUTOPAR_OPTIMIZER_SHARDING", "1"},
       {"AUTOPAR_RECOMPUTE_LAYERS", "0"},
-      {"AUTOPAR_VPP", "3"},         {"AUTOPAR_TP_RANK", "1"},      {"AUTOPAR_DP_RANK", "1"},
+      {"AUTOPAR_VPP", "3"},
+      {"AUTOPAR_TP_RANK", "1"},
+      {"AUTOPAR_DP_RANK", "1"},
       {"AUTOPAR_PP_RANK", "0"},
   };
   for (const auto& [k, v] : expected) EXPECT_EQ(env[k], v) << k;
@@ -168,12 +216,15 @@ TEST(MegatronArgs, Flags) {
   } cases[] = {
       {FixedPlan(8, 4, 4, Recompute::kSelective, true, 2),
        "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --micro-batch-size 2 "
-       "--global-batch-size 1536 --seq-length 2048 --sequence-parallel --recompute-granularity selective "
-       "--num-layers-per-virtual-pipeline-stage 12 --use-distributed-optimizer --overlap-param-gather "
+       "--global-batch-size 1536 --seq-length 2048 --sequence-parallel --recompute-granularity "
+       "selective "
+       "--num-layers-per-virtual-pipeline-stage 12 --use-distributed-optimizer "
+       "--overlap-param-gather "
        "--overlap-grad-reduce --bf16"},
       {FixedPlan(1, 1, 8, Recompute::kFull, false, 1),
        "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 2 "
-       "--global-batch-size 1536 --seq-length 2048 --recompute-granularity full --recompute-method uniform "
+       "--global-batch-size 1536 --seq-length 2048 --recompute-granularity full --recompute-method "
+       "uniform "
        "--recompute-num-layers 1 --overlap-grad-reduce --bf16"},
       {FixedPlan(2, 1, 1, Recompute::kNone, false, 1),
        "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 --micro-batch-size 2 "
@@ -182,7 +233,8 @@ TEST(MegatronArgs, Flags) {
   for (const auto& c : cases) EXPECT_EQ(MegatronArgs(c.plan), c.expected);
   Plan block = FixedPlan(8, 16, 1, Recompute::kFull, false, 1);
   block.chosen.layout.recompute_layers = 3;
-  EXPECT_NE(MegatronArgs(block).find(" --recompute-granularity full --recompute-method block --recompute-num-layers 3 "),
+  EXPECT_NE(MegatronArgs(block).find(
+                " --recompute-granularity full --recompute-method block --recompute-num-layers 3 "),
             std::string::npos)
       << MegatronArgs(block);
 }
@@ -192,8 +244,8 @@ TEST(DeepSpeedConfig, BatchArithmeticAndZeroStage) {
     const Plan plan = FixedPlan(2, 2, 8, Recompute::kFull, sharding, 1);
     const Json::Value v = Parse(DeepSpeedConfigJson(plan));
     // DeepSpeed requires train_batch_size = micro * accumulation * data-parallel size.
-    EXPECT_EQ(v["train_batch_size"].asInt64(),
-              v["train_micro_batch_size_per_gpu"].asInt64() * v["gradient_accumulation_steps"].asInt64() * 8);
+    EXPECT_EQ(v["train_batch_size"].asInt64(), v["train_micro_batch_size_per_gpu"].asInt64() *
+                                                   v["gradient_accumulation_steps"].asInt64() * 8);
     EXPECT_EQ(v["train_batch_size"].asInt64(), 1536);
     EXPECT_EQ(v["zero_optimization"]["stage"].asInt(), sharding ? 1 : 0);
     EXPECT_TRUE(v["bf16"]["enabled"].asBool());
@@ -203,9 +255,10 @@ TEST(DeepSpeedConfig, BatchArithmeticAndZeroStage) {
 
 TEST(PlanToText, ShowsLayoutMemoryTimeAndAlternatives) {
   const std::string text = PlanToText(SamplePlan());
-  for (const char* part : {"model:       llama-2-13b (13.02B parameters)", "hardware:    32 x a100-80gb",
-                           "layout:      tp=", "memory/GPU:  ", "step time:   ", "throughput:  ", " tokens/s, ",
-                           "MFU ", "alternatives (", "  1. ", "  3. ", " -- "}) {
+  for (const char* part :
+       {"model:       llama-2-13b (13.02B parameters)", "hardware:    32 x a100-80gb",
+        "layout:      tp=", "memory/GPU:  ", "step time:   ", "throughput:  ", " tokens/s, ",
+        "MFU ", "alternatives (", "  1. ", "  3. ", " -- "}) {
     EXPECT_NE(text.find(part), std::string::npos) << part << "\n" << text;
   }
 }

@@ -82,9 +82,12 @@ struct StageMemory {
 
 const char* RecomputeName(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "none";
 }
@@ -102,8 +105,8 @@ double ModelStateBytesPerParam(bool optimizer_sharding, int64_t dp) {
   return 2.0 + 2.0 + (optimizer_sharding && dp > 1 ? optimizer / D(dp) : optimizer);
 }
 
-double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micro_batch,
-                               int64_t tp, bool sequence_parallel, Recompute recompute) {
+double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micro_batch, int64_t tp,
+                               bool sequence_parallel, Recompute recompute) {
   const double s = D(seq_len), b = D(micro_batch), h = D(m.hidden), a = D(m.heads);
   const double t = D(std::max<int64_t>(1, tp));
   const double sb = s * b;
@@ -150,7 +153,8 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   c.layout = in;
   Layout& l = c.layout;
   l.sequence_parallel = l.tp > 1;
-  l.grad_accum = std::max<int64_t>(1, req.global_batch / std::max<int64_t>(1, l.micro_batch * l.dp));
+  l.grad_accum =
+      std::max<int64_t>(1, req.global_batch / std::max<int64_t>(1, l.micro_batch * l.dp));
   const int64_t t = l.tp, p = l.pp, d = l.dp, b = l.micro_batch, v = std::max<int64_t>(1, l.vpp);
   const int64_t mb = l.grad_accum;
   const ParamCount pc = CountParams(m);
@@ -163,7 +167,8 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   const int64_t chunk_layers = CeilDiv(layers_per_stage, v);
   int64_t full_layers = 0;  // per stage
   if (l.recompute == Recompute::kFull) {
-    const int64_t k = l.recompute_layers > 0 ? std::min(l.recompute_layers, chunk_layers) : chunk_layers;
+    const int64_t k =
+        l.recompute_layers > 0 ? std::min(l.recompute_layers, chunk_layers) : chunk_layers;
     l.recompute_layers = k == chunk_layers ? 0 : k;
     full_layers = std::min(layers_per_stage, k * v);
   } else {
@@ -215,8 +220,8 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   const double peak = g.bf16_tflops * 1e12;
   const double width = D(m.hidden) / D(t);
   const double tokens = D(b * s);
-  const double eff = g.matmul_efficiency * (width / (width + kWidthHalf)) *
-                     (tokens / (tokens + kTokensHalf));
+  const double eff =
+      g.matmul_efficiency * (width / (width + kWidthHalf)) * (tokens / (tokens + kTokensHalf));
   const double gpu_flops = peak * eff;
   const double layer_fwd = LayerForwardFlops(m, s, b);
   // The slowest stage: with p > 1 the last stage also runs the output layer; p == 1 runs all.
@@ -234,7 +239,7 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   const double recompute_mb =
       (D(full_layers) * layer_fwd +
        (other_rc == Recompute::kSelective ? D(other_layers) * attention_core : 0.0)) /
-      (D(t) * gpu_flops) +
+          (D(t) * gpu_flops) +
       D(full_layers) * elementwise_layer / 3.0;  // the forward third of the element-wise passes
   // Tensor parallelism: per layer, 2 all-reduce-equivalents (all-gather + reduce-scatter with
   // sequence parallelism) in forward and 2 in backward, of 2*b*s*h bytes (Narayanan et al. 2021
@@ -286,8 +291,8 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   }
   const double shard = worst.params / D(l.optimizer_sharding ? d : 1);
   c.time.optimizer_s = kOptimizerBytesPerParam * shard / (g.hbm_gbps * 1e9 * kLinkEfficiency);
-  c.time.total_s = c.time.compute_s + c.time.elementwise_s + c.time.recompute_s + c.time.tp_comm_s + c.time.bubble_s +
-                   c.time.p2p_s + c.time.dp_comm_exposed_s + c.time.optimizer_s;
+  c.time.total_s = c.time.compute_s + c.time.elementwise_s + c.time.recompute_s + c.time.tp_comm_s +
+                   c.time.bubble_s + c.time.p2p_s + c.time.dp_comm_exposed_s + c.time.optimizer_s;
   c.step_time_s = c.time.total_s;
   c.samples_per_s = D(req.global_batch) / c.step_time_s;
   c.tokens_per_s = c.samples_per_s * D(s);
@@ -315,23 +320,28 @@ bool Pinned(const PlanRequest& r) { return r.tp || r.pp || r.dp; }
 Status ValidateRequest(const PlanRequest& r) {
   if (r.gpus < 1) return Status::Error("--gpus: must be >= 1 (got " + std::to_string(r.gpus) + ")");
   if (r.gpus_per_node < 1) {
-    return Status::Error("--gpus-per-node: must be >= 1 (got " + std::to_string(r.gpus_per_node) + ")");
+    return Status::Error("--gpus-per-node: must be >= 1 (got " + std::to_string(r.gpus_per_node) +
+                         ")");
   }
   if (r.global_batch < 1) {
-    return Status::Error("--global-batch: must be >= 1 (got " + std::to_string(r.global_batch) + ")");
+    return Status::Error("--global-batch: must be >= 1 (got " + std::to_string(r.global_batch) +
+                         ")");
   }
-  if (r.seq_len < 0) return Status::Error("--seq-len: must be >= 1 (got " + std::to_string(r.seq_len) + ")");
+  if (r.seq_len < 0)
+    return Status::Error("--seq-len: must be >= 1 (got " + std::to_string(r.seq_len) + ")");
   Status model = ValidateModel(r.model);
   if (!model.ok()) return Status::Error("--model: " + r.model.name + ": " + model.message());
   struct Positive {
     const char* option;
     double value;
-  } numbers[] = {{"--gpu-mem-gib", r.gpu.mem_gib},     {"--gpu-tflops", r.gpu.bf16_tflops},
-                 {"--nvlink-gbps", r.gpu.nvlink_gbps}, {"--net-gbps", r.gpu.net_gbps},
-                 {"--hbm-gbps", r.gpu.hbm_gbps},       {"--gpu-efficiency", r.gpu.matmul_efficiency}};
+  } numbers[] = {
+      {"--gpu-mem-gib", r.gpu.mem_gib},     {"--gpu-tflops", r.gpu.bf16_tflops},
+      {"--nvlink-gbps", r.gpu.nvlink_gbps}, {"--net-gbps", r.gpu.net_gbps},
+      {"--hbm-gbps", r.gpu.hbm_gbps},       {"--gpu-efficiency", r.gpu.matmul_efficiency}};
   for (const auto& n : numbers) {
     if (!(n.value > 0) || !std::isfinite(n.value)) {
-      return Status::Error(std::string(n.option) + ": must be a positive number (got " + Fixed(n.value, 3) + ")");
+      return Status::Error(std::string(n.option) + ": must be a positive number (got " +
+                           Fixed(n.value, 3) + ")");
     }
   }
   if (r.gpu.matmul_efficiency > 1) return Status::Error("--gpu-efficiency: must be <= 1");
@@ -340,11 +350,17 @@ Status ValidateRequest(const PlanRequest& r) {
   }
   if (r.top_k < 0) return Status::Error("--top: must be >= 0");
   const std::pair<const char*, const std::optional<int64_t>*> pins[] = {
-      {"tp", &r.tp}, {"pp", &r.pp}, {"dp", &r.dp}, {"micro_batch", &r.micro_batch}, {"vpp", &r.vpp}};
-  if (r.recompute_layers && *r.recompute_layers < 0) return Status::Error("recompute_layers: must be >= 0");
+      {"tp", &r.tp},
+      {"pp", &r.pp},
+      {"dp", &r.dp},
+      {"micro_batch", &r.micro_batch},
+      {"vpp", &r.vpp}};
+  if (r.recompute_layers && *r.recompute_layers < 0)
+    return Status::Error("recompute_layers: must be >= 0");
   for (const auto& [key, value] : pins) {
     if (*value && **value < 1) {
-      return Status::Error(std::string(key) + ": must be >= 1 (got " + std::to_string(**value) + ")");
+      return Status::Error(std::string(key) + ": must be >= 1 (got " + std::to_string(**value) +
+                           ")");
     }
   }
   return Status::Ok();
@@ -365,7 +381,8 @@ std::string PinnedConstraintError(const PlanRequest& r, int64_t s) {
              std::to_string(m.kv_heads) + ")";
     }
     if (t > r.gpus_per_node && !r.allow_cross_node_tp) {
-      return label + ": tp=" + std::to_string(t) + " exceeds the " + std::to_string(r.gpus_per_node) +
+      return label + ": tp=" + std::to_string(t) + " exceeds the " +
+             std::to_string(r.gpus_per_node) +
              " GPUs of a node (tensor parallelism must stay on NVLink)";
     }
     if (r.gpus % t != 0) {
@@ -376,7 +393,8 @@ std::string PinnedConstraintError(const PlanRequest& r, int64_t s) {
   if (r.pp) {
     const int64_t p = *r.pp;
     if (p > m.layers) {
-      return label + ": pp=" + std::to_string(p) + " exceeds the model's " + std::to_string(m.layers) + " layers";
+      return label + ": pp=" + std::to_string(p) + " exceeds the model's " +
+             std::to_string(m.layers) + " layers";
     }
     if (m.layers % p != 0 && !r.allow_uneven_stages) {
       return label + ": pp=" + std::to_string(p) + " does not divide the model's " +
@@ -492,18 +510,20 @@ bool SmallestMemory(const PlanRequest& r, int64_t gpus, PlanCandidate* best) {
 }
 
 std::string DescribeKnobs(const Layout& l) {
-  return "tp=" + std::to_string(l.tp) + ", pp=" + std::to_string(l.pp) + ", dp=" + std::to_string(l.dp) +
-         ", micro-batch " + std::to_string(l.micro_batch) + ", " + RecomputeName(l.recompute) +
-         " recompute" +
-         (l.recompute_layers > 0 ? " of " + std::to_string(l.recompute_layers) + " layers per chunk" : "") +
+  return "tp=" + std::to_string(l.tp) + ", pp=" + std::to_string(l.pp) +
+         ", dp=" + std::to_string(l.dp) + ", micro-batch " + std::to_string(l.micro_batch) + ", " +
+         RecomputeName(l.recompute) + " recompute" +
+         (l.recompute_layers > 0 ? " of " + std::to_string(l.recompute_layers) + " layers per chunk"
+                                 : "") +
          (l.optimizer_sharding ? ", distributed optimizer" : "");
 }
 
 std::string CannotFitMessage(const PlanRequest& r, const PlanCandidate& smallest, double usable) {
   std::ostringstream os;
-  os << r.model.name << " (" << Fixed(CountParams(r.model).total / 1e9, 1) << "B parameters) does not fit on "
-     << r.gpus << " x " << r.gpu.name << ": the smallest layout (" << DescribeKnobs(smallest.layout)
-     << ") needs " << Fixed(smallest.memory.total_gib, 1) << " GiB per GPU, " << Fixed(usable, 1)
+  os << r.model.name << " (" << Fixed(CountParams(r.model).total / 1e9, 1)
+     << "B parameters) does not fit on " << r.gpus << " x " << r.gpu.name
+     << ": the smallest layout (" << DescribeKnobs(smallest.layout) << ") needs "
+     << Fixed(smallest.memory.total_gib, 1) << " GiB per GPU, " << Fixed(usable, 1)
      << " GiB usable";
   // More nodes: walk node counts upward (steps grow with the count) until a layout fits.
   const int64_t g = r.gpus_per_node;
@@ -525,7 +545,8 @@ std::string CannotFitMessage(const PlanRequest& r, const PlanCandidate& smallest
     PlanRequest q = r;
     q.gpu = *gpu;
     PlanCandidate c;
-    if (SmallestMemory(q, r.gpus, &c) && c.memory.total_gib <= gpu->mem_gib * (1 - r.headroom_fraction)) {
+    if (SmallestMemory(q, r.gpus, &c) &&
+        c.memory.total_gib <= gpu->mem_gib * (1 - r.headroom_fraction)) {
       bigger = name;
       break;
     }
@@ -554,14 +575,16 @@ std::string SlowerReason(const PlanCandidate& best, const PlanCandidate& c) {
       {"tensor-parallel communication", c.time.tp_comm_s - best.time.tp_comm_s},
       {"pipeline bubble", c.time.bubble_s - best.time.bubble_s},
       {"pipeline point-to-point", c.time.p2p_s - best.time.p2p_s},
-      {"exposed data-parallel gradient reduction", c.time.dp_comm_exposed_s - best.time.dp_comm_exposed_s},
+      {"exposed data-parallel gradient reduction",
+       c.time.dp_comm_exposed_s - best.time.dp_comm_exposed_s},
       {"optimizer step", c.time.optimizer_s - best.time.optimizer_s},
   };
   const Part* worst = &parts[0];
   for (const auto& part : parts) {
     if (part.delta > worst->delta) worst = &part;
   }
-  return "slower by " + Fixed(pct, 1) + "%: more " + worst->what + " (+" + Fixed(worst->delta, 3) + " s)";
+  return "slower by " + Fixed(pct, 1) + "%: more " + worst->what + " (+" + Fixed(worst->delta, 3) +
+         " s)";
 }
 
 bool Better(const PlanCandidate& a, const PlanCandidate& b) {
@@ -589,19 +612,23 @@ Result<Plan> PlanJob(const PlanRequest& request) {
     std::vector<Layout> any;
     Enumerate(r, r.gpus, true, &any);
     if (any.empty()) {
-      if (Pinned(r)) return Status::Error(PinnedLabel(r) + ": no valid layout of " + std::to_string(r.gpus) + " GPUs");
-      return Status::Error("--gpus: no layout of " + std::to_string(r.gpus) + " GPUs satisfies the constraints (tp must divide " +
-                           std::to_string(r.model.heads) + " heads and " + std::to_string(r.model.kv_heads) +
-                           " kv heads and fit in a node of " + std::to_string(r.gpus_per_node) +
-                           "; pp must divide " + std::to_string(r.model.layers) + " layers)");
+      if (Pinned(r))
+        return Status::Error(PinnedLabel(r) + ": no valid layout of " + std::to_string(r.gpus) +
+                             " GPUs");
+      return Status::Error("--gpus: no layout of " + std::to_string(r.gpus) +
+                           " GPUs satisfies the constraints (tp must divide " +
+                           std::to_string(r.model.heads) + " heads and " +
+                           std::to_string(r.model.kv_heads) + " kv heads and fit in a node of " +
+                           std::to_string(r.gpus_per_node) + "; pp must divide " +
+                           std::to_string(r.model.layers) + " layers)");
     }
     int64_t smallest_dp = any.front().dp;
     for (const Layout& l : any) smallest_dp = std::min(smallest_dp, l.dp);
     const int64_t suggestion = CeilDiv(r.global_batch, smallest_dp) * smallest_dp;
     return Status::Error("--global-batch: " + std::to_string(r.global_batch) +
-                         " is not divisible by any possible data-parallel size on " + std::to_string(r.gpus) +
-                         " GPUs (smallest is " + std::to_string(smallest_dp) + "); use e.g. " +
-                         std::to_string(suggestion));
+                         " is not divisible by any possible data-parallel size on " +
+                         std::to_string(r.gpus) + " GPUs (smallest is " +
+                         std::to_string(smallest_dp) + "); use e.g. " + std::to_string(suggestion));
   }
   Plan plan;
   plan.model_name = r.model.name;
@@ -665,8 +692,9 @@ Result<Plan> PlanJob(const PlanRequest& request) {
   if (best_per_layout.empty()) {
     if (Pinned(r)) {
       return Status::Error(PinnedLabel(r) + ": does not fit: the smallest configuration (" +
-                           DescribeKnobs(smallest.layout) + ") needs " + Fixed(smallest.memory.total_gib, 1) +
-                           " GiB per GPU, " + Fixed(usable, 1) + " GiB usable on " + r.gpu.name);
+                           DescribeKnobs(smallest.layout) + ") needs " +
+                           Fixed(smallest.memory.total_gib, 1) + " GiB per GPU, " +
+                           Fixed(usable, 1) + " GiB usable on " + r.gpu.name);
     }
     return Status::Error(CannotFitMessage(r, smallest, usable));
   }
@@ -693,10 +721,10 @@ Result<Plan> PlanJob(const PlanRequest& request) {
     plan.alternatives.push_back(alt);
   }
   if (show_unfit) {
-    closest_unfit.reason = "does not fit: needs " + Fixed(closest_unfit.memory.total_gib, 1) +
-                           " GiB per GPU, " + Fixed(usable, 1) + " GiB usable (would be " +
-                           Fixed((1.0 - closest_unfit.step_time_s / plan.chosen.step_time_s) * 100.0, 1) +
-                           "% faster)";
+    closest_unfit.reason =
+        "does not fit: needs " + Fixed(closest_unfit.memory.total_gib, 1) + " GiB per GPU, " +
+        Fixed(usable, 1) + " GiB usable (would be " +
+        Fixed((1.0 - closest_unfit.step_time_s / plan.chosen.step_time_s) * 100.0, 1) + "% faster)";
     plan.alternatives.push_back(closest_unfit);
   }
   return plan;

@@ -46,10 +46,14 @@ TEST(ActivationBytesPerLayer, KorthikantiTable2) {
       double expected;
     } cases[] = {
         {"no parallelism", false, Recompute::kNone, 1, s * b * h * (34 + 5 * a * s / h)},
-        {"tensor parallel", false, Recompute::kNone, t, s * b * h * (10 + 24 / td + 5 * a * s / (h * td))},
-        {"tensor + sequence parallel", true, Recompute::kNone, t, s * b * h / td * (34 + 5 * a * s / h)},
-        {"tensor parallel + selective", false, Recompute::kSelective, t, s * b * h * (10 + 24 / td)},
-        {"tensor + sequence parallel + selective", true, Recompute::kSelective, t, s * b * h / td * 34},
+        {"tensor parallel", false, Recompute::kNone, t,
+         s * b * h * (10 + 24 / td + 5 * a * s / (h * td))},
+        {"tensor + sequence parallel", true, Recompute::kNone, t,
+         s * b * h / td * (34 + 5 * a * s / h)},
+        {"tensor parallel + selective", false, Recompute::kSelective, t,
+         s * b * h * (10 + 24 / td)},
+        {"tensor + sequence parallel + selective", true, Recompute::kSelective, t,
+         s * b * h / td * 34},
         {"full recompute", false, Recompute::kFull, 1, 2 * s * b * h},
         {"full recompute + sequence parallel", true, Recompute::kFull, t, 2 * s * b * h / td},
     };
@@ -81,8 +85,8 @@ TEST(ModelFlopsPerStep, NarayananFormula) {
   // Narayanan et al. 2021, eq. (3) without recompute: 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)).
   for (const char* name : {"gpt3-175b", "megatron-1t", "megatron-22b"}) {
     const ModelArch m = ResolveModel(name).value();
-    const double B = 1536, s = 2048, l = static_cast<double>(m.layers), h = static_cast<double>(m.hidden),
-                 V = static_cast<double>(m.vocab);
+    const double B = 1536, s = 2048, l = static_cast<double>(m.layers),
+                 h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab);
     const double expected = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
     EXPECT_NEAR(ModelFlopsPerStep(m, 2048, 1536) / expected, 1.0, 1e-12) << name;
   }
@@ -111,8 +115,8 @@ TEST(EvaluateLayout, PipelineBubbleIsPMinus1OverMV) {
     const PlanCandidate c = EvaluateLayout(r, l);
     const double m = static_cast<double>(c.layout.grad_accum);
     ASSERT_EQ(c.layout.grad_accum, 64);
-    const double steady =
-        c.time.compute_s + c.time.elementwise_s + c.time.recompute_s + c.time.tp_comm_s + c.time.p2p_s;
+    const double steady = c.time.compute_s + c.time.elementwise_s + c.time.recompute_s +
+                          c.time.tp_comm_s + c.time.p2p_s;
     EXPECT_NEAR(c.time.bubble_s / steady, 7.0 / (m * static_cast<double>(v)), 1e-12) << "v=" << v;
   }
 }
@@ -142,13 +146,17 @@ TEST(EvaluateLayout, MemoryAndTimeAreConsistent) {
   EXPECT_EQ(c.layout.grad_accum, 16);
   EXPECT_TRUE(c.layout.sequence_parallel);
   const MemoryBreakdown& m = c.memory;
-  EXPECT_NEAR(m.total_gib, m.weights_gib + m.grads_gib + m.optimizer_gib + m.activations_gib +
-                               m.transient_gib + m.framework_gib, 1e-9);
+  EXPECT_NEAR(m.total_gib,
+              m.weights_gib + m.grads_gib + m.optimizer_gib + m.activations_gib + m.transient_gib +
+                  m.framework_gib,
+              1e-9);
   // Sharded optimizer: 12/d bytes per parameter against 2 for the weights.
   EXPECT_NEAR(m.optimizer_gib / m.weights_gib, 12.0 / 4 / 2, 1e-9);
   const TimeBreakdown& t = c.time;
-  EXPECT_NEAR(t.total_s, t.compute_s + t.elementwise_s + t.recompute_s + t.tp_comm_s + t.bubble_s + t.p2p_s +
-                             t.dp_comm_exposed_s + t.optimizer_s, 1e-12);
+  EXPECT_NEAR(t.total_s,
+              t.compute_s + t.elementwise_s + t.recompute_s + t.tp_comm_s + t.bubble_s + t.p2p_s +
+                  t.dp_comm_exposed_s + t.optimizer_s,
+              1e-12);
   EXPECT_GT(t.elementwise_s, 0.0);
   EXPECT_LT(t.elementwise_s, 0.2 * t.compute_s);
   EXPECT_LE(t.dp_comm_exposed_s, t.dp_comm_s);
@@ -171,10 +179,14 @@ TEST(PlanJob, EveryPlanSatisfiesTheConstraints) {
     int64_t gpus, gpus_per_node, batch;
     const char* gpu;
   } cases[] = {
-      {"gpt3-1.3b", 8, 8, 512, "a100-80gb"},     {"llama-2-7b", 8, 8, 512, "a100-40gb"},
-      {"llama-2-7b", 64, 8, 1024, "h100-80gb"},  {"llama-2-13b", 32, 4, 256, "a100-80gb"},
-      {"llama-2-70b", 64, 8, 512, "h100-80gb"},  {"llama-3-70b", 128, 8, 1024, "h200-141gb"},
-      {"gpt3-175b", 1024, 8, 1536, "a100-80gb"}, {"megatron-1t", 3072, 8, 3072, "a100-80gb"},
+      {"gpt3-1.3b", 8, 8, 512, "a100-80gb"},
+      {"llama-2-7b", 8, 8, 512, "a100-40gb"},
+      {"llama-2-7b", 64, 8, 1024, "h100-80gb"},
+      {"llama-2-13b", 32, 4, 256, "a100-80gb"},
+      {"llama-2-70b", 64, 8, 512, "h100-80gb"},
+      {"llama-3-70b", 128, 8, 1024, "h200-141gb"},
+      {"gpt3-175b", 1024, 8, 1536, "a100-80gb"},
+      {"megatron-1t", 3072, 8, 3072, "a100-80gb"},
       {"7B", 24, 8, 96, "a100-80gb"},
   };
   for (const auto& c : cases) {
@@ -187,8 +199,9 @@ TEST(PlanJob, EveryPlanSatisfiesTheConstraints) {
     all.insert(all.begin(), plan->chosen);
     for (const PlanCandidate& p : all) {
       const Layout& l = p.layout;
-      SCOPED_TRACE(std::string(c.model) + " tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) +
-                   " dp=" + std::to_string(l.dp) + " v=" + std::to_string(l.vpp));
+      SCOPED_TRACE(std::string(c.model) + " tp=" + std::to_string(l.tp) +
+                   " pp=" + std::to_string(l.pp) + " dp=" + std::to_string(l.dp) +
+                   " v=" + std::to_string(l.vpp));
       EXPECT_EQ(l.tp * l.pp * l.dp, c.gpus);
       EXPECT_EQ(r.model.heads % l.tp, 0);
       EXPECT_EQ(r.model.kv_heads % l.tp, 0);
@@ -265,7 +278,8 @@ TEST(PlanJob, TensorParallelStaysInANodeUnlessAllowed) {
   auto pinned = PlanJob(r);
   ASSERT_FALSE(pinned.ok());
   EXPECT_EQ(pinned.message(),
-            "--auto-parallel=tp=8: tp=8 exceeds the 4 GPUs of a node (tensor parallelism must stay on NVLink)");
+            "--auto-parallel=tp=8: tp=8 exceeds the 4 GPUs of a node (tensor parallelism must stay "
+            "on NVLink)");
   r.allow_cross_node_tp = true;
   auto allowed = PlanJob(r);
   ASSERT_TRUE(allowed.ok()) << allowed.message();
@@ -311,7 +325,8 @@ TEST(PlanJob, PinnedSizesAreRefusedWithTheReason) {
       {"llama-2-7b", 8, 64, std::nullopt, 64, std::nullopt,
        "--auto-parallel=pp=64: pp=64 exceeds the model's 32 layers"},
       {"gpt3-175b", 8, 8, 1, 1, std::nullopt,
-       "--auto-parallel=tp=1,pp=1: does not fit: the smallest configuration (tp=1, pp=1, dp=8, micro-batch 1, "
+       "--auto-parallel=tp=1,pp=1: does not fit: the smallest configuration (tp=1, pp=1, dp=8, "
+       "micro-batch 1, "
        "full recompute, distributed optimizer) needs "},
   };
   for (const auto& c : cases) {
@@ -334,9 +349,11 @@ TEST(PlanJob, ModelThatCannotFitSaysWhatWouldMakeItFit) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
       msg, m,
-      std::regex("^llama-3-405b \\(405\\.9B parameters\\) does not fit on 8 x a100-80gb: the smallest layout "
-                 "\\(tp=8, pp=1, dp=1, micro-batch 1, full recompute\\) needs ([0-9.]+) GiB per GPU, "
-                 "72\\.0 GiB usable; use at least ([0-9]+) GPUs \\(([0-9]+) nodes of 8\\)")))
+      std::regex(
+          "^llama-3-405b \\(405\\.9B parameters\\) does not fit on 8 x a100-80gb: the smallest "
+          "layout "
+          "\\(tp=8, pp=1, dp=1, micro-batch 1, full recompute\\) needs ([0-9.]+) GiB per GPU, "
+          "72\\.0 GiB usable; use at least ([0-9]+) GPUs \\(([0-9]+) nodes of 8\\)")))
       << msg;
   EXPECT_GT(std::stod(m[1].str()), 72.0);
   // The suggested GPU count does fit (with a batch every data-parallel size divides).
@@ -391,9 +408,12 @@ TEST(PlanJob, InvalidRequestsNameTheOption) {
       {[](PlanRequest& r) { r.gpus = 0; }, "--gpus: must be >= 1 (got 0)"},
       {[](PlanRequest& r) { r.gpus_per_node = 0; }, "--gpus-per-node: must be >= 1 (got 0)"},
       {[](PlanRequest& r) { r.global_batch = 0; }, "--global-batch: must be >= 1 (got 0)"},
-      {[](PlanRequest& r) { r.gpu.mem_gib = 0; }, "--gpu-mem-gib: must be a positive number (got 0.000)"},
-      {[](PlanRequest& r) { r.gpu.net_gbps = -1; }, "--net-gbps: must be a positive number (got -1.000)"},
-      {[](PlanRequest& r) { r.model.heads = 7; }, "--model: llama-2-7b: hidden: 4096 is not divisible by heads (7)"},
+      {[](PlanRequest& r) { r.gpu.mem_gib = 0; },
+       "--gpu-mem-gib: must be a positive number (got 0.000)"},
+      {[](PlanRequest& r) { r.gpu.net_gbps = -1; },
+       "--net-gbps: must be a positive number (got -1.000)"},
+      {[](PlanRequest& r) { r.model.heads = 7; },
+       "--model: llama-2-7b: hidden: 4096 is not divisible by heads (7)"},
       {[](PlanRequest& r) { r.tp = 0; }, "tp: must be >= 1 (got 0)"},
   };
   for (const auto& c : cases) {

@@ -19,11 +19,11 @@ namespace autopar {
 
 struct GpuSpec {
   std::string name;
-  double mem_gib = 0;       // usable device memory as the driver reports it, GiB
-  double bf16_tflops = 0;   // dense BF16 tensor-core peak, TFLOP/s
-  double nvlink_gbps = 0;   // NVLink bandwidth per GPU per direction, GB/s
-  double net_gbps = 0;      // inter-node network bandwidth per GPU per direction, GB/s
-  double hbm_gbps = 0;      // device memory bandwidth, GB/s (optimizer step is memory-bound)
+  double mem_gib = 0;      // usable device memory as the driver reports it, GiB
+  double bf16_tflops = 0;  // dense BF16 tensor-core peak, TFLOP/s
+  double nvlink_gbps = 0;  // NVLink bandwidth per GPU per direction, GB/s
+  double net_gbps = 0;     // inter-node network bandwidth per GPU per direction, GB/s
+  double hbm_gbps = 0;     // device memory bandwidth, GB/s (optimizer step is memory-bound)
   // Fraction of bf16_tflops that large transformer GEMMs reach in practice (the planner scales it
   // down for small per-GPU matrices); see docs/planner.md "Compute".
   double matmul_efficiency = 0;

@@ -26,13 +26,13 @@ namespace autopar {
 
 struct ModelArch {
   std::string name;
-  int64_t layers = 0;      // transformer blocks
-  int64_t hidden = 0;      // model width h
-  int64_t heads = 0;       // attention (query) heads a
-  int64_t kv_heads = 0;    // key/value heads (GQA/MQA when < heads)
-  int64_t vocab = 0;       // vocabulary size v (as trained, before any padding)
-  int64_t ffn_hidden = 0;  // MLP inner width
-  int64_t seq_len = 0;     // default training sequence length
+  int64_t layers = 0;            // transformer blocks
+  int64_t hidden = 0;            // model width h
+  int64_t heads = 0;             // attention (query) heads a
+  int64_t kv_heads = 0;          // key/value heads (GQA/MQA when < heads)
+  int64_t vocab = 0;             // vocabulary size v (as trained, before any padding)
+  int64_t ffn_hidden = 0;        // MLP inner width
+  int64_t seq_len = 0;           // default training sequence length
   bool gated_mlp = false;        // SwiGLU-style MLP: three h x ffn matrices instead of two
   bool tied_embeddings = false;  // output layer shares the input embedding matrix
   bool learned_pos_emb = false;  // learned absolute position embeddings (seq_len x h)
@@ -45,10 +45,10 @@ struct ModelArch {
 
 // Parameter counts, computed from the architecture (docs/planner.md, "Parameters").
 struct ParamCount {
-  double per_layer = 0;     // one transformer block (attention + MLP + its norms)
-  double embedding = 0;     // input token embedding (+ position embedding)
-  double output = 0;        // output projection (0 when tied) + final norm
-  double total = 0;         // layers * per_layer + embedding + output
+  double per_layer = 0;  // one transformer block (attention + MLP + its norms)
+  double embedding = 0;  // input token embedding (+ position embedding)
+  double output = 0;     // output projection (0 when tied) + final norm
+  double total = 0;      // layers * per_layer + embedding + output
 };
 ParamCount CountParams(const ModelArch& model);
 

@@ -35,11 +35,11 @@ Result<Recompute> ParseRecompute(const std::string& name);
 
 struct PlanRequest {
   ModelArch model;
-  GpuSpec gpu;                 // a preset from ResolveGpuType, with any numbers overridden
-  int64_t gpus = 0;            // total GPUs of the job
+  GpuSpec gpu;       // a preset from ResolveGpuType, with any numbers overridden
+  int64_t gpus = 0;  // total GPUs of the job
   int64_t gpus_per_node = 8;
-  int64_t global_batch = 0;    // sequences per optimizer step
-  int64_t seq_len = 0;         // 0: model.seq_len
+  int64_t global_batch = 0;  // sequences per optimizer step
+  int64_t seq_len = 0;       // 0: model.seq_len
   // Pinned sizes (--auto-parallel=tp=T,pp=P[,dp=D]); unset = searched.
   std::optional<int64_t> tp, pp, dp;
   // How the pinned sizes were given, for error messages; empty: "--auto-parallel=tp=T,pp=P".
@@ -50,20 +50,21 @@ struct PlanRequest {
   std::optional<Recompute> recompute;
   std::optional<int64_t> recompute_layers;  // with full recompute: layers per chunk (0 = all)
   std::optional<bool> optimizer_sharding;
-  int top_k = 3;                       // alternatives to return
-  bool allow_cross_node_tp = false;    // t may exceed gpus_per_node (TP traffic then uses the network)
-  bool allow_uneven_stages = false;    // layers need not divide p*v (the largest stage counts)
+  int top_k = 3;  // alternatives to return
+  bool allow_cross_node_tp =
+      false;  // t may exceed gpus_per_node (TP traffic then uses the network)
+  bool allow_uneven_stages = false;  // layers need not divide p*v (the largest stage counts)
   // A layout fits when its memory (including framework_gib) <= gpu.mem_gib * (1 -
   // headroom_fraction), the "usable" memory.
-  double headroom_fraction = 0.10;     // allocator fragmentation
-  double framework_gib = 1.5;          // CUDA context, cuBLAS workspace, NCCL buffers
+  double headroom_fraction = 0.10;  // allocator fragmentation
+  double framework_gib = 1.5;       // CUDA context, cuBLAS workspace, NCCL buffers
 };
 
 struct Layout {
   int64_t tp = 1, pp = 1, dp = 1;
   int64_t micro_batch = 1;
-  int64_t grad_accum = 1;    // micro-batches per step per data-parallel rank
-  int64_t vpp = 1;           // interleaved (virtual) pipeline chunks per stage; 1 = not interleaved
+  int64_t grad_accum = 1;  // micro-batches per step per data-parallel rank
+  int64_t vpp = 1;         // interleaved (virtual) pipeline chunks per stage; 1 = not interleaved
   Recompute recompute = Recompute::kNone;
   // With kFull: layers of each pipeline chunk recomputed in full (Megatron's "block" method); the
   // chunk's other layers use selective recompute. 0 = every layer.
@@ -105,15 +106,15 @@ struct PlanCandidate {
   double step_time_s = 0;
   double tokens_per_s = 0;
   double samples_per_s = 0;
-  double mfu = 0;            // model FLOPs / (step time * gpus * peak)
+  double mfu = 0;  // model FLOPs / (step time * gpus * peak)
   bool fits = false;
-  std::string reason;        // for alternatives: why it lost to the chosen plan
+  std::string reason;  // for alternatives: why it lost to the chosen plan
 };
 
 struct Plan {
   std::string model_name;
-  double params = 0;         // counted from the architecture
-  int64_t layers = 0;        // transformer layers (for per-virtual-stage layer counts)
+  double params = 0;   // counted from the architecture
+  int64_t layers = 0;  // transformer layers (for per-virtual-stage layer counts)
   std::string gpu_name;
   int64_t gpus = 0, gpus_per_node = 0, global_batch = 0, seq_len = 0;
   double mem_usable_gib = 0;
