@@ -16,6 +16,9 @@ NODES=(node1 node2 node3 node4)
 MARKER_NAME=.autopar-test-cluster
 
 CONF=$CLUSTER_DIR/etc/slurm.conf
+# The autopard executable the nodes run (one line, empty for none), fixed by start.sh so that
+# revive-node.sh starts a node exactly as start.sh did.
+AUTOPARD_PATH_FILE=$CLUSTER_DIR/etc/autopard.path
 PIDS=$CLUSTER_DIR/pids
 MUNGE_DIR=$CLUSTER_DIR/munge
 MUNGE_SOCKET=$MUNGE_DIR/munge.socket.2
@@ -120,12 +123,13 @@ wait_pids_gone() {
 # (hostname NODE) namespaces, detached from the caller, and records both the outer `unshare` pid and
 # the namespace init's pid (as seen here) in $PIDS.
 start_node() {
-  local node=$1 upid ipid="" deadline
+  local node=$1 upid ipid="" deadline autopard=""
+  if [[ -s $AUTOPARD_PATH_FILE ]]; then read -r autopard <"$AUTOPARD_PATH_FILE" || true; fi
   rm -f "$PIDS/$node.init.pid" "$PIDS/$node.unshare.pid"
   # setsid: own session, so the caller's terminal or process group never signals the node.
   # --kill-child: if unshare itself is killed, the kernel kills the namespace init (and so the node).
   setsid env -i PATH="$DAEMON_PATH" HOME=/root LANG=C.UTF-8 \
-    AUTOPAR_CLUSTER_DIR="$CLUSTER_DIR" AUTOPAR_AUTOPARD="${AUTOPAR_AUTOPARD:-}" AUTOPAR_NODE_UTS=1 \
+    AUTOPAR_CLUSTER_DIR="$CLUSTER_DIR" AUTOPAR_AUTOPARD="$autopard" AUTOPAR_NODE_UTS=1 \
     unshare --pid --fork --mount-proc --uts --kill-child \
     bash "$CLUSTER_LIB_DIR/node.sh" "$node" "$CLUSTER_DIR" \
     </dev/null >>"$CLUSTER_DIR/log/$node.init.log" 2>&1 &

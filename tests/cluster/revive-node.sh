@@ -4,7 +4,8 @@
 #
 # Usage: revive-node.sh NODE
 # Environment: AUTOPAR_CLUSTER_TIMEOUT (seconds to wait, default 60) and the other variables of
-# start.sh (AUTOPAR_CLUSTER_DIR, AUTOPAR_CLUSTER_PORT_BASE, AUTOPAR_AUTOPARD).
+# start.sh that locate the cluster (AUTOPAR_CLUSTER_DIR, AUTOPAR_CLUSTER_PORT_BASE). The node runs
+# the autopard that start.sh was given (AUTOPAR_AUTOPARD at start time).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"

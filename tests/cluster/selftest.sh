@@ -121,6 +121,25 @@ expect_lines() { # expect_lines WANT GOT: compares two newline-separated lists
 
 cd "$work"
 
+# A stand-in for autopard: proves that node.sh starts AUTOPAR_AUTOPARD inside the node with its
+# --config file, and that the daemon dies and comes back with its node.
+cat >"$work/autopard-stub" <<'EOF'
+#!/bin/bash
+[[ ${1:-} == --config && -r ${2:-} ]] || { echo "usage: autopard-stub --config FILE" >&2; exit 2; }
+state_dir=$(awk -F ' = ' '$1 == "state_dir" { print $2 }' "$2")
+node=$(awk -F ' = ' '$1 == "node" { print $2 }' "$2")
+echo "$node $(hostname)" >"$state_dir/stub-started"
+exec -a autopard-stub sleep 100000
+EOF
+chmod 0755 "$work/autopard-stub"
+export AUTOPAR_AUTOPARD=$work/autopard-stub
+# stubs_on NODE: how many autopard stand-ins run inside NODE's namespace.
+stubs_on() {
+  local ipid
+  ipid=$(node_init_pid "$1") || { echo 0; return 0; }
+  ns_members "$ipid" | xargs -r ps -o args= -p 2>/dev/null | grep -c '^autopard-stub' || true
+}
+
 # --- start ---------------------------------------------------------------------------------------
 "$here/stop.sh" --clean >/dev/null 2>&1 || true
 check "start.sh starts the cluster" "$here/start.sh"
@@ -133,6 +152,15 @@ check "env.sh points at the cluster" grep -qx "export SLURM_CONF=$CONF" "$CLUSTE
 check "node1..node4 resolve to 127.0.2.1..4" expect_lines $'127.0.2.1\n127.0.2.2\n127.0.2.3\n127.0.2.4' \
   "$(for n in "${NODES[@]}"; do getent hosts "$n" | awk '{print $1}'; done)"
 check "slurm.conf uses the private munge socket" grep -q "^AuthInfo=socket=$MUNGE_SOCKET,cred_expire=" "$CONF"
+plugin=${AUTOPAR_PLUGIN:-$REPO_ROOT/build/spank/autopar.so}
+if [[ -f $plugin ]]; then
+  check "plugstack.conf loads $plugin" grep -q "^required $plugin" "$CLUSTER_DIR/etc/plugstack.conf"
+else
+  check "plugstack.conf is empty without a plugin" not grep -q "^required" "$CLUSTER_DIR/etc/plugstack.conf"
+fi
+check "autopard (stand-in) runs on each node with its config" expect_lines \
+  $'node1 node1\nnode2 node2\nnode3 node3\nnode4 node4' \
+  "$(for n in "${NODES[@]}"; do cat "$CLUSTER_DIR/autopard/$n/stub-started" 2>/dev/null; done)"
 phase "start (again, no-op)"
 
 # --- jobs ----------------------------------------------------------------------------------------
@@ -212,6 +240,7 @@ for p in "${node2_procs[@]}"; do pid_alive "$p" && survivors+="$p "; done
 check "no process of node2 is left (slurmd, slurmstepd, sleep)" test -z "$survivors"
 check "the sleep task (pid $sleep_pid) is gone" not pid_alive "${sleep_pid:-0}"
 check "no slurmd of node2 runs" not pgrep -f "slurmd -D -N node2 -f $CONF"
+check "node2's autopard died with it" test "$(stubs_on node2)" -eq 0
 check "other nodes keep running" test "$(for n in node1 node3 node4; do node_init_pid "$n" >/dev/null && echo up; done | wc -l)" -eq 3
 phase "kill-node"
 t=$SECONDS
@@ -222,7 +251,22 @@ check "revive-node.sh node2" "$here/revive-node.sh" node2
 check "node2 is idle again" wait_node_state 5 node2 idle
 check "job $jid ended with NODE_FAIL" bash -c "scontrol show job $jid | grep -q 'JobState=NODE_FAIL'"
 check "srun on all 4 nodes after revive" expect_lines $'node1\nnode2\nnode3\nnode4' "$(srun -N4 hostname | sort)"
+check "node2's autopard runs again" test "$(stubs_on node2)" -eq 1
 phase "revive-node"
+ctld_before=$(ctld_pid)
+"$here/kill-node.sh" node3 >/dev/null 2>&1
+out=$("$here/start.sh" 2>&1) || true
+check "start.sh revives only a dead node" grep -q "reviving dead nodes: node3" <<<"$out"
+check "... and keeps slurmctld" test "$(ctld_pid)" == "$ctld_before"
+check "node3 is idle again" wait_node_state 5 node3 idle
+phase "start.sh revives a node"
+old_pids=$(cat "$PIDS"/*.pid | sort)
+out=$(AUTOPAR_PLUGIN=$work/no-such-plugin.so "$here/start.sh" 2>&1) || true
+check "a changed configuration restarts the cluster" grep -q "configuration changed" <<<"$out"
+check "... with new processes" not grep -qxF -f <(printf '%s\n' "$old_pids") <(cat "$PIDS"/*.pid)
+check "... and an empty plugstack.conf" not grep -q "^required" "$CLUSTER_DIR/etc/plugstack.conf"
+export AUTOPAR_PLUGIN=$work/no-such-plugin.so
+phase "restart on config change"
 
 # --- crashes -------------------------------------------------------------------------------------------
 kill -KILL "$(ctld_pid)" "$(munged_pid)"
@@ -246,8 +290,11 @@ bystander=$!
 # A running step: stop.sh must end its tasks. Its srun (a client, not part of the cluster) runs in
 # its own process group so that this script can end it afterwards: srun keeps retrying a cluster
 # that has gone away.
-setsid srun -N4 -n4 sleep 600 >"$work/srun.out" 2>&1 &
-srun_pid=$!
+# (Started from a subshell so that it is not a job of this shell, which would report its death.)
+srun_pid=$(
+  setsid srun -N4 -n4 sleep 600 >"$work/srun.out" 2>&1 &
+  echo $!
+)
 sleeps_on_nodes() { all_node_members | xargs -r ps -o args= -p 2>/dev/null | grep -c '^/usr/bin/sleep 600'; }
 for _ in $(seq 100); do
   [[ $(sleeps_on_nodes) == 4 ]] && break
@@ -258,7 +305,7 @@ mapfile -t ours < <(cluster_procs)
 mapfile -t others < <(other_daemons "${ours[@]}")
 out=$("$here/stop.sh" 2>&1) || true
 kill -KILL -- "-$srun_pid" 2>/dev/null || true
-{ wait "$srun_pid"; } 2>/dev/null || true
+wait_pids_gone 5 "$srun_pid" || true
 check "stop.sh stops the cluster" grep -q "stopped" <<<"$out"
 check "no process of the cluster is left (${#ours[@]} before)" test -z "$(cluster_procs)"
 survivors=""
