@@ -385,6 +385,11 @@ std::string PinnedConstraintError(const PlanRequest& r, int64_t s) {
              std::to_string(r.gpus_per_node) +
              " GPUs of a node (tensor parallelism must stay on NVLink)";
     }
+    if (t <= r.gpus_per_node && r.gpus_per_node % t != 0 && !r.allow_cross_node_tp) {
+      return label + ": tp=" + std::to_string(t) + " does not divide the " +
+             std::to_string(r.gpus_per_node) +
+             " GPUs of a node (a tensor-parallel group would straddle two nodes)";
+    }
     if (r.gpus % t != 0) {
       return label + ": tp=" + std::to_string(t) + " does not divide the job's " +
              std::to_string(r.gpus) + " GPUs";
@@ -434,7 +439,8 @@ void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector
   for (int64_t t : Divisors(gpus)) {
     if (r.tp && t != *r.tp) continue;
     if (m.heads % t != 0 || m.kv_heads % t != 0) continue;
-    if (t > r.gpus_per_node && !r.allow_cross_node_tp) continue;
+    // Tensor-parallel groups stay inside a node: t divides the GPUs of a node.
+    if ((t > r.gpus_per_node || r.gpus_per_node % t != 0) && !r.allow_cross_node_tp) continue;
     for (int64_t p : Divisors(gpus / t)) {
       if (r.pp && p != *r.pp) continue;
       if (p > m.layers) break;

@@ -206,6 +206,7 @@ TEST(PlanJob, EveryPlanSatisfiesTheConstraints) {
       EXPECT_EQ(r.model.heads % l.tp, 0);
       EXPECT_EQ(r.model.kv_heads % l.tp, 0);
       EXPECT_LE(l.tp, c.gpus_per_node);
+      EXPECT_EQ(c.gpus_per_node % l.tp, 0);
       EXPECT_EQ(r.model.layers % (l.pp * l.vpp), 0);
       EXPECT_EQ(l.micro_batch * l.grad_accum * l.dp, c.batch);
       if (l.vpp > 1) {
@@ -280,6 +281,17 @@ TEST(PlanJob, TensorParallelStaysInANodeUnlessAllowed) {
   EXPECT_EQ(pinned.message(),
             "--auto-parallel=tp=8: tp=8 exceeds the 4 GPUs of a node (tensor parallelism must stay "
             "on NVLink)");
+  // A model whose 48 heads allow t = 6: on 8-GPU nodes a group of 6 would straddle two nodes.
+  PlanRequest straddle = Request("gpt3-1.3b", 12, "a100-80gb", 48);
+  straddle.model.heads = 48;
+  straddle.model.hidden = 48 * 64;
+  straddle.model.kv_heads = 48;
+  straddle.tp = 6;
+  auto straddling = PlanJob(straddle);
+  ASSERT_FALSE(straddling.ok());
+  EXPECT_EQ(straddling.message(),
+            "--auto-parallel=tp=6: tp=6 does not divide the 8 GPUs of a node (a tensor-parallel "
+            "group would straddle two nodes)");
   r.allow_cross_node_tp = true;
   auto allowed = PlanJob(r);
   ASSERT_TRUE(allowed.ok()) << allowed.message();
