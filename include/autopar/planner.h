@@ -3,7 +3,7 @@
 // of memory and time (every formula and its source: docs/planner.md).
 //
 // PlanJob() searches every layout that satisfies the constraints (t*p*d = gpus, heads % t == 0,
-// kv_heads % t == 0, t <= gpus_per_node unless allow_cross_node_tp, layers % (p*v) == 0 unless
+// kv_heads % t == 0, gpus_per_node % t == 0 unless allow_cross_node_tp, layers % (p*v) == 0 unless
 // allow_uneven_stages, global_batch % (micro_batch*d) == 0, interleaving needs p > 1 and the
 // number of micro-batches to be a multiple of p) and returns the fastest that fits in memory,
 // plus up to top_k ranked alternatives, each with the reason it lost.
