@@ -1,0 +1,240 @@
+#include "autopar/timeline.h"
+
+#include <json/json.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <set>
+#include <tuple>
+
+namespace autopar {
+namespace {
+
+bool KeyChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == '-';
+}
+
+bool NeedsQuotes(std::string_view v) {
+  if (v.empty()) return true;
+  for (char c : v) {
+    if (c == ' ' || c == '"' || c == '\\' || c == '=' || c == '\t' || c == '\n') return true;
+  }
+  return false;
+}
+
+std::string Compact(const Json::Value& v) {
+  Json::StreamWriterBuilder b;
+  b["indentation"] = "";
+  b["emitUTF8"] = true;
+  return Json::writeString(b, v);
+}
+
+Json::Value EventToJson(const JournalEvent& e) {
+  Json::Value v(Json::objectValue);
+  v["time"] = e.time;
+  v["time_utc"] = FormatEventTime(e.time, true);
+  v["node"] = e.node;
+  v["job_id"] = e.job_id;
+  v["kind"] = e.kind;
+  v["rank"] = e.rank;
+  v["step"] = Json::Int64(e.step);
+  v["detail"] = e.detail;
+  Json::Value f(Json::objectValue);
+  for (const auto& [k, val] : ParseEventFields(e.detail)) f[k] = val;
+  v["fields"] = f;
+  return v;
+}
+
+}  // namespace
+
+std::string FormatEventFields(const EventFields& fields) {
+  std::string out;
+  for (const auto& [key, value] : fields) {
+    if (!out.empty()) out += ' ';
+    for (char c : key) out += KeyChar(c) ? c : '_';
+    if (key.empty()) out += '_';
+    out += '=';
+    if (!NeedsQuotes(value)) {
+      out += value;
+      continue;
+    }
+    out += '"';
+    for (char c : value) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c == '\n' ? ' ' : c;  // one event, one line (multi-line stacks use ';' instead)
+    }
+    out += '"';
+  }
+  return out;
+}
+
+EventFields ParseEventFields(std::string_view d) {
+  EventFields out;
+  std::string text;  // free text that is not key=value
+  size_t i = 0;
+  auto add_text = [&text](std::string_view t) {
+    if (!text.empty()) text += ' ';
+    text += t;
+  };
+  while (i < d.size()) {
+    while (i < d.size() && d[i] == ' ') ++i;
+    if (i >= d.size()) break;
+    size_t k = i;
+    while (k < d.size() && KeyChar(d[k])) ++k;
+    if (k == i || k >= d.size() || d[k] != '=') {  // not a key=: a free-text word
+      size_t end = d.find(' ', i);
+      if (end == std::string_view::npos) end = d.size();
+      add_text(d.substr(i, end - i));
+      i = end;
+      continue;
+    }
+    std::string key(d.substr(i, k - i));
+    std::string value;
+    i = k + 1;
+    if (i < d.size() && d[i] == '"') {
+      ++i;
+      while (i < d.size() && d[i] != '"') {
+        if (d[i] == '\\' && i + 1 < d.size()) ++i;
+        value += d[i++];
+      }
+      if (i < d.size()) ++i;  // the closing quote
+    } else {
+      while (i < d.size() && d[i] != ' ') value += d[i++];
+    }
+    out.emplace_back(std::move(key), std::move(value));
+  }
+  if (!text.empty()) out.emplace_back("text", text);
+  return out;
+}
+
+std::vector<JournalEvent> MergeTimelines(const std::vector<std::vector<JournalEvent>>& journals) {
+  struct Keyed {
+    const JournalEvent* e;
+    size_t journal, index;
+  };
+  std::vector<Keyed> all;
+  for (size_t j = 0; j < journals.size(); ++j) {
+    for (size_t i = 0; i < journals[j].size(); ++i) all.push_back({&journals[j][i], j, i});
+  }
+  std::stable_sort(all.begin(), all.end(), [](const Keyed& a, const Keyed& b) {
+    return std::tie(a.e->time, a.e->node, a.journal, a.index) <
+           std::tie(b.e->time, b.e->node, b.journal, b.index);
+  });
+  std::vector<JournalEvent> out;
+  std::set<std::tuple<double, std::string, std::string, std::string, int, int64_t, std::string>>
+      seen;
+  for (const auto& k : all) {
+    const JournalEvent& e = *k.e;
+    if (!seen.insert({e.time, e.node, e.job_id, e.kind, e.rank, e.step, e.detail}).second) continue;
+    out.push_back(e);
+  }
+  return out;
+}
+
+std::string FormatEventTime(double epoch_s, bool iso) {
+  double whole = std::floor(epoch_s);
+  auto ms = static_cast<int>(std::lround((epoch_s - whole) * 1000));
+  auto t = static_cast<time_t>(whole);
+  if (ms >= 1000) {
+    ms -= 1000;
+    ++t;
+  }
+  struct tm tm {};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02d%c%02d:%02d:%02d.%03d%s", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, iso ? 'T' : ' ', tm.tm_hour, tm.tm_min, tm.tm_sec, ms,
+                iso ? "Z" : "");
+  return buf;
+}
+
+std::string RenderEventsTable(const std::string& job_id, const std::vector<JournalEvent>& events) {
+  if (events.empty()) return "no events for job " + job_id + "\n";
+  size_t node_w = 4, kind_w = 4;
+  std::set<std::string> nodes;
+  for (const auto& e : events) {
+    node_w = std::max(node_w, e.node.size());
+    kind_w = std::max(kind_w, e.kind.size());
+    if (!e.node.empty()) nodes.insert(e.node);
+  }
+  auto pad = [](std::string s, size_t w) {
+    if (s.size() < w) s.append(w - s.size(), ' ');
+    return s;
+  };
+  auto num = [](int64_t v) { return v < 0 ? std::string("-") : std::to_string(v); };
+  std::string out = pad("TIME (UTC)", 23) + "  " + "   +SECONDS" + "  " + pad("NODE", node_w) +
+                    "  " + " RANK" + "  " + "  STEP" + "  " + pad("KIND", kind_w) + "  DETAIL\n";
+  const double t0 = events.front().time;
+  for (const auto& e : events) {
+    char rel[32], rank[16], step[24];
+    std::snprintf(rel, sizeof rel, "%11.3f", e.time - t0);
+    std::snprintf(rank, sizeof rank, "%5s", num(e.rank).c_str());
+    std::snprintf(step, sizeof step, "%6s", num(e.step).c_str());
+    std::string line = FormatEventTime(e.time, false) + "  " + rel + "  " +
+                       pad(e.node.empty() ? "-" : e.node, node_w) + "  " + rank + "  " + step +
+                       "  " + pad(e.kind, kind_w) + "  " + e.detail;
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  out += std::to_string(events.size()) + (events.size() == 1 ? " event" : " events") + " from " +
+         std::to_string(nodes.size()) + (nodes.size() == 1 ? " node" : " nodes") + "\n";
+  return out;
+}
+
+std::string EncodeEventsJson(const std::string& job_id, const std::vector<JournalEvent>& events) {
+  Json::Value id(job_id);
+  std::string out = "{\"job_id\": " + Compact(id) + ", \"events\": [";
+  for (size_t i = 0; i < events.size(); ++i) {
+    out += (i ? ",\n  " : "\n  ") + Compact(EventToJson(events[i]));
+  }
+  out += events.empty() ? "]}\n" : "\n]}\n";
+  return out;
+}
+
+Result<std::vector<JournalEvent>> DecodeEventsJson(std::string_view text) {
+  Json::CharReaderBuilder b;
+  b["collectComments"] = false;
+  std::unique_ptr<Json::CharReader> reader(b.newCharReader());
+  Json::Value v;
+  std::string errs;
+  if (!reader->parse(text.data(), text.data() + text.size(), &v, &errs)) {
+    return Status::Error("events JSON: " + errs.substr(0, errs.find('\n')));
+  }
+  if (!v.isObject() || !v["events"].isArray()) {
+    return Status::Error("events JSON: no \"events\" array");
+  }
+  std::vector<JournalEvent> out;
+  for (Json::ArrayIndex i = 0; i < v["events"].size(); ++i) {
+    const Json::Value& e = v["events"][i];
+    std::string where = "events JSON: events[" + std::to_string(i) + "]: ";
+    if (!e.isObject()) return Status::Error(where + "not an object");
+    JournalEvent ev;
+    if (!e["time"].isNumeric()) return Status::Error(where + "time: not a number");
+    ev.time = e["time"].asDouble();
+    for (const char* key : {"node", "job_id", "kind", "detail"}) {
+      if (!e[key].isNull() && !e[key].isString()) {
+        return Status::Error(where + key + ": not a string");
+      }
+    }
+    ev.node = e["node"].asString();
+    ev.job_id = e["job_id"].asString();
+    ev.kind = e["kind"].asString();
+    ev.detail = e["detail"].asString();
+    if (ev.kind.empty()) return Status::Error(where + "kind: missing");
+    for (const char* key : {"rank", "step"}) {
+      if (!e[key].isNull() && !e[key].isIntegral()) {
+        return Status::Error(where + key + ": not an integer");
+      }
+    }
+    ev.rank = e["rank"].isNull() ? -1 : e["rank"].asInt();
+    ev.step = e["step"].isNull() ? -1 : e["step"].asInt64();
+    out.push_back(std::move(ev));
+  }
+  return out;
+}
+
+}  // namespace autopar

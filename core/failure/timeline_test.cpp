@@ -1,0 +1,127 @@
+#include "autopar/timeline.h"
+
+#include <gtest/gtest.h>
+
+namespace autopar {
+namespace {
+
+JournalEvent Ev(double t, const char* node, const char* kind, int rank = -1, int64_t step = -1,
+                std::string detail = "") {
+  JournalEvent e;
+  e.time = t;
+  e.node = node;
+  e.job_id = "42";
+  e.kind = kind;
+  e.rank = rank;
+  e.step = step;
+  e.detail = std::move(detail);
+  return e;
+}
+
+TEST(EventFieldsTest, FormatAndParseRoundTrip) {
+  struct Case {
+    EventFields fields;
+    const char* text;
+  } cases[] = {
+      {{}, ""},
+      {{{"class", "rank-crash"}, {"exit", "1"}}, "class=rank-crash exit=1"},
+      {{{"reason", "rank 3 on node2 exited"}}, "reason=\"rank 3 on node2 exited\""},
+      {{{"q", "say \"hi\" \\o/"}}, "q=\"say \\\"hi\\\" \\\\o/\""},
+      {{{"empty", ""}, {"eq", "a=b"}}, "empty=\"\" eq=\"a=b\""},
+      {{{"exclude", "node2,node3"}, {"delay_s", "5.0"}}, "exclude=node2,node3 delay_s=5.0"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(FormatEventFields(c.fields), c.text);
+    EXPECT_EQ(ParseEventFields(c.text), c.fields) << c.text;
+  }
+  EXPECT_EQ(FormatEventFields({{"bad key", "v"}}), "bad_key=v");
+}
+
+TEST(EventFieldsTest, FreeTextIsKeptUnderText) {
+  EventFields f = ParseEventFields("resumed from the latest step=40 ok");
+  EventFields want = {{"step", "40"}, {"text", "resumed from the latest ok"}};
+  EXPECT_EQ(f, want);
+}
+
+TEST(TimelineTest, MergeOrdersByTimeAndDropsDuplicates) {
+  std::vector<JournalEvent> node1 = {Ev(10, "node1", "step-started"), Ev(30, "node1", "failure"),
+                                     Ev(12, "node1", "rendezvous")};
+  std::vector<JournalEvent> node2 = {Ev(11, "node2", "step-started"), Ev(30, "node2", "failure"),
+                                     Ev(40, "node2", "requeue")};
+  std::vector<JournalEvent> again = {Ev(40, "node2", "requeue")};  // read twice
+  auto merged = MergeTimelines({node2, node1, again});
+  std::vector<std::string> got;
+  for (const auto& e : merged) got.push_back(e.node + ":" + e.kind);
+  std::vector<std::string> want = {"node1:step-started", "node2:step-started", "node1:rendezvous",
+                                   "node1:failure",      "node2:failure",      "node2:requeue"};
+  EXPECT_EQ(got, want);
+  EXPECT_TRUE(MergeTimelines({}).empty());
+}
+
+TEST(TimelineTest, TimeFormat) {
+  EXPECT_EQ(FormatEventTime(0, true), "1970-01-01T00:00:00.000Z");
+  EXPECT_EQ(FormatEventTime(1796029262.345, false), "2026-11-30 09:01:02.345");
+  EXPECT_EQ(FormatEventTime(59.9996, true), "1970-01-01T00:01:00.000Z");  // rounds up
+}
+
+TEST(TimelineTest, TableRendering) {
+  std::vector<JournalEvent> events = {
+      Ev(1000, "node1", "step-started", -1, -1, "nodes=node[1-2] restart=0"),
+      Ev(1002.5, "node2", "failure", 3, 41, "class=rank-crash signal=9"),
+      Ev(1010.25, "node1", "requeue", -1, -1, "attempt=1 of=3"),
+  };
+  std::string want =
+      "TIME (UTC)                  +SECONDS  NODE    RANK    STEP  KIND          DETAIL\n"
+      "1970-01-01 00:16:40.000        0.000  node1      -       -  step-started  nodes=node[1-2] restart=0\n"
+      "1970-01-01 00:16:42.500        2.500  node2      3      41  failure       class=rank-crash signal=9\n"
+      "1970-01-01 00:16:50.250       10.250  node1      -       -  requeue       attempt=1 of=3\n"
+      "3 events from 2 nodes\n";
+  EXPECT_EQ(RenderEventsTable("42", events), want);
+  EXPECT_EQ(RenderEventsTable("42", {}), "no events for job 42\n");
+}
+
+TEST(TimelineTest, JsonRoundTrip) {
+  std::vector<JournalEvent> events = {
+      Ev(1000.125, "node1", "submitted", -1, -1, "plan=\"tp=1,pp=1,dp=4\""),
+      Ev(1001, "node2", "ckpt-complete", -1, 40, "duration_s=2.5"),
+  };
+  std::string json = EncodeEventsJson("42", events);
+  EXPECT_NE(json.find("\"time_utc\":\"1970-01-01T00:16:40.125Z\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"fields\":{\"plan\":\"tp=1,pp=1,dp=4\"}"), std::string::npos) << json;
+  auto back = DecodeEventsJson(json);
+  ASSERT_TRUE(back.ok()) << back.message();
+  ASSERT_EQ(back->size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_DOUBLE_EQ((*back)[i].time, events[i].time);
+    EXPECT_EQ((*back)[i].node, events[i].node);
+    EXPECT_EQ((*back)[i].job_id, "42");
+    EXPECT_EQ((*back)[i].kind, events[i].kind);
+    EXPECT_EQ((*back)[i].rank, events[i].rank);
+    EXPECT_EQ((*back)[i].step, events[i].step);
+    EXPECT_EQ((*back)[i].detail, events[i].detail);
+  }
+  EXPECT_EQ(EncodeEventsJson("42", {}), "{\"job_id\": \"42\", \"events\": []}\n");
+}
+
+TEST(TimelineTest, JsonErrorsNameTheField) {
+  struct Case {
+    const char* text;
+    const char* error;
+  } cases[] = {
+      {"not json", "events JSON: "},
+      {"{\"x\": 1}", "no \"events\" array"},
+      {"{\"events\": [1]}", "events[0]: not an object"},
+      {"{\"events\": [{\"time\": \"x\", \"kind\": \"a\"}]}", "events[0]: time: not a number"},
+      {"{\"events\": [{\"time\": 1}]}", "events[0]: kind: missing"},
+      {"{\"events\": [{\"time\": 1, \"kind\": \"a\", \"rank\": 1.5}]}", "events[0]: rank: not an integer"},
+      {"{\"events\": [{\"time\": 1, \"kind\": \"a\", \"node\": 3}]}", "events[0]: node: not a string"},
+  };
+  for (const auto& c : cases) {
+    auto r = DecodeEventsJson(c.text);
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_NE(r.message().find(c.error), std::string::npos) << r.message();
+  }
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,64 @@
+// Stack capture for a hung rank (issue 6), before autopard kills it: what the kernel knows of the
+// process, and the Python stacks when the rank runs Python.
+//
+//  - /proc/PID/status "State:" (e.g. "T (stopped)", "S (sleeping)") and /proc/PID/wchan (the
+//    kernel function it waits in) are readable by anyone who may see the process;
+//  - /proc/PID/stack (the kernel stack) needs root (autopard runs as root); missing or unreadable
+//    parts are noted, never fatal;
+//  - Python ranks: the autopar Python module registers faulthandler on SIGUSR2
+//    (faulthandler.register(SIGUSR2, file=..., all_threads=True)) writing to
+//    PythonStackDumpPath(dir, rank); CaptureStack sends SIGUSR2 and waits up to `python_wait_ms`
+//    for the file to appear. A stopped process (state T) cannot run its handler: no signal is
+//    sent and the capture says so.
+//
+// All process access goes through ProcAccess so tests inject /proc contents, signals and time.
+// CaptureStack is reentrant when the ProcAccess functions are.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autopar/status.h"
+
+namespace autopar {
+
+inline constexpr int kPythonStackSignal = 12;  // SIGUSR2 on Linux
+
+struct ProcAccess {
+  // The whole content of a file (e.g. "/proc/123/status"); an error when it cannot be read.
+  std::function<Result<std::string>(const std::string& path)> read_file;
+  // kill(pid, sig).
+  std::function<Status(int pid, int sig)> send_signal;
+  // Sleeps this many milliseconds (polling for the Python dump).
+  std::function<void(int ms)> sleep_ms;
+};
+// The real /proc, kill(2) and nanosleep.
+ProcAccess RealProcAccess();
+
+// Where a rank's Python faulthandler dump goes: "<dir>/stack-rank<R>.txt". `dir` is
+// AUTOPAR_STACK_DIR when the task has it, else "/tmp/autopar-stacks/<job_id>".
+std::string PythonStackDumpPath(const std::string& dir, int rank);
+std::string DefaultStackDir(const std::string& job_id);
+
+struct StackCaptureOptions {
+  std::string python_dump_path;  // empty: do not ask Python for its stacks
+  int python_wait_ms = 2000;
+};
+
+struct StackCapture {
+  int pid = 0;
+  std::string state;         // "T (stopped)"; empty when unreadable
+  std::string wchan;         // "do_signal_stop"; empty when unreadable or "0"
+  std::string kernel_stack;  // lines of /proc/PID/stack joined with " <- "
+  bool python = false;       // the process runs a Python interpreter
+  std::string python_stack;  // the faulthandler dump, lines joined with "; " (may be empty)
+  std::vector<std::string> notes;  // what could not be captured, and why
+  // key=value fields for the journal's "stack" event (timeline.h FormatEventFields).
+  std::string ToDetail() const;
+};
+
+// Never fails: whatever cannot be read is recorded in `notes`.
+StackCapture CaptureStack(int pid, const StackCaptureOptions& options, const ProcAccess& proc);
+
+}  // namespace autopar

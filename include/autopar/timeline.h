@@ -1,0 +1,72 @@
+// One timeline per job (issue 6): the event record every part of autopar writes to autopard's
+// journal, its JSON form, the merge of several nodes' journals in time order, and the table that
+// `autopar events JOBID` prints.
+//
+// The record is autopar::JournalEvent (protocol.h: time, node, job_id, kind, rank, step, detail):
+// the same type travels in the protocol's `event`/`events` ops. Structured fields go in `detail`
+// as space-separated key=value pairs (FormatEventFields; values with spaces or quotes are
+// double-quoted with \" and \\ escapes), so the table shows them as they are and --json also gives
+// them as an object.
+//
+// `autopar events JOBID` output:
+//   table:  TIME (UTC, ms)           +SECONDS  NODE   RANK STEP KIND             DETAIL
+//           2026-11-30 09:01:02.345     0.000  node1     -    - submitted        plan="tp=1,pp=1,dp=4"
+//           ... one line per event, "-" for an unknown rank/step, then one summary line.
+//   --json: {"job_id": "42", "events": [{"time": 1796029262.345, "time_utc":
+//           "2026-11-30T09:01:02.345Z", "node": ..., "job_id": ..., "kind": ..., "rank": -1,
+//           "step": -1, "detail": "...", "fields": {"key": "value", ...}}, ...]}
+//
+// Pure functions; reentrant.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "autopar/protocol.h"
+#include "autopar/status.h"
+
+namespace autopar {
+
+// The kinds of event autopar records (other kinds are allowed and shown as they are).
+namespace event_kind {
+inline constexpr const char* kSubmitted = "submitted";          // plan=...
+inline constexpr const char* kStepStarted = "step-started";     // nodes= ranks= restart=
+inline constexpr const char* kRendezvous = "rendezvous";        // duration_s=
+inline constexpr const char* kCkptCommitted = "ckpt-committed"; // step, rank
+inline constexpr const char* kCkptComplete = "ckpt-complete";   // step, duration_s=
+inline constexpr const char* kCkptFailed = "ckpt-failed";       // step, error=
+inline constexpr const char* kHeartbeatMissed = "heartbeat-missed";  // idle_s= limit_s=
+inline constexpr const char* kFailure = "failure";  // class= rank exit= signal= reason=
+inline constexpr const char* kStack = "stack";      // rank, the captured stack (stack_capture.h)
+inline constexpr const char* kRequeue = "requeue";  // attempt= of= delay_s= exclude= reason=
+inline constexpr const char* kStopped = "stopped";  // reason=
+inline constexpr const char* kResumed = "resumed";  // step (the checkpoint resumed from)
+inline constexpr const char* kFinished = "finished";  // exit=
+}  // namespace event_kind
+
+using EventFields = std::vector<std::pair<std::string, std::string>>;
+
+// key=value pairs, in the given order. Keys must be [A-Za-z0-9_.-]+ (others are replaced by '_').
+std::string FormatEventFields(const EventFields& fields);
+// The inverse; text that is not key=value (free text) comes back under the key "text".
+EventFields ParseEventFields(std::string_view detail);
+
+// Merges several journals (each in any order) into one in time order; events at the same time
+// keep node, then journal order. Exact duplicates (the same event read twice) appear once.
+std::vector<JournalEvent> MergeTimelines(const std::vector<std::vector<JournalEvent>>& journals);
+
+// "2026-11-30 09:01:02.345" (sep ' ') or "2026-11-30T09:01:02.345Z" (iso = true); UTC.
+std::string FormatEventTime(double epoch_s, bool iso);
+
+// The table above, ending with "N events from M nodes" (or "no events for job J").
+std::string RenderEventsTable(const std::string& job_id, const std::vector<JournalEvent>& events);
+
+// The --json form above (one line per event for readable diffs), ending with a newline.
+std::string EncodeEventsJson(const std::string& job_id, const std::vector<JournalEvent>& events);
+// Reads EncodeEventsJson's output back (the "fields"/"time_utc" members are ignored: `detail` and
+// `time` are the truth). Errors name what is wrong: "events JSON: events[2]: time: not a number".
+Result<std::vector<JournalEvent>> DecodeEventsJson(std::string_view text);
+
+}  // namespace autopar
