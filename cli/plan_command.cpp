@@ -152,13 +152,21 @@ int RunPlanCommand(int argc, char** argv) {
   } numbers[] = {
       {"gpu-mem-gib", &req.gpu.mem_gib},     {"gpu-tflops", &req.gpu.bf16_tflops},
       {"nvlink-gbps", &req.gpu.nvlink_gbps}, {"net-gbps", &req.gpu.net_gbps},
-      {"hbm-gbps", &req.gpu.hbm_gbps},       {"gpu-efficiency", &req.gpu.matmul_efficiency},
-      {"headroom", &req.headroom_fraction}};
+      {"hbm-gbps", &req.gpu.hbm_gbps},       {"gpu-efficiency", &req.gpu.matmul_efficiency}};
   for (const auto& n : numbers) {
     if (!vm.count(n.key)) continue;
     auto v = ParsePositive(std::string("--") + n.key, str(n.key));
     if (!v.ok()) return UsageError(v.message());
     *n.out = *v;
+  }
+  if (vm.count("headroom")) {
+    const std::string text = str("headroom");
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !(v >= 0 && v < 1)) {
+      return UsageError("--headroom: invalid value '" + text + "' (expected a fraction in [0, 1))");
+    }
+    req.headroom_fraction = v;
   }
   if (vm.count("gpu-mem-gib") || vm.count("gpu-tflops") || vm.count("nvlink-gbps") ||
       vm.count("net-gbps") || vm.count("hbm-gbps") || vm.count("gpu-efficiency")) {
