@@ -1,0 +1,58 @@
+#include "auth.h"
+
+#include <algorithm>
+
+namespace autopar {
+
+CachedJobOwners::CachedJobOwners(std::unique_ptr<JobOwnerLookup> inner, std::chrono::seconds ttl,
+                                 std::function<std::chrono::steady_clock::time_point()> now)
+    : inner_(std::move(inner)), ttl_(ttl), now_(std::move(now)) {
+  if (!now_) now_ = [] { return std::chrono::steady_clock::now(); };
+}
+
+Result<uid_t> CachedJobOwners::Owner(const std::string& job_id) {
+  auto t = now_();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(job_id);
+    if (it != cache_.end() && t - it->second.second < ttl_) return it->second.first;
+  }
+  auto owner = inner_->Owner(job_id);
+  if (owner) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cache_[job_id] = {*owner, t};
+  }
+  return owner;
+}
+
+Authorizer::Authorizer(JobOwnerLookup* owners, std::vector<uid_t> privileged)
+    : owners_(owners), privileged_(std::move(privileged)) {
+  if (std::find(privileged_.begin(), privileged_.end(), 0u) == privileged_.end()) {
+    privileged_.push_back(0);
+  }
+}
+
+bool Authorizer::IsPrivileged(uid_t uid) const {
+  return std::find(privileged_.begin(), privileged_.end(), uid) != privileged_.end();
+}
+
+Status Authorizer::Check(const Peer& peer, const std::string& what, const std::string& job_id) {
+  if (IsPrivileged(peer.uid)) return Status::Ok();
+  auto owner = owners_->Owner(job_id);
+  if (!owner) return Status::Error(what + ": " + owner.message());
+  if (*owner != peer.uid) {
+    return Status::Error(what + ": permission denied: job " + job_id + " belongs to uid " +
+                         std::to_string(*owner) + ", not to you (uid " +
+                         std::to_string(peer.uid) + ")");
+  }
+  return Status::Ok();
+}
+
+Result<uid_t> Authorizer::FileOwner(const Peer& peer, const std::string& job_id) {
+  auto owner = owners_->Owner(job_id);
+  if (owner) return owner;
+  if (IsPrivileged(peer.uid)) return peer.uid;
+  return owner.status();
+}
+
+}  // namespace autopar

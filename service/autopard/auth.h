@@ -1,0 +1,73 @@
+// Who may act on which job. Every connection's peer is identified by the kernel (SO_PEERCRED);
+// a user may commit, restore, list and read only the jobs they own; root and SlurmUser may act
+// on any job. The owner of a job comes from Slurm (libslurm slurm_load_job) through the
+// JobOwnerLookup interface, so tests inject a fake; answers are cached.
+//
+// Thread safety: CachedJobOwners and Authorizer are safe to call from several threads at once.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "autopar/status.h"
+
+namespace autopar {
+
+struct Peer {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+class JobOwnerLookup {
+ public:
+  virtual ~JobOwnerLookup() = default;
+  // The uid that owns `job_id`; an error naming the job when Slurm does not know it.
+  virtual Result<uid_t> Owner(const std::string& job_id) = 0;
+};
+
+// libslurm: slurm_load_job. `slurm_conf` (may be empty) is exported as SLURM_CONF first.
+std::unique_ptr<JobOwnerLookup> MakeSlurmJobOwners(const std::string& slurm_conf);
+
+// Caches successful answers of `inner` for `ttl` (a job's owner never changes; errors are not
+// cached, so a job submitted a moment ago is found on the next request).
+class CachedJobOwners : public JobOwnerLookup {
+ public:
+  CachedJobOwners(std::unique_ptr<JobOwnerLookup> inner, std::chrono::seconds ttl,
+                  std::function<std::chrono::steady_clock::time_point()> now = nullptr);
+  Result<uid_t> Owner(const std::string& job_id) override;
+
+ private:
+  std::unique_ptr<JobOwnerLookup> inner_;
+  std::chrono::seconds ttl_;
+  std::function<std::chrono::steady_clock::time_point()> now_;
+  std::mutex mu_;
+  std::map<std::string, std::pair<uid_t, std::chrono::steady_clock::time_point>> cache_;
+};
+
+class Authorizer {
+ public:
+  // `privileged`: uids that may act on every job (root is always one).
+  Authorizer(JobOwnerLookup* owners, std::vector<uid_t> privileged);
+
+  bool IsPrivileged(uid_t uid) const;
+  // OK when `peer` may act on `job_id`; the error says why not, e.g. "job 42 belongs to uid
+  // 1001, not to you (uid 1002)". `what` names the operation ("commit").
+  Status Check(const Peer& peer, const std::string& what, const std::string& job_id);
+  // The uid whose files the job's checkpoints are (the job's owner). For a privileged peer whose
+  // job Slurm does not know (tests, benchmarks outside Slurm), the peer's own uid.
+  Result<uid_t> FileOwner(const Peer& peer, const std::string& job_id);
+
+ private:
+  JobOwnerLookup* owners_;
+  std::vector<uid_t> privileged_;
+};
+
+}  // namespace autopar

@@ -1,0 +1,68 @@
+#include "auth.h"
+
+#include <gtest/gtest.h>
+
+namespace autopar {
+namespace {
+
+class FakeOwners : public JobOwnerLookup {
+ public:
+  std::map<std::string, uid_t> owners;
+  int calls = 0;
+  Result<uid_t> Owner(const std::string& job_id) override {
+    ++calls;
+    auto it = owners.find(job_id);
+    if (it == owners.end()) return Status::Error("job " + job_id + ": Slurm does not know it");
+    return it->second;
+  }
+};
+
+TEST(AuthTest, DecisionsTable) {
+  FakeOwners owners;
+  owners.owners = {{"10", 1000}, {"11", 1001}};
+  Authorizer auth(&owners, {64030});  // 64030: SlurmUser
+  struct Case {
+    uid_t peer;
+    const char* job;
+    bool allowed;
+    const char* error;
+  } cases[] = {
+      {1000, "10", true, ""},
+      {1001, "10", false, "commit: permission denied: job 10 belongs to uid 1000, not to you (uid 1001)"},
+      {1000, "11", false, "permission denied"},
+      {0, "10", true, ""},
+      {0, "999", true, ""},  // root may act on any job, known or not
+      {64030, "11", true, ""},
+      {1000, "999", false, "commit: job 999: Slurm does not know it"},
+  };
+  for (const auto& c : cases) {
+    Status st = auth.Check(Peer{1, c.peer, c.peer}, "commit", c.job);
+    EXPECT_EQ(st.ok(), c.allowed) << c.peer << " " << c.job;
+    if (!c.allowed) {
+      EXPECT_NE(st.message().find(c.error), std::string::npos) << st.message();
+    }
+  }
+  EXPECT_EQ(*auth.FileOwner(Peer{1, 0, 0}, "10"), 1000u);  // root acting for the owner
+  EXPECT_EQ(*auth.FileOwner(Peer{1, 0, 0}, "999"), 0u);    // unknown job: root's own files
+  EXPECT_FALSE(auth.FileOwner(Peer{1, 1000, 1000}, "999").ok());
+}
+
+TEST(AuthTest, OwnersAreCachedButErrorsAreNot) {
+  auto fake = std::make_unique<FakeOwners>();
+  FakeOwners* f = fake.get();
+  f->owners = {{"10", 1000}};
+  auto t = std::chrono::steady_clock::time_point{};
+  CachedJobOwners cached(std::move(fake), std::chrono::seconds(60), [&] { return t; });
+  EXPECT_EQ(*cached.Owner("10"), 1000u);
+  EXPECT_EQ(*cached.Owner("10"), 1000u);
+  EXPECT_EQ(f->calls, 1);
+  EXPECT_FALSE(cached.Owner("12").ok());
+  f->owners["12"] = 1002;
+  EXPECT_EQ(*cached.Owner("12"), 1002u);  // a new job is found on the next request
+  t += std::chrono::seconds(61);
+  EXPECT_EQ(*cached.Owner("10"), 1000u);
+  EXPECT_EQ(f->calls, 4);
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,53 @@
+// autopard's configuration file (etc/autopard.conf documents every key):
+//   # comment
+//   key = value
+// Unknown keys, malformed values and duplicates are errors naming the file, line and key. The
+// S3 secret may live only in a file no one but root (the file's owner) can read:
+// CheckConfigFilePermissions refuses a group/other-readable file that holds a secret.
+// Pure parsing; thread-compatible.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "autopar/ckpt_backoff.h"
+#include "autopar/status.h"
+#include "autopar/storage_backends.h"
+
+namespace autopar {
+
+struct DaemonConfig {
+  std::string socket = "/run/autopard/autopard.sock";
+  mode_t socket_mode = 0666;  // every user may connect; each request is authorized inside
+  std::string state_dir = "/var/lib/autopard";
+  std::string node;           // default: the host name
+  std::string slurm_conf;     // SLURM_CONF for libslurm; empty: Slurm's default
+  std::string slurm_user = "slurm";  // may act on every job, like root
+  S3Config s3;                // s3_endpoint, s3_region, s3_access_key, s3_secret_key, ...
+  PosixConfig posix;          // posix_fsync
+  uint64_t part_size = 16ull << 20;
+  int concurrency = 8;           // parts in flight across all uploads of this node
+  int max_active_uploads = 16;   // rank commits uploaded at once
+  BackoffPolicy retry;           // retry_initial_ms, retry_max_delay_ms, retry_max_attempts,
+                                 // retry_max_elapsed_s
+  int owner_cache_s = 300;       // how long a job's owner is cached
+  int restore_timeout_s = 3600;  // the longest a restore may take before the client gives up
+};
+
+// Parses the text of a configuration file; `origin` names it in errors
+// ("autopard.conf:7: part_size: must be between 5M and 5G, got '1k'").
+Result<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::string& origin);
+
+// Reads, checks permissions (see above) and parses a configuration file.
+Result<DaemonConfig> LoadDaemonConfig(const std::string& path);
+
+// The permission rule on its own: `st` of the file, whether it holds a secret.
+Status CheckConfigFilePermissions(const struct stat& st, bool has_secret, const std::string& path);
+
+// Parses "16M", "1G", "5242880" (K/M/G are powers of 1024).
+Result<uint64_t> ParseByteSize(const std::string& text);
+
+}  // namespace autopar

@@ -1,0 +1,89 @@
+#include "config.h"
+
+#include <gtest/gtest.h>
+
+namespace autopar {
+namespace {
+
+TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
+  auto c = ParseDaemonConfig(
+      "# comment\n"
+      "socket = /run/x/autopard.sock\n"
+      "socket_mode = 0660\n"
+      "state_dir = /var/lib/x\n"
+      "node = node7\n"
+      "s3_endpoint = http://127.0.0.1:18900\n"
+      "s3_access_key = AK\n"
+      "s3_secret_key = SK\n"
+      "part_size = 8M\n"
+      "concurrency = 4\n"
+      "retry_max_elapsed_s = 60\n"
+      "posix_fsync = false\n",
+      "a.conf");
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ(c->socket, "/run/x/autopard.sock");
+  EXPECT_EQ(c->socket_mode, 0660u);
+  EXPECT_EQ(c->node, "node7");
+  EXPECT_EQ(c->s3.credentials.secret_access_key, "SK");
+  EXPECT_EQ(c->part_size, 8ull << 20);
+  EXPECT_EQ(c->concurrency, 4);
+  EXPECT_EQ(c->retry.max_elapsed, std::chrono::seconds(60));
+  EXPECT_FALSE(c->posix.fsync);
+}
+
+TEST(DaemonConfigTest, ErrorsNameFileLineAndKey) {
+  struct Case {
+    const char* text;
+    const char* error;
+  } cases[] = {
+      {"bogus = 1\n", "a.conf:1: bogus: unknown key"},
+      {"\nsocket = rel\n", "a.conf:2: socket: must be an absolute path"},
+      {"part_size = 1K\n", "a.conf:1: part_size: must be between 5M and 5G"},
+      {"concurrency = 0\n", "a.conf:1: concurrency: must be an integer in [1, 256], got '0'"},
+      {"node = a\nnode = b\n", "a.conf:2: node: given twice"},
+      {"s3_endpoint = ftp://x\n", "s3_endpoint: must start with http:// or https://"},
+      {"just words\n", "a.conf:1: expected 'key = value'"},
+      {"s3_secret_key = x\n", "s3_secret_key is set but s3_access_key is not"},
+      {"posix_fsync = maybe\n", "posix_fsync: must be true or false"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseDaemonConfig(c.text, "a.conf");
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_NE(r.message().find(c.error), std::string::npos) << r.message();
+  }
+}
+
+TEST(DaemonConfigTest, SecretsOnlyInPrivateFiles) {
+  struct stat st {};
+  st.st_uid = geteuid();
+  struct Case {
+    mode_t mode;
+    bool secret;
+    bool ok;
+  } cases[] = {
+      {0600, true, true}, {0400, true, true}, {0640, true, false},
+      {0644, true, false}, {0602, true, false}, {0644, false, true},
+  };
+  for (const auto& c : cases) {
+    st.st_mode = S_IFREG | c.mode;
+    Status s = CheckConfigFilePermissions(st, c.secret, "/etc/autopar/autopard.conf");
+    EXPECT_EQ(s.ok(), c.ok) << std::oct << c.mode << " " << s.message();
+    if (!s.ok()) {
+      EXPECT_NE(s.message().find("chmod 600"), std::string::npos);
+    }
+  }
+  st.st_mode = S_IFREG | 0600;
+  st.st_uid = geteuid() + 1;
+  EXPECT_FALSE(CheckConfigFilePermissions(st, true, "x").ok());
+}
+
+TEST(DaemonConfigTest, ByteSizes) {
+  EXPECT_EQ(*ParseByteSize("16M"), 16ull << 20);
+  EXPECT_EQ(*ParseByteSize("1G"), 1ull << 30);
+  EXPECT_EQ(*ParseByteSize("5242880"), 5242880u);
+  EXPECT_FALSE(ParseByteSize("12X").ok());
+  EXPECT_FALSE(ParseByteSize("M").ok());
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,547 @@
+#include "daemon.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <json/json.h>
+
+#include "autopar/ckpt_layout.h"
+#include "autopar/ckpt_store.h"
+#include "autopar/ckpt_uri.h"
+#include "autopar/proto_client.h"
+#include "user_fs.h"
+
+namespace autopar {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+Reply Error(const std::string& message) {
+  Reply r;
+  r.status = Status::Error(message);
+  return r;
+}
+
+std::vector<uid_t> PrivilegedUids(const std::string& slurm_user) {
+  std::vector<uid_t> out{0};
+  if (!slurm_user.empty()) {
+    std::vector<char> buf(16384);
+    passwd pw{};
+    passwd* found = nullptr;
+    if (getpwnam_r(slurm_user.c_str(), &pw, buf.data(), buf.size(), &found) == 0 && found) {
+      out.push_back(pw.pw_uid);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Daemon::Daemon(const DaemonConfig& config, std::unique_ptr<JobOwnerLookup> owners)
+    : config_(config), owners_(std::move(owners)) {}
+
+Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
+                                               std::unique_ptr<JobOwnerLookup> owners) {
+  std::unique_ptr<Daemon> d(new Daemon(config, std::move(owners)));
+  if (d->config_.node.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    d->config_.node = host;
+  }
+  if (Status st = MakeDirs(d->config_.state_dir, 0700); !st) return Status::Error("state_dir: " + st.message());
+  auto db = StateDb::Open(d->config_.state_dir + "/autopard.db");
+  if (!db) return db.status();
+  d->db_ = std::move(*db);
+  d->auth_ = std::make_unique<Authorizer>(d->owners_.get(), PrivilegedUids(d->config_.slurm_user));
+  d->stores_ = std::make_unique<StoreCache>(d->config_);
+  Daemon* self = d.get();
+  d->uploader_ = std::make_unique<Uploader>(d->db_.get(), d->config_, d->stores_.get(),
+                                            [self](const JournalEvent& e) { self->Journal(e); });
+  return d;
+}
+
+Daemon::~Daemon() {
+  Stop();
+  uploader_->Stop();
+  for (int fd : wake_) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+void Daemon::Journal(const JournalEvent& e) {
+  if (Status st = db_->AddEvent(e); !st) {
+    std::fprintf(stderr, "autopard: journal: %s\n", st.message().c_str());
+  }
+}
+
+void Daemon::Stop() {
+  stop_ = true;
+  if (wake_[1] >= 0) (void)!write(wake_[1], "x", 1);
+}
+
+Status Daemon::Serve() {
+  if (Status st = uploader_->ResumePending(); !st) return st;
+  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) return Status::Error(std::string("pipe: ") + std::strerror(errno));
+  const std::string& path = config_.socket;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) return Status::Error("socket: path too long: " + path);
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  std::string parent = path.substr(0, path.rfind('/'));
+  if (!parent.empty()) {
+    if (Status st = MakeDirs(parent, 0755); !st) return Status::Error("socket: " + st.message());
+  }
+  struct stat st {};
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) return Status::Error("socket: " + path + " exists and is not a socket");
+    unlink(path.c_str());
+  }
+  int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (lfd < 0) return Status::Error(std::string("socket: ") + std::strerror(errno));
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    Status e = Status::Error("socket: bind " + path + ": " + std::strerror(errno));
+    close(lfd);
+    return e;
+  }
+  chmod(path.c_str(), config_.socket_mode);
+  if (listen(lfd, 128) != 0) {
+    close(lfd);
+    return Status::Error("socket: listen: " + std::string(std::strerror(errno)));
+  }
+  std::fprintf(stderr, "autopard: node %s serving on %s (state %s)\n", config_.node.c_str(),
+               path.c_str(), config_.state_dir.c_str());
+  while (!stop_) {
+    pollfd p[2] = {{lfd, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    int n = poll(p, 2, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (p[1].revents) break;
+    if (!(p[0].revents & POLLIN)) continue;
+    int cfd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (cfd < 0) continue;
+    std::thread([this, cfd] { ServeConnection(cfd); }).detach();
+  }
+  close(lfd);
+  unlink(path.c_str());
+  return Status::Ok();
+}
+
+void Daemon::ServeConnection(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    close(fd);
+    return;
+  }
+  Peer peer{cred.pid, cred.uid, cred.gid};
+  std::string in;
+  char buf[65536];
+  for (;;) {
+    size_t nl;
+    while ((nl = in.find('\n')) == std::string::npos) {
+      if (in.size() > kMaxLineBytes) {
+        std::string e = EncodeErrorReply("request longer than " + std::to_string(kMaxLineBytes) + " bytes") + "\n";
+        (void)!send(fd, e.data(), e.size(), MSG_NOSIGNAL);
+        close(fd);
+        return;
+      }
+      ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        close(fd);
+        return;
+      }
+      in.append(buf, static_cast<size_t>(n));
+    }
+    std::string line = in.substr(0, nl);
+    in.erase(0, nl + 1);
+    std::string out;
+    auto req = DecodeRequest(line);
+    if (!req) {
+      out = EncodeErrorReply(req.message());
+    } else {
+      out = EncodeReply(req->op, Handle(*req, peer));
+    }
+    out += "\n";
+    size_t sent = 0;
+    while (sent < out.size()) {
+      ssize_t n = send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        close(fd);
+        return;
+      }
+      sent += static_cast<size_t>(n);
+    }
+  }
+}
+
+Reply Daemon::Handle(const Request& r, const Peer& peer) {
+  if (Status st = ValidateRequest(r); !st) return Error(st.message());
+  const char* op = OpName(r.op);
+  switch (r.op) {
+    case Op::kCommit:
+      return Commit(r, peer);
+    case Op::kRestore:
+      return Restore(r, peer);
+    case Op::kLs:
+      return List(r, peer);
+    case Op::kStatus:
+      return UploadStatus(r, peer);
+    case Op::kHeartbeat: {
+      if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
+      if (Status st = db_->Heartbeat(r.job_id, r.rank, r.step, Now()); !st) return Error(st.message());
+      return Reply{};
+    }
+    case Op::kEvent: {
+      if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
+      JournalEvent e{Now(), r.node.empty() ? config_.node : r.node, r.job_id, r.kind, r.rank, r.step, r.detail};
+      if (Status st = db_->AddEvent(e); !st) return Error(st.message());
+      return Reply{};
+    }
+    case Op::kEvents: {
+      if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
+      auto events = db_->Events(r.job_id);
+      if (!events) return Error(events.message());
+      Reply reply;
+      reply.events = std::move(*events);
+      return reply;
+    }
+  }
+  return Error("unknown op");
+}
+
+Reply Daemon::Commit(const Request& r, const Peer& peer) {
+  if (Status st = auth_->Check(peer, "commit", r.job_id); !st) return Error(st.message());
+  auto owner = auth_->FileOwner(peer, r.job_id);
+  if (!owner) return Error("commit: " + owner.message());
+  UserIdentity id = IdentityOf(*owner);
+  std::string upload;
+  if (!r.upload.empty()) {
+    auto uri = ParseCheckpointUri(r.upload);
+    if (!uri) return Error("commit: " + uri.message());
+    upload = uri->ToString();
+    if (uri->kind == CheckpointUri::Kind::kS3 && config_.s3.endpoint.empty()) {
+      return Error("commit: " + upload + ": this node's autopard has no S3 endpoint (s3_endpoint in " +
+                   "autopard.conf)");
+    }
+    if (uri->kind == CheckpointUri::Kind::kFile && id.uid != 0) {
+      // autopard writes file:// targets as root: only into a directory the job's owner may write.
+      AsUser as(id);
+      if (faccessat(AT_FDCWD, uri->path.c_str(), W_OK | X_OK, AT_EACCESS) != 0) {
+        return Error("commit: " + upload + ": " + std::strerror(errno) +
+                     " (the job's owner must be able to write the upload directory)");
+      }
+    }
+  }
+  const std::string dir = RankStepDir(r.ckpt_dir, r.step, r.rank);
+  auto listed = ListRankFiles(id, dir);
+  if (!listed) return Error("commit: " + listed.message());
+  CommitRecord c;
+  c.job_id = r.job_id;
+  c.step = r.step;
+  c.rank = r.rank;
+  c.world_size = r.world_size;
+  c.local_world_size = std::max(1, r.local_world_size);
+  c.uid = id.uid;
+  c.gid = id.gid;
+  c.ckpt_dir = r.ckpt_dir;
+  while (c.ckpt_dir.size() > 1 && c.ckpt_dir.back() == '/') c.ckpt_dir.pop_back();
+  c.upload = upload;
+  c.keep = r.keep;
+  c.node = r.node.empty() ? config_.node : r.node;
+  c.created = Now();
+  std::vector<FileRecord> files;
+  for (const auto& f : *listed) {
+    if (Status st = ValidateRelativePath(f.path); !st) return Error("commit: " + dir + ": " + st.message());
+    FileRecord fr;
+    fr.path = f.path;
+    fr.size = f.size;
+    c.bytes += f.size;
+    files.push_back(std::move(fr));
+  }
+  bool duplicate = false;
+  auto idr = db_->AddCommit(c, files, &duplicate);
+  if (!idr) return Error("commit: " + idr.message());
+  if (!duplicate) uploader_->Enqueue(*idr);
+  Reply reply;
+  reply.commit.commit_id = *idr;
+  reply.commit.files = static_cast<int>(files.size());
+  reply.commit.bytes = c.bytes;
+  reply.commit.duplicate = duplicate;
+  return reply;
+}
+
+int64_t Daemon::StoredJobOwner(ObjectStore& store, const std::string& job_id) {
+  TransferOptions t = uploader_->Transfer();
+  t.backoff.max_attempts = 3;
+  auto exists = ObjectExists(store, JobOwnerKey(job_id), t);
+  if (!exists || !*exists) return -1;
+  auto text = GetSmallObject(store, JobOwnerKey(job_id), t);
+  if (!text) return -1;
+  Json::Value v;
+  Json::CharReaderBuilder b;
+  std::string errs;
+  std::unique_ptr<Json::CharReader> reader(b.newCharReader());
+  if (!reader->parse(text->data(), text->data() + text->size(), &v, &errs) || !v.isObject() ||
+      !v["uid"].isUInt()) {
+    return -1;
+  }
+  return v["uid"].asUInt();
+}
+
+Reply Daemon::Restore(const Request& r, const Peer& peer) {
+  if (Status st = auth_->Check(peer, "restore", r.job_id); !st) return Error(st.message());
+  auto owner = auth_->FileOwner(peer, r.job_id);
+  if (!owner) return Error("restore: " + owner.message());
+  UserIdentity id = IdentityOf(*owner);
+  if (r.upload.empty()) return RestoreLocal(r, id);
+  auto store_r = stores_->Get(r.upload);
+  if (!store_r) return Error("restore: " + store_r.message());
+  ObjectStore& store = **store_r;
+  TransferOptions topt = uploader_->Transfer();
+  auto steps = ListSteps(store, "", topt);
+  if (!steps) return Error("restore: " + steps.message());
+  Reply reply;
+  std::map<std::string, bool> job_allowed;
+  for (const auto& s : *steps) {
+    if (!s.has_manifest) continue;
+    if (r.max_step >= 0 && s.step > r.max_step) continue;
+    auto it = job_allowed.find(s.job_id);
+    if (it == job_allowed.end()) {
+      bool allowed = s.job_id == r.job_id || StoredJobOwner(store, s.job_id) == static_cast<int64_t>(id.uid);
+      it = job_allowed.emplace(s.job_id, allowed).first;
+    }
+    if (!it->second) continue;
+    const std::string label = "step " + std::to_string(s.step) + " of job " + s.job_id;
+    auto m = ReadStepManifest(store, s.job_id, s.step, topt);
+    if (!m) {
+      reply.restore.skipped.push_back(label + ": " + m.message());
+      continue;
+    }
+    if (m->world_size != r.world_size) {
+      reply.restore.skipped.push_back(label + ": written by " + std::to_string(m->world_size) +
+                                      " ranks, this job has " + std::to_string(r.world_size));
+      continue;
+    }
+    auto rank_it = m->ranks.find(r.rank);
+    if (rank_it == m->ranks.end()) {
+      reply.restore.skipped.push_back(label + ": no files of rank " + std::to_string(r.rank));
+      continue;
+    }
+    std::string staging = config_.state_dir + "/restore/" + s.job_id + "-" + std::to_string(s.step) +
+                          "-" + std::to_string(r.rank) + "-" + std::to_string(getpid()) + "-" +
+                          std::to_string(staging_counter_++);
+    std::vector<DownloadItem> items;
+    std::vector<std::string> paths;
+    for (const auto& f : rank_it->second.files) {
+      items.push_back({RankFileKey(s.job_id, s.step, r.rank, f.path), staging + "/" + f.path, f.size, f.sha256});
+      paths.push_back(f.path);
+    }
+    (void)MakeDirs(config_.state_dir + "/restore", 0700);
+    Status dl = DownloadFiles(store, items, topt);
+    if (!dl.ok()) {
+      (void)RemoveTreeAsUser(UserIdentity{0, 0}, staging);
+      reply.restore.skipped.push_back(label + ": " + dl.message());
+      JournalEvent e{Now(), config_.node, r.job_id, "ckpt_restore_skipped", r.rank, s.step, dl.message()};
+      Journal(e);
+      continue;
+    }
+    const std::string dest = RankStepDir(r.ckpt_dir, s.step, r.rank);
+    Status placed = PlaceFilesAsUser(id, staging, paths, dest);
+    (void)RemoveTreeAsUser(UserIdentity{0, 0}, staging);
+    if (!placed.ok()) return Error("restore: " + placed.message());
+    reply.restore.step = s.step;
+    reply.restore.source_job = s.job_id;
+    reply.restore.dir = dest;
+    Journal({Now(), config_.node, r.job_id, "ckpt_restored", r.rank, s.step,
+             store.Describe() + "/" + RankKeyPrefix(s.job_id, s.step, r.rank) + " -> " + dest});
+    return reply;
+  }
+  Journal({Now(), config_.node, r.job_id, "fresh_start", r.rank, -1,
+           "no complete checkpoint in " + store.Describe()});
+  return reply;
+}
+
+Reply Daemon::RestoreLocal(const Request& r, const UserIdentity& id) {
+  std::string ckpt_dir = r.ckpt_dir;
+  while (ckpt_dir.size() > 1 && ckpt_dir.back() == '/') ckpt_dir.pop_back();
+  auto steps = db_->Steps(ckpt_dir);
+  if (!steps) return Error("restore: " + steps.message());
+  Reply reply;
+  for (const auto& s : *steps) {
+    if (s.state != "COMPLETE-LOCAL") continue;
+    if (r.max_step >= 0 && s.step > r.max_step) continue;
+    const std::string label = "step " + std::to_string(s.step) + " in " + ckpt_dir;
+    auto commits = db_->LocalCommits(ckpt_dir, s.step);
+    if (!commits) return Error("restore: " + commits.message());
+    const CommitRecord* mine = nullptr;
+    for (const auto& c : *commits) {
+      if (c.rank == r.rank && c.state == "local") mine = &c;
+    }
+    if (!mine) {
+      reply.restore.skipped.push_back(label + ": rank " + std::to_string(r.rank) + " did not commit it on this node");
+      continue;
+    }
+    if (mine->uid != id.uid || mine->world_size != r.world_size) {
+      reply.restore.skipped.push_back(label + ": written by another user or world size");
+      continue;
+    }
+    auto files = db_->Files(mine->id);
+    if (!files) return Error("restore: " + files.message());
+    const std::string dir = RankStepDir(ckpt_dir, s.step, r.rank);
+    std::string problem;
+    for (const auto& f : *files) {
+      auto fd = OpenUserFile(id, dir + "/" + f.path, static_cast<int64_t>(f.size));
+      if (!fd) {
+        problem = fd.message();
+        break;
+      }
+      auto sha = Sha256OfFd(*fd, dir + "/" + f.path);
+      close(*fd);
+      if (!sha) {
+        problem = sha.message();
+        break;
+      }
+      if (*sha != f.sha256) {
+        problem = dir + "/" + f.path + ": SHA-256 mismatch: expected " + f.sha256 + ", got " + *sha;
+        break;
+      }
+    }
+    if (!problem.empty()) {
+      reply.restore.skipped.push_back(label + ": " + problem);
+      continue;
+    }
+    reply.restore.step = s.step;
+    reply.restore.source_job = s.job_id;
+    reply.restore.dir = dir;
+    Journal({Now(), config_.node, r.job_id, "ckpt_restored", r.rank, s.step, "local " + dir});
+    return reply;
+  }
+  Journal({Now(), config_.node, r.job_id, "fresh_start", r.rank, -1,
+           "no complete local checkpoint in " + ckpt_dir});
+  return reply;
+}
+
+Reply Daemon::List(const Request& r, const Peer& peer) {
+  Reply reply;
+  TransferOptions topt = uploader_->Transfer();
+  auto list_store = [&](const std::string& uri, const std::string& job_id,
+                        const std::function<bool(const std::string&)>& allowed) -> Status {
+    auto store_r = stores_->Get(uri);
+    if (!store_r) return store_r.status();
+    ObjectStore& store = **store_r;
+    auto steps = ListSteps(store, job_id, topt);
+    if (!steps) return steps.status();
+    for (const auto& s : *steps) {
+      if (!allowed(s.job_id)) continue;
+      StepInfo info;
+      info.job_id = s.job_id;
+      info.step = s.step;
+      info.bytes = s.bytes;
+      info.ranks = static_cast<int>(s.rank_manifests.size());
+      info.uri = store.Describe();
+      info.state = "INCOMPLETE";
+      if (s.has_manifest) {
+        auto m = ReadStepManifest(store, s.job_id, s.step, topt);
+        if (m) {
+          info.state = "COMPLETE";
+          info.world_size = m->world_size;
+        } else {
+          info.state = "CORRUPT";
+        }
+      }
+      reply.steps.push_back(std::move(info));
+    }
+    return Status::Ok();
+  };
+  if (!r.upload.empty()) {
+    auto uri = ParseCheckpointUri(r.upload);
+    if (!uri) return Error("ls: " + uri.message());
+    std::map<std::string, bool> cache;
+    bool privileged = auth_->IsPrivileged(peer.uid);
+    auto store_r = stores_->Get(uri->ToString());
+    if (!store_r) return Error("ls: " + store_r.message());
+    std::shared_ptr<ObjectStore> store = *store_r;
+    Status st = list_store(uri->ToString(), "", [&](const std::string& job) {
+      if (privileged) return true;
+      auto it = cache.find(job);
+      if (it != cache.end()) return it->second;
+      bool ok = StoredJobOwner(*store, job) == static_cast<int64_t>(peer.uid);
+      cache[job] = ok;
+      return ok;
+    });
+    if (!st) return Error("ls: " + st.message());
+    return reply;
+  }
+  if (Status st = auth_->Check(peer, "ls", r.job_id); !st) return Error(st.message());
+  auto commits = db_->Commits(r.job_id, 100000);
+  if (!commits) return Error("ls: " + commits.message());
+  std::set<std::string> uris;
+  std::map<std::pair<std::string, int64_t>, StepInfo> local;
+  for (const auto& c : *commits) {
+    if (!c.upload.empty()) {
+      uris.insert(c.upload);
+      continue;
+    }
+    auto& info = local[{c.ckpt_dir, c.step}];
+    info.job_id = c.job_id;
+    info.step = c.step;
+    info.uri = c.ckpt_dir;
+    info.world_size = c.world_size;
+    info.bytes += c.bytes;
+    info.ranks += 1;
+    info.state = "PARTIAL-LOCAL";
+  }
+  for (const auto& uri : uris) {
+    Status st = list_store(uri, r.job_id, [](const std::string&) { return true; });
+    if (!st) return Error("ls: " + st.message());
+  }
+  auto steps = db_->StepsOfJob(r.job_id);
+  for (auto& [key, info] : local) {
+    if (steps) {
+      for (const auto& s : *steps) {
+        if (s.where == key.first && s.step == key.second) info.state = s.state;
+      }
+    }
+    reply.steps.push_back(info);
+  }
+  if (reply.steps.empty()) {
+    return Error("ls: no checkpoints of job " + r.job_id + " are known to autopard on " + config_.node +
+                 " (try 'autopar ckpt ls URI' with the job's --ckpt-upload)");
+  }
+  std::sort(reply.steps.begin(), reply.steps.end(),
+            [](const StepInfo& a, const StepInfo& b) { return a.step > b.step; });
+  return reply;
+}
+
+Reply Daemon::UploadStatus(const Request& r, const Peer& peer) {
+  if (!r.job_id.empty()) {
+    if (Status st = auth_->Check(peer, "status", r.job_id); !st) return Error(st.message());
+  }
+  Reply reply;
+  for (auto& u : uploader_->Progress(r.job_id)) {
+    if (!auth_->IsPrivileged(peer.uid) && !auth_->Check(peer, "status", u.job_id).ok()) continue;
+    reply.uploads.push_back(std::move(u));
+  }
+  return reply;
+}
+
+}  // namespace autopar

@@ -1,0 +1,62 @@
+// autopard's request handling: one Daemon per process, holding the configuration, the state
+// database, the job-owner lookup and the uploader. Serve() accepts connections on the Unix socket
+// (one thread per connection), identifies each peer with SO_PEERCRED and answers each request
+// line with one reply line (protocol.h). Handle() is the socket-free core, used by tests.
+//
+// Thread safety: Handle() may be called from many threads at once.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "auth.h"
+#include "autopar/protocol.h"
+#include "config.h"
+#include "state_db.h"
+#include "uploader.h"
+#include "user_fs.h"
+
+namespace autopar {
+
+class Daemon {
+ public:
+  // Opens <state_dir>/autopard.db and prepares the uploader; `owners` answers job ownership.
+  static Result<std::unique_ptr<Daemon>> Create(const DaemonConfig& config,
+                                                std::unique_ptr<JobOwnerLookup> owners);
+  ~Daemon();
+
+  // Resumes pending uploads, binds the socket and serves until Stop() (from a signal handler
+  // thread or a test). Errors: the socket cannot be created.
+  Status Serve();
+  // Stops serving; uploads in flight stay pending in the database for the next start.
+  void Stop();
+
+  Reply Handle(const Request& request, const Peer& peer);
+  Uploader& uploader() { return *uploader_; }
+  const DaemonConfig& config() const { return config_; }
+
+ private:
+  Daemon(const DaemonConfig& config, std::unique_ptr<JobOwnerLookup> owners);
+  void ServeConnection(int fd);
+  void Journal(const JournalEvent& e);
+  Reply Commit(const Request& r, const Peer& peer);
+  Reply Restore(const Request& r, const Peer& peer);
+  Reply RestoreLocal(const Request& r, const UserIdentity& id);
+  Reply List(const Request& r, const Peer& peer);
+  Reply UploadStatus(const Request& r, const Peer& peer);
+  // uid in job-<J>/owner.json of `store`, or -1 when absent/unreadable.
+  int64_t StoredJobOwner(ObjectStore& store, const std::string& job_id);
+
+  DaemonConfig config_;
+  std::unique_ptr<JobOwnerLookup> owners_;
+  std::unique_ptr<Authorizer> auth_;
+  std::unique_ptr<StateDb> db_;
+  std::unique_ptr<StoreCache> stores_;
+  std::unique_ptr<Uploader> uploader_;
+  std::atomic<bool> stop_{false};
+  int wake_[2] = {-1, -1};
+  std::atomic<uint64_t> staging_counter_{0};
+};
+
+}  // namespace autopar

@@ -1,0 +1,210 @@
+// The daemon's request handling end to end over a file:// store in a temporary directory (no
+// socket, no Slurm: job owners come from a fake).
+#include "daemon.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "autopar/proto_client.h"
+
+namespace autopar {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FakeOwners : public JobOwnerLookup {
+ public:
+  Result<uid_t> Owner(const std::string& job_id) override {
+    if (job_id == "5" || job_id == "6") return geteuid();
+    if (job_id == "9") return 4242u;
+    return Status::Error("job " + job_id + ": Slurm does not know it");
+  }
+};
+
+void Write(const fs::path& p, const std::string& data) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << data;
+}
+
+std::string Read(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/autopard-test-XXXXXX";
+    root_ = mkdtemp(tmpl);
+    DaemonConfig c;
+    c.state_dir = (root_ / "state").string();
+    c.socket = (root_ / "s.sock").string();
+    c.node = "nodeT";
+    c.posix.fsync = false;
+    c.part_size = 5ull << 20;
+    c.retry.max_attempts = 2;
+    c.retry.initial = std::chrono::milliseconds(1);
+    auto d = Daemon::Create(c, std::make_unique<FakeOwners>());
+    ASSERT_TRUE(d.ok()) << d.message();
+    daemon_ = std::move(*d);
+    fs::create_directories(root_ / "store");
+    upload_ = "file://" + (root_ / "store").string();
+  }
+  void TearDown() override {
+    daemon_.reset();
+    fs::remove_all(root_);
+  }
+  Request CommitReq(const std::string& job, int64_t step, int rank, int world, const std::string& dir,
+                    const std::string& upload, int64_t keep = 0) {
+    Request r;
+    r.op = Op::kCommit;
+    r.job_id = job;
+    r.step = step;
+    r.rank = rank;
+    r.world_size = world;
+    r.local_world_size = world;
+    r.ckpt_dir = dir;
+    r.upload = upload;
+    r.keep = keep;
+    return r;
+  }
+  // Writes rank files for a step and commits them as root.
+  Reply WriteAndCommit(const std::string& job, int64_t step, int rank, int world, int64_t keep = 0,
+                       const std::string& upload = "*") {
+    std::string dir = (root_ / "ck" / job).string();
+    Write(RankStepDir(dir, step, rank) + "/model.pt", "model of step " + std::to_string(step) + " rank " + std::to_string(rank));
+    Write(RankStepDir(dir, step, rank) + "/opt/state.bin", std::string(6 << 20, static_cast<char>('a' + rank)));
+    return daemon_->Handle(CommitReq(job, step, rank, world, dir, upload == "*" ? upload_ : upload, keep), root_peer_);
+  }
+  Request RestoreReq(const std::string& job, int rank, int world, const std::string& dir,
+                     const std::string& upload) {
+    Request r;
+    r.op = Op::kRestore;
+    r.job_id = job;
+    r.rank = rank;
+    r.world_size = world;
+    r.ckpt_dir = dir;
+    r.upload = upload;
+    return r;
+  }
+  fs::path root_;
+  std::string upload_;
+  std::unique_ptr<Daemon> daemon_;
+  Peer root_peer_{1, 0, 0};
+};
+
+TEST_F(DaemonTest, CommittedStepsBecomeCompleteAndRestoreInANewJob) {
+  for (int64_t step : {10, 20}) {
+    for (int rank : {0, 1}) {
+      Reply r = WriteAndCommit("5", step, rank, 2);
+      ASSERT_TRUE(r.status.ok()) << r.status.message();
+      EXPECT_EQ(r.commit.files, 2);
+    }
+  }
+  daemon_->uploader().WaitIdle();
+  Request ls;
+  ls.op = Op::kLs;
+  ls.upload = upload_;
+  Reply listed = daemon_->Handle(ls, root_peer_);
+  ASSERT_TRUE(listed.status.ok()) << listed.status.message();
+  ASSERT_EQ(listed.steps.size(), 2u);
+  EXPECT_EQ(listed.steps[0].step, 20);
+  EXPECT_EQ(listed.steps[0].state, "COMPLETE");
+  EXPECT_EQ(listed.steps[0].world_size, 2);
+  EXPECT_TRUE(fs::exists(root_ / "store/job-5/step-20/manifest.json"));
+  EXPECT_TRUE(fs::exists(root_ / "store/job-5/step-20/rank-1/opt/state.bin"));
+
+  // A new job (6) with the same URI resumes from job 5's newest step.
+  std::string dir6 = (root_ / "ck" / "6").string();
+  Reply restored = daemon_->Handle(RestoreReq("6", 1, 2, dir6, upload_), root_peer_);
+  ASSERT_TRUE(restored.status.ok()) << restored.status.message();
+  EXPECT_EQ(restored.restore.step, 20);
+  EXPECT_EQ(restored.restore.source_job, "5");
+  EXPECT_EQ(restored.restore.dir, RankStepDir(dir6, 20, 1));
+  EXPECT_EQ(Read(RankStepDir(dir6, 20, 1) + "/model.pt"), "model of step 20 rank 1");
+
+  // One rank's object corrupted in storage: that rank falls back to step 10, naming the object.
+  Write(root_ / "store/job-5/step-20/rank-1/model.pt", "garbage!");
+  Reply fallback = daemon_->Handle(RestoreReq("6", 1, 2, dir6, upload_), root_peer_);
+  ASSERT_TRUE(fallback.status.ok()) << fallback.status.message();
+  EXPECT_EQ(fallback.restore.step, 10);
+  ASSERT_EQ(fallback.restore.skipped.size(), 1u);
+  EXPECT_NE(fallback.restore.skipped[0].find("job-5/step-20/rank-1/model.pt"), std::string::npos)
+      << fallback.restore.skipped[0];
+  // max_step lets ranks agree on an older step.
+  Request bounded = RestoreReq("6", 0, 2, dir6, upload_);
+  bounded.max_step = 10;
+  EXPECT_EQ(daemon_->Handle(bounded, root_peer_).restore.step, 10);
+  // A different world size cannot restore.
+  Reply other = daemon_->Handle(RestoreReq("6", 0, 4, dir6, upload_), root_peer_);
+  EXPECT_EQ(other.restore.step, -1);
+}
+
+TEST_F(DaemonTest, IncompleteStepIsNeverRestoredAndRetentionKeepsTheNewest) {
+  for (int64_t step : {1, 2, 3}) {
+    for (int rank : {0, 1}) ASSERT_TRUE(WriteAndCommit("5", step, rank, 2, 2).status.ok());
+    daemon_->uploader().WaitIdle();
+  }
+  ASSERT_TRUE(WriteAndCommit("5", 4, 0, 2, 2).status.ok());  // rank 1 never commits step 4
+  daemon_->uploader().WaitIdle();
+  EXPECT_FALSE(fs::exists(root_ / "store/job-5/step-1"));
+  EXPECT_FALSE(fs::exists(root_ / "ck/5/step-1"));  // local copy removed too
+  EXPECT_TRUE(fs::exists(root_ / "store/job-5/step-2/manifest.json"));
+  EXPECT_TRUE(fs::exists(root_ / "store/job-5/step-3/manifest.json"));
+  EXPECT_FALSE(fs::exists(root_ / "store/job-5/step-4/manifest.json"));
+  std::string dir = (root_ / "ck/5").string();
+  Reply r = daemon_->Handle(RestoreReq("5", 0, 2, dir, upload_), root_peer_);
+  EXPECT_EQ(r.restore.step, 3);
+}
+
+TEST_F(DaemonTest, LocalOnlyCheckpointsCompleteWhenEveryLocalRankCommitted) {
+  ASSERT_TRUE(WriteAndCommit("5", 7, 0, 2, 0, "").status.ok());
+  daemon_->uploader().WaitIdle();
+  std::string dir = (root_ / "ck/5").string();
+  EXPECT_EQ(daemon_->Handle(RestoreReq("5", 0, 2, dir, ""), root_peer_).restore.step, -1);
+  ASSERT_TRUE(WriteAndCommit("5", 7, 1, 2, 0, "").status.ok());
+  daemon_->uploader().WaitIdle();
+  Reply r = daemon_->Handle(RestoreReq("5", 0, 2, dir, ""), root_peer_);
+  EXPECT_EQ(r.restore.step, 7);
+  EXPECT_EQ(r.restore.dir, RankStepDir(dir, 7, 0));
+  // A local file changed after the commit is detected.
+  Write(RankStepDir(dir, 7, 1) + "/model.pt", "tampered");
+  Reply bad = daemon_->Handle(RestoreReq("5", 1, 2, dir, ""), root_peer_);
+  EXPECT_EQ(bad.restore.step, -1);
+  ASSERT_FALSE(bad.restore.skipped.empty());
+}
+
+TEST_F(DaemonTest, OtherUsersJobsAndUnsafeFilesAreRefused) {
+  std::string dir = (root_ / "ck/9").string();
+  Write(RankStepDir(dir, 1, 0) + "/model.pt", "x");
+  Peer stranger{2, 1234, 1234};
+  Reply r = daemon_->Handle(CommitReq("9", 1, 0, 1, dir, upload_), stranger);
+  ASSERT_FALSE(r.status.ok());
+  EXPECT_NE(r.status.message().find("permission denied: job 9 belongs to uid 4242"), std::string::npos);
+  Request ev;
+  ev.op = Op::kEvents;
+  ev.job_id = "9";
+  EXPECT_FALSE(daemon_->Handle(ev, stranger).status.ok());
+  Request ls;
+  ls.op = Op::kLs;
+  ls.job_id = "9";
+  EXPECT_FALSE(daemon_->Handle(ls, stranger).status.ok());
+
+  // A symlink in the rank directory is refused (it could point at anybody's file).
+  std::string d5 = (root_ / "ck/5").string();
+  Write(RankStepDir(d5, 1, 0) + "/model.pt", "x");
+  fs::create_symlink("/etc/shadow", RankStepDir(d5, 1, 0) + "/secret");
+  Reply sym = daemon_->Handle(CommitReq("5", 1, 0, 1, d5, upload_), root_peer_);
+  ASSERT_FALSE(sym.status.ok());
+  EXPECT_NE(sym.status.message().find("a symlink"), std::string::npos) << sym.status.message();
+  // Committing a step whose directory does not exist names it.
+  Reply missing = daemon_->Handle(CommitReq("5", 2, 0, 1, d5, upload_), root_peer_);
+  ASSERT_FALSE(missing.status.ok());
+  EXPECT_NE(missing.status.message().find("step-2/rank-0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,84 @@
+// autopard: the per-node checkpoint service (see daemon.h, etc/autopard.conf).
+//   autopard [--config FILE] [--check-config]
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "daemon.h"
+
+namespace {
+
+constexpr const char* kDefaultConfig = "/etc/autopar/autopard.conf";
+
+int Usage(std::FILE* out, int code) {
+  std::fprintf(out,
+               "usage: autopard [--config FILE] [--check-config]\n"
+               "  --config FILE    configuration (default %s)\n"
+               "  --check-config   parse the configuration, print the effective socket and exit\n",
+               kDefaultConfig);
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path = kDefaultConfig;
+  bool check = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--config" && i + 1 < argc) {
+      config_path = argv[++i];
+    } else if (a.rfind("--config=", 0) == 0) {
+      config_path = a.substr(9);
+    } else if (a == "--check-config") {
+      check = true;
+    } else if (a == "--help" || a == "-h") {
+      return Usage(stdout, 0);
+    } else {
+      std::fprintf(stderr, "autopard: unknown argument '%s'\n", a.c_str());
+      return Usage(stderr, 2);
+    }
+  }
+  auto config = autopar::LoadDaemonConfig(config_path);
+  if (!config) {
+    std::fprintf(stderr, "autopard: %s\n", config.message().c_str());
+    return 1;
+  }
+  if (check) {
+    std::printf("autopard: %s: OK (socket %s, state %s)\n", config_path.c_str(), config->socket.c_str(),
+                config->state_dir.c_str());
+    return 0;
+  }
+  // Signals go to a dedicated thread; every other thread inherits the blocked mask.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto daemon = autopar::Daemon::Create(*config, autopar::MakeSlurmJobOwners(config->slurm_conf));
+  if (!daemon) {
+    std::fprintf(stderr, "autopard: %s\n", daemon.message().c_str());
+    return 1;
+  }
+  autopar::Daemon* d = daemon->get();
+  std::thread([d, set] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    std::fprintf(stderr, "autopard: %s: stopping (pending uploads resume at the next start)\n",
+                 strsignal(sig));
+    d->Stop();
+  }).detach();
+  autopar::Status st = d->Serve();
+  if (!st) {
+    std::fprintf(stderr, "autopard: %s\n", st.message().c_str());
+    return 1;
+  }
+  daemon->reset();
+  return 0;
+}

@@ -1,0 +1,381 @@
+#include "state_db.h"
+
+#include <utility>
+
+namespace autopar {
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS commits(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id TEXT NOT NULL, step INTEGER NOT NULL, rank INTEGER NOT NULL,
+  world_size INTEGER NOT NULL, local_world_size INTEGER NOT NULL,
+  uid INTEGER NOT NULL, gid INTEGER NOT NULL,
+  ckpt_dir TEXT NOT NULL, upload TEXT NOT NULL, keep INTEGER NOT NULL, node TEXT NOT NULL,
+  state TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
+  created REAL NOT NULL, finished REAL NOT NULL DEFAULT 0, bytes INTEGER NOT NULL DEFAULT 0,
+  UNIQUE(job_id, step, rank, upload, ckpt_dir));
+CREATE INDEX IF NOT EXISTS commits_state ON commits(state);
+CREATE TABLE IF NOT EXISTS files(
+  commit_id INTEGER NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL,
+  sha256 TEXT NOT NULL DEFAULT '', upload_id TEXT NOT NULL DEFAULT '',
+  uploaded INTEGER NOT NULL DEFAULT 0, etag TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY(commit_id, path));
+CREATE TABLE IF NOT EXISTS parts(
+  commit_id INTEGER NOT NULL, path TEXT NOT NULL, upload_id TEXT NOT NULL, part INTEGER NOT NULL,
+  etag TEXT NOT NULL, md5 TEXT NOT NULL,
+  PRIMARY KEY(commit_id, path, upload_id, part));
+CREATE TABLE IF NOT EXISTS steps(
+  job_id TEXT NOT NULL, step INTEGER NOT NULL, location TEXT NOT NULL, state TEXT NOT NULL,
+  PRIMARY KEY(job_id, step, location));
+CREATE TABLE IF NOT EXISTS journal(
+  id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, node TEXT NOT NULL,
+  job_id TEXT NOT NULL, kind TEXT NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL,
+  detail TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS journal_job ON journal(job_id, time);
+CREATE TABLE IF NOT EXISTS heartbeats(
+  job_id TEXT NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL, time REAL NOT NULL,
+  PRIMARY KEY(job_id, rank));
+)sql";
+
+// A prepared statement with typed binding; finalized on scope exit.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr);
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  bool ok() const { return rc_ == SQLITE_OK; }
+  Stmt& Bind(const std::string& v) {
+    sqlite3_bind_text(s_, ++n_, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& Bind(int64_t v) {
+    sqlite3_bind_int64(s_, ++n_, v);
+    return *this;
+  }
+  Stmt& Bind(double v) {
+    sqlite3_bind_double(s_, ++n_, v);
+    return *this;
+  }
+  // SQLITE_ROW, SQLITE_DONE or an error code.
+  int Step() { return sqlite3_step(s_); }
+  std::string Text(int i) const {
+    const unsigned char* t = sqlite3_column_text(s_, i);
+    return t ? std::string(reinterpret_cast<const char*>(t),
+                           static_cast<size_t>(sqlite3_column_bytes(s_, i)))
+             : std::string();
+  }
+  int64_t Int(int i) const { return sqlite3_column_int64(s_, i); }
+  double Real(int i) const { return sqlite3_column_double(s_, i); }
+  Status Error(const char* what) const {
+    return Status::Error(std::string("state database: ") + what + ": " + sqlite3_errmsg(db_));
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* s_ = nullptr;
+  int rc_;
+  int n_ = 0;
+};
+
+// Runs a statement that returns no rows.
+Status Run(Stmt& s, const char* what) {
+  if (!s.ok()) return s.Error(what);
+  int rc = s.Step();
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return s.Error(what);
+  return Status::Ok();
+}
+
+constexpr const char* kCommitColumns =
+    "id, job_id, step, rank, world_size, local_world_size, uid, gid, ckpt_dir, upload, keep, "
+    "node, state, error, created, finished, bytes";
+
+CommitRecord ReadCommit(const Stmt& s) {
+  CommitRecord c;
+  c.id = s.Int(0);
+  c.job_id = s.Text(1);
+  c.step = s.Int(2);
+  c.rank = static_cast<int>(s.Int(3));
+  c.world_size = static_cast<int>(s.Int(4));
+  c.local_world_size = static_cast<int>(s.Int(5));
+  c.uid = static_cast<uint32_t>(s.Int(6));
+  c.gid = static_cast<uint32_t>(s.Int(7));
+  c.ckpt_dir = s.Text(8);
+  c.upload = s.Text(9);
+  c.keep = s.Int(10);
+  c.node = s.Text(11);
+  c.state = s.Text(12);
+  c.error = s.Text(13);
+  c.created = s.Real(14);
+  c.finished = s.Real(15);
+  c.bytes = static_cast<uint64_t>(s.Int(16));
+  return c;
+}
+
+Result<std::vector<CommitRecord>> ReadCommits(Stmt& s, const char* what) {
+  if (!s.ok()) return s.Error(what);
+  std::vector<CommitRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadCommit(s));
+  if (rc != SQLITE_DONE) return s.Error(what);
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<StateDb>> StateDb::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return Status::Error(path + ": cannot open the state database: " + msg);
+  }
+  sqlite3_busy_timeout(db, 5000);
+  std::unique_ptr<StateDb> s(new StateDb(db));
+  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", kSchema}) {
+    if (Status st = s->Exec(sql); !st) return Status::Error(path + ": " + st.message());
+  }
+  return s;
+}
+
+StateDb::~StateDb() { sqlite3_close(db_); }
+
+Status StateDb::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return Status::Error(std::string("state database: ") + msg);
+  }
+  return Status::Ok();
+}
+
+Result<int64_t> StateDb::AddCommit(const CommitRecord& c, const std::vector<FileRecord>& files,
+                                   bool* duplicate) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *duplicate = false;
+  {
+    Stmt find(db_, "SELECT id FROM commits WHERE job_id=? AND step=? AND rank=? AND upload=? AND ckpt_dir=?");
+    find.Bind(c.job_id).Bind(c.step).Bind(int64_t{c.rank}).Bind(c.upload).Bind(c.ckpt_dir);
+    if (!find.ok()) return find.Error("find commit");
+    if (find.Step() == SQLITE_ROW) {
+      *duplicate = true;
+      return find.Int(0);
+    }
+  }
+  if (Status st = Exec("BEGIN IMMEDIATE"); !st) return st;
+  auto rollback = [&](Status st) -> Result<int64_t> {
+    (void)Exec("ROLLBACK");
+    return st;
+  };
+  Stmt ins(db_,
+           "INSERT INTO commits(job_id, step, rank, world_size, local_world_size, uid, gid, "
+           "ckpt_dir, upload, keep, node, state, created, bytes) "
+           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  ins.Bind(c.job_id).Bind(c.step).Bind(int64_t{c.rank}).Bind(int64_t{c.world_size})
+      .Bind(int64_t{c.local_world_size}).Bind(int64_t{c.uid}).Bind(int64_t{c.gid}).Bind(c.ckpt_dir)
+      .Bind(c.upload).Bind(c.keep).Bind(c.node).Bind(c.state).Bind(c.created)
+      .Bind(static_cast<int64_t>(c.bytes));
+  if (Status st = Run(ins, "insert commit"); !st) return rollback(st);
+  int64_t id = sqlite3_last_insert_rowid(db_);
+  for (const auto& f : files) {
+    Stmt fi(db_, "INSERT INTO files(commit_id, path, size, sha256) VALUES(?,?,?,?)");
+    fi.Bind(id).Bind(f.path).Bind(static_cast<int64_t>(f.size)).Bind(f.sha256);
+    if (Status st = Run(fi, "insert file"); !st) return rollback(st);
+  }
+  if (Status st = Exec("COMMIT"); !st) return rollback(st);
+  return id;
+}
+
+Result<CommitRecord> StateDb::GetCommit(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, (std::string("SELECT ") + kCommitColumns + " FROM commits WHERE id=?").c_str());
+  s.Bind(id);
+  auto rows = ReadCommits(s, "read commit");
+  if (!rows) return rows.status();
+  if (rows->empty()) return Status::Error("state database: no commit " + std::to_string(id));
+  return rows->front();
+}
+
+Result<std::vector<CommitRecord>> StateDb::PendingCommits() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, (std::string("SELECT ") + kCommitColumns +
+               " FROM commits WHERE state IN ('queued','uploading') ORDER BY id").c_str());
+  return ReadCommits(s, "pending commits");
+}
+
+Result<std::vector<CommitRecord>> StateDb::Commits(const std::string& job_id, int limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string sql = std::string("SELECT ") + kCommitColumns + " FROM commits" +
+                    (job_id.empty() ? "" : " WHERE job_id=?") + " ORDER BY id DESC LIMIT ?";
+  Stmt s(db_, sql.c_str());
+  if (!job_id.empty()) s.Bind(job_id);
+  s.Bind(int64_t{limit});
+  return ReadCommits(s, "commits");
+}
+
+Result<std::vector<CommitRecord>> StateDb::LocalCommits(const std::string& ckpt_dir, int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, (std::string("SELECT ") + kCommitColumns +
+               " FROM commits WHERE ckpt_dir=? AND step=? AND upload='' ORDER BY rank").c_str());
+  s.Bind(ckpt_dir).Bind(step);
+  return ReadCommits(s, "local commits");
+}
+
+Status StateDb::SetCommitState(int64_t id, const std::string& state, const std::string& error,
+                               uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "UPDATE commits SET state=?, error=?, bytes=?, finished=strftime('%s','now') WHERE id=?");
+  s.Bind(state).Bind(error).Bind(static_cast<int64_t>(bytes)).Bind(id);
+  return Run(s, "update commit");
+}
+
+Result<std::vector<FileRecord>> StateDb::Files(int64_t commit_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "SELECT path, size, sha256, upload_id, uploaded, etag FROM files WHERE commit_id=? ORDER BY path");
+  s.Bind(commit_id);
+  if (!s.ok()) return s.Error("files");
+  std::vector<FileRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    FileRecord f;
+    f.path = s.Text(0);
+    f.size = static_cast<uint64_t>(s.Int(1));
+    f.sha256 = s.Text(2);
+    f.upload_id = s.Text(3);
+    f.uploaded = s.Int(4) != 0;
+    f.etag = s.Text(5);
+    out.push_back(std::move(f));
+  }
+  if (rc != SQLITE_DONE) return s.Error("files");
+  return out;
+}
+
+Status StateDb::SetUploadId(int64_t commit_id, const std::string& path, const std::string& upload_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt d(db_, "DELETE FROM parts WHERE commit_id=? AND path=?");
+  d.Bind(commit_id).Bind(path);
+  if (Status st = Run(d, "forget parts"); !st) return st;
+  Stmt s(db_, "UPDATE files SET upload_id=? WHERE commit_id=? AND path=?");
+  s.Bind(upload_id).Bind(commit_id).Bind(path);
+  return Run(s, "record upload id");
+}
+
+Result<std::vector<PartRecord>> StateDb::Parts(int64_t commit_id, const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_,
+         "SELECT p.part, p.etag, p.md5 FROM parts p JOIN files f ON f.commit_id=p.commit_id AND "
+         "f.path=p.path AND f.upload_id=p.upload_id WHERE p.commit_id=? AND p.path=? ORDER BY p.part");
+  s.Bind(commit_id).Bind(path);
+  if (!s.ok()) return s.Error("parts");
+  std::vector<PartRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    out.push_back({static_cast<int>(s.Int(0)), s.Text(1), s.Text(2)});
+  }
+  if (rc != SQLITE_DONE) return s.Error("parts");
+  return out;
+}
+
+Status StateDb::AddPart(int64_t commit_id, const std::string& path, const PartRecord& part) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_,
+         "INSERT OR REPLACE INTO parts(commit_id, path, upload_id, part, etag, md5) "
+         "SELECT ?, ?, upload_id, ?, ?, ? FROM files WHERE commit_id=? AND path=?");
+  s.Bind(commit_id).Bind(path).Bind(int64_t{part.part}).Bind(part.etag).Bind(part.md5_hex)
+      .Bind(commit_id).Bind(path);
+  return Run(s, "record part");
+}
+
+Status StateDb::SetFileUploaded(int64_t commit_id, const std::string& path, const std::string& etag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "UPDATE files SET uploaded=1, etag=?, upload_id='' WHERE commit_id=? AND path=?");
+  s.Bind(etag).Bind(commit_id).Bind(path);
+  if (Status st = Run(s, "record uploaded file"); !st) return st;
+  Stmt d(db_, "DELETE FROM parts WHERE commit_id=? AND path=?");
+  d.Bind(commit_id).Bind(path);
+  return Run(d, "forget parts");
+}
+
+Status StateDb::SetFileSha256(int64_t commit_id, const std::string& path, const std::string& sha256) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "UPDATE files SET sha256=? WHERE commit_id=? AND path=?");
+  s.Bind(sha256).Bind(commit_id).Bind(path);
+  return Run(s, "record digest");
+}
+
+Status StateDb::SetStepState(const std::string& job_id, int64_t step, const std::string& where,
+                             const std::string& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "INSERT OR REPLACE INTO steps(job_id, step, location, state) VALUES(?,?,?,?)");
+  s.Bind(job_id).Bind(step).Bind(where).Bind(state);
+  return Run(s, "record step");
+}
+
+Result<std::vector<StateDb::StepRow>> StateDb::Steps(const std::string& where) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "SELECT job_id, step, location, state FROM steps WHERE location=? ORDER BY step DESC, job_id DESC");
+  s.Bind(where);
+  if (!s.ok()) return s.Error("steps");
+  std::vector<StepRow> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Text(0), s.Int(1), s.Text(2), s.Text(3)});
+  if (rc != SQLITE_DONE) return s.Error("steps");
+  return out;
+}
+
+Result<std::vector<StateDb::StepRow>> StateDb::StepsOfJob(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "SELECT job_id, step, location, state FROM steps WHERE job_id=? ORDER BY step DESC");
+  s.Bind(job_id);
+  if (!s.ok()) return s.Error("steps");
+  std::vector<StepRow> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Text(0), s.Int(1), s.Text(2), s.Text(3)});
+  if (rc != SQLITE_DONE) return s.Error("steps");
+  return out;
+}
+
+Status StateDb::DeleteStep(const std::string& job_id, int64_t step, const std::string& where) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "DELETE FROM steps WHERE job_id=? AND step=? AND location=?");
+  s.Bind(job_id).Bind(step).Bind(where);
+  return Run(s, "delete step");
+}
+
+Status StateDb::AddEvent(const JournalEvent& e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "INSERT INTO journal(time, node, job_id, kind, rank, step, detail) VALUES(?,?,?,?,?,?,?)");
+  s.Bind(e.time).Bind(e.node).Bind(e.job_id).Bind(e.kind).Bind(int64_t{e.rank}).Bind(e.step)
+      .Bind(e.detail);
+  return Run(s, "journal");
+}
+
+Result<std::vector<JournalEvent>> StateDb::Events(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "SELECT time, node, job_id, kind, rank, step, detail FROM journal WHERE job_id=? ORDER BY time, id");
+  s.Bind(job_id);
+  if (!s.ok()) return s.Error("journal");
+  std::vector<JournalEvent> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    out.push_back({s.Real(0), s.Text(1), s.Text(2), s.Text(3), static_cast<int>(s.Int(4)), s.Int(5),
+                   s.Text(6)});
+  }
+  if (rc != SQLITE_DONE) return s.Error("journal");
+  return out;
+}
+
+Status StateDb::Heartbeat(const std::string& job_id, int rank, int64_t step, double time) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "INSERT OR REPLACE INTO heartbeats(job_id, rank, step, time) VALUES(?,?,?,?)");
+  s.Bind(job_id).Bind(int64_t{rank}).Bind(step).Bind(time);
+  return Run(s, "heartbeat");
+}
+
+}  // namespace autopar

@@ -1,0 +1,116 @@
+// autopard's durable state in SQLite (WAL journal, synchronous=FULL): the commit queue, each
+// committed file, the multipart uploads in flight with their finished parts, the steps known to be
+// complete, the job journal and heartbeats. A commit is in the database (fsync'ed) before
+// AddCommit returns, so a daemon that crashes after acknowledging it still uploads it after a
+// restart; a multipart upload resumes with the parts it had already sent.
+//
+// Thread safety: a StateDb may be used from several threads at once (one connection behind a
+// mutex).
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "autopar/protocol.h"
+#include "autopar/status.h"
+
+namespace autopar {
+
+// Commit states: queued -> uploading -> uploaded | failed; local (no upload URI, hashed).
+struct CommitRecord {
+  int64_t id = 0;
+  std::string job_id;
+  int64_t step = 0;
+  int rank = 0;
+  int world_size = 1;
+  int local_world_size = 1;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::string ckpt_dir;
+  std::string upload;  // "" for local-only checkpoints
+  int64_t keep = 0;
+  std::string node;
+  std::string state = "queued";
+  std::string error;
+  double created = 0;
+  double finished = 0;
+  uint64_t bytes = 0;
+};
+
+struct FileRecord {
+  std::string path;  // relative to the rank's step directory
+  uint64_t size = 0;
+  std::string sha256;     // "" until hashed
+  std::string upload_id;  // multipart upload in flight ("" when none)
+  bool uploaded = false;
+  std::string etag;
+};
+
+struct PartRecord {
+  int part = 0;
+  std::string etag;
+  std::string md5_hex;
+};
+
+class StateDb {
+ public:
+  // Opens (creating) the database file; sets WAL and synchronous=FULL and creates the schema.
+  static Result<std::unique_ptr<StateDb>> Open(const std::string& path);
+  ~StateDb();
+  StateDb(const StateDb&) = delete;
+  StateDb& operator=(const StateDb&) = delete;
+
+  // Records a commit with its files in one durable transaction. When the same (job, step, rank,
+  // upload) was committed before, returns the earlier id and sets *duplicate.
+  Result<int64_t> AddCommit(const CommitRecord& commit, const std::vector<FileRecord>& files,
+                            bool* duplicate);
+  Result<CommitRecord> GetCommit(int64_t id);
+  // Commits still to upload (queued or uploading), oldest first.
+  Result<std::vector<CommitRecord>> PendingCommits();
+  // Every commit of a job (all jobs when `job_id` is empty), newest first, at most `limit`.
+  Result<std::vector<CommitRecord>> Commits(const std::string& job_id, int limit);
+  // Local-only commits of (job, step) on this node.
+  Result<std::vector<CommitRecord>> LocalCommits(const std::string& ckpt_dir, int64_t step);
+  Status SetCommitState(int64_t id, const std::string& state, const std::string& error,
+                        uint64_t bytes);
+
+  Result<std::vector<FileRecord>> Files(int64_t commit_id);
+  // Starts a multipart upload record (forgetting parts of an earlier upload id).
+  Status SetUploadId(int64_t commit_id, const std::string& path, const std::string& upload_id);
+  Result<std::vector<PartRecord>> Parts(int64_t commit_id, const std::string& path);
+  Status AddPart(int64_t commit_id, const std::string& path, const PartRecord& part);
+  Status SetFileUploaded(int64_t commit_id, const std::string& path, const std::string& etag);
+  Status SetFileSha256(int64_t commit_id, const std::string& path, const std::string& sha256);
+
+  // Steps known complete (state "COMPLETE" in storage or "COMPLETE-LOCAL").
+  Status SetStepState(const std::string& job_id, int64_t step, const std::string& where,
+                      const std::string& state);
+  struct StepRow {
+    std::string job_id;
+    int64_t step = 0;
+    std::string where;  // upload URI, or the local checkpoint directory
+    std::string state;
+  };
+  // Steps recorded for `where`, newest step first.
+  Result<std::vector<StepRow>> Steps(const std::string& where);
+  // Steps recorded for a job, newest first.
+  Result<std::vector<StepRow>> StepsOfJob(const std::string& job_id);
+  Status DeleteStep(const std::string& job_id, int64_t step, const std::string& where);
+
+  Status AddEvent(const JournalEvent& event);
+  Result<std::vector<JournalEvent>> Events(const std::string& job_id);
+  Status Heartbeat(const std::string& job_id, int rank, int64_t step, double time);
+
+ private:
+  explicit StateDb(sqlite3* db) : db_(db) {}
+  Status Exec(const char* sql);
+  sqlite3* db_;
+  std::mutex mu_;
+};
+
+}  // namespace autopar

@@ -1,0 +1,110 @@
+#include "state_db.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace autopar {
+namespace {
+
+class StateDbTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/autopard-db-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    path_ = dir_ + "/autopard.db";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  CommitRecord Commit(int rank) {
+    CommitRecord c;
+    c.job_id = "7";
+    c.step = 10;
+    c.rank = rank;
+    c.world_size = 2;
+    c.ckpt_dir = "/ck/7";
+    c.upload = "s3://b/p";
+    c.created = 1.0;
+    c.bytes = 300;
+    return c;
+  }
+  std::string dir_, path_;
+};
+
+TEST_F(StateDbTest, QueueSurvivesReopenWithUploadIdsAndParts) {
+  int64_t id0 = 0, id1 = 0;
+  {
+    auto db = StateDb::Open(path_);
+    ASSERT_TRUE(db.ok()) << db.message();
+    bool dup = true;
+    auto a = (*db)->AddCommit(Commit(0), {{"a.pt", 100, "", "", false, ""}, {"b.pt", 200, "", "", false, ""}}, &dup);
+    ASSERT_TRUE(a.ok()) << a.message();
+    EXPECT_FALSE(dup);
+    id0 = *a;
+    auto b = (*db)->AddCommit(Commit(1), {{"a.pt", 100, "", "", false, ""}}, &dup);
+    ASSERT_TRUE(b.ok());
+    id1 = *b;
+    // The same (job, step, rank) again is a duplicate with the first id.
+    auto again = (*db)->AddCommit(Commit(0), {}, &dup);
+    ASSERT_TRUE(again.ok());
+    EXPECT_TRUE(dup);
+    EXPECT_EQ(*again, id0);
+    ASSERT_TRUE((*db)->SetCommitState(id0, "uploading", "", 300).ok());
+    ASSERT_TRUE((*db)->SetUploadId(id0, "b.pt", "UP-1").ok());
+    ASSERT_TRUE((*db)->AddPart(id0, "b.pt", {1, "e1", "00112233445566778899aabbccddeeff"}).ok());
+    ASSERT_TRUE((*db)->AddPart(id0, "b.pt", {3, "e3", "ffeeddccbbaa99887766554433221100"}).ok());
+    ASSERT_TRUE((*db)->SetFileUploaded(id0, "a.pt", "etag-a").ok());
+    ASSERT_TRUE((*db)->SetCommitState(id1, "uploaded", "", 100).ok());
+  }
+  // A "restart": everything still pending comes back with its progress.
+  auto db = StateDb::Open(path_);
+  ASSERT_TRUE(db.ok());
+  auto pending = (*db)->PendingCommits();
+  ASSERT_TRUE(pending.ok());
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*pending)[0].id, id0);
+  EXPECT_EQ((*pending)[0].state, "uploading");
+  EXPECT_EQ((*pending)[0].upload, "s3://b/p");
+  auto files = (*db)->Files(id0);
+  ASSERT_TRUE(files.ok());
+  ASSERT_EQ(files->size(), 2u);
+  EXPECT_TRUE((*files)[0].uploaded);
+  EXPECT_EQ((*files)[1].upload_id, "UP-1");
+  auto parts = (*db)->Parts(id0, "b.pt");
+  ASSERT_TRUE(parts.ok());
+  ASSERT_EQ(parts->size(), 2u);
+  EXPECT_EQ((*parts)[0].part, 1);
+  EXPECT_EQ((*parts)[1].etag, "e3");
+  // A new upload id forgets the parts of the old one.
+  ASSERT_TRUE((*db)->SetUploadId(id0, "b.pt", "UP-2").ok());
+  EXPECT_TRUE((*db)->Parts(id0, "b.pt")->empty());
+}
+
+TEST_F(StateDbTest, StepsJournalAndHeartbeats) {
+  auto db = StateDb::Open(path_);
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE((*db)->SetStepState("7", 10, "/ck/7", "COMPLETE-LOCAL").ok());
+  ASSERT_TRUE((*db)->SetStepState("7", 20, "/ck/7", "COMPLETE-LOCAL").ok());
+  auto steps = (*db)->Steps("/ck/7");
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps->size(), 2u);
+  EXPECT_EQ((*steps)[0].step, 20);
+  ASSERT_TRUE((*db)->DeleteStep("7", 10, "/ck/7").ok());
+  EXPECT_EQ((*db)->Steps("/ck/7")->size(), 1u);
+  ASSERT_TRUE((*db)->AddEvent({2.0, "node1", "7", "ckpt_complete", -1, 20, "x"}).ok());
+  ASSERT_TRUE((*db)->AddEvent({1.0, "node1", "7", "ckpt_committed", 0, 20, ""}).ok());
+  auto ev = (*db)->Events("7");
+  ASSERT_TRUE(ev.ok());
+  ASSERT_EQ(ev->size(), 2u);
+  EXPECT_EQ((*ev)[0].kind, "ckpt_committed");  // in time order
+  EXPECT_TRUE((*db)->Heartbeat("7", 0, 21, 3.0).ok());
+}
+
+TEST_F(StateDbTest, UnopenableDatabaseNamesThePath) {
+  auto db = StateDb::Open("/nonexistent-dir/x.db");
+  ASSERT_FALSE(db.ok());
+  EXPECT_NE(db.message().find("/nonexistent-dir/x.db"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,630 @@
+#include "uploader.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "autopar/ckpt_layout.h"
+#include "autopar/ckpt_manifest.h"
+#include "autopar/ckpt_retention.h"
+#include "autopar/ckpt_store.h"
+#include "autopar/ckpt_uri.h"
+#include "autopar/proto_client.h"
+#include "autopar/sha256.h"
+#include "autopar/storage_backends.h"
+#include "user_fs.h"
+
+namespace autopar {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Closes the descriptors of a commit's files.
+struct FdSet {
+  std::vector<int> fds;
+  ~FdSet() {
+    for (int fd : fds) {
+      if (fd >= 0) close(fd);
+    }
+  }
+};
+
+// Counts outstanding tasks and keeps the first error.
+class Latch {
+ public:
+  void Add(int n = 1) {
+    std::lock_guard<std::mutex> l(mu_);
+    pending_ += n;
+  }
+  void Done(Status st) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!st.ok() && first_.ok()) first_ = st;
+    if (--pending_ == 0) cv_.notify_all();
+  }
+  Status Wait() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return pending_ == 0; });
+    return first_;
+  }
+  bool failed() {
+    std::lock_guard<std::mutex> l(mu_);
+    return !first_.ok();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int pending_ = 0;
+  Status first_;
+};
+
+Status ReadAt(int fd, std::string* buf, uint64_t offset, size_t size, const std::string& name) {
+  buf->resize(size);
+  size_t got = 0;
+  while (got < size) {
+    ssize_t n = pread(fd, buf->data() + got, size - got, static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::Error(name + ": " + std::strerror(errno));
+    if (n == 0) return Status::Error(name + ": shorter than committed (changed after the commit?)");
+    got += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string JobOwnerKey(const std::string& job_id) { return JobKeyPrefix(job_id) + "owner.json"; }
+
+TaskPool::TaskPool(int threads) {
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this] {
+      for (;;) {
+        std::function<void()> task;
+        {
+          std::unique_lock<std::mutex> l(mu_);
+          cv_.wait(l, [&] { return stop_ || !tasks_.empty(); });
+          if (tasks_.empty()) return;
+          task = std::move(tasks_.front());
+          tasks_.pop_front();
+        }
+        task();
+      }
+    });
+  }
+}
+
+TaskPool::~TaskPool() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void TaskPool::Submit(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+Result<std::shared_ptr<ObjectStore>> StoreCache::Get(const std::string& uri) {
+  auto parsed = ParseCheckpointUri(uri);
+  if (!parsed) return parsed.status();
+  std::string canonical = parsed->ToString();
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = stores_.find(canonical);
+  if (it != stores_.end()) return it->second;
+  if (parsed->kind == CheckpointUri::Kind::kS3 && config_.s3.endpoint.empty()) {
+    return Status::Error(uri + ": this node's autopard has no S3 endpoint (s3_endpoint in autopard.conf)");
+  }
+  auto store = OpenObjectStore(*parsed, config_.s3, config_.posix);
+  if (!store) return store.status();
+  std::shared_ptr<ObjectStore> shared(std::move(*store));
+  stores_[canonical] = shared;
+  return shared;
+}
+
+Uploader::Uploader(StateDb* db, const DaemonConfig& config, StoreCache* stores, Journal journal)
+    : db_(db), config_(config), stores_(stores), journal_(std::move(journal)),
+      pool_(config.concurrency) {
+  dispatcher_ = std::thread([this] { Dispatch(); });
+}
+
+Uploader::~Uploader() { Stop(); }
+
+TransferOptions Uploader::Transfer() const {
+  TransferOptions t;
+  t.part_size = config_.part_size;
+  t.concurrency = config_.concurrency;
+  t.backoff = config_.retry;
+  t.cancel = &stopping_;
+  return t;
+}
+
+Status Uploader::ResumePending() {
+  auto pending = db_->PendingCommits();
+  if (!pending) return pending.status();
+  for (const auto& c : *pending) Enqueue(c.id);
+  return Status::Ok();
+}
+
+void Uploader::Enqueue(int64_t commit_id) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (active_.count(commit_id)) return;
+    auto a = std::make_shared<Active>();
+    if (auto c = db_->GetCommit(commit_id)) {
+      a->job_id = c->job_id;
+      a->step = c->step;
+      a->rank = c->rank;
+      a->total = c->bytes;
+    }
+    a->start = std::chrono::steady_clock::now();
+    active_[commit_id] = a;
+    queue_.push_back(commit_id);
+  }
+  cv_.notify_all();
+}
+
+void Uploader::Dispatch() {
+  std::unique_lock<std::mutex> l(mu_);
+  for (;;) {
+    cv_.wait(l, [&] {
+      return stopping_ || (!queue_.empty() && running_ < config_.max_active_uploads);
+    });
+    if (stopping_) return;
+    int64_t id = queue_.front();
+    queue_.pop_front();
+    auto active = active_[id];
+    ++running_;
+    workers_.emplace_back([this, id, active] { Process(id, active); });
+  }
+}
+
+void Uploader::Stop() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopping_.exchange(true)) {
+      // Already stopping: fall through to join whatever is left.
+    }
+  }
+  cv_.notify_all();
+  if (dispatcher_.joinable()) dispatcher_.join();
+  std::list<std::thread> workers;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    workers.swap(workers_);
+  }
+  for (auto& t : workers) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void Uploader::WaitIdle() {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [&] { return (queue_.empty() && running_ == 0) || stopping_; });
+}
+
+std::vector<UploadInfo> Uploader::Progress(const std::string& job_id) {
+  std::vector<UploadInfo> out;
+  std::lock_guard<std::mutex> l(mu_);
+  auto add = [&](const Active& a) {
+    if (!job_id.empty() && a.job_id != job_id) return;
+    UploadInfo u;
+    u.job_id = a.job_id;
+    u.step = a.step;
+    u.rank = a.rank;
+    u.state = a.state;
+    u.bytes_done = a.done.load();
+    u.bytes_total = a.total;
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - a.start).count();
+    if (a.state == "uploading" && secs > 0) {
+      u.throughput_bps = static_cast<double>(u.bytes_done) / secs;
+      if (u.throughput_bps > 0) {
+        u.eta_s = static_cast<double>(u.bytes_total - std::min(u.bytes_done, u.bytes_total)) /
+                  u.throughput_bps;
+      }
+    }
+    u.error = a.error;
+    out.push_back(std::move(u));
+  };
+  for (const auto& [id, a] : active_) add(*a);
+  for (const auto& [id, a] : finished_) add(*a);
+  return out;
+}
+
+void Uploader::Emit(const CommitRecord& c, const std::string& kind, const std::string& detail) {
+  JournalEvent e;
+  e.time = Now();
+  e.node = config_.node;
+  e.job_id = c.job_id;
+  e.kind = kind;
+  e.rank = c.rank;
+  e.step = c.step;
+  e.detail = detail;
+  if (journal_) journal_(e);
+}
+
+void Uploader::Process(int64_t commit_id, std::shared_ptr<Active> active) {
+  Status st;
+  auto c = db_->GetCommit(commit_id);
+  if (!c) {
+    st = c.status();
+  } else {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      active->state = c->upload.empty() ? "hashing" : "uploading";
+      active->start = std::chrono::steady_clock::now();
+    }
+    st = c->upload.empty() ? FinishLocal(*c, *active) : Upload(*c, *active);
+  }
+  bool keep_pending = !st.ok() && stopping_;
+  if (c && !keep_pending) {
+    std::string state = st.ok() ? (c->upload.empty() ? "local" : "uploaded") : "failed";
+    (void)db_->SetCommitState(commit_id, state, st.ok() ? "" : st.message(), active->total);
+    if (!st.ok()) {
+      Emit(*c, "ckpt_failed", st.message());
+      std::fprintf(stderr, "autopard: job %s step %lld rank %d: upload failed: %s\n",
+                   c->job_id.c_str(), static_cast<long long>(c->step), c->rank, st.message().c_str());
+    }
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  active->state = keep_pending ? "queued" : (st.ok() ? (c && c->upload.empty() ? "local" : "uploaded") : "failed");
+  active->error = st.ok() ? "" : st.message();
+  active_.erase(commit_id);
+  finished_.emplace_back(commit_id, active);
+  while (finished_.size() > 64) finished_.pop_front();
+  --running_;
+  cv_.notify_all();
+}
+
+Status Uploader::FinishLocal(const CommitRecord& c, Active& active) {
+  auto files = db_->Files(c.id);
+  if (!files) return files.status();
+  UserIdentity id{c.uid, c.gid};
+  std::string dir = RankStepDir(c.ckpt_dir, c.step, c.rank);
+  for (const auto& f : *files) {
+    active.total = std::max<uint64_t>(active.total, 0);
+    if (!f.sha256.empty()) continue;
+    auto fd = OpenUserFile(id, dir + "/" + f.path, static_cast<int64_t>(f.size));
+    if (!fd) return fd.status();
+    FdSet guard{{*fd}};
+    auto sha = Sha256OfFd(*fd, dir + "/" + f.path);
+    if (!sha) return sha.status();
+    if (Status s = db_->SetFileSha256(c.id, f.path, *sha); !s) return s;
+    active.done += f.size;
+  }
+  (void)db_->SetCommitState(c.id, "local", "", active.total);
+  Emit(c, "ckpt_committed", "local " + dir);
+  // COMPLETE-LOCAL when every rank of the job on this node has committed this step.
+  auto commits = db_->LocalCommits(c.ckpt_dir, c.step);
+  if (!commits) return commits.status();
+  int done = 0;
+  for (const auto& o : *commits) {
+    if (o.job_id == c.job_id && (o.state == "local" || o.id == c.id)) ++done;
+  }
+  if (done >= std::max(1, c.local_world_size)) {
+    if (Status s = db_->SetStepState(c.job_id, c.step, c.ckpt_dir, "COMPLETE-LOCAL"); !s) return s;
+    Emit(c, "ckpt_complete", "local " + c.ckpt_dir + " (" + std::to_string(done) + " ranks on " +
+                                 config_.node + ")");
+    Retention(c, nullptr);
+  }
+  return Status::Ok();
+}
+
+Status Uploader::Upload(const CommitRecord& c, Active& active) {
+  auto store_r = stores_->Get(c.upload);
+  if (!store_r) return store_r.status();
+  ObjectStore& store = **store_r;
+  auto files_r = db_->Files(c.id);
+  if (!files_r) return files_r.status();
+  std::vector<FileRecord> files = *files_r;
+  UserIdentity id{c.uid, c.gid};
+  const std::string dir = RankStepDir(c.ckpt_dir, c.step, c.rank);
+  (void)db_->SetCommitState(c.id, "uploading", "", active.total);
+
+  FdSet fds;
+  uint64_t total = 0;
+  for (const auto& f : files) {
+    auto fd = OpenUserFile(id, dir + "/" + f.path, static_cast<int64_t>(f.size));
+    if (!fd) return fd.status();
+    fds.fds.push_back(*fd);
+    total += f.size;
+  }
+  active.total = total;
+
+  // Hash the files sequentially while their parts go out.
+  std::vector<std::string> sha(files.size());
+  Status hash_status;
+  std::thread hasher([&] {
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (!files[i].sha256.empty()) {
+        sha[i] = files[i].sha256;
+        continue;
+      }
+      auto h = Sha256OfFd(fds.fds[i], dir + "/" + files[i].path);
+      if (!h) {
+        hash_status = h.status();
+        return;
+      }
+      sha[i] = *h;
+      (void)db_->SetFileSha256(c.id, files[i].path, *h);
+    }
+  });
+
+  auto retry = [&](const std::function<StoreStatus()>& op, StoreStatus* last) -> Status {
+    Backoff backoff(config_.retry, DefaultUniform());
+    return RetryWithBackoff(
+        [&](int) {
+          *last = op();
+          return last->ToAttempt();
+        },
+        backoff, RealRetryClock(), &stopping_);
+  };
+
+  const uint64_t part_size = config_.part_size;
+  Status result;
+  for (int pass = 0; pass < 2 && result.ok(); ++pass) {
+    // Pass 2 only re-runs files whose multipart upload vanished (NoSuchUpload) in pass 1.
+    Latch latch;
+    std::vector<std::string> restart(files.size());
+    std::vector<std::vector<PartRecord>> parts(files.size());
+    std::mutex parts_mu;
+    for (size_t i = 0; i < files.size(); ++i) {
+      FileRecord& f = files[i];
+      if (f.uploaded) {
+        if (pass == 0) active.done += f.size;
+        continue;
+      }
+      const std::string key = RankFileKey(c.job_id, c.step, c.rank, f.path);
+      const int fd = fds.fds[i];
+      const std::string name = dir + "/" + f.path;
+      if (f.size <= part_size) {
+        latch.Add();
+        pool_.Submit([&, i, key, fd, name] {
+          std::string buf;
+          Status s = ReadAt(fd, &buf, 0, static_cast<size_t>(files[i].size), name);
+          Md5Digest md5 = Md5Of(buf);
+          StoreStatus last;
+          if (s.ok()) s = retry([&] { return store.PutObject(key, buf, md5); }, &last);
+          ObjectInfo info;
+          if (s.ok()) s = retry([&] { return store.Head(key, &info); }, &last);
+          if (s.ok() && info.size != files[i].size) {
+            s = Status::Error(store.Describe() + "/" + key + ": size " + std::to_string(info.size) +
+                              " after upload, expected " + std::to_string(files[i].size));
+          }
+          if (s.ok() && IsLowerHex(info.etag, 32) && info.etag != HexEncode(md5)) {
+            s = Status::Error(store.Describe() + "/" + key + ": ETag " + info.etag +
+                              " does not match the MD5 of " + name);
+          }
+          if (s.ok()) s = db_->SetFileUploaded(c.id, files[i].path, info.etag);
+          if (s.ok()) {
+            files[i].uploaded = true;
+            active.done += files[i].size;
+          }
+          latch.Done(s);
+        });
+        continue;
+      }
+      // Multipart: resume the recorded upload or start one.
+      StoreStatus last;
+      if (f.upload_id.empty()) {
+        std::string upload_id;
+        Status s = retry([&] { return store.CreateUpload(key, &upload_id); }, &last);
+        if (s.ok()) s = db_->SetUploadId(c.id, f.path, upload_id);
+        if (!s.ok()) {
+          result = s;
+          break;
+        }
+        f.upload_id = upload_id;
+      }
+      auto recorded = db_->Parts(c.id, f.path);
+      if (!recorded) {
+        result = recorded.status();
+        break;
+      }
+      const int nparts = static_cast<int>((f.size + part_size - 1) / part_size);
+      parts[i].assign(static_cast<size_t>(nparts), PartRecord{});
+      for (const auto& p : *recorded) {
+        if (p.part >= 1 && p.part <= nparts) {
+          parts[i][static_cast<size_t>(p.part - 1)] = p;
+          uint64_t len = std::min<uint64_t>(part_size, f.size - static_cast<uint64_t>(p.part - 1) * part_size);
+          active.done += len;
+        }
+      }
+      for (int pn = 1; pn <= nparts; ++pn) {
+        if (!parts[i][static_cast<size_t>(pn - 1)].etag.empty()) continue;
+        latch.Add();
+        const std::string upload_id = f.upload_id;
+        pool_.Submit([&, i, key, fd, name, pn, upload_id] {
+          if (latch.failed() || stopping_) {
+            latch.Done(stopping_ ? Status::Error("autopard is stopping") : Status::Ok());
+            return;
+          }
+          const uint64_t off = static_cast<uint64_t>(pn - 1) * part_size;
+          const uint64_t len = std::min<uint64_t>(part_size, files[i].size - off);
+          std::string buf;
+          Status s = ReadAt(fd, &buf, off, static_cast<size_t>(len), name);
+          Md5Digest md5 = Md5Of(buf);
+          std::string etag;
+          StoreStatus last_part;
+          if (s.ok()) {
+            s = retry([&] { return store.UploadPart(key, upload_id, pn, off, buf, md5, &etag); },
+                      &last_part);
+          }
+          if (!s.ok() && last_part.code == StoreStatus::Code::kNotFound) {
+            std::lock_guard<std::mutex> l(parts_mu);
+            restart[i] = s.message();
+            latch.Done(Status::Ok());
+            return;
+          }
+          PartRecord rec{pn, etag, HexEncode(md5)};
+          if (s.ok()) s = db_->AddPart(c.id, files[i].path, rec);
+          if (s.ok()) {
+            std::lock_guard<std::mutex> l(parts_mu);
+            parts[i][static_cast<size_t>(pn - 1)] = rec;
+            active.done += len;
+          }
+          latch.Done(s);
+        });
+      }
+    }
+    Status parts_status = latch.Wait();
+    if (result.ok()) result = parts_status;
+    if (!result.ok()) break;
+    bool again = false;
+    // Complete every multipart file whose parts are all in.
+    for (size_t i = 0; i < files.size() && result.ok(); ++i) {
+      FileRecord& f = files[i];
+      if (f.uploaded || f.size <= part_size) continue;
+      const std::string key = RankFileKey(c.job_id, c.step, c.rank, f.path);
+      std::vector<std::string> etags;
+      std::vector<Md5Digest> md5s;
+      bool vanished = !restart[i].empty();
+      for (const auto& p : parts[i]) {
+        etags.push_back(p.etag);
+        Md5Digest d{};
+        for (size_t b = 0; b < 16 && p.md5_hex.size() == 32; ++b) {
+          d[b] = static_cast<uint8_t>(std::stoi(p.md5_hex.substr(2 * b, 2), nullptr, 16));
+        }
+        md5s.push_back(d);
+      }
+      std::string etag;
+      StoreStatus last;
+      Status s;
+      if (!vanished) {
+        s = retry([&] { return store.CompleteUpload(key, f.upload_id, etags, &etag); }, &last);
+        if (!s.ok() && last.code == StoreStatus::Code::kNotFound) {
+          // Completed by a daemon that died before recording it? Accept only the same object.
+          ObjectInfo info;
+          StoreStatus head_last;
+          Status h = retry([&] { return store.Head(key, &info); }, &head_last);
+          if (h.ok() && info.size == f.size && info.etag == MultipartEtag(md5s)) {
+            s = Status::Ok();
+            etag = info.etag;
+          } else {
+            vanished = true;
+            restart[i] = s.message();
+          }
+        }
+      }
+      if (vanished) {
+        if (pass == 1) {
+          result = Status::Error(store.Describe() + "/" + key + ": multipart upload lost twice: " + restart[i]);
+          break;
+        }
+        // Start this file over in the next pass.
+        f.upload_id.clear();
+        (void)db_->SetUploadId(c.id, f.path, "");
+        again = true;
+        continue;
+      }
+      if (!s.ok()) {
+        result = s;
+        break;
+      }
+      if (etag.find('-') != std::string::npos && etag != MultipartEtag(md5s)) {
+        result = Status::Error(store.Describe() + "/" + key + ": ETag " + etag +
+                               " does not match the parts sent (" + MultipartEtag(md5s) + ")");
+        break;
+      }
+      ObjectInfo info;
+      s = retry([&] { return store.Head(key, &info); }, &last);
+      if (s.ok() && info.size != f.size) {
+        s = Status::Error(store.Describe() + "/" + key + ": size " + std::to_string(info.size) +
+                          " after upload, expected " + std::to_string(f.size));
+      }
+      if (s.ok()) s = db_->SetFileUploaded(c.id, f.path, etag);
+      if (!s.ok()) {
+        result = s;
+        break;
+      }
+      f.uploaded = true;
+    }
+    if (!again) break;
+  }
+  hasher.join();
+  if (result.ok() && !hash_status.ok()) result = hash_status;
+  if (!result.ok()) {
+    if (!stopping_) {
+      // A permanent failure: abort the multipart uploads so no partial object lingers.
+      for (const auto& f : files) {
+        if (!f.uploaded && !f.upload_id.empty()) {
+          (void)store.AbortUpload(RankFileKey(c.job_id, c.step, c.rank, f.path), f.upload_id);
+        }
+      }
+    }
+    return result;
+  }
+
+  // The rank manifest, then completion.
+  TransferOptions topt = Transfer();
+  CheckpointManifest m;
+  m.job_id = c.job_id;
+  m.step = c.step;
+  m.world_size = c.world_size;
+  RankEntry entry;
+  entry.verified = true;
+  for (size_t i = 0; i < files.size(); ++i) entry.files.push_back({files[i].path, files[i].size, sha[i]});
+  m.ranks[c.rank] = entry;
+  const std::string mkey = RankManifestKey(c.job_id, c.step, c.rank);
+  if (Status s = ValidateManifest(m, mkey); !s) return s;
+  if (Status s = PutSmallObject(store, mkey, ManifestToJson(m), topt); !s) return s;
+  auto owner_exists = ObjectExists(store, JobOwnerKey(c.job_id), topt);
+  if (owner_exists && !*owner_exists) {
+    std::string owner = "{\"uid\": " + std::to_string(c.uid) + "}\n";
+    (void)PutSmallObject(store, JobOwnerKey(c.job_id), owner, topt);
+  }
+  Emit(c, "ckpt_uploaded", store.Describe() + "/" + RankKeyPrefix(c.job_id, c.step, c.rank) + " (" +
+                               std::to_string(total) + " bytes)");
+  auto complete = TryCompleteStep(store, c.job_id, c.step, topt);
+  if (!complete) return complete.status();
+  if (complete->complete) {
+    (void)db_->SetStepState(c.job_id, c.step, c.upload, "COMPLETE");
+    Emit(c, "ckpt_complete", store.Describe() + "/" + StepManifestKey(c.job_id, c.step));
+  }
+  Retention(c, &store);
+  return Status::Ok();
+}
+
+void Uploader::Retention(const CommitRecord& c, ObjectStore* store) {
+  if (c.keep <= 0) return;
+  std::vector<int64_t> remove;
+  if (store) {
+    auto plan = ApplyRetention(*store, c.job_id, static_cast<int>(c.keep), Transfer());
+    if (!plan) {
+      Emit(c, "ckpt_retention_failed", plan.message());
+      return;
+    }
+    remove = plan->remove;
+  } else {
+    auto steps = db_->Steps(c.ckpt_dir);
+    if (!steps) return;
+    std::vector<StepStatus> st;
+    for (const auto& s : *steps) {
+      if (s.job_id == c.job_id) st.push_back({s.step, s.state == "COMPLETE-LOCAL"});
+    }
+    remove = PlanRetention(st, static_cast<int>(c.keep)).remove;
+  }
+  UserIdentity id{c.uid, c.gid};
+  for (int64_t step : remove) {
+    std::string dir = c.ckpt_dir + "/step-" + std::to_string(step);
+    Status s = RemoveTreeAsUser(id, dir);
+    if (!store) (void)db_->DeleteStep(c.job_id, step, c.ckpt_dir);
+    if (!s.ok()) Emit(c, "ckpt_retention_failed", s.message());
+  }
+  if (!remove.empty()) {
+    std::string list;
+    for (int64_t s : remove) list += (list.empty() ? "" : ",") + std::to_string(s);
+    Emit(c, "ckpt_retention", "removed steps " + list + " (keep " + std::to_string(c.keep) + ")");
+  }
+}
+
+}  // namespace autopar

@@ -1,0 +1,116 @@
+// The background half of a commit: uploads a rank's committed files to the job's --ckpt-upload
+// store, resumably (multipart upload ids and finished parts are in the StateDb, so a daemon
+// killed mid-upload continues where it stopped and sends no part twice that it had recorded),
+// hashes the files while their parts go out, writes the rank manifest, completes the step when
+// every rank is in (TryCompleteStep), and applies retention in storage and on local disk.
+// Without an upload URI the local directory is the checkpoint: files are hashed and the step is
+// COMPLETE-LOCAL once every rank of the job on this node has committed it.
+//
+// Thread safety: every public member may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "autopar/protocol.h"
+#include "autopar/storage.h"
+#include "config.h"
+#include "state_db.h"
+
+namespace autopar {
+
+// A fixed set of worker threads running queued tasks (the parts in flight of all uploads).
+class TaskPool {
+ public:
+  explicit TaskPool(int threads);
+  ~TaskPool();
+  void Submit(std::function<void()> task);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+// Opens the store of a URI with the daemon's settings, cached per URI.
+class StoreCache {
+ public:
+  explicit StoreCache(const DaemonConfig& config) : config_(config) {}
+  Result<std::shared_ptr<ObjectStore>> Get(const std::string& uri);
+
+ private:
+  const DaemonConfig& config_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<ObjectStore>> stores_;
+};
+
+// The object "job-<J>/owner.json" that autopard writes beside a job's checkpoints: which uid owns
+// them, so that listing and restoring by URI (across jobs) show a user only their own jobs.
+std::string JobOwnerKey(const std::string& job_id);
+
+class Uploader {
+ public:
+  using Journal = std::function<void(const JournalEvent&)>;
+  Uploader(StateDb* db, const DaemonConfig& config, StoreCache* stores, Journal journal);
+  ~Uploader();
+
+  // Queues every commit the database still holds as pending (after a restart).
+  Status ResumePending();
+  void Enqueue(int64_t commit_id);
+  // Uploads in flight or queued (and the last finished ones) of `job_id` ("" = all jobs).
+  std::vector<UploadInfo> Progress(const std::string& job_id);
+  // Stops: requests in flight finish, everything unfinished stays pending in the database.
+  void Stop();
+  // Waits until nothing is queued or running (tests and benchmarks).
+  void WaitIdle();
+
+  TransferOptions Transfer() const;
+
+ private:
+  struct Active {
+    std::string job_id;
+    int64_t step = 0;
+    int rank = 0;
+    std::string state = "queued";
+    std::atomic<uint64_t> done{0};
+    uint64_t total = 0;
+    std::chrono::steady_clock::time_point start;
+    std::string error;
+  };
+  void Dispatch();
+  void Process(int64_t commit_id, std::shared_ptr<Active> active);
+  Status Upload(const CommitRecord& c, Active& active);
+  Status FinishLocal(const CommitRecord& c, Active& active);
+  void Retention(const CommitRecord& c, ObjectStore* store);
+  void Emit(const CommitRecord& c, const std::string& kind, const std::string& detail);
+
+  StateDb* db_;
+  const DaemonConfig& config_;
+  StoreCache* stores_;
+  Journal journal_;
+  TaskPool pool_;
+  std::atomic<bool> stopping_{false};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<int64_t> queue_;
+  std::map<int64_t, std::shared_ptr<Active>> active_;   // queued and running
+  std::deque<std::pair<int64_t, std::shared_ptr<Active>>> finished_;  // the last few
+  int running_ = 0;
+  std::list<std::thread> workers_;
+  std::thread dispatcher_;
+};
+
+}  // namespace autopar

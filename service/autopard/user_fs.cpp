@@ -1,0 +1,270 @@
+#include "user_fs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/fsuid.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <memory>
+
+#include "autopar/sha256.h"
+
+namespace autopar {
+namespace {
+
+std::string Errno(const std::string& path) { return path + ": " + std::strerror(errno); }
+
+// Thread-local supplementary groups: the raw system call changes only the calling thread (glibc's
+// setgroups() would change every thread of the daemon).
+int ThreadSetGroups(const std::vector<gid_t>& groups) {
+  return static_cast<int>(syscall(SYS_setgroups, groups.size(), groups.data()));
+}
+
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int get() const { return fd_; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+UserIdentity IdentityOf(uid_t uid) {
+  UserIdentity id{uid, static_cast<gid_t>(uid)};
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found) id.gid = pw.pw_gid;
+  return id;
+}
+
+AsUser::AsUser(const UserIdentity& id) {
+  if (geteuid() != 0 || id.uid == 0) return;
+  saved_groups_.resize(static_cast<size_t>(std::max(getgroups(0, nullptr), 0)));
+  if (!saved_groups_.empty() &&
+      getgroups(static_cast<int>(saved_groups_.size()), saved_groups_.data()) < 0) {
+    saved_groups_.clear();
+  }
+  std::vector<gid_t> groups{id.gid};
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  if (getpwuid_r(id.uid, &pw, buf.data(), buf.size(), &found) == 0 && found) {
+    int n = 64;
+    std::vector<gid_t> g(static_cast<size_t>(n));
+    if (getgrouplist(pw.pw_name, id.gid, g.data(), &n) >= 0) {
+      g.resize(static_cast<size_t>(n));
+      groups = g;
+    }
+  }
+  ThreadSetGroups(groups);
+  setfsgid(id.gid);
+  setfsuid(id.uid);
+  switched_ = true;
+}
+
+AsUser::~AsUser() {
+  if (!switched_) return;
+  setfsuid(0);
+  setfsgid(0);
+  ThreadSetGroups(saved_groups_);
+}
+
+Result<std::vector<LocalFile>> ListRankFiles(const UserIdentity& id, const std::string& dir) {
+  AsUser as(id);
+  std::vector<LocalFile> out;
+  // Iterative walk over directory descriptors opened with O_NOFOLLOW.
+  struct Pending {
+    int fd;
+    std::string rel;
+  };
+  int root = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (root < 0) return Status::Error(Errno(dir));
+  std::vector<Pending> stack{{root, ""}};
+  Status error;
+  while (!stack.empty()) {
+    Pending p = stack.back();
+    stack.pop_back();
+    DIR* d = fdopendir(p.fd);
+    if (!d) {
+      close(p.fd);
+      if (error.ok()) error = Status::Error(Errno(dir + "/" + p.rel));
+      continue;
+    }
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      std::string rel = p.rel.empty() ? name : p.rel + "/" + name;
+      struct stat st {};
+      if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (error.ok()) error = Status::Error(Errno(dir + "/" + rel));
+        continue;
+      }
+      if (error.ok() && st.st_uid != id.uid) {
+        error = Status::Error(dir + "/" + rel + ": owned by uid " + std::to_string(st.st_uid) +
+                              ", not by the job's owner (uid " + std::to_string(id.uid) + ")");
+      }
+      if (S_ISDIR(st.st_mode)) {
+        int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) {
+          if (error.ok()) error = Status::Error(Errno(dir + "/" + rel));
+          continue;
+        }
+        stack.push_back({sub, rel});
+      } else if (S_ISREG(st.st_mode)) {
+        if (rel.find(".autopar-tmp") != std::string::npos) continue;
+        out.push_back({rel, static_cast<uint64_t>(st.st_size)});
+      } else if (error.ok()) {
+        error = Status::Error(dir + "/" + rel + ": not a regular file (" +
+                              (S_ISLNK(st.st_mode) ? "a symlink" : "a special file") +
+                              "); checkpoints hold regular files only");
+      }
+    }
+    closedir(d);
+  }
+  if (!error.ok()) return error;
+  if (out.empty()) return Status::Error(dir + ": no checkpoint files (write them before the commit)");
+  std::sort(out.begin(), out.end(), [](const LocalFile& a, const LocalFile& b) { return a.path < b.path; });
+  return out;
+}
+
+Result<int> OpenUserFile(const UserIdentity& id, const std::string& path, int64_t expected_size) {
+  AsUser as(id);
+  FdCloser fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (fd.get() < 0) {
+    if (errno == ELOOP) return Status::Error(path + ": is a symlink; checkpoints hold regular files only");
+    return Status::Error(Errno(path));
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return Status::Error(Errno(path));
+  if (!S_ISREG(st.st_mode)) return Status::Error(path + ": not a regular file");
+  if (st.st_uid != id.uid) {
+    return Status::Error(path + ": owned by uid " + std::to_string(st.st_uid) +
+                         ", not by the job's owner (uid " + std::to_string(id.uid) + ")");
+  }
+  if (expected_size >= 0 && st.st_size != expected_size) {
+    return Status::Error(path + ": changed after the commit (size " + std::to_string(st.st_size) +
+                         ", committed " + std::to_string(expected_size) + ")");
+  }
+  int flags = fcntl(fd.get(), F_GETFL);
+  fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+  return fd.release();
+}
+
+Result<std::string> Sha256OfFd(int fd, const std::string& name) {
+  Sha256 h;
+  std::unique_ptr<char[]> buf(new char[1 << 20]);
+  off_t off = 0;
+  for (;;) {
+    ssize_t n = pread(fd, buf.get(), 1 << 20, off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::Error(Errno(name));
+    }
+    if (n == 0) break;
+    h.Update(buf.get(), static_cast<size_t>(n));
+    off += n;
+  }
+  return h.FinishHex();
+}
+
+Status MakeDirs(const std::string& dir, mode_t mode) {
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    size_t next = dir.find('/', pos + 1);
+    cur = dir.substr(0, next);
+    pos = next;
+    if (cur.empty()) continue;
+    if (mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return Status::Error(Errno(cur));
+  }
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Status::Error(dir + ": not a directory");
+  return Status::Ok();
+}
+
+Status PlaceFilesAsUser(const UserIdentity& id, const std::string& from_dir,
+                        const std::vector<std::string>& files, const std::string& to_dir) {
+  // Open the sources as root first (the staging directory is root's), then become the user.
+  std::vector<std::unique_ptr<FdCloser>> sources;
+  for (const auto& f : files) {
+    std::string p = from_dir + "/" + f;
+    int fd = open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return Status::Error(Errno(p));
+    sources.push_back(std::make_unique<FdCloser>(fd));
+  }
+  AsUser as(id);
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::string target = to_dir + "/" + files[i];
+    std::string parent = target.substr(0, target.rfind('/'));
+    if (Status st = MakeDirs(parent, 0755); !st) return st;
+    std::string tmp = target + ".autopar-restore";
+    unlink(tmp.c_str());
+    FdCloser out(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (out.get() < 0) return Status::Error(Errno(tmp));
+    struct stat st {};
+    fstat(sources[i]->get(), &st);
+    off_t in_off = 0;
+    while (in_off < st.st_size) {
+      ssize_t n = copy_file_range(sources[i]->get(), &in_off, out.get(), nullptr,
+                                  static_cast<size_t>(st.st_size - in_off), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        // Fallback for filesystems without copy_file_range.
+        char buf[1 << 16];
+        ssize_t r = pread(sources[i]->get(), buf, sizeof(buf), in_off);
+        if (r <= 0) return Status::Error(Errno(from_dir + "/" + files[i]));
+        if (write(out.get(), buf, static_cast<size_t>(r)) != r) return Status::Error(Errno(tmp));
+        in_off += r;
+      }
+    }
+    if (fsync(out.get()) != 0) return Status::Error(Errno(tmp));
+    if (rename(tmp.c_str(), target.c_str()) != 0) {
+      Status st2 = Status::Error(Errno(target));
+      unlink(tmp.c_str());
+      return st2;
+    }
+  }
+  return Status::Ok();
+}
+
+Status RemoveTreeAsUser(const UserIdentity& id, const std::string& dir) {
+  AsUser as(id);
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0) return errno == ENOENT ? Status::Ok() : Status::Error(Errno(dir));
+  if (!S_ISDIR(st.st_mode)) return Status::Error(dir + ": not a directory; not removed");
+  static thread_local std::string first_error;
+  first_error.clear();
+  int rc = nftw(
+      dir.c_str(),
+      [](const char* path, const struct stat*, int type, FTW*) -> int {
+        int r = (type == FTW_DP) ? rmdir(path) : unlink(path);
+        if (r != 0 && first_error.empty()) first_error = std::string(path) + ": " + std::strerror(errno);
+        return 0;
+      },
+      16, FTW_DEPTH | FTW_PHYS);
+  if (rc != 0) return Status::Error(Errno(dir));
+  if (!first_error.empty()) return Status::Error(first_error);
+  return Status::Ok();
+}
+
+}  // namespace autopar

@@ -1,0 +1,68 @@
+// File operations that autopard (running as root) performs on behalf of a job's owner, with the
+// owner's filesystem identity: the calling thread switches its fsuid/fsgid and supplementary
+// groups to the user (per-thread on Linux) for the duration, so the kernel applies the user's
+// permissions; files are opened with O_NOFOLLOW and must be regular files owned by the user.
+// A user can therefore never make the daemon read, write or delete a file they could not.
+//
+// Thread safety: every function is reentrant; the identity switch affects the calling thread only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autopar/status.h"
+
+namespace autopar {
+
+struct UserIdentity {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+// The user's primary group from the password database (their uid as gid when unknown).
+UserIdentity IdentityOf(uid_t uid);
+
+// RAII: switches the calling thread's filesystem identity to `id` (no-op when not root or when
+// `id` is root).
+class AsUser {
+ public:
+  explicit AsUser(const UserIdentity& id);
+  ~AsUser();
+  AsUser(const AsUser&) = delete;
+  AsUser& operator=(const AsUser&) = delete;
+
+ private:
+  bool switched_ = false;
+  std::vector<gid_t> saved_groups_;
+};
+
+struct LocalFile {
+  std::string path;  // relative to the listed directory, '/'-separated
+  uint64_t size = 0;
+};
+// Every regular file under `dir` (recursively, sorted), as `id`. Symlinks, devices and files not
+// owned by `id.uid` are errors naming the path; so is a missing or empty directory.
+Result<std::vector<LocalFile>> ListRankFiles(const UserIdentity& id, const std::string& dir);
+
+// Opens a file for reading as `id`: O_NOFOLLOW, must be a regular file owned by `id.uid` and
+// `expected_size` bytes long (when >= 0). Returns the descriptor (the caller closes it).
+Result<int> OpenUserFile(const UserIdentity& id, const std::string& path, int64_t expected_size);
+
+// SHA-256 of an open file (pread from offset 0).
+Result<std::string> Sha256OfFd(int fd, const std::string& name);
+
+// Copies the files of `from_dir` (root's staging directory) to `to_dir` as `id`: creates `to_dir`
+// and parents as the user, writes each file to a temporary name with O_NOFOLLOW|O_EXCL, fsyncs
+// and renames it into place. Files in `to_dir` that are not in `files` are left alone.
+Status PlaceFilesAsUser(const UserIdentity& id, const std::string& from_dir,
+                        const std::vector<std::string>& files, const std::string& to_dir);
+
+// Removes the directory tree `dir` as `id` (never following symlinks). Missing is not an error.
+Status RemoveTreeAsUser(const UserIdentity& id, const std::string& dir);
+
+// mkdir -p as the calling identity (mode 0700 for new directories).
+Status MakeDirs(const std::string& dir, mode_t mode);
+
+}  // namespace autopar
