@@ -15,7 +15,7 @@ autopar::PlanRequest Request(const char* model, int64_t gpus, int64_t batch) {
   return r;
 }
 
-void Plan(benchmark::State& state, autopar::PlanRequest r) {
+void Plan(benchmark::State& state, const autopar::PlanRequest& r) {
   int64_t evaluated = 0;
   for (auto _ : state) {
     auto plan = autopar::PlanJob(r);

@@ -297,7 +297,11 @@ Result<ModelArch> ModelFromJson(const std::string& json_text, const std::string&
   for (const auto& key : root.getMemberNames()) {
     if (std::find_if(std::begin(kKnown), std::end(kKnown),
                      [&](const char* k) { return key == k; }) == std::end(kKnown)) {
-      return Status::Error(origin + ": unknown key '" + key + "'");
+      std::string message = origin;
+      message += ": unknown key '";
+      message += key;
+      message += "'";
+      return Status::Error(message);
     }
   }
   auto get_int = [&](const char* key, bool required, int64_t fallback) -> Result<int64_t> {

@@ -1,6 +1,7 @@
 // Plan I/O: JSON, the task environment, Megatron-LM arguments, DeepSpeed config, human text.
 #include <json/json.h>
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -12,12 +13,12 @@ namespace {
 
 std::string Fixed(double v, int digits) {
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  (void)std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
   return buf;
 }
 
 std::string Thousands(double v) {
-  const long long n = static_cast<long long>(v + 0.5);
+  const long long n = std::llround(v);
   std::string digits = std::to_string(n);
   std::string out;
   int count = 0;

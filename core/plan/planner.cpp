@@ -31,7 +31,7 @@ double D(int64_t v) { return static_cast<double>(v); }
 
 std::string Fixed(double v, int digits) {
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  (void)std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
   return buf;
 }
 
