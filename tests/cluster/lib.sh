@@ -225,13 +225,20 @@ resume_if_down() {
   esac
 }
 
-# wait_nodes_up TIMEOUT_S NODE...: waits until each node is idle, allocated or mixed.
+# wait_nodes_up TIMEOUT_S NODE...: waits until each node is idle, allocated or mixed. Fails at once,
+# showing the end of its log, when a node's namespace is gone (its slurmd exited, e.g. because a
+# required SPANK plugin refused its plugstack.conf arguments).
 wait_nodes_up() {
   local deadline=$((SECONDS + $1)) node st ok
   shift
   while :; do
     ok=1
     for node in "$@"; do
+      if ! node_init_pid "$node" >/dev/null; then
+        log "$node is not running (its slurmd exited); end of $CLUSTER_DIR/log/$node.init.log:"
+        tail -n 4 "$CLUSTER_DIR/log/$node.init.log" | sed 's/^/    /' >&2 || true
+        return 1
+      fi
       st=$(node_state "$node")
       case $st in
         idle | alloc | mix) ;;

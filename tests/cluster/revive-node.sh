@@ -29,6 +29,6 @@ else
 fi
 if ! wait_nodes_up "$timeout" "$node"; then
   sinfo -N -n "$node" -o '%N %t %E' >&2 || true
-  die "$node is not idle after ${timeout}s; $(logs_hint)"
+  die "$node did not come up (waited at most ${timeout}s); $(logs_hint)"
 fi
 log "$node is $(node_state "$node") after $((SECONDS - t0))s"

@@ -346,7 +346,7 @@ main() {
   for node in "${NODES[@]}"; do start_node "$node"; done
   if ! wait_nodes_up "$TIMEOUT" "${NODES[@]}"; then
     sinfo -N -o '%N %t %E' >&2 || true
-    die "nodes not idle after ${TIMEOUT}s; $(logs_hint)"
+    die "the nodes did not come up (waited at most ${TIMEOUT}s); $(logs_hint)"
   fi
   log "started 4 nodes in $((SECONDS - t0))s ($CLUSTER_DIR, ports $PORT_BASE-$((PORT_BASE + 4)), srun $SRUN_PORTS)"
   print_env
