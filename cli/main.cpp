@@ -15,6 +15,8 @@ struct Subcommand {
 // Add a subcommand: one line here, its file in cli/CMakeLists.txt, its declaration in commands.h.
 const Subcommand kSubcommands[] = {
     {"plan", autopar::cli::RunPlanCommand, "choose a parallel layout for a model on given GPUs"},
+    {"ckpt", autopar::cli::RunCkptCommand, "commit, list and watch checkpoints (autopard)"},
+    {"events", autopar::cli::RunEventsCommand, "a job's event timeline from autopard's journal"},
 };
 
 void Usage(std::FILE* out) {

@@ -222,4 +222,47 @@ Result<RestoreReply> RequestRestore(const JobCkptEnv& job, int64_t max_step, int
   return reply->restore;
 }
 
+ResumeDecision RestoreBeforeStart(const GetEnv& getenv,
+                                  const std::function<int64_t(int64_t mine)>& agree_min) {
+  ResumeDecision d;
+  const char* dir = getenv("AUTOPAR_CKPT_DIR");
+  const char* sock = getenv("AUTOPAR_SOCKET");
+  if (!dir || !*dir || !sock || !*sock) return d;
+  d.enabled = true;
+  auto job = JobCkptEnvFrom(getenv);
+  int64_t mine = -1;
+  RestoreReply reply;
+  auto ask = [&](int64_t max_step) {
+    if (!job) return;
+    auto r = RequestRestore(*job, max_step);
+    if (!r) {
+      d.notes.push_back("warning: cannot restore a checkpoint: " + r.message());
+      mine = -1;
+      return;
+    }
+    for (const auto& s : r->skipped) d.notes.push_back("checkpoint not usable: " + s);
+    reply = *r;
+    mine = r->step;
+  };
+  if (!job) d.notes.push_back("warning: cannot restore a checkpoint: " + job.message());
+  ask(-1);
+  int64_t agreed = agree_min(mine);
+  for (int round = 0; round < 16; ++round) {
+    if (agreed < 0) {
+      mine = -1;
+      break;
+    }
+    if (mine != agreed) ask(agreed);
+    int64_t again = agree_min(mine);
+    if (again == agreed) break;
+    agreed = again;
+  }
+  if (mine >= 0 && mine == agreed) {
+    d.step = mine;
+    d.dir = reply.dir;
+    d.source_job = reply.source_job;
+  }
+  return d;
+}
+
 }  // namespace autopar

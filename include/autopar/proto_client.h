@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "autopar/protocol.h"
 #include "autopar/status.h"
@@ -60,5 +61,23 @@ std::string RankStepDir(const std::string& ckpt_dir, int64_t step, int rank);
 // timeout is generous by default.
 Result<RestoreReply> RequestRestore(const JobCkptEnv& job, int64_t max_step = -1,
                                     int timeout_ms = 3600 * 1000);
+
+// What the launcher does before the program starts when the job checkpoints (AUTOPAR_CKPT_DIR
+// and AUTOPAR_SOCKET set): every rank asks its node's autopard for the latest complete step, then
+// the ranks agree on one step with `agree_min` (a collective: every rank calls it the same number
+// of times and gets the minimum of the values passed; the launcher implements it with a PMIx
+// fence). A rank that restored a newer step than the agreed one asks again with max_step, until
+// all ranks hold the same step (e.g. one rank's object of the newest step is corrupt: everyone
+// falls back to the previous complete step). An unreachable autopard is a warning and counts as
+// "no checkpoint", so the job still starts (from scratch).
+struct ResumeDecision {
+  bool enabled = false;   // the job checkpoints
+  int64_t step = -1;      // -1: a fresh start
+  std::string dir;        // this rank's restored directory (AUTOPAR_RESUME_DIR)
+  std::string source_job;
+  std::vector<std::string> notes;  // lines for the log (skipped steps, warnings), this rank's
+};
+ResumeDecision RestoreBeforeStart(const GetEnv& getenv,
+                                  const std::function<int64_t(int64_t mine)>& agree_min);
 
 }  // namespace autopar

@@ -2,6 +2,9 @@
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
@@ -13,10 +16,27 @@ namespace {
 class SlurmJobOwners : public JobOwnerLookup {
  public:
   explicit SlurmJobOwners(const std::string& slurm_conf) {
-    if (!slurm_conf.empty()) setenv("SLURM_CONF", slurm_conf.c_str(), 1);
-    slurm_init(slurm_conf.empty() ? nullptr : slurm_conf.c_str());
+    std::string conf = slurm_conf;
+    if (conf.empty()) {
+      const char* env = std::getenv("SLURM_CONF");
+      conf = env && *env ? env : "/etc/slurm/slurm.conf";
+    }
+    // libslurm exits the process (fatal) when it finds no configuration: without one, only
+    // privileged peers (root, SlurmUser) can be served.
+    if (access(conf.c_str(), R_OK) != 0) {
+      missing_ = conf;
+      std::fprintf(stderr, "autopard: warning: %s not readable: job owners cannot be looked up; "
+                   "only root and SlurmUser may use this daemon\n", conf.c_str());
+      return;
+    }
+    setenv("SLURM_CONF", conf.c_str(), 1);
+    slurm_init(conf.c_str());
   }
   Result<uid_t> Owner(const std::string& job_id) override {
+    if (!missing_.empty()) {
+      return Status::Error("job " + job_id + ": cannot ask Slurm who owns it (" + missing_ +
+                           " is not readable)");
+    }
     char* end = nullptr;
     unsigned long id = std::strtoul(job_id.c_str(), &end, 10);
     if (job_id.empty() || *end != '\0' || id == 0 || id > 0xfffffff0ul) {
@@ -40,6 +60,7 @@ class SlurmJobOwners : public JobOwnerLookup {
   }
 
  private:
+  std::string missing_;
   std::mutex mu_;
 };
 

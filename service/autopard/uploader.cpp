@@ -263,6 +263,12 @@ void Uploader::Process(int64_t commit_id, std::shared_ptr<Active> active) {
       active->state = c->upload.empty() ? "hashing" : "uploading";
       active->start = std::chrono::steady_clock::now();
     }
+    if (c->state == "queued") {
+      JournalEvent e{c->created, config_.node, c->job_id, "ckpt_committed", c->rank, c->step,
+                     std::to_string(c->bytes) + " bytes" +
+                         (c->upload.empty() ? std::string(" (local only)") : " -> " + c->upload)};
+      if (journal_) journal_(e);
+    }
     st = c->upload.empty() ? FinishLocal(*c, *active) : Upload(*c, *active);
   }
   bool keep_pending = !st.ok() && stopping_;

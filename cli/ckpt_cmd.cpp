@@ -1,0 +1,284 @@
+// `autopar ckpt commit|ls|status` and `autopar events`: the user's view of autopard.
+//   autopar ckpt commit --step N [--rank R] [--socket PATH]
+//   autopar ckpt ls URI|JOBID [--json] [--socket PATH]
+//   autopar ckpt status [--job JOBID] [--json] [--socket PATH]
+//   autopar events JOBID [--json] [--socket PATH]
+// The socket defaults to AUTOPAR_SOCKET (set inside jobs), then /run/autopard/autopard.sock.
+#include <json/json.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "autopar/proto_client.h"
+#include "autopar/site_config.h"
+#include "commands.h"
+
+namespace autopar::cli {
+namespace {
+
+struct Args {
+  std::vector<std::string> positional;
+  std::string socket;
+  std::string job;
+  int64_t step = -1;
+  int rank = -1;
+  bool json = false;
+  bool help = false;
+};
+
+Result<int64_t> ParseNonNegative(const std::string& opt, const std::string& v) {
+  char* end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || x < 0) {
+    return Status::Error(opt + ": invalid value '" + v + "' (expected an integer >= 0)");
+  }
+  return static_cast<int64_t>(x);
+}
+
+Result<Args> ParseArgs(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (s.rfind("--", 0) == 0 && s.find('=') != std::string::npos) {
+      value = s.substr(s.find('=') + 1);
+      s = s.substr(0, s.find('='));
+      has_value = true;
+    }
+    auto take = [&]() -> Result<std::string> {
+      if (has_value) return value;
+      if (i + 1 >= argc) return Status::Error(s + ": needs a value");
+      return std::string(argv[++i]);
+    };
+    if (s == "--help" || s == "-h") {
+      a.help = true;
+    } else if (s == "--json") {
+      a.json = true;
+    } else if (s == "--socket" || s == "--job" || s == "--step" || s == "--rank") {
+      auto v = take();
+      if (!v) return v.status();
+      if (s == "--socket") {
+        a.socket = *v;
+      } else if (s == "--job") {
+        a.job = *v;
+      } else {
+        auto n = ParseNonNegative(s, *v);
+        if (!n) return n.status();
+        if (s == "--step") a.step = *n;
+        else a.rank = static_cast<int>(*n);
+      }
+    } else if (s.rfind("--", 0) == 0) {
+      return Status::Error(s + ": unknown option");
+    } else {
+      a.positional.push_back(s);
+    }
+  }
+  if (a.socket.empty()) {
+    const char* env = std::getenv("AUTOPAR_SOCKET");
+    a.socket = env && *env ? env : SiteConfig().socket;
+  }
+  return a;
+}
+
+std::string HumanBytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
+  return buf;
+}
+
+std::string Compact(const Json::Value& v) {
+  Json::StreamWriterBuilder b;
+  b["indentation"] = "  ";
+  return Json::writeString(b, v);
+}
+
+int Fail(const char* cmd, const std::string& message, int code) {
+  std::fprintf(stderr, "autopar %s: %s\n", cmd, message.c_str());
+  return code;
+}
+
+int Commit(const Args& a) {
+  if (a.step < 0) return Fail("ckpt commit", "--step: required", 2);
+  auto job = JobCkptEnvFrom([](const char* k) { return std::getenv(k); });
+  if (!job) return Fail("ckpt commit", job.message(), 2);
+  if (a.rank >= 0) job->rank = a.rank;
+  if (!a.socket.empty()) job->socket = a.socket;
+  auto reply = CommitStep(*job, a.step);
+  if (!reply) return Fail("ckpt commit", reply.message(), 1);
+  std::printf("autopar ckpt: step %lld rank %d committed (%d files, %s)%s%s\n",
+              static_cast<long long>(a.step), job->rank, reply->files,
+              HumanBytes(static_cast<double>(reply->bytes)).c_str(),
+              reply->duplicate ? "; it was committed before" : "",
+              job->upload.empty() ? "" : ("; uploading to " + job->upload + " in the background").c_str());
+  return 0;
+}
+
+bool LooksLikeUri(const std::string& s) { return s.find("://") != std::string::npos; }
+
+int List(const Args& a) {
+  if (a.positional.size() != 1) return Fail("ckpt ls", "usage: autopar ckpt ls URI|JOBID [--json]", 2);
+  Request r;
+  r.op = Op::kLs;
+  if (LooksLikeUri(a.positional[0])) {
+    r.upload = a.positional[0];
+  } else {
+    r.job_id = a.positional[0];
+  }
+  auto reply = CallDaemonOk(a.socket, r, 120000);
+  if (!reply) return Fail("ckpt ls", reply.message(), 1);
+  if (a.json) {
+    Json::Value arr(Json::arrayValue);
+    for (const auto& s : reply->steps) {
+      Json::Value e;
+      e["job_id"] = s.job_id;
+      e["step"] = Json::Int64(s.step);
+      e["state"] = s.state;
+      e["bytes"] = Json::UInt64(s.bytes);
+      e["ranks"] = s.ranks;
+      e["world_size"] = s.world_size;
+      e["uri"] = s.uri;
+      arr.append(e);
+    }
+    std::printf("%s\n", Compact(arr).c_str());
+    return 0;
+  }
+  std::printf("%-10s %-12s %-15s %12s %7s  %s\n", "STEP", "JOB", "STATE", "SIZE", "RANKS", "WHERE");
+  for (const auto& s : reply->steps) {
+    std::string ranks = std::to_string(s.ranks) + (s.world_size ? "/" + std::to_string(s.world_size) : "");
+    std::printf("%-10lld %-12s %-15s %12s %7s  %s\n", static_cast<long long>(s.step), s.job_id.c_str(),
+                s.state.c_str(), HumanBytes(static_cast<double>(s.bytes)).c_str(), ranks.c_str(),
+                s.uri.c_str());
+  }
+  if (reply->steps.empty()) std::printf("(no checkpoints)\n");
+  return 0;
+}
+
+int UploadStatus(const Args& a) {
+  Request r;
+  r.op = Op::kStatus;
+  r.job_id = a.job;
+  auto reply = CallDaemonOk(a.socket, r);
+  if (!reply) return Fail("ckpt status", reply.message(), 1);
+  if (a.json) {
+    Json::Value arr(Json::arrayValue);
+    for (const auto& u : reply->uploads) {
+      Json::Value e;
+      e["job_id"] = u.job_id;
+      e["step"] = Json::Int64(u.step);
+      e["rank"] = u.rank;
+      e["state"] = u.state;
+      e["bytes_done"] = Json::UInt64(u.bytes_done);
+      e["bytes_total"] = Json::UInt64(u.bytes_total);
+      e["throughput_bps"] = u.throughput_bps;
+      e["eta_s"] = u.eta_s;
+      if (!u.error.empty()) e["error"] = u.error;
+      arr.append(e);
+    }
+    std::printf("%s\n", Compact(arr).c_str());
+    return 0;
+  }
+  std::printf("%-12s %-8s %-5s %-10s %23s %12s %8s\n", "JOB", "STEP", "RANK", "STATE", "DONE/TOTAL",
+              "THROUGHPUT", "ETA");
+  for (const auto& u : reply->uploads) {
+    std::string done = HumanBytes(static_cast<double>(u.bytes_done)) + "/" +
+                       HumanBytes(static_cast<double>(u.bytes_total));
+    std::string tput = u.throughput_bps > 0 ? HumanBytes(u.throughput_bps) + "/s" : "-";
+    char eta[32] = "-";
+    if (u.eta_s >= 0) std::snprintf(eta, sizeof(eta), "%.0fs", u.eta_s);
+    std::printf("%-12s %-8lld %-5d %-10s %23s %12s %8s%s%s\n", u.job_id.c_str(),
+                static_cast<long long>(u.step), u.rank, u.state.c_str(), done.c_str(), tput.c_str(),
+                eta, u.error.empty() ? "" : "  ", u.error.c_str());
+  }
+  if (reply->uploads.empty()) std::printf("(no uploads in flight)\n");
+  return 0;
+}
+
+constexpr char kCkptUsage[] =
+    "usage: autopar ckpt commit --step N [--rank R]      commit this rank's files of step N\n"
+    "       autopar ckpt ls URI|JOBID [--json]           steps, sizes and states\n"
+    "       autopar ckpt status [--job JOBID] [--json]   uploads in flight\n"
+    "options: --socket PATH (default $AUTOPAR_SOCKET, else /run/autopard/autopard.sock)\n"
+    "Rank R writes its files of step N under $AUTOPAR_CKPT_DIR/step-N/rank-R/ before committing.\n";
+
+}  // namespace
+
+int RunCkptCommand(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(kCkptUsage, stderr);
+    return 2;
+  }
+  std::string sub = argv[1];
+  if (sub == "--help" || sub == "-h" || sub == "help") {
+    std::fputs(kCkptUsage, stdout);
+    return 0;
+  }
+  auto args = ParseArgs(argc - 1, argv + 1);
+  if (!args) return Fail(("ckpt " + sub).c_str(), args.message(), 2);
+  if (args->help) {
+    std::fputs(kCkptUsage, stdout);
+    return 0;
+  }
+  if (sub == "commit") return Commit(*args);
+  if (sub == "ls") return List(*args);
+  if (sub == "status") return UploadStatus(*args);
+  return Fail("ckpt", "unknown subcommand '" + sub + "' (commit, ls, status)", 2);
+}
+
+int RunEventsCommand(int argc, char** argv) {
+  auto args = ParseArgs(argc, argv);
+  if (!args) return Fail("events", args.message(), 2);
+  if (args->help || args->positional.size() != 1) {
+    std::fputs("usage: autopar events JOBID [--json] [--socket PATH]\n", args->help ? stdout : stderr);
+    return args->help ? 0 : 2;
+  }
+  Request r;
+  r.op = Op::kEvents;
+  r.job_id = args->positional[0];
+  auto reply = CallDaemonOk(args->socket, r);
+  if (!reply) return Fail("events", reply.message(), 1);
+  if (args->json) {
+    Json::Value arr(Json::arrayValue);
+    for (const auto& e : reply->events) {
+      Json::Value v;
+      v["time"] = e.time;
+      v["node"] = e.node;
+      v["job_id"] = e.job_id;
+      v["kind"] = e.kind;
+      v["rank"] = e.rank;
+      v["step"] = Json::Int64(e.step);
+      v["detail"] = e.detail;
+      arr.append(v);
+    }
+    std::printf("%s\n", Compact(arr).c_str());
+    return 0;
+  }
+  std::printf("%-23s %-8s %-22s %5s %8s  %s\n", "TIME (UTC)", "NODE", "EVENT", "RANK", "STEP", "DETAIL");
+  for (const auto& e : reply->events) {
+    time_t secs = static_cast<time_t>(e.time);
+    tm utc{};
+    gmtime_r(&secs, &utc);
+    char ts[40];
+    std::strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &utc);
+    char frac[8];
+    std::snprintf(frac, sizeof(frac), ".%03d", static_cast<int>((e.time - static_cast<double>(secs)) * 1000));
+    std::printf("%-23s %-8s %-22s %5s %8s  %s\n", (std::string(ts) + frac).c_str(), e.node.c_str(),
+                e.kind.c_str(), e.rank >= 0 ? std::to_string(e.rank).c_str() : "-",
+                e.step >= 0 ? std::to_string(e.step).c_str() : "-", e.detail.c_str());
+  }
+  return 0;
+}
+
+}  // namespace autopar::cli
