@@ -1,0 +1,108 @@
+// SlurmActions: the few things autopard asks of Slurm when a job fails (issue 6), behind one small
+// interface so tests inject a Slurm that refuses. The libslurm implementation
+// (MakeLibSlurmActions, library autopar_slurm_actions in service/slurm_actions) needs root or
+// SlurmUser for requeue, update and cancel of another user's job.
+//
+// GuardedRequeue carries out a RequeueDecision (requeue_policy.h) exactly once however many nodes
+// or threads call it for the same failure: the requeue is keyed by the job's restart count.
+//
+// Thread safety: the libslurm implementation may be called from several threads (its calls are
+// serialized); GuardedRequeue is reentrant.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autopar/requeue_policy.h"
+#include "autopar/status.h"
+
+namespace autopar {
+
+struct SlurmJob {
+  std::string job_id;
+  uid_t user_id = 0;
+  std::string state;        // Slurm's base state: "PENDING", "RUNNING", "COMPLETED", "FAILED", ...
+  bool completing = false;  // the COMPLETING flag (ending, or requeued and still cleaning up)
+  bool requeue_flag = false;  // the REQUEUE flag (a requeue is under way)
+  bool requeue_allowed = false;  // the job may be requeued (sbatch --requeue / JobRequeue=1)
+  bool batch = false;       // a batch job (only batch jobs can be requeued)
+  int64_t restart_count = 0;
+  double submit_time = 0;   // seconds since the epoch; 0: unknown
+  double start_time = 0;    // actual or expected
+  double end_time = 0;      // actual or expected (start + time limit); 0: none
+  double eligible_time = 0; // when a pending job may start (after a requeue: Slurm's wait)
+  int64_t time_limit_min = -1;  // -1: unlimited
+  std::string nodes;        // allocated nodes, Slurm's hostlist ("node[1-2]"); empty when pending
+  std::string batch_host;
+  std::string excluded_nodes;  // hostlist expression as Slurm keeps it
+  std::string admin_comment;
+  std::string reason;       // Slurm's state reason ("BeginTime", "None", ...)
+
+  bool running() const { return state == "RUNNING"; }
+  bool pending() const { return state == "PENDING"; }
+};
+
+// Fields to change; unset ones are left alone.
+struct SlurmJobUpdate {
+  std::string job_id;
+  std::optional<std::string> excluded_nodes;  // the whole new list (comma-separated)
+  std::optional<double> begin_time;           // seconds since the epoch
+  std::optional<std::string> admin_comment;
+};
+
+class SlurmActions {
+ public:
+  virtual ~SlurmActions() = default;
+  // Errors: "job 42: <libslurm's error>" (an unknown job says so).
+  virtual Result<SlurmJob> LoadJob(const std::string& job_id) = 0;
+  // slurm_requeue(job, 0).
+  virtual Status Requeue(const std::string& job_id) = 0;
+  // slurm_update_job with the set fields.
+  virtual Status Update(const SlurmJobUpdate& update) = 0;
+  // slurm_kill_job(job, SIGKILL): the job ends CANCELLED.
+  virtual Status Cancel(const std::string& job_id) = 0;
+};
+
+// libslurm. `slurm_conf`: the slurm.conf to use (empty: SLURM_CONF or the default).
+std::unique_ptr<SlurmActions> MakeLibSlurmActions(const std::string& slurm_conf);
+
+enum class RequeueOutcome {
+  kRequeued,        // this caller requeued the job
+  kAlreadyDone,     // someone else did (the restart count moved or the job left RUNNING)
+};
+
+struct GuardedRequeueResult {
+  RequeueOutcome outcome = RequeueOutcome::kRequeued;
+  int64_t restart_count_now = 0;  // the job's restart count after the call
+  std::string message;            // one line: what happened
+  std::vector<std::string> warnings;  // the requeue happened but a follow-up update failed
+};
+
+// Requeues job `job_id` for `decision` (action kRequeue) only if the job is still RUNNING (or
+// COMPLETING after its step failed, without the REQUEUE flag) with restart count
+// decision.restart_count; then sets its excluded nodes (decision.exclude_nodes, merged with the
+// ones Slurm has), its AdminComment (decision.reason + EncodeFailureNote(decision.note)) and,
+// when decision.delay_s is longer than Slurm's own wait, its begin time to now + delay_s.
+// `lock_path` (may be empty): a file locked (flock) around check-and-requeue, so callers on one
+// machine never interleave; across machines Slurm's own state change is the guard (a second
+// slurm_requeue of a job that is no longer RUNNING fails, and is then recognised as kAlreadyDone).
+// `now`: seconds since the epoch. Errors: the job is gone or cannot be requeued, or Slurm refused
+// the requeue ("requeue of job 42 refused by Slurm: <reason>").
+Result<GuardedRequeueResult> GuardedRequeue(SlurmActions& slurm, const std::string& job_id,
+                                            const RequeueDecision& decision, double now,
+                                            const std::string& lock_path = "");
+
+// Adds `nodes` to the job's excluded nodes (keeping those already there). The job must be
+// PENDING (Slurm only changes the excluded list of pending jobs).
+Status AddExcludedNodes(SlurmActions& slurm, const std::string& job_id,
+                        const std::vector<std::string>& nodes);
+
+// Records `reason` in the job's AdminComment ("autopar: <reason>") and cancels it.
+Status CancelWithReason(SlurmActions& slurm, const std::string& job_id, const std::string& reason);
+
+}  // namespace autopar

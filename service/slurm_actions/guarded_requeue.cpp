@@ -1,0 +1,181 @@
+// GuardedRequeue, AddExcludedNodes, CancelWithReason: logic over the SlurmActions interface (no
+// libslurm here, so unit tests run it against a fake Slurm).
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "autopar/hostlist.h"
+#include "autopar/slurm_actions.h"
+#include "autopar/text.h"
+
+namespace autopar {
+namespace {
+
+// An flock(2) held for the lifetime of the object (none for an empty path).
+class FileLock {
+ public:
+  static Result<std::unique_ptr<FileLock>> Acquire(const std::string& path) {
+    auto lock = std::unique_ptr<FileLock>(new FileLock);
+    if (path.empty()) return lock;
+    lock->fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock->fd_ < 0) return Status::Error(path + ": " + std::strerror(errno));
+    while (flock(lock->fd_, LOCK_EX) != 0) {
+      if (errno != EINTR) return Status::Error(path + ": flock: " + std::strerror(errno));
+    }
+    return lock;
+  }
+  ~FileLock() {
+    if (fd_ >= 0) close(fd_);  // releases the lock
+  }
+
+ private:
+  FileLock() = default;
+  int fd_ = -1;
+};
+
+// The job's excluded nodes plus `add`, each once, in first-seen order.
+Result<std::string> MergedExcluded(const SlurmJob& job, const std::vector<std::string>& add) {
+  std::vector<std::string> all;
+  if (!job.excluded_nodes.empty()) {
+    auto have = ExpandHostlist(job.excluded_nodes);
+    if (!have.ok()) return have.status();
+    all = *have;
+  }
+  for (const auto& n : add) {
+    if (std::find(all.begin(), all.end(), n) == all.end()) all.push_back(n);
+  }
+  return Join(all, ",");
+}
+
+// Still the run the decision is about, and not yet requeued by anyone.
+bool SameRun(const SlurmJob& job, int64_t restart_count) {
+  return job.restart_count == restart_count && !job.requeue_flag &&
+         (job.running() || (job.completing && !job.pending()));
+}
+
+}  // namespace
+
+Result<GuardedRequeueResult> GuardedRequeue(SlurmActions& slurm, const std::string& job_id,
+                                            const RequeueDecision& decision, double now,
+                                            const std::string& lock_path) {
+  if (decision.action != RequeueAction::kRequeue) {
+    return Status::Error(std::string("requeue of job ") + job_id + ": the decision is '" +
+                         RequeueActionName(decision.action) + "', not 'requeue'");
+  }
+  auto lock = FileLock::Acquire(lock_path);
+  if (!lock.ok()) return Status::Error("requeue of job " + job_id + ": lock " + lock.message());
+
+  GuardedRequeueResult r;
+  auto job = slurm.LoadJob(job_id);
+  if (!job.ok()) return Status::Error("requeue of job " + job_id + ": " + job.message());
+  r.restart_count_now = job->restart_count;
+  if (!SameRun(*job, decision.restart_count)) {
+    r.outcome = RequeueOutcome::kAlreadyDone;
+    r.message = "job " + job_id + " was requeued already or has left that run (state " +
+                job->state + (job->completing ? "+COMPLETING" : "") + ", restart count " +
+                std::to_string(job->restart_count) + ", decision for restart count " +
+                std::to_string(decision.restart_count) + ")";
+    return r;
+  }
+  if (!job->batch) {
+    return Status::Error("requeue of job " + job_id + ": not a batch job (Slurm requeues only " +
+                         "batch jobs; submit with sbatch)");
+  }
+  if (!job->requeue_allowed) {
+    return Status::Error("requeue of job " + job_id + ": the job may not be requeued " +
+                         "(submitted with --no-requeue, or JobRequeue=0)");
+  }
+  if (Status s = slurm.Requeue(job_id); !s.ok()) {
+    // Lost a race with another node? Then the job has moved on.
+    auto again = slurm.LoadJob(job_id);
+    if (again.ok() && !SameRun(*again, decision.restart_count)) {
+      r.outcome = RequeueOutcome::kAlreadyDone;
+      r.restart_count_now = again->restart_count;
+      r.message = "job " + job_id + " was requeued by another caller (" + s.message() + ")";
+      return r;
+    }
+    return Status::Error("requeue of job " + job_id + " refused by Slurm: " + s.message());
+  }
+  r.outcome = RequeueOutcome::kRequeued;
+
+  // Follow-up settings on the now pending job. Failures are warnings: the job is requeued.
+  auto after = slurm.LoadJob(job_id);
+  SlurmJobUpdate u;
+  u.job_id = job_id;
+  u.admin_comment = "autopar: " + decision.reason + "; " + EncodeFailureNote(decision.note);
+  if (after.ok()) {
+    r.restart_count_now = after->restart_count;
+    if (!decision.exclude_nodes.empty()) {
+      auto merged = MergedExcluded(*after, decision.exclude_nodes);
+      if (merged.ok()) {
+        u.excluded_nodes = *merged;
+      } else {
+        r.warnings.push_back("excluded nodes not updated: " + merged.message());
+      }
+    }
+    double begin = std::floor(now + decision.delay_s);
+    if (decision.delay_s > 0 && begin > after->eligible_time) u.begin_time = begin;
+  } else {
+    r.warnings.push_back("job not re-read after the requeue: " + after.message());
+    r.restart_count_now = decision.restart_count + 1;
+  }
+  if (Status s = slurm.Update(u); !s.ok()) {
+    // Each field on its own, so one refusal does not lose the others.
+    r.warnings.push_back("update after requeue: " + s.message());
+    for (int field = 0; field < 3; ++field) {
+      SlurmJobUpdate one;
+      one.job_id = job_id;
+      if (field == 0) one.admin_comment = u.admin_comment;
+      if (field == 1) one.excluded_nodes = u.excluded_nodes;
+      if (field == 2) one.begin_time = u.begin_time;
+      if (!one.admin_comment && !one.excluded_nodes && !one.begin_time) continue;
+      if (Status s1 = slurm.Update(one); !s1.ok()) r.warnings.push_back(s1.message());
+    }
+  }
+  r.message = "job " + job_id + " requeued (attempt " + std::to_string(decision.attempt) + " of " +
+              std::to_string(decision.max_restarts) + ", restart count now " +
+              std::to_string(r.restart_count_now) + ")";
+  if (u.excluded_nodes) r.message += ", excluded " + *u.excluded_nodes;
+  return r;
+}
+
+Status AddExcludedNodes(SlurmActions& slurm, const std::string& job_id,
+                        const std::vector<std::string>& nodes) {
+  auto job = slurm.LoadJob(job_id);
+  if (!job.ok()) return Status::Error("exclude nodes of job " + job_id + ": " + job.message());
+  if (!job->pending()) {
+    return Status::Error("exclude nodes of job " + job_id + ": the job is " + job->state +
+                         "; Slurm changes the excluded nodes of pending jobs only");
+  }
+  auto merged = MergedExcluded(*job, nodes);
+  if (!merged.ok()) return Status::Error("exclude nodes of job " + job_id + ": " + merged.message());
+  SlurmJobUpdate u;
+  u.job_id = job_id;
+  u.excluded_nodes = *merged;
+  if (Status s = slurm.Update(u); !s.ok()) {
+    return Status::Error("exclude nodes of job " + job_id + ": " + s.message());
+  }
+  return Status::Ok();
+}
+
+Status CancelWithReason(SlurmActions& slurm, const std::string& job_id, const std::string& reason) {
+  SlurmJobUpdate u;
+  u.job_id = job_id;
+  u.admin_comment = "autopar: " + reason;
+  Status comment = slurm.Update(u);
+  if (Status s = slurm.Cancel(job_id); !s.ok()) {
+    return Status::Error("cancel of job " + job_id + ": " + s.message());
+  }
+  if (!comment.ok()) {
+    return Status::Error("job " + job_id + " cancelled, but its reason was not recorded: " +
+                         comment.message());
+  }
+  return Status::Ok();
+}
+
+}  // namespace autopar

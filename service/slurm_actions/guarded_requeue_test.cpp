@@ -1,0 +1,282 @@
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "autopar/slurm_actions.h"
+
+namespace autopar {
+namespace {
+
+// A Slurm in memory that behaves like slurmctld for the calls autopard makes: a requeue of a
+// job that is not running fails, it bumps the restart count, the job becomes PENDING (COMPLETING
+// while it cleans up), only pending jobs take new excluded nodes. It can be told to refuse.
+class FakeSlurm : public SlurmActions {
+ public:
+  FakeSlurm() {
+    job.job_id = "42";
+    job.state = "RUNNING";
+    job.batch = true;
+    job.requeue_allowed = true;
+    job.nodes = "node[1-2]";
+    job.batch_host = "node1";
+  }
+  Result<SlurmJob> LoadJob(const std::string& id) override {
+    std::function<void()> hook;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      ++loads;
+      hook = before_load;
+      before_load = nullptr;
+    }
+    if (hook) hook();
+    std::lock_guard<std::mutex> l(mu);
+    if (id != job.job_id) return Status::Error("job " + id + ": Invalid job id specified");
+    return job;
+  }
+  Status Requeue(const std::string& id) override {
+    std::lock_guard<std::mutex> l(mu);
+    if (!refuse_requeue.empty()) return Status::Error(refuse_requeue);
+    if (id != job.job_id) return Status::Error("Invalid job id specified");
+    if (job.pending()) return Status::Error("Job is pending execution");
+    ++requeues;
+    job.state = "PENDING";
+    job.completing = true;
+    job.restart_count++;
+    job.eligible_time = 1000 + 11;  // "now" + cred_expire + 1
+    job.nodes.clear();
+    return Status::Ok();
+  }
+  Status Update(const SlurmJobUpdate& u) override {
+    std::lock_guard<std::mutex> l(mu);
+    updates.push_back(u);
+    if (!refuse_update.empty()) return Status::Error(refuse_update);
+    if (u.excluded_nodes) {
+      if (!job.pending()) return Status::Error("Job is no longer pending execution");
+      job.excluded_nodes = *u.excluded_nodes;
+    }
+    if (u.admin_comment) job.admin_comment = *u.admin_comment;
+    if (u.begin_time) job.eligible_time = *u.begin_time;
+    return Status::Ok();
+  }
+  Status Cancel(const std::string& id) override {
+    std::lock_guard<std::mutex> l(mu);
+    if (!refuse_cancel.empty()) return Status::Error(refuse_cancel);
+    if (id != job.job_id) return Status::Error("Invalid job id specified");
+    job.state = "CANCELLED";
+    return Status::Ok();
+  }
+
+  std::mutex mu;
+  SlurmJob job;
+  int loads = 0, requeues = 0;
+  std::vector<SlurmJobUpdate> updates;
+  std::string refuse_requeue, refuse_update, refuse_cancel;
+  std::function<void()> before_load;
+};
+
+RequeueDecision Decision(int64_t restart_count, std::vector<std::string> exclude = {},
+                         double delay = 0) {
+  RequeueSettings s;
+  s.max_restarts = 3;
+  Failure f;
+  f.kind = exclude.empty() ? FailureClass::kRankCrash : FailureClass::kNodeLoss;
+  f.exit_code = 1;
+  f.node = exclude.empty() ? "node1" : exclude.back();
+  f.run_seconds = 100;
+  RequeueDecision d = DecideRequeue(s, f, restart_count, std::nullopt, {});
+  d.delay_s = delay;
+  if (!exclude.empty()) d.exclude_nodes = exclude;
+  return d;
+}
+
+TEST(GuardedRequeueTest, RequeuesOnceAndRecordsTheDecision) {
+  FakeSlurm slurm;
+  slurm.job.excluded_nodes = "node[7-8]";
+  auto r = GuardedRequeue(slurm, "42", Decision(0, {"node2"}, 30), 1000);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->outcome, RequeueOutcome::kRequeued);
+  EXPECT_EQ(r->restart_count_now, 1);
+  EXPECT_TRUE(r->warnings.empty());
+  EXPECT_EQ(slurm.requeues, 1);
+  EXPECT_EQ(slurm.job.excluded_nodes, "node7,node8,node2");
+  EXPECT_DOUBLE_EQ(slurm.job.eligible_time, 1030);
+  EXPECT_NE(slurm.job.admin_comment.find("autopar: node node2 was lost"), std::string::npos);
+  auto note = ParseFailureNote(slurm.job.admin_comment);
+  ASSERT_TRUE(note.has_value());
+  EXPECT_EQ(note->signature, "node-loss");
+  EXPECT_NE(r->message.find("excluded node7,node8,node2"), std::string::npos) << r->message;
+
+  // Every later report of the same failure (restart count 0) is a no-op.
+  auto again = GuardedRequeue(slurm, "42", Decision(0, {"node2"}), 1001);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->outcome, RequeueOutcome::kAlreadyDone);
+  EXPECT_EQ(slurm.requeues, 1);
+}
+
+TEST(GuardedRequeueTest, ShortDelayKeepsSlurmsOwnWait) {
+  FakeSlurm slurm;
+  auto r = GuardedRequeue(slurm, "42", Decision(0, {}, 5), 1000);
+  ASSERT_TRUE(r.ok());
+  EXPECT_DOUBLE_EQ(slurm.job.eligible_time, 1011);  // 1005 would start it before cred_expire
+  ASSERT_EQ(slurm.updates.size(), 1u);
+  EXPECT_FALSE(slurm.updates[0].begin_time.has_value());
+  EXPECT_FALSE(slurm.updates[0].excluded_nodes.has_value());
+}
+
+TEST(GuardedRequeueTest, RefusalsAndGuards) {
+  struct Case {
+    const char* name;
+    std::function<void(FakeSlurm&)> setup;
+    const char* job;
+    int64_t restart_count;
+    bool ok;
+    RequeueOutcome outcome;
+    const char* text;  // in the error or the message
+  } cases[] = {
+      {"slurm refuses", [](FakeSlurm& s) { s.refuse_requeue = "Access/permission denied"; }, "42",
+       0, false, RequeueOutcome::kRequeued,
+       "requeue of job 42 refused by Slurm: Access/permission denied"},
+      {"unknown job", [](FakeSlurm&) {}, "43", 0, false, RequeueOutcome::kRequeued,
+       "requeue of job 43: job 43: Invalid job id"},
+      {"not a batch job", [](FakeSlurm& s) { s.job.batch = false; }, "42", 0, false,
+       RequeueOutcome::kRequeued, "not a batch job"},
+      {"--no-requeue", [](FakeSlurm& s) { s.job.requeue_allowed = false; }, "42", 0, false,
+       RequeueOutcome::kRequeued, "may not be requeued"},
+      {"restart count moved", [](FakeSlurm& s) { s.job.restart_count = 1; }, "42", 0, true,
+       RequeueOutcome::kAlreadyDone, "restart count 1, decision for restart count 0"},
+      {"job already pending", [](FakeSlurm& s) { s.job.state = "PENDING"; }, "42", 0, true,
+       RequeueOutcome::kAlreadyDone, "state PENDING"},
+      {"job finished", [](FakeSlurm& s) { s.job.state = "COMPLETED"; }, "42", 0, true,
+       RequeueOutcome::kAlreadyDone, "state COMPLETED"},
+      {"failed step, job completing: requeued",
+       [](FakeSlurm& s) {
+         s.job.state = "FAILED";
+         s.job.completing = true;
+       },
+       "42", 0, true, RequeueOutcome::kRequeued, "requeued (attempt 1 of 3"},
+  };
+  for (const auto& c : cases) {
+    FakeSlurm slurm;
+    c.setup(slurm);
+    auto r = GuardedRequeue(slurm, c.job, Decision(c.restart_count), 1000);
+    ASSERT_EQ(r.ok(), c.ok) << c.name << ": " << (r.ok() ? r->message : r.message());
+    std::string text = r.ok() ? r->message : r.message();
+    EXPECT_NE(text.find(c.text), std::string::npos) << c.name << ": " << text;
+    if (r.ok()) {
+      EXPECT_EQ(r->outcome, c.outcome) << c.name;
+    }
+  }
+}
+
+TEST(GuardedRequeueTest, LostRaceIsRecognised) {
+  // Another node requeues the job after our check and before our slurm_requeue: Slurm refuses
+  // ours ("Job is pending execution"); that is success for the caller, not an error.
+  class RacingSlurm : public FakeSlurm {
+   public:
+    Status Requeue(const std::string& id) override {
+      if (!raced) {
+        raced = true;
+        EXPECT_TRUE(FakeSlurm::Requeue(id).ok());  // the other node
+      }
+      return FakeSlurm::Requeue(id);
+    }
+    bool raced = false;
+  } slurm;
+  auto r = GuardedRequeue(slurm, "42", Decision(0), 1000);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->outcome, RequeueOutcome::kAlreadyDone);
+  EXPECT_NE(r->message.find("requeued by another caller (Job is pending execution)"),
+            std::string::npos)
+      << r->message;
+  EXPECT_EQ(slurm.requeues, 1);
+  EXPECT_EQ(r->restart_count_now, 1);
+}
+
+TEST(GuardedRequeueTest, ConcurrentCallersWithALockRequeueOnce) {
+  FakeSlurm slurm;
+  char dir[] = "/tmp/autopar-guard-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string lock = std::string(dir) + "/job-42.lock";
+  std::atomic<int> requeued{0}, already{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      auto r = GuardedRequeue(slurm, "42", Decision(0), 1000, lock);
+      ASSERT_TRUE(r.ok()) << r.message();
+      (r->outcome == RequeueOutcome::kRequeued ? requeued : already).fetch_add(1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(requeued.load(), 1);
+  EXPECT_EQ(already.load(), 7);
+  EXPECT_EQ(slurm.requeues, 1);
+  unlink(lock.c_str());
+  rmdir(dir);
+}
+
+TEST(GuardedRequeueTest, FollowUpRefusalIsAWarning) {
+  FakeSlurm slurm;
+  slurm.refuse_update = "Access/permission denied";
+  auto r = GuardedRequeue(slurm, "42", Decision(0, {"node2"}, 60), 1000);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->outcome, RequeueOutcome::kRequeued);
+  EXPECT_EQ(slurm.requeues, 1);
+  ASSERT_EQ(r->warnings.size(), 4u);  // the combined update, then each of the three fields
+  EXPECT_NE(r->warnings[0].find("update after requeue: Access/permission denied"),
+            std::string::npos);
+}
+
+TEST(GuardedRequeueTest, OnlyRequeueDecisionsAreCarriedOut) {
+  FakeSlurm slurm;
+  RequeueDecision stop;
+  stop.action = RequeueAction::kStop;
+  auto r = GuardedRequeue(slurm, "42", stop, 1000);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("the decision is 'stop'"), std::string::npos);
+  EXPECT_EQ(slurm.loads, 0);
+}
+
+TEST(SlurmActionsTest, AddExcludedNodes) {
+  FakeSlurm slurm;
+  Status running = AddExcludedNodes(slurm, "42", {"node3"});
+  ASSERT_FALSE(running.ok());
+  EXPECT_NE(running.message().find("the job is RUNNING; Slurm changes the excluded nodes of "
+                                   "pending jobs only"),
+            std::string::npos);
+  slurm.job.state = "PENDING";
+  slurm.job.excluded_nodes = "node1";
+  ASSERT_TRUE(AddExcludedNodes(slurm, "42", {"node3", "node1"}).ok());
+  EXPECT_EQ(slurm.job.excluded_nodes, "node1,node3");
+  slurm.job.excluded_nodes = "node[";
+  Status bad = AddExcludedNodes(slurm, "42", {"node3"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("exclude nodes of job 42: "), std::string::npos);
+}
+
+TEST(SlurmActionsTest, CancelWithReason) {
+  FakeSlurm slurm;
+  ASSERT_TRUE(CancelWithReason(slurm, "42", "stopped after 2 immediate failures").ok());
+  EXPECT_EQ(slurm.job.state, "CANCELLED");
+  EXPECT_EQ(slurm.job.admin_comment, "autopar: stopped after 2 immediate failures");
+
+  FakeSlurm refusing;
+  refusing.refuse_cancel = "Access/permission denied";
+  Status s = CancelWithReason(refusing, "42", "x");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "cancel of job 42: Access/permission denied");
+
+  FakeSlurm no_comment;
+  no_comment.refuse_update = "Access/permission denied";
+  Status c = CancelWithReason(no_comment, "42", "x");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(no_comment.job.state, "CANCELLED");
+  EXPECT_NE(c.message().find("cancelled, but its reason was not recorded"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,132 @@
+// SlurmActions over libslurm (slurm_load_job, slurm_requeue, slurm_update_job, slurm_kill_job).
+#include <signal.h>
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "autopar/slurm_actions.h"
+
+// libslurm exports this (src/common/slurm_protocol_defs.c, "slurm_" prefixed by its symbol
+// renaming) but slurm.h does not declare it; scontrol uses it for "Reason=".
+extern "C" char* slurm_job_reason_string(enum job_state_reason inx);
+
+namespace autopar {
+namespace {
+
+const char* BaseStateName(uint32_t state) {
+  static const char* const kNames[] = {"PENDING",   "RUNNING", "SUSPENDED", "COMPLETED",
+                                       "CANCELLED", "FAILED",  "TIMEOUT",   "NODE_FAIL",
+                                       "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"};
+  uint32_t base = state & JOB_STATE_BASE;
+  return base < sizeof kNames / sizeof kNames[0] ? kNames[base] : "UNKNOWN";
+}
+
+std::string Str(const char* s) { return s ? s : ""; }
+
+std::string SlurmError() { return slurm_strerror(slurm_get_errno()); }
+
+class LibSlurmActions : public SlurmActions {
+ public:
+  explicit LibSlurmActions(const std::string& slurm_conf) {
+    if (!slurm_conf.empty()) setenv("SLURM_CONF", slurm_conf.c_str(), 1);
+    slurm_init(slurm_conf.empty() ? nullptr : slurm_conf.c_str());
+  }
+
+  Result<SlurmJob> LoadJob(const std::string& job_id) override {
+    auto id = ParseId(job_id);
+    if (!id.ok()) return id.status();
+    std::lock_guard<std::mutex> lock(mu_);
+    job_info_msg_t* msg = nullptr;
+    if (slurm_load_job(&msg, *id, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS || !msg) {
+      return Status::Error("job " + job_id + ": " + SlurmError());
+    }
+    if (msg->record_count < 1) {
+      slurm_free_job_info_msg(msg);
+      return Status::Error("job " + job_id + ": Slurm does not know it");
+    }
+    const slurm_job_info_t& j = msg->job_array[0];
+    SlurmJob job;
+    job.job_id = job_id;
+    job.user_id = j.user_id;
+    job.state = BaseStateName(j.job_state);
+    job.completing = (j.job_state & JOB_COMPLETING) != 0;
+    job.requeue_flag = (j.job_state & JOB_REQUEUE) != 0;
+    job.requeue_allowed = j.requeue != 0;
+    job.batch = j.batch_flag != 0;
+    job.restart_count = j.restart_cnt;
+    job.submit_time = static_cast<double>(j.submit_time);
+    job.start_time = static_cast<double>(j.start_time);
+    job.end_time = static_cast<double>(j.end_time);
+    job.eligible_time = static_cast<double>(j.eligible_time);
+    job.time_limit_min = j.time_limit == INFINITE || j.time_limit == NO_VAL
+                             ? -1
+                             : static_cast<int64_t>(j.time_limit);
+    job.nodes = Str(j.nodes);
+    job.batch_host = Str(j.batch_host);
+    job.excluded_nodes = Str(j.exc_nodes);
+    job.admin_comment = Str(j.admin_comment);
+    job.reason = Str(slurm_job_reason_string(static_cast<job_state_reason>(j.state_reason)));
+    slurm_free_job_info_msg(msg);
+    return job;
+  }
+
+  Status Requeue(const std::string& job_id) override {
+    auto id = ParseId(job_id);
+    if (!id.ok()) return id.status();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (slurm_requeue(*id, 0) != SLURM_SUCCESS) {
+      return Status::Error("slurm_requeue(" + job_id + "): " + SlurmError());
+    }
+    return Status::Ok();
+  }
+
+  Status Update(const SlurmJobUpdate& u) override {
+    auto id = ParseId(u.job_id);
+    if (!id.ok()) return id.status();
+    job_desc_msg_t desc;
+    slurm_init_job_desc_msg(&desc);
+    desc.job_id = *id;
+    // job_desc_msg_t holds non-const char*; the strings outlive the call.
+    std::string exc = u.excluded_nodes.value_or("");
+    std::string comment = u.admin_comment.value_or("");
+    if (u.excluded_nodes) desc.exc_nodes = exc.data();
+    if (u.admin_comment) desc.admin_comment = comment.data();
+    if (u.begin_time) desc.begin_time = static_cast<time_t>(*u.begin_time);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (slurm_update_job(&desc) != SLURM_SUCCESS) {
+      return Status::Error("slurm_update_job(" + u.job_id + "): " + SlurmError());
+    }
+    return Status::Ok();
+  }
+
+  Status Cancel(const std::string& job_id) override {
+    auto id = ParseId(job_id);
+    if (!id.ok()) return id.status();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (slurm_kill_job(*id, SIGKILL, 0) != SLURM_SUCCESS) {
+      return Status::Error("slurm_kill_job(" + job_id + "): " + SlurmError());
+    }
+    return Status::Ok();
+  }
+
+ private:
+  static Result<uint32_t> ParseId(const std::string& job_id) {
+    char* end = nullptr;
+    unsigned long id = std::strtoul(job_id.c_str(), &end, 10);
+    if (job_id.empty() || *end != '\0' || id == 0 || id > 0xfffffff0ul) {
+      return Status::Error("job " + job_id + ": not a numeric Slurm job id");
+    }
+    return static_cast<uint32_t>(id);
+  }
+  std::mutex mu_;
+};
+
+}  // namespace
+
+std::unique_ptr<SlurmActions> MakeLibSlurmActions(const std::string& slurm_conf) {
+  return std::make_unique<LibSlurmActions>(slurm_conf);
+}
+
+}  // namespace autopar
