@@ -20,9 +20,9 @@ const Subcommand kSubcommands[] = {
 };
 
 void Usage(std::FILE* out) {
-  std::fprintf(out, "usage: autopar <command> [options]\n\ncommands:\n");
-  for (const auto& s : kSubcommands) std::fprintf(out, "  %-10s %s\n", s.name, s.summary);
-  std::fprintf(out, "\n'autopar <command> --help' describes a command's options.\n");
+  (void)std::fprintf(out, "usage: autopar <command> [options]\n\ncommands:\n");
+  for (const auto& s : kSubcommands) (void)std::fprintf(out, "  %-10s %s\n", s.name, s.summary);
+  (void)std::fprintf(out, "\n'autopar <command> --help' describes a command's options.\n");
 }
 
 }  // namespace
@@ -41,6 +41,6 @@ int main(int argc, char** argv) {
   for (const auto& s : kSubcommands) {
     if (std::strcmp(name, s.name) == 0) return s.run(argc - 1, argv + 1);
   }
-  std::fprintf(stderr, "autopar: unknown command '%s' (try 'autopar --help')\n", name);
+  (void)std::fprintf(stderr, "autopar: unknown command '%s' (try 'autopar --help')\n", name);
   return 2;
 }
