@@ -148,7 +148,17 @@ gen_autopard_conf() {
 socket = $CLUSTER_DIR/run/autopard-$node.sock
 state_dir = $CLUSTER_DIR/autopard/$node
 node = $node
+slurm_conf = $CLUSTER_DIR/etc/slurm.conf
+slurm_user = root
 EOF
+  # autopard's keys for the checkpoint tests: s3rver's endpoint (its fixed credentials S3RVER),
+  # and extra "key = value" lines from AUTOPAR_AUTOPARD_CONF_EXTRA. Root-only: it holds a secret.
+  if [[ -n ${AUTOPAR_S3_ENDPOINT:-} ]]; then
+    printf 's3_endpoint = %s\ns3_access_key = S3RVER\ns3_secret_key = S3RVER\n' "$AUTOPAR_S3_ENDPOINT"
+  fi
+  if [[ -n ${AUTOPAR_AUTOPARD_CONF_EXTRA:-} ]]; then
+    printf '%s\n' "$AUTOPAR_AUTOPARD_CONF_EXTRA"
+  fi
 }
 
 # write_autopard_conf NODE: writes $CLUSTER_DIR/etc/autopard-NODE.conf and the state directory.
@@ -156,6 +166,7 @@ write_autopard_conf() {
   local node=$1
   mkdir -p "$CLUSTER_DIR/autopard/$node"
   gen_autopard_conf "$node" >"$CLUSTER_DIR/etc/autopard-$node.conf"
+  chmod 600 "$CLUSTER_DIR/etc/autopard-$node.conf"
 }
 
 # --- machine-wide setup (idempotent) ----------------------------------------------------------
