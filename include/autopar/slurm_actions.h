@@ -83,9 +83,9 @@ struct GuardedRequeueResult {
   std::vector<std::string> warnings;  // the requeue happened but a follow-up update failed
 };
 
-// Requeues job `job_id` for `decision` (action kRequeue) only if the job is still RUNNING (or
-// COMPLETING after its step failed, without the REQUEUE flag) with restart count
-// decision.restart_count; then sets its excluded nodes (decision.exclude_nodes, merged with the
+// Requeues job `job_id` for `decision` (action kRequeue) only if the job is still in the run with
+// restart count decision.restart_count and not requeued yet (not PENDING, no REQUEUE flag; a run
+// that already ended FAILED is requeued too, as Slurm allows for batch jobs); then sets its excluded nodes (decision.exclude_nodes, merged with the
 // ones Slurm has), its AdminComment (decision.reason + EncodeFailureNote(decision.note)) and,
 // when decision.delay_s is longer than Slurm's own wait, its begin time to now + delay_s.
 // `lock_path` (may be empty): a file locked (flock) around check-and-requeue, so callers on one

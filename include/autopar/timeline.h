@@ -29,18 +29,21 @@
 
 namespace autopar {
 
-// The kinds of event autopar records (other kinds are allowed and shown as they are).
+// The kinds of event autopar records, snake_case like the daemon's own ckpt_* events (other kinds
+// are allowed and shown as they are).
 namespace event_kind {
 inline constexpr const char* kSubmitted = "submitted";          // plan=...
-inline constexpr const char* kStepStarted = "step-started";     // nodes= ranks= restart=
+inline constexpr const char* kStepStarted = "step_started";     // nodes= ranks= restart=
 inline constexpr const char* kRendezvous = "rendezvous";        // duration_s=
-inline constexpr const char* kCkptCommitted = "ckpt-committed"; // step, rank
-inline constexpr const char* kCkptComplete = "ckpt-complete";   // step, duration_s=
-inline constexpr const char* kCkptFailed = "ckpt-failed";       // step, error=
-inline constexpr const char* kHeartbeatMissed = "heartbeat-missed";  // idle_s= limit_s=
-inline constexpr const char* kFailure = "failure";  // class= rank exit= signal= reason=
-inline constexpr const char* kStack = "stack";      // rank, the captured stack (stack_capture.h)
+inline constexpr const char* kCkptCommitted = "ckpt_committed"; // step, rank (autopard)
+inline constexpr const char* kCkptComplete = "ckpt_complete";   // step (autopard)
+inline constexpr const char* kCkptFailed = "ckpt_failed";       // step, error (autopard)
+inline constexpr const char* kRankExit = "rank_exit";  // exit= [signal=] run_s= (autopar-launch)
+inline constexpr const char* kHeartbeatMissed = "heartbeat_missed";  // the HangVerdict
+inline constexpr const char* kFailure = "failure";  // class= [exit=] [signal=] reason=
+inline constexpr const char* kStack = "stack";      // rank; StackCapture::ToDetail()
 inline constexpr const char* kRequeue = "requeue";  // attempt= of= delay_s= exclude= reason=
+inline constexpr const char* kRequeueFailed = "requeue_failed";  // error=
 inline constexpr const char* kStopped = "stopped";  // reason=
 inline constexpr const char* kResumed = "resumed";  // step (the checkpoint resumed from)
 inline constexpr const char* kFinished = "finished";  // exit=

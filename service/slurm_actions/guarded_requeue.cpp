@@ -52,10 +52,12 @@ Result<std::string> MergedExcluded(const SlurmJob& job, const std::vector<std::s
   return Join(all, ",");
 }
 
-// Still the run the decision is about, and not yet requeued by anyone.
+// Still the run the decision is about, and not yet requeued by anyone. The run may have ended
+// already (its batch script exited after the step failed): Slurm requeues a finished batch job
+// too ("Requeue a running, suspended or finished Slurm batch job", man scontrol), as long as it
+// still knows it (MinJobAge).
 bool SameRun(const SlurmJob& job, int64_t restart_count) {
-  return job.restart_count == restart_count && !job.requeue_flag &&
-         (job.running() || (job.completing && !job.pending()));
+  return job.restart_count == restart_count && !job.requeue_flag && !job.pending();
 }
 
 }  // namespace

@@ -1,0 +1,286 @@
+#include "failure_handler.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "autopar/hostlist.h"
+#include "autopar/text.h"
+#include "autopar/timeline.h"
+
+namespace autopar {
+namespace {
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+std::optional<int64_t> FieldInt(const EventFields& f, const char* key) {
+  for (const auto& [k, v] : f) {
+    if (k == key) return ParseInt(v, INT64_MIN, INT64_MAX);
+  }
+  return std::nullopt;
+}
+
+std::optional<double> FieldReal(const EventFields& f, const char* key) {
+  for (const auto& [k, v] : f) {
+    if (k != key) continue;
+    char* end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    if (end != v.c_str() && *end == '\0') return d;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<JobContext> JobContextFromEnviron(const std::string& environ) {
+  JobContext c;
+  bool have_job = false;
+  for (const auto& entry : Split(environ, '\0')) {
+    size_t eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    std::string name = entry.substr(0, eq), value = entry.substr(eq + 1);
+    if (name == "SLURM_JOB_ID") {
+      c.job_id = value;
+      have_job = !value.empty();
+    } else if (name == "SLURM_RESTART_COUNT") {
+      auto v = ParseInt(value, 0, INT32_MAX);
+      if (!v) return Status::Error("SLURM_RESTART_COUNT: not a count: '" + value + "'");
+      c.restart_count = *v;
+    } else if (name == "AUTOPAR_REQUEUE_ON_FAILURE") {
+      auto v = ParseInt(value, 0, 1000000);
+      if (!v) return Status::Error("AUTOPAR_REQUEUE_ON_FAILURE: not a count: '" + value + "'");
+      c.requeue_on_failure = *v;
+    } else if (name == "AUTOPAR_HEARTBEAT_TIMEOUT") {
+      auto v = ParseInt(value, 1, 100000000);
+      if (!v) {
+        return Status::Error("AUTOPAR_HEARTBEAT_TIMEOUT: not a number of seconds: '" + value +
+                             "'");
+      }
+      c.heartbeat_timeout_s = static_cast<double>(*v);
+    } else if (name == "AUTOPAR_STACK_DIR") {
+      c.stack_dir = value;
+    }
+  }
+  if (!have_job) return Status::Error("no SLURM_JOB_ID in the environment (not a Slurm task)");
+  if (c.stack_dir.empty()) c.stack_dir = DefaultStackDir(c.job_id);
+  return c;
+}
+
+FailureHandler::FailureHandler(FailureHandlerConfig config, SlurmActions* slurm, ProcAccess proc,
+                               Journal journal, Clock clock)
+    : config_(std::move(config)),
+      slurm_(slurm),
+      proc_(std::move(proc)),
+      journal_(std::move(journal)),
+      clock_(std::move(clock)) {}
+
+void FailureHandler::Emit(const std::string& job_id, const std::string& kind, int rank,
+                          int64_t step, const std::string& detail) {
+  if (!journal_) return;
+  JournalEvent e;
+  e.time = clock_();
+  e.node = config_.node;
+  e.job_id = job_id;
+  e.kind = kind;
+  e.rank = rank;
+  e.step = step;
+  e.detail = detail;
+  journal_(e);
+}
+
+std::optional<JobContext> FailureHandler::ContextOf(pid_t pid) {
+  if (pid <= 0) return std::nullopt;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = contexts_.find(pid);
+    if (it != contexts_.end()) return it->second;
+  }
+  auto env = proc_.read_file("/proc/" + std::to_string(pid) + "/environ");
+  if (!env.ok()) return std::nullopt;
+  auto ctx = JobContextFromEnviron(*env);
+  if (!ctx.ok()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (contexts_.size() > 4096) contexts_.clear();  // bounded; entries are cheap to read again
+  contexts_[pid] = *ctx;
+  return *ctx;
+}
+
+void FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid) {
+  auto ctx = ContextOf(pid);
+  if (!ctx || ctx->job_id != job_id) return;  // not a task of that job: nothing to watch
+  const double now = clock_();
+  std::lock_guard<std::mutex> lock(mu_);
+  Run& run = runs_[job_id];
+  if (run.ctx.job_id.empty() || ctx->restart_count > run.ctx.restart_count) {
+    run = Run{};  // a new run of the job (after a requeue): start over
+    run.ctx = *ctx;
+    if (ctx->heartbeat_timeout_s > 0) {
+      HangSettings hs;
+      hs.timeout_s = ctx->heartbeat_timeout_s;
+      hs.first_step_factor = config_.first_step_factor;
+      run.hang = std::make_unique<HangDetector>(hs, now);
+    }
+  } else if (ctx->restart_count < run.ctx.restart_count) {
+    return;  // a late heartbeat of an earlier run
+  }
+  run.rank_pids[rank] = pid;
+  if (run.hang) run.hang->Heartbeat(rank, step, now);
+}
+
+void FailureHandler::OnEvent(const JournalEvent& e, pid_t pid) {
+  if (e.kind != event_kind::kRankExit) return;
+  EventFields f = ParseEventFields(e.detail);
+  auto exit_code = FieldInt(f, "exit");
+  auto sig = FieldInt(f, "signal");
+  if (exit_code && *exit_code == 0 && !sig) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = runs_.find(e.job_id);
+    if (it != runs_.end() && it->second.hang) it->second.hang->RankExited(e.rank);
+    return;
+  }
+  auto ctx = ContextOf(pid);
+  if (!ctx || ctx->job_id != e.job_id) {
+    Emit(e.job_id, event_kind::kRequeueFailed, e.rank, -1,
+         FormatEventFields({{"error", "the rank_exit report did not come from a task of job " +
+                                          e.job_id + "; no decision"}}));
+    return;
+  }
+  Failure failure;
+  failure.kind = FailureClass::kRankCrash;
+  failure.node = e.node.empty() ? config_.node : e.node;
+  failure.rank = e.rank;
+  failure.exit_code = exit_code ? static_cast<int>(*exit_code) : -1;
+  failure.signal = sig ? static_cast<int>(*sig) : 0;
+  failure.run_seconds = FieldReal(f, "run_s").value_or(-1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = runs_.find(e.job_id);
+    if (it != runs_.end() && it->second.hang) it->second.hang->RankExited(e.rank);
+  }
+  HandleFailure(*ctx, failure);
+}
+
+void FailureHandler::Tick() {
+  const double now = clock_();
+  struct Hung {
+    JobContext ctx;
+    HangVerdict verdict;
+    std::map<int, pid_t> pids;
+    double run_s;
+  };
+  std::vector<Hung> hung;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [job, run] : runs_) {
+      if (!run.hang || run.hang_reported) continue;
+      HangVerdict v = run.hang->Check(now);
+      if (!v.hung) continue;
+      run.hang_reported = true;
+      hung.push_back({run.ctx, v, run.rank_pids, v.idle_s});
+    }
+  }
+  for (const auto& h : hung) {
+    Emit(h.ctx.job_id, event_kind::kHeartbeatMissed, -1, h.verdict.last_step,
+         FormatEventFields({{"idle_s", Num(h.verdict.idle_s)},
+                            {"limit_s", Num(h.verdict.limit_s)},
+                            {"reason", h.verdict.Describe()}}));
+    // Stacks of every local rank, the suspects first: a hang is often visible in the others too
+    // (they wait in the collective the suspect never joins).
+    std::vector<int> order = h.verdict.suspects;
+    for (const auto& [rank, pid] : h.pids) {
+      if (std::find(order.begin(), order.end(), rank) == order.end()) order.push_back(rank);
+    }
+    for (int rank : order) {
+      auto it = h.pids.find(rank);
+      if (it == h.pids.end()) continue;
+      StackCaptureOptions o;
+      o.python_dump_path = PythonStackDumpPath(h.ctx.stack_dir, rank);
+      o.python_wait_ms = config_.python_stack_wait_ms;
+      StackCapture c = CaptureStack(it->second, o, proc_);
+      Emit(h.ctx.job_id, event_kind::kStack, rank, h.verdict.last_step, c.ToDetail());
+    }
+    Failure failure;
+    failure.kind = FailureClass::kHang;
+    failure.node = config_.node;
+    failure.rank = h.verdict.suspects.size() == 1 ? h.verdict.suspects[0] : -1;
+    failure.run_seconds = -1;  // a hang is never "immediate": its limit already waited
+    HandleFailure(h.ctx, failure);
+  }
+}
+
+void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure) {
+  EventFields fields = {{"class", FailureClassName(failure.kind)}};
+  if (failure.kind == FailureClass::kRankCrash) {
+    if (failure.exit_code >= 0) fields.emplace_back("exit", std::to_string(failure.exit_code));
+    if (failure.signal > 0) fields.emplace_back("signal", std::to_string(failure.signal));
+  }
+  fields.emplace_back("restart", std::to_string(ctx.restart_count));
+  fields.emplace_back("reason", failure.Describe());
+  if (!ctx.requeue_on_failure) {
+    fields.emplace_back("requeue", "off");
+    Emit(ctx.job_id, event_kind::kFailure, failure.rank, -1, FormatEventFields(fields));
+    return;
+  }
+  // One decision per run on this node; the first report wins.
+  if (!ledger_.Claim(ctx.job_id, ctx.restart_count)) return;
+  Emit(ctx.job_id, event_kind::kFailure, failure.rank, -1, FormatEventFields(fields));
+
+  auto job = slurm_->LoadJob(ctx.job_id);
+  if (!job.ok()) {
+    Emit(ctx.job_id, event_kind::kRequeueFailed, -1, -1,
+         FormatEventFields({{"error", job.message()}}));
+    return;
+  }
+  if (job->restart_count > ctx.restart_count) return;  // another node has requeued it already
+  std::vector<std::string> excluded;
+  if (!job->excluded_nodes.empty()) {
+    auto ex = ExpandHostlist(job->excluded_nodes);
+    if (ex.ok()) excluded = *ex;
+  }
+  RequeueSettings settings = config_.policy;
+  settings.max_restarts = *ctx.requeue_on_failure;
+  RequeueDecision d = DecideRequeue(settings, failure, ctx.restart_count,
+                                    ParseFailureNote(job->admin_comment), excluded);
+  ledger_.Record(ctx.job_id, d);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_[ctx.job_id] = d;
+  }
+  const double now = clock_();
+  if (d.action == RequeueAction::kStop) {
+    Status s = CancelWithReason(*slurm_, ctx.job_id, d.reason);
+    EventFields out = {{"reason", d.reason}};
+    // A job whose batch script already ended cannot be cancelled; the reason is what matters.
+    if (!s.ok()) out.emplace_back("note", s.message());
+    Emit(ctx.job_id, event_kind::kStopped, -1, -1, FormatEventFields(out));
+    return;
+  }
+  std::string lock = config_.lock_dir.empty() ? ""
+                                              : config_.lock_dir + "/requeue-" + ctx.job_id + ".lock";
+  auto r = GuardedRequeue(*slurm_, ctx.job_id, d, now, lock);
+  if (!r.ok()) {
+    Emit(ctx.job_id, event_kind::kRequeueFailed, -1, -1, FormatEventFields({{"error", r.message()}}));
+    return;
+  }
+  if (r->outcome != RequeueOutcome::kRequeued) return;  // the node that did it journals it
+  EventFields out = {{"attempt", std::to_string(d.attempt)},
+                     {"of", std::to_string(d.max_restarts)},
+                     {"delay_s", Num(d.delay_s)}};
+  if (!d.exclude_nodes.empty()) out.emplace_back("exclude", Join(d.exclude_nodes, ","));
+  out.emplace_back("reason", d.reason);
+  for (const auto& w : r->warnings) out.emplace_back("warning", w);
+  Emit(ctx.job_id, event_kind::kRequeue, -1, -1, FormatEventFields(out));
+}
+
+std::optional<RequeueDecision> FailureHandler::LastDecision(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = last_.find(job_id);
+  if (it == last_.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace autopar

@@ -1,0 +1,111 @@
+// FailureHandler: autopard's failure handling for the jobs of its node (issue 6). The daemon
+// passes it every heartbeat and journal event, and calls Tick() about once a second; it detects
+// crashed ranks and hangs, decides with RequeuePolicy, and carries the decision out through
+// SlurmActions (GuardedRequeue, CancelWithReason), writing every step to the journal.
+//
+// Where its inputs come from:
+//  - The job's settings are the task's own environment, read from /proc/PID/environ of the peer
+//    that sent the heartbeat or event (autopard runs as root; the PID is the kernel's,
+//    SO_PEERCRED): SLURM_JOB_ID, SLURM_RESTART_COUNT, AUTOPAR_REQUEUE_ON_FAILURE,
+//    AUTOPAR_HEARTBEAT_TIMEOUT (exported by the SPANK plugin). A job without
+//    AUTOPAR_REQUEUE_ON_FAILURE is watched and journalled but never requeued.
+//  - Crashed ranks: autopar-launch sends an event of kind "rank_exit" with detail
+//    "exit=N [signal=S] run_s=SECONDS" when its program ends with a non-zero status on its own
+//    (not because the step was being ended).
+//  - Hangs: heartbeats (step numbers) per rank; HangDetector with the job's
+//    --heartbeat-timeout and kDefaultFirstStepFactor. Before the hung job is requeued, the stacks
+//    of this node's ranks (the heartbeat senders' PIDs) are captured into "stack" events.
+//
+// Idempotency: per job and restart count one decision on this node (DecisionLedger); across
+// nodes GuardedRequeue's restart-count guard makes one requeue. A lock file per job under
+// `lock_dir` serializes the check-and-requeue of this node's threads.
+//
+// Thread safety: all methods may be called from several threads at once.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "autopar/hang_detector.h"
+#include "autopar/protocol.h"
+#include "autopar/requeue_policy.h"
+#include "autopar/slurm_actions.h"
+#include "autopar/stack_capture.h"
+
+namespace autopar {
+
+// The settings a job's task carries in its environment.
+struct JobContext {
+  std::string job_id;
+  int64_t restart_count = 0;
+  std::optional<int64_t> requeue_on_failure;  // unset: the job did not ask for requeues
+  double heartbeat_timeout_s = 0;             // 0: no hang detection
+  std::string stack_dir;                      // AUTOPAR_STACK_DIR or DefaultStackDir(job)
+};
+// Parses /proc/PID/environ content (NUL-separated NAME=VALUE). Errors: no SLURM_JOB_ID, or a
+// malformed AUTOPAR_* value (named).
+Result<JobContext> JobContextFromEnviron(const std::string& environ);
+
+struct FailureHandlerConfig {
+  std::string node;      // this node's name, for the journal
+  std::string lock_dir;  // where per-job lock files go (autopard's state_dir); empty: no lock
+  RequeueSettings policy;  // backoff and immediate-failure rules; max_restarts comes per job
+  double first_step_factor = kDefaultFirstStepFactor;
+  int python_stack_wait_ms = 2000;
+};
+
+class FailureHandler {
+ public:
+  using Journal = std::function<void(const JournalEvent&)>;
+  using Clock = std::function<double()>;  // seconds since the epoch
+
+  FailureHandler(FailureHandlerConfig config, SlurmActions* slurm, ProcAccess proc,
+                 Journal journal, Clock clock);
+
+  // A heartbeat of `rank` at `step`, sent by process `pid`.
+  void OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid);
+  // A journal event; `pid` is the sender's (0: from the daemon itself).
+  void OnEvent(const JournalEvent& event, pid_t pid);
+  // Checks for hangs; call about once a second.
+  void Tick();
+
+  // The outcome of the last failure handled for a job on this node, for tests and status.
+  std::optional<RequeueDecision> LastDecision(const std::string& job_id) const;
+
+ private:
+  struct Run {
+    JobContext ctx;
+    std::unique_ptr<HangDetector> hang;
+    std::map<int, pid_t> rank_pids;
+    bool hang_reported = false;
+  };
+
+  // The job context for `pid` (cached per pid), or nullopt when unreadable.
+  std::optional<JobContext> ContextOf(pid_t pid);
+  // Decides and acts on one failure of `ctx`'s run; never throws, journals everything.
+  void HandleFailure(const JobContext& ctx, const Failure& failure);
+  void Emit(const std::string& job_id, const std::string& kind, int rank, int64_t step,
+            const std::string& detail);
+
+  FailureHandlerConfig config_;
+  SlurmActions* slurm_;
+  ProcAccess proc_;
+  Journal journal_;
+  Clock clock_;
+  DecisionLedger ledger_;
+
+  mutable std::mutex mu_;
+  std::map<pid_t, JobContext> contexts_;
+  std::map<std::string, Run> runs_;  // job id -> its current run on this node
+  std::map<std::string, RequeueDecision> last_;
+};
+
+}  // namespace autopar
