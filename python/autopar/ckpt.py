@@ -15,7 +15,7 @@ import os
 import socket
 import time
 
-__all__ = ["AutoparError", "enabled", "rank", "step_dir", "commit", "heartbeat", "event",
+__all__ = ["AutoparError", "enabled", "rank", "step_dir", "commit", "heartbeat", "event", "uploads", "wait_uploads",
            "resume_step", "resume_dir"]
 
 PROTOCOL_VERSION = 1
@@ -145,3 +145,30 @@ def resume_step():
 def resume_dir():
     """This rank's restored directory (<ckpt dir>/step-<N>/rank-<R>), or None."""
     return _env("AUTOPAR_RESUME_DIR")
+
+
+def uploads(job_only=True, timeout=10.0):
+    """This node's uploads (of this job by default): a list of dicts with job_id, step, rank,
+    state, bytes_done, bytes_total, throughput_bps, eta_s, error."""
+    req = {"op": "status"}
+    if job_only:
+        req["job_id"] = _require("SLURM_JOB_ID")
+    return _call(req, timeout)["uploads"]
+
+
+def wait_uploads(timeout=600.0, poll=0.2):
+    """Waits until none of this job's uploads on this node is queued or running; raises
+    AutoparError when one failed or the time is up. Call it before the job ends when the next
+    job must find the last checkpoint complete."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ups = uploads()
+        failed = [u for u in ups if u["state"] == "failed"]
+        if failed:
+            u = failed[0]
+            raise AutoparError(f"upload of step {u['step']} rank {u['rank']} failed: {u.get('error', '')}")
+        if not any(u["state"] in ("queued", "uploading", "hashing") for u in ups):
+            return
+        if time.monotonic() > deadline:
+            raise AutoparError(f"uploads still running after {timeout:g} s")
+        time.sleep(poll)

@@ -127,27 +127,34 @@ Result<std::vector<CommitRecord>> ReadCommits(Stmt& s, const char* what) {
 }  // namespace
 
 Result<std::unique_ptr<StateDb>> StateDb::Open(const std::string& path) {
-  sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-    sqlite3_close(db);
-    return Status::Error(path + ": cannot open the state database: " + msg);
+  sqlite3* handles[2] = {nullptr, nullptr};
+  for (int i = 0; i < 2; ++i) {
+    int rc = sqlite3_open_v2(path.c_str(), &handles[i],
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+    if (rc != SQLITE_OK) {
+      std::string msg = handles[i] ? sqlite3_errmsg(handles[i]) : sqlite3_errstr(rc);
+      sqlite3_close(handles[0]);
+      sqlite3_close(handles[1]);
+      return Status::Error(path + ": cannot open the state database: " + msg);
+    }
+    sqlite3_busy_timeout(handles[i], 10000);
   }
-  sqlite3_busy_timeout(db, 5000);
-  std::unique_ptr<StateDb> s(new StateDb(db));
+  std::unique_ptr<StateDb> s(new StateDb(handles[0], handles[1]));
   for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", kSchema}) {
-    if (Status st = s->Exec(sql); !st) return Status::Error(path + ": " + st.message());
+    if (Status st = Exec(s->commit_db_, sql); !st) return Status::Error(path + ": " + st.message());
   }
+  if (Status st = Exec(s->db_, "PRAGMA synchronous=NORMAL"); !st) return Status::Error(path + ": " + st.message());
   return s;
 }
 
-StateDb::~StateDb() { sqlite3_close(db_); }
+StateDb::~StateDb() {
+  sqlite3_close(commit_db_);
+  sqlite3_close(db_);
+}
 
-Status StateDb::Exec(const char* sql) {
+Status StateDb::Exec(sqlite3* db, const char* sql) {
   char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
     return Status::Error(std::string("state database: ") + msg);
@@ -157,10 +164,10 @@ Status StateDb::Exec(const char* sql) {
 
 Result<int64_t> StateDb::AddCommit(const CommitRecord& c, const std::vector<FileRecord>& files,
                                    bool* duplicate) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(commit_mu_);
   *duplicate = false;
   {
-    Stmt find(db_, "SELECT id FROM commits WHERE job_id=? AND step=? AND rank=? AND upload=? AND ckpt_dir=?");
+    Stmt find(commit_db_, "SELECT id FROM commits WHERE job_id=? AND step=? AND rank=? AND upload=? AND ckpt_dir=?");
     find.Bind(c.job_id).Bind(c.step).Bind(int64_t{c.rank}).Bind(c.upload).Bind(c.ckpt_dir);
     if (!find.ok()) return find.Error("find commit");
     if (find.Step() == SQLITE_ROW) {
@@ -168,12 +175,12 @@ Result<int64_t> StateDb::AddCommit(const CommitRecord& c, const std::vector<File
       return find.Int(0);
     }
   }
-  if (Status st = Exec("BEGIN IMMEDIATE"); !st) return st;
+  if (Status st = Exec(commit_db_, "BEGIN IMMEDIATE"); !st) return st;
   auto rollback = [&](Status st) -> Result<int64_t> {
-    (void)Exec("ROLLBACK");
+    (void)Exec(commit_db_, "ROLLBACK");
     return st;
   };
-  Stmt ins(db_,
+  Stmt ins(commit_db_,
            "INSERT INTO commits(job_id, step, rank, world_size, local_world_size, uid, gid, "
            "ckpt_dir, upload, keep, node, state, created, bytes) "
            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
@@ -182,13 +189,13 @@ Result<int64_t> StateDb::AddCommit(const CommitRecord& c, const std::vector<File
       .Bind(c.upload).Bind(c.keep).Bind(c.node).Bind(c.state).Bind(c.created)
       .Bind(static_cast<int64_t>(c.bytes));
   if (Status st = Run(ins, "insert commit"); !st) return rollback(st);
-  int64_t id = sqlite3_last_insert_rowid(db_);
+  int64_t id = sqlite3_last_insert_rowid(commit_db_);
   for (const auto& f : files) {
-    Stmt fi(db_, "INSERT INTO files(commit_id, path, size, sha256) VALUES(?,?,?,?)");
+    Stmt fi(commit_db_, "INSERT INTO files(commit_id, path, size, sha256) VALUES(?,?,?,?)");
     fi.Bind(id).Bind(f.path).Bind(static_cast<int64_t>(f.size)).Bind(f.sha256);
     if (Status st = Run(fi, "insert file"); !st) return rollback(st);
   }
-  if (Status st = Exec("COMMIT"); !st) return rollback(st);
+  if (Status st = Exec(commit_db_, "COMMIT"); !st) return rollback(st);
   return id;
 }
 

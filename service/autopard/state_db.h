@@ -1,4 +1,4 @@
-// autopard's durable state in SQLite (WAL journal, synchronous=FULL): the commit queue, each
+// autopard's durable state in SQLite (WAL journal; commits synchronous=FULL): the commit queue, each
 // committed file, the multipart uploads in flight with their finished parts, the steps known to be
 // complete, the job journal and heartbeats. A commit is in the database (fsync'ed) before
 // AddCommit returns, so a daemon that crashes after acknowledging it still uploads it after a
@@ -107,8 +107,14 @@ class StateDb {
   Status Heartbeat(const std::string& job_id, int rank, int64_t step, double time);
 
  private:
-  explicit StateDb(sqlite3* db) : db_(db) {}
-  Status Exec(const char* sql);
+  StateDb(sqlite3* commit_db, sqlite3* db) : commit_db_(commit_db), db_(db) {}
+  static Status Exec(sqlite3* db, const char* sql);
+  // Two connections to the same WAL database: commits go through `commit_db_`
+  // (synchronous=FULL: fsync'ed before the ack) and never wait behind the uploader's bookkeeping,
+  // which goes through `db_` (synchronous=NORMAL: survives a daemon crash, since the WAL is
+  // written before each transaction ends; after a power loss a part may be sent again).
+  sqlite3* commit_db_;
+  std::mutex commit_mu_;
   sqlite3* db_;
   std::mutex mu_;
 };

@@ -590,7 +590,13 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
   }
   Emit(c, "ckpt_uploaded", store.Describe() + "/" + RankKeyPrefix(c.job_id, c.step, c.rank) + " (" +
                                std::to_string(total) + " bytes)");
+  // Another node may be writing its rank manifest right now, and some stores (s3rver) show a
+  // half-written object to a concurrent GET: retry the completion check a few times.
   auto complete = TryCompleteStep(store, c.job_id, c.step, topt);
+  for (int attempt = 1; !complete && attempt < 6 && !stopping_; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 * attempt));
+    complete = TryCompleteStep(store, c.job_id, c.step, topt);
+  }
   if (!complete) return complete.status();
   if (complete->complete) {
     (void)db_->SetStepState(c.job_id, c.step, c.upload, "COMPLETE");
