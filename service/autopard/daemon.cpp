@@ -75,8 +75,25 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
   return d;
 }
 
+void Daemon::EnableFailureHandling(std::unique_ptr<SlurmActions> slurm) {
+  slurm_actions_ = std::move(slurm);
+  FailureHandlerConfig fc;
+  fc.node = config_.node;
+  fc.lock_dir = config_.state_dir;
+  failure_ = std::make_unique<FailureHandler>(
+      fc, slurm_actions_.get(), RealProcAccess(), [this](const JournalEvent& e) { Journal(e); },
+      [] { return Now(); });
+  failure_ticker_ = std::thread([this] {
+    while (!stop_) {
+      for (int i = 0; i < 10 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!stop_) failure_->Tick();
+    }
+  });
+}
+
 Daemon::~Daemon() {
   Stop();
+  if (failure_ticker_.joinable()) failure_ticker_.join();
   uploader_->Stop();
   for (int fd : wake_) {
     if (fd >= 0) close(fd);
@@ -208,12 +225,14 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
     case Op::kHeartbeat: {
       if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
       if (Status st = db_->Heartbeat(r.job_id, r.rank, r.step, Now()); !st) return Error(st.message());
+      if (failure_) failure_->OnHeartbeat(r.job_id, r.rank, r.step, peer.pid);
       return Reply{};
     }
     case Op::kEvent: {
       if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
       JournalEvent e{Now(), r.node.empty() ? config_.node : r.node, r.job_id, r.kind, r.rank, r.step, r.detail};
       if (Status st = db_->AddEvent(e); !st) return Error(st.message());
+      if (failure_) failure_->OnEvent(e, peer.pid);
       return Reply{};
     }
     case Op::kEvents: {

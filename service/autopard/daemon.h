@@ -9,10 +9,12 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "auth.h"
 #include "autopar/protocol.h"
 #include "config.h"
+#include "failure_handler.h"
 #include "state_db.h"
 #include "uploader.h"
 #include "user_fs.h"
@@ -31,6 +33,11 @@ class Daemon {
   Status Serve();
   // Stops serving; uploads in flight stay pending in the database for the next start.
   void Stop();
+
+  // Turns on failure handling (issue 6, service/failure): heartbeats and events go to a
+  // FailureHandler that requeues or stops failed jobs through `slurm`; a thread ticks it every
+  // second until the daemon is destroyed. Call once, before Serve().
+  void EnableFailureHandling(std::unique_ptr<SlurmActions> slurm);
 
   Reply Handle(const Request& request, const Peer& peer);
   Uploader& uploader() { return *uploader_; }
@@ -57,6 +64,9 @@ class Daemon {
   std::atomic<bool> stop_{false};
   int wake_[2] = {-1, -1};
   std::atomic<uint64_t> staging_counter_{0};
+  std::unique_ptr<SlurmActions> slurm_actions_;
+  std::unique_ptr<FailureHandler> failure_;
+  std::thread failure_ticker_;
 };
 
 }  // namespace autopar

@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   autopar::Daemon* d = daemon->get();
+  d->EnableFailureHandling(autopar::MakeLibSlurmActions(config->slurm_conf));
   std::thread([d, set] {
     int sig = 0;
     sigwait(&set, &sig);
