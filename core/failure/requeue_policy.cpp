@@ -140,8 +140,8 @@ RequeueDecision DecideRequeue(const RequeueSettings& settings, const Failure& fa
   d.max_restarts = settings.max_restarts;
   const std::string what = failure.Describe();
   int early_repeats = 0;
-  const bool early = IsProgramError(failure.kind) && failure.run_seconds >= 0 &&
-                     failure.run_seconds < settings.early_failure_s;
+  const bool early = IsProgramError(failure.kind) && !failure.made_progress &&
+                     failure.run_seconds >= 0 && failure.run_seconds < settings.early_failure_s;
 
   if (restart_count >= settings.max_restarts) {
     d.action = RequeueAction::kStop;

@@ -24,6 +24,11 @@ Failure Killed(int sig, double run_s) {
   return f;
 }
 
+Failure Progressed(Failure f) {
+  f.made_progress = true;
+  return f;
+}
+
 Failure NodeLoss(const char* node, double run_s = 100) {
   Failure f;
   f.kind = FailureClass::kNodeLoss;
@@ -121,6 +126,8 @@ TEST(RequeuePolicyTest, DecisionTable) {
        RequeueAction::kRequeue, 12, {}, "requeue 3 of 3"},
       {"same error but late: requeued", Crash(1, 300), 1, early_exit1, {},
        RequeueAction::kRequeue, 10, {}, "requeue 2 of 3"},
+      {"same error soon, but after training progress: requeued", Progressed(Crash(1, 2)), 1,
+       early_exit1, {}, RequeueAction::kRequeue, 10, {}, "requeue 2 of 3"},
       {"node loss is never a program error", NodeLoss("node1", 2), 1,
        PastFailure{0, "node-loss", 0}, {}, RequeueAction::kRequeue, 10, {"node1"},
        "requeue 2 of 3"},

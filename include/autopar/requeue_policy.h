@@ -13,7 +13,7 @@
 //     max_requeue). Every automatic restart counts, time-limit ones included: restart n of the job is
 //     "attempt n of N", and a failure with restart count >= N stops the job.
 //  3. No loops. A program error (crashed rank or hang) that comes within `early_failure_s` seconds
-//     of the run's start with the same signature (class + exit code or signal) as the previous run's
+//     of the run's start, before the run reported any training progress, with the same signature (class + exit code or signal) as the previous run's
 //     early failure stops the job with a clear reason instead of a requeue: with the defaults, a
 //     script that exits 1 at start is requeued once and then stopped ("exit within the first
 //     seconds, twice"). Node loss and time limits are never program errors.
@@ -57,6 +57,7 @@ struct Failure {
   int signal = 0;          // rank crash: the signal that ended it, or 0
   double run_seconds = -1; // how long this run of the job had run when it failed (-1: unknown)
   bool ckpt_progress = false;  // time limit: a checkpoint became COMPLETE during this run
+  bool made_progress = false;  // the run reported training progress (a heartbeat) before failing
 
   // What "the same error" means: "rank-crash exit=1", "rank-crash signal=9", "hang", ...
   std::string Signature() const;

@@ -128,6 +128,7 @@ void FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
     return;  // a late heartbeat of an earlier run
   }
   run.rank_pids[rank] = pid;
+  run.heartbeats = true;
   if (run.hang) run.hang->Heartbeat(rank, step, now);
 }
 
@@ -159,7 +160,10 @@ void FailureHandler::OnEvent(const JournalEvent& e, pid_t pid) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = runs_.find(e.job_id);
-    if (it != runs_.end() && it->second.hang) it->second.hang->RankExited(e.rank);
+    if (it != runs_.end() && it->second.ctx.restart_count == ctx->restart_count) {
+      failure.made_progress = it->second.heartbeats;
+      if (it->second.hang) it->second.hang->RankExited(e.rank);
+    }
   }
   HandleFailure(*ctx, failure);
 }
@@ -208,6 +212,7 @@ void FailureHandler::Tick() {
     failure.node = config_.node;
     failure.rank = h.verdict.suspects.size() == 1 ? h.verdict.suspects[0] : -1;
     failure.run_seconds = -1;  // a hang is never "immediate": its limit already waited
+    failure.made_progress = h.verdict.last_step >= 0;
     HandleFailure(h.ctx, failure);
   }
 }

@@ -85,6 +85,7 @@ class FailureHandler {
     JobContext ctx;
     std::unique_ptr<HangDetector> hang;
     std::map<int, pid_t> rank_pids;
+    bool heartbeats = false;  // a rank of this run sent a heartbeat (training made progress)
     bool hang_reported = false;
   };
 

@@ -154,6 +154,18 @@ TEST_F(FailureHandlerTest, ExitAtStartTwiceIsStoppedWithTheReason) {
             std::string::npos);
 }
 
+TEST_F(FailureHandlerTest, CrashAfterProgressIsNotImmediate) {
+  // Killed 5 s into a run that already trained (heartbeats), twice: requeued both times.
+  for (int run = 0; run < 2; ++run) {
+    slurm_.job.state = "RUNNING";
+    Task(100 + run, run);
+    handler_->OnHeartbeat("42", 0, 3, 100 + run);
+    handler_->OnEvent(RankExit(0, "exit=137 signal=9 run_s=5"), 100 + run);
+  }
+  EXPECT_EQ(slurm_.requeues, 2);
+  EXPECT_EQ(Find("stopped"), nullptr);
+}
+
 TEST_F(FailureHandlerTest, WithoutRequeueOptionOnlyJournals) {
   Task(100, 0, nullptr);
   handler_->OnEvent(RankExit(0, "exit=3 run_s=50"), 100);
