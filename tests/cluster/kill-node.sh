@@ -15,6 +15,8 @@ is_node_name "$node" || die "usage: kill-node.sh NODE (one of ${NODES[*]}); got 
 check_settings
 require_root
 
+[[ -e $CLUSTER_DIR/$MARKER_NAME ]] || die "no cluster in $CLUSTER_DIR"
+lock_cluster
 node_init_pid "$node" >/dev/null || die "$node is not running (no live namespace init recorded in $PIDS)"
 count=$(stop_nodes KILL "$node") || die "could not kill $node"
 log "killed $node: $count processes died"

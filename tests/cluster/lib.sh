@@ -42,6 +42,14 @@ check_settings() {
   fi
 }
 
+# lock_cluster: serialises the scripts that change the cluster (start, stop, kill, revive) through
+# an flock on $CLUSTER_DIR/.lock held on fd 9 until the script exits. Daemons are started through
+# spawn, which closes it.
+lock_cluster() {
+  exec 9>"$CLUSTER_DIR/.lock"
+  flock -w 300 9 || die "another start/stop/kill/revive of $CLUSTER_DIR holds $CLUSTER_DIR/.lock"
+}
+
 require_root() {
   ((EUID == 0)) || die "must run as root (it starts slurmd/slurmctld and edits /etc/hosts)"
 }
@@ -119,6 +127,23 @@ wait_pids_gone() {
   done
 }
 
+# spawn LOG COMMAND...: starts COMMAND in the background in its own session (so the caller's
+# terminal or process group never signals it), stdin from /dev/null, stdout+stderr appended to LOG,
+# and every other descriptor closed: a daemon that inherited, say, the write end of a test harness's
+# output pipe would keep that harness waiting for EOF forever, or hold the cluster lock. $! is the
+# daemon's pid (the subshell execs into setsid, which execs the command without forking).
+spawn() {
+  local log=$1
+  shift
+  (
+    for fd in /proc/"$BASHPID"/fd/*; do
+      fd=${fd##*/}
+      if ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    exec setsid "$@" </dev/null >>"$log" 2>&1
+  ) &
+}
+
 # start_node NODE: runs tests/cluster/node.sh as the init of new PID, mount (own /proc) and UTS
 # (hostname NODE) namespaces, detached from the caller, and records both the outer `unshare` pid and
 # the namespace init's pid (as seen here) in $PIDS.
@@ -126,13 +151,11 @@ start_node() {
   local node=$1 upid ipid="" deadline autopard=""
   if [[ -s $AUTOPARD_PATH_FILE ]]; then read -r autopard <"$AUTOPARD_PATH_FILE" || true; fi
   rm -f "$PIDS/$node.init.pid" "$PIDS/$node.unshare.pid"
-  # setsid: own session, so the caller's terminal or process group never signals the node.
   # --kill-child: if unshare itself is killed, the kernel kills the namespace init (and so the node).
-  setsid env -i PATH="$DAEMON_PATH" HOME=/root LANG=C.UTF-8 \
+  spawn "$CLUSTER_DIR/log/$node.init.log" env -i PATH="$DAEMON_PATH" HOME=/root LANG=C.UTF-8 \
     AUTOPAR_CLUSTER_DIR="$CLUSTER_DIR" AUTOPAR_AUTOPARD="$autopard" AUTOPAR_NODE_UTS=1 \
     unshare --pid --fork --mount-proc --uts --kill-child \
-    bash "$CLUSTER_LIB_DIR/node.sh" "$node" "$CLUSTER_DIR" \
-    </dev/null >>"$CLUSTER_DIR/log/$node.init.log" 2>&1 &
+    bash "$CLUSTER_LIB_DIR/node.sh" "$node" "$CLUSTER_DIR"
   upid=$!
   printf '%s\n' "$upid" >"$PIDS/$node.unshare.pid"
   deadline=$((SECONDS + 10))

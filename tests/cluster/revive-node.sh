@@ -18,6 +18,7 @@ require_root
 timeout=${AUTOPAR_CLUSTER_TIMEOUT:-60}
 
 [[ -f $CONF ]] || die "no cluster in $CLUSTER_DIR; run start.sh first"
+lock_cluster
 ctld_pid >/dev/null || die "slurmctld is not running; run start.sh"
 t0=$SECONDS
 if node_init_pid "$node" >/dev/null; then

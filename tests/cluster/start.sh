@@ -246,11 +246,10 @@ start_munged() {
     dd if=/dev/urandom of="$MUNGE_DIR/munge.key" bs=1024 count=1 status=none
   fi
   chmod 0600 "$MUNGE_DIR/munge.key"
-  setsid env -i PATH="$DAEMON_PATH" LANG=C.UTF-8 \
+  spawn "$CLUSTER_DIR/log/munged.out" env -i PATH="$DAEMON_PATH" LANG=C.UTF-8 \
     munged --foreground --socket="$MUNGE_SOCKET" --key-file="$MUNGE_DIR/munge.key" \
     --log-file="$CLUSTER_DIR/log/munged.log" --pid-file="$CLUSTER_DIR/run/munged.pid" \
-    --seed-file="$MUNGE_DIR/munged.seed" \
-    </dev/null >>"$CLUSTER_DIR/log/munged.out" 2>&1 &
+    --seed-file="$MUNGE_DIR/munged.seed"
   printf '%s\n' "$!" >"$PIDS/munged.pid"
   local deadline=$((SECONDS + 10))
   until [[ -S $MUNGE_SOCKET ]] && munge -S "$MUNGE_SOCKET" -n 2>/dev/null | unmunge -S "$MUNGE_SOCKET" >/dev/null 2>&1; do
@@ -261,8 +260,8 @@ start_munged() {
 }
 
 start_ctld() {
-  setsid env -i PATH="$DAEMON_PATH" HOME=/root LANG=C.UTF-8 \
-    slurmctld -D -f "$CONF" </dev/null >>"$CLUSTER_DIR/log/slurmctld.out" 2>&1 &
+  spawn "$CLUSTER_DIR/log/slurmctld.out" env -i PATH="$DAEMON_PATH" HOME=/root LANG=C.UTF-8 \
+    slurmctld -D -f "$CONF"
   printf '%s\n' "$!" >"$PIDS/slurmctld.pid"
   local deadline=$((SECONDS + 20))
   until scontrol ping 2>/dev/null | grep -q 'is UP'; do
@@ -297,6 +296,7 @@ prepare_dir() {
   mkdir -p "$CLUSTER_DIR"
   chmod 0755 "$CLUSTER_DIR"
   touch "$CLUSTER_DIR/$MARKER_NAME"
+  lock_cluster
   make_dirs
 }
 

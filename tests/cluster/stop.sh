@@ -29,6 +29,7 @@ if [[ ! -d $CLUSTER_DIR ]]; then
 fi
 [[ -e $CLUSTER_DIR/$MARKER_NAME ]] || die "$CLUSTER_DIR is not a test cluster directory (no $MARKER_NAME)"
 
+lock_cluster
 stop_all
 log "stopped ($CLUSTER_DIR)"
 if ((clean)); then
