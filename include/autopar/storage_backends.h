@@ -1,0 +1,60 @@
+// The storage backends behind autopar::ObjectStore (storage.h), implemented in service/storage
+// (static library autopar_storage; only autopard and test/bench tools link it).
+//
+//  * S3 (s3://bucket/prefix): libcurl, path-style URLs (endpoint/bucket/key), every request signed
+//    with SigV4 (sigv4.h) and carrying x-amz-content-sha256 (UNSIGNED-PAYLOAD for part and object
+//    bodies unless `sign_payload`, the SHA-256 of small XML bodies otherwise) and Content-MD5 for
+//    bodies; part/object ETags are checked against the MD5. Errors are classified for retry:
+//    connection errors, timeouts and stalls, HTTP 5xx/429/408, RequestTimeout and BadDigest are
+//    retryable; other 4xx are fatal; 404 NoSuchKey/NoSuchUpload are kNotFound.
+//    One curl easy handle per concurrent request, reused (keep-alive) through a small pool.
+//  * POSIX (file:///dir): objects are files under dir. Whole objects and multipart uploads are
+//    written to a temporary name beside the target ("<name>.autopar-tmp-<id>"), fsync'ed, renamed
+//    into place, and the directory fsync'ed; parts are written in place with pwrite, so the
+//    transfer engine's parallel parts make a parallel copy. Temporaries are invisible to List.
+//
+// Credentials live only in S3Config (from autopard's root-only config file); they are never read
+// from the environment and never appear in messages.
+//
+// Thread safety: the stores are safe to call from several threads at once (storage.h).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "autopar/ckpt_uri.h"
+#include "autopar/sigv4.h"
+#include "autopar/status.h"
+#include "autopar/storage.h"
+
+namespace autopar {
+
+struct S3Config {
+  std::string endpoint;  // "http://127.0.0.1:18900" or "https://s3.eu-west-1.amazonaws.com"
+  std::string region = "us-east-1";
+  SigV4Credentials credentials;
+  // true: x-amz-content-sha256 is the SHA-256 of each part (CPU-bound on large uploads);
+  // false: UNSIGNED-PAYLOAD, each body still protected by Content-MD5.
+  bool sign_payload = false;
+  long connect_timeout_ms = 5000;
+  // A request that moves fewer than 1 KiB/s for this long fails (retryably).
+  long stall_timeout_s = 30;
+  bool verify_tls = true;
+  std::string ca_file;  // optional CA bundle for https endpoints
+};
+
+struct PosixConfig {
+  bool fsync = true;  // fsync files and directories (off only for benchmarks on tmpfs)
+};
+
+// Errors name the option/field: "s3 endpoint: ..." for a malformed endpoint, "s3 credentials: ..."
+// when the access key or secret is empty; "--ckpt-upload: ..." for a URI of the wrong kind.
+Result<std::unique_ptr<ObjectStore>> MakeS3Store(const CheckpointUri& uri, const S3Config& config);
+Result<std::unique_ptr<ObjectStore>> MakePosixStore(const CheckpointUri& uri,
+                                                    const PosixConfig& config);
+// The backend for the URI's kind.
+Result<std::unique_ptr<ObjectStore>> OpenObjectStore(const CheckpointUri& uri,
+                                                     const S3Config& s3,
+                                                     const PosixConfig& posix);
+
+}  // namespace autopar

@@ -1,0 +1,141 @@
+// The POSIX backend on a temporary directory standing in for a shared filesystem, driven through
+// the transfer engine and the checkpoint operations.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <random>
+
+#include "autopar/ckpt_store.h"
+#include "autopar/storage_backends.h"
+
+namespace autopar {
+namespace {
+
+class PosixStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = ::testing::TempDir() + "autopar_posix_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::string cmd = "rm -rf '" + base_ + "' && mkdir -p '" + base_ + "/local' '" + base_ + "/shared'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+    auto uri = ParseCheckpointUri("file://" + base_ + "/shared/ckpt");
+    ASSERT_TRUE(uri.ok());
+    auto s = MakePosixStore(*uri, PosixConfig{});
+    ASSERT_TRUE(s.ok()) << s.message();
+    store_ = std::move(*s);
+    opts_.part_size = 64 << 10;
+    opts_.concurrency = 4;
+  }
+  std::string Write(const std::string& name, size_t size, uint32_t seed) {
+    std::string data(size, '\0');
+    std::mt19937 rng(seed);
+    for (auto& c : data) c = static_cast<char>(rng());
+    std::string path = base_ + "/local/" + name;
+    std::ofstream(path, std::ios::binary) << data;
+    return path;
+  }
+  static std::string Read(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }
+  static bool Exists(const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+  }
+  std::string base_;
+  std::unique_ptr<ObjectStore> store_;
+  TransferOptions opts_;
+};
+
+TEST_F(PosixStoreTest, ParallelCopyListDownloadDelete) {
+  std::string big = Write("big", (1 << 20) + 12345, 1);
+  std::string small = Write("small", 100, 2);
+  auto up = UploadFiles(*store_, {{big, "job-1/step-5/rank-0/big.pt"}, {small, "job-1/step-5/rank-0/small.pt"}}, opts_);
+  ASSERT_TRUE(up.ok()) << up.message();
+  EXPECT_EQ((*up)[0].parts, 17);
+  std::string shared = base_ + "/shared/ckpt/job-1/step-5/rank-0/";
+  EXPECT_EQ(Read(shared + "big.pt"), Read(big));
+  EXPECT_EQ(Read(shared + "small.pt"), Read(small));
+
+  auto listed = ListObjects(*store_, "job-1/", opts_);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].key, "job-1/step-5/rank-0/big.pt");
+  EXPECT_EQ((*listed)[0].size, (1u << 20) + 12345u);
+  EXPECT_TRUE(ListObjects(*store_, "job-2/", opts_)->empty());
+  EXPECT_EQ(ListObjects(*store_, "job-1/step-5/rank-0/sm", opts_)->size(), 1u);
+
+  Status s = DownloadFiles(*store_, {{"job-1/step-5/rank-0/big.pt", base_ + "/back/big", (*up)[0].size, (*up)[0].sha256}}, opts_);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(Read(base_ + "/back/big"), Read(big));
+
+  auto n = DeletePrefix(*store_, "job-1/", opts_);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 2u);
+  EXPECT_FALSE(Exists(base_ + "/shared/ckpt/job-1"));  // emptied directories are removed
+  EXPECT_TRUE(Exists(base_ + "/shared/ckpt"));
+}
+
+TEST_F(PosixStoreTest, AbortedUploadLeavesNothingAndTempsAreInvisible) {
+  std::string id;
+  ASSERT_TRUE(store_->CreateUpload("job-1/x", &id).ok());
+  std::string etag;
+  ASSERT_TRUE(store_->UploadPart("job-1/x", id, 1, 0, "abc", Md5Of("abc"), &etag).ok());
+  auto listed = ListObjects(*store_, "", opts_);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());  // the temporary is not an object
+  ObjectInfo info;
+  EXPECT_EQ(store_->Head("job-1/x", &info).code, StoreStatus::Code::kNotFound);
+  ASSERT_TRUE(store_->AbortUpload("job-1/x", id).ok());
+  EXPECT_FALSE(Exists(base_ + "/shared/ckpt/job-1/x.autopar-tmp-" + id));
+  EXPECT_EQ(store_->UploadPart("job-1/x", id, 1, 0, "abc", Md5Of("abc"), &etag).code,
+            StoreStatus::Code::kNotFound);
+}
+
+TEST_F(PosixStoreTest, RejectsKeysThatEscapeTheRoot) {
+  for (const char* key : {"../x", "a/../../x", "/abs", "a//b", "", "a/b.autopar-tmp-1"}) {
+    StoreStatus s = store_->PutObject(key, "x", Md5Of("x"));
+    EXPECT_EQ(s.code, StoreStatus::Code::kFatal) << key;
+    EXPECT_NE(s.message.find("invalid object key"), std::string::npos) << s.message;
+  }
+}
+
+TEST_F(PosixStoreTest, CheckpointRoundTripWithManifestLast) {
+  std::string dir = base_ + "/local/rank";
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "/sub'").c_str()), 0);
+  std::ofstream(dir + "/model.pt") << std::string(300000, 'm');
+  std::ofstream(dir + "/sub/opt.pt") << "opt";
+  for (int rank : {0, 1}) {
+    auto r = UploadRank(*store_, {"9", 3, 2, rank, dir, {"model.pt", "sub/opt.pt"}}, opts_);
+    ASSERT_TRUE(r.ok()) << r.message();
+    EXPECT_EQ(r->step.complete, rank == 1);
+  }
+  EXPECT_TRUE(Exists(base_ + "/shared/ckpt/job-9/step-3/manifest.json"));
+  auto restored = RestoreLatest(*store_, {"9", {1}, [&](const std::string&, int64_t, int rank) {
+                                            return base_ + "/restored/" + std::to_string(rank);
+                                          }},
+                                opts_);
+  ASSERT_TRUE(restored.ok()) << restored.message();
+  EXPECT_EQ(restored->step, 3);
+  EXPECT_EQ(Read(base_ + "/restored/1/sub/opt.pt"), "opt");
+}
+
+TEST_F(PosixStoreTest, WrongUriKind) {
+  auto uri = ParseCheckpointUri("s3://bucket/x");
+  auto s = MakePosixStore(*uri, PosixConfig{});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "--ckpt-upload: 's3://bucket/x' is not a file:// URI");
+  S3Config bad;
+  bad.endpoint = "ftp://x";
+  auto s3 = MakeS3Store(*uri, bad);
+  ASSERT_FALSE(s3.ok());
+  EXPECT_EQ(s3.message(), "s3 endpoint: 'ftp://x' must start with http:// or https://");
+  bad.endpoint = "http://127.0.0.1:1";
+  auto nocreds = MakeS3Store(*uri, bad);
+  ASSERT_FALSE(nocreds.ok());
+  EXPECT_EQ(nocreds.message(), "s3 credentials: access key id and secret access key must both be set");
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,54 @@
+#include <gtest/gtest.h>
+
+#include "s3_xml.h"
+
+namespace autopar::s3xml {
+namespace {
+
+TEST(S3XmlTest, ListV2Page) {
+  // Shape of a ListObjectsV2 reply as S3 (and s3rver) send it.
+  const char* xml =
+      R"(<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix>p/</Prefix>
+<KeyCount>2</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>
+<Contents><Key>p/a&amp;b.pt</Key><LastModified>2026-01-01T00:00:00.000Z</LastModified>
+<ETag>&quot;0cc175b9c0f1b6a831c399e269772661&quot;</ETag><Size>1</Size><StorageClass>STANDARD</StorageClass></Contents>
+<Contents><Key>p/big</Key><ETag>"aa-3"</ETag><Size>40000000</Size></Contents>
+<NextContinuationToken>tok/1=</NextContinuationToken></ListBucketResult>)";
+  ListPage page = ParseListV2(xml);
+  ASSERT_EQ(page.objects.size(), 2u);
+  EXPECT_EQ(page.objects[0].key, "p/a&b.pt");
+  EXPECT_EQ(page.objects[0].size, 1u);
+  EXPECT_EQ(page.objects[0].etag, "0cc175b9c0f1b6a831c399e269772661");
+  EXPECT_EQ(page.objects[1].size, 40000000u);
+  EXPECT_EQ(page.objects[1].etag, "aa-3");
+  EXPECT_TRUE(page.truncated);
+  EXPECT_EQ(page.next_token, "tok/1=");
+  EXPECT_FALSE(ParseListV2("<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>").truncated);
+}
+
+TEST(S3XmlTest, ErrorsAndEscapes) {
+  auto e = ParseError("<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, "NoSuchKey");
+  EXPECT_EQ(e->message, "The specified key does not exist.");
+  EXPECT_FALSE(ParseError("<CompleteMultipartUploadResult><ETag>x</ETag></CompleteMultipartUploadResult>"));
+  auto del = ParseDeleteErrors("<DeleteResult><Error><Key>a</Key><Code>AccessDenied</Code><Message>no</Message></Error></DeleteResult>");
+  ASSERT_EQ(del.size(), 1u);
+  EXPECT_EQ(del[0].key, "a");
+  EXPECT_EQ(Unescape("a&lt;b&gt;&quot;&apos;&amp;&#65;&#x42;&#x1234;"), "a<b>\"'&AB\xe1\x88\xb4");
+  EXPECT_EQ(Escape("<a&'\">"), "&lt;a&amp;&apos;&quot;&gt;");
+  EXPECT_EQ(First("<KeyCount>3</KeyCount><Key>k</Key>", "Key").value(), "k");
+  EXPECT_EQ(StripQuotes("\"abc\""), "abc");
+}
+
+TEST(S3XmlTest, RequestBodies) {
+  EXPECT_EQ(CompleteMultipartBody({"e1", "e2"}),
+            "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&quot;e1&quot;</ETag></Part>"
+            "<Part><PartNumber>2</PartNumber><ETag>&quot;e2&quot;</ETag></Part></CompleteMultipartUpload>");
+  EXPECT_EQ(DeleteObjectsBody({"a&b"}),
+            "<Delete><Quiet>true</Quiet><Object><Key>a&amp;b</Key></Object></Delete>");
+}
+
+}  // namespace
+}  // namespace autopar::s3xml
