@@ -210,11 +210,12 @@ stop_daemon() {
   fi
 }
 
-# stop_all: ends everything start.sh started, nodes first; idempotent.
+# stop_all: ends everything start.sh started; idempotent. slurmctld goes first: stopped after its
+# nodes, it spends seconds on shutdown waiting for RPCs to them.
 stop_all() {
   local pid
-  stop_nodes TERM "${NODES[@]}" >/dev/null
   if pid=$(ctld_pid); then stop_daemon slurmctld "$pid"; fi
+  stop_nodes TERM "${NODES[@]}" >/dev/null
   if pid=$(munged_pid); then stop_daemon munged "$pid"; fi
   rm -f "$PIDS"/*.pid
 }
