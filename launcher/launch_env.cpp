@@ -36,6 +36,7 @@ Result<EnvChanges> BuildLaunchEnv(const LaunchDecisions& d, const EnvMap& curren
   }
   ch.set["AUTOPAR_NODE_RANK"] = num(r.node_rank);
   ch.set["AUTOPAR_NUM_NODES"] = num(r.num_nodes);
+  ch.set["AUTOPAR_HOST"] = r.host;
   if (d.gpu) ch.set["CUDA_VISIBLE_DEVICES"] = d.gpu->device;
   if (!d.cpus.empty()) {
     ch.set["AUTOPAR_CPUS"] = FormatCpuList(d.cpus);

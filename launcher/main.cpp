@@ -8,6 +8,8 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +18,8 @@
 #include <sstream>
 
 #include "autopar/launch.h"
+#include "autopar/proto_client.h"
+#include "autopar/rank_exit.h"
 #include "binding.h"
 #include "child_process.h"
 #include "pmix_client.h"
@@ -114,7 +118,7 @@ Status Launcher::Rendezvous(const EnvMap& env, int timeout_s) {
     if (!st) return st;
   }
   if (Status st = pmix_.Commit(); !st) return st;
-  if (Status st = pmix_.Fence(timeout_s); !st) return st;
+  if (Status st = pmix_.Fence(/*collect=*/true, timeout_s); !st) return st;
   auto value = pmix_.GetString(0, kMasterKey, timeout_s);
   if (!value) return value.status();
   size_t space = value->find(' ');
@@ -164,8 +168,18 @@ int Launcher::Run(int argc, char** argv) {
     if (Status st = pmix_.Init(); !st) Fail(st.message(), 1);
     rank_ = pmix_.rank();
     auto info = pmix_.QueryRankInfo();
-    if (!info) Fail(info.message(), 1);
-    info_ = *info;
+    if (info) {
+      info_ = *info;
+    } else {
+      // Slurm 22.05's PMIx server sometimes answers a process-level key with NOT-FOUND right
+      // after PMIx_Init (seen on the local cluster, about one run in fifty); Slurm's own per-task
+      // variables carry the same facts, so use them when they agree on the rank.
+      auto slurm = RankInfoFromSlurmEnv(env, host_);
+      if (!env.count("SLURM_PROCID") || !slurm || slurm->rank != pmix_.rank()) {
+        Fail(info.message(), 1);
+      }
+      info_ = *slurm;
+    }
     if (info_.host.empty()) info_.host = host_;
     host_ = info_.host;
     if (Status st = Rendezvous(env, timeout_s); !st) Fail(st.message(), 1);
@@ -249,9 +263,62 @@ int Launcher::Run(int argc, char** argv) {
 #endif
   }
 
+  // Checkpoints (autopard, proto_client.h): restore the job's latest complete step before the
+  // program starts; the ranks agree on one step through PMIx (min over ranks, per round).
+  {
+    int round = 0;
+    auto agree_min = [&](int64_t mine) -> int64_t {
+      if (!use_pmix || info_.size <= 1) return mine;
+      const std::string key = "autopar.resume." + std::to_string(round++);
+      Status st = pmix_.PutString(key, std::to_string(mine));
+      if (st) st = pmix_.Commit();
+      // Collect: every rank reads every rank's value (direct modex Gets of a later round fail).
+      if (st) st = pmix_.Fence(/*collect=*/true, timeout_s);
+      if (!st) Fail("checkpoint restore: " + st.message(), 1);
+      int64_t least = mine;
+      for (int r = 0; r < static_cast<int>(info_.size); ++r) {
+        auto v = pmix_.GetString(r, key, timeout_s);
+        if (!v) Fail("checkpoint restore: " + v.message(), 1);
+        least = std::min<int64_t>(least, std::strtoll(v->c_str(), nullptr, 10));
+      }
+      return least;
+    };
+    ResumeDecision resume = RestoreBeforeStart(
+        [&child_env](const char* k) -> const char* {
+          auto it = child_env.find(k);
+          return it == child_env.end() ? nullptr : it->second.c_str();
+        },
+        agree_min);
+    for (const auto& note : resume.notes) Say(note);
+    child_env.erase("AUTOPAR_RESUME_STEP");
+    child_env.erase("AUTOPAR_RESUME_DIR");
+    if (resume.enabled && resume.step >= 0) {
+      child_env["AUTOPAR_RESUME_STEP"] = std::to_string(resume.step);
+      child_env["AUTOPAR_RESUME_DIR"] = resume.dir;
+      if (info_.rank == 0) {
+        Say("resuming from checkpoint step " + std::to_string(resume.step) + " (job " +
+            resume.source_job + ")");
+      }
+    } else if (resume.enabled && info_.rank == 0) {
+      Say("no complete checkpoint to resume from: starting fresh");
+    }
+  }
   if (int sig = PendingTerminationSignal(); sig != 0) Fail("terminated before the program started", 128 + sig);
+  const auto program_start = std::chrono::steady_clock::now();
   int code = RunChild(opts->program, child_env, d.cpus, forward_from_parent, &terminated);
   port_.Release();
+  if (code != 0 && !terminated) {
+    // A crashed rank: tell the node's autopard first (issue 6, rank_exit.h), so that it decides
+    // on a requeue while the step is being ended.
+    double run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - program_start).count();
+    Status st = ReportRankExit(
+        [&child_env](const char* k) -> const char* {
+          auto it = child_env.find(k);
+          return it == child_env.end() ? nullptr : it->second.c_str();
+        },
+        info_.rank, host_, code, run_s);
+    if (!st) Say(st.message());
+  }
   if (code != 0 && !terminated && use_pmix && info_.size > 1) {
     std::string msg = "program exited with code " + std::to_string(code) + "; ending the step";
     Say(msg);

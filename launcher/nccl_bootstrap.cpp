@@ -50,7 +50,7 @@ Result<std::vector<uint8_t>> DecodeBootstrapId(const std::string& text, size_t e
     if (hi < 0 || lo < 0) return Status::Error("bootstrap id: character is not hex");
     out.push_back(static_cast<uint8_t>(hi * 16 + lo));
   }
-  if (out.size() != expected_bytes) {
+  if (expected_bytes != 0 && out.size() != expected_bytes) {
     return Status::Error("bootstrap id: " + std::to_string(out.size()) + " bytes, expected " +
                          std::to_string(expected_bytes));
   }

@@ -56,6 +56,8 @@ TEST(BootstrapId, RejectsCorruptText) {
     EXPECT_NE(r.message().find(c.message_part), std::string::npos) << r.message();
   }
   EXPECT_TRUE(DecodeBootstrapId("apid1:00ff", 2).ok());
+  EXPECT_EQ(DecodeBootstrapId("apid1:00ff0a", 0)->size(), 3u);  // any length
+  EXPECT_FALSE(DecodeBootstrapId("apid1:00ff0a", 2).ok());
 }
 
 TEST(Preflight, BusBandwidth) {

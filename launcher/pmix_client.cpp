@@ -117,11 +117,10 @@ Status PmixClient::Commit() {
   return Status::Ok();
 }
 
-Status PmixClient::Fence(int timeout_s) {
+Status PmixClient::Fence(bool collect, int timeout_s) {
   pmix_proc_t all;
   PMIX_LOAD_PROCID(&all, self_.nspace, PMIX_RANK_WILDCARD);
   pmix_info_t info[2];
-  bool collect = true;
   PMIX_INFO_CONSTRUCT(&info[0]);
   PMIX_INFO_CONSTRUCT(&info[1]);
   PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);

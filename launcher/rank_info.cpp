@@ -134,6 +134,30 @@ Result<RankInfo> RankInfoFromSlurmEnv(const EnvMap& env, const std::string& host
   return info;
 }
 
+Result<RankInfo> LaunchedRankInfo(const EnvMap& env) {
+  RankInfo info;
+  struct Field {
+    const char* key;
+    int* out;
+  } fields[] = {{"RANK", &info.rank},
+                {"WORLD_SIZE", &info.size},
+                {"LOCAL_RANK", &info.local_rank},
+                {"LOCAL_WORLD_SIZE", &info.local_size},
+                {"AUTOPAR_NODE_RANK", &info.node_rank},
+                {"AUTOPAR_NUM_NODES", &info.num_nodes}};
+  for (const auto& f : fields) {
+    auto v = IntVar(env, {f.key});
+    if (!v) return v.status();
+    *f.out = *v;
+  }
+  const std::string* host = Find(env, "AUTOPAR_HOST");
+  if (!host || host->empty()) return Status::Error("AUTOPAR_HOST: not set");
+  info.host = *host;
+  Status st = ValidateRankInfo(info);
+  if (!st) return Status::Error("autopar-launch's variables: " + st.message());
+  return info;
+}
+
 Result<MasterEndpoint> FallbackMasterEndpoint(const EnvMap& env) {
   MasterEndpoint ep;
   const std::string* addr = Find(env, "MASTER_ADDR");

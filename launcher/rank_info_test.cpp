@@ -117,6 +117,30 @@ TEST(ValidateRankInfo, Cases) {
   }
 }
 
+TEST(LaunchedRankInfo, RoundTripsTheLauncherEnvironment) {
+  LaunchDecisions d;
+  d.rank = {5, 8, 1, 2, 2, 4, "node3"};
+  d.master = {"10.0.0.1", 29500};
+  auto ch = BuildLaunchEnv(d, {});
+  ASSERT_TRUE(ch.ok());
+  auto back = LaunchedRankInfo(ApplyEnvChanges({}, *ch));
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->rank, 5);
+  EXPECT_EQ(back->size, 8);
+  EXPECT_EQ(back->local_rank, 1);
+  EXPECT_EQ(back->local_size, 2);
+  EXPECT_EQ(back->node_rank, 2);
+  EXPECT_EQ(back->num_nodes, 4);
+  EXPECT_EQ(back->host, "node3");
+  EnvMap broken = ApplyEnvChanges({}, *ch);
+  broken.erase("AUTOPAR_NODE_RANK");
+  EXPECT_NE(LaunchedRankInfo(broken).message().find("AUTOPAR_NODE_RANK: not set"),
+            std::string::npos);
+  broken = ApplyEnvChanges({}, *ch);
+  broken["LOCAL_RANK"] = "2";
+  EXPECT_FALSE(LaunchedRankInfo(broken).ok());
+}
+
 TEST(FallbackMasterEndpoint, Cases) {
   struct Case {
     EnvMap env;

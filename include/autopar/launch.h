@@ -67,6 +67,11 @@ using EnvMap = std::map<std::string, std::string>;
 // malformed.
 Result<RankInfo> RankInfoFromSlurmEnv(const EnvMap& env, const std::string& hostname);
 
+// The identity autopar-launch exported to its program (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, AUTOPAR_NODE_RANK, AUTOPAR_NUM_NODES, AUTOPAR_HOST), for libautopar inside the
+// program. Fails naming the first missing or malformed variable, or an inconsistent identity.
+Result<RankInfo> LaunchedRankInfo(const EnvMap& env);
+
 // Parses Slurm's compressed tasks-per-node list ("2(x3),1") into one count per node. Fails
 // naming the text on malformed input.
 Result<std::vector<int>> ParseTasksPerNode(const std::string& text);
@@ -139,7 +144,7 @@ struct LaunchDecisions {
 //  `set` overwrites: torchrun's names (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 //    GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR,
 //    MASTER_PORT, TORCHELASTIC_RESTART_COUNT from SLURM_RESTART_COUNT, TORCHELASTIC_RUN_ID from
-//    SLURM_JOB_ID), AUTOPAR_NODE_RANK/AUTOPAR_NUM_NODES, CUDA_VISIBLE_DEVICES for the chosen GPU,
+//    SLURM_JOB_ID), AUTOPAR_NODE_RANK/AUTOPAR_NUM_NODES/AUTOPAR_HOST, CUDA_VISIBLE_DEVICES for the chosen GPU,
 //    AUTOPAR_CPUS for the bound CPUs.
 //  `defaults` are set only when absent from `current` (the user wins): NCCL_DEBUG=WARN,
 //    TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and its pre-2.2 spelling NCCL_ASYNC_ERROR_HANDLING=1,

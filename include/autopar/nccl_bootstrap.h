@@ -25,7 +25,8 @@ Result<std::string> BootstrapKey(const std::string& tag);
 std::string EncodeBootstrapId(const std::vector<uint8_t>& id);
 
 // Decodes EncodeBootstrapId's text. Fails when the prefix is not "apid1:", a character is not hex,
-// the hex has odd length, or the id is not `expected_bytes` long (the message names the length).
+// the hex has odd length, or the id is not `expected_bytes` long (the message names the length;
+// expected_bytes 0 accepts any length).
 Result<std::vector<uint8_t>> DecodeBootstrapId(const std::string& text,
                                                size_t expected_bytes = kNcclUniqueIdBytes);
 
