@@ -8,10 +8,13 @@ extern "C" {
 }
 
 #include <slurm/slurm.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -173,6 +176,35 @@ autopar::Result<autopar::EnvList> TaskPlanEnv(spank_t sp, const autopar::JobOpti
   return autopar::PlanEnvForTask(json, task.rank, task.world_size);
 }
 
+// DeepSpeed reads its configuration from a file (`deepspeed --deepspeed_config FILE`): write the
+// plan's config once per node and step, atomically (every local task writes the same bytes to its
+// own temporary name and renames it into place), and point AUTOPAR_DEEPSPEED_CONFIG_FILE at it.
+autopar::Status WriteDeepSpeedConfig(const autopar::TaskContext& task, autopar::EnvList& env) {
+  const std::string* json = nullptr;
+  for (const auto& kv : env)
+    if (kv.first == "AUTOPAR_DEEPSPEED_CONFIG") json = &kv.second;
+  if (json == nullptr) return autopar::Status::Ok();
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = std::string(tmp && *tmp == '/' ? tmp : "/tmp") + "/autopar-" + task.user;
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return autopar::Status::Error("cannot create " + dir + ": " + std::strerror(errno));
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
+    return autopar::Status::Error(dir + " is not a directory of this user");
+  const std::string path = dir + "/deepspeed-" + std::to_string(task.job_id) + "." +
+                           std::to_string(task.step_id) + ".json";
+  const std::string part = path + ".part" + std::to_string(task.local_rank);
+  FILE* f = std::fopen(part.c_str(), "w");
+  if (f == nullptr) return autopar::Status::Error("cannot write " + part + ": " + std::strerror(errno));
+  const bool written = std::fwrite(json->data(), 1, json->size(), f) == json->size();
+  if (std::fclose(f) != 0 || !written || std::rename(part.c_str(), path.c_str()) != 0) {
+    std::remove(part.c_str());
+    return autopar::Status::Error("cannot write " + path + ": " + std::strerror(errno));
+  }
+  env.emplace_back("AUTOPAR_DEEPSPEED_CONFIG_FILE", path);
+  return autopar::Status::Ok();
+}
+
 int TaskInit(spank_t sp) {
   PluginState& st = State();
   // Errors from user_init do not reach srun's terminal (pyxis works around the same Slurm
@@ -186,6 +218,7 @@ int TaskInit(spank_t sp) {
   if (!env.ok()) return Fail(env.message());
   auto plan_env = TaskPlanEnv(sp, *resolved, *task);
   if (!plan_env.ok()) return Fail(plan_env.message());
+  if (autopar::Status s = WriteDeepSpeedConfig(*task, *plan_env); !s.ok()) return Fail(s.message());
   env->set.insert(env->set.end(), plan_env->begin(), plan_env->end());
   // AUTOPAR_* values that the job does not set now are stale (copied from the submitting shell,
   // e.g. from inside another job): remove them so that the launcher and the program see only this

@@ -10,7 +10,8 @@ PRINT_PLAN = ("echo PLAN rank=$RANK tp=$AUTOPAR_TP pp=$AUTOPAR_PP dp=$AUTOPAR_DP
               "micro=$AUTOPAR_MICRO_BATCH accum=$AUTOPAR_GRAD_ACCUM recompute=$AUTOPAR_RECOMPUTE "
               "json_len=${#AUTOPAR_PLAN_JSON} megatron=${AUTOPAR_MEGATRON_ARGS// /_}; "
               "[ \"$RANK\" = 0 ] && printf '%s\\n' \"$AUTOPAR_PLAN_JSON\" > plan.json "
-              "&& printf '%s\\n' \"$AUTOPAR_DEEPSPEED_CONFIG\" > ds.json; true")
+              "&& printf '%s\\n' \"$AUTOPAR_DEEPSPEED_CONFIG\" > ds.json "
+              "&& cp \"$AUTOPAR_DEEPSPEED_CONFIG_FILE\" ds_file.json; true")
 
 PLAN_OPTS = ["--model=llama-2-7b", "--gpu-type=a100-80gb", "--global-batch=64", "--seq-len=2048"]
 
@@ -46,6 +47,7 @@ def test_srun_auto_parallel_plans_the_step(shared_tmp):
                 "tokens_per_s", "mfu"):
         assert key in plan
     ds = json.loads((shared_tmp / "ds.json").read_text())
+    assert ds == json.loads((shared_tmp / "ds_file.json").read_text())  # the same, as a file
     assert ds["train_batch_size"] == 64
     assert ds["train_micro_batch_size_per_gpu"] == plan["micro_batch"]
 
