@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -129,23 +130,26 @@ class FirstError {
   Status status_;
 };
 
-// Runs `work(task)` for tasks 0..n-1 on up to `concurrency` threads; stops taking new tasks once
-// `stop()` is true.
+// Runs `work(task, worker)` for tasks 0..n-1 on up to `concurrency` threads (worker = 0..threads-1,
+// for per-worker buffers); stops taking new tasks once `stop()` is true. Returns the thread count.
+size_t PoolSize(size_t n, int concurrency) {
+  return std::min<size_t>(n, static_cast<size_t>(std::max(1, concurrency)));
+}
 void RunPool(size_t n, int concurrency, const std::function<bool()>& stop,
-             const std::function<void(size_t)>& work) {
+             const std::function<void(size_t task, size_t worker)>& work) {
   std::atomic<size_t> next{0};
-  auto worker = [&] {
+  auto worker = [&](size_t id) {
     for (;;) {
       if (stop()) return;
       size_t i = next.fetch_add(1);
       if (i >= n) return;
-      work(i);
+      work(i, id);
     }
   };
-  size_t threads = std::min<size_t>(n, static_cast<size_t>(std::max(1, concurrency)));
+  size_t threads = PoolSize(n, concurrency);
   std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
-  if (threads > 0) worker();
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker, t);
+  if (threads > 0) worker(0);
   for (auto& t : pool) t.join();
 }
 
@@ -260,22 +264,28 @@ Result<std::vector<UploadResult>> UploadFiles(ObjectStore& store,
     });
   }
 
+  // One part buffer per worker, allocated on first use and never zero-filled: a fresh buffer per
+  // part costs a page fault per 4 KiB (measured: more system time than the upload itself).
+  std::vector<std::unique_ptr<char[]>> buffers(PoolSize(tasks.size(), options.concurrency));
   RunPool(tasks.size(), options.concurrency,
           [&] { return error.failed() || Cancelled(options); },
-          [&](size_t t) {
-            std::string buf;
+          [&](size_t t, size_t worker) {
             Retrier local(options);
             const Task& task = tasks[t];
             FileState& f = files[task.file];
             const std::string& key = items[task.file].key;
             uint64_t offset = static_cast<uint64_t>(task.part) * part_size;
             size_t len = static_cast<size_t>(std::min<uint64_t>(part_size, f.size - offset));
-            buf.resize(len);
-            if (!ReadFull(f.fd, buf.data(), len, offset)) {
+            if (!buffers[worker]) {
+              buffers[worker].reset(new char[static_cast<size_t>(std::min(part_size, total))]);
+            }
+            char* data = buffers[worker].get();
+            if (!ReadFull(f.fd, data, len, offset)) {
               error.Set(Status::Error(Errno(items[task.file].local_path) +
                                       " (file changed while uploading?)"));
               return;
             }
+            std::string_view buf(data, len);
             Md5Digest md5 = Md5Of(buf);
             Status s;
             if (f.parts == 0) {
@@ -415,7 +425,7 @@ Status DownloadFiles(ObjectStore& store, const std::vector<DownloadItem>& items,
   Progress progress(options, total);
   RunPool(tasks.size(), options.concurrency,
           [&] { return error.failed() || Cancelled(options); },
-          [&](size_t t) {
+          [&](size_t t, size_t) {
             Retrier local(options);
             const Task& task = tasks[t];
             int fd = fds[task.item];
