@@ -1,5 +1,6 @@
 #include "uploader.h"
 
+#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -445,6 +446,13 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
           active.done += len;
         }
       }
+      if (!recorded->empty()) {
+        std::fprintf(stderr,
+                     "autopard: job %s step %lld rank %d: resuming multipart upload of %s with "
+                     "%zu of %d parts already sent\n",
+                     c.job_id.c_str(), static_cast<long long>(c.step), c.rank, key.c_str(),
+                     recorded->size(), nparts);
+      }
       for (int pn = 1; pn <= nparts; ++pn) {
         if (!parts[i][static_cast<size_t>(pn - 1)].etag.empty()) continue;
         latch.Add();
@@ -601,6 +609,25 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
   if (complete->complete) {
     (void)db_->SetStepState(c.job_id, c.step, c.upload, "COMPLETE");
     Emit(c, "ckpt_complete", store.Describe() + "/" + StepManifestKey(c.job_id, c.step));
+  } else if (c.keep > 0) {
+    // Another node will complete the step. Retention on this node's disk must still happen once
+    // it does, so watch for the step manifest for a while (the rank's own upload is done).
+    (void)db_->SetCommitState(c.id, "uploaded", "", total);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      active.state = "awaiting-step";
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+    TransferOptions quick = topt;
+    quick.backoff.max_attempts = 2;
+    for (int i = 1; !stopping_ && std::chrono::steady_clock::now() < deadline; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(200 * i, 5000)));
+      auto exists = ObjectExists(store, StepManifestKey(c.job_id, c.step), quick);
+      if (exists && *exists) {
+        (void)db_->SetStepState(c.job_id, c.step, c.upload, "COMPLETE");
+        break;
+      }
+    }
   }
   Retention(c, &store);
   return Status::Ok();
@@ -608,14 +635,14 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
 
 void Uploader::Retention(const CommitRecord& c, ObjectStore* store) {
   if (c.keep <= 0) return;
-  std::vector<int64_t> remove;
+  RetentionPlan plan;
   if (store) {
-    auto plan = ApplyRetention(*store, c.job_id, static_cast<int>(c.keep), Transfer());
-    if (!plan) {
-      Emit(c, "ckpt_retention_failed", plan.message());
+    auto applied = ApplyRetention(*store, c.job_id, static_cast<int>(c.keep), Transfer());
+    if (!applied) {
+      Emit(c, "ckpt_retention_failed", applied.message());
       return;
     }
-    remove = plan->remove;
+    plan = *applied;
   } else {
     auto steps = db_->Steps(c.ckpt_dir);
     if (!steps) return;
@@ -623,18 +650,47 @@ void Uploader::Retention(const CommitRecord& c, ObjectStore* store) {
     for (const auto& s : *steps) {
       if (s.job_id == c.job_id) st.push_back({s.step, s.state == "COMPLETE-LOCAL"});
     }
-    remove = PlanRetention(st, static_cast<int>(c.keep)).remove;
+    plan = PlanRetention(st, static_cast<int>(c.keep));
+    for (int64_t step : plan.remove) (void)db_->DeleteStep(c.job_id, step, c.ckpt_dir);
   }
+  if (!plan.latest_complete) return;
+  // This node's disk: every step directory older than the newest complete step that the plan
+  // does not keep (another node may already have deleted it from storage, so the storage plan
+  // alone does not list it).
   UserIdentity id{c.uid, c.gid};
-  for (int64_t step : remove) {
-    std::string dir = c.ckpt_dir + "/step-" + std::to_string(step);
-    Status s = RemoveTreeAsUser(id, dir);
-    if (!store) (void)db_->DeleteStep(c.job_id, step, c.ckpt_dir);
-    if (!s.ok()) Emit(c, "ckpt_retention_failed", s.message());
+  std::vector<int64_t> local_steps;
+  {
+    AsUser as(id);
+    if (DIR* d = opendir(c.ckpt_dir.c_str())) {
+      while (dirent* e = readdir(d)) {
+        std::string name = e->d_name;
+        if (name.rfind("step-", 0) != 0 || name.size() < 6 ||
+            name.find_first_not_of("0123456789", 5) != std::string::npos || name.size() > 20) {
+          continue;
+        }
+        local_steps.push_back(std::stoll(name.substr(5)));
+      }
+      closedir(d);
+    }
   }
-  if (!remove.empty()) {
+  std::vector<int64_t> removed;
+  for (int64_t step : local_steps) {
+    if (step >= *plan.latest_complete) continue;
+    if (std::find(plan.keep.begin(), plan.keep.end(), step) != plan.keep.end()) continue;
+    Status s = RemoveTreeAsUser(id, c.ckpt_dir + "/step-" + std::to_string(step));
+    if (s.ok()) {
+      removed.push_back(step);
+    } else {
+      Emit(c, "ckpt_retention_failed", s.message());
+    }
+  }
+  for (int64_t step : plan.remove) {
+    if (std::find(removed.begin(), removed.end(), step) == removed.end()) removed.push_back(step);
+  }
+  if (!removed.empty()) {
+    std::sort(removed.begin(), removed.end());
     std::string list;
-    for (int64_t s : remove) list += (list.empty() ? "" : ",") + std::to_string(s);
+    for (int64_t s : removed) list += (list.empty() ? "" : ",") + std::to_string(s);
     Emit(c, "ckpt_retention", "removed steps " + list + " (keep " + std::to_string(c.keep) + ")");
   }
 }

@@ -52,6 +52,13 @@ def main():
     x, y = make_data(args.seed, 4096, dim)
     per_rank = args.batch // world
 
+    # DDP lays out its gradient buckets anew after the first backward pass, and gloo's ring
+    # allreduce sums an element in an order that depends on its position: one warm-up backward
+    # (no optimizer step) makes every trained step use the final layout, so a resumed run adds
+    # in the same order as an uninterrupted one and the results are bit-identical.
+    ddp(x[:per_rank]).sum().backward()
+    opt.zero_grad()
+
     start = 0
     resumed = ckpt.resume_step()
     if resumed is not None:
