@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -80,11 +81,17 @@ StackCapture CaptureStack(int pid, const StackCaptureOptions& options, const Pro
   StackCapture c;
   c.pid = pid;
   auto status = proc.read_file(Proc(pid, "status"));
+  bool catches_usr2 = false;
   if (!status.ok()) {
     c.notes.push_back("no state: " + status.message());
   } else {
     for (const auto& line : Split(*status, '\n')) {
       if (StartsWith(line, "State:")) c.state = Trim(line.substr(6));
+      if (StartsWith(line, "SigCgt:")) {
+        // Hex mask of caught signals, bit (sig - 1).
+        unsigned long long mask = std::strtoull(Trim(line.substr(7)).c_str(), nullptr, 16);
+        catches_usr2 = (mask >> (kPythonStackSignal - 1)) & 1ULL;
+      }
     }
   }
   auto wchan = proc.read_file(Proc(pid, "wchan"));
@@ -116,6 +123,12 @@ StackCapture CaptureStack(int pid, const StackCaptureOptions& options, const Pro
   if (!c.python || options.python_dump_path.empty()) return c;
   if (StartsWith(c.state, "T") || StartsWith(c.state, "t")) {
     c.notes.push_back("no Python stack: the process is stopped and cannot run its SIGUSR2 handler");
+    return c;
+  }
+  if (!catches_usr2) {
+    // Without a handler SIGUSR2 would kill the rank (its default action).
+    c.notes.push_back("no Python stack: the process has no SIGUSR2 handler (autopar's faulthandler "
+                      "is not registered)");
     return c;
   }
   // A dump left from an earlier capture must not be taken for this one.

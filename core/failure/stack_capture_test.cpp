@@ -57,7 +57,7 @@ TEST(StackCaptureTest, StoppedNativeProcess) {
 
 TEST(StackCaptureTest, PythonDumpOnSigusr2) {
   FakeProc f;
-  f.files["/proc/9/status"] = "State:\tS (sleeping)\n";
+  f.files["/proc/9/status"] = "State:\tS (sleeping)\nSigCgt:\t0000000180000800\n";  // 12: USR2
   f.files["/proc/9/wchan"] = "0";
   f.files["/proc/9/cmdline"] = std::string("/usr/bin/python3\0train.py\0", 25);
   f.files["/tmp/d/stack-rank2.txt"] = "old dump\n";
@@ -79,7 +79,7 @@ TEST(StackCaptureTest, PythonDumpOnSigusr2) {
 
 TEST(StackCaptureTest, PythonThatNeverAnswersAndStoppedPython) {
   FakeProc f;
-  f.files["/proc/9/status"] = "State:\tS (sleeping)\n";
+  f.files["/proc/9/status"] = "State:\tS (sleeping)\nSigCgt:\t0000000000000800\n";
   f.files["/proc/9/cmdline"] = std::string("python3.11\0", 11);
   StackCapture c = CaptureStack(9, {"/tmp/d/x.txt", 500}, f.Access());
   EXPECT_TRUE(c.python_stack.empty());
@@ -92,6 +92,14 @@ TEST(StackCaptureTest, PythonThatNeverAnswersAndStoppedPython) {
   StackCapture s = CaptureStack(9, {"/tmp/d/x.txt", 500}, g.Access());
   EXPECT_TRUE(g.signals.empty());
   EXPECT_NE(s.ToDetail().find("the process is stopped"), std::string::npos);
+
+  // No SIGUSR2 handler: the signal would kill it, so none is sent.
+  FakeProc h;
+  h.files["/proc/9/status"] = "State:\tS (sleeping)\nSigCgt:\t0000000180000002\n";
+  h.files["/proc/9/cmdline"] = std::string("python3\0", 8);
+  StackCapture n = CaptureStack(9, {"/tmp/d/x.txt", 500}, h.Access());
+  EXPECT_TRUE(h.signals.empty());
+  EXPECT_NE(n.ToDetail().find("no SIGUSR2 handler"), std::string::npos) << n.ToDetail();
 }
 
 TEST(StackCaptureTest, RealStoppedChild) {

@@ -105,4 +105,14 @@ Status AddExcludedNodes(SlurmActions& slurm, const std::string& job_id,
 // Records `reason` in the job's AdminComment ("autopar: <reason>") and cancels it.
 Status CancelWithReason(SlurmActions& slurm, const std::string& job_id, const std::string& reason);
 
+// CancelWithReason once per run: under `lock_path` (may be empty), only when the job is still in
+// the run with `restart_count` and nobody stopped that run yet. The AdminComment gets the reason
+// and StopMarker(restart_count), which also makes every later GuardedRequeue of that run a no-op
+// (a node that has not seen the stop must not requeue the job behind it). Returns true
+// when this caller stopped it, false when it was done already or the job has moved on. A job
+// whose run already ended is not cancelled, but the reason is still recorded.
+std::string StopMarker(int64_t restart_count);  // "autopar-stopped restart=N"
+Result<bool> StopOnce(SlurmActions& slurm, const std::string& job_id, int64_t restart_count,
+                      const std::string& reason, const std::string& lock_path = "");
+
 }  // namespace autopar

@@ -8,8 +8,9 @@
 //  - Python ranks: the autopar Python module registers faulthandler on SIGUSR2
 //    (faulthandler.register(SIGUSR2, file=..., all_threads=True)) writing to
 //    PythonStackDumpPath(dir, rank); CaptureStack sends SIGUSR2 and waits up to `python_wait_ms`
-//    for the file to appear. A stopped process (state T) cannot run its handler: no signal is
-//    sent and the capture says so.
+//    for the file to appear. SIGUSR2 is sent only to a process that catches it (SigCgt in
+//    /proc/PID/status), since its default action would kill the rank; a stopped process (state T)
+//    cannot run its handler either: no signal is sent and the capture says so.
 //
 // All process access goes through ProcAccess so tests inject /proc contents, signals and time.
 // CaptureStack is reentrant when the ProcAccess functions are.

@@ -181,6 +181,13 @@ void FailureHandler::Tick() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [job, run] : runs_) {
       if (!run.hang || run.hang_reported) continue;
+      // Ranks whose process is gone have ended (a clean exit is not reported): they no longer
+      // count, and a run whose ranks are all gone cannot hang.
+      for (const auto& [rank, pid] : run.rank_pids) {
+        if (!proc_.read_file("/proc/" + std::to_string(pid) + "/stat").ok()) {
+          run.hang->RankExited(rank);
+        }
+      }
       HangVerdict v = run.hang->Check(now);
       if (!v.hung) continue;
       run.hang_reported = true;
@@ -256,16 +263,18 @@ void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure
     last_[ctx.job_id] = d;
   }
   const double now = clock_();
-  if (d.action == RequeueAction::kStop) {
-    Status s = CancelWithReason(*slurm_, ctx.job_id, d.reason);
-    EventFields out = {{"reason", d.reason}};
-    // A job whose batch script already ended cannot be cancelled; the reason is what matters.
-    if (!s.ok()) out.emplace_back("note", s.message());
-    Emit(ctx.job_id, event_kind::kStopped, -1, -1, FormatEventFields(out));
-    return;
-  }
   std::string lock = config_.lock_dir.empty() ? ""
                                               : config_.lock_dir + "/requeue-" + ctx.job_id + ".lock";
+  if (d.action == RequeueAction::kStop) {
+    auto stopped = StopOnce(*slurm_, ctx.job_id, ctx.restart_count, d.reason, lock);
+    if (!stopped.ok()) {
+      Emit(ctx.job_id, event_kind::kStopped, -1, -1,
+           FormatEventFields({{"reason", d.reason}, {"note", stopped.message()}}));
+    } else if (*stopped) {
+      Emit(ctx.job_id, event_kind::kStopped, -1, -1, FormatEventFields({{"reason", d.reason}}));
+    }
+    return;
+  }
   auto r = GuardedRequeue(*slurm_, ctx.job_id, d, now, lock);
   if (!r.ok()) {
     Emit(ctx.job_id, event_kind::kRequeueFailed, -1, -1, FormatEventFields({{"error", r.message()}}));

@@ -49,6 +49,7 @@ class FailureHandlerTest : public ::testing::Test {
     files_["/proc/" + std::to_string(pid) + "/environ"] = Environ(env);
     files_["/proc/" + std::to_string(pid) + "/status"] = "State:\tT (stopped)\n";
     files_["/proc/" + std::to_string(pid) + "/wchan"] = "do_signal_stop";
+    files_["/proc/" + std::to_string(pid) + "/stat"] = std::to_string(pid) + " (python3) T";
   }
 
   JournalEvent RankExit(int rank, const std::string& detail) {
@@ -237,6 +238,21 @@ TEST_F(FailureHandlerTest, NewRunResetsHangWatch) {
   ASSERT_FALSE(events_.empty());
   EXPECT_EQ(events_[0].kind, "heartbeat_missed");
   EXPECT_NE(events_[0].detail.find("first-step allowance"), std::string::npos);
+}
+
+TEST_F(FailureHandlerTest, RanksThatEndedCannotHang) {
+  Task(100, 0);
+  Task(101, 0);
+  handler_->OnHeartbeat("42", 0, 59, 100);
+  handler_->OnHeartbeat("42", 1, 59, 101);
+  handler_->OnHeartbeat("42", 0, 60, 100);
+  // Training is over: both processes exit cleanly (nobody reports a clean exit).
+  files_.erase("/proc/100/stat");
+  files_.erase("/proc/101/stat");
+  now_ += 1000;
+  handler_->Tick();
+  EXPECT_TRUE(events_.empty());
+  EXPECT_EQ(slurm_.requeues, 0);
 }
 
 TEST_F(FailureHandlerTest, NoHeartbeatTimeoutNoHangWatch) {

@@ -53,11 +53,14 @@ Result<std::string> MergedExcluded(const SlurmJob& job, const std::vector<std::s
 }
 
 // Still the run the decision is about, and not yet requeued by anyone. The run may have ended
-// already (its batch script exited after the step failed): Slurm requeues a finished batch job
-// too ("Requeue a running, suspended or finished Slurm batch job", man scontrol), as long as it
-// still knows it (MinJobAge).
+// already after its step failed (the batch script exited non-zero: FAILED, or the node died:
+// NODE_FAIL, or the time limit: TIMEOUT): Slurm requeues a finished batch job too ("Requeue a
+// running, suspended or finished Slurm batch job", man scontrol) while it still knows it
+// (MinJobAge). A job that COMPLETED or was CANCELLED is never brought back.
 bool SameRun(const SlurmJob& job, int64_t restart_count) {
-  return job.restart_count == restart_count && !job.requeue_flag && !job.pending();
+  if (job.restart_count != restart_count || job.requeue_flag || job.pending()) return false;
+  return job.running() || job.state == "SUSPENDED" || job.state == "FAILED" ||
+         job.state == "NODE_FAIL" || job.state == "TIMEOUT";
 }
 
 }  // namespace
@@ -76,6 +79,11 @@ Result<GuardedRequeueResult> GuardedRequeue(SlurmActions& slurm, const std::stri
   auto job = slurm.LoadJob(job_id);
   if (!job.ok()) return Status::Error("requeue of job " + job_id + ": " + job.message());
   r.restart_count_now = job->restart_count;
+  if (job->admin_comment.find(StopMarker(decision.restart_count)) != std::string::npos) {
+    r.outcome = RequeueOutcome::kAlreadyDone;
+    r.message = "job " + job_id + " was stopped in this run (" + job->admin_comment + ")";
+    return r;
+  }
   if (!SameRun(*job, decision.restart_count)) {
     r.outcome = RequeueOutcome::kAlreadyDone;
     r.message = "job " + job_id + " was requeued already or has left that run (state " +
@@ -178,6 +186,37 @@ Status CancelWithReason(SlurmActions& slurm, const std::string& job_id, const st
                          comment.message());
   }
   return Status::Ok();
+}
+
+std::string StopMarker(int64_t restart_count) {
+  return "autopar-stopped restart=" + std::to_string(restart_count);
+}
+
+Result<bool> StopOnce(SlurmActions& slurm, const std::string& job_id, int64_t restart_count,
+                      const std::string& reason, const std::string& lock_path) {
+  auto lock = FileLock::Acquire(lock_path);
+  if (!lock.ok()) return Status::Error("stop of job " + job_id + ": lock " + lock.message());
+  auto job = slurm.LoadJob(job_id);
+  if (!job.ok()) return Status::Error("stop of job " + job_id + ": " + job.message());
+  const std::string marked = reason + "; " + StopMarker(restart_count);
+  const std::string comment = "autopar: " + marked;
+  if (job->restart_count != restart_count || job->pending() ||
+      job->admin_comment.find(StopMarker(restart_count)) != std::string::npos) {
+    return false;
+  }
+  if (job->running() || job->state == "SUSPENDED") {
+    if (Status s = CancelWithReason(slurm, job_id, marked); !s.ok()) return s;
+    return true;
+  }
+  // The run has ended (its batch script exited after the step failed): nothing to cancel.
+  SlurmJobUpdate u;
+  u.job_id = job_id;
+  u.admin_comment = comment;
+  if (Status s = slurm.Update(u); !s.ok()) {
+    return Status::Error("job " + job_id + " ended " + job->state +
+                         "; its reason was not recorded: " + s.message());
+  }
+  return true;
 }
 
 }  // namespace autopar

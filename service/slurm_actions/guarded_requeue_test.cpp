@@ -87,6 +87,10 @@ TEST(GuardedRequeueTest, RefusalsAndGuards) {
        RequeueOutcome::kAlreadyDone, "state PENDING"},
       {"run ended FAILED: still requeued", [](FakeSlurm& s) { s.job.state = "FAILED"; }, "42", 0,
        true, RequeueOutcome::kRequeued, "requeued (attempt 1 of 3"},
+      {"completed job is never requeued", [](FakeSlurm& s) { s.job.state = "COMPLETED"; }, "42",
+       0, true, RequeueOutcome::kAlreadyDone, "state COMPLETED"},
+      {"cancelled job is never requeued", [](FakeSlurm& s) { s.job.state = "CANCELLED"; }, "42",
+       0, true, RequeueOutcome::kAlreadyDone, "state CANCELLED"},
       {"requeue under way", [](FakeSlurm& s) { s.job.requeue_flag = true; }, "42", 0, true,
        RequeueOutcome::kAlreadyDone, "was requeued already"},
       {"failed step, job completing: requeued",
@@ -212,6 +216,39 @@ TEST(SlurmActionsTest, CancelWithReason) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(no_comment.job.state, "CANCELLED");
   EXPECT_NE(c.message().find("cancelled, but its reason was not recorded"), std::string::npos);
+}
+
+TEST(SlurmActionsTest, StopOnce) {
+  FakeSlurm slurm;
+  auto first = StopOnce(slurm, "42", 0, "stopped: x");
+  ASSERT_TRUE(first.ok()) << first.message();
+  EXPECT_TRUE(*first);
+  EXPECT_EQ(slurm.job.state, "CANCELLED");
+  EXPECT_EQ(slurm.job.admin_comment, "autopar: stopped: x; autopar-stopped restart=0");
+  auto second = StopOnce(slurm, "42", 0, "stopped: other rank");  // another node, same run
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(*second);
+
+  FakeSlurm ended;
+  ended.job.state = "FAILED";
+  auto r = StopOnce(ended, "42", 0, "stopped: y");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(*r);
+  EXPECT_EQ(ended.job.state, "FAILED");
+  EXPECT_EQ(ended.job.admin_comment, "autopar: stopped: y; autopar-stopped restart=0");
+  // A node that decided "requeue" for the same run (it did not know the previous failure)
+  // must not requeue the stopped job.
+  auto late = GuardedRequeue(ended, "42", Decision(0), 1000);
+  ASSERT_TRUE(late.ok()) << late.message();
+  EXPECT_EQ(late->outcome, RequeueOutcome::kAlreadyDone);
+  EXPECT_EQ(ended.requeues, 0);
+
+  FakeSlurm moved;
+  moved.job.restart_count = 2;
+  auto m = StopOnce(moved, "42", 1, "stopped: z");
+  ASSERT_TRUE(m.ok());
+  EXPECT_FALSE(*m);
+  EXPECT_EQ(moved.job.state, "RUNNING");
 }
 
 }  // namespace

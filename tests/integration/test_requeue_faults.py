@@ -1,0 +1,267 @@
+"""End-to-end failure handling (issue 6) on the local cluster with autopard on every node: real
+PyTorch DDP (gloo) training (requeue_train.py, deterministic) under autopar-launch, one fault per
+test; the job must come back by itself and end with the same model as an uninterrupted run, and
+the journal must tell the story.
+
+Needs the cluster started with AUTOPAR_AUTOPARD (autopard on every node) and the plugin's socket
+argument (AUTOPAR_PLUGSTACK_ARGS="socket=<cluster>/run/autopard-%n.sock"). Each test records its
+recovery numbers in $AUTOPAR_BENCH_OUT (JSON lines) when that is set (bench/failure/run.sh).
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD_DIR, PYTHON, SOURCE_DIR, cluster_dir, run, sbatch, wait_job
+
+TRAIN = SOURCE_DIR / "tests" / "integration" / "requeue_train.py"
+LAUNCH = BUILD_DIR / "launcher" / "autopar-launch"
+CLI = BUILD_DIR / "cli" / "autopar"
+STEPS = 60
+STEP_SLEEP = 0.3
+
+
+def sockets():
+    return sorted((cluster_dir() / "run").glob("autopard-node*.sock"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def need_autopard():
+    if len(sockets()) != 4:
+        pytest.fail("autopard does not run on the cluster's nodes: start it with AUTOPAR_AUTOPARD "
+                    "and AUTOPAR_PLUGSTACK_ARGS=socket=<cluster>/run/autopard-%n.sock")
+    for p in (LAUNCH, CLI):
+        if not p.exists():
+            pytest.fail(f"{p} is not built")
+
+
+def job_script(work: Path, *, sbatch_opts: str, program: str) -> str:
+    return f"""#!/bin/bash
+#SBATCH -N2 --ntasks-per-node=2 --open-mode=append -o {work}/out.txt -e {work}/out.txt
+#SBATCH --ckpt-upload=file://{work}/store --ckpt-dir={work}/local/%n
+#SBATCH {sbatch_opts}
+export PYTHONPATH={SOURCE_DIR}/python
+echo "batch: run ${{SLURM_RESTART_COUNT:-0}} on $SLURM_JOB_NODELIST"
+srun --mpi=pmix {LAUNCH} -- {program}
+"""
+
+
+def train_cmd(work: Path, steps=STEPS) -> str:
+    return (f"{PYTHON} {TRAIN} --steps {steps} --every 5 --step-sleep {STEP_SLEEP} "
+            f"--out {work}/final.pt")
+
+
+def submit(work: Path, *, opts: str, program: str) -> str:
+    work.mkdir(parents=True, exist_ok=True)
+    work.chmod(0o777)
+    return sbatch(job_script(work, sbatch_opts=opts, program=program), work)
+
+
+def steps_logged(work: Path):
+    """[(run, rank, step, time)] from the training's output."""
+    out = []
+    p = work / "out.txt"
+    if not p.exists():
+        return out
+    for m in re.finditer(r"train: rank (\d+) step (\d+) time ([\d.]+) run (\d+)", p.read_text()):
+        out.append((int(m.group(4)), int(m.group(1)), int(m.group(2)), float(m.group(3))))
+    return out
+
+
+def wait_step(work: Path, run_no: int, step: int, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if any(r == run_no and s >= step for r, _, s, _ in steps_logged(work)):
+            return
+        time.sleep(0.2)
+    tail = (work / "out.txt").read_text()[-3000:] if (work / "out.txt").exists() else ""
+    raise AssertionError(f"run {run_no} did not reach step {step} in {timeout}s:\n{tail}")
+
+
+def rank_pid(job_id: str, rank: int) -> int:
+    """The host PID of the Python process of `rank` of the job (root sees every node's PIDs)."""
+    for pid in map(int, subprocess.run(["pgrep", "-f", str(TRAIN)], capture_output=True,
+                                       text=True).stdout.split()):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() != "python3":
+                continue
+            env = dict(kv.split("=", 1) for kv in
+                       Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in kv)
+        except OSError:
+            continue
+        if env.get("SLURM_JOB_ID") == job_id and env.get("RANK") == str(rank):
+            return pid
+    raise AssertionError(f"no Python process of rank {rank} of job {job_id}")
+
+
+def node_of_rank(job_id: str, rank: int) -> str:
+    env = dict(kv.split("=", 1) for kv in
+               Path(f"/proc/{rank_pid(job_id, rank)}/environ").read_bytes().decode().split("\0")
+               if "=" in kv)
+    return env["SLURMD_NODENAME"]
+
+
+def events(job_id: str):
+    """Every node's journal for the job, merged in time order."""
+    merged = []
+    for sock in sockets():
+        p = run([str(CLI), "events", job_id, "--json", "--socket", str(sock)], check=True)
+        data = json.loads(p.stdout)
+        merged.extend(data["events"] if isinstance(data, dict) else data)
+    merged.sort(key=lambda e: (e["time"], e["node"]))
+    return merged
+
+
+def kinds(evs, kind):
+    return [e for e in evs if e["kind"] == kind]
+
+
+def show_job(job_id: str) -> str:
+    return run(["scontrol", "show", "job", job_id], check=True).stdout
+
+
+def restarts(job_id: str) -> int:
+    return int(re.search(r"Restarts=(\d+)", show_job(job_id)).group(1))
+
+
+def same_model(a: Path, b: Path) -> bool:
+    code = ("import sys, torch; a = torch.load(sys.argv[1]); b = torch.load(sys.argv[2]); "
+            "sys.exit(0 if a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a) else 1)")
+    return subprocess.run([PYTHON, "-c", code, str(a), str(b)]).returncode == 0
+
+
+def record(name: str, **values):
+    out = os.environ.get("AUTOPAR_BENCH_OUT")
+    if out:
+        with open(out, "a") as f:
+            f.write(json.dumps({"fault": name, **values}) + "\n")
+
+
+def recovery(work: Path, fault_time: float, fault_run: int):
+    """Seconds from the fault to the first step of the next run, and the steps computed again."""
+    logged = steps_logged(work)
+    before = [s for r, _, s, t in logged if r == fault_run and t <= fault_time]
+    after = [(t, s) for r, _, s, t in logged if r == fault_run + 1]
+    assert after, "no step after the restart"
+    first_time, first_step = min(after)
+    last_done = max(before) if before else -1
+    return first_time - fault_time, max(0, last_done - first_step + 1)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The final model of an uninterrupted run with the same seed (and the same options)."""
+    work = tmp_path_factory.mktemp("reference")
+    job = submit(work, opts="--requeue-on-failure=3 --heartbeat-timeout=20",
+                 program=train_cmd(work))
+    assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    return work / "final.pt"
+
+
+def test_killed_rank_resumes(tmp_path, reference):
+    """(b) kill -9 of one rank: the job is requeued at once and resumes from its checkpoint."""
+    work = tmp_path / "b"
+    job = submit(work, opts="--requeue-on-failure=3 --heartbeat-timeout=20",
+                 program=train_cmd(work))
+    wait_step(work, 0, 22)
+    fault = time.time()
+    os.kill(rank_pid(job, 1), signal.SIGKILL)
+    assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    assert restarts(job) == 1
+    assert same_model(work / "final.pt", reference), "the model differs from an uninterrupted run"
+    evs = events(job)
+    failure = kinds(evs, "failure")
+    assert failure and "class=rank-crash" in failure[0]["detail"], evs
+    assert "signal=9" in failure[0]["detail"] and failure[0]["rank"] == 1
+    requeue = kinds(evs, "requeue")
+    assert len(requeue) == 1 and "attempt=1 of=3" in requeue[0]["detail"], evs
+    assert kinds(evs, "ckpt_restored"), evs
+    took, lost = recovery(work, fault, 0)
+    record("crashed rank (kill -9)", recovery_s=round(took, 1), steps_lost=lost)
+    assert took < 30, f"resumed {took:.1f}s after the fault (target < 30 s)"
+
+
+def test_exit_at_start_is_stopped(tmp_path):
+    """(e) a program that exits 1 at start: requeued once, then stopped with the reason."""
+    work = tmp_path / "e"
+    job = submit(work, opts="--requeue-on-failure=3",
+                 program=f"{PYTHON} -c 'import sys; sys.exit(1)'")
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        text = show_job(job)
+        if "AdminComment=autopar:" in text and "same error" in text and \
+                re.search(r"JobState=(CANCELLED|FAILED)", text):
+            break
+        time.sleep(0.5)
+    text = show_job(job)
+    assert re.search(r"JobState=(CANCELLED|FAILED)", text), text
+    assert restarts(job) == 1, text
+    assert "failed within 30.0 s of its start with the same error (rank-crash exit=1) 2 times" \
+        in text, text
+    evs = events(job)
+    assert len(kinds(evs, "requeue")) == 1, evs
+    stopped = kinds(evs, "stopped")
+    assert len(stopped) == 1 and "not requeued" in stopped[0]["detail"], evs
+
+
+def test_hang_is_detected_and_requeued(tmp_path, reference):
+    """(c) SIGSTOP of one rank: no progress anywhere; detected within the heartbeat timeout + 5 s,
+    stacks captured, requeued, resumed."""
+    work = tmp_path / "c"
+    timeout = 10
+    job = submit(work, opts=f"--requeue-on-failure=3 --heartbeat-timeout={timeout}",
+                 program=train_cmd(work))
+    wait_step(work, 0, 22)
+    pid = rank_pid(job, 1)
+    fault = time.time()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert same_model(work / "final.pt", reference)
+    evs = events(job)
+    missed = kinds(evs, "heartbeat_missed")
+    assert missed, evs
+    detected = min(e["time"] for e in missed) - fault
+    stacks = [e for e in kinds(evs, "stack") if e["rank"] == 1]
+    assert stacks and 'state="T (stopped)"' in stacks[0]["detail"], kinds(evs, "stack")
+    assert any("class=hang" in e["detail"] for e in kinds(evs, "failure")), evs
+    assert len(kinds(evs, "requeue")) == 1, evs
+    took, lost = recovery(work, fault, 0)
+    record("hang (SIGSTOP)", detect_s=round(detected, 1), recovery_s=round(took, 1),
+           steps_lost=lost, heartbeat_timeout_s=timeout)
+    assert detected <= timeout + 5, f"hang detected {detected:.1f}s after the fault"
+
+
+def test_two_failures_in_a_row_on_different_nodes(tmp_path, reference):
+    """(f) a rank on one node is killed, and after the resume a rank on the other node."""
+    work = tmp_path / "f"
+    job = submit(work, opts="--requeue-on-failure=3 --heartbeat-timeout=20",
+                 program=train_cmd(work))
+    wait_step(work, 0, 12)
+    first_node = node_of_rank(job, 0)
+    other = next(r for r in (1, 2, 3) if node_of_rank(job, r) != first_node)
+    os.kill(rank_pid(job, 0), signal.SIGKILL)
+    wait_step(work, 1, 0, timeout=120)
+    resumed = min(s for r, _, s, _ in steps_logged(work) if r == 1)
+    wait_step(work, 1, resumed + 8)
+    assert node_of_rank(job, other) != first_node
+    os.kill(rank_pid(job, other), signal.SIGKILL)
+    assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    assert restarts(job) == 2
+    assert same_model(work / "final.pt", reference)
+    evs = events(job)
+    requeues = kinds(evs, "requeue")
+    assert [("attempt=1 of=3" in e["detail"], "attempt=2 of=3" in e["detail"])
+            for e in requeues] == [(True, False), (False, True)], requeues
+    nodes = {e["node"] for e in kinds(evs, "failure")}
+    assert len(nodes) == 2, kinds(evs, "failure")
