@@ -89,7 +89,7 @@ check_and_clear curl
 
 sync
 t=$(now)
-st --part-size-mib 64 --concurrency 4 "file://$work/posix-autopar" upload "$work/src" ckpt >/dev/null
+st --part-size-mib 8 --concurrency 4 "file://$work/posix-autopar" upload "$work/src" ckpt >/dev/null
 t_posix=$(elapsed "$t")
 t=$(now)
 cp -r "$work/src" "$work/posix-cp" && sync
@@ -104,7 +104,7 @@ report=$(cat <<EOT
 | autopar (16 MiB parts, 8 in flight) | $(printf %.2f "$t_autopar") | $(mibs "$t_autopar") | 1.00 |
 | \`aws s3 cp --recursive\` | $(printf %.2f "$t_aws") | $(mibs "$t_aws") | $(ratio "$t_aws" "$t_autopar") (autopar is this many times faster; target >= 2) |
 | parallel \`curl -T\` per file | $(printf %.2f "$t_curl") | $(mibs "$t_curl") | $(ratio "$t_autopar" "$t_curl") (autopar takes this many times as long; target <= 1.2) |
-| POSIX: autopar (64 MiB parts, 4 in flight, fsync + rename) | $(printf %.2f "$t_posix") | $(mibs "$t_posix") | |
+| POSIX: autopar (8 MiB parts, 4 in flight, fsync + rename) | $(printf %.2f "$t_posix") | $(mibs "$t_posix") | |
 | POSIX: \`cp -r\` + \`sync\` | $(printf %.2f "$t_cp") | $(mibs "$t_cp") | $(ratio "$t_posix" "$t_cp") (autopar / cp; target <= 1.2) |
 EOT
 )

@@ -267,6 +267,7 @@ Result<std::vector<UploadResult>> UploadFiles(ObjectStore& store,
   // One part buffer per worker, allocated on first use and never zero-filled: a fresh buffer per
   // part costs a page fault per 4 KiB (measured: more system time than the upload itself).
   std::vector<std::unique_ptr<char[]>> buffers(PoolSize(tasks.size(), options.concurrency));
+  const bool use_md5 = store.UsesMd5();
   RunPool(tasks.size(), options.concurrency,
           [&] { return error.failed() || Cancelled(options); },
           [&](size_t t, size_t worker) {
@@ -286,7 +287,8 @@ Result<std::vector<UploadResult>> UploadFiles(ObjectStore& store,
               return;
             }
             std::string_view buf(data, len);
-            Md5Digest md5 = Md5Of(buf);
+            Md5Digest md5{};
+            if (use_md5) md5 = Md5Of(buf);
             Status s;
             if (f.parts == 0) {
               s = local.Run([&] { return store.PutObject(key, buf, md5); });
@@ -340,7 +342,7 @@ Result<std::vector<UploadResult>> UploadFiles(ObjectStore& store,
       }
       f.upload_id.clear();
       std::string expected = MultipartEtag(f.md5s);
-      if (IsMultipartEtag(r.etag) && r.etag != expected) {
+      if (use_md5 && IsMultipartEtag(r.etag) && r.etag != expected) {
         abort_all();
         close_all();
         return Status::Error(where(i) + ": multipart ETag " + r.etag + " does not match the " +

@@ -66,6 +66,10 @@ class ObjectStore {
   // "s3://bucket/prefix" or "file:///dir": for messages; never contains credentials.
   virtual std::string Describe() const = 0;
 
+  // Whether the `md5` arguments below are used (S3: Content-MD5 and ETag checks). When false,
+  // callers may pass a zero digest and save hashing every byte (the POSIX store).
+  virtual bool UsesMd5() const { return true; }
+
   // Stores a whole object from memory, atomically (readers see the old or the new object).
   // `md5` is the MD5 of `data` (sent as Content-MD5 where the backend can).
   virtual StoreStatus PutObject(const std::string& key, std::string_view data,
@@ -104,6 +108,7 @@ class ObjectStoreWrapper : public ObjectStore {
  public:
   explicit ObjectStoreWrapper(ObjectStore* target) : target_(target) {}
   std::string Describe() const override { return target_->Describe(); }
+  bool UsesMd5() const override { return target_->UsesMd5(); }
   StoreStatus PutObject(const std::string& key, std::string_view data,
                         const Md5Digest& md5) override {
     return target_->PutObject(key, data, md5);
