@@ -1,8 +1,10 @@
 // autopard: the per-node checkpoint service (see daemon.h, etc/autopard.conf).
 //   autopard [--config FILE] [--check-config]
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -67,7 +69,19 @@ int main(int argc, char** argv) {
     return 1;
   }
   autopar::Daemon* d = daemon->get();
-  d->EnableFailureHandling(autopar::MakeLibSlurmActions(config->slurm_conf));
+  // libslurm exits the process when it finds no configuration: without one (a daemon serving
+  // only checkpoints, e.g. in tests and benchmarks) failure handling stays off.
+  std::string slurm_conf = config->slurm_conf;
+  if (slurm_conf.empty()) {
+    const char* env = std::getenv("SLURM_CONF");
+    slurm_conf = env && *env ? env : "/etc/slurm/slurm.conf";
+  }
+  if (access(slurm_conf.c_str(), R_OK) == 0) {
+    d->EnableFailureHandling(autopar::MakeLibSlurmActions(config->slurm_conf));
+  } else {
+    std::fprintf(stderr, "autopard: warning: %s not readable: failure handling (requeue) is off\n",
+                 slurm_conf.c_str());
+  }
   std::thread([d, set] {
     int sig = 0;
     sigwait(&set, &sig);

@@ -28,7 +28,8 @@ SIZE_MIB = 160
 def s3rver(action, state):
     env = dict(os.environ, AUTOPAR_S3_PORT=str(PORT), AUTOPAR_S3_STATE=str(state), AUTOPAR_S3_BUCKET=BUCKET)
     script = SOURCE_DIR / "tests/s3" / f"{action}-s3rver.sh"
-    subprocess.run([str(script)], env=env, check=True, capture_output=True, text=True, timeout=60)
+    p = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, f"{script.name} failed:\n{p.stdout}{p.stderr}"
 
 
 class Daemon:
@@ -46,6 +47,8 @@ class Daemon:
         self.proc = None
 
     def start(self):
+        if self.sock.exists():
+            self.sock.unlink()  # left by a SIGKILLed daemon; wait for the new one's
         self.proc = subprocess.Popen([str(AUTOPARD), "--config", str(self.conf)],
                                      stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
         for _ in range(100):
@@ -73,11 +76,13 @@ class Daemon:
 def setup(tmp_path):
     s3rver("start", tmp_path / "s3")
     d = Daemon(tmp_path)
-    d.start()
-    yield d, tmp_path
-    if d.proc and d.proc.poll() is None:
-        d.kill(signal.SIGTERM)
-    s3rver("stop", tmp_path / "s3")
+    try:
+        d.start()
+        yield d, tmp_path
+    finally:
+        if d.proc and d.proc.poll() is None:
+            d.kill(signal.SIGTERM)
+        s3rver("stop", tmp_path / "s3")
 
 
 def commit_big_file(d, tmp, job, step=1):
