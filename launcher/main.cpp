@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -98,7 +99,7 @@ class Launcher {
 void Launcher::Fail(const std::string& message, int code) {
   Say(message);
   std::fflush(stderr);
-  if (pmix_.initialized() && info_.size > 1) {
+  if (pmix_.initialized()) {
     // Other ranks may be waiting for this one in the Fence: end the whole step now.
     (void)pmix_.Abort(code, LaunchMessagePrefix(rank_, host_) + message);
   }
@@ -165,6 +166,12 @@ int Launcher::Run(int argc, char** argv) {
 
   bool use_pmix = PmixClient::ServerAdvertised(env);
   if (use_pmix) {
+    // The launcher's own PMIx client reads the job data through the "hash" store rather than
+    // attaching the server's shared-memory store (ds21): measured on the local cluster with 32
+    // tasks on 4 nodes, PMIx_Init's mean wall time drops from ~0.68 s to ~0.30 s (the client
+    // CPU is the same, ~17 ms; the time is spent waiting on the step's PMIx server). Only this
+    // process: the program's environment was captured above. A user's PMIX_MCA_gds wins.
+    setenv("PMIX_MCA_gds", "hash", /*overwrite=*/0);
     if (Status st = pmix_.Init(); !st) Fail(st.message(), 1);
     rank_ = pmix_.rank();
     auto info = pmix_.QueryRankInfo();
@@ -318,6 +325,12 @@ int Launcher::Run(int argc, char** argv) {
         },
         info_.rank, host_, code, run_s);
     if (!st) Say(st.message());
+  }
+  if (code == 128 + SIGKILL && !terminated && use_pmix && info_.size > 1) {
+    // Slurm ends a step by SIGKILLing every process of it; when the program was killed first,
+    // this launcher is next. Give that a moment, so that only real failures (the OOM killer, a
+    // kill -9 by hand) end the step from here and teardown does not print a line per rank.
+    usleep(500 * 1000);
   }
   if (code != 0 && !terminated && use_pmix && info_.size > 1) {
     std::string msg = "program exited with code " + std::to_string(code) + "; ending the step";
