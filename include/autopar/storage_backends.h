@@ -36,6 +36,10 @@ struct S3Config {
   // true: x-amz-content-sha256 is the SHA-256 of each part (CPU-bound on large uploads);
   // false: UNSIGNED-PAYLOAD, each body still protected by Content-MD5.
   bool sign_payload = false;
+  // true: every body carries Content-MD5 and part/object ETags are checked against it (the
+  // caller hashes every byte with MD5; the slowest step on a busy client). false: no MD5 (use
+  // sign_payload for a server-checked SHA-256 per part instead); UsesMd5() then says false.
+  bool content_md5 = true;
   long connect_timeout_ms = 5000;
   // A request that moves fewer than 1 KiB/s for this long fails (retryably).
   long stall_timeout_s = 30;

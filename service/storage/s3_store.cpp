@@ -195,6 +195,7 @@ class S3Store : public ObjectStore {
       : uri_(std::move(uri)), config_(std::move(config)), endpoint_(std::move(endpoint)) {}
 
   std::string Describe() const override { return uri_.ToString(); }
+  bool UsesMd5() const override { return config_.content_md5; }
 
   StoreStatus PutObject(const std::string& key, std::string_view data,
                         const Md5Digest& md5) override {
@@ -203,7 +204,7 @@ class S3Store : public ObjectStore {
     req.path = ObjectPath(key);
     req.body = data;
     req.payload_hash = PayloadHash(data);
-    req.headers.emplace_back("content-md5", Base64Encode(md5));
+    if (config_.content_md5) req.headers.emplace_back("content-md5", Base64Encode(md5));
     Response resp;
     StoreStatus s = Perform(req, &resp, "PutObject");
     if (!s.ok()) return s;
@@ -235,7 +236,7 @@ class S3Store : public ObjectStore {
     req.query = {{"partNumber", std::to_string(part_number)}, {"uploadId", upload_id}};
     req.body = data;
     req.payload_hash = PayloadHash(data);
-    req.headers.emplace_back("content-md5", Base64Encode(md5));
+    if (config_.content_md5) req.headers.emplace_back("content-md5", Base64Encode(md5));
     Response resp;
     std::string what = "UploadPart " + std::to_string(part_number);
     StoreStatus s = Perform(req, &resp, what);
@@ -384,9 +385,9 @@ class S3Store : public ObjectStore {
     return (config_.sign_payload || data.size() <= (64u << 10)) ? Sha256Hex(data)
                                                                 : std::string(kUnsignedPayload);
   }
-  static StoreStatus CheckEtag(const std::string& etag, const Md5Digest& md5,
-                               const std::string& what) {
-    if (IsLowerHex(etag, 32) && etag != HexEncode(md5)) {
+  StoreStatus CheckEtag(const std::string& etag, const Md5Digest& md5,
+                        const std::string& what) const {
+    if (config_.content_md5 && IsLowerHex(etag, 32) && etag != HexEncode(md5)) {
       return StoreStatus::Retryable(what + ": ETag " + etag + " does not match the MD5 sent (" +
                                     HexEncode(md5) + ")");
     }

@@ -280,3 +280,28 @@ TEST_F(S3StoreTest, MissingObjectsAndBuckets) {
 
 }  // namespace
 }  // namespace autopar
+
+namespace autopar {
+namespace {
+
+TEST_F(S3StoreTest, WithoutContentMd5) {
+  auto uri = ParseCheckpointUri("s3://" + bucket_ + "/" + prefix_);
+  S3Config config;
+  config.endpoint = endpoint_;
+  config.credentials = {"S3RVER", "S3RVER", ""};
+  config.content_md5 = false;
+  config.sign_payload = true;  // integrity by the signed SHA-256 of each part instead
+  auto plain = MakeS3Store(*uri, config);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE((*plain)->UsesMd5());
+  EXPECT_TRUE(store_->UsesMd5());
+  std::string path = Write("f", 11 << 20, 9);
+  auto up = UploadFiles(**plain, {{path, "nomd5/f"}}, opts_);
+  ASSERT_TRUE(up.ok()) << up.message();
+  EXPECT_EQ((*up)[0].parts, 3);
+  Status d = DownloadFiles(*store_, {{"nomd5/f", local_ + "/back", 11u << 20, (*up)[0].sha256}}, opts_);
+  EXPECT_TRUE(d.ok()) << d.message();
+}
+
+}  // namespace
+}  // namespace autopar

@@ -36,6 +36,7 @@ options:
   --part-size-mib N     part / range size (default 16)
   --concurrency N       requests in flight (default 8)
   --sign-payload        sign part bodies (SHA-256) instead of UNSIGNED-PAYLOAD
+  --no-md5              S3: no Content-MD5 / ETag check (saves hashing every byte with MD5)
   --no-fsync            POSIX backend: skip fsync
 )";
 
@@ -92,6 +93,8 @@ int Main(int argc, char** argv) {
       opts.concurrency = std::atoi(value().c_str());
     } else if (a == "--sign-payload") {
       s3.sign_payload = true;
+    } else if (a == "--no-md5") {
+      s3.content_md5 = false;
     } else if (a == "--no-fsync") {
       posix.fsync = false;
     } else if (a == "-h" || a == "--help") {
