@@ -66,6 +66,16 @@ class SlurmActions {
   virtual Status Update(const SlurmJobUpdate& update) = 0;
   // slurm_kill_job(job, SIGKILL): the job ends CANCELLED.
   virtual Status Cancel(const std::string& job_id) = 0;
+  // Of `nodes`, those whose slurmd does not accept a TCP connection at its NodeAddr:Port within
+  // `timeout_ms` (a node that died as a whole: its slurmd is gone long before slurmctld marks it
+  // DOWN after SlurmdTimeout). Nodes Slurm does not know are left out.
+  virtual std::vector<std::string> UnreachableNodes(const std::vector<std::string>& nodes,
+                                                    int timeout_ms) = 0;
+  // slurm_update_node(state=DOWN, reason): a node found unreachable is taken out at once, so the
+  // requeued job does not wait in COMPLETING for its epilog there until slurmctld's own
+  // SlurmdTimeout. The node returns by itself when its slurmd registers again
+  // (ReturnToService=2) or by `scontrol update nodename=N state=resume`.
+  virtual Status MarkNodeDown(const std::string& node, const std::string& reason) = 0;
 };
 
 // libslurm. `slurm_conf`: the slurm.conf to use (empty: SLURM_CONF or the default).

@@ -248,6 +248,32 @@ void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure
     return;
   }
   if (job->restart_count > ctx.restart_count) return;  // another node has requeued it already
+  Failure f = failure;
+  if (f.kind != FailureClass::kTimeLimit && !job->nodes.empty()) {
+    // A rank that crashed because a peer node died (gloo: "Connection closed by peer") is a node
+    // loss: the dead node's slurmd no longer answers. Excluding it lets the next run start at
+    // once elsewhere instead of waiting for slurmctld to mark it DOWN.
+    auto nodes = ExpandHostlist(job->nodes);
+    if (nodes.ok()) {
+      auto lost = slurm_->UnreachableNodes(*nodes, config_.node_probe_timeout_ms);
+      if (!lost.empty()) {
+        f = Failure{};
+        f.kind = FailureClass::kNodeLoss;
+        f.node = lost.front();
+        f.run_seconds = failure.run_seconds;
+        f.made_progress = failure.made_progress;
+        EventFields ef = {{"class", FailureClassName(f.kind)},
+                          {"lost", Join(lost, ",")},
+                          {"reason", f.Describe()}};
+        for (const auto& n : lost) {
+          Status down = slurm_->MarkNodeDown(n, "autopar: slurmd unreachable (job " +
+                                                    ctx.job_id + ")");
+          ef.emplace_back(down.ok() ? "down" : "down_failed", down.ok() ? n : down.message());
+        }
+        Emit(ctx.job_id, event_kind::kFailure, -1, -1, FormatEventFields(ef));
+      }
+    }
+  }
   std::vector<std::string> excluded;
   if (!job->excluded_nodes.empty()) {
     auto ex = ExpandHostlist(job->excluded_nodes);
@@ -255,7 +281,7 @@ void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure
   }
   RequeueSettings settings = config_.policy;
   settings.max_restarts = *ctx.requeue_on_failure;
-  RequeueDecision d = DecideRequeue(settings, failure, ctx.restart_count,
+  RequeueDecision d = DecideRequeue(settings, f, ctx.restart_count,
                                     ParseFailureNote(job->admin_comment), excluded);
   ledger_.Record(ctx.job_id, d);
   {

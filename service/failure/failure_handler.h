@@ -12,6 +12,9 @@
 //  - Crashed ranks: autopar-launch sends an event of kind "rank_exit" with detail
 //    "exit=N [signal=S] run_s=SECONDS" when its program ends with a non-zero status on its own
 //    (not because the step was being ended).
+//  - Node loss: on any failure, the job's nodes whose slurmd no longer accepts connections
+//    (SlurmActions::UnreachableNodes) make it a node loss: the node is marked DOWN at once (so the
+//    requeued job need not wait for its epilog there until SlurmdTimeout) and excluded.
 //  - Hangs: heartbeats (step numbers) per rank; HangDetector with the job's
 //    --heartbeat-timeout and kDefaultFirstStepFactor. Before the hung job is requeued, the stacks
 //    of this node's ranks (the heartbeat senders' PIDs) are captured into "stack" events.
@@ -60,6 +63,7 @@ struct FailureHandlerConfig {
   RequeueSettings policy;  // backoff and immediate-failure rules; max_restarts comes per job
   double first_step_factor = kDefaultFirstStepFactor;
   int python_stack_wait_ms = 2000;
+  int node_probe_timeout_ms = 1000;  // per node of the job, when a failure is classified
 };
 
 class FailureHandler {

@@ -136,6 +136,22 @@ TEST_F(FailureHandlerTest, CrashedRankRequeuesOnceForManyReports) {
   EXPECT_EQ(d->action, RequeueAction::kRequeue);
 }
 
+TEST_F(FailureHandlerTest, CrashBecauseAPeerNodeDiedIsANodeLoss) {
+  Task(100, 0);
+  slurm_.job.nodes = "node[1-2]";
+  slurm_.dead_nodes = {"node2"};
+  handler_->OnHeartbeat("42", 0, 3, 100);
+  handler_->OnEvent(RankExit(0, "exit=1 run_s=40"), 100);  // gloo: connection closed by peer
+  EXPECT_EQ(slurm_.requeues, 1);
+  EXPECT_EQ(slurm_.job.excluded_nodes, "node2");
+  EXPECT_EQ(Kinds(), std::vector<std::string>({"failure", "failure", "requeue"}));
+  EXPECT_NE(events_[1].detail.find("class=node-loss lost=node2"), std::string::npos)
+      << events_[1].detail;
+  EXPECT_EQ(slurm_.downed, std::vector<std::string>({"node2"}));
+  EXPECT_NE(events_[1].detail.find("down=node2"), std::string::npos) << events_[1].detail;
+  EXPECT_NE(events_[2].detail.find("exclude=node2"), std::string::npos) << events_[2].detail;
+}
+
 TEST_F(FailureHandlerTest, ExitAtStartTwiceIsStoppedWithTheReason) {
   Task(100, 0);
   handler_->OnEvent(RankExit(0, "exit=1 run_s=1.2"), 100);

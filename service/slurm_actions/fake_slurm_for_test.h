@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -71,8 +72,28 @@ class FakeSlurm : public SlurmActions {
     return Status::Ok();
   }
 
+  std::vector<std::string> UnreachableNodes(const std::vector<std::string>& nodes,
+                                            int) override {
+    std::lock_guard<std::mutex> l(mu);
+    std::vector<std::string> out;
+    for (const auto& n : nodes) {
+      for (const auto& d : dead_nodes) {
+        if (n == d) out.push_back(n);
+      }
+    }
+    return out;
+  }
+
+  Status MarkNodeDown(const std::string& node, const std::string&) override {
+    std::lock_guard<std::mutex> l(mu);
+    downed.push_back(node);
+    return Status::Ok();
+  }
+
   std::mutex mu;
+  std::vector<std::string> downed;
   SlurmJob job;
+  std::vector<std::string> dead_nodes;
   int loads = 0, requeues = 0;
   std::vector<SlurmJobUpdate> updates;
   std::string refuse_requeue, refuse_update, refuse_cancel;

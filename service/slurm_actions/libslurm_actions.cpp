@@ -1,8 +1,13 @@
 // SlurmActions over libslurm (slurm_load_job, slurm_requeue, slurm_update_job, slurm_kill_job).
+#include <netdb.h>
+#include <poll.h>
 #include <signal.h>
 #include <slurm/slurm.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <slurm/slurm_errno.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <mutex>
 
@@ -26,6 +31,35 @@ const char* BaseStateName(uint32_t state) {
 std::string Str(const char* s) { return s ? s : ""; }
 
 std::string SlurmError() { return slurm_strerror(slurm_get_errno()); }
+
+// True when a TCP connection to host:port is accepted within timeout_ms.
+bool Connects(const std::string& host, uint16_t port, int timeout_ms) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) {
+    return false;
+  }
+  bool ok = false;
+  for (addrinfo* a = res; a && !ok; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      ok = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      if (poll(&p, 1, timeout_ms) == 1) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        ok = getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+      }
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return ok;
+}
 
 class LibSlurmActions : public SlurmActions {
  public:
@@ -97,6 +131,44 @@ class LibSlurmActions : public SlurmActions {
     std::lock_guard<std::mutex> lock(mu_);
     if (slurm_update_job(&desc) != SLURM_SUCCESS) {
       return Status::Error("slurm_update_job(" + u.job_id + "): " + SlurmError());
+    }
+    return Status::Ok();
+  }
+
+  std::vector<std::string> UnreachableNodes(const std::vector<std::string>& nodes,
+                                            int timeout_ms) override {
+    std::vector<std::string> lost;
+    for (const auto& name : nodes) {
+      std::string addr;
+      uint16_t port = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        node_info_msg_t* msg = nullptr;
+        std::string n = name;
+        if (slurm_load_node_single(&msg, n.data(), SHOW_ALL) != SLURM_SUCCESS || !msg) continue;
+        if (msg->record_count >= 1) {
+          addr = Str(msg->node_array[0].node_addr);
+          if (addr.empty()) addr = Str(msg->node_array[0].node_hostname);
+          port = msg->node_array[0].port;
+        }
+        slurm_free_node_info_msg(msg);
+      }
+      if (addr.empty() || port == 0) continue;
+      if (!Connects(addr, port, timeout_ms)) lost.push_back(name);
+    }
+    return lost;
+  }
+
+  Status MarkNodeDown(const std::string& node, const std::string& reason) override {
+    update_node_msg_t msg;
+    slurm_init_update_node_msg(&msg);
+    std::string names = node, why = reason;
+    msg.node_names = names.data();
+    msg.node_state = NODE_STATE_DOWN;
+    msg.reason = why.data();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (slurm_update_node(&msg) != SLURM_SUCCESS) {
+      return Status::Error("slurm_update_node(" + node + ", DOWN): " + SlurmError());
     }
     return Status::Ok();
   }

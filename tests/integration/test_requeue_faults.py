@@ -40,14 +40,22 @@ def need_autopard():
             pytest.fail(f"{p} is not built")
 
 
-def job_script(work: Path, *, sbatch_opts: str, program: str) -> str:
+def cluster_script(name: str, node: str):
+    """Runs tests/cluster/<name> NODE against this test's cluster (its directory and port)."""
+    port = re.search(r"^SlurmctldPort=(\d+)", (cluster_dir() / "etc" / "slurm.conf").read_text(),
+                     re.M).group(1)
+    env = {"AUTOPAR_CLUSTER_DIR": str(cluster_dir()), "AUTOPAR_CLUSTER_PORT_BASE": port}
+    run([str(SOURCE_DIR / "tests" / "cluster" / name), node], env=env, timeout=180, check=True)
+
+
+def job_script(work: Path, *, sbatch_opts: str, program: str, after: str = "") -> str:
     return f"""#!/bin/bash
 #SBATCH -N2 --ntasks-per-node=2 --open-mode=append -o {work}/out.txt -e {work}/out.txt
 #SBATCH --ckpt-upload=file://{work}/store --ckpt-dir={work}/local/%n
 #SBATCH {sbatch_opts}
 export PYTHONPATH={SOURCE_DIR}/python
 echo "batch: run ${{SLURM_RESTART_COUNT:-0}} on $SLURM_JOB_NODELIST"
-srun --mpi=pmix {LAUNCH} -- {program}
+srun --mpi=pmix {LAUNCH} -- {program}{after}
 """
 
 
@@ -56,10 +64,10 @@ def train_cmd(work: Path, steps=STEPS) -> str:
             f"--out {work}/final.pt")
 
 
-def submit(work: Path, *, opts: str, program: str) -> str:
+def submit(work: Path, *, opts: str, program: str, after: str = "") -> str:
     work.mkdir(parents=True, exist_ok=True)
     work.chmod(0o777)
-    return sbatch(job_script(work, sbatch_opts=opts, program=program), work)
+    return sbatch(job_script(work, sbatch_opts=opts, program=program, after=after), work)
 
 
 def steps_logged(work: Path):
@@ -142,6 +150,19 @@ def record(name: str, **values):
             f.write(json.dumps({"fault": name, **values}) + "\n")
 
 
+def first_event(evs, kind, after=0.0):
+    times = [e["time"] for e in evs if e["kind"] == kind and e["time"] >= after]
+    return min(times) if times else None
+
+
+def breakdown(evs, fault: float):
+    """Seconds from the fault to the requeue, to the restore (the next run's start), as events."""
+    requeue = first_event(evs, "requeue", fault)
+    restored = first_event(evs, "ckpt_restored", fault)
+    return {"to_requeue_s": round(requeue - fault, 1) if requeue else None,
+            "to_restore_s": round(restored - fault, 1) if restored else None}
+
+
 def recovery(work: Path, fault_time: float, fault_run: int):
     """Seconds from the fault to the first step of the next run, and the steps computed again."""
     logged = steps_logged(work)
@@ -182,7 +203,8 @@ def test_killed_rank_resumes(tmp_path, reference):
     assert len(requeue) == 1 and "attempt=1 of=3" in requeue[0]["detail"], evs
     assert kinds(evs, "ckpt_restored"), evs
     took, lost = recovery(work, fault, 0)
-    record("crashed rank (kill -9)", recovery_s=round(took, 1), steps_lost=lost)
+    record("crashed rank (kill -9)", recovery_s=round(took, 1), steps_lost=lost,
+           **breakdown(evs, fault))
     assert took < 30, f"resumed {took:.1f}s after the fault (target < 30 s)"
 
 
@@ -238,7 +260,7 @@ def test_hang_is_detected_and_requeued(tmp_path, reference):
     assert len(kinds(evs, "requeue")) == 1, evs
     took, lost = recovery(work, fault, 0)
     record("hang (SIGSTOP)", detect_s=round(detected, 1), recovery_s=round(took, 1),
-           steps_lost=lost, heartbeat_timeout_s=timeout)
+           steps_lost=lost, heartbeat_timeout_s=timeout, **breakdown(evs, fault))
     assert detected <= timeout + 5, f"hang detected {detected:.1f}s after the fault"
 
 
@@ -265,3 +287,49 @@ def test_two_failures_in_a_row_on_different_nodes(tmp_path, reference):
             for e in requeues] == [(True, False), (False, True)], requeues
     nodes = {e["node"] for e in kinds(evs, "failure")}
     assert len(nodes) == 2, kinds(evs, "failure")
+
+
+def kill_node_mid_training(tmp_path, name, opts, after=""):
+    """Starts the training on 2 of the 4 nodes, kills the node of rank 2 completely mid-run and
+    waits for the job to finish; returns (work, job, killed node, fault time)."""
+    work = tmp_path / name
+    job = submit(work, opts=opts, program=train_cmd(work), after=after)
+    wait_step(work, 0, 22)
+    node = node_of_rank(job, 2)
+    fault = time.time()
+    cluster_script("kill-node.sh", node)
+    try:
+        state = wait_job(job, timeout=400)
+    finally:
+        cluster_script("revive-node.sh", node)
+    assert state == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    return work, job, node, fault
+
+
+def test_node_loss_moves_the_job(tmp_path, reference):
+    """(a) one node of the job dies as a whole: the job is requeued without it and finishes on
+    the other nodes, faster than Slurm's own node-failure requeue (the baseline test below)."""
+    work, job, node, fault = kill_node_mid_training(
+        tmp_path, "a", "--requeue-on-failure=3 --heartbeat-timeout=20")
+    assert same_model(work / "final.pt", reference)
+    exc = re.search(r"ExcNodeList=(\S+)", show_job(job)).group(1)
+    assert node in run(["scontrol", "show", "hostnames", exc], check=True).stdout.split(), exc
+    evs = events(job)
+    assert any("class=node-loss" in e["detail"] and node in e["detail"]
+               for e in kinds(evs, "failure")), evs
+    requeue = kinds(evs, "requeue")
+    assert len(requeue) == 1 and f"exclude={node}" in requeue[0]["detail"], requeue
+    took, lost = recovery(work, fault, 0)
+    record("node loss (autopar)", recovery_s=round(took, 1), steps_lost=lost,
+           **breakdown(evs, fault))
+
+
+def test_node_loss_baseline_slurm_only(tmp_path, reference):
+    """Baseline for (a): the same job and fault without --requeue-on-failure. The batch script
+    stays alive after the step fails (as a user would arrange), so Slurm itself requeues the job
+    when it marks the node DOWN (SlurmdTimeout); the checkpoint is restored as before."""
+    work, job, node, fault = kill_node_mid_training(
+        tmp_path, "a0", "--requeue", after=' || { [ "${SLURM_RESTART_COUNT:-0}" = 0 ] && sleep 300; }')
+    assert same_model(work / "final.pt", reference)
+    took, lost = recovery(work, fault, 0)
+    record("node loss (Slurm only)", recovery_s=round(took, 1), steps_lost=lost)
