@@ -178,9 +178,10 @@ int Launcher::Run(int argc, char** argv) {
     if (info) {
       info_ = *info;
     } else {
-      // Slurm 22.05's PMIx server sometimes answers a process-level key with NOT-FOUND right
-      // after PMIx_Init (seen on the local cluster, about one run in fifty); Slurm's own per-task
-      // variables carry the same facts, so use them when they agree on the rank.
+      // Slurm 22.05's PMIx server sometimes answers a process-level key (pmix.lrank) with
+      // NOT-FOUND right after PMIx_Init (seen on the local cluster, rarely, with a plain PMIx
+      // client under srun); Slurm's own per-task variables carry the same facts, so use them
+      // when they agree on the rank.
       auto slurm = RankInfoFromSlurmEnv(env, host_);
       if (!env.count("SLURM_PROCID") || !slurm || slurm->rank != pmix_.rank()) {
         Fail(info.message(), 1);

@@ -57,7 +57,9 @@ def node_address(name):
 
 
 def test_environment_4_nodes_x_2_tasks():
-    p = srun("-N4", "--ntasks-per-node=2", "--mpi=pmix", LAUNCH, "--", PYTHON, "-S", "-c", ENV_PROBE)
+    # The user's NCCL_DEBUG wins over the launcher's default (WARN, unit-tested).
+    p = srun("-N4", "--ntasks-per-node=2", "--mpi=pmix", LAUNCH, "--", PYTHON, "-S", "-c", ENV_PROBE,
+             env={"NCCL_DEBUG": "TRACE"})
     assert p.returncode == 0, p.stderr
     envs = env_lines(p.stdout)
     assert len(envs) == 8, p.stdout + p.stderr
@@ -71,8 +73,7 @@ def test_environment_4_nodes_x_2_tasks():
     assert len({(e["MASTER_ADDR"], e["MASTER_PORT"]) for e in envs}) == 1
     rank0 = next(e for e in envs if e["RANK"] == "0")
     assert rank0["MASTER_ADDR"] == node_address(rank0["host"])
-    # NCCL defaults (nobody set their own here).
-    assert {e["NCCL_DEBUG"] for e in envs} == {"WARN"}
+    assert {e["NCCL_DEBUG"] for e in envs} == {"TRACE"}
     assert {e["TORCH_NCCL_ASYNC_ERROR_HANDLING"] for e in envs} == {"1"}
     by_host = {}
     for e in envs:
