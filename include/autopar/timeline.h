@@ -45,6 +45,7 @@ inline constexpr const char* kStack = "stack";      // rank; StackCapture::ToDet
 inline constexpr const char* kRequeue = "requeue";  // attempt= of= delay_s= exclude= reason=
 inline constexpr const char* kRequeueFailed = "requeue_failed";  // error=
 inline constexpr const char* kStopped = "stopped";  // reason=
+inline constexpr const char* kNodeDown = "node_down";  // node= result= (autopard marked it DOWN)
 inline constexpr const char* kResumed = "resumed";  // step (the checkpoint resumed from)
 inline constexpr const char* kFinished = "finished";  // exit=
 }  // namespace event_kind

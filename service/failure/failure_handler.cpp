@@ -249,6 +249,17 @@ void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure
   }
   if (job->restart_count > ctx.restart_count) return;  // another node has requeued it already
   Failure f = failure;
+  std::vector<std::string> lost_nodes;
+  // After the decision is carried out (requeued with the node excluded, or stopped), the lost
+  // nodes are marked DOWN: before it, slurmctld would requeue the job itself for the node failure
+  // and our exclusion would come too late.
+  auto mark_down = [&] {
+    for (const auto& n : lost_nodes) {
+      Status down = slurm_->MarkNodeDown(n, "autopar: slurmd unreachable (job " + ctx.job_id + ")");
+      Emit(ctx.job_id, event_kind::kNodeDown, -1, -1,
+           FormatEventFields({{"node", n}, {"result", down.ok() ? "DOWN" : down.message()}}));
+    }
+  };
   if (f.kind != FailureClass::kTimeLimit && !job->nodes.empty()) {
     // A rank that crashed because a peer node died (gloo: "Connection closed by peer") is a node
     // loss: the dead node's slurmd no longer answers. Excluding it lets the next run start at
@@ -262,15 +273,11 @@ void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure
         f.node = lost.front();
         f.run_seconds = failure.run_seconds;
         f.made_progress = failure.made_progress;
-        EventFields ef = {{"class", FailureClassName(f.kind)},
-                          {"lost", Join(lost, ",")},
-                          {"reason", f.Describe()}};
-        for (const auto& n : lost) {
-          Status down = slurm_->MarkNodeDown(n, "autopar: slurmd unreachable (job " +
-                                                    ctx.job_id + ")");
-          ef.emplace_back(down.ok() ? "down" : "down_failed", down.ok() ? n : down.message());
-        }
-        Emit(ctx.job_id, event_kind::kFailure, -1, -1, FormatEventFields(ef));
+        lost_nodes = lost;
+        Emit(ctx.job_id, event_kind::kFailure, -1, -1,
+             FormatEventFields({{"class", FailureClassName(f.kind)},
+                                {"lost", Join(lost, ",")},
+                                {"reason", f.Describe()}}));
       }
     }
   }
@@ -293,6 +300,7 @@ void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure
                                               : config_.lock_dir + "/requeue-" + ctx.job_id + ".lock";
   if (d.action == RequeueAction::kStop) {
     auto stopped = StopOnce(*slurm_, ctx.job_id, ctx.restart_count, d.reason, lock);
+    mark_down();
     if (!stopped.ok()) {
       Emit(ctx.job_id, event_kind::kStopped, -1, -1,
            FormatEventFields({{"reason", d.reason}, {"note", stopped.message()}}));
@@ -304,9 +312,13 @@ void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure
   auto r = GuardedRequeue(*slurm_, ctx.job_id, d, now, lock);
   if (!r.ok()) {
     Emit(ctx.job_id, event_kind::kRequeueFailed, -1, -1, FormatEventFields({{"error", r.message()}}));
+    mark_down();
     return;
   }
-  if (r->outcome != RequeueOutcome::kRequeued) return;  // the node that did it journals it
+  if (r->outcome != RequeueOutcome::kRequeued) {  // the node that did it journals it
+    mark_down();
+    return;
+  }
   EventFields out = {{"attempt", std::to_string(d.attempt)},
                      {"of", std::to_string(d.max_restarts)},
                      {"delay_s", Num(d.delay_s)}};
@@ -314,6 +326,7 @@ void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure
   out.emplace_back("reason", d.reason);
   for (const auto& w : r->warnings) out.emplace_back("warning", w);
   Emit(ctx.job_id, event_kind::kRequeue, -1, -1, FormatEventFields(out));
+  mark_down();
 }
 
 std::optional<RequeueDecision> FailureHandler::LastDecision(const std::string& job_id) const {

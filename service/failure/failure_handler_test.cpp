@@ -144,11 +144,11 @@ TEST_F(FailureHandlerTest, CrashBecauseAPeerNodeDiedIsANodeLoss) {
   handler_->OnEvent(RankExit(0, "exit=1 run_s=40"), 100);  // gloo: connection closed by peer
   EXPECT_EQ(slurm_.requeues, 1);
   EXPECT_EQ(slurm_.job.excluded_nodes, "node2");
-  EXPECT_EQ(Kinds(), std::vector<std::string>({"failure", "failure", "requeue"}));
+  EXPECT_EQ(Kinds(), std::vector<std::string>({"failure", "failure", "requeue", "node_down"}));
   EXPECT_NE(events_[1].detail.find("class=node-loss lost=node2"), std::string::npos)
       << events_[1].detail;
   EXPECT_EQ(slurm_.downed, std::vector<std::string>({"node2"}));
-  EXPECT_NE(events_[1].detail.find("down=node2"), std::string::npos) << events_[1].detail;
+  EXPECT_EQ(events_[3].detail, "node=node2 result=DOWN");
   EXPECT_NE(events_[2].detail.find("exclude=node2"), std::string::npos) << events_[2].detail;
 }
 
