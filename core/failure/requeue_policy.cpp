@@ -104,6 +104,9 @@ Status ValidateRequeueSettings(const RequeueSettings& s) {
     return Status::Error(std::string(p) + "backoff_multiplier: must be >= 1");
   }
   if (!(s.backoff_max_s >= 0)) return Status::Error(std::string(p) + "backoff_max_s: must be >= 0");
+  if (!(s.node_loss_delay_s >= 0)) {
+    return Status::Error(std::string(p) + "node_loss_delay_s: must be >= 0");
+  }
   if (!(s.early_failure_s >= 0)) {
     return Status::Error(std::string(p) + "early_failure_s: must be >= 0");
   }
@@ -184,6 +187,7 @@ RequeueDecision DecideRequeue(const RequeueSettings& settings, const Failure& fa
   d.attempt = restart_count + 1;
   d.delay_s = failure.kind == FailureClass::kTimeLimit ? 0
                                                         : RequeueBackoffSeconds(settings, d.attempt);
+  if (failure.kind == FailureClass::kNodeLoss) d.delay_s = std::max(d.delay_s, settings.node_loss_delay_s);
   d.exclude_nodes = excluded_now;
   if (failure.kind == FailureClass::kNodeLoss && !failure.node.empty() &&
       std::find(d.exclude_nodes.begin(), d.exclude_nodes.end(), failure.node) ==

@@ -111,9 +111,9 @@ TEST(RequeuePolicyTest, DecisionTable) {
       {"budget used", Crash(1, 100), 3, std::nullopt, {}, RequeueAction::kStop, 0, {},
        "all 3 restarts of --requeue-on-failure=3 are used"},
       {"node loss excludes the node", NodeLoss("node2"), 0, std::nullopt, {"node4"},
-       RequeueAction::kRequeue, 5, {"node4", "node2"}, "excluding node4,node2"},
+       RequeueAction::kRequeue, 15, {"node4", "node2"}, "excluding node4,node2"},
       {"node loss of an excluded node: no duplicate", NodeLoss("node4"), 1, std::nullopt,
-       {"node4"}, RequeueAction::kRequeue, 10, {"node4"}, "excluding node4"},
+       {"node4"}, RequeueAction::kRequeue, 15, {"node4"}, "excluding node4"},
       {"crash keeps the excluded list", Crash(1, 100), 1, std::nullopt, {"node3"},
        RequeueAction::kRequeue, 10, {"node3"}, "excluding node3"},
       {"immediate exit once: requeued", Crash(1, 2), 0, std::nullopt, {}, RequeueAction::kRequeue,
@@ -129,7 +129,7 @@ TEST(RequeuePolicyTest, DecisionTable) {
       {"same error soon, but after training progress: requeued", Progressed(Crash(1, 2)), 1,
        early_exit1, {}, RequeueAction::kRequeue, 10, {}, "requeue 2 of 3"},
       {"node loss is never a program error", NodeLoss("node1", 2), 1,
-       PastFailure{0, "node-loss", 0}, {}, RequeueAction::kRequeue, 10, {"node1"},
+       PastFailure{0, "node-loss", 0}, {}, RequeueAction::kRequeue, 15, {"node1"},
        "requeue 2 of 3"},
       {"immediate hang twice: stop", Hang(5), 1, PastFailure{0, "hang", 1}, {},
        RequeueAction::kStop, 0, {}, "2 times in a row"},
@@ -211,6 +211,7 @@ TEST(RequeuePolicyTest, ValidateSettings) {
       {[](RequeueSettings& s) { s.backoff_multiplier = 0.5; }, "backoff_multiplier"},
       {[](RequeueSettings& s) { s.backoff_max_s = -2; }, "backoff_max_s"},
       {[](RequeueSettings& s) { s.early_failure_s = -2; }, "early_failure_s"},
+      {[](RequeueSettings& s) { s.node_loss_delay_s = -1; }, "node_loss_delay_s"},
       {[](RequeueSettings& s) { s.early_repeats_to_stop = 0; }, "early_repeats_to_stop"},
   };
   for (const auto& c : cases) {

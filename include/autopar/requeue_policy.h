@@ -23,7 +23,7 @@
 //     exclude its node (a program fault, not the node's).
 //  6. Backoff. Restart n may not begin before `delay_s` = min(backoff_max_s,
 //     backoff_initial_s * backoff_multiplier^(n-1)) after the decision (0 for time-limit requeues:
-//     nothing failed). Slurm adds its own wait (AuthInfo cred_expire); the later of the two wins.
+//     nothing failed; at least node_loss_delay_s after a node loss). Slurm adds its own wait (AuthInfo cred_expire); the later of the two wins.
 //
 // Thread safety: the functions are reentrant; a DecisionLedger is thread-safe.
 #pragma once
@@ -80,6 +80,11 @@ struct RequeueSettings {
   double backoff_max_s = 300;
   double early_failure_s = 30;     // a program error this soon after the start is "immediate"
   int early_repeats_to_stop = 2;   // this many immediate failures in a row, same signature: stop
+  // Node loss: the next run starts at least this long after the requeue. autopard marks the lost
+  // node DOWN, so Slurm could start the next run at once, while the old run's srun on a surviving
+  // node still waits (KillWait + 2 s) for the dead node's tasks; since the step ids of the new run
+  // start at 0 again, that srun's "forcing job termination" would cancel the new run's step 0.
+  double node_loss_delay_s = 15;
 };
 
 // Checks ranges; the error names the field ("requeue policy: backoff_multiplier: must be >= 1").
