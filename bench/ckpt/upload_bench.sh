@@ -75,6 +75,11 @@ t_nomd5=$(elapsed "$t")
 check_and_clear nomd5
 
 t=$(now)
+st --multipart-threshold-mib 1024 --part-size-mib 16 --concurrency 8 "s3://$bucket" upload "$work/src" single >/dev/null
+t_single=$(elapsed "$t")
+check_and_clear single
+
+t=$(now)
 AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1 \
   AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
   "$aws_cli" --endpoint-url "$endpoint" s3 cp --recursive --only-show-errors "$work/src" "s3://$bucket/aws/"
@@ -108,6 +113,7 @@ report=$(cat <<EOT
 |---|---|---|---|
 | autopar (16 MiB parts, 8 in flight) | $(printf %.2f "$t_autopar") | $(mibs "$t_autopar") | 1.00 |
 | autopar without per-part MD5 (\`--no-md5\`) | $(printf %.2f "$t_nomd5") | $(mibs "$t_nomd5") | $(ratio "$t_nomd5" "$t_autopar") |
+| autopar, one streamed PUT per file (\`--multipart-threshold-mib 1024\`) | $(printf %.2f "$t_single") | $(mibs "$t_single") | $(ratio "$t_single" "$t_autopar") (vs curl: $(ratio "$t_single" "$t_curl")) |
 | \`aws s3 cp --recursive\` | $(printf %.2f "$t_aws") | $(mibs "$t_aws") | $(ratio "$t_aws" "$t_autopar") (autopar is this many times faster; target >= 2) |
 | parallel \`curl -T\` per file | $(printf %.2f "$t_curl") | $(mibs "$t_curl") | $(ratio "$t_autopar" "$t_curl") (autopar takes this many times as long; target <= 1.2) |
 | POSIX: autopar (8 MiB parts, 4 in flight, fsync + rename) | $(printf %.2f "$t_posix") | $(mibs "$t_posix") | |

@@ -84,6 +84,15 @@ TEST_F(TransferTest, UploadsSinglesAndMultipartsConcurrently) {
   EXPECT_EQ(sleeps_, 0);
 }
 
+TEST_F(TransferTest, ThresholdIgnoredForStoresThatNeedBuffers) {
+  opts_.multipart_threshold = 1 << 20;  // MemoryStore does not read files: parts stay <= part_size
+  std::string data = Pattern(2500, 13);
+  auto r = UploadFiles(mem_, {{Write("f", data), "f"}}, opts_);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ((*r)[0].parts, 3);
+  EXPECT_EQ(mem_.objects["f"], data);
+}
+
 TEST_F(TransferTest, AFailedThirdPartIsRetried) {
   FailPart store(&mem_, 3, 2, StoreStatus::Code::kRetryable);
   std::string data = Pattern(5500, 4);

@@ -70,6 +70,31 @@ class ObjectStore {
   // callers may pass a zero digest and save hashing every byte (the POSIX store).
   virtual bool UsesMd5() const { return true; }
 
+  // Optional file-range variants of PutObject/UploadPart: the bytes [file_offset, +length) of the
+  // open file `fd` (read with pread; the caller keeps it open). A store that returns true from
+  // ReadsFiles() implements both without a user-space buffer (POSIX: copy_file_range in the
+  // kernel; S3: the body streamed from the file, MD5 computed on the way when UsesMd5(), checked
+  // against the ETag afterwards). The transfer engine then calls them instead of reading parts
+  // into memory and hashing them itself. The defaults are never called when ReadsFiles() is false.
+  virtual bool ReadsFiles() const { return false; }
+  virtual StoreStatus PutObjectFromFile(const std::string& key, int fd, uint64_t length) {
+    (void)fd;
+    (void)length;
+    return StoreStatus::Fatal(Describe() + "/" + key + ": PutObjectFromFile not supported");
+  }
+  // `offset` is both the object offset and the file offset of the part.
+  virtual StoreStatus UploadPartFromFile(const std::string& key, const std::string& upload_id,
+                                         int part_number, uint64_t offset, int fd,
+                                         uint64_t length, std::string* etag) {
+    (void)upload_id;
+    (void)part_number;
+    (void)offset;
+    (void)fd;
+    (void)length;
+    (void)etag;
+    return StoreStatus::Fatal(Describe() + "/" + key + ": UploadPartFromFile not supported");
+  }
+
   // Stores a whole object from memory, atomically (readers see the old or the new object).
   // `md5` is the MD5 of `data` (sent as Content-MD5 where the backend can).
   virtual StoreStatus PutObject(const std::string& key, std::string_view data,
@@ -109,6 +134,15 @@ class ObjectStoreWrapper : public ObjectStore {
   explicit ObjectStoreWrapper(ObjectStore* target) : target_(target) {}
   std::string Describe() const override { return target_->Describe(); }
   bool UsesMd5() const override { return target_->UsesMd5(); }
+  bool ReadsFiles() const override { return target_->ReadsFiles(); }
+  StoreStatus PutObjectFromFile(const std::string& key, int fd, uint64_t length) override {
+    return target_->PutObjectFromFile(key, fd, length);
+  }
+  StoreStatus UploadPartFromFile(const std::string& key, const std::string& upload_id,
+                                 int part_number, uint64_t offset, int fd, uint64_t length,
+                                 std::string* etag) override {
+    return target_->UploadPartFromFile(key, upload_id, part_number, offset, fd, length, etag);
+  }
   StoreStatus PutObject(const std::string& key, std::string_view data,
                         const Md5Digest& md5) override {
     return target_->PutObject(key, data, md5);
@@ -155,6 +189,10 @@ class ObjectStoreWrapper : public ObjectStore {
 struct TransferOptions {
   uint64_t part_size = 16ull << 20;  // bytes per part / ranged GET; >= 5 MiB for S3 (not checked)
   int concurrency = 8;               // parts in flight across the whole batch
+  // Files up to this size go as one PUT, larger ones as multipart uploads. 0 (or anything below
+  // part_size): part_size. Only stores that ReadsFiles() stream a single PUT from the file; for
+  // the others the threshold is always part_size (the body is held in memory).
+  uint64_t multipart_threshold = 0;
   BackoffPolicy backoff;             // per request
   Backoff::Uniform uniform;          // jitter source; empty: DefaultUniform()
   RetryClock clock;                  // empty members: RealRetryClock()

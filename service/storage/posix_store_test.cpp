@@ -77,6 +77,21 @@ TEST_F(PosixStoreTest, ParallelCopyListDownloadDelete) {
   EXPECT_TRUE(Exists(base_ + "/shared/ckpt"));
 }
 
+TEST_F(PosixStoreTest, MultipartThresholdStreamsWholeFiles) {
+  EXPECT_TRUE(store_->ReadsFiles());
+  std::string big = Write("big", (1 << 20) + 1, 3);
+  opts_.multipart_threshold = 2 << 20;
+  auto up = UploadFiles(*store_, {{big, "t/big"}}, opts_);
+  ASSERT_TRUE(up.ok()) << up.message();
+  EXPECT_EQ((*up)[0].parts, 0);  // one PUT, copied in the kernel
+  EXPECT_EQ(Read(base_ + "/shared/ckpt/t/big"), Read(big));
+  opts_.multipart_threshold = 0;
+  auto parts = UploadFiles(*store_, {{big, "t/big2"}}, opts_);
+  ASSERT_TRUE(parts.ok()) << parts.message();
+  EXPECT_EQ((*parts)[0].parts, 17);
+  EXPECT_EQ(Read(base_ + "/shared/ckpt/t/big2"), Read(big));
+}
+
 TEST_F(PosixStoreTest, AbortedUploadLeavesNothingAndTempsAreInvisible) {
   std::string id;
   ASSERT_TRUE(store_->CreateUpload("job-1/x", &id).ok());

@@ -1,8 +1,11 @@
 // S3 backend: single S3 requests over libcurl, signed with SigV4 (storage_backends.h).
 #include <curl/curl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -74,6 +77,10 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> query;
   std::vector<std::pair<std::string, std::string>> headers;  // signed and sent
   std::string_view body;
+  int body_fd = -1;  // >= 0: the body is [body_offset, +body_length) of this file, streamed
+  uint64_t body_offset = 0;
+  uint64_t body_length = 0;
+  bool md5_body = false;  // compute the MD5 of a streamed body (Response::body_md5)
   std::string payload_hash = kEmptyPayloadSha256;
   const RangeSink* sink = nullptr;  // GET: receives 2xx body bytes
   uint64_t sink_offset = 0;
@@ -84,6 +91,7 @@ struct Response {
   std::string body;  // non-sink bodies (XML), capped
   std::string etag;
   curl_off_t content_length = -1;
+  std::string body_md5;  // hex MD5 of a streamed request body (Request::md5_body)
 };
 
 struct Transfer {
@@ -94,10 +102,29 @@ struct Transfer {
   uint64_t sink_pos = 0;
   bool sink_failed = false;
   bool bad_range_reply = false;
+  bool file_read_failed = false;
+  EVP_MD_CTX* md5 = nullptr;
 };
 
 size_t ReadCallback(char* buffer, size_t size, size_t nitems, void* userdata) {
   auto* t = static_cast<Transfer*>(userdata);
+  if (t->request->body_fd >= 0) {
+    size_t want = static_cast<size_t>(
+        std::min<uint64_t>(size * nitems, t->request->body_length - t->read_pos));
+    if (want == 0) return 0;
+    ssize_t n;
+    do {
+      n = ::pread(t->request->body_fd, buffer, want,
+                  static_cast<off_t>(t->request->body_offset + t->read_pos));
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+      t->file_read_failed = true;
+      return CURL_READFUNC_ABORT;
+    }
+    if (t->md5) EVP_DigestUpdate(t->md5, buffer, static_cast<size_t>(n));
+    t->read_pos += static_cast<size_t>(n);
+    return static_cast<size_t>(n);
+  }
   std::string_view body = t->request->body;
   size_t n = std::min(size * nitems, body.size() - t->read_pos);
   std::memcpy(buffer, body.data() + t->read_pos, n);
@@ -107,6 +134,13 @@ size_t ReadCallback(char* buffer, size_t size, size_t nitems, void* userdata) {
 
 int SeekCallback(void* userdata, curl_off_t offset, int origin) {
   auto* t = static_cast<Transfer*>(userdata);
+  if (t->request->body_fd >= 0) {
+    // A streamed body restarts only from its beginning (the running MD5 cannot rewind).
+    if (origin != SEEK_SET || offset != 0) return CURL_SEEKFUNC_CANTSEEK;
+    if (t->md5) EVP_DigestInit_ex(t->md5, EVP_md5(), nullptr);
+    t->read_pos = 0;
+    return CURL_SEEKFUNC_OK;
+  }
   if (origin != SEEK_SET || offset < 0 || static_cast<size_t>(offset) > t->request->body.size()) {
     return CURL_SEEKFUNC_CANTSEEK;
   }
@@ -209,6 +243,26 @@ class S3Store : public ObjectStore {
     StoreStatus s = Perform(req, &resp, "PutObject");
     if (!s.ok()) return s;
     return CheckEtag(resp.etag, md5, "PutObject");
+  }
+
+  bool ReadsFiles() const override { return true; }
+
+  StoreStatus PutObjectFromFile(const std::string& key, int fd, uint64_t length) override {
+    Request req;
+    req.method = "PUT";
+    req.path = ObjectPath(key);
+    std::string etag;
+    return PutFromFile(&req, fd, 0, length, "PutObject", &etag);
+  }
+
+  StoreStatus UploadPartFromFile(const std::string& key, const std::string& upload_id,
+                                 int part_number, uint64_t offset, int fd, uint64_t length,
+                                 std::string* etag) override {
+    Request req;
+    req.method = "PUT";
+    req.path = ObjectPath(key);
+    req.query = {{"partNumber", std::to_string(part_number)}, {"uploadId", upload_id}};
+    return PutFromFile(&req, fd, offset, length, "UploadPart " + std::to_string(part_number), etag);
   }
 
   StoreStatus CreateUpload(const std::string& key, std::string* upload_id) override {
@@ -377,6 +431,40 @@ class S3Store : public ObjectStore {
   }
 
  private:
+  // PUT with the body streamed from a file range; the MD5 is computed while sending and checked
+  // against the ETag afterwards (no Content-MD5: it would need a pass over the bytes first).
+  StoreStatus PutFromFile(Request* req, int fd, uint64_t offset, uint64_t length,
+                          const std::string& what, std::string* etag) {
+    req->body_fd = fd;
+    req->body_offset = offset;
+    req->body_length = length;
+    req->md5_body = config_.content_md5;
+    req->payload_hash = kUnsignedPayload;
+    if (config_.sign_payload) {
+      Sha256 h;
+      std::string buf(1 << 20, '\0');
+      for (uint64_t done = 0; done < length;) {
+        size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), length - done));
+        ssize_t n = ::pread(fd, buf.data(), want, static_cast<off_t>(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return StoreStatus::Fatal(what + ": reading the local file failed");
+        h.Update(buf.data(), static_cast<size_t>(n));
+        done += static_cast<uint64_t>(n);
+      }
+      req->payload_hash = h.FinishHex();
+    }
+    Response resp;
+    StoreStatus s = Perform(*req, &resp, what);
+    if (!s.ok()) return s;
+    if (resp.etag.empty()) return StoreStatus::Retryable(what + ": no ETag in the reply");
+    *etag = resp.etag;
+    if (config_.content_md5 && IsLowerHex(resp.etag, 32) && resp.etag != resp.body_md5) {
+      return StoreStatus::Retryable(what + ": ETag " + resp.etag + " does not match the MD5 of " +
+                                    "the bytes sent (" + resp.body_md5 + ")");
+    }
+    return StoreStatus::Ok();
+  }
+
   std::string RootPrefix() const { return uri_.prefix.empty() ? "" : uri_.prefix + "/"; }
   std::string ObjectPath(const std::string& key) const {
     return "/" + uri_.bucket + "/" + RootPrefix() + key;
@@ -458,7 +546,12 @@ class S3Store : public ObjectStore {
       curl_easy_setopt(h, CURLOPT_READDATA, &t);
       curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, SeekCallback);
       curl_easy_setopt(h, CURLOPT_SEEKDATA, &t);
-      curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+      curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
+                       static_cast<curl_off_t>(req.body_fd >= 0 ? req.body_length : req.body.size()));
+      if (req.body_fd >= 0 && req.md5_body) {
+        t.md5 = EVP_MD_CTX_new();
+        EVP_DigestInit_ex(t.md5, EVP_md5(), nullptr);
+      }
     } else if (req.method == "POST") {
       curl_easy_setopt(h, CURLOPT_POST, 1L);
       curl_easy_setopt(h, CURLOPT_POSTFIELDS, req.body.data());
@@ -471,6 +564,16 @@ class S3Store : public ObjectStore {
     curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &resp->content_length);
     pool_.Put(h);
     curl_slist_free_all(headers);
+    if (t.md5) {
+      Md5Digest d{};
+      unsigned int len = 0;
+      EVP_DigestFinal_ex(t.md5, d.data(), &len);
+      EVP_MD_CTX_free(t.md5);
+      resp->body_md5 = HexEncode(d);
+    }
+    if (t.file_read_failed) {
+      return StoreStatus::Fatal(what + ": reading the local file failed: " + std::strerror(errno));
+    }
 
     if (t.bad_range_reply) return StoreStatus::Fatal(what + ": the server ignored the Range header");
     if (t.sink_failed) return StoreStatus::Fatal(what + ": writing the received data failed");

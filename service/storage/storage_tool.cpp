@@ -35,6 +35,7 @@ options:
   --credentials FILE    line 1 access key id, line 2 secret access key
   --part-size-mib N     part / range size (default 16)
   --concurrency N       requests in flight (default 8)
+  --multipart-threshold-mib N  files up to N MiB go as one streamed PUT (default: the part size)
   --sign-payload        sign part bodies (SHA-256) instead of UNSIGNED-PAYLOAD
   --no-md5              S3: no Content-MD5 / ETag check (saves hashing every byte with MD5)
   --no-fsync            POSIX backend: skip fsync
@@ -89,6 +90,8 @@ int Main(int argc, char** argv) {
       }
     } else if (a == "--part-size-mib") {
       opts.part_size = std::strtoull(value().c_str(), nullptr, 10) << 20;
+    } else if (a == "--multipart-threshold-mib") {
+      opts.multipart_threshold = std::strtoull(value().c_str(), nullptr, 10) << 20;
     } else if (a == "--concurrency") {
       opts.concurrency = std::atoi(value().c_str());
     } else if (a == "--sign-payload") {
