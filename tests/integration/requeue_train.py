@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from autopar import ckpt
+from autopar import ckpt, stacks
 
 
 def make_data(seed, n, dim):
@@ -39,6 +39,7 @@ def main():
     args = ap.parse_args()
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    stacks.install()  # SIGUSR2 -> Python stacks into the hang report
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(args.seed)
     dim = 16

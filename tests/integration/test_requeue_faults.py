@@ -257,6 +257,10 @@ def test_hang_is_detected_and_requeued(tmp_path, reference):
     stacks = [e for e in kinds(evs, "stack") if e["rank"] == 1]
     assert stacks and 'state="T (stopped)"' in stacks[0]["detail"], kinds(evs, "stack")
     assert any("class=hang" in e["detail"] for e in kinds(evs, "failure")), evs
+    # The ranks that are not stopped wait in the collective; their Python stacks (faulthandler on
+    # SIGUSR2, autopar.stacks) show where.
+    assert any("python_stack=" in e["detail"] and "requeue_train.py" in e["detail"]
+               for e in kinds(evs, "stack")), kinds(evs, "stack")
     assert len(kinds(evs, "requeue")) == 1, evs
     took, lost = recovery(work, fault, 0)
     record("hang (SIGSTOP)", detect_s=round(detected, 1), recovery_s=round(took, 1),
