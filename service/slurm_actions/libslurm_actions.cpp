@@ -74,7 +74,7 @@ class LibSlurmActions : public SlurmActions {
     std::lock_guard<std::mutex> lock(mu_);
     job_info_msg_t* msg = nullptr;
     if (slurm_load_job(&msg, *id, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS || !msg) {
-      return Status::Error("job " + job_id + ": " + SlurmError());
+      return Status::Error("job " + job_id + ": Slurm does not know it (" + SlurmError() + ")");
     }
     if (msg->record_count < 1) {
       slurm_free_job_info_msg(msg);
