@@ -15,7 +15,7 @@ asan=$AUTOPAR_BUILD_DIR-asan
 cmake -S . -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DAUTOPAR_SANITIZE=ON -DAUTOPAR_BUILD_BENCH=OFF >/dev/null
 cmake --build "$asan" -j"$(nproc)" --target autopar_unit_tests
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest --test-dir "$asan" -L gtest --output-on-failure -j2
+  ctest --test-dir "$asan" -L unit -LE program --output-on-failure -j2
 
 # The services the tests use: the local Slurm cluster and an S3 server on loopback.
 s3_state=$AUTOPAR_CLUSTER_DIR-s3
