@@ -157,8 +157,7 @@ def uploads(job_only=True, timeout=10.0):
 
 
 def wait_uploads(timeout=600.0, poll=0.2):
-    """Waits until none of this job's uploads on this node is queued or running (a rank whose
-    files are uploaded while other ranks' are not yet is "awaiting-step": done here); raises
+    """Waits until none of this job's uploads on this node is queued or running; raises
     AutoparError when one failed or the time is up. Call it before the job ends when the next
     job must find the last checkpoint complete."""
     deadline = time.monotonic() + timeout

@@ -1,5 +1,7 @@
 #include "state_db.h"
 
+#include <chrono>
+#include <thread>
 #include <utility>
 
 namespace autopar {
@@ -137,11 +139,26 @@ Result<std::unique_ptr<StateDb>> StateDb::Open(const std::string& path) {
       sqlite3_close(handles[1]);
       return Status::Error(path + ": cannot open the state database: " + msg);
     }
-    sqlite3_busy_timeout(handles[i], 10000);
+    // SQLite's default busy handler sleeps in steps of up to 100 ms: a commit waiting behind
+    // the uploader's short bookkeeping transaction would stall for tens of milliseconds. Poll
+    // every 50-200 us instead (for at most ~10 s).
+    sqlite3_busy_handler(
+        handles[i],
+        [](void*, int count) -> int {
+          if (count > 50000) return 0;
+          std::this_thread::sleep_for(std::chrono::microseconds(count < 100 ? 50 : 200));
+          return 1;
+        },
+        nullptr);
   }
   std::unique_ptr<StateDb> s(new StateDb(handles[0], handles[1]));
   for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", kSchema}) {
     if (Status st = Exec(s->commit_db_, sql); !st) return Status::Error(path + ": " + st.message());
+  }
+  // WAL checkpoints (copying the log into the database file, with fsyncs) run on the uploader's
+  // connection, never inline in a commit.
+  if (Status st = Exec(s->commit_db_, "PRAGMA wal_autocheckpoint=0"); !st) {
+    return Status::Error(path + ": " + st.message());
   }
   if (Status st = Exec(s->db_, "PRAGMA synchronous=NORMAL"); !st) return Status::Error(path + ": " + st.message());
   return s;

@@ -611,26 +611,36 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
     Emit(c, "ckpt_complete", store.Describe() + "/" + StepManifestKey(c.job_id, c.step));
   } else if (c.keep > 0) {
     // Another node will complete the step. Retention on this node's disk must still happen once
-    // it does, so watch for the step manifest for a while (the rank's own upload is done).
-    (void)db_->SetCommitState(c.id, "uploaded", "", total);
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      active.state = "awaiting-step";
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
-    TransferOptions quick = topt;
-    quick.backoff.max_attempts = 2;
-    for (int i = 1; !stopping_ && std::chrono::steady_clock::now() < deadline; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(200 * i, 5000)));
-      auto exists = ObjectExists(store, StepManifestKey(c.job_id, c.step), quick);
-      if (exists && *exists) {
-        (void)db_->SetStepState(c.job_id, c.step, c.upload, "COMPLETE");
-        break;
-      }
-    }
+    // it does: a watcher thread looks for the step manifest for a while (the rank's own upload
+    // is done, so the commit is finished).
+    std::shared_ptr<ObjectStore> shared = *store_r;
+    CommitRecord copy = c;
+    std::lock_guard<std::mutex> l(mu_);
+    workers_.emplace_back([this, copy, shared] { WatchForCompletion(copy, shared); });
+    return Status::Ok();
   }
   Retention(c, &store);
   return Status::Ok();
+}
+
+void Uploader::WatchForCompletion(const CommitRecord& c, std::shared_ptr<ObjectStore> store) {
+  TransferOptions quick = Transfer();
+  quick.backoff.max_attempts = 2;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  auto next = std::chrono::steady_clock::now();
+  for (int i = 1; !stopping_ && std::chrono::steady_clock::now() < deadline;) {
+    if (std::chrono::steady_clock::now() < next) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    auto exists = ObjectExists(*store, StepManifestKey(c.job_id, c.step), quick);
+    if (exists && *exists) {
+      (void)db_->SetStepState(c.job_id, c.step, c.upload, "COMPLETE");
+      Retention(c, store.get());
+      return;
+    }
+    next = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(200 * i++, 5000));
+  }
 }
 
 void Uploader::Retention(const CommitRecord& c, ObjectStore* store) {

@@ -94,6 +94,9 @@ class Uploader {
   Status Upload(const CommitRecord& c, Active& active);
   Status FinishLocal(const CommitRecord& c, Active& active);
   void Retention(const CommitRecord& c, ObjectStore* store);
+  // After this node's rank is in but the step is not complete yet: waits (up to 10 min) for the
+  // step manifest another node writes, then applies retention here. Not counted as running.
+  void WatchForCompletion(const CommitRecord& c, std::shared_ptr<ObjectStore> store);
   void Emit(const CommitRecord& c, const std::string& kind, const std::string& detail);
 
   StateDb* db_;

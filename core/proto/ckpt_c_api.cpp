@@ -1,0 +1,66 @@
+// The checkpoint C API (autopar/ckpt_c.h) over the protocol client (proto_client.h). Built into
+// libautopar (launcher/nccl/CMakeLists.txt adds this file to its sources).
+#include "autopar/ckpt_c.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "autopar/proto_client.h"
+
+namespace {
+
+int Fail(const std::string& message, char* err, size_t errlen) {
+  if (err && errlen > 0) {
+    size_t n = std::min(message.size(), errlen - 1);
+    std::memcpy(err, message.data(), n);
+    err[n] = '\0';
+  }
+  return -1;
+}
+
+autopar::Result<autopar::JobCkptEnv> Job() {
+  return autopar::JobCkptEnvFrom([](const char* k) { return std::getenv(k); });
+}
+
+}  // namespace
+
+extern "C" int autopar_ckpt_step_dir(long long step, char* buf, size_t len, char* err, size_t errlen) {
+  if (step < 0) return Fail("step must be >= 0", err, errlen);
+  auto job = Job();
+  if (!job) return Fail(job.message(), err, errlen);
+  std::string dir = autopar::RankStepDir(job->ckpt_dir, step, job->rank);
+  if (!buf || dir.size() + 1 > len) return Fail("buffer too small for " + dir, err, errlen);
+  std::memcpy(buf, dir.c_str(), dir.size() + 1);
+  return 0;
+}
+
+extern "C" int autopar_ckpt_commit(long long step, char* err, size_t errlen) {
+  auto job = Job();
+  if (!job) return Fail(job.message(), err, errlen);
+  auto reply = autopar::CommitStep(*job, step);
+  if (!reply) return Fail(reply.message(), err, errlen);
+  return 0;
+}
+
+extern "C" int autopar_ckpt_heartbeat(long long step, char* err, size_t errlen) {
+  auto job = Job();
+  if (!job) return Fail(job.message(), err, errlen);
+  autopar::Request r;
+  r.op = autopar::Op::kHeartbeat;
+  r.job_id = job->job_id;
+  r.rank = job->rank;
+  r.step = step;
+  r.node = job->node;
+  auto reply = autopar::CallDaemonOk(job->socket, r, 5000);
+  if (!reply) return Fail(reply.message(), err, errlen);
+  return 0;
+}
+
+extern "C" long long autopar_ckpt_resume_step(void) {
+  const char* v = std::getenv("AUTOPAR_RESUME_STEP");
+  if (!v || !*v) return -1;
+  char* end = nullptr;
+  long long s = std::strtoll(v, &end, 10);
+  return (*end == '\0' && s >= 0) ? s : -1;
+}
