@@ -49,8 +49,8 @@ Status RetryWithBackoff(const std::function<Attempt(int attempt)>& op, Backoff& 
     if (!a.retryable) return a.status;
     bool out_of_attempts = policy.max_attempts > 0 && attempt >= policy.max_attempts;
     auto delay = backoff.Delay(attempt);
-    bool out_of_time = policy.max_elapsed.count() > 0 &&
-                       clock.now() - start + delay >= policy.max_elapsed;
+    bool out_of_time =
+        policy.max_elapsed.count() > 0 && clock.now() - start + delay >= policy.max_elapsed;
     if (out_of_attempts || out_of_time) {
       return Status::Error(a.status.message() + " (gave up after " + std::to_string(attempt) +
                            (attempt == 1 ? " attempt)" : " attempts)"));

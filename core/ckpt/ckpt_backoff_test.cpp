@@ -1,8 +1,8 @@
+#include "autopar/ckpt_backoff.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
-
-#include "autopar/ckpt_backoff.h"
 
 namespace autopar {
 namespace {
@@ -77,8 +77,12 @@ TEST(RetryTest, PermanentErrorStopsAtOnce) {
   Backoff b(BackoffPolicy{}, [] { return 0.5; });
   FakeClock fc;
   int calls = 0;
-  Status s = RetryWithBackoff([&](int) { ++calls; return Attempt::Fail("HTTP 403: AccessDenied"); },
-                              b, fc.clock(), nullptr);
+  Status s = RetryWithBackoff(
+      [&](int) {
+        ++calls;
+        return Attempt::Fail("HTTP 403: AccessDenied");
+      },
+      b, fc.clock(), nullptr);
   EXPECT_EQ(s.message(), "HTTP 403: AccessDenied");
   EXPECT_EQ(calls, 1);
   EXPECT_TRUE(fc.sleeps.empty());
@@ -89,7 +93,8 @@ TEST(RetryTest, GivesUpAfterMaxAttempts) {
   p.max_attempts = 3;
   Backoff b(p, [] { return 1.0; });
   FakeClock fc;
-  Status s = RetryWithBackoff([&](int) { return Attempt::Retry("timeout"); }, b, fc.clock(), nullptr);
+  Status s =
+      RetryWithBackoff([&](int) { return Attempt::Retry("timeout"); }, b, fc.clock(), nullptr);
   EXPECT_EQ(s.message(), "timeout (gave up after 3 attempts)");
   EXPECT_EQ(fc.sleeps.size(), 2u);
 }
@@ -101,7 +106,10 @@ TEST(RetryTest, RidesThroughAnOutageWithinMaxElapsed) {
   FakeClock fc;
   auto start = fc.t;
   Status s = RetryWithBackoff(
-      [&](int) { return fc.t - start < std::chrono::seconds(20) ? Attempt::Retry("connection refused") : Attempt::Ok(); },
+      [&](int) {
+        return fc.t - start < std::chrono::seconds(20) ? Attempt::Retry("connection refused")
+                                                       : Attempt::Ok();
+      },
       b, fc.clock(), nullptr);
   EXPECT_TRUE(s.ok()) << s.message();
   // And gives up once max_elapsed is spent.

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "autopar/ckpt_layout.h"
+
+#include <gtest/gtest.h>
 
 namespace autopar {
 namespace {
@@ -29,12 +29,11 @@ TEST(CheckpointLayoutTest, KeysRoundTrip) {
 }
 
 TEST(CheckpointLayoutTest, ForeignKeysAreIgnored) {
-  for (const char* key : {"", "job-1", "job-1/step-2", "job-1/step-02/manifest.json",
-                          "job-1/step-x/manifest.json", "jobs-1/step-2/manifest.json",
-                          "job-1/step-2/other.json", "job-1/step-2/rank-a.json",
-                          "job-1/step-2/rank-1/", "job-1/step-2/rank-1/../x",
-                          "job-1/step-2/rank-.json", "job-a b/step-2/manifest.json",
-                          "job-1/step--2/manifest.json"}) {
+  for (const char* key :
+       {"", "job-1", "job-1/step-2", "job-1/step-02/manifest.json", "job-1/step-x/manifest.json",
+        "jobs-1/step-2/manifest.json", "job-1/step-2/other.json", "job-1/step-2/rank-a.json",
+        "job-1/step-2/rank-1/", "job-1/step-2/rank-1/../x", "job-1/step-2/rank-.json",
+        "job-a b/step-2/manifest.json", "job-1/step--2/manifest.json"}) {
     EXPECT_FALSE(ParseCheckpointKey(key)) << key;
   }
 }
@@ -48,8 +47,12 @@ TEST(CheckpointLayoutTest, Validation) {
   struct Case {
     const char* path;
     const char* reason;
-  } bad[] = {{"", "empty"}, {"/abs", "relative"}, {"a//b", "empty path segment"},
-             {"a/../b", "'..' segment"}, {"./a", "'.' segment"}, {"a\nb", "control"}};
+  } bad[] = {{"", "empty"},
+             {"/abs", "relative"},
+             {"a//b", "empty path segment"},
+             {"a/../b", "'..' segment"},
+             {"./a", "'.' segment"},
+             {"a\nb", "control"}};
   for (const auto& c : bad) {
     Status s = ValidateRelativePath(c.path);
     ASSERT_FALSE(s.ok()) << c.path;
@@ -59,10 +62,10 @@ TEST(CheckpointLayoutTest, Validation) {
 
 TEST(CheckpointLayoutTest, StepsInListingNewestFirst) {
   std::vector<ListedObject> objects = {
-      {"job-7/step-9/rank-0/a.pt", 10},   {"job-7/step-9/rank-0.json", 1},
-      {"job-7/step-10/rank-1/a.pt", 20},  {"job-7/step-10/rank-1.json", 2},
-      {"job-7/step-10/rank-0.json", 2},   {"job-7/step-10/manifest.json", 5},
-      {"job-8/step-11/rank-0/a.pt", 30},  {"unrelated/file", 99},
+      {"job-7/step-9/rank-0/a.pt", 10},  {"job-7/step-9/rank-0.json", 1},
+      {"job-7/step-10/rank-1/a.pt", 20}, {"job-7/step-10/rank-1.json", 2},
+      {"job-7/step-10/rank-0.json", 2},  {"job-7/step-10/manifest.json", 5},
+      {"job-8/step-11/rank-0/a.pt", 30}, {"unrelated/file", 99},
   };
   auto all = StepsInListing(objects, "");
   ASSERT_EQ(all.size(), 3u);

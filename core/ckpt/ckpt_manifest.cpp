@@ -36,23 +36,29 @@ uint64_t CheckpointManifest::TotalBytes() const {
 }
 
 Status ValidateManifest(const CheckpointManifest& m, std::string_view origin) {
-  if (Status s = ValidateJobId(m.job_id); !s.ok()) return Status::Error(Where(origin, "job_id: " + s.message()));
+  if (Status s = ValidateJobId(m.job_id); !s.ok())
+    return Status::Error(Where(origin, "job_id: " + s.message()));
   if (m.step < 0) return Status::Error(Where(origin, "step: must be >= 0"));
   if (m.world_size < 1 || m.world_size > kMaxWorldSize) {
-    return Status::Error(Where(origin, "world_size: must be in 1.." + std::to_string(kMaxWorldSize)));
+    return Status::Error(
+        Where(origin, "world_size: must be in 1.." + std::to_string(kMaxWorldSize)));
   }
   for (const auto& [rank, entry] : m.ranks) {
     std::string r = "ranks[" + std::to_string(rank) + "]";
     if (rank < 0 || rank >= m.world_size) {
-      return Status::Error(Where(origin, r + ": rank outside 0.." + std::to_string(m.world_size - 1)));
+      return Status::Error(
+          Where(origin, r + ": rank outside 0.." + std::to_string(m.world_size - 1)));
     }
     std::set<std::string> seen;
     for (size_t i = 0; i < entry.files.size(); ++i) {
       const auto& f = entry.files[i];
       std::string fi = r + ".files[" + std::to_string(i) + "]";
-      if (Status s = ValidateRelativePath(f.path); !s.ok()) return Status::Error(Where(origin, fi + ".path: " + s.message()));
-      if (!seen.insert(f.path).second) return Status::Error(Where(origin, fi + ".path: duplicate '" + f.path + "'"));
-      if (!IsLowerHex(f.sha256, 64)) return Status::Error(Where(origin, fi + ".sha256: not 64 lowercase hex digits"));
+      if (Status s = ValidateRelativePath(f.path); !s.ok())
+        return Status::Error(Where(origin, fi + ".path: " + s.message()));
+      if (!seen.insert(f.path).second)
+        return Status::Error(Where(origin, fi + ".path: duplicate '" + f.path + "'"));
+      if (!IsLowerHex(f.sha256, 64))
+        return Status::Error(Where(origin, fi + ".sha256: not 64 lowercase hex digits"));
     }
   }
   return Status::Ok();
@@ -99,7 +105,8 @@ Result<CheckpointManifest> ParseManifest(std::string_view json, std::string_view
   if (!reader->parse(json.data(), json.data() + json.size(), &root, &errs)) {
     std::string first = errs.substr(0, errs.find('\n', errs.find('\n') + 1));
     while (!first.empty() && (first.back() == '\n' || first.back() == ' ')) first.pop_back();
-    for (char& c : first) if (c == '\n') c = ' ';
+    for (char& c : first)
+      if (c == '\n') c = ' ';
     return Status::Error(std::string(origin) + ": invalid JSON: " + first);
   }
   if (!root.isObject()) return Status::Error(std::string(origin) + ": not a JSON object");
@@ -113,7 +120,8 @@ Result<CheckpointManifest> ParseManifest(std::string_view json, std::string_view
   auto format = need(root, "format", "", &Json::Value::isString, "a string");
   if (!format.ok()) return format.status();
   if (format->asString() != kManifestFormat) {
-    return Status::Error(Where(origin, "format: '" + format->asString() + "' is not '" + kManifestFormat + "'"));
+    return Status::Error(
+        Where(origin, "format: '" + format->asString() + "' is not '" + kManifestFormat + "'"));
   }
   CheckpointManifest m;
   auto job = need(root, "job_id", "", &Json::Value::isString, "a string");
@@ -130,7 +138,8 @@ Result<CheckpointManifest> ParseManifest(std::string_view json, std::string_view
   for (Json::ArrayIndex i = 0; i < ranks->size(); ++i) {
     const Json::Value& r = (*ranks)[i];
     std::string where = "ranks[" + std::to_string(i) + "].";
-    if (!r.isObject()) return Status::Error(Where(origin, "ranks[" + std::to_string(i) + "]: expected an object"));
+    if (!r.isObject())
+      return Status::Error(Where(origin, "ranks[" + std::to_string(i) + "]: expected an object"));
     auto rank = need(r, "rank", where, &Json::Value::isInt, "an integer");
     if (!rank.ok()) return rank.status();
     auto verified = need(r, "verified", where, &Json::Value::isBool, "true or false");
@@ -142,7 +151,8 @@ Result<CheckpointManifest> ParseManifest(std::string_view json, std::string_view
     for (Json::ArrayIndex j = 0; j < files->size(); ++j) {
       const Json::Value& f = (*files)[j];
       std::string fw = where + "files[" + std::to_string(j) + "].";
-      if (!f.isObject()) return Status::Error(Where(origin, fw.substr(0, fw.size() - 1) + ": expected an object"));
+      if (!f.isObject())
+        return Status::Error(Where(origin, fw.substr(0, fw.size() - 1) + ": expected an object"));
       auto path = need(f, "path", fw, &Json::Value::isString, "a string");
       if (!path.ok()) return path.status();
       auto size = need(f, "size", fw, &Json::Value::isUInt64, "a non-negative integer");
@@ -154,7 +164,8 @@ Result<CheckpointManifest> ParseManifest(std::string_view json, std::string_view
     std::sort(entry.files.begin(), entry.files.end(),
               [](const CheckpointFile& a, const CheckpointFile& b) { return a.path < b.path; });
     if (!m.ranks.emplace(rank->asInt(), std::move(entry)).second) {
-      return Status::Error(Where(origin, where + "rank: rank " + std::to_string(rank->asInt()) + " listed twice"));
+      return Status::Error(
+          Where(origin, where + "rank: rank " + std::to_string(rank->asInt()) + " listed twice"));
     }
   }
   if (Status s = ValidateManifest(m, origin); !s.ok()) return s;
@@ -208,11 +219,13 @@ std::string Completeness::Describe() const {
   std::string out = "incomplete";
   std::string sep = ": ";
   if (!missing_ranks.empty()) {
-    out += sep + (missing_ranks.size() == 1 ? "rank " : "ranks ") + JoinInts(missing_ranks) + " missing";
+    out += sep + (missing_ranks.size() == 1 ? "rank " : "ranks ") + JoinInts(missing_ranks) +
+           " missing";
     sep = "; ";
   }
   if (!unverified_ranks.empty()) {
-    out += sep + (unverified_ranks.size() == 1 ? "rank " : "ranks ") + JoinInts(unverified_ranks) + " not verified";
+    out += sep + (unverified_ranks.size() == 1 ? "rank " : "ranks ") + JoinInts(unverified_ranks) +
+           " not verified";
   }
   return out;
 }

@@ -1,6 +1,7 @@
+#include "autopar/ckpt_manifest.h"
+
 #include <gtest/gtest.h>
 
-#include "autopar/ckpt_manifest.h"
 #include "autopar/sha256.h"
 
 namespace autopar {
@@ -13,8 +14,9 @@ CheckpointManifest Rank(int rank, bool verified = true, int world = 2) {
   m.world_size = world;
   RankEntry e;
   e.verified = verified;
-  e.files = {{"model.pt", 1000u + static_cast<uint64_t>(rank), Sha256Hex("m" + std::to_string(rank))},
-             {"optim/state.pt", 7, Sha256Hex("o")}};
+  e.files = {
+      {"model.pt", 1000u + static_cast<uint64_t>(rank), Sha256Hex("m" + std::to_string(rank))},
+      {"optim/state.pt", 7, Sha256Hex("o")}};
   m.ranks[rank] = e;
   return m;
 }
@@ -33,9 +35,12 @@ TEST(CheckpointManifestTest, JsonRoundTripIsDeterministic) {
 
 TEST(CheckpointManifestTest, ParseErrorsNameOriginAndField) {
   const std::string sha = Sha256Hex("x");
-  auto doc = [&](const std::string& ranks, const std::string& head = "\"format\":\"autopar-checkpoint/1\",\"job_id\":\"42\",\"step\":5,\"world_size\":2") {
-    return "{" + head + ",\"ranks\":" + ranks + "}";
-  };
+  auto doc =
+      [&](const std::string& ranks,
+          const std::string& head =
+              "\"format\":\"autopar-checkpoint/1\",\"job_id\":\"42\",\"step\":5,\"world_size\":2") {
+        return "{" + head + ",\"ranks\":" + ranks + "}";
+      };
   std::string file = "{\"path\":\"a.pt\",\"size\":3,\"sha256\":\"" + sha + "\"}";
   struct Case {
     std::string json;
@@ -44,18 +49,34 @@ TEST(CheckpointManifestTest, ParseErrorsNameOriginAndField) {
       {"{", "k.json: invalid JSON: "},
       {"[]", "k.json: not a JSON object"},
       {doc("[]", "\"job_id\":\"42\",\"step\":5,\"world_size\":2"), "k.json: format: missing"},
-      {doc("[]", "\"format\":\"other/2\",\"job_id\":\"42\",\"step\":5,\"world_size\":2"), "format: 'other/2' is not"},
-      {doc("[]", "\"format\":\"autopar-checkpoint/1\",\"job_id\":42,\"step\":5,\"world_size\":2"), "job_id: expected a string"},
-      {doc("[]", "\"format\":\"autopar-checkpoint/1\",\"job_id\":\"42\",\"step\":\"5\",\"world_size\":2"), "step: expected an integer"},
-      {doc("[]", "\"format\":\"autopar-checkpoint/1\",\"job_id\":\"42\",\"step\":5,\"world_size\":0"), "world_size: must be in 1.."},
+      {doc("[]", "\"format\":\"other/2\",\"job_id\":\"42\",\"step\":5,\"world_size\":2"),
+       "format: 'other/2' is not"},
+      {doc("[]", "\"format\":\"autopar-checkpoint/1\",\"job_id\":42,\"step\":5,\"world_size\":2"),
+       "job_id: expected a string"},
+      {doc("[]",
+           "\"format\":\"autopar-checkpoint/1\",\"job_id\":\"42\",\"step\":\"5\",\"world_size\":2"),
+       "step: expected an integer"},
+      {doc("[]",
+           "\"format\":\"autopar-checkpoint/1\",\"job_id\":\"42\",\"step\":5,\"world_size\":0"),
+       "world_size: must be in 1.."},
       {doc("{}"), "ranks: expected an array"},
       {doc("[{\"rank\":0,\"files\":[]}]"), "ranks[0].verified: missing"},
       {doc("[{\"rank\":2,\"verified\":true,\"files\":[]}]"), "ranks[2]: rank outside 0..1"},
-      {doc("[{\"rank\":0,\"verified\":true,\"files\":[]},{\"rank\":0,\"verified\":true,\"files\":[]}]"), "listed twice"},
-      {doc("[{\"rank\":0,\"verified\":true,\"files\":[{\"path\":\"a.pt\",\"size\":-1,\"sha256\":\"" + sha + "\"}]}]"), "ranks[0].files[0].size: expected a non-negative integer"},
-      {doc("[{\"rank\":0,\"verified\":true,\"files\":[{\"path\":\"a.pt\",\"size\":1,\"sha256\":\"ABC\"}]}]"), "sha256: not 64 lowercase hex digits"},
-      {doc("[{\"rank\":0,\"verified\":true,\"files\":[{\"path\":\"../a\",\"size\":1,\"sha256\":\"" + sha + "\"}]}]"), "path: invalid checkpoint file path '../a'"},
-      {doc("[{\"rank\":0,\"verified\":true,\"files\":[" + file + "," + file + "]}]"), "duplicate 'a.pt'"},
+      {doc("[{\"rank\":0,\"verified\":true,\"files\":[]},{\"rank\":0,\"verified\":true,\"files\":[]"
+           "}]"),
+       "listed twice"},
+      {doc("[{\"rank\":0,\"verified\":true,\"files\":[{\"path\":\"a.pt\",\"size\":-1,\"sha256\":"
+           "\"" +
+           sha + "\"}]}]"),
+       "ranks[0].files[0].size: expected a non-negative integer"},
+      {doc("[{\"rank\":0,\"verified\":true,\"files\":[{\"path\":\"a.pt\",\"size\":1,\"sha256\":"
+           "\"ABC\"}]}]"),
+       "sha256: not 64 lowercase hex digits"},
+      {doc("[{\"rank\":0,\"verified\":true,\"files\":[{\"path\":\"../a\",\"size\":1,\"sha256\":\"" +
+           sha + "\"}]}]"),
+       "path: invalid checkpoint file path '../a'"},
+      {doc("[{\"rank\":0,\"verified\":true,\"files\":[" + file + "," + file + "]}]"),
+       "duplicate 'a.pt'"},
   };
   for (const auto& c : cases) {
     auto r = ParseManifest(c.json, "k.json");

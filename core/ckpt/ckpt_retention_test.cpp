@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "autopar/ckpt_retention.h"
+
+#include <gtest/gtest.h>
 
 namespace autopar {
 namespace {
@@ -21,11 +21,25 @@ TEST(RetentionTest, Table) {
       {"k=0 still keeps newest complete", {{10, true}, {20, true}}, 0, {20}, {10}, 20},
       {"negative k", {{10, true}}, -3, {10}, {}, 10},
       {"in-progress newer step kept", {{10, true}, {20, true}, {30, false}}, 1, {30, 20}, {10}, 20},
-      {"stale incomplete older step removed", {{5, false}, {10, true}, {15, false}, {20, true}}, 2,
-       {20, 10}, {15, 5}, 20},
-      {"no complete step: nothing removed", {{10, false}, {20, false}}, 1, {20, 10}, {}, std::nullopt},
+      {"stale incomplete older step removed",
+       {{5, false}, {10, true}, {15, false}, {20, true}},
+       2,
+       {20, 10},
+       {15, 5},
+       20},
+      {"no complete step: nothing removed",
+       {{10, false}, {20, false}},
+       1,
+       {20, 10},
+       {},
+       std::nullopt},
       {"duplicates merge", {{10, false}, {10, true}, {20, false}}, 1, {20, 10}, {}, 10},
-      {"unordered input", {{30, true}, {10, true}, {20, true}, {40, true}}, 3, {40, 30, 20}, {10}, 40},
+      {"unordered input",
+       {{30, true}, {10, true}, {20, true}, {40, true}},
+       3,
+       {40, 30, 20},
+       {10},
+       40},
   };
   for (const auto& c : cases) {
     RetentionPlan p = PlanRetention(c.steps, c.keep);

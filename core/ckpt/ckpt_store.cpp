@@ -14,8 +14,8 @@ Result<RankUploadResult> UploadRank(ObjectStore& store, const RankUpload& upload
   std::vector<UploadItem> items;
   for (const auto& f : upload.files) {
     if (Status s = ValidateRelativePath(f); !s.ok()) return s;
-    items.push_back({upload.local_dir + "/" + f,
-                     RankFileKey(upload.job_id, upload.step, upload.rank, f)});
+    items.push_back(
+        {upload.local_dir + "/" + f, RankFileKey(upload.job_id, upload.step, upload.rank, f)});
   }
   TransferOptions opts = options;
   opts.compute_sha256 = true;
@@ -62,9 +62,9 @@ Result<Completeness> TryCompleteStep(ObjectStore& store, const std::string& job_
     if (!part.ok()) return part.status();
     if (part->job_id != job_id || part->step != step || part->ranks.size() != 1 ||
         part->ranks.begin()->first != key->rank) {
-      return Status::Error(store.Describe() + "/" + obj.key +
-                           ": does not describe rank " + std::to_string(key->rank) + " of job " +
-                           job_id + " step " + std::to_string(step));
+      return Status::Error(store.Describe() + "/" + obj.key + ": does not describe rank " +
+                           std::to_string(key->rank) + " of job " + job_id + " step " +
+                           std::to_string(step));
     }
     if (Status s = MergeManifest(&merged, *part); !s.ok()) return s;
   }

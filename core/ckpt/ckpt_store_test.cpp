@@ -1,11 +1,12 @@
 // Checkpoint operations (upload rank, complete step, restore with fallback, retention) against an
 // in-memory store.
+#include "autopar/ckpt_store.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <fstream>
 
-#include "autopar/ckpt_store.h"
 #include "autopar/sha256.h"
 #include "memory_store_for_test.h"
 
@@ -30,7 +31,8 @@ class CheckpointStoreTest : public ::testing::Test {
   }
   // Writes rank `rank`'s files of `step` (content depends on step and rank) and returns the dir.
   std::string WriteRank(int64_t step, int rank) {
-    std::string dir = root_ + "/local/step-" + std::to_string(step) + "/rank-" + std::to_string(rank);
+    std::string dir =
+        root_ + "/local/step-" + std::to_string(step) + "/rank-" + std::to_string(rank);
     Mkdirs(dir + "/optim");
     std::ofstream(dir + "/model.pt") << Content(step, rank, "model", 2500);
     std::ofstream(dir + "/optim/state.pt") << Content(step, rank, "optim", 10);
@@ -42,8 +44,9 @@ class CheckpointStoreTest : public ::testing::Test {
     return s.substr(0, n);
   }
   Result<RankUploadResult> Upload(const std::string& job, int64_t step, int rank, int world = 2) {
-    return UploadRank(mem_, {job, step, world, rank, WriteRank(step, rank), {"model.pt", "optim/state.pt"}},
-                      opts_);
+    return UploadRank(
+        mem_, {job, step, world, rank, WriteRank(step, rank), {"model.pt", "optim/state.pt"}},
+        opts_);
   }
   static std::string Read(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
@@ -109,7 +112,8 @@ TEST_F(CheckpointStoreTest, RestoresTheLatestCompleteStep) {
   EXPECT_EQ(r->step, 20);
   EXPECT_TRUE(r->skipped.empty());
   EXPECT_EQ(Read(root_ + "/restore/job-7/step-20/rank-1/model.pt"), Content(20, 1, "model", 2500));
-  EXPECT_EQ(Read(root_ + "/restore/job-7/step-20/rank-0/optim/state.pt"), Content(20, 0, "optim", 10));
+  EXPECT_EQ(Read(root_ + "/restore/job-7/step-20/rank-0/optim/state.pt"),
+            Content(20, 0, "optim", 10));
 }
 
 TEST_F(CheckpointStoreTest, CorruptOrMissingObjectFallsBackToThePreviousStep) {
@@ -123,9 +127,12 @@ TEST_F(CheckpointStoreTest, CorruptOrMissingObjectFallsBackToThePreviousStep) {
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(r->step, 10);
   ASSERT_EQ(r->skipped.size(), 2u);
-  EXPECT_NE(r->skipped[0].find("step 30: mem://test/job-7/step-30/rank-1/model.pt: SHA-256 mismatch"),
-            std::string::npos) << r->skipped[0];
-  EXPECT_EQ(r->skipped[1], "step 20: mem://test/job-7/step-20/rank-0/optim/state.pt: object not found");
+  EXPECT_NE(
+      r->skipped[0].find("step 30: mem://test/job-7/step-30/rank-1/model.pt: SHA-256 mismatch"),
+      std::string::npos)
+      << r->skipped[0];
+  EXPECT_EQ(r->skipped[1],
+            "step 20: mem://test/job-7/step-20/rank-0/optim/state.pt: object not found");
   EXPECT_EQ(Read(root_ + "/restore/job-7/step-10/rank-0/model.pt"), Content(10, 0, "model", 2500));
 }
 

@@ -51,7 +51,9 @@ std::string CheckpointUri::ToString() const {
 
 Result<CheckpointUri> ParseCheckpointUri(std::string_view text) {
   CheckpointUri uri;
-  if (text.empty()) return Status::Error("--ckpt-upload: empty URI: expected s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH");
+  if (text.empty())
+    return Status::Error(
+        "--ckpt-upload: empty URI: expected s3://BUCKET[/PREFIX] or file:///ABSOLUTE/PATH");
   if (text.substr(0, 5) == "s3://") {
     std::string_view rest = text.substr(5);
     size_t slash = rest.find('/');

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "autopar/ckpt_uri.h"
+
+#include <gtest/gtest.h>
 
 namespace autopar {
 namespace {
@@ -15,8 +15,10 @@ TEST(CheckpointUriTest, Valid) {
     const char* path;
     const char* canonical;
   } cases[] = {
-      {"s3://my-bucket/runs/llama", K::kS3, "my-bucket", "runs/llama", "", "s3://my-bucket/runs/llama"},
-      {"s3://my-bucket/runs/llama/", K::kS3, "my-bucket", "runs/llama", "", "s3://my-bucket/runs/llama"},
+      {"s3://my-bucket/runs/llama", K::kS3, "my-bucket", "runs/llama", "",
+       "s3://my-bucket/runs/llama"},
+      {"s3://my-bucket/runs/llama/", K::kS3, "my-bucket", "runs/llama", "",
+       "s3://my-bucket/runs/llama"},
       {"s3://b.c-9", K::kS3, "b.c-9", "", "", "s3://b.c-9"},
       {"s3://abc/", K::kS3, "abc", "", "", "s3://abc"},
       {"file:///shared/ckpt", K::kFile, "", "", "/shared/ckpt", "file:///shared/ckpt"},

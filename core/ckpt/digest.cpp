@@ -1,10 +1,10 @@
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
-#include <unistd.h>
 #include <vector>
 
 #include "autopar/sha256.h"
@@ -100,8 +100,8 @@ bool IsLowerHex(std::string_view s, size_t digits) {
 
 std::string Base64Encode(const uint8_t* data, size_t size) {
   std::string out(4 * ((size + 2) / 3), '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data,
-                          static_cast<int>(size));
+  int n =
+      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data, static_cast<int>(size));
   out.resize(static_cast<size_t>(n));
   return out;
 }

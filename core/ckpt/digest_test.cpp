@@ -31,7 +31,8 @@ TEST(Sha256Test, StreamingEqualsOneShotAndResets) {
   std::string data;
   for (int i = 0; i < 100000; ++i) data += static_cast<char>(i * 7);
   Sha256 h;
-  for (size_t pos = 0; pos < data.size(); pos += 997) h.Update(std::string_view(data).substr(pos, 997));
+  for (size_t pos = 0; pos < data.size(); pos += 997)
+    h.Update(std::string_view(data).substr(pos, 997));
   EXPECT_EQ(h.FinishHex(), Sha256Hex(data));
   h.Update("abc");  // reset after Finish
   EXPECT_EQ(h.FinishHex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
@@ -71,8 +72,13 @@ TEST(Base64Test, Rfc4648RoundTrip) {
   struct Case {
     const char* raw;
     const char* encoded;
-  } cases[] = {{"", ""},         {"f", "Zg=="},         {"fo", "Zm8="},        {"foo", "Zm9v"},
-               {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"}};
+  } cases[] = {{"", ""},
+               {"f", "Zg=="},
+               {"fo", "Zm8="},
+               {"foo", "Zm9v"},
+               {"foob", "Zm9vYg=="},
+               {"fooba", "Zm9vYmE="},
+               {"foobar", "Zm9vYmFy"}};
   for (const auto& c : cases) {
     std::string raw = c.raw;
     EXPECT_EQ(Base64Encode(reinterpret_cast<const uint8_t*>(raw.data()), raw.size()), c.encoded);

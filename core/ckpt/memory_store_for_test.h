@@ -15,7 +15,8 @@ namespace autopar {
 class MemoryStore : public ObjectStore {
  public:
   std::string Describe() const override { return "mem://test"; }
-  StoreStatus PutObject(const std::string& key, std::string_view data, const Md5Digest& md5) override {
+  StoreStatus PutObject(const std::string& key, std::string_view data,
+                        const Md5Digest& md5) override {
     if (Md5Of(data) != md5) return StoreStatus::Fatal("BadDigest");
     std::lock_guard<std::mutex> l(mu);
     objects[key] = std::string(data);
@@ -32,7 +33,8 @@ class MemoryStore : public ObjectStore {
                          uint64_t offset, std::string_view data, const Md5Digest& md5,
                          std::string* etag) override {
     std::lock_guard<std::mutex> l(mu);
-    if (expected_part_size && offset != static_cast<uint64_t>(part_number - 1) * expected_part_size) {
+    if (expected_part_size &&
+        offset != static_cast<uint64_t>(part_number - 1) * expected_part_size) {
       return StoreStatus::Fatal("bad offset");
     }
     auto it = uploads.find(upload_id);
@@ -43,7 +45,8 @@ class MemoryStore : public ObjectStore {
     return StoreStatus::Ok();
   }
   StoreStatus CompleteUpload(const std::string& key, const std::string& upload_id,
-                             const std::vector<std::string>& part_etags, std::string* etag) override {
+                             const std::vector<std::string>& part_etags,
+                             std::string* etag) override {
     std::lock_guard<std::mutex> l(mu);
     auto it = uploads.find(upload_id);
     if (it == uploads.end()) return StoreStatus::NotFound("NoSuchUpload");
@@ -79,7 +82,8 @@ class MemoryStore : public ObjectStore {
     }
     // Deliver in two pieces, like a network would.
     size_t half = data.size() / 2;
-    if (!sink(offset, data.data(), half) || !sink(offset + half, data.data() + half, data.size() - half)) {
+    if (!sink(offset, data.data(), half) ||
+        !sink(offset + half, data.data() + half, data.size() - half)) {
       return StoreStatus::Fatal("sink refused");
     }
     return StoreStatus::Ok();
@@ -115,7 +119,7 @@ class MemoryStore : public ObjectStore {
   std::set<std::string> aborted;
   int next_upload = 0;
   size_t max_delete_batch = 0;
-  uint64_t expected_part_size = 0;  // checked against UploadPart offsets when set
+  uint64_t expected_part_size = 0;     // checked against UploadPart offsets when set
   std::vector<std::string> put_order;  // keys of PutObject calls, in order
 };
 

@@ -271,59 +271,59 @@ Result<std::vector<UploadResult>> UploadFiles(ObjectStore& store,
   std::vector<std::unique_ptr<char[]>> buffers(PoolSize(tasks.size(), options.concurrency));
   const bool reads_files = store.ReadsFiles();
   const bool use_md5 = store.UsesMd5() && !reads_files;  // a file-reading store hashes itself
-  RunPool(tasks.size(), options.concurrency,
-          [&] { return error.failed() || Cancelled(options); },
-          [&](size_t t, size_t worker) {
-            Retrier local(options);
-            const Task& task = tasks[t];
-            FileState& f = files[task.file];
-            const std::string& key = items[task.file].key;
-            uint64_t offset = static_cast<uint64_t>(task.part) * part_size;
-            size_t len = static_cast<size_t>(
-                f.parts == 0 ? f.size : std::min<uint64_t>(part_size, f.size - offset));
-            Status s;
-            if (reads_files) {
-              if (f.parts == 0) {
-                s = local.Run([&] { return store.PutObjectFromFile(key, f.fd, len); });
-              } else {
-                std::string etag;
-                s = local.Run([&] {
-                  return store.UploadPartFromFile(key, f.upload_id, task.part + 1, offset, f.fd,
-                                                  len, &etag);
-                });
-                f.etags[static_cast<size_t>(task.part)] = etag;
-              }
-            } else {
-              if (!buffers[worker]) {
-                buffers[worker].reset(new char[static_cast<size_t>(std::min(part_size, total))]);
-              }
-              char* data = buffers[worker].get();
-              if (!ReadFull(f.fd, data, len, offset)) {
-                error.Set(Status::Error(Errno(items[task.file].local_path) +
-                                        " (file changed while uploading?)"));
-                return;
-              }
-              std::string_view buf(data, len);
-              Md5Digest md5{};
-              if (use_md5) md5 = Md5Of(buf);
-              if (f.parts == 0) {
-                s = local.Run([&] { return store.PutObject(key, buf, md5); });
-              } else {
-                std::string etag;
-                s = local.Run([&] {
-                  return store.UploadPart(key, f.upload_id, task.part + 1, offset, buf, md5, &etag);
-                });
-                f.etags[static_cast<size_t>(task.part)] = etag;
-                f.md5s[static_cast<size_t>(task.part)] = md5;
-              }
-            }
-            if (!s.ok()) {
-              std::string what = f.parts == 0 ? "" : "part " + std::to_string(task.part + 1) + ": ";
-              error.Set(Status::Error(where(task.file) + ": " + what + s.message()));
-              return;
-            }
-            progress.Add(len);
-          });
+  RunPool(
+      tasks.size(), options.concurrency, [&] { return error.failed() || Cancelled(options); },
+      [&](size_t t, size_t worker) {
+        Retrier local(options);
+        const Task& task = tasks[t];
+        FileState& f = files[task.file];
+        const std::string& key = items[task.file].key;
+        uint64_t offset = static_cast<uint64_t>(task.part) * part_size;
+        size_t len = static_cast<size_t>(
+            f.parts == 0 ? f.size : std::min<uint64_t>(part_size, f.size - offset));
+        Status s;
+        if (reads_files) {
+          if (f.parts == 0) {
+            s = local.Run([&] { return store.PutObjectFromFile(key, f.fd, len); });
+          } else {
+            std::string etag;
+            s = local.Run([&] {
+              return store.UploadPartFromFile(key, f.upload_id, task.part + 1, offset, f.fd, len,
+                                              &etag);
+            });
+            f.etags[static_cast<size_t>(task.part)] = etag;
+          }
+        } else {
+          if (!buffers[worker]) {
+            buffers[worker].reset(new char[static_cast<size_t>(std::min(part_size, total))]);
+          }
+          char* data = buffers[worker].get();
+          if (!ReadFull(f.fd, data, len, offset)) {
+            error.Set(Status::Error(Errno(items[task.file].local_path) +
+                                    " (file changed while uploading?)"));
+            return;
+          }
+          std::string_view buf(data, len);
+          Md5Digest md5{};
+          if (use_md5) md5 = Md5Of(buf);
+          if (f.parts == 0) {
+            s = local.Run([&] { return store.PutObject(key, buf, md5); });
+          } else {
+            std::string etag;
+            s = local.Run([&] {
+              return store.UploadPart(key, f.upload_id, task.part + 1, offset, buf, md5, &etag);
+            });
+            f.etags[static_cast<size_t>(task.part)] = etag;
+            f.md5s[static_cast<size_t>(task.part)] = md5;
+          }
+        }
+        if (!s.ok()) {
+          std::string what = f.parts == 0 ? "" : "part " + std::to_string(task.part + 1) + ": ";
+          error.Set(Status::Error(where(task.file) + ": " + what + s.message()));
+          return;
+        }
+        progress.Add(len);
+      });
   if (hasher.joinable()) hasher.join();
 
   if (!error.failed() && Cancelled(options)) error.Set(Status::Error("cancelled"));
@@ -406,7 +406,8 @@ Status DownloadFiles(ObjectStore& store, const std::vector<DownloadItem>& items,
     Status s = retrier.Run([&] { return store.Head(items[i].key, &info); }, &last);
     if (!s.ok()) {
       cleanup();
-      if (last.code == StoreStatus::Code::kNotFound) return Status::Error(name(i) + ": object not found");
+      if (last.code == StoreStatus::Code::kNotFound)
+        return Status::Error(name(i) + ": object not found");
       return Status::Error(name(i) + ": " + s.message());
     }
     if (info.size != items[i].size) {
@@ -442,46 +443,47 @@ Status DownloadFiles(ObjectStore& store, const std::vector<DownloadItem>& items,
   }
   FirstError error;
   Progress progress(options, total);
-  RunPool(tasks.size(), options.concurrency,
-          [&] { return error.failed() || Cancelled(options); },
-          [&](size_t t, size_t) {
-            Retrier local(options);
-            const Task& task = tasks[t];
-            int fd = fds[task.item];
-            bool write_failed = false;
-            uint64_t received = 0;
-            StoreStatus last;
-            Status s = local.Run(
-                [&] {
-                  received = 0;
-                  StoreStatus st = store.GetRange(
-                      items[task.item].key, task.offset, task.length,
-                      [&](uint64_t off, const char* data, size_t size) {
-                        if (off < task.offset || off + size > task.offset + task.length ||
-                            !WriteFull(fd, data, size, off)) {
-                          write_failed = true;
-                          return false;
-                        }
-                        received += size;
-                        return true;
-                      });
-                  if (st.ok() && received != task.length) {
-                    return StoreStatus::Retryable("short read: got " + std::to_string(received) +
-                                                  " of " + std::to_string(task.length) + " bytes");
-                  }
-                  return st;
-                },
-                &last);
-            if (write_failed) {
-              error.Set(Status::Error(Errno(temps[task.item])));
-            } else if (!s.ok()) {
-              error.Set(Status::Error(name(task.item) + ": bytes " + std::to_string(task.offset) +
-                                      "+" + std::to_string(task.length) + ": " +
-                                      (last.code == StoreStatus::Code::kNotFound ? "object not found" : s.message())));
-            } else {
-              progress.Add(task.length);
-            }
-          });
+  RunPool(
+      tasks.size(), options.concurrency, [&] { return error.failed() || Cancelled(options); },
+      [&](size_t t, size_t) {
+        Retrier local(options);
+        const Task& task = tasks[t];
+        int fd = fds[task.item];
+        bool write_failed = false;
+        uint64_t received = 0;
+        StoreStatus last;
+        Status s = local.Run(
+            [&] {
+              received = 0;
+              StoreStatus st = store.GetRange(items[task.item].key, task.offset, task.length,
+                                              [&](uint64_t off, const char* data, size_t size) {
+                                                if (off < task.offset ||
+                                                    off + size > task.offset + task.length ||
+                                                    !WriteFull(fd, data, size, off)) {
+                                                  write_failed = true;
+                                                  return false;
+                                                }
+                                                received += size;
+                                                return true;
+                                              });
+              if (st.ok() && received != task.length) {
+                return StoreStatus::Retryable("short read: got " + std::to_string(received) +
+                                              " of " + std::to_string(task.length) + " bytes");
+              }
+              return st;
+            },
+            &last);
+        if (write_failed) {
+          error.Set(Status::Error(Errno(temps[task.item])));
+        } else if (!s.ok()) {
+          error.Set(Status::Error(
+              name(task.item) + ": bytes " + std::to_string(task.offset) + "+" +
+              std::to_string(task.length) + ": " +
+              (last.code == StoreStatus::Code::kNotFound ? "object not found" : s.message())));
+        } else {
+          progress.Add(task.length);
+        }
+      });
   if (!error.failed() && Cancelled(options)) error.Set(Status::Error("cancelled"));
   if (error.failed()) {
     cleanup();

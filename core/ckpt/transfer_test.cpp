@@ -109,7 +109,8 @@ TEST_F(TransferTest, AFatalPartErrorAbortsTheUpload) {
   std::string path = Write("big", Pattern(5500, 5));
   auto r = UploadFiles(store, {{path, "job-1/big"}}, opts_);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.message(), path + " -> mem://test/job-1/big: part 3: HTTP 500 InternalError (injected)");
+  EXPECT_EQ(r.message(),
+            path + " -> mem://test/job-1/big: part 3: HTTP 500 InternalError (injected)");
   EXPECT_EQ(store.attempts, 1);
   EXPECT_EQ(mem_.aborted.size(), 1u);
   EXPECT_TRUE(mem_.uploads.empty());
@@ -121,8 +122,10 @@ TEST_F(TransferTest, RetriesRunOutAndAbort) {
   opts_.backoff.max_attempts = 3;
   auto r = UploadFiles(store, {{Write("big", Pattern(2500, 6)), "big"}}, opts_);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.message().find("part 2: HTTP 500 InternalError (injected) (gave up after 3 attempts)"),
-            std::string::npos) << r.message();
+  EXPECT_NE(
+      r.message().find("part 2: HTTP 500 InternalError (injected) (gave up after 3 attempts)"),
+      std::string::npos)
+      << r.message();
   EXPECT_EQ(store.attempts, 3);
   EXPECT_EQ(mem_.aborted.size(), 1u);
   EXPECT_TRUE(mem_.objects.empty());
@@ -150,7 +153,8 @@ class WrongEtag : public ObjectStoreWrapper {
  public:
   using ObjectStoreWrapper::ObjectStoreWrapper;
   StoreStatus CompleteUpload(const std::string& key, const std::string& upload_id,
-                             const std::vector<std::string>& part_etags, std::string* etag) override {
+                             const std::vector<std::string>& part_etags,
+                             std::string* etag) override {
     StoreStatus s = ObjectStoreWrapper::CompleteUpload(key, upload_id, part_etags, etag);
     *etag = std::string(32, 'a') + "-2";
     return s;
@@ -162,7 +166,8 @@ TEST_F(TransferTest, MultipartEtagMismatchIsAnError) {
   auto r = UploadFiles(store, {{Write("big", Pattern(2000, 8)), "big"}}, opts_);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("multipart ETag aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-2 does not match"),
-            std::string::npos) << r.message();
+            std::string::npos)
+      << r.message();
 }
 
 // The first Complete succeeds but its answer is "lost" (reported retryable); the retry then gets
@@ -171,7 +176,8 @@ class LostCompleteReply : public ObjectStoreWrapper {
  public:
   using ObjectStoreWrapper::ObjectStoreWrapper;
   StoreStatus CompleteUpload(const std::string& key, const std::string& upload_id,
-                             const std::vector<std::string>& part_etags, std::string* etag) override {
+                             const std::vector<std::string>& part_etags,
+                             std::string* etag) override {
     StoreStatus s = ObjectStoreWrapper::CompleteUpload(key, upload_id, part_etags, etag);
     if (++calls == 1) return StoreStatus::Retryable("connection reset");
     return s;
@@ -218,9 +224,11 @@ TEST_F(TransferTest, DownloadFailuresNameTheObjectAndLeaveNoFile) {
     std::string expect;
   } cases[] = {
       {{"s/a", dir_ + "/old", a.size(), Sha256Hex("something else")},
-       "mem://test/s/a: SHA-256 mismatch: expected " + Sha256Hex("something else") + ", got " + Sha256Hex(a)},
+       "mem://test/s/a: SHA-256 mismatch: expected " + Sha256Hex("something else") + ", got " +
+           Sha256Hex(a)},
       {{"s/missing", dir_ + "/old", 5, ""}, "mem://test/s/missing: object not found"},
-      {{"s/a", dir_ + "/old", 10, ""}, "mem://test/s/a: size mismatch: the manifest says 10 bytes, storage has 3000"},
+      {{"s/a", dir_ + "/old", 10, ""},
+       "mem://test/s/a: size mismatch: the manifest says 10 bytes, storage has 3000"},
   };
   for (const auto& c : cases) {
     Status s = DownloadFiles(mem_, {c.item}, opts_);

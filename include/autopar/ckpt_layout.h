@@ -32,8 +32,8 @@ Status ValidateJobId(std::string_view job_id);
 // '..' segments, no control characters, at most 1024 bytes. Error names the path.
 Status ValidateRelativePath(std::string_view path);
 
-std::string JobKeyPrefix(std::string_view job_id);                    // "job-J/"
-std::string StepKeyPrefix(std::string_view job_id, int64_t step);     // "job-J/step-N/"
+std::string JobKeyPrefix(std::string_view job_id);                           // "job-J/"
+std::string StepKeyPrefix(std::string_view job_id, int64_t step);            // "job-J/step-N/"
 std::string RankKeyPrefix(std::string_view job_id, int64_t step, int rank);  // ".../rank-R/"
 std::string RankFileKey(std::string_view job_id, int64_t step, int rank, std::string_view path);
 std::string RankManifestKey(std::string_view job_id, int64_t step, int rank);
@@ -44,8 +44,8 @@ struct CheckpointKey {
   Kind kind = Kind::kRankFile;
   std::string job_id;
   int64_t step = 0;
-  int rank = -1;          // kRankFile, kRankManifest
-  std::string path;       // kRankFile: the relative file path
+  int rank = -1;     // kRankFile, kRankManifest
+  std::string path;  // kRankFile: the relative file path
 };
 // Parses a key made by the functions above; nullopt for anything else (foreign objects are
 // ignored, never deleted by retention).
@@ -55,7 +55,7 @@ std::optional<CheckpointKey> ParseCheckpointKey(std::string_view key);
 struct StepRef {
   std::string job_id;
   int64_t step = 0;
-  bool has_manifest = false;  // manifest.json exists (claims complete; read it to be sure)
+  bool has_manifest = false;        // manifest.json exists (claims complete; read it to be sure)
   std::vector<int> rank_manifests;  // ranks whose rank-R.json exists, ascending
   uint64_t bytes = 0;               // sum of the sizes of the step's objects in the listing
 };

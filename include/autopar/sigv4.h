@@ -70,7 +70,6 @@ std::array<uint8_t, 32> SigV4SigningKey(std::string_view secret_access_key, std:
                                         std::string_view region, std::string_view service);
 // All steps. `amz_date` must equal the request's x-amz-date header (the caller sets both).
 SigV4Result SigV4Sign(const SigV4Request& request, const SigV4Credentials& credentials,
-                      std::string_view region, std::string_view service,
-                      std::string_view amz_date);
+                      std::string_view region, std::string_view service, std::string_view amz_date);
 
 }  // namespace autopar

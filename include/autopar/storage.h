@@ -50,7 +50,7 @@ struct StoreStatus {
 };
 
 struct ObjectInfo {
-  std::string key;   // relative to the store's root
+  std::string key;  // relative to the store's root
   uint64_t size = 0;
   std::string etag;  // as the store reports it, quotes removed; may be empty
 };
@@ -84,8 +84,8 @@ class ObjectStore {
   }
   // `offset` is both the object offset and the file offset of the part.
   virtual StoreStatus UploadPartFromFile(const std::string& key, const std::string& upload_id,
-                                         int part_number, uint64_t offset, int fd,
-                                         uint64_t length, std::string* etag) {
+                                         int part_number, uint64_t offset, int fd, uint64_t length,
+                                         std::string* etag) {
     (void)upload_id;
     (void)part_number;
     (void)offset;
@@ -193,9 +193,9 @@ struct TransferOptions {
   // part_size): part_size. Only stores that ReadsFiles() stream a single PUT from the file; for
   // the others the threshold is always part_size (the body is held in memory).
   uint64_t multipart_threshold = 0;
-  BackoffPolicy backoff;             // per request
-  Backoff::Uniform uniform;          // jitter source; empty: DefaultUniform()
-  RetryClock clock;                  // empty members: RealRetryClock()
+  BackoffPolicy backoff;     // per request
+  Backoff::Uniform uniform;  // jitter source; empty: DefaultUniform()
+  RetryClock clock;          // empty members: RealRetryClock()
   // Called after each part/range with bytes done and total of the whole batch; serialised (never
   // two calls at once) but from worker threads. Keep it cheap.
   std::function<void(uint64_t done, uint64_t total)> progress;
@@ -215,7 +215,7 @@ struct UploadResult {
   uint64_t size = 0;
   std::string sha256;  // when TransferOptions::compute_sha256
   std::string etag;
-  int parts = 0;       // 0: single PUT
+  int parts = 0;  // 0: single PUT
 };
 
 // Uploads the files (each as one PUT when it fits in one part, else multipart), all parts of all

@@ -57,8 +57,7 @@ Result<std::unique_ptr<ObjectStore>> MakeS3Store(const CheckpointUri& uri, const
 Result<std::unique_ptr<ObjectStore>> MakePosixStore(const CheckpointUri& uri,
                                                     const PosixConfig& config);
 // The backend for the URI's kind.
-Result<std::unique_ptr<ObjectStore>> OpenObjectStore(const CheckpointUri& uri,
-                                                     const S3Config& s3,
+Result<std::unique_ptr<ObjectStore>> OpenObjectStore(const CheckpointUri& uri, const S3Config& s3,
                                                      const PosixConfig& posix);
 
 }  // namespace autopar

@@ -244,11 +244,12 @@ class PosixStore : public ObjectStore {
     return StoreStatus::Ok();
   }
 
-  static StoreStatus WriteAt(int fd, std::string_view data, uint64_t offset, const std::string& path) {
+  static StoreStatus WriteAt(int fd, std::string_view data, uint64_t offset,
+                             const std::string& path) {
     size_t done = 0;
     while (done < data.size()) {
-      ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done,
-                           static_cast<off_t>(offset + done));
+      ssize_t n =
+          ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return FromErrno(errno, path);
       done += static_cast<size_t>(n);
@@ -266,7 +267,8 @@ class PosixStore : public ObjectStore {
       loff_t in = static_cast<loff_t>(offset + done), out = in;
       ssize_t n = ::copy_file_range(src, &in, dst, &out, static_cast<size_t>(length - done), 0);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) break;
+      if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP))
+        break;
       if (n < 0) return FromErrno(errno, path);
       if (n == 0) return StoreStatus::Fatal(path + ": source file is shorter than expected");
       done += static_cast<uint64_t>(n);
@@ -279,8 +281,8 @@ class PosixStore : public ObjectStore {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return FromErrno(errno, path);
       if (n == 0) return StoreStatus::Fatal(path + ": source file is shorter than expected");
-      StoreStatus w = WriteAt(dst, std::string_view(buf.data(), static_cast<size_t>(n)),
-                              offset + done, path);
+      StoreStatus w =
+          WriteAt(dst, std::string_view(buf.data(), static_cast<size_t>(n)), offset + done, path);
       if (!w.ok()) return w;
       done += static_cast<uint64_t>(n);
     }

@@ -17,7 +17,8 @@ class PosixStoreTest : public ::testing::Test {
   void SetUp() override {
     base_ = ::testing::TempDir() + "autopar_posix_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::string cmd = "rm -rf '" + base_ + "' && mkdir -p '" + base_ + "/local' '" + base_ + "/shared'";
+    std::string cmd =
+        "rm -rf '" + base_ + "' && mkdir -p '" + base_ + "/local' '" + base_ + "/shared'";
     ASSERT_EQ(std::system(cmd.c_str()), 0);
     auto uri = ParseCheckpointUri("file://" + base_ + "/shared/ckpt");
     ASSERT_TRUE(uri.ok());
@@ -51,7 +52,9 @@ class PosixStoreTest : public ::testing::Test {
 TEST_F(PosixStoreTest, ParallelCopyListDownloadDelete) {
   std::string big = Write("big", (1 << 20) + 12345, 1);
   std::string small = Write("small", 100, 2);
-  auto up = UploadFiles(*store_, {{big, "job-1/step-5/rank-0/big.pt"}, {small, "job-1/step-5/rank-0/small.pt"}}, opts_);
+  auto up = UploadFiles(
+      *store_, {{big, "job-1/step-5/rank-0/big.pt"}, {small, "job-1/step-5/rank-0/small.pt"}},
+      opts_);
   ASSERT_TRUE(up.ok()) << up.message();
   EXPECT_EQ((*up)[0].parts, 17);
   std::string shared = base_ + "/shared/ckpt/job-1/step-5/rank-0/";
@@ -66,7 +69,9 @@ TEST_F(PosixStoreTest, ParallelCopyListDownloadDelete) {
   EXPECT_TRUE(ListObjects(*store_, "job-2/", opts_)->empty());
   EXPECT_EQ(ListObjects(*store_, "job-1/step-5/rank-0/sm", opts_)->size(), 1u);
 
-  Status s = DownloadFiles(*store_, {{"job-1/step-5/rank-0/big.pt", base_ + "/back/big", (*up)[0].size, (*up)[0].sha256}}, opts_);
+  Status s = DownloadFiles(
+      *store_,
+      {{"job-1/step-5/rank-0/big.pt", base_ + "/back/big", (*up)[0].size, (*up)[0].sha256}}, opts_);
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(Read(base_ + "/back/big"), Read(big));
 
@@ -127,9 +132,12 @@ TEST_F(PosixStoreTest, CheckpointRoundTripWithManifestLast) {
     EXPECT_EQ(r->step.complete, rank == 1);
   }
   EXPECT_TRUE(Exists(base_ + "/shared/ckpt/job-9/step-3/manifest.json"));
-  auto restored = RestoreLatest(*store_, {"9", {1}, [&](const std::string&, int64_t, int rank) {
-                                            return base_ + "/restored/" + std::to_string(rank);
-                                          }},
+  auto restored = RestoreLatest(*store_,
+                                {"9",
+                                 {1},
+                                 [&](const std::string&, int64_t, int rank) {
+                                   return base_ + "/restored/" + std::to_string(rank);
+                                 }},
                                 opts_);
   ASSERT_TRUE(restored.ok()) << restored.message();
   EXPECT_EQ(restored->step, 3);
@@ -149,7 +157,8 @@ TEST_F(PosixStoreTest, WrongUriKind) {
   bad.endpoint = "http://127.0.0.1:1";
   auto nocreds = MakeS3Store(*uri, bad);
   ASSERT_FALSE(nocreds.ok());
-  EXPECT_EQ(nocreds.message(), "s3 credentials: access key id and secret access key must both be set");
+  EXPECT_EQ(nocreds.message(),
+            "s3 credentials: access key id and secret access key must both be set");
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -181,7 +181,8 @@ size_t HeaderCallback(char* data, size_t size, size_t nitems, void* userdata) {
     if (name == "etag") {
       std::string_view v = line.substr(colon + 1);
       while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-      while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' ')) v.remove_suffix(1);
+      while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' '))
+        v.remove_suffix(1);
       t->response->etag = s3xml::StripQuotes(v);
     }
   }
@@ -335,8 +336,8 @@ class S3Store : public ObjectStore {
     Request req;
     req.method = "GET";
     req.path = ObjectPath(key);
-    req.headers.emplace_back("range", "bytes=" + std::to_string(offset) + "-" +
-                                          std::to_string(offset + length - 1));
+    req.headers.emplace_back(
+        "range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1));
     req.sink = &sink;
     req.sink_offset = offset;
     Response resp;
@@ -375,7 +376,8 @@ class S3Store : public ObjectStore {
       }
       if (!page.truncated) break;
       if (page.next_token.empty() || page.next_token == token) {
-        return StoreStatus::Retryable("ListObjectsV2: truncated listing without a new continuation token");
+        return StoreStatus::Retryable(
+            "ListObjectsV2: truncated listing without a new continuation token");
       }
       token = page.next_token;
     }
@@ -501,16 +503,19 @@ class S3Store : public ObjectStore {
     std::string url = endpoint_.scheme + "://" + endpoint_.host + AwsUriEncode(req.path, true);
     {
       std::vector<std::pair<std::string, std::string>> q;
-      for (const auto& [k, v] : req.query) q.emplace_back(AwsUriEncode(k, false), AwsUriEncode(v, false));
+      for (const auto& [k, v] : req.query)
+        q.emplace_back(AwsUriEncode(k, false), AwsUriEncode(v, false));
       std::sort(q.begin(), q.end());
       for (size_t i = 0; i < q.size(); ++i) url += (i ? "&" : "?") + q[i].first + "=" + q[i].second;
     }
 
     curl_slist* headers = nullptr;
-    for (const auto& [k, v] : sreq.headers) headers = curl_slist_append(headers, (k + ": " + v).c_str());
+    for (const auto& [k, v] : sreq.headers)
+      headers = curl_slist_append(headers, (k + ": " + v).c_str());
     headers = curl_slist_append(headers, ("Authorization: " + sig.authorization).c_str());
     headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
-    if (req.method == "PUT") headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+    if (req.method == "PUT")
+      headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
 
     CURL* h = pool_.Get();
     if (!h) {
@@ -546,8 +551,9 @@ class S3Store : public ObjectStore {
       curl_easy_setopt(h, CURLOPT_READDATA, &t);
       curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, SeekCallback);
       curl_easy_setopt(h, CURLOPT_SEEKDATA, &t);
-      curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
-                       static_cast<curl_off_t>(req.body_fd >= 0 ? req.body_length : req.body.size()));
+      curl_easy_setopt(
+          h, CURLOPT_INFILESIZE_LARGE,
+          static_cast<curl_off_t>(req.body_fd >= 0 ? req.body_length : req.body.size()));
       if (req.body_fd >= 0 && req.md5_body) {
         t.md5 = EVP_MD_CTX_new();
         EVP_DigestInit_ex(t.md5, EVP_md5(), nullptr);
@@ -575,7 +581,8 @@ class S3Store : public ObjectStore {
       return StoreStatus::Fatal(what + ": reading the local file failed: " + std::strerror(errno));
     }
 
-    if (t.bad_range_reply) return StoreStatus::Fatal(what + ": the server ignored the Range header");
+    if (t.bad_range_reply)
+      return StoreStatus::Fatal(what + ": the server ignored the Range header");
     if (t.sink_failed) return StoreStatus::Fatal(what + ": writing the received data failed");
     if (rc != CURLE_OK) {
       std::string msg = what + ": " + curl_easy_strerror(rc) + " (" + endpoint_.scheme + "://" +

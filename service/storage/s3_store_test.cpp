@@ -73,7 +73,8 @@ class FailPart : public ObjectStoreWrapper {
 class RecordWrites : public ObjectStoreWrapper {
  public:
   using ObjectStoreWrapper::ObjectStoreWrapper;
-  StoreStatus PutObject(const std::string& key, std::string_view data, const Md5Digest& md5) override {
+  StoreStatus PutObject(const std::string& key, std::string_view data,
+                        const Md5Digest& md5) override {
     StoreStatus s = ObjectStoreWrapper::PutObject(key, data, md5);
     Add(key);
     return s;
@@ -178,11 +179,15 @@ TEST_F(S3StoreTest, MultipartUploadListRangedDownloadVerify) {
   ASSERT_TRUE(r.ok()) << r.message;
   EXPECT_TRUE(got == local.substr(7000001, 1234567));
 
-  Status d = DownloadFiles(*store_, {{"job-1/step-1/rank-0/big.pt", local_ + "/back/big", 40u << 20, *sha}}, opts_);
+  Status d = DownloadFiles(
+      *store_, {{"job-1/step-1/rank-0/big.pt", local_ + "/back/big", 40u << 20, *sha}}, opts_);
   ASSERT_TRUE(d.ok()) << d.message();
   EXPECT_TRUE(Read(local_ + "/back/big") == local);
 
-  Status bad = DownloadFiles(*store_, {{"job-1/step-1/rank-0/big.pt", local_ + "/back/bad", 40u << 20, std::string(64, '0')}}, opts_);
+  Status bad = DownloadFiles(
+      *store_,
+      {{"job-1/step-1/rank-0/big.pt", local_ + "/back/bad", 40u << 20, std::string(64, '0')}},
+      opts_);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("SHA-256 mismatch"), std::string::npos) << bad.message();
 }
@@ -194,7 +199,8 @@ TEST_F(S3StoreTest, FailureInjectedMidUploadIsRetried) {
   ASSERT_TRUE(up.ok()) << up.message();
   EXPECT_EQ(failing.attempts, 3);
   EXPECT_EQ(failing.aborts, 0);
-  Status d = DownloadFiles(*store_, {{"k/big", local_ + "/back", 23u << 20, (*up)[0].sha256}}, opts_);
+  Status d =
+      DownloadFiles(*store_, {{"k/big", local_ + "/back", 23u << 20, (*up)[0].sha256}}, opts_);
   EXPECT_TRUE(d.ok()) << d.message();
 }
 
@@ -202,7 +208,8 @@ TEST_F(S3StoreTest, FinalFailureAbortsTheMultipartUpload) {
   FailPart failing(store_.get(), 2, -1, StoreStatus::Code::kFatal);
   auto up = UploadFiles(failing, {{Write("big", 12 << 20, 3), "k/big"}}, opts_);
   ASSERT_FALSE(up.ok());
-  EXPECT_NE(up.message().find("part 2: HTTP 500 InternalError (injected)"), std::string::npos) << up.message();
+  EXPECT_NE(up.message().find("part 2: HTTP 500 InternalError (injected)"), std::string::npos)
+      << up.message();
   EXPECT_EQ(failing.aborts, 1);
   ObjectInfo info;
   EXPECT_EQ(store_->Head("k/big", &info).code, StoreStatus::Code::kNotFound);
@@ -232,7 +239,8 @@ TEST_F(S3StoreTest, CheckpointStepManifestIsWrittenLastAndRestoreFallsBack) {
   std::string evil(6 << 20, 'X');
   ASSERT_TRUE(PutSmallObject(*store_, RankFileKey("5", 20, 1, "model.pt"), evil, opts_).ok());
   RestoreRequest req{"5", {0, 1}, [&](const std::string&, int64_t step, int rank) {
-                       return local_ + "/restore/" + std::to_string(step) + "/" + std::to_string(rank);
+                       return local_ + "/restore/" + std::to_string(step) + "/" +
+                              std::to_string(rank);
                      }};
   auto restored = RestoreLatest(*store_, req, opts_);
   ASSERT_TRUE(restored.ok()) << restored.message();
@@ -240,8 +248,10 @@ TEST_F(S3StoreTest, CheckpointStepManifestIsWrittenLastAndRestoreFallsBack) {
   ASSERT_EQ(restored->skipped.size(), 1u);
   EXPECT_NE(restored->skipped[0].find("step 20: s3://" + bucket_ + "/" + prefix_ +
                                       "/job-5/step-20/rank-1/model.pt: SHA-256 mismatch"),
-            std::string::npos) << restored->skipped[0];
-  EXPECT_EQ(Read(local_ + "/restore/10/1/model.pt"), std::string(6 << 20, static_cast<char>('a' + 1 + 10)));
+            std::string::npos)
+      << restored->skipped[0];
+  EXPECT_EQ(Read(local_ + "/restore/10/1/model.pt"),
+            std::string(6 << 20, static_cast<char>('a' + 1 + 10)));
 
   auto plan = ApplyRetention(*store_, "5", 1, opts_);
   ASSERT_TRUE(plan.ok()) << plan.message();
@@ -313,7 +323,8 @@ TEST_F(S3StoreTest, WithoutContentMd5) {
   auto up = UploadFiles(**plain, {{path, "nomd5/f"}}, opts_);
   ASSERT_TRUE(up.ok()) << up.message();
   EXPECT_EQ((*up)[0].parts, 3);
-  Status d = DownloadFiles(*store_, {{"nomd5/f", local_ + "/back", 11u << 20, (*up)[0].sha256}}, opts_);
+  Status d =
+      DownloadFiles(*store_, {{"nomd5/f", local_ + "/back", 11u << 20, (*up)[0].sha256}}, opts_);
   EXPECT_TRUE(d.ok()) << d.message();
 }
 
@@ -331,8 +342,9 @@ TEST_F(S3StoreTest, WholeFileStreamedAsOnePut) {
   ASSERT_TRUE(up.ok()) << up.message();
   EXPECT_EQ((*up)[0].parts, 0);
   EXPECT_EQ((*up)[0].etag.size(), 32u);  // a single PUT's ETag: the MD5 checked while streaming
-  Status d = DownloadFiles(*store_, {{"whole/f", local_ + "/back", 13u << 20, (*up)[0].sha256},
-                                     {"whole/tiny", local_ + "/tiny", 3, (*up)[1].sha256}},
+  Status d = DownloadFiles(*store_,
+                           {{"whole/f", local_ + "/back", 13u << 20, (*up)[0].sha256},
+                            {"whole/tiny", local_ + "/tiny", 3, (*up)[1].sha256}},
                            opts_);
   EXPECT_TRUE(d.ok()) << d.message();
 }

@@ -8,12 +8,23 @@ std::string Escape(std::string_view text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -52,11 +63,16 @@ std::string Unescape(std::string_view text) {
       continue;
     }
     std::string_view ent = text.substr(i + 1, semi - i - 1);
-    if (ent == "amp") out += '&';
-    else if (ent == "lt") out += '<';
-    else if (ent == "gt") out += '>';
-    else if (ent == "quot") out += '"';
-    else if (ent == "apos") out += '\'';
+    if (ent == "amp")
+      out += '&';
+    else if (ent == "lt")
+      out += '<';
+    else if (ent == "gt")
+      out += '>';
+    else if (ent == "quot")
+      out += '"';
+    else if (ent == "apos")
+      out += '\'';
     else if (!ent.empty() && ent[0] == '#') {
       std::string num(ent.substr(1));
       unsigned long cp = (!num.empty() && (num[0] == 'x' || num[0] == 'X'))
@@ -130,7 +146,8 @@ std::optional<S3Error> ParseError(std::string_view xml) {
   auto errors = All(xml, "Error");
   if (errors.empty()) return std::nullopt;
   return S3Error{First(errors.front(), "Code").value_or(""),
-                 First(errors.front(), "Message").value_or(""), First(errors.front(), "Key").value_or("")};
+                 First(errors.front(), "Message").value_or(""),
+                 First(errors.front(), "Key").value_or("")};
 }
 
 std::vector<S3Error> ParseDeleteErrors(std::string_view xml) {

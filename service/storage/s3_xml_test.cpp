@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "s3_xml.h"
+
+#include <gtest/gtest.h>
 
 namespace autopar::s3xml {
 namespace {
@@ -24,16 +24,22 @@ TEST(S3XmlTest, ListV2Page) {
   EXPECT_EQ(page.objects[1].etag, "aa-3");
   EXPECT_TRUE(page.truncated);
   EXPECT_EQ(page.next_token, "tok/1=");
-  EXPECT_FALSE(ParseListV2("<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>").truncated);
+  EXPECT_FALSE(ParseListV2("<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>")
+                   .truncated);
 }
 
 TEST(S3XmlTest, ErrorsAndEscapes) {
-  auto e = ParseError("<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>");
+  auto e = ParseError(
+      "<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code><Message>The specified key does not "
+      "exist.</Message></Error>");
   ASSERT_TRUE(e);
   EXPECT_EQ(e->code, "NoSuchKey");
   EXPECT_EQ(e->message, "The specified key does not exist.");
-  EXPECT_FALSE(ParseError("<CompleteMultipartUploadResult><ETag>x</ETag></CompleteMultipartUploadResult>"));
-  auto del = ParseDeleteErrors("<DeleteResult><Error><Key>a</Key><Code>AccessDenied</Code><Message>no</Message></Error></DeleteResult>");
+  EXPECT_FALSE(
+      ParseError("<CompleteMultipartUploadResult><ETag>x</ETag></CompleteMultipartUploadResult>"));
+  auto del = ParseDeleteErrors(
+      "<DeleteResult><Error><Key>a</Key><Code>AccessDenied</Code><Message>no</Message></Error></"
+      "DeleteResult>");
   ASSERT_EQ(del.size(), 1u);
   EXPECT_EQ(del[0].key, "a");
   EXPECT_EQ(Unescape("a&lt;b&gt;&quot;&apos;&amp;&#65;&#x42;&#x1234;"), "a<b>\"'&AB\xe1\x88\xb4");
@@ -43,9 +49,11 @@ TEST(S3XmlTest, ErrorsAndEscapes) {
 }
 
 TEST(S3XmlTest, RequestBodies) {
-  EXPECT_EQ(CompleteMultipartBody({"e1", "e2"}),
-            "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&quot;e1&quot;</ETag></Part>"
-            "<Part><PartNumber>2</PartNumber><ETag>&quot;e2&quot;</ETag></Part></CompleteMultipartUpload>");
+  EXPECT_EQ(
+      CompleteMultipartBody({"e1", "e2"}),
+      "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&quot;e1&quot;</ETag></Part>"
+      "<Part><PartNumber>2</PartNumber><ETag>&quot;e2&quot;</ETag></Part></"
+      "CompleteMultipartUpload>");
   EXPECT_EQ(DeleteObjectsBody({"a&b"}),
             "<Delete><Quiet>true</Quiet><Object><Key>a&amp;b</Key></Object></Delete>");
 }
