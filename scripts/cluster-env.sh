@@ -5,6 +5,9 @@ AUTOPAR_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export AUTOPAR_BUILD_DIR=${AUTOPAR_BUILD_DIR:-$AUTOPAR_REPO/build}
 export AUTOPAR_CLUSTER_DIR=${AUTOPAR_CLUSTER_DIR:-/tmp/autopar-cluster}
 export AUTOPAR_PLUGIN=$AUTOPAR_BUILD_DIR/spank/autopar.so
+# autopard on every node (tests/cluster/node.sh starts it; its config comes from start.sh and picks
+# up AUTOPAR_S3_ENDPOINT when s3rver was started first, as scripts/test.sh does).
+export AUTOPAR_AUTOPARD=${AUTOPAR_AUTOPARD:-$AUTOPAR_BUILD_DIR/service/autopard/autopard}
 # The plugin's site arguments on the test cluster: one autopard socket per node, requeue limits,
 # short heartbeat timeouts allowed for the fault tests, and a site NCCL default (loopback here).
 export AUTOPAR_PLUGSTACK_ARGS="socket=$AUTOPAR_CLUSTER_DIR/run/autopard-%n.sock max_requeue=5 min_heartbeat_timeout=2 nccl_env=NCCL_SOCKET_IFNAME=lo"
