@@ -382,6 +382,10 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
     // Pass 2 only re-runs files whose multipart upload vanished (NoSuchUpload) in pass 1.
     Latch latch;
     std::vector<std::string> restart(files.size());
+    // Files whose every part was already sent before a restart: the previous daemon may have
+    // completed the upload (or died inside CompleteMultipartUpload), after which some stores
+    // answer the upload id with errors other than NoSuchUpload.
+    std::vector<bool> all_parts_recorded(files.size(), false);
     std::vector<std::vector<PartRecord>> parts(files.size());
     std::mutex parts_mu;
     for (size_t i = 0; i < files.size(); ++i) {
@@ -397,17 +401,25 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
         latch.Add();
         pool_.Submit([&, i, key, fd, name] {
           std::string buf;
-          Status s = ReadAt(fd, &buf, 0, static_cast<size_t>(files[i].size), name);
-          Md5Digest md5 = Md5Of(buf);
+          Md5Digest md5{};
+          Status s;
           StoreStatus last;
-          if (s.ok()) s = retry([&] { return store.PutObject(key, buf, md5); }, &last);
+          const bool direct = store.ReadsFiles();  // streamed from the file, MD5 checked inside
+          if (direct) {
+            s = retry([&] { return store.PutObjectFromFile(key, fd, files[i].size); }, &last);
+          } else {
+            s = ReadAt(fd, &buf, 0, static_cast<size_t>(files[i].size), name);
+            if (store.UsesMd5()) md5 = Md5Of(buf);
+            if (s.ok()) s = retry([&] { return store.PutObject(key, buf, md5); }, &last);
+          }
           ObjectInfo info;
           if (s.ok()) s = retry([&] { return store.Head(key, &info); }, &last);
           if (s.ok() && info.size != files[i].size) {
             s = Status::Error(store.Describe() + "/" + key + ": size " + std::to_string(info.size) +
                               " after upload, expected " + std::to_string(files[i].size));
           }
-          if (s.ok() && IsLowerHex(info.etag, 32) && info.etag != HexEncode(md5)) {
+          if (s.ok() && !direct && store.UsesMd5() && IsLowerHex(info.etag, 32) &&
+              info.etag != HexEncode(md5)) {
             s = Status::Error(store.Describe() + "/" + key + ": ETag " + info.etag +
                               " does not match the MD5 of " + name);
           }
@@ -446,6 +458,7 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
           active.done += len;
         }
       }
+      all_parts_recorded[i] = static_cast<int>(recorded->size()) == nparts;
       if (!recorded->empty()) {
         std::fprintf(stderr,
                      "autopard: job %s step %lld rank %d: resuming multipart upload of %s with "
@@ -464,14 +477,28 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
           }
           const uint64_t off = static_cast<uint64_t>(pn - 1) * part_size;
           const uint64_t len = std::min<uint64_t>(part_size, files[i].size - off);
-          std::string buf;
-          Status s = ReadAt(fd, &buf, off, static_cast<size_t>(len), name);
-          Md5Digest md5 = Md5Of(buf);
           std::string etag;
           StoreStatus last_part;
-          if (s.ok()) {
-            s = retry([&] { return store.UploadPart(key, upload_id, pn, off, buf, md5, &etag); },
+          Status s;
+          std::string md5_hex;
+          if (store.ReadsFiles()) {
+            // Streamed from the file; the store checks the part's MD5 against its ETag, which
+            // for S3 is that MD5 (kept for the multipart ETag check).
+            s = retry([&] { return store.UploadPartFromFile(key, upload_id, pn, off, fd, len, &etag); },
                       &last_part);
+            if (IsLowerHex(etag, 32)) md5_hex = etag;
+          } else {
+            std::string buf;
+            s = ReadAt(fd, &buf, off, static_cast<size_t>(len), name);
+            Md5Digest md5{};
+            if (store.UsesMd5()) {
+              md5 = Md5Of(buf);
+              md5_hex = HexEncode(md5);
+            }
+            if (s.ok()) {
+              s = retry([&] { return store.UploadPart(key, upload_id, pn, off, buf, md5, &etag); },
+                        &last_part);
+            }
           }
           if (!s.ok() && last_part.code == StoreStatus::Code::kNotFound) {
             std::lock_guard<std::mutex> l(parts_mu);
@@ -479,7 +506,7 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
             latch.Done(Status::Ok());
             return;
           }
-          PartRecord rec{pn, etag, HexEncode(md5)};
+          PartRecord rec{pn, etag, md5_hex};
           if (s.ok()) s = db_->AddPart(c.id, files[i].path, rec);
           if (s.ok()) {
             std::lock_guard<std::mutex> l(parts_mu);
@@ -513,14 +540,50 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
       std::string etag;
       StoreStatus last;
       Status s;
-      if (!vanished) {
-        s = retry([&] { return store.CompleteUpload(key, f.upload_id, etags, &etag); }, &last);
-        if (!s.ok() && last.code == StoreStatus::Code::kNotFound) {
+      bool md5s_all = true;
+      for (const auto& p : parts[i]) md5s_all = md5s_all && p.md5_hex.size() == 32;
+      bool done_before = false;
+      if (!vanished && all_parts_recorded[i]) {
+        ObjectInfo info;
+        StoreStatus head_last;
+        Backoff few(BackoffPolicy{std::chrono::milliseconds(100), std::chrono::milliseconds(1000), 2.0, 3,
+                                  std::chrono::milliseconds(10000)},
+                    DefaultUniform());
+        Status h = RetryWithBackoff([&](int) { head_last = store.Head(key, &info); return head_last.ToAttempt(); },
+                                    few, RealRetryClock(), &stopping_);
+        if (h.ok() && info.size == f.size && (!md5s_all || info.etag == MultipartEtag(md5s))) {
+          done_before = true;
+          etag = info.etag;
+          std::fprintf(stderr, "autopard: %s: completed before the restart\n", key.c_str());
+        }
+      }
+      if (!vanished && !done_before) {
+        if (all_parts_recorded[i]) {
+          // A few attempts only: if the upload id is unusable, start the file over.
+          Backoff few(BackoffPolicy{std::chrono::milliseconds(200), std::chrono::milliseconds(2000), 2.0, 4,
+                                    std::chrono::milliseconds(20000)},
+                      DefaultUniform());
+          s = RetryWithBackoff(
+              [&](int) {
+                last = store.CompleteUpload(key, f.upload_id, etags, &etag);
+                return last.ToAttempt();
+              },
+              few, RealRetryClock(), &stopping_);
+          if (!s.ok() && !stopping_) {
+            vanished = true;
+            restart[i] = s.message();
+          }
+        } else {
+          s = retry([&] { return store.CompleteUpload(key, f.upload_id, etags, &etag); }, &last);
+        }
+        if (!vanished && !s.ok() && last.code == StoreStatus::Code::kNotFound) {
           // Completed by a daemon that died before recording it? Accept only the same object.
           ObjectInfo info;
           StoreStatus head_last;
           Status h = retry([&] { return store.Head(key, &info); }, &head_last);
-          if (h.ok() && info.size == f.size && info.etag == MultipartEtag(md5s)) {
+          bool known = true;
+          for (const auto& p : parts[i]) known = known && p.md5_hex.size() == 32;
+          if (h.ok() && info.size == f.size && known && info.etag == MultipartEtag(md5s)) {
             s = Status::Ok();
             etag = info.etag;
           } else {
@@ -544,7 +607,9 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
         result = s;
         break;
       }
-      if (etag.find('-') != std::string::npos && etag != MultipartEtag(md5s)) {
+      bool md5s_known = true;
+      for (const auto& p : parts[i]) md5s_known = md5s_known && p.md5_hex.size() == 32;
+      if (md5s_known && etag.find('-') != std::string::npos && etag != MultipartEtag(md5s)) {
         result = Status::Error(store.Describe() + "/" + key + ": ETag " + etag +
                                " does not match the parts sent (" + MultipartEtag(md5s) + ")");
         break;
