@@ -15,6 +15,8 @@ bash tests/cluster/start.sh
 # shellcheck source=/dev/null
 source "$AUTOPAR_CLUSTER_DIR/env.sh"
 
+# autopar-launch and the autopar CLI from the build (the job inherits this PATH).
+export PATH=$AUTOPAR_BUILD_DIR/launcher:$AUTOPAR_BUILD_DIR/cli:$PATH
 workdir=$AUTOPAR_CLUSTER_DIR/demo
 mkdir -p "$workdir"
 chmod 0777 "$workdir"

@@ -43,6 +43,11 @@ def main() -> int:
         print(f"train: {world} ranks on {os.environ.get('SLURM_JOB_NUM_NODES', '?')} nodes, "
               f"master {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}, "
               f"init {time.time() - t0:.2f}s", flush=True)
+    if rank == 0 and os.environ.get("AUTOPAR_TP"):
+        print(f"train: autopar plan tp={os.environ['AUTOPAR_TP']} pp={os.environ['AUTOPAR_PP']} "
+              f"dp={os.environ['AUTOPAR_DP']} micro_batch={os.environ['AUTOPAR_MICRO_BATCH']} "
+              f"recompute={os.environ['AUTOPAR_RECOMPUTE']} (for the model named by --model; this "
+              f"small model trains with plain DDP)", flush=True)
     if args.batch % world:
         print(f"train: --batch {args.batch} is not divisible by {world} ranks", file=sys.stderr)
         return 2
