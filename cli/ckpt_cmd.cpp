@@ -4,7 +4,6 @@
 //   autopar ckpt status [--job JOBID] [--json] [--socket PATH]
 //   autopar events JOBID [--json] [--socket PATH]
 // The socket defaults to AUTOPAR_SOCKET (set inside jobs), then /run/autopard/autopard.sock.
-#include <json/json.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -16,6 +15,7 @@
 
 #include "autopar/proto_client.h"
 #include "autopar/site_config.h"
+#include "autopar/text.h"
 #include "commands.h"
 
 namespace autopar::cli {
@@ -99,12 +99,6 @@ std::string HumanBytes(double b) {
   return buf;
 }
 
-std::string Compact(const Json::Value& v) {
-  Json::StreamWriterBuilder b;
-  b["indentation"] = "  ";
-  return Json::writeString(b, v);
-}
-
 int Fail(const char* cmd, const std::string& message, int code) {
   std::fprintf(stderr, "autopar %s: %s\n", cmd, message.c_str());
   return code;
@@ -140,19 +134,9 @@ int List(const Args& a) {
   auto reply = CallDaemonOk(a.socket, r, 120000);
   if (!reply) return Fail("ckpt ls", reply.message(), 1);
   if (a.json) {
-    Json::Value arr(Json::arrayValue);
-    for (const auto& s : reply->steps) {
-      Json::Value e;
-      e["job_id"] = s.job_id;
-      e["step"] = Json::Int64(s.step);
-      e["state"] = s.state;
-      e["bytes"] = Json::UInt64(s.bytes);
-      e["ranks"] = s.ranks;
-      e["world_size"] = s.world_size;
-      e["uri"] = s.uri;
-      arr.append(e);
-    }
-    std::printf("%s\n", Compact(arr).c_str());
+    std::vector<std::string> items;
+    for (const auto& s : reply->steps) items.push_back(StepInfoJson(s));
+    std::printf("[%s]\n", Join(items, ",").c_str());
     return 0;
   }
   std::printf("%-10s %-12s %-15s %12s %7s  %s\n", "STEP", "JOB", "STATE", "SIZE", "RANKS", "WHERE");
@@ -173,21 +157,9 @@ int UploadStatus(const Args& a) {
   auto reply = CallDaemonOk(a.socket, r);
   if (!reply) return Fail("ckpt status", reply.message(), 1);
   if (a.json) {
-    Json::Value arr(Json::arrayValue);
-    for (const auto& u : reply->uploads) {
-      Json::Value e;
-      e["job_id"] = u.job_id;
-      e["step"] = Json::Int64(u.step);
-      e["rank"] = u.rank;
-      e["state"] = u.state;
-      e["bytes_done"] = Json::UInt64(u.bytes_done);
-      e["bytes_total"] = Json::UInt64(u.bytes_total);
-      e["throughput_bps"] = u.throughput_bps;
-      e["eta_s"] = u.eta_s;
-      if (!u.error.empty()) e["error"] = u.error;
-      arr.append(e);
-    }
-    std::printf("%s\n", Compact(arr).c_str());
+    std::vector<std::string> items;
+    for (const auto& u : reply->uploads) items.push_back(UploadInfoJson(u));
+    std::printf("[%s]\n", Join(items, ",").c_str());
     return 0;
   }
   std::printf("%-12s %-8s %-5s %-10s %23s %12s %8s\n", "JOB", "STEP", "RANK", "STATE", "DONE/TOTAL",
@@ -250,19 +222,9 @@ int RunEventsCommand(int argc, char** argv) {
   auto reply = CallDaemonOk(args->socket, r);
   if (!reply) return Fail("events", reply.message(), 1);
   if (args->json) {
-    Json::Value arr(Json::arrayValue);
-    for (const auto& e : reply->events) {
-      Json::Value v;
-      v["time"] = e.time;
-      v["node"] = e.node;
-      v["job_id"] = e.job_id;
-      v["kind"] = e.kind;
-      v["rank"] = e.rank;
-      v["step"] = Json::Int64(e.step);
-      v["detail"] = e.detail;
-      arr.append(v);
-    }
-    std::printf("%s\n", Compact(arr).c_str());
+    std::vector<std::string> items;
+    for (const auto& e : reply->events) items.push_back(JournalEventJson(e));
+    std::printf("[%s]\n", Join(items, ",").c_str());
     return 0;
   }
   std::printf("%-23s %-8s %-22s %5s %8s  %s\n", "TIME (UTC)", "NODE", "EVENT", "RANK", "STEP", "DETAIL");

@@ -126,7 +126,51 @@ Status FieldError(Op op, const char* field, const std::string& why) {
   return Status::Error(std::string(OpName(op)) + ": " + field + ": " + why);
 }
 
+Json::Value StepToValue(const StepInfo& s) {
+  Json::Value e(Json::objectValue);
+  e["job_id"] = s.job_id;
+  e["step"] = Json::Int64(s.step);
+  e["state"] = s.state;
+  e["bytes"] = Json::UInt64(s.bytes);
+  e["ranks"] = s.ranks;
+  e["world_size"] = s.world_size;
+  e["uri"] = s.uri;
+  return e;
+}
+
+Json::Value UploadToValue(const UploadInfo& u) {
+  Json::Value e(Json::objectValue);
+  e["job_id"] = u.job_id;
+  e["step"] = Json::Int64(u.step);
+  e["rank"] = u.rank;
+  e["state"] = u.state;
+  e["bytes_done"] = Json::UInt64(u.bytes_done);
+  e["bytes_total"] = Json::UInt64(u.bytes_total);
+  e["throughput_bps"] = u.throughput_bps;
+  e["eta_s"] = u.eta_s;
+  if (!u.error.empty()) e["error"] = u.error;
+  return e;
+}
+
+Json::Value EventToValue(const JournalEvent& ev) {
+  Json::Value e(Json::objectValue);
+  e["time"] = ev.time;
+  e["node"] = ev.node;
+  e["job_id"] = ev.job_id;
+  e["kind"] = ev.kind;
+  e["rank"] = ev.rank;
+  e["step"] = Json::Int64(ev.step);
+  e["detail"] = ev.detail;
+  return e;
+}
+
 }  // namespace
+
+std::string StepInfoJson(const StepInfo& step) { return Compact(StepToValue(step)); }
+
+std::string UploadInfoJson(const UploadInfo& upload) { return Compact(UploadToValue(upload)); }
+
+std::string JournalEventJson(const JournalEvent& event) { return Compact(EventToValue(event)); }
 
 const char* OpName(Op op) {
   for (const auto& e : kOps) {
@@ -289,51 +333,19 @@ std::string EncodeReply(Op op, const Reply& reply) {
     }
     case Op::kLs: {
       Json::Value a(Json::arrayValue);
-      for (const auto& s : reply.steps) {
-        Json::Value e(Json::objectValue);
-        e["job_id"] = s.job_id;
-        e["step"] = Json::Int64(s.step);
-        e["state"] = s.state;
-        e["bytes"] = Json::UInt64(s.bytes);
-        e["ranks"] = s.ranks;
-        e["world_size"] = s.world_size;
-        e["uri"] = s.uri;
-        a.append(e);
-      }
+      for (const auto& s : reply.steps) a.append(StepToValue(s));
       v["steps"] = a;
       break;
     }
     case Op::kStatus: {
       Json::Value a(Json::arrayValue);
-      for (const auto& u : reply.uploads) {
-        Json::Value e(Json::objectValue);
-        e["job_id"] = u.job_id;
-        e["step"] = Json::Int64(u.step);
-        e["rank"] = u.rank;
-        e["state"] = u.state;
-        e["bytes_done"] = Json::UInt64(u.bytes_done);
-        e["bytes_total"] = Json::UInt64(u.bytes_total);
-        e["throughput_bps"] = u.throughput_bps;
-        e["eta_s"] = u.eta_s;
-        if (!u.error.empty()) e["error"] = u.error;
-        a.append(e);
-      }
+      for (const auto& u : reply.uploads) a.append(UploadToValue(u));
       v["uploads"] = a;
       break;
     }
     case Op::kEvents: {
       Json::Value a(Json::arrayValue);
-      for (const auto& ev : reply.events) {
-        Json::Value e(Json::objectValue);
-        e["time"] = ev.time;
-        e["node"] = ev.node;
-        e["job_id"] = ev.job_id;
-        e["kind"] = ev.kind;
-        e["rank"] = ev.rank;
-        e["step"] = Json::Int64(ev.step);
-        e["detail"] = ev.detail;
-        a.append(e);
-      }
+      for (const auto& ev : reply.events) a.append(EventToValue(ev));
       v["events"] = a;
       break;
     }

@@ -124,6 +124,10 @@ std::string EncodeRequest(const Request& request);
 Result<Request> DecodeRequest(std::string_view line);
 
 std::string EncodeReply(Op op, const Reply& reply);
+// The JSON form of one step / upload / journal event, as in a reply (for `--json` output too).
+std::string StepInfoJson(const StepInfo& step);
+std::string UploadInfoJson(const UploadInfo& upload);
+std::string JournalEventJson(const JournalEvent& event);
 // An error reply that needs no op.
 std::string EncodeErrorReply(const std::string& error);
 // Parses a reply to a request of `op`; a reply with ok=false comes back as a Reply whose status
