@@ -177,8 +177,8 @@ autopar::Result<autopar::EnvList> TaskPlanEnv(spank_t sp, const autopar::JobOpti
 }
 
 // DeepSpeed reads its configuration from a file (`deepspeed --deepspeed_config FILE`): write the
-// plan's config once per node and step, atomically (every local task writes the same bytes to its
-// own temporary name and renames it into place), and point AUTOPAR_DEEPSPEED_CONFIG_FILE at it.
+// plan's config per node and step, atomically (every task writes the same bytes to its own
+// temporary file and renames it into place), and point AUTOPAR_DEEPSPEED_CONFIG_FILE at it.
 autopar::Status WriteDeepSpeedConfig(const autopar::TaskContext& task, autopar::EnvList& env) {
   const std::string* json = nullptr;
   for (const auto& kv : env)
@@ -193,13 +193,21 @@ autopar::Status WriteDeepSpeedConfig(const autopar::TaskContext& task, autopar::
     return autopar::Status::Error(dir + " is not a directory of this user");
   const std::string path = dir + "/deepspeed-" + std::to_string(task.job_id) + "." +
                            std::to_string(task.step_id) + ".json";
-  const std::string part = path + ".part" + std::to_string(task.local_rank);
-  FILE* f = std::fopen(part.c_str(), "w");
-  if (f == nullptr) return autopar::Status::Error("cannot write " + part + ": " + std::strerror(errno));
+  // A unique temporary name per process: tasks of other nodes may share this directory too.
+  std::string part = path + ".XXXXXX";
+  const int fd = mkstemp(part.data());
+  if (fd < 0) return autopar::Status::Error("cannot write " + part + ": " + std::strerror(errno));
+  FILE* f = fdopen(fd, "w");
+  if (f == nullptr) {
+    close(fd);
+    std::remove(part.c_str());
+    return autopar::Status::Error("cannot write " + part + ": " + std::strerror(errno));
+  }
   const bool written = std::fwrite(json->data(), 1, json->size(), f) == json->size();
   if (std::fclose(f) != 0 || !written || std::rename(part.c_str(), path.c_str()) != 0) {
+    const int err = errno;
     std::remove(part.c_str());
-    return autopar::Status::Error("cannot write " + path + ": " + std::strerror(errno));
+    return autopar::Status::Error("cannot write " + path + ": " + std::strerror(err));
   }
   env.emplace_back("AUTOPAR_DEEPSPEED_CONFIG_FILE", path);
   return autopar::Status::Ok();
