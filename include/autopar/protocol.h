@@ -20,7 +20,10 @@
 //   heartbeat  job_id rank step [node]                          -
 //   event      job_id kind [rank] [step] [detail] [node]        -
 //   events     job_id                                           events[] {time node job_id kind
-//                                                               rank step detail}
+//                                                               rank step detail} (every node's
+//                                                               journal merged in time order)
+//                                                               [notes[]] (what is missing, for
+//                                                               stderr)
 //
 // Authorization is the daemon's: it identifies the peer with SO_PEERCRED, never trusting a uid in
 // the request. Pure encoding/decoding here; thread-compatible values, reentrant functions.
@@ -112,6 +115,7 @@ struct Reply {
   std::vector<StepInfo> steps;
   std::vector<UploadInfo> uploads;
   std::vector<JournalEvent> events;
+  std::vector<std::string> notes;  // events: e.g. "other nodes' events need journal_uri ..."
 };
 
 // Checks the fields `op` needs (job id syntax, step >= 0, 0 <= rank < world_size, absolute
