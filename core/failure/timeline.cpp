@@ -280,7 +280,9 @@ Result<PublishedJournal> DecodePublishedJournal(std::string_view text) {
   if (!v->isObject()) return Status::Error("published journal: not a JSON object");
   PublishedJournal j;
   for (const char* key : {"job_id", "node"}) {
-    if (!(*v)[key].isString()) return Status::Error(std::string("published journal: ") + key + ": not a string");
+    if (!(*v)[key].isString()) {
+      return Status::Error(std::string("published journal: ") + key + ": not a string");
+    }
   }
   j.job_id = (*v)["job_id"].asString();
   j.node = (*v)["node"].asString();

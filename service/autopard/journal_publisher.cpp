@@ -6,8 +6,7 @@ namespace autopar {
 
 JournalPublisher::JournalPublisher(std::shared_ptr<ObjectStore> store, std::string node,
                                    Source source, OwnerOf owner_of, TransferOptions transfer,
-                                   std::chrono::milliseconds interval,
-                                   std::function<double()> now)
+                                   std::chrono::milliseconds interval, std::function<double()> now)
     : store_(std::move(store)),
       node_(std::move(node)),
       source_(std::move(source)),

@@ -72,8 +72,8 @@ class JournalPublisher {
   std::mutex mu_;
   std::condition_variable cv_;
   std::set<std::string> pending_;
-  std::map<std::string, int64_t> owners_;     // last known owner per job
-  std::set<std::string> failing_;             // jobs whose last publication failed (logged)
+  std::map<std::string, int64_t> owners_;  // last known owner per job
+  std::set<std::string> failing_;          // jobs whose last publication failed (logged)
   bool stop_ = false;
   std::mutex publish_mu_;  // one round of publications at a time (the thread and Flush)
   std::thread thread_;

@@ -162,8 +162,8 @@ TEST(JournalPublisherTest, ReadsEveryOtherNodesJournalOfTheJob) {
     ASSERT_TRUE(PutSmallObject(mem, key, text, Quick()).ok());
   };
   PublishedJournal j1{"42", "node1", 1001, 5, {Ev(1, "node1", "42", "step_started")}};
-  PublishedJournal j3{"42", "node3", 1001, 5,
-                      {Ev(2, "node3", "42", "failure"), Ev(2.5, "node3", "41", "stray")}};
+  PublishedJournal j3{
+      "42", "node3", 1001, 5, {Ev(2, "node3", "42", "failure"), Ev(2.5, "node3", "41", "stray")}};
   PublishedJournal other{"4", "node1", 7, 5, {Ev(1, "node1", "4", "step_started")}};
   put("42/node1.json", EncodePublishedJournal(j1));
   put("42/node2.json", EncodePublishedJournal({"42", "node2", 1001, 5, {}}));  // the reader's own
@@ -267,8 +267,8 @@ TEST_F(EventsAcrossNodesTest, MergesEveryNodesJournalAndAuthorizes) {
   b_.reset();  // nodeB goes away: what it published stays (its shutdown flushed the rest)
   Reply r = a_->Handle(Events("42"), owner_);
   ASSERT_TRUE(r.status.ok()) << r.status.message();
-  EXPECT_EQ(Kinds(r), (std::vector<std::string>{"nodeA:step_started", "nodeB:failure",
-                                                 "nodeA:requeue"}));
+  EXPECT_EQ(Kinds(r),
+            (std::vector<std::string>{"nodeA:step_started", "nodeB:failure", "nodeA:requeue"}));
   EXPECT_TRUE(r.notes.empty());
   for (size_t i = 1; i < r.events.size(); ++i) EXPECT_LE(r.events[i - 1].time, r.events[i].time);
   // A third node that never ran the job answers the same from the published journals.
@@ -290,7 +290,8 @@ TEST_F(EventsAcrossNodesTest, MergesEveryNodesJournalAndAuthorizes) {
   refused = c->Handle(Events("42"), other_);
   ASSERT_FALSE(refused.status.ok());
   EXPECT_NE(refused.status.message().find("permission denied: job 42 belongs to uid 1001"),
-            std::string::npos) << refused.status.message();
+            std::string::npos)
+      << refused.status.message();
   Reply unknown = c->Handle(Events("77"), owner_);
   ASSERT_FALSE(unknown.status.ok());
   EXPECT_EQ(unknown.status.message(), "events: job 77: Slurm does not know it");
