@@ -17,6 +17,7 @@ it is initialized), checkpoint and commit that step as usual, and then call
 
 Only the standard library is used. Errors raise ``AutoparError`` with autopard's message.
 """
+import atexit
 import json
 import os
 import socket
@@ -155,11 +156,29 @@ def time_limit_reached(requested, step):
     any rank was asked to checkpoint for the time limit (agree()); the program then writes and
     commits `step` and calls wait_for_requeue(). When True, the step is also recorded on the
     job's timeline ("time_limit_checkpoint"), which tells autopard which step ends this run."""
+    global _time_limit_step
     if not agree(requested):
         return False
     if enabled():
         event("time_limit_checkpoint", detail="checkpointing for the time limit", step=step)
+        if _time_limit_step is None:
+            atexit.register(_hold_at_exit)
+        _time_limit_step = int(step)
     return True
+
+
+_time_limit_step = None  # the step announced by time_limit_reached()
+_holding = False
+
+
+def _hold_at_exit():
+    # A program that returns (or raises) after its time-limit checkpoint instead of calling
+    # wait_for_requeue() would end the job COMPLETED (or FAILED) with training unfinished: hold
+    # here, so the requeue ends it.
+    if not _holding:
+        print(f"autopar: rank {rank()}: exiting after the time-limit checkpoint of step "
+              f"{_time_limit_step}: holding until the requeue instead", file=sys.stderr, flush=True)
+        wait_for_requeue()
 
 
 def wait_for_requeue(timeout=None, poll=0.5):
@@ -169,7 +188,10 @@ def wait_for_requeue(timeout=None, poll=0.5):
     COMPLETED with training unfinished. If the requeue cannot happen (no restart of
     --requeue-on-failure left: "time_limit_not_requeued" in `autopar events`), the job runs into
     its time limit and ends TIMEOUT. `timeout` (seconds, None: until the task is ended) raises
-    AutoparError instead, for programs that want to handle that themselves."""
+    AutoparError instead, for programs that want to handle that themselves. A Python program
+    that exits after time_limit_reached() returned True holds here anyway (atexit)."""
+    global _holding
+    _holding = True
     deadline = None if timeout is None else time.monotonic() + timeout
     wait_uploads(timeout=timeout if timeout is not None else 10 ** 9)
     print(f"autopar: rank {rank()}: checkpoint committed for the time limit; waiting for the "

@@ -442,6 +442,19 @@ TEST_F(TimeLimitTest, WaitingForTheRequeueIsNotAHang) {
   EXPECT_EQ(slurm_.requeues, 0);
 }
 
+TEST_F(TimeLimitTest, RanksThatEndedAreNotAsked) {
+  Task(100, 0);
+  Task(101, 0);
+  for (int64_t s = 0; s < 50; ++s) Step(s);
+  files_.erase("/proc/100/stat");  // the training finished before the margin
+  files_.erase("/proc/101/stat");
+  for (int i = 0; i < 60; ++i) {
+    now_ += 1;
+    handler_->Tick();
+  }
+  EXPECT_EQ(Count("time_limit_request"), 0);
+}
+
 TEST_F(TimeLimitTest, JobsWithoutRequeueOnFailureAreNotAskedOrLoaded) {
   Task(100, 0, nullptr);
   Task(101, 0, nullptr);

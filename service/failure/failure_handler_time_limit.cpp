@@ -46,7 +46,11 @@ void FailureHandler::TickTimeLimits(double now) {
     for (auto& [job, run] : runs_) {
       TimeLimitWatch& tl = run.tl;
       if (!run.ctx.requeue_on_failure || tl.done || tl.acted) continue;
-      if (tl.loaded_at >= 0 && now - tl.loaded_at < config_.job_refresh_s) continue;
+      // After the end time, sooner: Slurm forgets an ended job after MinJobAge, and the missed
+      // time limit is journalled from its TIMEOUT state.
+      const double every = tl.end_time > 0 && now >= tl.end_time ? std::min(5.0, config_.job_refresh_s)
+                                                                 : config_.job_refresh_s;
+      if (tl.loaded_at >= 0 && now - tl.loaded_at < every) continue;
       tl.loaded_at = now;
       loads.push_back({job, run.ctx.restart_count});
     }
@@ -59,7 +63,12 @@ void FailureHandler::TickTimeLimits(double now) {
     auto it = runs_.find(l.job_id);
     if (it == runs_.end() || it->second.ctx.restart_count != l.restart_count) continue;
     TimeLimitWatch& tl = it->second.tl;
-    if (!job.ok()) continue;  // slurmctld busy or down: try again at the next refresh
+    if (!job.ok()) {
+      // slurmctld busy or down: try again at the next refresh; a job gone long after its end
+      // is no longer watched.
+      if (tl.end_time > 0 && now > tl.end_time + 600) tl.done = true;
+      continue;
+    }
     if (job->restart_count != l.restart_count) {
       tl.done = true;  // requeued by someone else: that run is over
       continue;
@@ -88,6 +97,13 @@ void FailureHandler::TickTimeLimits(double now) {
       if (!run.ctx.requeue_on_failure || tl.done || tl.acted || tl.requested || tl.end_time <= 0) {
         continue;
       }
+      // This node's ranks have all ended (the training finished, or they were killed): nothing
+      // to ask. Slurm's state may lag by up to a refresh.
+      bool alive = false;
+      for (const auto& [rank, pid] : run.rank_pids) {
+        alive = alive || proc_.read_file("/proc/" + std::to_string(pid) + "/stat").ok();
+      }
+      if (!alive) continue;
       TimeLimitInputs in;
       in.start_time = tl.start_time;
       in.end_time = tl.end_time;
