@@ -63,6 +63,8 @@ Result<JobContext> JobContextFromEnviron(const std::string& environ) {
       c.heartbeat_timeout_s = static_cast<double>(*v);
     } else if (name == "AUTOPAR_STACK_DIR") {
       c.stack_dir = value;
+    } else if (name == "AUTOPAR_CKPT_UPLOAD") {
+      c.ckpt_upload = !value.empty();
     }
   }
   if (!have_job) return Status::Error("no SLURM_JOB_ID in the environment (not a Slurm task)");

@@ -19,7 +19,8 @@
 //    --heartbeat-timeout and kDefaultFirstStepFactor. Before the hung job is requeued, the stacks
 //    of this node's ranks (the heartbeat senders' PIDs) are captured into "stack" events.
 //
-//  - Time limits (jobs with AUTOPAR_REQUEUE_ON_FAILURE only): Tick() reads the job's end time from
+//  - Time limits (jobs with AUTOPAR_REQUEUE_ON_FAILURE and AUTOPAR_CKPT_UPLOAD only: a local-only
+//    checkpoint is COMPLETE per node, so no node could tell that every rank has it): Tick() reads the job's end time from
 //    Slurm (LoadJob, at most once per `job_refresh_s` per job, so `scontrol update TimeLimit=` is
 //    honoured without a libslurm call per heartbeat), the step time from the heartbeats and the
 //    checkpoint durations from the journal (ckpt_committed -> ckpt_uploaded/ckpt_complete of a
@@ -65,6 +66,7 @@ struct JobContext {
   std::optional<int64_t> requeue_on_failure;  // unset: the job did not ask for requeues
   double heartbeat_timeout_s = 0;             // 0: no hang detection
   std::string stack_dir;                      // AUTOPAR_STACK_DIR or DefaultStackDir(job)
+  bool ckpt_upload = false;  // AUTOPAR_CKPT_UPLOAD is set: a COMPLETE step is in shared storage
 };
 // Parses /proc/PID/environ content (NUL-separated NAME=VALUE). Errors: no SLURM_JOB_ID, or a
 // malformed AUTOPAR_* value (named).

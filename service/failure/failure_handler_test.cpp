@@ -41,9 +41,11 @@ class FailureHandlerTest : public ::testing::Test {
   }
 
   // A task of job 42 with `pid` and the given restart count and options.
-  void Task(int pid, int restart, const char* requeue = "3", const char* timeout = "60") {
+  void Task(int pid, int restart, const char* requeue = "3", const char* timeout = "60",
+            const char* upload = "file:///shared/ck") {
     std::vector<std::string> env = {"SLURM_JOB_ID=42",
                                     "SLURM_RESTART_COUNT=" + std::to_string(restart), "HOME=/root"};
+    if (upload) env.push_back(std::string("AUTOPAR_CKPT_UPLOAD=") + upload);
     if (requeue) env.push_back(std::string("AUTOPAR_REQUEUE_ON_FAILURE=") + requeue);
     if (timeout) env.push_back(std::string("AUTOPAR_HEARTBEAT_TIMEOUT=") + timeout);
     files_["/proc/" + std::to_string(pid) + "/environ"] = Environ(env);
@@ -86,19 +88,22 @@ class FailureHandlerTest : public ::testing::Test {
 TEST(JobContextTest, FromEnviron) {
   auto c = JobContextFromEnviron(Environ({"SLURM_JOB_ID=7", "SLURM_RESTART_COUNT=2",
                                           "AUTOPAR_REQUEUE_ON_FAILURE=3",
-                                          "AUTOPAR_HEARTBEAT_TIMEOUT=45", "X=a=b"}));
+                                          "AUTOPAR_HEARTBEAT_TIMEOUT=45", "X=a=b",
+                                          "AUTOPAR_CKPT_UPLOAD=s3://b/p"}));
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_EQ(c->job_id, "7");
   EXPECT_EQ(c->restart_count, 2);
   EXPECT_EQ(c->requeue_on_failure, 3);
   EXPECT_DOUBLE_EQ(c->heartbeat_timeout_s, 45);
   EXPECT_EQ(c->stack_dir, "/tmp/autopar-stacks/7");
+  EXPECT_TRUE(c->ckpt_upload);
 
   auto bare = JobContextFromEnviron(Environ({"SLURM_JOB_ID=7", "AUTOPAR_STACK_DIR=/s"}));
   ASSERT_TRUE(bare.ok());
   EXPECT_FALSE(bare->requeue_on_failure.has_value());
   EXPECT_EQ(bare->restart_count, 0);
   EXPECT_EQ(bare->stack_dir, "/s");
+  EXPECT_FALSE(bare->ckpt_upload);
 
   struct Case {
     std::vector<std::string> env;
@@ -455,12 +460,28 @@ TEST_F(TimeLimitTest, RanksThatEndedAreNotAsked) {
   EXPECT_EQ(Count("time_limit_request"), 0);
 }
 
-TEST_F(TimeLimitTest, JobsWithoutRequeueOnFailureAreNotAskedOrLoaded) {
-  Task(100, 0, nullptr);
-  Task(101, 0, nullptr);
-  for (int64_t s = 0; s < 119; ++s) EXPECT_FALSE(Step(s));
-  EXPECT_EQ(slurm_.loads, 0);
-  EXPECT_EQ(Count("time_limit_request"), 0);
+TEST_F(TimeLimitTest, JobsWithoutRequeueOnFailureOrUploadAreNotAskedOrLoaded) {
+  struct Case {
+    const char* requeue;
+    const char* upload;
+  } cases[] = {{nullptr, "file:///shared/ck"}, {"3", nullptr}};
+  for (const auto& c : cases) {
+    FakeSlurm slurm;
+    slurm.job.end_time = 1120;
+    slurm.job.time_limit_min = 2;
+    FailureHandlerConfig cfg;
+    cfg.node = "node1";
+    FailureHandler h(cfg, &slurm, Proc(), [this](const JournalEvent& e) { events_.push_back(e); },
+                     [this] { return now_; });
+    Task(300, 0, c.requeue, "60", c.upload);
+    for (int64_t s = 0; s < 119; ++s) {
+      now_ = 1000 + static_cast<double>(s);
+      EXPECT_FALSE(h.OnHeartbeat("42", 0, s, 300));
+      h.Tick();
+    }
+    EXPECT_EQ(slurm.loads, 0);
+    EXPECT_EQ(Count("time_limit_request"), 0);
+  }
 }
 
 TEST_F(TimeLimitTest, NoTimeLimitNoRequest) {

@@ -45,7 +45,7 @@ void FailureHandler::TickTimeLimits(double now) {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [job, run] : runs_) {
       TimeLimitWatch& tl = run.tl;
-      if (!run.ctx.requeue_on_failure || tl.done || tl.acted) continue;
+      if (!run.ctx.requeue_on_failure || !run.ctx.ckpt_upload || tl.done || tl.acted) continue;
       // After the end time, sooner: Slurm forgets an ended job after MinJobAge, and the missed
       // time limit is journalled from its TIMEOUT state.
       const double every = tl.end_time > 0 && now >= tl.end_time ? std::min(5.0, config_.job_refresh_s)
