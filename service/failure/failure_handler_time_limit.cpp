@@ -235,7 +235,7 @@ void FailureHandler::RequeueForTimeLimit(const JobContext& ctx, int64_t step,
   d.reason = "time limit (end " + end + "): step " + std::to_string(step) +
              " is COMPLETE; requeue " + std::to_string(d.attempt) + " of " +
              std::to_string(d.max_restarts) +
-             " (time-limit requeues count against --requeue-on-failure)";
+             " (counts against --requeue-on-failure: its budget is Slurm's restart count)";
   ledger_.Record(ctx.job_id, d);
   {
     std::lock_guard<std::mutex> lock(mu_);
