@@ -1,5 +1,7 @@
 #include "autopar/proto_client.h"
 
+#include "autopar/ckpt_c.h"
+
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -88,6 +90,32 @@ TEST(ClientTest, CommitStepSendsTheJobsFieldsAndReadsTheReply) {
   EXPECT_EQ(req->keep, 2);
   EXPECT_EQ(req->upload, "file:///shared");
   EXPECT_EQ(req->node, "node2");
+}
+
+// The C API's heartbeat passes the time-limit request on (reply field checkpoint_requested).
+TEST(ClientTest, CApiHeartbeatReportsTheCheckpointRequest) {
+  struct Case {
+    const char* reply;
+    int want;
+  } cases[] = {{R"({"ok":true,"checkpoint_requested":true})", 1}, {R"({"ok":true})", 0}};
+  for (const auto& c : cases) {
+    FakeDaemon daemon([&c](const std::string&) { return std::string(c.reply) + "\n"; });
+    setenv("AUTOPAR_SOCKET", daemon.path().c_str(), 1);
+    setenv("SLURM_JOB_ID", "42", 1);
+    setenv("AUTOPAR_CKPT_DIR", "/ck/42", 1);
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    int requested = -1;
+    char err[256] = {};
+    ASSERT_EQ(autopar_ckpt_heartbeat_check(17, &requested, err, sizeof(err)), 0) << err;
+    EXPECT_EQ(requested, c.want) << c.reply;
+    auto req = DecodeRequest(daemon.received());
+    ASSERT_TRUE(req.ok()) << req.message();
+    EXPECT_EQ(req->op, Op::kHeartbeat);
+    EXPECT_EQ(req->step, 17);
+    EXPECT_EQ(req->rank, 1);
+  }
+  unsetenv("AUTOPAR_SOCKET");
 }
 
 TEST(ClientTest, RefusalIsAnErrorWithTheDaemonsMessage) {

@@ -355,6 +355,8 @@ std::string EncodeReply(Op op, const Reply& reply) {
       break;
     }
     case Op::kHeartbeat:
+      if (reply.checkpoint_requested) v["checkpoint_requested"] = true;
+      break;
     case Op::kEvent:
       break;
   }
@@ -466,6 +468,8 @@ Result<Reply> DecodeReply(Op op, std::string_view line) {
       break;
     }
     case Op::kHeartbeat:
+      r.checkpoint_requested = f.Bool("checkpoint_requested");
+      break;
     case Op::kEvent:
       break;
   }

@@ -142,6 +142,17 @@ TEST(ProtocolTest, RepliesRoundTrip) {
   ASSERT_TRUE(e.ok()) << e.message();
   EXPECT_EQ(e->notes, events.notes);
   EXPECT_FALSE(DecodeReply(Op::kEvents, R"({"ok":true,"events":[],"notes":[1]})").ok());
+
+  // The heartbeat's reply carries the time-limit checkpoint request only when it is set.
+  Reply beat;
+  EXPECT_EQ(EncodeReply(Op::kHeartbeat, beat), R"({"ok":true})");
+  beat.checkpoint_requested = true;
+  auto h = DecodeReply(Op::kHeartbeat, EncodeReply(Op::kHeartbeat, beat));
+  ASSERT_TRUE(h.ok()) << h.message();
+  EXPECT_TRUE(h->checkpoint_requested);
+  auto plain = DecodeReply(Op::kHeartbeat, R"({"ok":true})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->checkpoint_requested);
 }
 
 TEST(ProtocolTest, ErrorRepliesCarryTheMessage) {

@@ -37,6 +37,7 @@ inline constexpr const char* kStepStarted = "step_started";     // nodes= ranks=
 inline constexpr const char* kRendezvous = "rendezvous";        // duration_s=
 inline constexpr const char* kCkptCommitted = "ckpt_committed"; // step, rank (autopard)
 inline constexpr const char* kCkptComplete = "ckpt_complete";   // step (autopard)
+inline constexpr const char* kCkptUploaded = "ckpt_uploaded";   // step, rank (autopard)
 inline constexpr const char* kCkptFailed = "ckpt_failed";       // step, error (autopard)
 inline constexpr const char* kRankExit = "rank_exit";  // exit= [signal=] run_s= (autopar-launch)
 inline constexpr const char* kHeartbeatMissed = "heartbeat_missed";  // the HangVerdict
@@ -47,6 +48,14 @@ inline constexpr const char* kRequeueFailed = "requeue_failed";  // error=
 inline constexpr const char* kStopped = "stopped";  // reason=
 inline constexpr const char* kNodeDown = "node_down";  // node= result= (autopard marked it DOWN)
 inline constexpr const char* kResumed = "resumed";  // step (the checkpoint resumed from)
+// Time limits (autopard; failure_handler.h): the checkpoint request with its plan (end= margin_s=
+// ckpt_estimate_s= step_s= plan=), the step the program checkpoints for it (python/autopar),
+// a time limit reached without a COMPLETE checkpoint after the request, and a time-limit
+// checkpoint that was not requeued (reason=).
+inline constexpr const char* kTimeLimitRequest = "time_limit_request";
+inline constexpr const char* kTimeLimitCheckpoint = "time_limit_checkpoint";
+inline constexpr const char* kTimeLimitMissed = "time_limit_missed";
+inline constexpr const char* kTimeLimitNotRequeued = "time_limit_not_requeued";
 inline constexpr const char* kFinished = "finished";  // exit=
 }  // namespace event_kind
 

@@ -116,8 +116,9 @@ Daemon::~Daemon() {
 void Daemon::Journal(const JournalEvent& e) {
   if (Status st = db_->AddEvent(e); !st) {
     std::fprintf(stderr, "autopard: journal: %s\n", st.message().c_str());
-    return;
   }
+  // The uploader's ckpt_* events time the checkpoints and complete time-limit requeues.
+  if (failure_) failure_->OnEvent(e, 0);
   if (publisher_) publisher_->Changed(e.job_id);
 }
 
@@ -242,8 +243,11 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
     case Op::kHeartbeat: {
       if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
       if (Status st = db_->Heartbeat(r.job_id, r.rank, r.step, Now()); !st) return Error(st.message());
-      if (failure_) failure_->OnHeartbeat(r.job_id, r.rank, r.step, peer.pid);
-      return Reply{};
+      Reply reply;
+      if (failure_) {
+        reply.checkpoint_requested = failure_->OnHeartbeat(r.job_id, r.rank, r.step, peer.pid);
+      }
+      return reply;
     }
     case Op::kEvent: {
       if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());

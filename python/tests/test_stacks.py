@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-PYTHON_DIR = Path(__file__).resolve().parents[2] / "python"
+PYTHON_DIR = Path(__file__).resolve().parents[1]
 
 # Imports autopar the way a training program does, then asks for a dump as autopard would.
 PROGRAM = """
