@@ -136,6 +136,12 @@ TEST(ProtocolTest, RepliesRoundTrip) {
   ASSERT_EQ(e->events.size(), 1u);
   EXPECT_EQ(e->events[0].node, "node2");
   EXPECT_EQ(e->events[0].step, 10);
+  EXPECT_TRUE(e->notes.empty());
+  events.notes = {"only node2's events: other nodes' events need journal_uri"};
+  e = DecodeReply(Op::kEvents, EncodeReply(Op::kEvents, events));
+  ASSERT_TRUE(e.ok()) << e.message();
+  EXPECT_EQ(e->notes, events.notes);
+  EXPECT_FALSE(DecodeReply(Op::kEvents, R"({"ok":true,"events":[],"notes":[1]})").ok());
 
   // The heartbeat's reply carries the time-limit checkpoint request only when it is set.
   Reply beat;

@@ -20,7 +20,10 @@
 //   heartbeat  job_id rank step [node]                          [checkpoint_requested]
 //   event      job_id kind [rank] [step] [detail] [node]        -
 //   events     job_id                                           events[] {time node job_id kind
-//                                                               rank step detail}
+//                                                               rank step detail} (every node's
+//                                                               journal merged in time order)
+//                                                               [notes[]] (what is missing, for
+//                                                               stderr)
 //
 // heartbeat's reply: "checkpoint_requested": true (absent or false otherwise) asks the program to
 // checkpoint now because the job's time limit is near (issue 6; only for jobs submitted with
@@ -117,6 +120,7 @@ struct Reply {
   std::vector<StepInfo> steps;
   std::vector<UploadInfo> uploads;
   std::vector<JournalEvent> events;
+  std::vector<std::string> notes;  // events: e.g. "other nodes' events need journal_uri ..."
   bool checkpoint_requested = false;  // heartbeat: checkpoint now (time limit near)
 };
 

@@ -82,4 +82,27 @@ std::string EncodeEventsJson(const std::string& job_id, const std::vector<Journa
 // `time` are the truth). Errors name what is wrong: "events JSON: events[2]: time: not a number".
 Result<std::vector<JournalEvent>> DecodeEventsJson(std::string_view text);
 
+// ---- published journals (autopard's journal_uri) ---------------------------------------------
+// Every autopard publishes each job's events from its own journal to the site's journal store as
+// one object per job and node, rewritten whole (atomically) as events arrive:
+//   <job_id>/<node>.json = {"job_id": "42", "node": "node1", "uid": 1001, "updated": <epoch s>,
+//                           "events": [... as in EncodeEventsJson ...]}
+// `uid` is the job's owner as Slurm knew it when the node published (-1: unknown), so that
+// `autopar events` can authorize a reader after Slurm has forgotten the job.
+struct PublishedJournal {
+  std::string job_id;
+  std::string node;
+  int64_t uid = -1;
+  double updated = 0;
+  std::vector<JournalEvent> events;
+};
+
+// "42/node1.json"; characters of `node` outside [A-Za-z0-9_.-] become '_'.
+std::string PublishedJournalKey(const std::string& job_id, const std::string& node);
+// "42/": the prefix under which every node's journal of the job lies.
+std::string PublishedJournalPrefix(const std::string& job_id);
+std::string EncodePublishedJournal(const PublishedJournal& journal);
+// Errors name the field: "published journal: uid: not an integer"; events as DecodeEventsJson.
+Result<PublishedJournal> DecodePublishedJournal(std::string_view text);
+
 }  // namespace autopar

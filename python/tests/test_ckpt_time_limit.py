@@ -56,7 +56,8 @@ def env_for(tmp_path, rank, world):
     env = dict(os.environ)
     env.update({"AUTOPAR_SOCKET": str(tmp_path / "d.sock"), "SLURM_JOB_ID": "42",
                 "AUTOPAR_CKPT_DIR": str(tmp_path / "ck"), "RANK": str(rank),
-                "WORLD_SIZE": str(world), "PYTHONPATH": str(PYTHON_DIR)})
+                "WORLD_SIZE": str(world), "PYTHONPATH": str(PYTHON_DIR),
+                "AUTOPAR_STACK_DIR": str(tmp_path / "stacks")})  # autopar's default stack dump
     return env
 
 

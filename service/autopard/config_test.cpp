@@ -18,7 +18,8 @@ TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
       "part_size = 8M\n"
       "concurrency = 4\n"
       "retry_max_elapsed_s = 60\n"
-      "posix_fsync = false\n",
+      "posix_fsync = false\n"
+      "journal_uri = s3://site-bucket/journal/\n",
       "a.conf");
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_EQ(c->socket, "/run/x/autopard.sock");
@@ -29,6 +30,11 @@ TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
   EXPECT_EQ(c->concurrency, 4);
   EXPECT_EQ(c->retry.max_elapsed, std::chrono::seconds(60));
   EXPECT_FALSE(c->posix.fsync);
+  EXPECT_EQ(c->journal_uri, "s3://site-bucket/journal");
+  auto f = ParseDaemonConfig("journal_uri = file:///shared/autopar/journal\n", "b.conf");
+  ASSERT_TRUE(f.ok()) << f.message();
+  EXPECT_EQ(f->journal_uri, "file:///shared/autopar/journal");
+  EXPECT_EQ(ParseDaemonConfig("journal_uri =\n", "b.conf")->journal_uri, "");
 }
 
 TEST(DaemonConfigTest, ErrorsNameFileLineAndKey) {
@@ -45,6 +51,9 @@ TEST(DaemonConfigTest, ErrorsNameFileLineAndKey) {
       {"just words\n", "a.conf:1: expected 'key = value'"},
       {"s3_secret_key = x\n", "s3_secret_key is set but s3_access_key is not"},
       {"posix_fsync = maybe\n", "posix_fsync: must be true or false"},
+      {"journal_uri = /shared/j\n", "a.conf:1: journal_uri: "},
+      {"journal_uri = file://host/j\n", "a.conf:1: journal_uri: "},
+      {"journal_uri = s3://bkt/j\n", "a.conf: journal_uri: s3://bkt/j needs s3_endpoint"},
   };
   for (const auto& c : cases) {
     auto r = ParseDaemonConfig(c.text, "a.conf");
