@@ -18,7 +18,9 @@ TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
       "part_size = 8M\n"
       "concurrency = 4\n"
       "retry_max_elapsed_s = 60\n"
-      "posix_fsync = false\n",
+      "posix_fsync = false\n"
+      "commit_sync = full\n"
+      "multipart_threshold = 64M\n",
       "a.conf");
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_EQ(c->socket, "/run/x/autopard.sock");
@@ -29,6 +31,12 @@ TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
   EXPECT_EQ(c->concurrency, 4);
   EXPECT_EQ(c->retry.max_elapsed, std::chrono::seconds(60));
   EXPECT_FALSE(c->posix.fsync);
+  EXPECT_EQ(c->commit_sync, CommitSync::kFull);
+  EXPECT_EQ(c->multipart_threshold, 64ull << 20);
+  auto defaults = ParseDaemonConfig("multipart_threshold = auto\n", "b.conf");
+  ASSERT_TRUE(defaults.ok()) << defaults.message();
+  EXPECT_EQ(defaults->commit_sync, CommitSync::kNormal);
+  EXPECT_EQ(defaults->multipart_threshold, 0u);
 }
 
 TEST(DaemonConfigTest, ErrorsNameFileLineAndKey) {
@@ -45,6 +53,9 @@ TEST(DaemonConfigTest, ErrorsNameFileLineAndKey) {
       {"just words\n", "a.conf:1: expected 'key = value'"},
       {"s3_secret_key = x\n", "s3_secret_key is set but s3_access_key is not"},
       {"posix_fsync = maybe\n", "posix_fsync: must be true or false"},
+      {"commit_sync = off\n", "a.conf:1: commit_sync: must be normal or full, got 'off'"},
+      {"multipart_threshold = 1K\n", "multipart_threshold: must be auto or between 5M and 5G"},
+      {"multipart_threshold = big\n", "multipart_threshold: not a size: 'big'"},
   };
   for (const auto& c : cases) {
     auto r = ParseDaemonConfig(c.text, "a.conf");
