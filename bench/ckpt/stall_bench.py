@@ -96,6 +96,17 @@ def run_mode(work, mode, args, rows):
             rows.append((mode, size_text, len(ms), statistics.median(ms), pct(ms, 99), max(ms)))
             print(f"stall_bench: commit_sync={mode} {size_text:>5} per rank, {len(ms)} commits: "
                   f"p50 {rows[-1][3]:.2f} ms, p99 {rows[-1][4]:.2f} ms, max {rows[-1][5]:.2f} ms", flush=True)
+            # The same round trip doing no work (a status request, uploads still running): what
+            # the machine's scheduling alone costs.
+            ms = []
+            for _ in range(args.commits):
+                t = time.perf_counter()
+                ckpt.uploads()
+                ms.append((time.perf_counter() - t) * 1000)
+            rows.append((mode, f"{size_text}: status request (no work)", len(ms), statistics.median(ms),
+                         pct(ms, 99), max(ms)))
+            print(f"stall_bench: status request, same conditions: p50 {rows[-1][3]:.2f} ms, "
+                  f"p99 {rows[-1][4]:.2f} ms, max {rows[-1][5]:.2f} ms", flush=True)
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=120)

@@ -33,7 +33,8 @@
 
 namespace autopar {
 
-// A fixed set of worker threads running queued tasks (the parts in flight of all uploads).
+// A fixed set of worker threads running queued tasks (the parts in flight of all uploads), at
+// nice +10 like all upload threads: commits and the training program get the CPU first.
 class TaskPool {
  public:
   explicit TaskPool(int threads);
