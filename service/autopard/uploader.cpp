@@ -364,7 +364,10 @@ Status Uploader::FinishLocal(const CommitRecord& c, Active& active) {
     active.total = std::max<uint64_t>(active.total, 0);
     if (!f.sha256.empty()) continue;
     auto fd = OpenUserFile(id, dir + "/" + f.path, static_cast<int64_t>(f.size));
-    if (!fd) return fd.status();
+    if (!fd) {
+      return Status::Error("committed file missing or changed, step " + std::to_string(c.step) +
+                           " of this rank cannot complete: " + fd.message());
+    }
     FdSet guard{{*fd}};
     auto sha = Sha256OfFd(*fd, dir + "/" + f.path);
     if (!sha) return sha.status();
