@@ -96,8 +96,9 @@ def run_mode(work, mode, args, rows):
             rows.append((mode, size_text, len(ms), statistics.median(ms), pct(ms, 99), max(ms)))
             print(f"stall_bench: commit_sync={mode} {size_text:>5} per rank, {len(ms)} commits: "
                   f"p50 {rows[-1][3]:.2f} ms, p99 {rows[-1][4]:.2f} ms, max {rows[-1][5]:.2f} ms", flush=True)
-            # The same round trip doing no work (a status request, uploads still running): what
-            # the machine's scheduling alone costs.
+            # The same round trip doing no work (the status of a job without uploads, this job's
+            # uploads still running): what the machine's scheduling alone costs.
+            os.environ["SLURM_JOB_ID"] = "stall-no-uploads"
             ms = []
             for _ in range(args.commits):
                 t = time.perf_counter()
