@@ -299,7 +299,7 @@ Reply Daemon::Commit(const Request& r, const Peer& peer) {
   bool duplicate = false;
   auto idr = db_->AddCommit(c, files, &duplicate);
   if (!idr) return Error("commit: " + idr.message());
-  if (!duplicate) uploader_->Enqueue(*idr);
+  if (!duplicate) uploader_->Enqueue(*idr, &c);
   Reply reply;
   reply.commit.commit_id = *idr;
   reply.commit.files = static_cast<int>(files.size());

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "autopar/ckpt_layout.h"
 #include "autopar/ckpt_manifest.h"
@@ -203,7 +204,19 @@ void Uploader::RetryFailed(const std::string& upload, int64_t except) {
   }
 }
 
-void Uploader::Enqueue(int64_t commit_id) {
+void Uploader::Enqueue(int64_t commit_id, const CommitRecord* known) {
+  auto a = std::make_shared<Active>();
+  std::optional<CommitRecord> read;
+  if (!known) {
+    if (auto c = db_->GetCommit(commit_id)) read = std::move(*c);
+    if (read) known = &*read;
+  }
+  if (known) {
+    a->job_id = known->job_id;
+    a->step = known->step;
+    a->rank = known->rank;
+    a->total = known->bytes;
+  }
   {
     std::lock_guard<std::mutex> l(mu_);
     if (active_.count(commit_id)) return;
@@ -211,13 +224,6 @@ void Uploader::Enqueue(int64_t commit_id) {
     finished_.erase(std::remove_if(finished_.begin(), finished_.end(),
                                    [&](const auto& f) { return f.first == commit_id; }),
                     finished_.end());
-    auto a = std::make_shared<Active>();
-    if (auto c = db_->GetCommit(commit_id)) {
-      a->job_id = c->job_id;
-      a->step = c->step;
-      a->rank = c->rank;
-      a->total = c->bytes;
-    }
     a->start = std::chrono::steady_clock::now();
     active_[commit_id] = a;
     queue_.push_back(commit_id);

@@ -78,7 +78,9 @@ class Uploader {
   // Queues every commit the database still holds as pending, and the failed ones to retry (after
   // a restart).
   Status ResumePending();
-  void Enqueue(int64_t commit_id);
+  // Queues a commit. `known` (job, step, rank, bytes of the commit just recorded) spares the
+  // database read: the commit path never waits for the uploader's connection.
+  void Enqueue(int64_t commit_id, const CommitRecord* known = nullptr);
   // Uploads in flight or queued (and the last finished ones) of `job_id` ("" = all jobs).
   std::vector<UploadInfo> Progress(const std::string& job_id);
   // Stops: requests in flight finish, everything unfinished stays pending in the database.
