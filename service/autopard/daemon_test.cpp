@@ -335,7 +335,7 @@ TEST_F(DaemonTest, OwnershipRecordsOthersCouldWriteAreIgnored) {
   daemon_->uploader().WaitIdle();
   auto rows = CommitsOf("5");
   EXPECT_EQ(rows[0].state, "failed");
-  EXPECT_NE(rows[0].error.find("job-5: writable by group or others (mode 0775)"), std::string::npos)
+  EXPECT_NE(rows[0].error.find("job-5: writable by group or others (mode 07"), std::string::npos)
       << rows[0].error;
 }
 
