@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 namespace autopar {
 
@@ -89,12 +90,13 @@ Result<pid_t> StartChild(const ChildSpec& spec, int* exec_errno) {
     e->err = err;
     _exit(err == ENOENT ? 127 : 126);
   };
+  // Not value-initialized: the child touches only the top pages of its stack.
   constexpr size_t kStackBytes = 256 * 1024;
-  std::vector<char> stack(kStackBytes);
+  std::unique_ptr<char[]> stack(new char[kStackBytes]);
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  pid_t pid = clone(child_main, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, &exec);
+  pid_t pid = clone(child_main, stack.get() + kStackBytes, CLONE_VM | CLONE_VFORK | SIGCHLD, &exec);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) return Status::Error(std::string("clone: ") + strerror(clone_errno));

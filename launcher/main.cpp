@@ -167,8 +167,9 @@ void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
   RestoreFn restore = RestoreForRank(Lookup(ckpt_env));
   ResumeDecision resume;
   if (!use_pmix || info_.size <= 1) {
-    // No rendezvous to publish a decision through (--mpi=none, one task): this rank decides.
-    resume = DecideResume(restore);
+    // One task (rank 0 decided in the rendezvous), or no rendezvous to publish a decision
+    // through (--mpi=none): this rank decides for itself.
+    resume = own_resume_ ? *own_resume_ : DecideResume(restore);
   } else {
     int round = 0;
     // The minimum over all ranks, one PMIx fence per call (rounds only run when rank 0 decided

@@ -1,8 +1,9 @@
 // The floor under autopar-launch's overhead (bench/launch/run.sh): a bare PMIx client that does
 // only what the launcher cannot skip — PMIx_Init, rank 0's Put/Commit of one string, a collecting
-// Fence, a Get of that string, the program as a child (fork/exec/wait), PMIx_Finalize. Same
+// Fence, a Get of that string, the program as a child (vfork/exec/wait), PMIx_Finalize. Same
 // compiler flags and PMIx library as autopar-launch; no hwloc, no autopar code.
-//   srun --mpi=pmix bench-pmix-floor -- true
+//   srun --mpi=pmix bench-pmix-floor [--init-only] -- true
+// --init-only: PMIx_Init and PMIx_Finalize around the child, nothing else (no Put/Fence/Get).
 #include <pmix.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,10 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 
-int main(int argc, char** argv) {
-  setenv("PMIX_MCA_gds", "hash", 0);
-  pmix_proc_t self;
-  if (PMIx_Init(&self, nullptr, 0) != PMIX_SUCCESS) return 1;
+namespace {
+
+int Exchange(const pmix_proc_t& self) {
   if (self.rank == 0) {
     pmix_value_t v;
     PMIX_VALUE_CONSTRUCT(&v);
@@ -34,14 +34,25 @@ int main(int argc, char** argv) {
   pmix_value_t* got = nullptr;
   if (PMIx_Get(&root, "autopar.master", nullptr, 0, &got) != PMIX_SUCCESS) return 1;
   PMIX_VALUE_RELEASE(got);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setenv("PMIX_MCA_gds", "hash", 0);
+  pmix_proc_t self;
+  if (PMIx_Init(&self, nullptr, 0) != PMIX_SUCCESS) return 1;
   int first = 1;
+  const bool init_only = first < argc && std::strcmp(argv[first], "--init-only") == 0;
+  if (init_only) ++first;
+  if (!init_only && Exchange(self) != 0) return 1;
   if (first < argc && std::strcmp(argv[first], "--") == 0) ++first;
   int status = 0;
   if (first < argc) {
-    pid_t pid = fork();
+    pid_t pid = vfork();
     if (pid == 0) {
       execvp(argv[first], argv + first);
-      std::perror(argv[first]);
       _exit(127);
     }
     if (pid < 0 || waitpid(pid, &status, 0) != pid) status = 1 << 8;
