@@ -79,6 +79,14 @@ Result<pid_t> StartChild(const ChildSpec& spec, int* exec_errno) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != e->parent) _exit(128 + SIGKILL);
     for (int s : {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGCONT, SIGCHLD, SIGPIPE}) signal(s, SIG_DFL);
+    // A handler a library installed must not run in this child (it shares the launcher's memory)
+    // between unblocking and execve.
+    for (int s = 1; s < NSIG; ++s) {
+      struct sigaction sa;
+      if (sigaction(s, nullptr, &sa) == 0 && sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN) {
+        signal(s, SIG_DFL);
+      }
+    }
     if (!e->spec->cpus.empty()) sched_setaffinity(0, sizeof(*e->cpus), e->cpus);
     sigprocmask(SIG_SETMASK, &e->spec->mask, nullptr);
     int err = ENOENT;
