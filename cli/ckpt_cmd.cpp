@@ -9,13 +9,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <string>
 #include <vector>
 
 #include "autopar/proto_client.h"
 #include "autopar/site_config.h"
 #include "autopar/text.h"
+#include "autopar/timeline.h"
 #include "commands.h"
 
 namespace autopar::cli {
@@ -213,7 +213,10 @@ int RunEventsCommand(int argc, char** argv) {
   auto args = ParseArgs(argc, argv);
   if (!args) return Fail("events", args.message(), 2);
   if (args->help || args->positional.size() != 1) {
-    std::fputs("usage: autopar events JOBID [--json] [--socket PATH]\n", args->help ? stdout : stderr);
+    std::fputs("usage: autopar events JOBID [--json] [--socket PATH]\n"
+               "  every node's journal of the job merged in time order (autopard's journal_uri),\n"
+               "  as a table or --json; works after the job has ended\n",
+               args->help ? stdout : stderr);
     return args->help ? 0 : 2;
   }
   Request r;
@@ -221,25 +224,13 @@ int RunEventsCommand(int argc, char** argv) {
   r.job_id = args->positional[0];
   auto reply = CallDaemonOk(args->socket, r);
   if (!reply) return Fail("events", reply.message(), 1);
-  if (args->json) {
-    std::vector<std::string> items;
-    for (const auto& e : reply->events) items.push_back(JournalEventJson(e));
-    std::printf("[%s]\n", Join(items, ",").c_str());
-    return 0;
-  }
-  std::printf("%-23s %-8s %-22s %5s %8s  %s\n", "TIME (UTC)", "NODE", "EVENT", "RANK", "STEP", "DETAIL");
-  for (const auto& e : reply->events) {
-    time_t secs = static_cast<time_t>(e.time);
-    tm utc{};
-    gmtime_r(&secs, &utc);
-    char ts[40];
-    std::strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &utc);
-    char frac[8];
-    std::snprintf(frac, sizeof(frac), ".%03d", static_cast<int>((e.time - static_cast<double>(secs)) * 1000));
-    std::printf("%-23s %-8s %-22s %5s %8s  %s\n", (std::string(ts) + frac).c_str(), e.node.c_str(),
-                e.kind.c_str(), e.rank >= 0 ? std::to_string(e.rank).c_str() : "-",
-                e.step >= 0 ? std::to_string(e.step).c_str() : "-", e.detail.c_str());
-  }
+  for (const auto& note : reply->notes) std::fprintf(stderr, "autopar: events: %s\n", note.c_str());
+  // The daemon merged every node's journal; merging again keeps the output's order defined
+  // whatever the daemon's version.
+  std::vector<JournalEvent> events = MergeTimelines({reply->events});
+  const std::string out = args->json ? EncodeEventsJson(r.job_id, events)
+                                     : RenderEventsTable(r.job_id, events);
+  std::fputs(out.c_str(), stdout);
   return 0;
 }
 

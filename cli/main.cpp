@@ -16,7 +16,7 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"plan", autopar::cli::RunPlanCommand, "choose a parallel layout for a model on given GPUs"},
     {"ckpt", autopar::cli::RunCkptCommand, "commit, list and watch checkpoints (autopard)"},
-    {"events", autopar::cli::RunEventsCommand, "a job's event timeline from autopard's journal"},
+    {"events", autopar::cli::RunEventsCommand, "a job's events from every node, in time order"},
 };
 
 void Usage(std::FILE* out) {

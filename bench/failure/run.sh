@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Failure recovery benchmark (issue 6): runs the end-to-end fault tests of
-# tests/integration/test_requeue_faults.py on a running local test cluster (with autopard on every
+# tests/integration/test_requeue_faults.py and test_time_limit.py on a running local test cluster (with autopard on every
 # node) and prints, per fault, the seconds from the fault to the first training step after the
 # resume, the steps computed twice, and for node loss the ratio to Slurm's own node-failure
 # requeue of the same job (no --requeue-on-failure; the batch script survives the failed step).
+# For the time limit (d) the "fault" is autopard's checkpoint request (time_limit_request).
 #
 # Usage: bench/failure/run.sh [PYTEST_ARGS...]
 # Environment: SLURM_CONF (the test cluster), AUTOPAR_BUILD_DIR (the build tree), as for the
@@ -17,7 +18,7 @@ repo=$(cd -- "$here/../.." && pwd)
 out=$(mktemp /tmp/autopar-failure-bench.XXXXXX.jsonl)
 trap 'rm -f "$out"' EXIT
 cd "$repo/tests/integration"
-AUTOPAR_BENCH_OUT=$out /usr/bin/python3 -m pytest -q test_requeue_faults.py "$@"
+AUTOPAR_BENCH_OUT=$out /usr/bin/python3 -m pytest -q test_requeue_faults.py test_time_limit.py "$@"
 /usr/bin/python3 - "$out" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

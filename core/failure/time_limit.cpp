@@ -3,15 +3,16 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "autopar/timeline.h"
+
 namespace autopar {
 
 std::string TimeLimitPlan::Describe() const {
   if (!limited) return "no time limit";
-  char buf[200];
-  std::snprintf(buf, sizeof buf,
-                "checkpoint estimate %.1f s, margin %.1f s: checkpoint requested at %.0f",
-                ckpt_estimate_s, margin_s, request_at);
-  return buf;
+  char buf[120];
+  std::snprintf(buf, sizeof buf, "checkpoint estimate %.1f s, margin %.1f s: checkpoint requested at ",
+                ckpt_estimate_s, margin_s);
+  return buf + FormatEventTime(request_at, false);
 }
 
 TimeLimitPlan PlanTimeLimit(const TimeLimitSettings& s, const TimeLimitInputs& in) {

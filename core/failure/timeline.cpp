@@ -195,15 +195,21 @@ std::string EncodeEventsJson(const std::string& job_id, const std::vector<Journa
   return out;
 }
 
-Result<std::vector<JournalEvent>> DecodeEventsJson(std::string_view text) {
+namespace {
+
+Result<Json::Value> ParseJson(std::string_view text, const std::string& what) {
   Json::CharReaderBuilder b;
   b["collectComments"] = false;
   std::unique_ptr<Json::CharReader> reader(b.newCharReader());
   Json::Value v;
   std::string errs;
   if (!reader->parse(text.data(), text.data() + text.size(), &v, &errs)) {
-    return Status::Error("events JSON: " + errs.substr(0, errs.find('\n')));
+    return Status::Error(what + ": " + errs.substr(0, errs.find('\n')));
   }
+  return v;
+}
+
+Result<std::vector<JournalEvent>> EventsFromJson(const Json::Value& v) {
   if (!v.isObject() || !v["events"].isArray()) {
     return Status::Error("events JSON: no \"events\" array");
   }
@@ -235,6 +241,61 @@ Result<std::vector<JournalEvent>> DecodeEventsJson(std::string_view text) {
     out.push_back(std::move(ev));
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<JournalEvent>> DecodeEventsJson(std::string_view text) {
+  auto v = ParseJson(text, "events JSON");
+  if (!v) return v.status();
+  return EventsFromJson(*v);
+}
+
+std::string PublishedJournalKey(const std::string& job_id, const std::string& node) {
+  std::string name = node.empty() ? "_" : node;
+  for (char& c : name) {
+    if (!KeyChar(c)) c = '_';
+  }
+  if (name == "." || name == "..") name = "_";
+  return PublishedJournalPrefix(job_id) + name + ".json";
+}
+
+std::string PublishedJournalPrefix(const std::string& job_id) { return job_id + "/"; }
+
+std::string EncodePublishedJournal(const PublishedJournal& j) {
+  std::string out = "{\"job_id\": " + Compact(Json::Value(j.job_id)) +
+                    ", \"node\": " + Compact(Json::Value(j.node)) +
+                    ", \"uid\": " + std::to_string(j.uid) +
+                    ", \"updated\": " + Compact(Json::Value(j.updated)) + ", \"events\": [";
+  for (size_t i = 0; i < j.events.size(); ++i) {
+    out += (i ? ",\n  " : "\n  ") + Compact(EventToJson(j.events[i]));
+  }
+  out += j.events.empty() ? "]}\n" : "\n]}\n";
+  return out;
+}
+
+Result<PublishedJournal> DecodePublishedJournal(std::string_view text) {
+  auto v = ParseJson(text, "published journal");
+  if (!v) return v.status();
+  if (!v->isObject()) return Status::Error("published journal: not a JSON object");
+  PublishedJournal j;
+  for (const char* key : {"job_id", "node"}) {
+    if (!(*v)[key].isString()) {
+      return Status::Error(std::string("published journal: ") + key + ": not a string");
+    }
+  }
+  j.job_id = (*v)["job_id"].asString();
+  j.node = (*v)["node"].asString();
+  if (!(*v)["uid"].isIntegral()) return Status::Error("published journal: uid: not an integer");
+  j.uid = (*v)["uid"].asInt64();
+  if (!(*v)["updated"].isNull() && !(*v)["updated"].isNumeric()) {
+    return Status::Error("published journal: updated: not a number");
+  }
+  j.updated = (*v)["updated"].asDouble();
+  auto events = EventsFromJson(*v);
+  if (!events) return events.status();
+  j.events = std::move(*events);
+  return j;
 }
 
 }  // namespace autopar

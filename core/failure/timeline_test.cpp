@@ -123,5 +123,55 @@ TEST(TimelineTest, JsonErrorsNameTheField) {
   }
 }
 
+TEST(PublishedJournalTest, RoundTripAndKeys) {
+  PublishedJournal j;
+  j.job_id = "42";
+  j.node = "node2";
+  j.uid = 1001;
+  j.updated = 1796029262.125;
+  j.events = {Ev(1796029261.0001, "node2", "failure", 3, -1, "class=rank-crash signal=9"),
+              Ev(1796029262.5, "node2", "requeue", -1, -1, "attempt=1 of=3")};
+  std::string text = EncodePublishedJournal(j);
+  auto back = DecodePublishedJournal(text);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->job_id, "42");
+  EXPECT_EQ(back->node, "node2");
+  EXPECT_EQ(back->uid, 1001);
+  EXPECT_EQ(back->updated, j.updated);
+  ASSERT_EQ(back->events.size(), 2u);
+  // Times survive exactly, so merging a journal read twice keeps each event once.
+  EXPECT_EQ(MergeTimelines({j.events, back->events}).size(), 2u);
+  // It is also an events document: the CLI's decoder reads it.
+  auto as_events = DecodeEventsJson(text);
+  ASSERT_TRUE(as_events.ok()) << as_events.message();
+  EXPECT_EQ(as_events->size(), 2u);
+
+  EXPECT_EQ(PublishedJournalKey("42", "node1"), "42/node1.json");
+  EXPECT_EQ(PublishedJournalKey("42", "../x y"), "42/.._x_y.json");
+  EXPECT_EQ(PublishedJournalKey("42", ".."), "42/_.json");
+  EXPECT_EQ(PublishedJournalPrefix("42"), "42/");
+  EXPECT_EQ(PublishedJournalKey("42", "n").rfind(PublishedJournalPrefix("42"), 0), 0u);
+}
+
+TEST(PublishedJournalTest, ErrorsNameTheField) {
+  struct Case {
+    const char* text;
+    const char* error;
+  } cases[] = {
+      {"[", "published journal: "},
+      {"[]", "not a JSON object"},
+      {"{\"job_id\": 4, \"node\": \"n\", \"uid\": 0, \"events\": []}", "job_id: not a string"},
+      {"{\"job_id\": \"4\", \"node\": \"n\", \"uid\": \"0\", \"events\": []}", "uid: not an integer"},
+      {"{\"job_id\": \"4\", \"node\": \"n\", \"uid\": 0}", "no \"events\" array"},
+      {"{\"job_id\": \"4\", \"node\": \"n\", \"uid\": 0, \"events\": [{\"time\": 1}]}",
+       "events[0]: kind: missing"},
+  };
+  for (const auto& c : cases) {
+    auto r = DecodePublishedJournal(c.text);
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_NE(r.message().find(c.error), std::string::npos) << r.message();
+  }
+}
+
 }  // namespace
 }  // namespace autopar

@@ -43,7 +43,9 @@ extern "C" int autopar_ckpt_commit(long long step, char* err, size_t errlen) {
   return 0;
 }
 
-extern "C" int autopar_ckpt_heartbeat(long long step, char* err, size_t errlen) {
+extern "C" int autopar_ckpt_heartbeat_check(long long step, int* checkpoint_requested, char* err,
+                                            size_t errlen) {
+  if (checkpoint_requested) *checkpoint_requested = 0;
   auto job = Job();
   if (!job) return Fail(job.message(), err, errlen);
   autopar::Request r;
@@ -54,7 +56,12 @@ extern "C" int autopar_ckpt_heartbeat(long long step, char* err, size_t errlen) 
   r.node = job->node;
   auto reply = autopar::CallDaemonOk(job->socket, r, 5000);
   if (!reply) return Fail(reply.message(), err, errlen);
+  if (checkpoint_requested) *checkpoint_requested = reply->checkpoint_requested ? 1 : 0;
   return 0;
+}
+
+extern "C" int autopar_ckpt_heartbeat(long long step, char* err, size_t errlen) {
+  return autopar_ckpt_heartbeat_check(step, nullptr, err, errlen);
 }
 
 extern "C" long long autopar_ckpt_resume_step(void) {

@@ -347,9 +347,16 @@ std::string EncodeReply(Op op, const Reply& reply) {
       Json::Value a(Json::arrayValue);
       for (const auto& ev : reply.events) a.append(EventToValue(ev));
       v["events"] = a;
+      if (!reply.notes.empty()) {
+        Json::Value n(Json::arrayValue);
+        for (const auto& note : reply.notes) n.append(note);
+        v["notes"] = n;
+      }
       break;
     }
     case Op::kHeartbeat:
+      if (reply.checkpoint_requested) v["checkpoint_requested"] = true;
+      break;
     case Op::kEvent:
       break;
   }
@@ -450,9 +457,19 @@ Result<Reply> DecodeReply(Op op, std::string_view line) {
         if (!g.status()) return g.status();
         r.events.push_back(std::move(ev));
       }
+      if (v.isMember("notes")) {  // optional: absent from older daemons and without notes
+        auto n = array("notes");
+        if (!n) return n.status();
+        for (const auto& note : **n) {
+          if (!note.isString()) return Status::Error("autopard reply: notes: not strings");
+          r.notes.push_back(note.asString());
+        }
+      }
       break;
     }
     case Op::kHeartbeat:
+      r.checkpoint_requested = f.Bool("checkpoint_requested");
+      break;
     case Op::kEvent:
       break;
   }

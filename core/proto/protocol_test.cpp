@@ -136,6 +136,23 @@ TEST(ProtocolTest, RepliesRoundTrip) {
   ASSERT_EQ(e->events.size(), 1u);
   EXPECT_EQ(e->events[0].node, "node2");
   EXPECT_EQ(e->events[0].step, 10);
+  EXPECT_TRUE(e->notes.empty());
+  events.notes = {"only node2's events: other nodes' events need journal_uri"};
+  e = DecodeReply(Op::kEvents, EncodeReply(Op::kEvents, events));
+  ASSERT_TRUE(e.ok()) << e.message();
+  EXPECT_EQ(e->notes, events.notes);
+  EXPECT_FALSE(DecodeReply(Op::kEvents, R"({"ok":true,"events":[],"notes":[1]})").ok());
+
+  // The heartbeat's reply carries the time-limit checkpoint request only when it is set.
+  Reply beat;
+  EXPECT_EQ(EncodeReply(Op::kHeartbeat, beat), R"({"ok":true})");
+  beat.checkpoint_requested = true;
+  auto h = DecodeReply(Op::kHeartbeat, EncodeReply(Op::kHeartbeat, beat));
+  ASSERT_TRUE(h.ok()) << h.message();
+  EXPECT_TRUE(h->checkpoint_requested);
+  auto plain = DecodeReply(Op::kHeartbeat, R"({"ok":true})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->checkpoint_requested);
 }
 
 TEST(ProtocolTest, ErrorRepliesCarryTheMessage) {

@@ -6,7 +6,13 @@ in every task, so `srun python3 train_ddp.py` needs nothing else. Every rank tra
 one fixed synthetic regression data set; the result depends only on the seed and the world size's
 total batch, so runs can be compared exactly.
 
+With autopar's Python module on PYTHONPATH (the repository's python/) and a job submitted with
+--ckpt-dir/--ckpt-upload, it checkpoints every --ckpt-every steps (each rank writes its state and
+commits it; autopard uploads it), sends a heartbeat after every step, and resumes from the step
+autopar-launch restored when the job runs again (after a requeue).
+
 Usage: train_ddp.py [--steps N] [--seed S] [--batch B] [--hidden H] [--lr LR] [--out FILE]
+                    [--ckpt-every K] [--step-sleep SECONDS]
 """
 import argparse
 import os
@@ -16,6 +22,11 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+
+try:
+    from autopar import ckpt  # also installs the stack dump for hang reports
+except ImportError:  # autopar's python/ is not on PYTHONPATH: train without checkpoints
+    ckpt = None
 
 
 def make_data(seed: int, n: int, dim: int):
@@ -34,7 +45,10 @@ def main() -> int:
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--out", default="", help="rank 0 writes the final state here")
+    ap.add_argument("--ckpt-every", type=int, default=10, help="checkpoint every K steps")
+    ap.add_argument("--step-sleep", type=float, default=0.0, help="pause per step (demos)")
     args = ap.parse_args()
+    use_ckpt = ckpt is not None and ckpt.enabled()
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     t0 = time.time()
@@ -60,8 +74,19 @@ def main() -> int:
     x, y = make_data(args.seed, 4096, dim)
     per_rank = args.batch // world
 
+    start = 0
+    resumed = ckpt.resume_step() if use_ckpt else None
+    if resumed is not None:
+        state = torch.load(os.path.join(ckpt.resume_dir(), "state.pt"))
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start = resumed + 1
+        if rank == 0:
+            print(f"train: resumed from checkpoint step {resumed} "
+                  f"(run {os.environ.get('SLURM_RESTART_COUNT', '0')})", flush=True)
+
     loss = torch.tensor(0.0)
-    for step in range(args.steps):
+    for step in range(start, args.steps):
         # Step s uses samples [s*B, (s+1)*B) of the data (wrapping); rank r takes its slice of them.
         start = (step * args.batch + rank * per_rank) % x.shape[0]
         idx = torch.arange(start, start + per_rank) % x.shape[0]
@@ -75,6 +100,17 @@ def main() -> int:
             dist.all_reduce(mean)
             if rank == 0:
                 print(f"train: step {step:4d} loss {mean.item() / world:.6f}", flush=True)
+        if use_ckpt:
+            ckpt.heartbeat(step)
+            if (step + 1) % args.ckpt_every == 0:
+                d = ckpt.step_dir(step)
+                torch.save({"model": model.state_dict(), "opt": opt.state_dict()},
+                           os.path.join(d, "state.pt"))
+                ckpt.commit(step)  # returns at once; autopard uploads in the background
+                if rank == 0:
+                    print(f"train: checkpoint step {step} committed", flush=True)
+        if args.step_sleep:
+            time.sleep(args.step_sleep)
 
     # The mean loss over the whole data set, identical on every rank.
     with torch.no_grad():

@@ -21,6 +21,12 @@ int autopar_ckpt_step_dir(long long step, char* buf, size_t len, char* err, size
 int autopar_ckpt_commit(long long step, char* err, size_t errlen);
 /* Tells autopard this rank reached `step` (progress for hang detection). */
 int autopar_ckpt_heartbeat(long long step, char* err, size_t errlen);
+/* The same; *checkpoint_requested (may be NULL) becomes 1 when autopard asks the program to
+ * checkpoint now because the job's time limit is near (jobs with --requeue-on-failure), else 0.
+ * The ranks must agree on one step (e.g. MPI_Allreduce(MAX) of the flag), commit it, and then wait
+ * to be ended by the requeue instead of exiting (docs/checkpoints.md, "Time limits"). */
+int autopar_ckpt_heartbeat_check(long long step, int* checkpoint_requested, char* err,
+                                 size_t errlen);
 /* The step restored before the program started (AUTOPAR_RESUME_STEP), or -1 for a fresh start. */
 long long autopar_ckpt_resume_step(void);
 

@@ -17,10 +17,18 @@
 //   status     [job_id]                                         uploads[] {job_id step rank state
 //                                                               bytes_done bytes_total
 //                                                               throughput_bps eta_s error}
-//   heartbeat  job_id rank step [node]                          -
+//   heartbeat  job_id rank step [node]                          [checkpoint_requested]
 //   event      job_id kind [rank] [step] [detail] [node]        -
 //   events     job_id                                           events[] {time node job_id kind
-//                                                               rank step detail}
+//                                                               rank step detail} (every node's
+//                                                               journal merged in time order)
+//                                                               [notes[]] (what is missing, for
+//                                                               stderr)
+//
+// heartbeat's reply: "checkpoint_requested": true (absent or false otherwise) asks the program to
+// checkpoint now because the job's time limit is near (issue 6; only for jobs submitted with
+// --requeue-on-failure). The ranks agree on one step (any rank's request counts), commit it as
+// usual and then wait for the requeue instead of exiting (docs/checkpoints.md, "Time limits").
 //
 // Authorization is the daemon's: it identifies the peer with SO_PEERCRED, never trusting a uid in
 // the request. Pure encoding/decoding here; thread-compatible values, reentrant functions.
@@ -112,6 +120,8 @@ struct Reply {
   std::vector<StepInfo> steps;
   std::vector<UploadInfo> uploads;
   std::vector<JournalEvent> events;
+  std::vector<std::string> notes;  // events: e.g. "other nodes' events need journal_uri ..."
+  bool checkpoint_requested = false;  // heartbeat: checkpoint now (time limit near)
 };
 
 // Checks the fields `op` needs (job id syntax, step >= 0, 0 <= rank < world_size, absolute

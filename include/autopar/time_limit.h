@@ -44,7 +44,8 @@ struct TimeLimitPlan {
   double ckpt_estimate_s = 0;
   double margin_s = 0;
   double request_at = 0;   // when to ask for the checkpoint (same clock as end_time)
-  // "end 12:00:00, checkpoint ~40.0 s (observed max of 3), step 2.0 s: margin 77.0 s"
+  // "checkpoint estimate 40.0 s, margin 77.0 s: checkpoint requested at 2026-11-30 12:00:03.000"
+  // (UTC; request_at taken as seconds since the epoch)
   std::string Describe() const;
 };
 

@@ -37,6 +37,7 @@ inline constexpr const char* kStepStarted = "step_started";     // nodes= ranks=
 inline constexpr const char* kRendezvous = "rendezvous";        // duration_s=
 inline constexpr const char* kCkptCommitted = "ckpt_committed"; // step, rank (autopard)
 inline constexpr const char* kCkptComplete = "ckpt_complete";   // step (autopard)
+inline constexpr const char* kCkptUploaded = "ckpt_uploaded";   // step, rank (autopard)
 inline constexpr const char* kCkptFailed = "ckpt_failed";       // step, error (autopard)
 inline constexpr const char* kRankExit = "rank_exit";  // exit= [signal=] run_s= (autopar-launch)
 inline constexpr const char* kHeartbeatMissed = "heartbeat_missed";  // the HangVerdict
@@ -47,6 +48,14 @@ inline constexpr const char* kRequeueFailed = "requeue_failed";  // error=
 inline constexpr const char* kStopped = "stopped";  // reason=
 inline constexpr const char* kNodeDown = "node_down";  // node= result= (autopard marked it DOWN)
 inline constexpr const char* kResumed = "resumed";  // step (the checkpoint resumed from)
+// Time limits (autopard; failure_handler.h): the checkpoint request with its plan (end= margin_s=
+// ckpt_estimate_s= step_s= plan=), the step the program checkpoints for it (python/autopar),
+// a time limit reached without a COMPLETE checkpoint after the request, and a time-limit
+// checkpoint that was not requeued (reason=).
+inline constexpr const char* kTimeLimitRequest = "time_limit_request";
+inline constexpr const char* kTimeLimitCheckpoint = "time_limit_checkpoint";
+inline constexpr const char* kTimeLimitMissed = "time_limit_missed";
+inline constexpr const char* kTimeLimitNotRequeued = "time_limit_not_requeued";
 inline constexpr const char* kFinished = "finished";  // exit=
 }  // namespace event_kind
 
@@ -72,5 +81,28 @@ std::string EncodeEventsJson(const std::string& job_id, const std::vector<Journa
 // Reads EncodeEventsJson's output back (the "fields"/"time_utc" members are ignored: `detail` and
 // `time` are the truth). Errors name what is wrong: "events JSON: events[2]: time: not a number".
 Result<std::vector<JournalEvent>> DecodeEventsJson(std::string_view text);
+
+// ---- published journals (autopard's journal_uri) ---------------------------------------------
+// Every autopard publishes each job's events from its own journal to the site's journal store as
+// one object per job and node, rewritten whole (atomically) as events arrive:
+//   <job_id>/<node>.json = {"job_id": "42", "node": "node1", "uid": 1001, "updated": <epoch s>,
+//                           "events": [... as in EncodeEventsJson ...]}
+// `uid` is the job's owner as Slurm knew it when the node published (-1: unknown), so that
+// `autopar events` can authorize a reader after Slurm has forgotten the job.
+struct PublishedJournal {
+  std::string job_id;
+  std::string node;
+  int64_t uid = -1;
+  double updated = 0;
+  std::vector<JournalEvent> events;
+};
+
+// "42/node1.json"; characters of `node` outside [A-Za-z0-9_.-] become '_'.
+std::string PublishedJournalKey(const std::string& job_id, const std::string& node);
+// "42/": the prefix under which every node's journal of the job lies.
+std::string PublishedJournalPrefix(const std::string& job_id);
+std::string EncodePublishedJournal(const PublishedJournal& journal);
+// Errors name the field: "published journal: uid: not an integer"; events as DecodeEventsJson.
+Result<PublishedJournal> DecodePublishedJournal(std::string_view text);
 
 }  // namespace autopar

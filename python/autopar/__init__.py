@@ -6,7 +6,15 @@
     d = ckpt.step_dir(step)                      # $AUTOPAR_CKPT_DIR/step-<N>/rank-<RANK>/
     torch.save(state, os.path.join(d, "model.pt"))
     ckpt.commit(step)                            # returns in milliseconds; autopard uploads it
+
+Inside a Slurm job, importing autopar (any of its modules) also installs the Python stack dump for
+hang reports (autopar.stacks.install(): faulthandler on SIGUSR2), so a hung job's timeline shows
+where each rank's Python threads were. Opt out with AUTOPAR_STACKS=0 in the job's environment
+(e.g. when the program uses SIGUSR2 itself).
 """
 from . import ckpt  # noqa: F401
+from . import stacks
 
-__all__ = ["ckpt"]
+__all__ = ["ckpt", "stacks"]
+
+stacks.install_by_default()

@@ -8,15 +8,24 @@ verified; only complete steps are restored. After a restart, ``resume_step()`` i
 autopar-launch restored before the program started (``None`` for a fresh start) and
 ``resume_dir()`` holds this rank's files of it.
 
+Time limits (jobs submitted with ``--requeue-on-failure``): near the job's end time autopard asks
+the program to checkpoint: ``heartbeat(step)`` returns True. The ranks agree on one step with
+``time_limit_reached(requested, step)`` (any rank's request counts; through torch.distributed when
+it is initialized), checkpoint and commit that step as usual, and then call
+``wait_for_requeue()``, which holds until autopard has requeued the job once the step is COMPLETE
+(Slurm then ends the task; the next run resumes from that step). See docs/checkpoints.md.
+
 Only the standard library is used. Errors raise ``AutoparError`` with autopard's message.
 """
+import atexit
 import json
 import os
 import socket
+import sys
 import time
 
 __all__ = ["AutoparError", "enabled", "rank", "step_dir", "commit", "heartbeat", "event", "uploads", "wait_uploads",
-           "resume_step", "resume_dir"]
+           "resume_step", "resume_dir", "agree", "time_limit_reached", "wait_for_requeue"]
 
 PROTOCOL_VERSION = 1
 
@@ -115,12 +124,81 @@ def commit(step, timeout=30.0):
 
 
 def heartbeat(step, timeout=5.0):
-    """Tells autopard this rank made progress (reached `step`)."""
+    """Tells autopard this rank made progress (reached `step`). Returns True when autopard asks
+    the program to checkpoint now because the job's time limit is near (the reply's
+    ``checkpoint_requested``; only for jobs with --requeue-on-failure), else False. Pass the value
+    to time_limit_reached() on every rank."""
     f = _job_fields()
     req = {"op": "heartbeat", "job_id": f["job_id"], "rank": f["rank"], "step": int(step)}
     if "node" in f:
         req["node"] = f["node"]
-    _call(req, timeout)
+    return bool(_call(req, timeout).get("checkpoint_requested", False))
+
+
+def agree(flag):
+    """True on every rank when `flag` is true on any rank: an all_reduce(MAX) through
+    torch.distributed when the program has imported it and initialized the default process
+    group (a collective: every rank must call it at the same point), else `flag` itself. This
+    module never imports torch."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return bool(flag)
+    torch = sys.modules["torch"]
+    t = torch.tensor([1 if flag else 0], dtype=torch.int32)
+    if dist.get_backend() == "nccl":
+        t = t.cuda(torch.cuda.current_device())
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def time_limit_reached(requested, step):
+    """Call on every rank after heartbeat(step) with its result. Returns True on every rank when
+    any rank was asked to checkpoint for the time limit (agree()); the program then writes and
+    commits `step` and calls wait_for_requeue(). When True, the step is also recorded on the
+    job's timeline ("time_limit_checkpoint"), which tells autopard which step ends this run."""
+    global _time_limit_step
+    if not agree(requested):
+        return False
+    if enabled():
+        event("time_limit_checkpoint", detail="checkpointing for the time limit", step=step)
+        if _time_limit_step is None:
+            atexit.register(_hold_at_exit)
+        _time_limit_step = int(step)
+    return True
+
+
+_time_limit_step = None  # the step announced by time_limit_reached()
+_holding = False
+
+
+def _hold_at_exit():
+    # A program that returns (or raises) after its time-limit checkpoint instead of calling
+    # wait_for_requeue() would end the job COMPLETED (or FAILED) with training unfinished: hold
+    # here, so the requeue ends it.
+    if not _holding:
+        print(f"autopar: rank {rank()}: exiting after the time-limit checkpoint of step "
+              f"{_time_limit_step}: holding until the requeue instead", file=sys.stderr, flush=True)
+        wait_for_requeue()
+
+
+def wait_for_requeue(timeout=None, poll=0.5):
+    """After the time-limit checkpoint is committed: waits until this node's uploads are done,
+    then holds until Slurm ends the task (autopard requeues the job as soon as the step is
+    COMPLETE on every node). It does not return normally: returning would let the job end as
+    COMPLETED with training unfinished. If the requeue cannot happen (no restart of
+    --requeue-on-failure left: "time_limit_not_requeued" in `autopar events`), the job runs into
+    its time limit and ends TIMEOUT. `timeout` (seconds, None: until the task is ended) raises
+    AutoparError instead, for programs that want to handle that themselves. A Python program
+    that exits after time_limit_reached() returned True holds here anyway (atexit)."""
+    global _holding
+    _holding = True
+    deadline = None if timeout is None else time.monotonic() + timeout
+    wait_uploads(timeout=timeout if timeout is not None else 10 ** 9)
+    print(f"autopar: rank {rank()}: checkpoint committed for the time limit; waiting for the "
+          "requeue", file=sys.stderr, flush=True)
+    while deadline is None or time.monotonic() < deadline:
+        time.sleep(poll)
+    raise AutoparError(f"the job was not requeued within {timeout:g} s of the time-limit checkpoint")
 
 
 def event(kind, detail="", step=None, timeout=5.0):

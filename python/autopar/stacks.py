@@ -4,23 +4,29 @@
 SIGUSR2 to each rank that catches it, and the rank writes the stacks of all its threads to
 ``<AUTOPAR_STACK_DIR or /tmp/autopar-stacks/<job>>/stack-rank<R>.txt`` (appending), which
 autopard reads into the job's timeline (`autopar events JOBID`, kind "stack"). autopard sends the
-signal only to processes that catch it, so a program that never calls install() is not harmed.
+signal only to processes that catch it, so a program without it is not harmed.
+
+It happens by default: importing ``autopar`` inside a Slurm job (SLURM_JOB_ID set) calls
+``install_by_default()``, which installs it unless AUTOPAR_STACKS is 0/false/no/off (the opt-out,
+e.g. for a program that uses SIGUSR2 itself). Outside a job nothing is installed.
 
 Only the standard library is used; calling install() again does nothing.
 """
 import faulthandler
 import os
 import signal
+import sys
 
-__all__ = ["install", "dump_path"]
+__all__ = ["install", "install_by_default", "dump_path"]
 
 _file = None
+_DEFAULT_ROOT = "/tmp/autopar-stacks"
 
 
 def dump_path():
     """Where this rank's dump goes (the same rule as autopard's PythonStackDumpPath)."""
     job = os.environ.get("SLURM_JOB_ID", "nojob")
-    d = os.environ.get("AUTOPAR_STACK_DIR") or os.path.join("/tmp/autopar-stacks", job)
+    d = os.environ.get("AUTOPAR_STACK_DIR") or os.path.join(_DEFAULT_ROOT, job)
     rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
     return os.path.join(d, f"stack-rank{rank}.txt")
 
@@ -30,7 +36,29 @@ def install():
     global _file
     path = dump_path()
     if _file is None:
+        if not os.environ.get("AUTOPAR_STACK_DIR"):
+            # The shared parent is like /tmp: every user's jobs make their directory in it.
+            try:
+                os.mkdir(_DEFAULT_ROOT)
+                os.chmod(_DEFAULT_ROOT, 0o1777)
+            except FileExistsError:
+                pass
         os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
         _file = open(path, "a", buffering=1)
         faulthandler.register(signal.SIGUSR2, file=_file, all_threads=True, chain=False)
     return path
+
+
+def install_by_default():
+    """install() inside a Slurm job unless AUTOPAR_STACKS opts out; returns the dump file's path
+    or None. A failure (e.g. an unwritable directory) is reported once on stderr, not raised: the
+    training runs on without stack dumps."""
+    if not os.environ.get("SLURM_JOB_ID"):
+        return None
+    if os.environ.get("AUTOPAR_STACKS", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    try:
+        return install()
+    except OSError as e:
+        sys.stderr.write(f"autopar: stack dumps for hang reports are off: {e}\n")
+        return None

@@ -48,6 +48,32 @@ Status Authorizer::Check(const Peer& peer, const std::string& what, const std::s
   return Status::Ok();
 }
 
+Status Authorizer::CheckRecorded(const Peer& peer, const std::string& what,
+                                 const std::string& job_id,
+                                 const std::function<std::vector<int64_t>()>& recorded) {
+  if (IsPrivileged(peer.uid)) return Status::Ok();
+  auto owner = owners_->Owner(job_id);
+  int64_t other = -1;
+  bool known = false;
+  if (owner) {
+    known = true;
+    if (*owner != peer.uid) other = *owner;
+  } else {
+    for (int64_t uid : recorded()) {
+      if (uid < 0) continue;
+      known = true;
+      if (uid != static_cast<int64_t>(peer.uid)) other = uid;
+    }
+  }
+  if (!known) return Status::Error(what + ": " + owner.message());
+  if (other >= 0) {
+    return Status::Error(what + ": permission denied: job " + job_id + " belongs to uid " +
+                         std::to_string(other) + ", not to you (uid " +
+                         std::to_string(peer.uid) + ")");
+  }
+  return Status::Ok();
+}
+
 Result<uid_t> Authorizer::FileOwner(const Peer& peer, const std::string& job_id) {
   auto owner = owners_->Owner(job_id);
   if (owner) return owner;

@@ -61,6 +61,12 @@ class Authorizer {
   // OK when `peer` may act on `job_id`; the error says why not, e.g. "job 42 belongs to uid
   // 1001, not to you (uid 1002)". `what` names the operation ("commit").
   Status Check(const Peer& peer, const std::string& what, const std::string& job_id);
+  // As Check, for reading what a job left behind after Slurm may have forgotten it (its
+  // journal): when Slurm cannot name the owner, the owner uids recorded with the job decide
+  // (`recorded` is called only then; entries < 0 are unknown): every known one must be the
+  // peer's, and at least one must be known, else Slurm's error is returned.
+  Status CheckRecorded(const Peer& peer, const std::string& what, const std::string& job_id,
+                       const std::function<std::vector<int64_t>()>& recorded);
   // The uid whose files the job's checkpoints are (the job's owner). For a privileged peer whose
   // job Slurm does not know (tests, benchmarks outside Slurm), the peer's own uid.
   Result<uid_t> FileOwner(const Peer& peer, const std::string& job_id);

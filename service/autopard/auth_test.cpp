@@ -64,5 +64,42 @@ TEST(AuthTest, OwnersAreCachedButErrorsAreNot) {
   EXPECT_EQ(f->calls, 4);
 }
 
+TEST(AuthTest, RecordedOwnersDecideWhenSlurmHasForgottenTheJob) {
+  FakeOwners owners;
+  owners.owners = {{"10", 1000}};
+  Authorizer auth(&owners, {64030});
+  struct Case {
+    uid_t peer;
+    const char* job;
+    std::vector<int64_t> recorded;
+    bool allowed;
+    const char* error;
+  } cases[] = {
+      {1000, "10", {1001}, true, ""},  // Slurm knows the job: it decides
+      {1001, "10", {1001}, false, "events: permission denied: job 10 belongs to uid 1000, not to you (uid 1001)"},
+      {1000, "20", {1000, -1, 1000}, true, ""},  // forgotten: the recorded owner decides
+      {1001, "20", {1000}, false, "events: permission denied: job 20 belongs to uid 1000, not to you (uid 1001)"},
+      {1000, "20", {1000, 1001}, false, "belongs to uid 1001"},  // any disagreement refuses
+      {1000, "20", {-1}, false, "events: job 20: Slurm does not know it"},
+      {1000, "20", {}, false, "events: job 20: Slurm does not know it"},
+      {0, "20", {}, true, ""},
+      {64030, "20", {1000}, true, ""},
+  };
+  for (const auto& c : cases) {
+    int asked = 0;
+    Status st = auth.CheckRecorded(Peer{1, c.peer, c.peer}, "events", c.job, [&] {
+      ++asked;
+      return c.recorded;
+    });
+    EXPECT_EQ(st.ok(), c.allowed) << c.peer << " " << c.job;
+    if (!c.allowed) {
+      EXPECT_NE(st.message().find(c.error), std::string::npos) << st.message();
+    }
+    if (std::string(c.job) == "10") {
+      EXPECT_EQ(asked, 0);  // storage is not read when Slurm knows the job
+    }
+  }
+}
+
 }  // namespace
 }  // namespace autopar

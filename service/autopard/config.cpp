@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include "autopar/ckpt_uri.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -182,10 +184,24 @@ Result<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::strin
       st = integer(0, 86400, &c.owner_cache_s);
     } else if (key == "restore_timeout_s") {
       st = integer(1, 86400, &c.restore_timeout_s);
+    } else if (key == "journal_uri") {
+      if (!v.empty()) {
+        auto uri = ParseCheckpointUri(v);
+        if (!uri) {
+          std::string m = uri.message();
+          if (m.rfind("--ckpt-upload: ", 0) == 0) m = m.substr(15);
+          st = bad(m);
+        } else {
+          c.journal_uri = uri->ToString();
+        }
+      }
     } else {
       return Status::Error(where + key + ": unknown key (etc/autopard.conf lists every key)");
     }
     if (!st) return st;
+  }
+  if (c.journal_uri.rfind("s3://", 0) == 0 && c.s3.endpoint.empty()) {
+    return Status::Error(origin + ": journal_uri: " + c.journal_uri + " needs s3_endpoint");
   }
   if (!c.s3.credentials.secret_access_key.empty() && c.s3.credentials.access_key_id.empty()) {
     return Status::Error(origin + ": s3_secret_key is set but s3_access_key is not");

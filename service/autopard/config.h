@@ -41,6 +41,9 @@ struct DaemonConfig {
                                  // retry_max_elapsed_s
   int owner_cache_s = 300;       // how long a job's owner is cached
   int restore_timeout_s = 3600;  // the longest a restore may take before the client gives up
+  // Where every node publishes its journal per job (journal_publisher.h): "file:///shared/dir"
+  // or "s3://bucket/prefix" (canonical form); empty: `autopar events` shows this node's only.
+  std::string journal_uri;
 };
 
 // Parses the text of a configuration file; `origin` names it in errors

@@ -20,7 +20,8 @@ TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
       "retry_max_elapsed_s = 60\n"
       "posix_fsync = false\n"
       "commit_sync = full\n"
-      "multipart_threshold = 64M\n",
+      "multipart_threshold = 64M\n"
+      "journal_uri = s3://site-bucket/journal/\n",
       "a.conf");
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_EQ(c->socket, "/run/x/autopard.sock");
@@ -37,6 +38,11 @@ TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
   ASSERT_TRUE(defaults.ok()) << defaults.message();
   EXPECT_EQ(defaults->commit_sync, CommitSync::kNormal);
   EXPECT_EQ(defaults->multipart_threshold, 0u);
+  EXPECT_EQ(c->journal_uri, "s3://site-bucket/journal");
+  auto f = ParseDaemonConfig("journal_uri = file:///shared/autopar/journal\n", "b.conf");
+  ASSERT_TRUE(f.ok()) << f.message();
+  EXPECT_EQ(f->journal_uri, "file:///shared/autopar/journal");
+  EXPECT_EQ(ParseDaemonConfig("journal_uri =\n", "b.conf")->journal_uri, "");
 }
 
 TEST(DaemonConfigTest, ErrorsNameFileLineAndKey) {
@@ -56,6 +62,9 @@ TEST(DaemonConfigTest, ErrorsNameFileLineAndKey) {
       {"commit_sync = off\n", "a.conf:1: commit_sync: must be normal or full, got 'off'"},
       {"multipart_threshold = 1K\n", "multipart_threshold: must be auto or between 5M and 5G"},
       {"multipart_threshold = big\n", "multipart_threshold: not a size: 'big'"},
+      {"journal_uri = /shared/j\n", "a.conf:1: journal_uri: "},
+      {"journal_uri = file://host/j\n", "a.conf:1: journal_uri: "},
+      {"journal_uri = s3://bkt/j\n", "a.conf: journal_uri: s3://bkt/j needs s3_endpoint"},
   };
   for (const auto& c : cases) {
     auto r = ParseDaemonConfig(c.text, "a.conf");

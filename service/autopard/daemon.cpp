@@ -22,6 +22,7 @@
 #include "autopar/ckpt_store.h"
 #include "autopar/ckpt_uri.h"
 #include "autopar/proto_client.h"
+#include "autopar/timeline.h"
 #include "user_fs.h"
 
 namespace autopar {
@@ -72,6 +73,17 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
   Daemon* self = d.get();
   d->uploader_ = std::make_unique<Uploader>(d->db_.get(), d->config_, d->stores_.get(),
                                             [self](const JournalEvent& e) { self->Journal(e); });
+  if (!d->config_.journal_uri.empty()) {
+    auto store = d->stores_->Get(d->config_.journal_uri);
+    if (!store) return Status::Error("journal_uri: " + store.message());
+    TransferOptions t = d->uploader_->Transfer();
+    t.backoff.max_attempts = 5;  // a publication that fails stays pending for the next round
+    t.backoff.max_elapsed = std::chrono::seconds(10);
+    t.cancel = nullptr;  // not the uploader's: the shutdown's publication must go out
+    d->publisher_ = std::make_unique<JournalPublisher>(
+        *store, d->config_.node, [self](const std::string& job) { return self->db_->Events(job); },
+        [self](const std::string& job) { return self->owners_->Owner(job); }, t);
+  }
   return d;
 }
 
@@ -95,6 +107,7 @@ Daemon::~Daemon() {
   Stop();
   if (failure_ticker_.joinable()) failure_ticker_.join();
   uploader_->Stop();
+  publisher_.reset();  // publishes what is still pending
   for (int fd : wake_) {
     if (fd >= 0) close(fd);
   }
@@ -104,7 +117,12 @@ void Daemon::Journal(const JournalEvent& e) {
   if (Status st = db_->AddEvent(e); !st) {
     std::fprintf(stderr, "autopard: journal: %s\n", st.message().c_str());
   }
+  // The uploader's ckpt_* events time the checkpoints and complete time-limit requeues.
+  if (failure_) failure_->OnEvent(e, 0);
+  if (publisher_) publisher_->Changed(e.job_id);
 }
+
+Status Daemon::FlushJournal() { return publisher_ ? publisher_->Flush() : Status::Ok(); }
 
 void Daemon::Stop() {
   stop_ = true;
@@ -225,24 +243,22 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
     case Op::kHeartbeat: {
       if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
       if (Status st = db_->Heartbeat(r.job_id, r.rank, r.step, Now()); !st) return Error(st.message());
-      if (failure_) failure_->OnHeartbeat(r.job_id, r.rank, r.step, peer.pid);
-      return Reply{};
+      Reply reply;
+      if (failure_) {
+        reply.checkpoint_requested = failure_->OnHeartbeat(r.job_id, r.rank, r.step, peer.pid);
+      }
+      return reply;
     }
     case Op::kEvent: {
       if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
       JournalEvent e{Now(), r.node.empty() ? config_.node : r.node, r.job_id, r.kind, r.rank, r.step, r.detail};
       if (Status st = db_->AddEvent(e); !st) return Error(st.message());
+      if (publisher_) publisher_->Changed(e.job_id);
       if (failure_) failure_->OnEvent(e, peer.pid);
       return Reply{};
     }
-    case Op::kEvents: {
-      if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
-      auto events = db_->Events(r.job_id);
-      if (!events) return Error(events.message());
-      Reply reply;
-      reply.events = std::move(*events);
-      return reply;
-    }
+    case Op::kEvents:
+      return Events(r, peer);
   }
   return Error("unknown op");
 }
@@ -536,6 +552,51 @@ Reply Daemon::List(const Request& r, const Peer& peer) {
   }
   std::sort(reply.steps.begin(), reply.steps.end(),
             [](const StepInfo& a, const StepInfo& b) { return a.step > b.step; });
+  return reply;
+}
+
+Reply Daemon::Events(const Request& r, const Peer& peer) {
+  Reply reply;
+  std::vector<PublishedJournal> published;
+  bool read = false;
+  Status read_error = Status::Ok();
+  auto read_published = [&] {
+    if (read || !publisher_) return;
+    read = true;
+    // This node's own publication is read too, for its recorded owner (after a restart).
+    auto got = ReadPublishedJournals(publisher_->store(), r.job_id, "", publisher_->Transfer(),
+                                     &reply.notes);
+    if (got) {
+      published = std::move(*got);
+    } else {
+      read_error = got.status();
+    }
+  };
+  // Slurm names the owner while it knows the job; after it has forgotten the job, the owner
+  // recorded with the journals decides (this node's and every published one).
+  Status allowed = auth_->CheckRecorded(peer, "events", r.job_id, [&] {
+    read_published();
+    std::vector<int64_t> uids;
+    if (publisher_) uids.push_back(publisher_->RecordedOwner(r.job_id));
+    for (const auto& j : published) uids.push_back(j.uid);
+    return uids;
+  });
+  if (!allowed) return Error(allowed.message());
+  read_published();
+  auto local = db_->Events(r.job_id);
+  if (!local) return Error("events: " + local.message());
+  std::vector<std::vector<JournalEvent>> journals{std::move(*local)};
+  for (auto& j : published) {
+    if (j.node != config_.node) journals.push_back(std::move(j.events));  // local: the truth
+  }
+  reply.events = MergeTimelines(journals);
+  if (!publisher_) {
+    reply.notes.push_back("only the events recorded on " + config_.node +
+                          ": other nodes' events need journal_uri in autopard.conf");
+  } else if (!read_error.ok()) {
+    reply.notes.push_back("only the events recorded on " + config_.node + ": journal_uri: " +
+                          read_error.message());
+  }
   return reply;
 }
 

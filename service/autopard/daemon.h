@@ -15,6 +15,7 @@
 #include "autopar/protocol.h"
 #include "config.h"
 #include "failure_handler.h"
+#include "journal_publisher.h"
 #include "state_db.h"
 #include "uploader.h"
 #include "user_fs.h"
@@ -23,7 +24,9 @@ namespace autopar {
 
 class Daemon {
  public:
-  // Opens <state_dir>/autopard.db and prepares the uploader; `owners` answers job ownership.
+  // Opens <state_dir>/autopard.db and prepares the uploader and, with journal_uri, the journal
+  // publisher; `owners` answers job ownership. Errors: the database or journal_uri cannot be
+  // opened.
   static Result<std::unique_ptr<Daemon>> Create(const DaemonConfig& config,
                                                 std::unique_ptr<JobOwnerLookup> owners);
   ~Daemon();
@@ -40,6 +43,9 @@ class Daemon {
   void EnableFailureHandling(std::unique_ptr<SlurmActions> slurm);
 
   Reply Handle(const Request& request, const Peer& peer);
+  // Publishes the pending journals to journal_uri now (done anyway within a second, and at
+  // shutdown); OK without journal_uri.
+  Status FlushJournal();
   Uploader& uploader() { return *uploader_; }
   const DaemonConfig& config() const { return config_; }
 
@@ -52,6 +58,8 @@ class Daemon {
   Reply RestoreLocal(const Request& r, const UserIdentity& id);
   Reply List(const Request& r, const Peer& peer);
   Reply UploadStatus(const Request& r, const Peer& peer);
+  // `events`: this node's journal merged with every node's published one (journal_uri).
+  Reply Events(const Request& r, const Peer& peer);
   // uid in job-<J>/owner.json of `store`, or -1 when absent/unreadable.
   int64_t StoredJobOwner(ObjectStore& store, const std::string& job_id);
 
@@ -61,6 +69,7 @@ class Daemon {
   std::unique_ptr<StateDb> db_;
   std::unique_ptr<StoreCache> stores_;
   std::unique_ptr<Uploader> uploader_;
+  std::unique_ptr<JournalPublisher> publisher_;  // null without journal_uri
   std::atomic<bool> stop_{false};
   int wake_[2] = {-1, -1};
   std::atomic<uint64_t> staging_counter_{0};

@@ -63,6 +63,8 @@ Result<JobContext> JobContextFromEnviron(const std::string& environ) {
       c.heartbeat_timeout_s = static_cast<double>(*v);
     } else if (name == "AUTOPAR_STACK_DIR") {
       c.stack_dir = value;
+    } else if (name == "AUTOPAR_CKPT_UPLOAD") {
+      c.ckpt_upload = !value.empty();
     }
   }
   if (!have_job) return Status::Error("no SLURM_JOB_ID in the environment (not a Slurm task)");
@@ -109,9 +111,9 @@ std::optional<JobContext> FailureHandler::ContextOf(pid_t pid) {
   return *ctx;
 }
 
-void FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid) {
+bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid) {
   auto ctx = ContextOf(pid);
-  if (!ctx || ctx->job_id != job_id) return;  // not a task of that job: nothing to watch
+  if (!ctx || ctx->job_id != job_id) return false;  // not a task of that job: nothing to watch
   const double now = clock_();
   std::lock_guard<std::mutex> lock(mu_);
   Run& run = runs_[job_id];
@@ -125,14 +127,33 @@ void FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
       run.hang = std::make_unique<HangDetector>(hs, now);
     }
   } else if (ctx->restart_count < run.ctx.restart_count) {
-    return;  // a late heartbeat of an earlier run
+    return false;  // a late heartbeat of an earlier run
   }
   run.rank_pids[rank] = pid;
   run.heartbeats = true;
   if (run.hang) run.hang->Heartbeat(rank, step, now);
+  TimeLimitWatch& tl = run.tl;
+  if (tl.first_step < 0) {
+    tl.first_step = step;
+    tl.first_step_time = now;
+  }
+  if (step > tl.max_step) {
+    tl.max_step = step;
+    tl.max_step_time = now;
+  }
+  if (tl.requested && tl.delivered_step < 0) {
+    tl.delivered_at = now;
+    tl.delivered_step = step;
+  }
+  return tl.requested;
 }
 
 void FailureHandler::OnEvent(const JournalEvent& e, pid_t pid) {
+  if (e.kind == event_kind::kCkptCommitted || e.kind == event_kind::kCkptUploaded ||
+      e.kind == event_kind::kCkptComplete || e.kind == event_kind::kTimeLimitCheckpoint) {
+    OnCheckpointEvent(e, pid);
+    return;
+  }
   if (e.kind != event_kind::kRankExit) return;
   EventFields f = ParseEventFields(e.detail);
   auto exit_code = FieldInt(f, "exit");
@@ -170,6 +191,7 @@ void FailureHandler::OnEvent(const JournalEvent& e, pid_t pid) {
 
 void FailureHandler::Tick() {
   const double now = clock_();
+  TickTimeLimits(now);
   struct Hung {
     JobContext ctx;
     HangVerdict verdict;
@@ -181,6 +203,9 @@ void FailureHandler::Tick() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [job, run] : runs_) {
       if (!run.hang || run.hang_reported) continue;
+      // A program that checkpoints for its time limit and then waits for the requeue makes no
+      // progress on purpose: no hang (the time limit ends it if the requeue never comes).
+      if (run.tl.ckpt_step >= 0 || run.tl.announced_step >= 0) continue;
       // Ranks whose process is gone have ended (a clean exit is not reported): they no longer
       // count, and a run whose ranks are all gone cannot hang.
       for (const auto& [rank, pid] : run.rank_pids) {

@@ -19,6 +19,19 @@
 //    --heartbeat-timeout and kDefaultFirstStepFactor. Before the hung job is requeued, the stacks
 //    of this node's ranks (the heartbeat senders' PIDs) are captured into "stack" events.
 //
+//  - Time limits (jobs with AUTOPAR_REQUEUE_ON_FAILURE and AUTOPAR_CKPT_UPLOAD only: a local-only
+//    checkpoint is COMPLETE per node, so no node could tell that every rank has it): Tick() reads the job's end time from
+//    Slurm (LoadJob, at most once per `job_refresh_s` per job, so `scontrol update TimeLimit=` is
+//    honoured without a libslurm call per heartbeat), the step time from the heartbeats and the
+//    checkpoint durations from the journal (ckpt_committed -> ckpt_uploaded/ckpt_complete of a
+//    step on this node), and at PlanTimeLimit's request_at journals "time_limit_request"; from
+//    then on OnHeartbeat returns true (the heartbeat reply's checkpoint_requested). The program
+//    announces the step it checkpoints ("time_limit_checkpoint" event, python/autopar/ckpt.py);
+//    when a step committed at/after the request (or the announced one) is COMPLETE, the job is
+//    requeued at once (GuardedRequeue, class time-limit; it counts against
+//    --requeue-on-failure=N like every automatic restart: requeue_policy.h rule 2). A run that
+//    ends TIMEOUT after a request without such a step journals "time_limit_missed".
+//
 // Idempotency: per job and restart count one decision on this node (DecisionLedger); across
 // nodes GuardedRequeue's restart-count guard makes one requeue. A lock file per job under
 // `lock_dir` serializes the check-and-requeue of this node's threads.
@@ -42,6 +55,7 @@
 #include "autopar/requeue_policy.h"
 #include "autopar/slurm_actions.h"
 #include "autopar/stack_capture.h"
+#include "autopar/time_limit.h"
 
 namespace autopar {
 
@@ -52,6 +66,7 @@ struct JobContext {
   std::optional<int64_t> requeue_on_failure;  // unset: the job did not ask for requeues
   double heartbeat_timeout_s = 0;             // 0: no hang detection
   std::string stack_dir;                      // AUTOPAR_STACK_DIR or DefaultStackDir(job)
+  bool ckpt_upload = false;  // AUTOPAR_CKPT_UPLOAD is set: a COMPLETE step is in shared storage
 };
 // Parses /proc/PID/environ content (NUL-separated NAME=VALUE). Errors: no SLURM_JOB_ID, or a
 // malformed AUTOPAR_* value (named).
@@ -64,6 +79,8 @@ struct FailureHandlerConfig {
   double first_step_factor = kDefaultFirstStepFactor;
   int python_stack_wait_ms = 2000;
   int node_probe_timeout_ms = 1000;  // per node of the job, when a failure is classified
+  TimeLimitSettings time_limit;      // the margin formula (time_limit.h)
+  double job_refresh_s = 30;         // how often a watched job's end time is read from Slurm
 };
 
 class FailureHandler {
@@ -74,19 +91,42 @@ class FailureHandler {
   FailureHandler(FailureHandlerConfig config, SlurmActions* slurm, ProcAccess proc,
                  Journal journal, Clock clock);
 
-  // A heartbeat of `rank` at `step`, sent by process `pid`.
-  void OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid);
-  // A journal event; `pid` is the sender's (0: from the daemon itself).
+  // A heartbeat of `rank` at `step`, sent by process `pid`. Returns true when the program is
+  // asked to checkpoint now because the job's time limit is near (the reply's
+  // checkpoint_requested).
+  bool OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid);
+  // A journal event; `pid` is the sender's (0: from the daemon itself, e.g. the uploader's
+  // ckpt_* events, which the time-limit handling needs).
   void OnEvent(const JournalEvent& event, pid_t pid);
-  // Checks for hangs; call about once a second.
+  // Checks for hangs and time limits; call about once a second.
   void Tick();
 
   // The outcome of the last failure handled for a job on this node, for tests and status.
   std::optional<RequeueDecision> LastDecision(const std::string& job_id) const;
 
  private:
+  // Time-limit state of one run on this node.
+  struct TimeLimitWatch {
+    double loaded_at = -1;     // clock time of the last LoadJob (-1: never)
+    double start_time = 0;     // Slurm's, of this run
+    double end_time = 0;       // Slurm's (0: no time limit)
+    int64_t first_step = -1;   // step time: from the first to the highest heartbeat step
+    double first_step_time = 0;
+    int64_t max_step = -1;
+    double max_step_time = 0;
+    bool requested = false;    // this node asked the program to checkpoint
+    double requested_at = 0;
+    double delivered_at = 0;   // the first heartbeat reply that carried the request
+    int64_t delivered_step = -1;  // that heartbeat's step
+    TimeLimitPlan plan;
+    int64_t ckpt_step = -1;    // the first step committed on this node at/after the request
+    int64_t announced_step = -1;  // the step the program said it checkpoints for the limit
+    bool acted = false;        // requeued (or decided not to) for the time limit
+    bool done = false;         // the run ended or has no time limit to watch
+  };
   struct Run {
     JobContext ctx;
+    TimeLimitWatch tl;
     std::unique_ptr<HangDetector> hang;
     std::map<int, pid_t> rank_pids;
     bool heartbeats = false;  // a rank of this run sent a heartbeat (training made progress)
@@ -95,6 +135,16 @@ class FailureHandler {
 
   // The job context for `pid` (cached per pid), or nullopt when unreadable.
   std::optional<JobContext> ContextOf(pid_t pid);
+  // Time limits: reads end times, plans, journals requests and missed limits (from Tick).
+  void TickTimeLimits(double now);
+  // Checkpoint events for the time limit (from OnEvent).
+  void OnCheckpointEvent(const JournalEvent& event, pid_t pid);
+  // Requeues `ctx`'s run for its time limit now that `step` is COMPLETE.
+  // `progress`: the step was trained in this run (not the resumed one again).
+  void RequeueForTimeLimit(const JobContext& ctx, int64_t step, const TimeLimitPlan& plan,
+                           bool progress);
+  // The observed checkpoint durations of a job on this node, oldest first (mu_ held).
+  std::vector<double> CkptDurationsLocked(const std::string& job_id) const;
   // Decides and acts on one failure of `ctx`'s run; never throws, journals everything.
   void HandleFailure(const JobContext& ctx, const Failure& failure);
   void Emit(const std::string& job_id, const std::string& kind, int rank, int64_t step,
@@ -111,6 +161,13 @@ class FailureHandler {
   std::map<pid_t, JobContext> contexts_;
   std::map<std::string, Run> runs_;  // job id -> its current run on this node
   std::map<std::string, RequeueDecision> last_;
+  // Per job: step -> earliest commit and latest upload/completion seen on this node (the
+  // checkpoint durations), kept across runs, bounded.
+  struct CkptTimes {
+    double committed = 0;
+    double done = 0;
+  };
+  std::map<std::string, std::map<int64_t, CkptTimes>> ckpt_times_;
 };
 
 }  // namespace autopar

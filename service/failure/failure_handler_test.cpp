@@ -41,9 +41,11 @@ class FailureHandlerTest : public ::testing::Test {
   }
 
   // A task of job 42 with `pid` and the given restart count and options.
-  void Task(int pid, int restart, const char* requeue = "3", const char* timeout = "60") {
+  void Task(int pid, int restart, const char* requeue = "3", const char* timeout = "60",
+            const char* upload = "file:///shared/ck") {
     std::vector<std::string> env = {"SLURM_JOB_ID=42",
                                     "SLURM_RESTART_COUNT=" + std::to_string(restart), "HOME=/root"};
+    if (upload) env.push_back(std::string("AUTOPAR_CKPT_UPLOAD=") + upload);
     if (requeue) env.push_back(std::string("AUTOPAR_REQUEUE_ON_FAILURE=") + requeue);
     if (timeout) env.push_back(std::string("AUTOPAR_HEARTBEAT_TIMEOUT=") + timeout);
     files_["/proc/" + std::to_string(pid) + "/environ"] = Environ(env);
@@ -86,19 +88,22 @@ class FailureHandlerTest : public ::testing::Test {
 TEST(JobContextTest, FromEnviron) {
   auto c = JobContextFromEnviron(Environ({"SLURM_JOB_ID=7", "SLURM_RESTART_COUNT=2",
                                           "AUTOPAR_REQUEUE_ON_FAILURE=3",
-                                          "AUTOPAR_HEARTBEAT_TIMEOUT=45", "X=a=b"}));
+                                          "AUTOPAR_HEARTBEAT_TIMEOUT=45", "X=a=b",
+                                          "AUTOPAR_CKPT_UPLOAD=s3://b/p"}));
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_EQ(c->job_id, "7");
   EXPECT_EQ(c->restart_count, 2);
   EXPECT_EQ(c->requeue_on_failure, 3);
   EXPECT_DOUBLE_EQ(c->heartbeat_timeout_s, 45);
   EXPECT_EQ(c->stack_dir, "/tmp/autopar-stacks/7");
+  EXPECT_TRUE(c->ckpt_upload);
 
   auto bare = JobContextFromEnviron(Environ({"SLURM_JOB_ID=7", "AUTOPAR_STACK_DIR=/s"}));
   ASSERT_TRUE(bare.ok());
   EXPECT_FALSE(bare->requeue_on_failure.has_value());
   EXPECT_EQ(bare->restart_count, 0);
   EXPECT_EQ(bare->stack_dir, "/s");
+  EXPECT_FALSE(bare->ckpt_upload);
 
   struct Case {
     std::vector<std::string> env;
@@ -277,6 +282,215 @@ TEST_F(FailureHandlerTest, NoHeartbeatTimeoutNoHangWatch) {
   now_ += 100000;
   handler_->Tick();
   EXPECT_TRUE(events_.empty());
+}
+
+// Time limits (issue 6 (d)): job 42 started at 1000 with a 2-minute limit (end 1120).
+class TimeLimitTest : public FailureHandlerTest {
+ protected:
+  TimeLimitTest() {
+    slurm_.job.start_time = 1000;
+    slurm_.job.end_time = 1120;
+    slurm_.job.time_limit_min = 2;
+  }
+  JournalEvent Ckpt(const char* kind, int64_t step, int rank = -1) {
+    JournalEvent e;
+    e.time = now_;
+    e.node = "node1";
+    e.job_id = "42";
+    e.kind = kind;
+    e.rank = rank;
+    e.step = step;
+    return e;
+  }
+  // Heartbeats of ranks 0 and 1 (pids 100, 101) at `step`, one second per step from 1000; ticks.
+  bool Step(int64_t step) {
+    now_ = 1000 + static_cast<double>(step);
+    bool a = handler_->OnHeartbeat("42", 0, step, 100);
+    bool b = handler_->OnHeartbeat("42", 1, step, 101);
+    EXPECT_EQ(a, b);
+    handler_->Tick();
+    return a;
+  }
+  int Count(const std::string& kind) const {
+    int n = 0;
+    for (const auto& e : events_) n += e.kind == kind;
+    return n;
+  }
+};
+
+TEST_F(TimeLimitTest, RequestsAtTheMarginThenRequeuesOnceTheStepIsComplete) {
+  Task(100, 0);
+  Task(101, 0);
+  // No checkpoint observed yet: estimate 60 s -> margin 1 + 90 + 15 = 106 s, capped at half the
+  // 120 s run: request at 1060.
+  for (int64_t s = 0; s < 60; ++s) ASSERT_FALSE(Step(s)) << s;
+  EXPECT_EQ(Count("time_limit_request"), 0);
+  EXPECT_LE(slurm_.loads, 3);  // about once per 30 s, never per heartbeat
+  EXPECT_FALSE(Step(60));      // the tick after this heartbeat asks
+  const JournalEvent* req = Find("time_limit_request");
+  ASSERT_NE(req, nullptr);
+  EventFields f = ParseEventFields(req->detail);
+  EXPECT_EQ(f[2], std::make_pair(std::string("margin_s"), std::string("60.0")));
+  EXPECT_EQ(f[3], std::make_pair(std::string("ckpt_estimate_s"), std::string("60.0")));
+  EXPECT_EQ(f[5], std::make_pair(std::string("step_s"), std::string("1.0")));
+  EXPECT_TRUE(Step(61));  // delivered with this heartbeat
+  EXPECT_EQ(slurm_.requeues, 0);
+  handler_->OnEvent(Ckpt("time_limit_checkpoint", 61, 0), 100);
+  handler_->OnEvent(Ckpt("ckpt_committed", 61, 0), 0);
+  handler_->OnEvent(Ckpt("ckpt_committed", 61, 1), 0);
+  EXPECT_EQ(slurm_.requeues, 0);
+  now_ += 2;
+  handler_->OnEvent(Ckpt("ckpt_complete", 61), 0);
+  EXPECT_EQ(slurm_.requeues, 1);
+  EXPECT_EQ(slurm_.job.restart_count, 1);
+  const JournalEvent* rq = Find("requeue");
+  ASSERT_NE(rq, nullptr);
+  EXPECT_EQ(rq->step, 61);
+  EXPECT_NE(rq->detail.find("class=time-limit attempt=1 of=3 delay_s=0.0"), std::string::npos)
+      << rq->detail;
+  EXPECT_NE(rq->detail.find("step 61 is COMPLETE; requeue 1 of 3"), std::string::npos);
+  // A second report of the completion (another node's view) changes nothing.
+  handler_->OnEvent(Ckpt("ckpt_complete", 61), 0);
+  EXPECT_EQ(slurm_.requeues, 1);
+  EXPECT_EQ(Count("time_limit_missed"), 0);
+}
+
+TEST_F(TimeLimitTest, ObservedCheckpointsSetTheMarginAndTimeLimitUpdatesAreRead) {
+  Task(100, 0);
+  Task(101, 0);
+  for (int64_t s = 0; s < 10; ++s) Step(s);
+  handler_->OnEvent(Ckpt("ckpt_committed", 9, 0), 0);
+  now_ += 2;  // 2 s from commit to upload: estimate 2 s -> margin max(20, 1 + 3 + 15) = 20 s
+  handler_->OnEvent(Ckpt("ckpt_uploaded", 9, 0), 0);
+  // `scontrol update TimeLimit=3`: read at the next refresh (30 s after the last).
+  slurm_.job.end_time = 1180;
+  slurm_.job.time_limit_min = 3;
+  for (int64_t s = 10; s < 200; ++s) {
+    if (Step(s)) break;
+  }
+  const JournalEvent* req = Find("time_limit_request");
+  ASSERT_NE(req, nullptr);
+  EXPECT_EQ(req->time, 1160);  // 1180 - 20
+  EXPECT_NE(req->detail.find("margin_s=20.0 ckpt_estimate_s=2.0 ckpt_observed=1"),
+            std::string::npos)
+      << req->detail;
+}
+
+TEST_F(TimeLimitTest, AnIgnoredRequestIsJournalledAsMissedWhenTheJobTimesOut) {
+  Task(100, 0);
+  Task(101, 0);
+  for (int64_t s = 0; s <= 61; ++s) Step(s);
+  ASSERT_EQ(Count("time_limit_request"), 1);
+  for (int64_t s = 62; s < 120; ++s) EXPECT_TRUE(Step(s));
+  slurm_.job.state = "TIMEOUT";
+  now_ = 1125;
+  handler_->Tick();
+  now_ = 1160;
+  handler_->Tick();
+  handler_->Tick();
+  EXPECT_EQ(Count("time_limit_missed"), 1);
+  EXPECT_EQ(slurm_.requeues, 0);
+  EXPECT_EQ(Count("heartbeat_missed"), 0);
+}
+
+TEST_F(TimeLimitTest, NoProgressOrNoRestartLeftIsNotRequeuedAndNotCancelled) {
+  struct Case {
+    int restart;
+    int64_t first_step;     // first heartbeat step of the run (resumed from first_step - 1)
+    int64_t complete_step;  // the step announced, committed and COMPLETE
+    const char* reason;
+  } cases[] = {
+      {0, 50, 49, "no checkpoint became COMPLETE during this run"},  // the resumed step again
+      {3, 0, 61, "all 3 restarts of --requeue-on-failure=3 are used"},
+  };
+  for (const auto& c : cases) {
+    FakeSlurm slurm;
+    slurm.job.start_time = 1000;
+    slurm.job.end_time = 1120;
+    slurm.job.time_limit_min = 2;
+    slurm.job.restart_count = c.restart;
+    events_.clear();
+    FailureHandlerConfig cfg;
+    cfg.node = "node1";
+    FailureHandler h(cfg, &slurm, Proc(), [this](const JournalEvent& e) { events_.push_back(e); },
+                     [this] { return now_; });
+    Task(200, c.restart);
+    bool asked = false;
+    for (int64_t s = c.first_step; s < 200 && !asked; ++s) {
+      now_ = 1000 + static_cast<double>(s - c.first_step);
+      asked = h.OnHeartbeat("42", 0, s, 200);
+      h.Tick();
+    }
+    ASSERT_TRUE(asked);
+    h.OnEvent(Ckpt("time_limit_checkpoint", c.complete_step, 0), 200);
+    h.OnEvent(Ckpt("ckpt_committed", c.complete_step, 0), 0);
+    h.OnEvent(Ckpt("ckpt_complete", c.complete_step), 0);
+    EXPECT_EQ(slurm.requeues, 0) << c.reason;
+    EXPECT_EQ(slurm.job.state, "RUNNING") << c.reason;  // runs into its limit: TIMEOUT
+    const JournalEvent* n = Find("time_limit_not_requeued");
+    ASSERT_NE(n, nullptr) << c.reason;
+    EXPECT_NE(n->detail.find(c.reason), std::string::npos) << n->detail;
+  }
+}
+
+TEST_F(TimeLimitTest, WaitingForTheRequeueIsNotAHang) {
+  Task(100, 0, "3", "10");
+  Task(101, 0, "3", "10");
+  for (int64_t s = 0; s <= 61; ++s) Step(s);
+  handler_->OnEvent(Ckpt("time_limit_checkpoint", 61, 0), 100);
+  handler_->OnEvent(Ckpt("ckpt_committed", 61, 0), 0);
+  for (int i = 0; i < 40; ++i) {  // the upload is slow: no heartbeats meanwhile
+    now_ += 1;
+    handler_->Tick();
+  }
+  EXPECT_EQ(Count("heartbeat_missed"), 0);
+  EXPECT_EQ(slurm_.requeues, 0);
+}
+
+TEST_F(TimeLimitTest, RanksThatEndedAreNotAsked) {
+  Task(100, 0);
+  Task(101, 0);
+  for (int64_t s = 0; s < 50; ++s) Step(s);
+  files_.erase("/proc/100/stat");  // the training finished before the margin
+  files_.erase("/proc/101/stat");
+  for (int i = 0; i < 60; ++i) {
+    now_ += 1;
+    handler_->Tick();
+  }
+  EXPECT_EQ(Count("time_limit_request"), 0);
+}
+
+TEST_F(TimeLimitTest, JobsWithoutRequeueOnFailureOrUploadAreNotAskedOrLoaded) {
+  struct Case {
+    const char* requeue;
+    const char* upload;
+  } cases[] = {{nullptr, "file:///shared/ck"}, {"3", nullptr}};
+  for (const auto& c : cases) {
+    FakeSlurm slurm;
+    slurm.job.end_time = 1120;
+    slurm.job.time_limit_min = 2;
+    FailureHandlerConfig cfg;
+    cfg.node = "node1";
+    FailureHandler h(cfg, &slurm, Proc(), [this](const JournalEvent& e) { events_.push_back(e); },
+                     [this] { return now_; });
+    Task(300, 0, c.requeue, "60", c.upload);
+    for (int64_t s = 0; s < 119; ++s) {
+      now_ = 1000 + static_cast<double>(s);
+      EXPECT_FALSE(h.OnHeartbeat("42", 0, s, 300));
+      h.Tick();
+    }
+    EXPECT_EQ(slurm.loads, 0);
+    EXPECT_EQ(Count("time_limit_request"), 0);
+  }
+}
+
+TEST_F(TimeLimitTest, NoTimeLimitNoRequest) {
+  slurm_.job.end_time = 0;
+  slurm_.job.time_limit_min = -1;
+  Task(100, 0);
+  Task(101, 0);
+  for (int64_t s = 0; s < 200; ++s) EXPECT_FALSE(Step(s));
+  EXPECT_EQ(Count("time_limit_request"), 0);
 }
 
 }  // namespace

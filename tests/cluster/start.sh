@@ -150,6 +150,9 @@ state_dir = $CLUSTER_DIR/autopard/$node
 node = $node
 slurm_conf = $CLUSTER_DIR/etc/slurm.conf
 slurm_user = root
+# Every node publishes its journal here (a directory all nodes share, like a site's shared
+# filesystem): autopar events JOBID on any node merges them. Root-only, like the state.
+journal_uri = file://$CLUSTER_DIR/journal
 EOF
   # autopard's keys for the checkpoint tests: s3rver's endpoint (its fixed credentials S3RVER),
   # and extra "key = value" lines from AUTOPAR_AUTOPARD_CONF_EXTRA. Root-only: it holds a secret.
@@ -280,6 +283,9 @@ make_dirs() {
     mkdir -p "$CLUSTER_DIR/$d"
     chmod 0755 "$CLUSTER_DIR/$d"
   done
+  # autopard's journal_uri: written and read by autopard (root) only.
+  mkdir -p "$CLUSTER_DIR/journal"
+  chmod 0700 "$CLUSTER_DIR/journal"
   for node in "${NODES[@]}"; do
     mkdir -p "$CLUSTER_DIR/spool/$node" "$CLUSTER_DIR/tmp/$node"
     # Like /tmp: every user may create files in a node's TmpFS.

@@ -4,8 +4,11 @@ checkpointing training of ckpt_train.py (same model, data and bit-identical resu
 pause per step (so faults land mid-run) and one line per step on stdout ("train: rank R step S
 time T run N", T = seconds since the epoch, N = SLURM_RESTART_COUNT) from which the tests and
 bench/failure measure recovery time and steps lost. It sends a heartbeat after every step.
+With --obey-time-limit it follows autopard's time-limit request (docs/checkpoints.md): the ranks
+agree on the step, checkpoint it and wait for the requeue.
 
 Usage: requeue_train.py --steps N [--every K] [--out FILE] [--seed S] [--step-sleep SECONDS] [--wait]
+                        [--obey-time-limit]
 """
 import argparse
 import os
@@ -36,6 +39,7 @@ def main():
     ap.add_argument("--out", default="")
     ap.add_argument("--step-sleep", type=float, default=0.0)
     ap.add_argument("--wait", action="store_true")
+    ap.add_argument("--obey-time-limit", action="store_true")
     args = ap.parse_args()
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -78,11 +82,13 @@ def main():
         loss.backward()
         opt.step()
         print(f"train: rank {rank} step {step} time {time.time():.3f} run {restart}", flush=True)
-        if ckpt.enabled():
-            ckpt.heartbeat(step)
+        requested = ckpt.heartbeat(step) if ckpt.enabled() else False
         if args.step_sleep:
             time.sleep(args.step_sleep)
-        if ckpt.enabled() and (step + 1) % args.every == 0:
+        time_limit = args.obey_time_limit and ckpt.time_limit_reached(requested, step)
+        if time_limit and rank == 0:
+            print(f"train: time limit: checkpointing step {step}", flush=True)
+        if ckpt.enabled() and ((step + 1) % args.every == 0 or time_limit):
             d = ckpt.step_dir(step)
             torch.save({"model": model.state_dict(), "opt": opt.state_dict()},
                        os.path.join(d, "state.pt"))
@@ -91,6 +97,8 @@ def main():
             t = time.perf_counter()
             ckpt.commit(step)
             commit_ms.append((time.perf_counter() - t) * 1000)
+        if time_limit:
+            ckpt.wait_for_requeue()  # ended by the requeue; the next run resumes from `step`
     if commit_ms:
         print(f"train: rank {rank} committed {len(commit_ms)} steps, "
               f"max commit {max(commit_ms):.2f} ms", flush=True)

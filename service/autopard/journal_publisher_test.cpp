@@ -1,0 +1,336 @@
+// Journal publication (journal_uri) and `events` across nodes: the publisher over an in-memory
+// store, and two daemons ("nodes") sharing a file:// journal directory, with authorization by the
+// owner Slurm names or, after Slurm has forgotten the job, the owner recorded with the journals.
+#include "journal_publisher.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+
+#include "daemon.h"
+#include "memory_store_for_test.h"
+
+namespace autopar {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+JournalEvent Ev(double t, const std::string& node, const std::string& job, const std::string& kind,
+                const std::string& detail = "") {
+  return JournalEvent{t, node, job, kind, -1, -1, detail};
+}
+
+// Counts publications (and can fail them) so tests wait for an event, not for time.
+class Recording : public ObjectStoreWrapper {
+ public:
+  explicit Recording(ObjectStore* t) : ObjectStoreWrapper(t) {}
+  StoreStatus PutObject(const std::string& key, std::string_view data,
+                        const Md5Digest& md5) override {
+    if (fail) return StoreStatus::Fatal(key + ": AccessDenied");
+    StoreStatus st = ObjectStoreWrapper::PutObject(key, data, md5);
+    std::lock_guard<std::mutex> l(mu);
+    ++puts;
+    cv.notify_all();
+    return st;
+  }
+  void WaitPuts(int n) {
+    std::unique_lock<std::mutex> l(mu);
+    ASSERT_TRUE(cv.wait_for(l, 30s, [&] { return puts >= n; })) << "publications: " << puts;
+  }
+  std::atomic<bool> fail{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  int puts = 0;
+};
+
+TransferOptions Quick() {
+  TransferOptions t;
+  t.backoff.max_attempts = 2;
+  t.backoff.initial = 1ms;
+  return t;
+}
+
+struct Fixture {
+  MemoryStore mem;
+  std::shared_ptr<Recording> store = std::make_shared<Recording>(&mem);
+  std::mutex mu;
+  std::vector<JournalEvent> events;  // the "local journal"
+  Result<uid_t> owner = uid_t{1001};
+
+  std::unique_ptr<JournalPublisher> Make(std::chrono::milliseconds interval) {
+    return std::make_unique<JournalPublisher>(
+        store, "node2",
+        [this](const std::string& job) -> Result<std::vector<JournalEvent>> {
+          std::lock_guard<std::mutex> l(mu);
+          std::vector<JournalEvent> out;
+          for (const auto& e : events) {
+            if (e.job_id == job) out.push_back(e);
+          }
+          return out;
+        },
+        [this](const std::string&) -> Result<uid_t> {
+          std::lock_guard<std::mutex> l(mu);
+          return owner;
+        },
+        Quick(), interval, [] { return 1000.0; });
+  }
+  void Add(const JournalEvent& e) {
+    std::lock_guard<std::mutex> l(mu);
+    events.push_back(e);
+  }
+  PublishedJournal Published(const std::string& key) {
+    std::lock_guard<std::mutex> l(mem.mu);
+    auto j = DecodePublishedJournal(mem.objects.at(key));
+    EXPECT_TRUE(j.ok()) << j.message();
+    return j.ok() ? *j : PublishedJournal{};
+  }
+};
+
+TEST(JournalPublisherTest, PublishesAtOnceThenBatchesAndFlushesOnShutdown) {
+  Fixture f;
+  auto pub = f.Make(1h);  // the second round would come only after an hour
+  f.Add(Ev(1, "node2", "42", "step_started"));
+  pub->Changed("42");
+  f.store->WaitPuts(1);
+  PublishedJournal j = f.Published("42/node2.json");
+  EXPECT_EQ(j.node, "node2");
+  EXPECT_EQ(j.uid, 1001);
+  EXPECT_EQ(j.updated, 1000.0);
+  ASSERT_EQ(j.events.size(), 1u);
+  // Two more events inside the batching interval: published together, by the shutdown flush.
+  f.Add(Ev(2, "node2", "42", "failure", "class=rank-crash signal=9"));
+  pub->Changed("42");
+  f.Add(Ev(3, "node2", "42", "requeue", "attempt=1 of=3"));
+  pub->Changed("42");
+  f.Add(Ev(4, "node2", "43", "step_started"));  // another job, not changed: not published
+  pub.reset();
+  EXPECT_EQ(f.store->puts, 2);
+  j = f.Published("42/node2.json");
+  ASSERT_EQ(j.events.size(), 3u);
+  EXPECT_EQ(j.events[2].kind, "requeue");
+  EXPECT_EQ(f.mem.objects.count("43/node2.json"), 0u);
+}
+
+TEST(JournalPublisherTest, KeepsTheOwnerAfterSlurmForgetsTheJob) {
+  Fixture f;
+  auto pub = f.Make(0ms);
+  f.Add(Ev(1, "node2", "42", "step_started"));
+  pub->Changed("42");
+  ASSERT_TRUE(pub->Flush().ok());
+  EXPECT_EQ(pub->RecordedOwner("42"), 1001);
+  f.owner = Status::Error("job 42: Slurm does not know it");
+  f.Add(Ev(2, "node2", "42", "finished"));
+  pub->Changed("42");
+  ASSERT_TRUE(pub->Flush().ok());
+  EXPECT_EQ(f.Published("42/node2.json").uid, 1001);
+  EXPECT_EQ(f.Published("42/node2.json").events.size(), 2u);
+  // A restarted daemon (nothing in memory) keeps the uid it published before.
+  pub.reset();
+  auto again = f.Make(0ms);
+  EXPECT_EQ(again->RecordedOwner("42"), -1);
+  f.Add(Ev(3, "node2", "42", "note"));
+  again->Changed("42");
+  ASSERT_TRUE(again->Flush().ok());
+  EXPECT_EQ(f.Published("42/node2.json").uid, 1001);
+  EXPECT_EQ(f.Published("42/node2.json").events.size(), 3u);
+  EXPECT_EQ(again->RecordedOwner("7"), -1);
+}
+
+TEST(JournalPublisherTest, AFailedPublicationStaysPending) {
+  Fixture f;
+  auto pub = f.Make(1h);
+  f.store->fail = true;
+  f.Add(Ev(1, "node2", "42", "step_started"));
+  pub->Changed("42");
+  // Whether the thread's round came first (this Flush waits for it and retries what it left
+  // pending) or this one did, the publication fails here.
+  Status st = pub->Flush();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("42/node2.json"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("AccessDenied"), std::string::npos) << st.message();
+  f.store->fail = false;
+  ASSERT_TRUE(pub->Flush().ok());
+  EXPECT_EQ(f.Published("42/node2.json").events.size(), 1u);
+}
+
+TEST(JournalPublisherTest, ReadsEveryOtherNodesJournalOfTheJob) {
+  MemoryStore mem;
+  auto put = [&](const std::string& key, const std::string& text) {
+    ASSERT_TRUE(PutSmallObject(mem, key, text, Quick()).ok());
+  };
+  PublishedJournal j1{"42", "node1", 1001, 5, {Ev(1, "node1", "42", "step_started")}};
+  PublishedJournal j3{
+      "42", "node3", 1001, 5, {Ev(2, "node3", "42", "failure"), Ev(2.5, "node3", "41", "stray")}};
+  PublishedJournal other{"4", "node1", 7, 5, {Ev(1, "node1", "4", "step_started")}};
+  put("42/node1.json", EncodePublishedJournal(j1));
+  put("42/node2.json", EncodePublishedJournal({"42", "node2", 1001, 5, {}}));  // the reader's own
+  put("42/node3.json", EncodePublishedJournal(j3));
+  put("42/node4.json", "{truncated");
+  put("42/node5.json", EncodePublishedJournal({"43", "node5", 1001, 5, {}}));
+  put("42/node6.json.autopar-tmp-1", "x");
+  put("42/sub/node7.json", EncodePublishedJournal(j1));
+  put("4/node1.json", EncodePublishedJournal(other));
+  std::vector<std::string> problems;
+  auto got = ReadPublishedJournals(mem, "42", "node2", Quick(), &problems);
+  ASSERT_TRUE(got.ok()) << got.message();
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].node, "node1");
+  EXPECT_EQ((*got)[1].node, "node3");
+  ASSERT_EQ((*got)[1].events.size(), 1u);  // the other job's event is dropped
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_NE(problems[0].find("mem://test/42/node4.json: published journal: "), std::string::npos)
+      << problems[0];
+  EXPECT_NE(problems[1].find("42/node5.json: holds job 43, not 42"), std::string::npos)
+      << problems[1];
+  std::vector<std::string> none;
+  auto empty = ReadPublishedJournals(mem, "99", "node2", Quick(), &none);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty() && none.empty());
+}
+
+// ---- two daemons sharing a file:// journal directory ------------------------------------------
+
+class Owners : public JobOwnerLookup {
+ public:
+  Result<uid_t> Owner(const std::string& job_id) override {
+    std::lock_guard<std::mutex> l(mu);
+    auto it = owners.find(job_id);
+    if (it == owners.end()) return Status::Error("job " + job_id + ": Slurm does not know it");
+    return it->second;
+  }
+  static std::map<std::string, uid_t> owners;
+  static std::mutex mu;
+};
+std::map<std::string, uid_t> Owners::owners;
+std::mutex Owners::mu;
+
+class EventsAcrossNodesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/autopard-journal-test-XXXXXX";
+    root_ = mkdtemp(tmpl);
+    fs::create_directories(root_ / "journal");
+    std::lock_guard<std::mutex> l(Owners::mu);
+    Owners::owners = {{"42", 1001}};
+  }
+  void TearDown() override {
+    a_.reset();
+    b_.reset();
+    fs::remove_all(root_);
+  }
+  std::unique_ptr<Daemon> Make(const std::string& node, bool journal = true) {
+    DaemonConfig c;
+    c.state_dir = (root_ / node).string();
+    c.socket = (root_ / (node + ".sock")).string();
+    c.node = node;
+    c.posix.fsync = false;
+    if (journal) c.journal_uri = "file://" + (root_ / "journal").string();
+    auto d = Daemon::Create(c, std::make_unique<Owners>());
+    EXPECT_TRUE(d.ok()) << d.message();
+    return d.ok() ? std::move(*d) : nullptr;
+  }
+  static Request Event(const std::string& job, const std::string& kind, int rank = -1) {
+    Request r;
+    r.op = Op::kEvent;
+    r.job_id = job;
+    r.kind = kind;
+    r.rank = rank;
+    return r;
+  }
+  static Request Events(const std::string& job) {
+    Request r;
+    r.op = Op::kEvents;
+    r.job_id = job;
+    return r;
+  }
+  static std::vector<std::string> Kinds(const Reply& r) {
+    std::vector<std::string> out;
+    for (const auto& e : r.events) out.push_back(e.node + ":" + e.kind);
+    return out;
+  }
+
+  fs::path root_;
+  std::unique_ptr<Daemon> a_, b_;
+  const Peer owner_{1, 1001, 1001}, other_{1, 1002, 1002}, root_peer_{1, 0, 0};
+};
+
+TEST_F(EventsAcrossNodesTest, MergesEveryNodesJournalAndAuthorizes) {
+  a_ = Make("nodeA");
+  b_ = Make("nodeB");
+  ASSERT_TRUE(a_ && b_);
+  ASSERT_TRUE(a_->Handle(Event("42", "step_started", 0), owner_).status.ok());
+  ASSERT_TRUE(b_->Handle(Event("42", "failure", 1), owner_).status.ok());
+  ASSERT_TRUE(a_->Handle(Event("42", "requeue"), owner_).status.ok());
+  b_.reset();  // nodeB goes away: what it published stays (its shutdown flushed the rest)
+  Reply r = a_->Handle(Events("42"), owner_);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(Kinds(r),
+            (std::vector<std::string>{"nodeA:step_started", "nodeB:failure", "nodeA:requeue"}));
+  EXPECT_TRUE(r.notes.empty());
+  for (size_t i = 1; i < r.events.size(); ++i) EXPECT_LE(r.events[i - 1].time, r.events[i].time);
+  // A third node that never ran the job answers the same from the published journals.
+  ASSERT_TRUE(a_->FlushJournal().ok());
+  auto c = Make("nodeC");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(Kinds(c->Handle(Events("42"), root_peer_)), Kinds(r));
+
+  Reply refused = a_->Handle(Events("42"), other_);
+  ASSERT_FALSE(refused.status.ok());
+  EXPECT_EQ(refused.status.message(),
+            "events: permission denied: job 42 belongs to uid 1001, not to you (uid 1002)");
+  // After Slurm has forgotten the job, the owner recorded with the journals decides.
+  {
+    std::lock_guard<std::mutex> l(Owners::mu);
+    Owners::owners.clear();
+  }
+  EXPECT_EQ(Kinds(c->Handle(Events("42"), owner_)), Kinds(r));
+  refused = c->Handle(Events("42"), other_);
+  ASSERT_FALSE(refused.status.ok());
+  EXPECT_NE(refused.status.message().find("permission denied: job 42 belongs to uid 1001"),
+            std::string::npos)
+      << refused.status.message();
+  Reply unknown = c->Handle(Events("77"), owner_);
+  ASSERT_FALSE(unknown.status.ok());
+  EXPECT_EQ(unknown.status.message(), "events: job 77: Slurm does not know it");
+}
+
+TEST_F(EventsAcrossNodesTest, ARestartedNodeKnowsTheOwnerOfAForgottenJob) {
+  {
+    std::lock_guard<std::mutex> l(Owners::mu);
+    Owners::owners["43"] = 1001;
+  }
+  a_ = Make("nodeA");
+  ASSERT_TRUE(a_);
+  ASSERT_TRUE(a_->Handle(Event("43", "step_started", 0), owner_).status.ok());
+  a_.reset();  // the shutdown publishes with the owner
+  {
+    std::lock_guard<std::mutex> l(Owners::mu);
+    Owners::owners.clear();
+  }
+  a_ = Make("nodeA");
+  ASSERT_TRUE(a_);
+  Reply r = a_->Handle(Events("43"), owner_);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(Kinds(r), (std::vector<std::string>{"nodeA:step_started"}));  // once, not twice
+  EXPECT_FALSE(a_->Handle(Events("43"), other_).status.ok());
+}
+
+TEST_F(EventsAcrossNodesTest, WithoutJournalUriOnlyThisNodeWithANote) {
+  a_ = Make("nodeA", false);
+  ASSERT_TRUE(a_);
+  ASSERT_TRUE(a_->Handle(Event("42", "step_started", 0), owner_).status.ok());
+  Reply r = a_->Handle(Events("42"), owner_);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(Kinds(r), (std::vector<std::string>{"nodeA:step_started"}));
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_EQ(r.notes[0],
+            "only the events recorded on nodeA: other nodes' events need journal_uri in "
+            "autopard.conf");
+  EXPECT_FALSE(a_->Handle(Events("42"), other_).status.ok());
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,264 @@
+// FailureHandler's time-limit handling (issue 6 (d)); see failure_handler.h.
+#include <algorithm>
+#include <cstdio>
+
+#include "autopar/hostlist.h"
+#include "autopar/text.h"
+#include "autopar/timeline.h"
+#include "failure_handler.h"
+
+namespace autopar {
+namespace {
+
+std::string Secs(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+struct Pending {
+  std::string job_id;
+  std::string kind;
+  int64_t step = -1;
+  std::string detail;
+};
+
+}  // namespace
+
+std::vector<double> FailureHandler::CkptDurationsLocked(const std::string& job_id) const {
+  std::vector<double> out;
+  auto it = ckpt_times_.find(job_id);
+  if (it == ckpt_times_.end()) return out;
+  for (const auto& [step, t] : it->second) {
+    if (t.committed > 0 && t.done >= t.committed) out.push_back(t.done - t.committed);
+  }
+  return out;
+}
+
+void FailureHandler::TickTimeLimits(double now) {
+  struct Load {
+    std::string job_id;
+    int64_t restart_count;
+  };
+  std::vector<Load> loads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [job, run] : runs_) {
+      TimeLimitWatch& tl = run.tl;
+      if (!run.ctx.requeue_on_failure || !run.ctx.ckpt_upload || tl.done || tl.acted) continue;
+      // After the end time, sooner: Slurm forgets an ended job after MinJobAge, and the missed
+      // time limit is journalled from its TIMEOUT state.
+      const double every = tl.end_time > 0 && now >= tl.end_time ? std::min(5.0, config_.job_refresh_s)
+                                                                 : config_.job_refresh_s;
+      if (tl.loaded_at >= 0 && now - tl.loaded_at < every) continue;
+      tl.loaded_at = now;
+      loads.push_back({job, run.ctx.restart_count});
+    }
+  }
+  std::vector<Pending> out;
+  // Slurm's view, outside the lock (a libslurm call may take a while).
+  for (const auto& l : loads) {
+    auto job = slurm_->LoadJob(l.job_id);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = runs_.find(l.job_id);
+    if (it == runs_.end() || it->second.ctx.restart_count != l.restart_count) continue;
+    TimeLimitWatch& tl = it->second.tl;
+    if (!job.ok()) {
+      // slurmctld busy or down: try again at the next refresh; a job gone long after its end
+      // is no longer watched.
+      if (tl.end_time > 0 && now > tl.end_time + 600) tl.done = true;
+      continue;
+    }
+    if (job->restart_count != l.restart_count) {
+      tl.done = true;  // requeued by someone else: that run is over
+      continue;
+    }
+    if (!job->running()) {
+      if (tl.requested && !tl.acted && job->state == "TIMEOUT") {
+        out.push_back({l.job_id, event_kind::kTimeLimitMissed, tl.max_step,
+                       FormatEventFields(
+                           {{"requested_at", FormatEventTime(tl.requested_at, false)},
+                            {"end", FormatEventTime(tl.end_time, false)},
+                            {"reason", "the job reached its time limit before a checkpoint "
+                                       "committed after the request was COMPLETE; not requeued "
+                                       "(the program ignored the request or its checkpoint "
+                                       "took longer than the margin)"}})});
+      }
+      tl.done = true;
+      continue;
+    }
+    tl.start_time = job->start_time;
+    tl.end_time = job->time_limit_min < 0 ? 0 : job->end_time;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [job, run] : runs_) {
+      TimeLimitWatch& tl = run.tl;
+      if (!run.ctx.requeue_on_failure || tl.done || tl.acted || tl.requested || tl.end_time <= 0) {
+        continue;
+      }
+      // This node's ranks have all ended (the training finished, or they were killed): nothing
+      // to ask. Slurm's state may lag by up to a refresh.
+      bool alive = false;
+      for (const auto& [rank, pid] : run.rank_pids) {
+        alive = alive || proc_.read_file("/proc/" + std::to_string(pid) + "/stat").ok();
+      }
+      if (!alive) continue;
+      TimeLimitInputs in;
+      in.start_time = tl.start_time;
+      in.end_time = tl.end_time;
+      if (tl.max_step > tl.first_step) {
+        in.step_s = (tl.max_step_time - tl.first_step_time) /
+                    static_cast<double>(tl.max_step - tl.first_step);
+      }
+      in.ckpt_durations_s = CkptDurationsLocked(job);
+      TimeLimitPlan plan = PlanTimeLimit(config_.time_limit, in);
+      if (!CheckpointDue(plan, now)) continue;
+      tl.requested = true;
+      tl.requested_at = now;
+      tl.plan = plan;
+      out.push_back({job, event_kind::kTimeLimitRequest, tl.max_step,
+                     FormatEventFields({{"end", FormatEventTime(tl.end_time, false)},
+                                        {"left_s", Secs(tl.end_time - now)},
+                                        {"margin_s", Secs(plan.margin_s)},
+                                        {"ckpt_estimate_s", Secs(plan.ckpt_estimate_s)},
+                                        {"ckpt_observed", std::to_string(in.ckpt_durations_s.size())},
+                                        {"step_s", Secs(in.step_s)},
+                                        {"plan", plan.Describe()}})});
+    }
+  }
+  for (const auto& p : out) Emit(p.job_id, p.kind, -1, p.step, p.detail);
+}
+
+void FailureHandler::OnCheckpointEvent(const JournalEvent& e, pid_t pid) {
+  const bool announce = e.kind == event_kind::kTimeLimitCheckpoint;
+  std::optional<JobContext> sender;
+  if (announce) {
+    sender = ContextOf(pid);
+    if (!sender || sender->job_id != e.job_id) return;  // only the job's own tasks announce
+  }
+  JobContext ctx;
+  TimeLimitPlan plan;
+  bool progress = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!announce && e.step >= 0) {
+      auto& steps = ckpt_times_[e.job_id];
+      CkptTimes& t = steps[e.step];
+      if (e.kind == event_kind::kCkptCommitted) {
+        t.committed = t.committed > 0 ? std::min(t.committed, e.time) : e.time;
+      } else {
+        t.done = std::max(t.done, e.time);
+      }
+      while (steps.size() > 64) steps.erase(steps.begin());
+      if (ckpt_times_.size() > 4096) {
+        for (auto it = ckpt_times_.begin(); it != ckpt_times_.end(); ++it) {
+          if (it->first != e.job_id) {
+            ckpt_times_.erase(it);
+            break;
+          }
+        }
+      }
+    }
+    auto it = runs_.find(e.job_id);
+    if (it == runs_.end()) return;
+    Run& run = it->second;
+    TimeLimitWatch& tl = run.tl;
+    if (!run.ctx.requeue_on_failure || tl.acted || e.step < 0) return;
+    if (announce) {
+      if (sender->restart_count != run.ctx.restart_count) return;  // a late one of an earlier run
+      tl.announced_step = std::max(tl.announced_step, e.step);
+      return;
+    }
+    if (e.kind == event_kind::kCkptCommitted) {
+      if (tl.delivered_step >= 0 && tl.ckpt_step < 0 && e.step >= tl.delivered_step &&
+          e.time >= tl.delivered_at) {
+        tl.ckpt_step = e.step;
+      }
+      return;
+    }
+    if (e.kind != event_kind::kCkptComplete) return;
+    const int64_t want = tl.announced_step >= 0 ? tl.announced_step : tl.ckpt_step;
+    if (want < 0 || e.step < want) return;
+    tl.acted = true;
+    ctx = run.ctx;
+    plan = tl.plan;
+    // Progress: the step is one this run trained (its first heartbeat was at or before it), not
+    // the step it resumed from committed again; otherwise the next run would stop at the same
+    // place, and the policy stops instead of looping.
+    progress = tl.first_step >= 0 && e.step >= tl.first_step;
+  }
+  RequeueForTimeLimit(ctx, e.step, plan, progress);
+}
+
+void FailureHandler::RequeueForTimeLimit(const JobContext& ctx, int64_t step,
+                                         const TimeLimitPlan& plan, bool progress) {
+  // One decision per run on this node: a failure decided first wins, and vice versa.
+  if (!ledger_.Claim(ctx.job_id, ctx.restart_count)) return;
+  auto job = slurm_->LoadJob(ctx.job_id);
+  if (!job.ok()) {
+    Emit(ctx.job_id, event_kind::kRequeueFailed, -1, step,
+         FormatEventFields({{"class", FailureClassName(FailureClass::kTimeLimit)},
+                            {"error", job.message()}}));
+    return;
+  }
+  if (job->restart_count > ctx.restart_count) return;  // another node has requeued it already
+  const double now = clock_();
+  Failure f;
+  f.kind = FailureClass::kTimeLimit;
+  f.node = config_.node;
+  f.run_seconds = job->start_time > 0 ? now - job->start_time : -1;
+  f.ckpt_progress = progress;
+  f.made_progress = true;
+  std::vector<std::string> excluded;
+  if (!job->excluded_nodes.empty()) {
+    auto ex = ExpandHostlist(job->excluded_nodes);
+    if (ex.ok()) excluded = *ex;
+  }
+  RequeueSettings settings = config_.policy;
+  settings.max_restarts = *ctx.requeue_on_failure;
+  RequeueDecision d = DecideRequeue(settings, f, ctx.restart_count,
+                                    ParseFailureNote(job->admin_comment), excluded);
+  const std::string end = job->end_time > 0 ? FormatEventTime(job->end_time, false) : "?";
+  if (d.action == RequeueAction::kStop) {
+    // The checkpoint is safe; without a restart left the job simply runs into its time limit,
+    // as it would without autopar (it is not cancelled: TIMEOUT says what happened).
+    ledger_.Record(ctx.job_id, d);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_[ctx.job_id] = d;
+    }
+    Emit(ctx.job_id, event_kind::kTimeLimitNotRequeued, -1, step,
+         FormatEventFields({{"end", end}, {"reason", d.reason}}));
+    return;
+  }
+  d.reason = "time limit (end " + end + "): step " + std::to_string(step) +
+             " is COMPLETE; requeue " + std::to_string(d.attempt) + " of " +
+             std::to_string(d.max_restarts) +
+             " (counts against --requeue-on-failure: its budget is Slurm's restart count)";
+  ledger_.Record(ctx.job_id, d);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_[ctx.job_id] = d;
+  }
+  std::string lock = config_.lock_dir.empty() ? ""
+                                              : config_.lock_dir + "/requeue-" + ctx.job_id + ".lock";
+  auto r = GuardedRequeue(*slurm_, ctx.job_id, d, now, lock);
+  if (!r.ok()) {
+    Emit(ctx.job_id, event_kind::kRequeueFailed, -1, step,
+         FormatEventFields({{"class", FailureClassName(FailureClass::kTimeLimit)},
+                            {"error", r.message()}}));
+    return;
+  }
+  if (r->outcome != RequeueOutcome::kRequeued) return;  // the node that did it journals it
+  EventFields out = {{"class", FailureClassName(FailureClass::kTimeLimit)},
+                     {"attempt", std::to_string(d.attempt)},
+                     {"of", std::to_string(d.max_restarts)},
+                     {"delay_s", Secs(d.delay_s)}};
+  if (plan.limited) out.emplace_back("margin_s", Secs(plan.margin_s));
+  out.emplace_back("reason", d.reason);
+  for (const auto& w : r->warnings) out.emplace_back("warning", w);
+  Emit(ctx.job_id, event_kind::kRequeue, -1, step, FormatEventFields(out));
+}
+
+}  // namespace autopar
