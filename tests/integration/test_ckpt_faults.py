@@ -195,7 +195,7 @@ def test_upload_failed_past_the_retry_budget_resumes_after_restart(setup):
         "job-budget1/owner.json", "job-budget1/step-1/manifest.json", "job-budget1/step-1/rank-0.json",
         "job-budget1/step-1/rank-0/meta.json", "job-budget1/step-1/rank-0/model.bin"]
     verify_download(tmp, "job-budget1/step-1/rank-0/model.bin", sha)
-    events = json.loads(d.cli("events", "budget1", "--json").stdout)
+    events = json.loads(d.cli("events", "budget1", "--json").stdout)["events"]
     assert [e["kind"] for e in events if e["kind"] in ("ckpt_failed", "ckpt_retry", "ckpt_complete")] == [
         "ckpt_failed", "ckpt_retry", "ckpt_complete"], events
 
