@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 namespace autopar {
 
@@ -57,49 +58,63 @@ Result<pid_t> StartChild(const ChildSpec& spec, int* exec_errno) {
     }
   }
 
-  int pipefd[2];
-  if (pipe2(pipefd, O_CLOEXEC) != 0) return Status::Error(std::string("pipe: ") + strerror(errno));
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
-    int e = errno;
-    close(pipefd[0]);
-    close(pipefd[1]);
-    return Status::Error(std::string("fork: ") + strerror(e));
-  }
-  if (pid == 0) {
-    close(pipefd[0]);
+  // The child shares the launcher's memory until it execs (clone with CLONE_VM|CLONE_VFORK, as
+  // posix_spawn does): no page tables to copy and no copy-on-write faults in the launcher, whose
+  // address space (PMIx, its threads) is large next to the little a child needs before execve.
+  // The launcher is suspended meanwhile; the child touches only `exec`, its own stack and
+  // async-signal-safe calls, and all signals stay blocked until it installs the program's mask.
+  struct ExecArgs {
+    const ChildSpec* spec;
+    const cpu_set_t* cpus;
+    const std::vector<std::string>* candidates;
+    char** argv;
+    char** envp;
+    pid_t parent;
+    int err;  // written by the child when no candidate could be executed
+  } exec{&spec, &cpus, &candidates, argv.data(), envp.data(), getpid(), 0};
+  auto child_main = [](void* arg) -> int {
+    auto* e = static_cast<ExecArgs*>(arg);
     setpgid(0, 0);
     // The program must not outlive a launcher that Slurm killed with SIGKILL.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(128 + SIGKILL);
+    if (getppid() != e->parent) _exit(128 + SIGKILL);
     for (int s : {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGCONT, SIGCHLD, SIGPIPE}) signal(s, SIG_DFL);
-    if (!spec.cpus.empty()) sched_setaffinity(0, sizeof(cpus), &cpus);
-    sigprocmask(SIG_SETMASK, &spec.mask, nullptr);
+    // A handler a library installed must not run in this child (it shares the launcher's memory)
+    // between unblocking and execve.
+    for (int s = 1; s < NSIG; ++s) {
+      struct sigaction sa;
+      if (sigaction(s, nullptr, &sa) == 0 && sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN) {
+        signal(s, SIG_DFL);
+      }
+    }
+    if (!e->spec->cpus.empty()) sched_setaffinity(0, sizeof(*e->cpus), e->cpus);
+    sigprocmask(SIG_SETMASK, &e->spec->mask, nullptr);
     int err = ENOENT;
-    for (const auto& c : candidates) {
-      execve(c.c_str(), argv.data(), envp.data());
+    for (const auto& c : *e->candidates) {
+      execve(c.c_str(), e->argv, e->envp);
       // Like execvp: remember a permission problem, keep searching on ENOENT/ENOTDIR.
       if (errno != ENOENT && errno != ENOTDIR) err = errno;
     }
-    ssize_t w = write(pipefd[1], &err, sizeof(err));
-    (void)w;
+    e->err = err;
     _exit(err == ENOENT ? 127 : 126);
-  }
-  setpgid(pid, pid);  // also in the parent, so a signal right after fork reaches the group
-  close(pipefd[1]);
-  int err = 0;
-  ssize_t n;
-  do {
-    n = read(pipefd[0], &err, sizeof(err));
-  } while (n < 0 && errno == EINTR);
-  close(pipefd[0]);
-  if (n == static_cast<ssize_t>(sizeof(err))) {
+  };
+  // Not value-initialized: the child touches only the top pages of its stack.
+  constexpr size_t kStackBytes = 256 * 1024;
+  std::unique_ptr<char[]> stack(new char[kStackBytes]);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid_t pid = clone(child_main, stack.get() + kStackBytes, CLONE_VM | CLONE_VFORK | SIGCHLD, &exec);
+  int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return Status::Error(std::string("clone: ") + strerror(clone_errno));
+  setpgid(pid, pid);  // also in the parent, so a signal right after the start reaches the group
+  if (exec.err != 0) {
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    *exec_errno = err;
-    return Status::Error("program '" + spec.argv[0] + "' cannot be started: " + strerror(err));
+    *exec_errno = exec.err;
+    return Status::Error("program '" + spec.argv[0] + "' cannot be started: " + strerror(exec.err));
   }
   return pid;
 }

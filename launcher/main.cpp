@@ -63,6 +63,14 @@ std::string Get(const EnvMap& env, const std::string& key, const std::string& df
   return it == env.end() ? dflt : it->second;
 }
 
+// getenv over an EnvMap (the map must outlive the returned function).
+GetEnv Lookup(const EnvMap& env) {
+  return [&env](const char* k) -> const char* {
+    auto it = env.find(k);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
+
 #ifdef AUTOPAR_HAVE_NCCL
 // The directory of this executable, where the NCCL preflight helper lives in a build tree.
 std::string SelfDir() {
@@ -87,8 +95,22 @@ class Launcher {
   int RunChild(const std::vector<std::string>& argv, const EnvMap& env,
                const std::vector<int>& cpus, bool forward_from_parent, bool* terminated);
 
+  // The checkpoint half of the launch (proto_client.h): rank 0's DecideResume, everyone's
+  // RestoreDecided.
+  void Resume(EnvMap* child_env, bool use_pmix, int timeout_s);
+  // The job's environment as the checkpoint client reads it: this task's rank and world size.
+  EnvMap CkptEnv(const EnvMap& env) const {
+    EnvMap out = env;
+    out["RANK"] = std::to_string(info_.rank);
+    out["WORLD_SIZE"] = std::to_string(info_.size);
+    return out;
+  }
+
   PmixClient pmix_;
   PortReservation port_;
+  bool checkpoints_ = false;
+  int64_t resume_step_ = -1;                 // rank 0's decision, from the rendezvous
+  std::optional<ResumeDecision> own_resume_;  // rank 0: its DecideResume (files restored)
   RankInfo info_;
   MasterEndpoint master_;
   int rank_ = -1;
@@ -115,21 +137,73 @@ Status Launcher::Rendezvous(const EnvMap& env, int timeout_s) {
     auto reserved = PortReservation::Reserve();
     if (!reserved) return reserved.status();
     port_ = std::move(*reserved);
-    Status st = pmix_.PutString(kMasterKey, *addr + " " + std::to_string(port_.port()));
+    RendezvousValue v{{*addr, port_.port()}, -1};
+    if (checkpoints_) {
+      // Rank 0 decides the job's resume step (its own files are restored now) and publishes it
+      // with the port: every rank resumes the same step, with no collective of its own.
+      EnvMap ckpt_env = CkptEnv(env);
+      own_resume_ = DecideResume(RestoreForRank(Lookup(ckpt_env)));
+      v.resume_step = own_resume_->step;
+    }
+    Status st = pmix_.PutString(kMasterKey, EncodeRendezvous(v));
     if (!st) return st;
   }
   if (Status st = pmix_.Commit(); !st) return st;
   if (Status st = pmix_.Fence(/*collect=*/true, timeout_s); !st) return st;
   auto value = pmix_.GetString(0, kMasterKey, timeout_s);
   if (!value) return value.status();
-  size_t space = value->find(' ');
-  if (space == std::string::npos) return Status::Error("PMIx: malformed " + std::string(kMasterKey));
-  master_.addr = value->substr(0, space);
-  master_.port = std::atoi(value->c_str() + space + 1);
-  if (master_.port <= 0 || master_.port > 65535) {
-    return Status::Error("PMIx: malformed " + std::string(kMasterKey) + " '" + *value + "'");
-  }
+  auto v = DecodeRendezvous(*value);
+  if (!v) return v.status();
+  master_ = v->master;
+  resume_step_ = v->resume_step;
   return Status::Ok();
+}
+
+void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
+  child_env->erase("AUTOPAR_RESUME_STEP");
+  child_env->erase("AUTOPAR_RESUME_DIR");
+  if (!checkpoints_) return;
+  EnvMap ckpt_env = CkptEnv(*child_env);
+  RestoreFn restore = RestoreForRank(Lookup(ckpt_env));
+  ResumeDecision resume;
+  if (!use_pmix || info_.size <= 1) {
+    // One task (rank 0 decided in the rendezvous), or no rendezvous to publish a decision
+    // through (--mpi=none): this rank decides for itself.
+    resume = own_resume_ ? *own_resume_ : DecideResume(restore);
+  } else {
+    int round = 0;
+    // The minimum over all ranks, one PMIx fence per call (rounds only run when rank 0 decided
+    // to resume a step).
+    auto agree_min = [&](int64_t mine) -> int64_t {
+      const std::string key = "autopar.resume." + std::to_string(round++);
+      Status st = pmix_.PutString(key, std::to_string(mine));
+      if (st) st = pmix_.Commit();
+      // Collect: every rank reads every rank's value (direct modex Gets of a later round fail).
+      if (st) st = pmix_.Fence(/*collect=*/true, timeout_s);
+      if (!st) Fail("checkpoint restore: " + st.message(), 1);
+      int64_t least = mine;
+      for (int r = 0; r < info_.size; ++r) {
+        auto v = pmix_.GetString(r, key, timeout_s);
+        if (!v) Fail("checkpoint restore: " + v.message(), 1);
+        least = std::min<int64_t>(least, std::strtoll(v->c_str(), nullptr, 10));
+      }
+      return least;
+    };
+    auto r = RestoreDecided(resume_step_, own_resume_ ? &*own_resume_ : nullptr, restore, agree_min);
+    if (!r) Fail(r.message(), 1);
+    resume = *r;
+  }
+  for (const auto& note : resume.notes) Say(note);
+  if (resume.step >= 0) {
+    (*child_env)["AUTOPAR_RESUME_STEP"] = std::to_string(resume.step);
+    (*child_env)["AUTOPAR_RESUME_DIR"] = resume.dir;
+    if (info_.rank == 0) {
+      Say("resuming from checkpoint step " + std::to_string(resume.step) + " (job " +
+          resume.source_job + ")");
+    }
+  } else if (info_.rank == 0) {
+    Say("no complete checkpoint to resume from: starting fresh");
+  }
 }
 
 int Launcher::RunChild(const std::vector<std::string>& argv, const EnvMap& env,
@@ -165,6 +239,7 @@ int Launcher::Run(int argc, char** argv) {
   if (auto t = Get(env, "AUTOPAR_LAUNCH_TIMEOUT"); !t.empty()) timeout_s = std::atoi(t.c_str());
 
   bool use_pmix = PmixClient::ServerAdvertised(env);
+  checkpoints_ = CheckpointsEnabled(Lookup(env));
   if (use_pmix) {
     // The launcher's own PMIx client reads the job data through the "hash" store rather than
     // attaching the server's shared-memory store (ds21): measured on the local cluster with 32
@@ -271,46 +346,7 @@ int Launcher::Run(int argc, char** argv) {
 #endif
   }
 
-  // Checkpoints (autopard, proto_client.h): restore the job's latest complete step before the
-  // program starts; the ranks agree on one step through PMIx (min over ranks, per round).
-  {
-    int round = 0;
-    auto agree_min = [&](int64_t mine) -> int64_t {
-      if (!use_pmix || info_.size <= 1) return mine;
-      const std::string key = "autopar.resume." + std::to_string(round++);
-      Status st = pmix_.PutString(key, std::to_string(mine));
-      if (st) st = pmix_.Commit();
-      // Collect: every rank reads every rank's value (direct modex Gets of a later round fail).
-      if (st) st = pmix_.Fence(/*collect=*/true, timeout_s);
-      if (!st) Fail("checkpoint restore: " + st.message(), 1);
-      int64_t least = mine;
-      for (int r = 0; r < static_cast<int>(info_.size); ++r) {
-        auto v = pmix_.GetString(r, key, timeout_s);
-        if (!v) Fail("checkpoint restore: " + v.message(), 1);
-        least = std::min<int64_t>(least, std::strtoll(v->c_str(), nullptr, 10));
-      }
-      return least;
-    };
-    ResumeDecision resume = RestoreBeforeStart(
-        [&child_env](const char* k) -> const char* {
-          auto it = child_env.find(k);
-          return it == child_env.end() ? nullptr : it->second.c_str();
-        },
-        agree_min);
-    for (const auto& note : resume.notes) Say(note);
-    child_env.erase("AUTOPAR_RESUME_STEP");
-    child_env.erase("AUTOPAR_RESUME_DIR");
-    if (resume.enabled && resume.step >= 0) {
-      child_env["AUTOPAR_RESUME_STEP"] = std::to_string(resume.step);
-      child_env["AUTOPAR_RESUME_DIR"] = resume.dir;
-      if (info_.rank == 0) {
-        Say("resuming from checkpoint step " + std::to_string(resume.step) + " (job " +
-            resume.source_job + ")");
-      }
-    } else if (resume.enabled && info_.rank == 0) {
-      Say("no complete checkpoint to resume from: starting fresh");
-    }
-  }
+  Resume(&child_env, use_pmix, timeout_s);
   if (int sig = PendingTerminationSignal(); sig != 0) Fail("terminated before the program started", 128 + sig);
   const auto program_start = std::chrono::steady_clock::now();
   int code = RunChild(opts->program, child_env, d.cpus, forward_from_parent, &terminated);

@@ -1,5 +1,7 @@
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <sstream>
 
 #include "autopar/hostlist.h"
 #include "autopar/launch.h"
@@ -185,6 +187,30 @@ Result<MasterEndpoint> FallbackMasterEndpoint(const EnvMap& env) {
   ep.addr = hosts->front();
   ep.port = static_cast<int>(29500 + (job * 7 + step) % 20000);
   return ep;
+}
+
+std::string EncodeRendezvous(const RendezvousValue& v) {
+  return v.master.addr + " " + std::to_string(v.master.port) + " " + std::to_string(v.resume_step);
+}
+
+Result<RendezvousValue> DecodeRendezvous(const std::string& text) {
+  auto bad = [&text] {
+    return Status::Error("PMIx: malformed rendezvous value '" + text + "' (expected 'ADDR PORT STEP')");
+  };
+  std::istringstream in(text);
+  RendezvousValue v;
+  std::string port, step, extra;
+  if (!(in >> v.master.addr >> port >> step) || (in >> extra)) return bad();
+  char* end = nullptr;
+  errno = 0;
+  long p = std::strtol(port.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || p <= 0 || p > 65535) return bad();
+  v.master.port = static_cast<int>(p);
+  errno = 0;
+  long long s = std::strtoll(step.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || s < -1) return bad();
+  v.resume_step = s;
+  return v;
 }
 
 }  // namespace autopar

@@ -165,5 +165,38 @@ TEST(FallbackMasterEndpoint, Cases) {
   }
 }
 
+TEST(Rendezvous, RoundTripsAndRejectsMalformedValues) {
+  RendezvousValue v{{"10.0.0.7", 29512}, 19};
+  EXPECT_EQ(EncodeRendezvous(v), "10.0.0.7 29512 19");
+  struct Case {
+    std::string text;
+    bool ok;
+    std::string addr;
+    int port;
+    int64_t step;
+  } cases[] = {
+      {"10.0.0.7 29512 19", true, "10.0.0.7", 29512, 19},
+      {"node1 1 -1", true, "node1", 1, -1},
+      {"node1 29500", false, "", 0, 0},           // no step
+      {"node1 0 3", false, "", 0, 0},             // port out of range
+      {"node1 65536 3", false, "", 0, 0},
+      {"node1 29500 -2", false, "", 0, 0},        // steps are >= -1
+      {"node1 29500 7x", false, "", 0, 0},
+      {"node1 29500 7 extra", false, "", 0, 0},
+      {"", false, "", 0, 0},
+  };
+  for (const auto& c : cases) {
+    auto r = DecodeRendezvous(c.text);
+    ASSERT_EQ(r.ok(), c.ok) << c.text << ": " << (r.ok() ? r->master.addr : r.message());
+    if (!r.ok()) {
+      EXPECT_NE(r.message().find("'" + c.text + "'"), std::string::npos) << r.message();
+      continue;
+    }
+    EXPECT_EQ(r->master.addr, c.addr);
+    EXPECT_EQ(r->master.port, c.port);
+    EXPECT_EQ(r->resume_step, c.step);
+  }
+}
+
 }  // namespace
 }  // namespace autopar

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # autopar-launch benchmarks (issue 4), one command: bench/launch/run.sh [BUILD_DIR]
 #  (a) overhead: hyperfine, `srun --mpi=pmix autopar-launch -- true` vs `srun --mpi=pmix true` at
-#      8, 16 and 32 tasks on the 4 nodes (target: at most 1.10x);
+#      8, 16 and 32 tasks on the 4 nodes (target: at most 1.10x), beside the floor: a bare PMIx
+#      client (launcher/bench-pmix-floor, bench/launch/pmix_floor.cpp) doing only PMIx_Init +
+#      PMIx_Finalize, and doing Init + Put/Commit + Fence + Get + Finalize as the launcher must;
 #  (b) time-to-ready: srun start until every rank's program runs with its environment
 #      (bench/launch/ready.py records the time on its first line), autopar-launch vs torchrun with
 #      c10d rendezvous (one agent per node under srun), 4 nodes x 2 ranks (target: 3x faster);
@@ -15,10 +17,13 @@ HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd -- "$HERE/../.." && pwd)
 BUILD=${1:-$REPO/build}
 LAUNCH=$BUILD/launcher/autopar-launch
+FLOOR=$BUILD/launcher/bench-pmix-floor
 RUNS=${RUNS:-10}
 READY_RUNS=${READY_RUNS:-5}
 OUT=$HERE/out
-[[ -x $LAUNCH ]] || { echo "bench/launch: $LAUNCH not built" >&2; exit 1; }
+for exe in "$LAUNCH" "$FLOOR"; do
+  [[ -x $exe ]] || { echo "bench/launch: $exe not built" >&2; exit 1; }
+done
 command -v hyperfine >/dev/null || { echo "bench/launch: hyperfine not installed" >&2; exit 1; }
 mkdir -p "$OUT"
 
@@ -38,6 +43,10 @@ for n in 8 16 32; do
   hyperfine --warmup 2 --runs "$RUNS" --export-json "$OUT/overhead-$n.json" \
     --export-markdown "$OUT/overhead-$n.md" \
     -n "srun ${n} tasks" "srun -N4 --ntasks-per-node=$per --mpi=pmix true" \
+    -n "srun ${n} tasks + PMIx Init/Finalize only" \
+    "srun -N4 --ntasks-per-node=$per --mpi=pmix $FLOOR --init-only -- true" \
+    -n "srun ${n} tasks + bare PMIx client" \
+    "srun -N4 --ntasks-per-node=$per --mpi=pmix $FLOOR -- true" \
     -n "srun ${n} tasks + autopar-launch" \
     "srun -N4 --ntasks-per-node=$per --mpi=pmix $LAUNCH -- true"
 done
@@ -46,9 +55,12 @@ import json, sys
 out = sys.argv[1]
 for n in (8, 16, 32):
     r = json.load(open(f"{out}/overhead-{n}.json"))["results"]
-    base, launch = r[0]["mean"], r[1]["mean"]
-    print(f"{n:2d} tasks: srun {base:.3f} s, with autopar-launch {launch:.3f} s: "
-          f"{launch / base:.2f}x (+{(launch - base) * 1000:.0f} ms)")
+    base = r[0]["mean"]
+    line = f"{n:2d} tasks: srun {base:.3f} s"
+    for label, x in (("PMIx init-only", r[1]), ("bare PMIx client", r[2]), ("autopar-launch", r[3])):
+        m = x["mean"]
+        line += f"; {label} {m:.3f} s {m / base:.2f}x (+{(m - base) * 1000:.0f} ms)"
+    print(line)
 PY
 
 echo "== (b) time to ready vs torchrun c10d ($READY_RUNS runs each)"

@@ -176,12 +176,17 @@ std::string MultipartEtag(const std::vector<Md5Digest>& part_md5s) {
   return HexEncode(Md5Of(concat)) + "-" + std::to_string(part_md5s.size());
 }
 
+uint64_t AutoMultipartThreshold(size_t large_files, int concurrency, uint64_t part_size) {
+  if (large_files >= static_cast<size_t>(std::max(concurrency, 1))) {
+    return std::max(kAutoSinglePutMax, part_size);
+  }
+  return part_size;
+}
+
 Result<std::vector<UploadResult>> UploadFiles(ObjectStore& store,
                                               const std::vector<UploadItem>& items,
                                               const TransferOptions& options) {
   const uint64_t part_size = std::max<uint64_t>(options.part_size, 1);
-  const uint64_t threshold =
-      store.ReadsFiles() ? std::max(options.multipart_threshold, part_size) : part_size;
   std::vector<FileState> files(items.size());
   auto close_all = [&] {
     for (auto& f : files) {
@@ -201,6 +206,16 @@ Result<std::vector<UploadResult>> UploadFiles(ObjectStore& store,
     }
     f.size = static_cast<uint64_t>(st.st_size);
     total += f.size;
+  }
+  uint64_t threshold = part_size;
+  if (store.ReadsFiles() && options.multipart_threshold > 0) {
+    threshold = std::max(options.multipart_threshold, part_size);
+  } else if (store.ReadsFiles()) {
+    size_t large = 0;
+    for (const auto& f : files) large += f.size > part_size ? 1 : 0;
+    threshold = AutoMultipartThreshold(large, options.concurrency, part_size);
+  }
+  for (auto& f : files) {
     if (f.size > threshold) {
       f.parts = static_cast<int>((f.size + part_size - 1) / part_size);
       f.etags.resize(static_cast<size_t>(f.parts));

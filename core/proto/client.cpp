@@ -222,47 +222,97 @@ Result<RestoreReply> RequestRestore(const JobCkptEnv& job, int64_t max_step, int
   return reply->restore;
 }
 
-ResumeDecision RestoreBeforeStart(const GetEnv& getenv,
-                                  const std::function<int64_t(int64_t mine)>& agree_min) {
-  ResumeDecision d;
+bool CheckpointsEnabled(const GetEnv& getenv) {
   const char* dir = getenv("AUTOPAR_CKPT_DIR");
   const char* sock = getenv("AUTOPAR_SOCKET");
-  if (!dir || !*dir || !sock || !*sock) return d;
-  d.enabled = true;
+  return dir && *dir && sock && *sock;
+}
+
+RestoreFn RestoreForRank(const GetEnv& getenv) {
   auto job = JobCkptEnvFrom(getenv);
-  int64_t mine = -1;
-  RestoreReply reply;
-  auto ask = [&](int64_t max_step) {
-    if (!job) return;
-    auto r = RequestRestore(*job, max_step);
-    if (!r) {
-      d.notes.push_back("warning: cannot restore a checkpoint: " + r.message());
-      mine = -1;
-      return;
-    }
-    for (const auto& s : r->skipped) d.notes.push_back("checkpoint not usable: " + s);
-    reply = *r;
-    mine = r->step;
+  return [job](int64_t max_step) -> Result<RestoreReply> {
+    if (!job) return job.status();
+    return RequestRestore(*job, max_step);
   };
-  if (!job) d.notes.push_back("warning: cannot restore a checkpoint: " + job.message());
-  ask(-1);
-  int64_t agreed = agree_min(mine);
-  for (int round = 0; round < 16; ++round) {
-    if (agreed < 0) {
-      mine = -1;
-      break;
-    }
-    if (mine != agreed) ask(agreed);
-    int64_t again = agree_min(mine);
-    if (again == agreed) break;
-    agreed = again;
+}
+
+namespace {
+
+void AddSkipped(const RestoreReply& reply, ResumeDecision* d) {
+  for (const auto& s : reply.skipped) d->notes.push_back("checkpoint not usable: " + s);
+}
+
+void Take(const RestoreReply& reply, ResumeDecision* d) {
+  d->step = reply.step;
+  d->dir = reply.dir;
+  d->source_job = reply.source_job;
+}
+
+// Rounds of agree_min before the ranks give up: each round after the first moves the agreed
+// step down to a step some rank holds, so this bounds the number of unusable newer steps.
+constexpr int kMaxAgreeRounds = 16;
+
+}  // namespace
+
+ResumeDecision DecideResume(const RestoreFn& restore) {
+  ResumeDecision d;
+  d.enabled = true;
+  auto r = restore(-1);
+  if (!r) {
+    d.notes.push_back("warning: cannot restore a checkpoint: " + r.message());
+    return d;
   }
-  if (mine >= 0 && mine == agreed) {
-    d.step = mine;
-    d.dir = reply.dir;
-    d.source_job = reply.source_job;
-  }
+  AddSkipped(*r, &d);
+  Take(*r, &d);
   return d;
+}
+
+Result<ResumeDecision> RestoreDecided(int64_t decided, const ResumeDecision* own,
+                                      const RestoreFn& restore,
+                                      const std::function<int64_t(int64_t mine)>& agree_min) {
+  ResumeDecision d;
+  d.enabled = true;
+  if (own) d = *own;
+  if (decided < 0) {
+    d.step = -1;
+    d.dir.clear();
+    d.source_job.clear();
+    return d;
+  }
+  auto ask = [&](int64_t max_step) -> Status {
+    auto r = restore(max_step);
+    if (!r) {
+      return Status::Error("cannot restore checkpoint step " + std::to_string(max_step) +
+                           " (decided by rank 0): " + r.message());
+    }
+    AddSkipped(*r, &d);
+    Take(*r, &d);
+    return Status::Ok();
+  };
+  if (!own || own->step != decided) {
+    if (Status st = ask(decided); !st) return st;
+  }
+  int64_t agreed = decided;
+  for (int round = 0; round < kMaxAgreeRounds; ++round) {
+    int64_t least = agree_min(d.step);
+    if (least == agreed && d.step == agreed) return d;  // every rank holds `agreed`
+    if (least < 0) {
+      // Some rank holds no usable step at all: the whole job starts fresh.
+      d.notes.push_back("warning: checkpoint step " + std::to_string(decided) +
+                        " is not usable on every rank and no older step is: starting fresh");
+      d.step = -1;
+      d.dir.clear();
+      d.source_job.clear();
+      return d;
+    }
+    agreed = least;
+    if (d.step != agreed) {
+      if (Status st = ask(agreed); !st) return st;
+    }
+  }
+  return Status::Error("checkpoint restore: the ranks did not agree on a step within " +
+                       std::to_string(kMaxAgreeRounds) + " rounds (last proposal: step " +
+                       std::to_string(agreed) + ")");
 }
 
 }  // namespace autopar

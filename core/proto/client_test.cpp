@@ -8,11 +8,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <limits>
 #include <map>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace autopar {
 namespace {
@@ -153,6 +159,177 @@ TEST(ClientTest, MissingDaemonAndEnvironmentAreNamed) {
   ASSERT_FALSE(job.ok());
   EXPECT_NE(job.message().find("AUTOPAR_CKPT_DIR is not set"), std::string::npos);
   EXPECT_EQ(RankStepDir("/ck/", 5, 2), "/ck/step-5/rank-2");
+}
+
+// ---- the launcher's resume decision (DecideResume / RestoreDecided) ---------------------------
+
+// One rank's node: the complete steps its autopard could restore for it, and those whose objects
+// are corrupt for this rank (skipped with a reason, as autopard does).
+struct FakeNode {
+  explicit FakeNode(std::set<int64_t> u = {}, std::set<int64_t> c = {}, bool down = false)
+      : usable(std::move(u)), corrupt(std::move(c)), unreachable(down) {}
+  std::set<int64_t> usable;
+  std::set<int64_t> corrupt;
+  bool unreachable = false;
+  std::vector<int64_t> asked;  // max_step of every request
+};
+
+RestoreFn FakeRestore(FakeNode* node, int rank) {
+  return [node, rank](int64_t max_step) -> Result<RestoreReply> {
+    node->asked.push_back(max_step);
+    if (node->unreachable) return Status::Error("autopard (/run/x.sock): connect: No such file or directory");
+    std::set<int64_t> all = node->usable;
+    all.insert(node->corrupt.begin(), node->corrupt.end());
+    RestoreReply r;
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+      if (max_step >= 0 && *it > max_step) continue;
+      if (node->corrupt.count(*it)) {
+        r.skipped.push_back("step " + std::to_string(*it) + ": SHA-256 mismatch");
+        continue;
+      }
+      r.step = *it;
+      r.source_job = "41";
+      r.dir = "/ck/step-" + std::to_string(*it) + "/rank-" + std::to_string(rank);
+      break;
+    }
+    return r;
+  };
+}
+
+// agree_min as a real collective between the ranks' threads (the launcher uses a PMIx fence).
+class Collective {
+ public:
+  explicit Collective(int n) : n_(n) {}
+  int64_t AgreeMin(int64_t mine) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int generation = generation_;
+    least_ = std::min(least_, mine);
+    if (++arrived_ == n_) {
+      result_ = least_;
+      least_ = std::numeric_limits<int64_t>::max();
+      arrived_ = 0;
+      ++generation_;
+      ++rounds_;
+      cv_.notify_all();
+      return result_;
+    }
+    cv_.wait(lock, [&] { return generation_ != generation; });
+    return result_;
+  }
+  int rounds() const { return rounds_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const int n_;
+  int arrived_ = 0, generation_ = 0, rounds_ = 0;
+  int64_t least_ = std::numeric_limits<int64_t>::max(), result_ = 0;
+};
+
+TEST(ResumeTest, DecideResumeTakesRankZerosRestoreOrStartsFresh) {
+  FakeNode node({11, 7});
+  ResumeDecision d = DecideResume(FakeRestore(&node, 0));
+  EXPECT_TRUE(d.enabled);
+  EXPECT_EQ(d.step, 11);
+  EXPECT_EQ(d.dir, "/ck/step-11/rank-0");
+  EXPECT_EQ(d.source_job, "41");
+  EXPECT_EQ(node.asked, std::vector<int64_t>{-1});
+  FakeNode down({11}, {}, true);
+  d = DecideResume(FakeRestore(&down, 0));
+  EXPECT_EQ(d.step, -1);
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("warning: cannot restore a checkpoint: autopard (/run/x.sock)"), std::string::npos);
+}
+
+TEST(ResumeTest, EveryRankEndsOnOneStep) {
+  struct Case {
+    const char* name;
+    std::vector<FakeNode> nodes;  // one per rank; rank 0 first
+    int64_t want_step;
+    int want_rounds;              // agree_min collectives
+    std::vector<std::string> rank_notes;  // a note expected in rank i's notes ("" = none)
+  } cases[] = {
+      {"rank 0 found nothing: a fresh start without asking anyone", {FakeNode(), FakeNode({9}), FakeNode({9})},
+       -1, 0, {"", "", ""}},
+      {"every rank holds the decided step: one round", {FakeNode({19, 15}), FakeNode({19, 15}), FakeNode({19, 15})},
+       19, 1, {"", "", ""}},
+      {"a newer step completed after rank 0 decided is ignored",
+       {FakeNode({19}), FakeNode({23, 19}), FakeNode({23, 19})}, 19, 1, {"", "", ""}},
+      {"a corrupt object of rank 2 moves everyone to the previous step",
+       {FakeNode({19, 15}), FakeNode({19, 15}), FakeNode({15}, {19})}, 15, 2,
+       {"", "", "checkpoint not usable: step 19: SHA-256 mismatch"}},
+      {"a rank without any usable step: everyone starts fresh",
+       {FakeNode({19}), FakeNode({}, {19}), FakeNode({19})}, -1, 1,
+       {"is not usable on every rank", "is not usable on every rank", "is not usable on every rank"}},
+  };
+  for (auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const int n = static_cast<int>(c.nodes.size());
+    ResumeDecision own = DecideResume(FakeRestore(&c.nodes[0], 0));
+    Collective coll(n);
+    std::vector<Result<ResumeDecision>> out(static_cast<size_t>(n), Status::Error("not run"));
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < n; ++r) {
+      ranks.emplace_back([&, r] {
+        out[static_cast<size_t>(r)] =
+            RestoreDecided(own.step, r == 0 ? &own : nullptr, FakeRestore(&c.nodes[static_cast<size_t>(r)], r),
+                           [&](int64_t mine) { return coll.AgreeMin(mine); });
+      });
+    }
+    for (auto& t : ranks) t.join();
+    EXPECT_EQ(coll.rounds(), c.want_rounds);
+    for (int r = 0; r < n; ++r) {
+      const auto& d = out[static_cast<size_t>(r)];
+      ASSERT_TRUE(d.ok()) << "rank " << r << ": " << d.message();
+      EXPECT_EQ(d->step, c.want_step) << "rank " << r;
+      if (c.want_step >= 0) {
+        EXPECT_EQ(d->dir, "/ck/step-" + std::to_string(c.want_step) + "/rank-" + std::to_string(r));
+      } else {
+        EXPECT_EQ(d->dir, "");
+      }
+      const std::string& want = c.rank_notes[static_cast<size_t>(r)];
+      bool found = want.empty();
+      for (const auto& note : d->notes) found = found || note.find(want) != std::string::npos;
+      EXPECT_TRUE(found) << "rank " << r << " lacks a note with '" << want << "'";
+      // Every other rank asks its autopard only for steps at most rank 0's decision.
+      for (int64_t asked : c.nodes[static_cast<size_t>(r)].asked) {
+        if (r != 0) {
+          EXPECT_GE(asked, 0);
+          EXPECT_LE(asked, own.step);
+        }
+      }
+    }
+    if (own.step < 0) {
+      for (int r = 1; r < n; ++r) EXPECT_TRUE(c.nodes[static_cast<size_t>(r)].asked.empty()) << "rank " << r;
+    }
+  }
+}
+
+TEST(ResumeTest, UnreachableAutopardAfterTheDecisionFailsTheLaunch) {
+  FakeNode down({19}, {}, true);
+  auto d = RestoreDecided(19, nullptr, FakeRestore(&down, 3), [](int64_t) -> int64_t {
+    ADD_FAILURE() << "agree_min called after a failed restore";
+    return -1;
+  });
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.message(),
+            "cannot restore checkpoint step 19 (decided by rank 0): autopard (/run/x.sock): connect: "
+            "No such file or directory");
+}
+
+TEST(ResumeTest, RanksThatNeverAgreeFailAfterBoundedRounds) {
+  FakeNode node;
+  for (int64_t s = 0; s <= 40; ++s) node.usable.insert(s);
+  int64_t next = 40;
+  int calls = 0;
+  // Another rank always holds one step less (an endless run of unusable steps).
+  auto d = RestoreDecided(40, nullptr, FakeRestore(&node, 1), [&](int64_t) {
+    ++calls;
+    return --next;
+  });
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.message().find("did not agree on a step within 16 rounds"), std::string::npos) << d.message();
+  EXPECT_EQ(calls, 16);
 }
 
 }  // namespace

@@ -86,6 +86,16 @@ struct MasterEndpoint {
 };
 Result<MasterEndpoint> FallbackMasterEndpoint(const EnvMap& env);
 
+// What rank 0 publishes in its one PMIx Put (key "autopar.master") and every rank Gets after the
+// Fence: the master endpoint and the checkpoint step the job resumes from (-1: a fresh start or no
+// checkpoints), as "ADDR PORT STEP". Decoding fails naming the value when it is malformed.
+struct RendezvousValue {
+  MasterEndpoint master;
+  int64_t resume_step = -1;
+};
+std::string EncodeRendezvous(const RendezvousValue& v);
+Result<RendezvousValue> DecodeRendezvous(const std::string& text);
+
 // ---- GPUs -----------------------------------------------------------------------------------
 
 // Splits a CUDA_VISIBLE_DEVICES value ("0,1,2,3", UUIDs allowed) into its entries.

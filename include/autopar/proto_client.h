@@ -63,13 +63,22 @@ Result<RestoreReply> RequestRestore(const JobCkptEnv& job, int64_t max_step = -1
                                     int timeout_ms = 3600 * 1000);
 
 // What the launcher does before the program starts when the job checkpoints (AUTOPAR_CKPT_DIR
-// and AUTOPAR_SOCKET set): every rank asks its node's autopard for the latest complete step, then
-// the ranks agree on one step with `agree_min` (a collective: every rank calls it the same number
-// of times and gets the minimum of the values passed; the launcher implements it with a PMIx
-// fence). A rank that restored a newer step than the agreed one asks again with max_step, until
-// all ranks hold the same step (e.g. one rank's object of the newest step is corrupt: everyone
-// falls back to the previous complete step). An unreachable autopard is a warning and counts as
-// "no checkpoint", so the job still starts (from scratch).
+// and AUTOPAR_SOCKET set), in two halves around its PMIx rendezvous, so that every rank resumes
+// the same step even when a step turns COMPLETE while the ranks start:
+//  1. DecideResume, on rank 0 only, before it publishes the rendezvous: asks its node's autopard
+//     to restore rank 0's files of the latest complete step; that step (-1: a fresh start) is the
+//     job's decision, published together with MASTER_ADDR/PORT (one Put/Commit, no collective of
+//     its own). An unreachable autopard is a warning and a fresh start for the whole job.
+//  2. RestoreDecided, on every rank after the rendezvous: a fresh start needs nothing more. Else
+//     every other rank asks its node's autopard for exactly that step (max_step = decided), and
+//     the ranks confirm it with `agree_min` (a collective: every rank calls it the same number of
+//     times and gets the minimum of the values passed; the launcher implements it with a PMIx
+//     fence) — one round when every rank holds the decided step. A rank whose files of that step
+//     are unusable (e.g. a corrupt object: the reply's `skipped` names it) restores an older one,
+//     and all ranks fall back to the newest step every rank holds. The Result is an error (the
+//     launch fails with that one line) when a rank's autopard cannot restore at all, or when the
+//     ranks do not agree within a bounded number of rounds.
+// `restore(max_step)` is RequestRestore for the calling rank (injected for tests).
 struct ResumeDecision {
   bool enabled = false;   // the job checkpoints
   int64_t step = -1;      // -1: a fresh start
@@ -77,7 +86,15 @@ struct ResumeDecision {
   std::string source_job;
   std::vector<std::string> notes;  // lines for the log (skipped steps, warnings), this rank's
 };
-ResumeDecision RestoreBeforeStart(const GetEnv& getenv,
-                                  const std::function<int64_t(int64_t mine)>& agree_min);
+using RestoreFn = std::function<Result<RestoreReply>(int64_t max_step)>;
+// Whether the job checkpoints: AUTOPAR_CKPT_DIR and AUTOPAR_SOCKET are both set.
+bool CheckpointsEnabled(const GetEnv& getenv);
+// The restore request of the calling rank (RequestRestore with its JobCkptEnvFrom).
+RestoreFn RestoreForRank(const GetEnv& getenv);
+ResumeDecision DecideResume(const RestoreFn& restore);
+// `own` is rank 0's DecideResume (its files are restored already); nullptr on every other rank.
+Result<ResumeDecision> RestoreDecided(int64_t decided, const ResumeDecision* own,
+                                      const RestoreFn& restore,
+                                      const std::function<int64_t(int64_t mine)>& agree_min);
 
 }  // namespace autopar

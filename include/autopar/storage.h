@@ -77,6 +77,17 @@ class ObjectStore {
   // against the ETag afterwards). The transfer engine then calls them instead of reading parts
   // into memory and hashing them itself. The defaults are never called when ReadsFiles() is false.
   virtual bool ReadsFiles() const { return false; }
+
+  // Whether only this process's user can have written the object `key` as it is now (ownership
+  // records such as job-<J>/owner.json are trusted only then). POSIX: the file and every
+  // directory between it and the store's root are owned by the effective uid, neither symlinks
+  // nor group/other-writable; the error names the offending path. Default (S3): Ok, the bucket's
+  // policy decides who may write.
+  virtual Status CheckWrittenOnlyByUs(const std::string& key) const {
+    (void)key;
+    return Status::Ok();
+  }
+
   virtual StoreStatus PutObjectFromFile(const std::string& key, int fd, uint64_t length) {
     (void)fd;
     (void)length;
@@ -186,12 +197,25 @@ class ObjectStoreWrapper : public ObjectStore {
 
 // ---- transfers -----------------------------------------------------------------------------
 
+// The largest file the "auto" multipart threshold sends as one PUT: bigger files always go as
+// multipart uploads, so that an interrupted upload resumes from its recorded parts instead of
+// sending gigabytes again (S3's own single PUT limit is 5 GiB).
+constexpr uint64_t kAutoSinglePutMax = 1ull << 30;
+
+// The "auto" multipart threshold. `large_files` is how many files larger than `part_size` are to
+// be sent at once. With at least `concurrency` of them, one streamed PUT per file already keeps
+// `concurrency` requests in flight, so files up to kAutoSinglePutMax go whole: no part
+// bookkeeping, one request each, and no server-side assembly of parts (which some servers do
+// slowly). With fewer, only parts keep the pipe full: files above `part_size` are split. Pure.
+uint64_t AutoMultipartThreshold(size_t large_files, int concurrency, uint64_t part_size);
+
 struct TransferOptions {
   uint64_t part_size = 16ull << 20;  // bytes per part / ranged GET; >= 5 MiB for S3 (not checked)
   int concurrency = 8;               // parts in flight across the whole batch
-  // Files up to this size go as one PUT, larger ones as multipart uploads. 0 (or anything below
-  // part_size): part_size. Only stores that ReadsFiles() stream a single PUT from the file; for
-  // the others the threshold is always part_size (the body is held in memory).
+  // Files up to this size go as one PUT, larger ones as multipart uploads. 0: "auto"
+  // (AutoMultipartThreshold); anything below part_size: part_size. Only stores that ReadsFiles()
+  // stream a single PUT from the file; for the others the threshold is always part_size (the body
+  // is held in memory).
   uint64_t multipart_threshold = 0;
   BackoffPolicy backoff;     // per request
   Backoff::Uniform uniform;  // jitter source; empty: DefaultUniform()

@@ -104,6 +104,14 @@ Result<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::strin
       c.socket_mode = static_cast<mode_t>(m);
     } else if (key == "state_dir") {
       st = path(&c.state_dir, false);
+    } else if (key == "commit_sync") {
+      if (v == "normal") {
+        c.commit_sync = CommitSync::kNormal;
+      } else if (v == "full") {
+        c.commit_sync = CommitSync::kFull;
+      } else {
+        st = bad("must be normal or full, got '" + v + "'");
+      }
     } else if (key == "node") {
       c.node = v;
     } else if (key == "slurm_conf") {
@@ -143,6 +151,16 @@ Result<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::strin
         st = bad("must be between 5M and 5G (S3's part limits), got '" + v + "'");
       } else {
         c.part_size = *x;
+      }
+    } else if (key == "multipart_threshold") {
+      if (v == "auto") {
+        c.multipart_threshold = 0;
+      } else if (auto x = ParseByteSize(v); !x) {
+        st = bad(x.message() + " (or auto)");
+      } else if (*x < (5ull << 20) || *x > (5ull << 30)) {
+        st = bad("must be auto or between 5M and 5G (S3's single PUT limit), got '" + v + "'");
+      } else {
+        c.multipart_threshold = *x;
       }
     } else if (key == "concurrency") {
       st = integer(1, 256, &c.concurrency);

@@ -16,6 +16,7 @@
 #include "autopar/ckpt_backoff.h"
 #include "autopar/status.h"
 #include "autopar/storage_backends.h"
+#include "state_db.h"
 
 namespace autopar {
 
@@ -23,12 +24,17 @@ struct DaemonConfig {
   std::string socket = "/run/autopard/autopard.sock";
   mode_t socket_mode = 0666;  // every user may connect; each request is authorized inside
   std::string state_dir = "/var/lib/autopard";
+  // commit_sync: kNormal (default) acknowledges a commit once it is in SQLite's WAL file (any
+  // crash or restart of autopard keeps it); kFull also waits for the disk flush (power loss).
+  CommitSync commit_sync = CommitSync::kNormal;
   std::string node;           // default: the host name
   std::string slurm_conf;     // SLURM_CONF for libslurm; empty: Slurm's default
   std::string slurm_user = "slurm";  // may act on every job, like root
   S3Config s3;                // s3_endpoint, s3_region, s3_access_key, s3_secret_key, ...
   PosixConfig posix;          // posix_fsync
   uint64_t part_size = 16ull << 20;
+  // Files up to this size go as one streamed PUT; 0 ("auto"): see AutoMultipartThreshold.
+  uint64_t multipart_threshold = 0;
   int concurrency = 8;           // parts in flight across all uploads of this node
   int max_active_uploads = 16;   // rank commits uploaded at once
   BackoffPolicy retry;           // retry_initial_ms, retry_max_delay_ms, retry_max_attempts,

@@ -19,6 +19,8 @@ TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
       "concurrency = 4\n"
       "retry_max_elapsed_s = 60\n"
       "posix_fsync = false\n"
+      "commit_sync = full\n"
+      "multipart_threshold = 64M\n"
       "journal_uri = s3://site-bucket/journal/\n",
       "a.conf");
   ASSERT_TRUE(c.ok()) << c.message();
@@ -30,6 +32,12 @@ TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
   EXPECT_EQ(c->concurrency, 4);
   EXPECT_EQ(c->retry.max_elapsed, std::chrono::seconds(60));
   EXPECT_FALSE(c->posix.fsync);
+  EXPECT_EQ(c->commit_sync, CommitSync::kFull);
+  EXPECT_EQ(c->multipart_threshold, 64ull << 20);
+  auto defaults = ParseDaemonConfig("multipart_threshold = auto\n", "b.conf");
+  ASSERT_TRUE(defaults.ok()) << defaults.message();
+  EXPECT_EQ(defaults->commit_sync, CommitSync::kNormal);
+  EXPECT_EQ(defaults->multipart_threshold, 0u);
   EXPECT_EQ(c->journal_uri, "s3://site-bucket/journal");
   auto f = ParseDaemonConfig("journal_uri = file:///shared/autopar/journal\n", "b.conf");
   ASSERT_TRUE(f.ok()) << f.message();
@@ -51,6 +59,9 @@ TEST(DaemonConfigTest, ErrorsNameFileLineAndKey) {
       {"just words\n", "a.conf:1: expected 'key = value'"},
       {"s3_secret_key = x\n", "s3_secret_key is set but s3_access_key is not"},
       {"posix_fsync = maybe\n", "posix_fsync: must be true or false"},
+      {"commit_sync = off\n", "a.conf:1: commit_sync: must be normal or full, got 'off'"},
+      {"multipart_threshold = 1K\n", "multipart_threshold: must be auto or between 5M and 5G"},
+      {"multipart_threshold = big\n", "multipart_threshold: not a size: 'big'"},
       {"journal_uri = /shared/j\n", "a.conf:1: journal_uri: "},
       {"journal_uri = file://host/j\n", "a.conf:1: journal_uri: "},
       {"journal_uri = s3://bkt/j\n", "a.conf: journal_uri: s3://bkt/j needs s3_endpoint"},

@@ -67,7 +67,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
     d->config_.node = host;
   }
   if (Status st = MakeDirs(d->config_.state_dir, 0700); !st) return Status::Error("state_dir: " + st.message());
-  auto db = StateDb::Open(d->config_.state_dir + "/autopard.db");
+  auto db = StateDb::Open(d->config_.state_dir + "/autopard.db", d->config_.commit_sync);
   if (!db) return db.status();
   d->db_ = std::move(*db);
   d->auth_ = std::make_unique<Authorizer>(d->owners_.get(), PrivilegedUids(d->config_.slurm_user));
@@ -317,7 +317,7 @@ Reply Daemon::Commit(const Request& r, const Peer& peer) {
   bool duplicate = false;
   auto idr = db_->AddCommit(c, files, &duplicate);
   if (!idr) return Error("commit: " + idr.message());
-  if (!duplicate) uploader_->Enqueue(*idr);
+  if (!duplicate) uploader_->Enqueue(*idr, &c);
   Reply reply;
   reply.commit.commit_id = *idr;
   reply.commit.files = static_cast<int>(files.size());
@@ -329,19 +329,7 @@ Reply Daemon::Commit(const Request& r, const Peer& peer) {
 int64_t Daemon::StoredJobOwner(ObjectStore& store, const std::string& job_id) {
   TransferOptions t = uploader_->Transfer();
   t.backoff.max_attempts = 3;
-  auto exists = ObjectExists(store, JobOwnerKey(job_id), t);
-  if (!exists || !*exists) return -1;
-  auto text = GetSmallObject(store, JobOwnerKey(job_id), t);
-  if (!text) return -1;
-  Json::Value v;
-  Json::CharReaderBuilder b;
-  std::string errs;
-  std::unique_ptr<Json::CharReader> reader(b.newCharReader());
-  if (!reader->parse(text->data(), text->data() + text->size(), &v, &errs) || !v.isObject() ||
-      !v["uid"].isUInt()) {
-    return -1;
-  }
-  return v["uid"].asUInt();
+  return ReadJobOwner(store, job_id, t);
 }
 
 Reply Daemon::Restore(const Request& r, const Peer& peer) {

@@ -3,6 +3,7 @@
 #include "daemon.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -47,11 +48,44 @@ class DaemonTest : public ::testing::Test {
     c.part_size = 5ull << 20;
     c.retry.max_attempts = 2;
     c.retry.initial = std::chrono::milliseconds(1);
-    auto d = Daemon::Create(c, std::make_unique<FakeOwners>());
-    ASSERT_TRUE(d.ok()) << d.message();
-    daemon_ = std::move(*d);
+    config_ = c;
+    Restart();
     fs::create_directories(root_ / "store");
     upload_ = "file://" + (root_ / "store").string();
+  }
+  // A new daemon on the same state directory (what a restart of autopard does before serving).
+  void Restart() {
+    daemon_.reset();
+    auto d = Daemon::Create(config_, std::make_unique<FakeOwners>());
+    ASSERT_TRUE(d.ok()) << d.message();
+    daemon_ = std::move(*d);
+    ASSERT_TRUE(daemon_->uploader().ResumePending().ok());
+  }
+  // The commits of `job` as the state database has them, newest first.
+  std::vector<CommitRecord> CommitsOf(const std::string& job) {
+    auto db = StateDb::Open(config_.state_dir + "/autopard.db");
+    EXPECT_TRUE(db.ok()) << db.message();
+    if (!db.ok()) return {};
+    auto rows = (*db)->Commits(job, 100);
+    EXPECT_TRUE(rows.ok()) << rows.message();
+    return rows.ok() ? *rows : std::vector<CommitRecord>{};
+  }
+  int CountEvents(const std::string& job, const std::string& kind, int64_t step) {
+    Request ev;
+    ev.op = Op::kEvents;
+    ev.job_id = job;
+    int n = 0;
+    for (const auto& e : daemon_->Handle(ev, root_peer_).events) n += e.kind == kind && e.step == step;
+    return n;
+  }
+  std::string StepState(const std::string& upload, int64_t step) {
+    Request ls;
+    ls.op = Op::kLs;
+    ls.upload = upload;
+    for (const auto& s : daemon_->Handle(ls, root_peer_).steps) {
+      if (s.step == step) return s.state;
+    }
+    return "";
   }
   void TearDown() override {
     daemon_.reset();
@@ -91,6 +125,7 @@ class DaemonTest : public ::testing::Test {
     return r;
   }
   fs::path root_;
+  DaemonConfig config_;
   std::string upload_;
   std::unique_ptr<Daemon> daemon_;
   Peer root_peer_{1, 0, 0};
@@ -204,6 +239,104 @@ TEST_F(DaemonTest, OtherUsersJobsAndUnsafeFilesAreRefused) {
   Reply missing = daemon_->Handle(CommitReq("5", 2, 0, 1, d5, upload_), root_peer_);
   ASSERT_FALSE(missing.status.ok());
   EXPECT_NE(missing.status.message().find("step-2/rank-0"), std::string::npos);
+}
+
+TEST_F(DaemonTest, UploadsFailedOnStorageResumeAfterARestartOrALaterSuccess) {
+  // Storage "down" past the retry budget: the target is a plain file, so nothing can be written.
+  const fs::path target = root_ / "down";
+  Write(target, "not a directory");
+  const std::string upload = "file://" + target.string();
+  ASSERT_TRUE(WriteAndCommit("5", 1, 0, 1, 0, upload).status.ok());
+  daemon_->uploader().WaitIdle();
+  auto rows = CommitsOf("5");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].state, "failed");
+  EXPECT_TRUE(rows[0].retry);
+  EXPECT_NE(rows[0].error.find("retried where it stopped"), std::string::npos) << rows[0].error;
+
+  // Storage back; autopard restarted: the failed upload resumes and the step completes.
+  fs::remove(target);
+  fs::create_directories(target);
+  Restart();
+  daemon_->uploader().WaitIdle();
+  EXPECT_EQ(StepState(upload, 1), "COMPLETE");
+  EXPECT_EQ(CommitsOf("5")[0].state, "uploaded");
+  EXPECT_EQ(CountEvents("5", "ckpt_retry", 1), 1);
+  EXPECT_EQ(Read(target / "job-5/step-1/rank-0/model.pt"), "model of step 1 rank 0");
+
+  // Down again for step 2; step 3, committed once storage is back, brings step 2 along without
+  // a restart.
+  fs::remove_all(target);
+  Write(target, "down again");
+  ASSERT_TRUE(WriteAndCommit("5", 2, 0, 1, 0, upload).status.ok());
+  daemon_->uploader().WaitIdle();
+  EXPECT_EQ(CommitsOf("5")[0].state, "failed");
+  fs::remove(target);
+  fs::create_directories(target);
+  ASSERT_TRUE(WriteAndCommit("5", 3, 0, 1, 0, upload).status.ok());
+  daemon_->uploader().WaitIdle();
+  EXPECT_EQ(StepState(upload, 2), "COMPLETE");
+  EXPECT_EQ(StepState(upload, 3), "COMPLETE");
+  for (const auto& c : CommitsOf("5")) EXPECT_EQ(c.state, "uploaded") << "step " << c.step;
+
+  // A failed step whose local files are gone by the retry fails for good, once, naming why.
+  fs::remove_all(target);
+  Write(target, "down");
+  ASSERT_TRUE(WriteAndCommit("5", 4, 0, 1, 0, upload).status.ok());
+  daemon_->uploader().WaitIdle();
+  fs::remove(target);
+  fs::create_directories(target);
+  fs::remove_all(root_ / "ck/5/step-4");
+  Restart();
+  daemon_->uploader().WaitIdle();
+  auto step4 = CommitsOf("5")[0];
+  EXPECT_EQ(step4.step, 4);
+  EXPECT_EQ(step4.state, "failed");
+  EXPECT_FALSE(step4.retry);
+  EXPECT_NE(step4.error.find("committed file missing or changed"), std::string::npos) << step4.error;
+  Restart();
+  daemon_->uploader().WaitIdle();
+  EXPECT_EQ(CountEvents("5", "ckpt_retry", 4), 1);  // not retried again
+  EXPECT_EQ(StepState(upload, 4), "");
+}
+
+TEST_F(DaemonTest, OwnershipRecordsOthersCouldWriteAreIgnored) {
+  ASSERT_TRUE(WriteAndCommit("5", 1, 0, 1).status.ok());
+  daemon_->uploader().WaitIdle();
+  const fs::path owner = root_ / "store/job-5/owner.json";
+  struct stat st {};
+  ASSERT_EQ(lstat(owner.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, geteuid());
+  EXPECT_EQ(st.st_mode & 022, 0u);
+  EXPECT_NE(Read(owner).find("\"job_id\" : \"5\""), std::string::npos) << Read(owner);
+
+  // A record naming user 4242 (written as autopard would): 4242 may list job 5 by URI.
+  const std::string record = "{\"uid\": 4242, \"job_id\": \"5\"}\n";
+  Write(owner, record);
+  Request ls;
+  ls.op = Op::kLs;
+  ls.upload = upload_;
+  Peer user{3, 4242, 4242};
+  ASSERT_EQ(daemon_->Handle(ls, user).steps.size(), 1u);
+  // Writable by others: whatever it says, it no longer counts.
+  fs::permissions(owner, fs::perms::others_write, fs::perm_options::add);
+  EXPECT_TRUE(daemon_->Handle(ls, user).steps.empty());
+  fs::permissions(owner, fs::perms::others_write, fs::perm_options::remove);
+  ASSERT_EQ(daemon_->Handle(ls, user).steps.size(), 1u);
+  // A record moved in from another job's directory names that job: ignored.
+  Write(owner, "{\"uid\": 4242, \"job_id\": \"6\"}\n");
+  EXPECT_TRUE(daemon_->Handle(ls, user).steps.empty());
+  // A job directory someone else can write into: refused for records and for new uploads.
+  Write(owner, record);
+  ASSERT_EQ(daemon_->Handle(ls, user).steps.size(), 1u);
+  fs::permissions(root_ / "store/job-5", fs::perms::group_write, fs::perm_options::add);
+  EXPECT_TRUE(daemon_->Handle(ls, user).steps.empty());
+  ASSERT_TRUE(WriteAndCommit("5", 2, 0, 1).status.ok());
+  daemon_->uploader().WaitIdle();
+  auto rows = CommitsOf("5");
+  EXPECT_EQ(rows[0].state, "failed");
+  EXPECT_NE(rows[0].error.find("job-5: writable by group or others (mode 07"), std::string::npos)
+      << rows[0].error;
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ CREATE TABLE IF NOT EXISTS commits(
   ckpt_dir TEXT NOT NULL, upload TEXT NOT NULL, keep INTEGER NOT NULL, node TEXT NOT NULL,
   state TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
   created REAL NOT NULL, finished REAL NOT NULL DEFAULT 0, bytes INTEGER NOT NULL DEFAULT 0,
+  retry INTEGER NOT NULL DEFAULT 0,
   UNIQUE(job_id, step, rank, upload, ckpt_dir));
 CREATE INDEX IF NOT EXISTS commits_state ON commits(state);
 CREATE TABLE IF NOT EXISTS files(
@@ -93,7 +94,7 @@ Status Run(Stmt& s, const char* what) {
 
 constexpr const char* kCommitColumns =
     "id, job_id, step, rank, world_size, local_world_size, uid, gid, ckpt_dir, upload, keep, "
-    "node, state, error, created, finished, bytes";
+    "node, state, error, created, finished, bytes, retry";
 
 CommitRecord ReadCommit(const Stmt& s) {
   CommitRecord c;
@@ -114,6 +115,7 @@ CommitRecord ReadCommit(const Stmt& s) {
   c.created = s.Real(14);
   c.finished = s.Real(15);
   c.bytes = static_cast<uint64_t>(s.Int(16));
+  c.retry = s.Int(17) != 0;
   return c;
 }
 
@@ -126,9 +128,20 @@ Result<std::vector<CommitRecord>> ReadCommits(Stmt& s, const char* what) {
   return out;
 }
 
+// Adds commits.retry to a database created before it existed.
+Status UpgradeSchema(sqlite3* db) {
+  Stmt s(db, "SELECT 1 FROM pragma_table_info('commits') WHERE name='retry'");
+  if (!s.ok()) return s.Error("schema");
+  int rc = s.Step();
+  if (rc == SQLITE_ROW) return Status::Ok();
+  if (rc != SQLITE_DONE) return s.Error("schema");
+  Stmt alter(db, "ALTER TABLE commits ADD COLUMN retry INTEGER NOT NULL DEFAULT 0");
+  return Run(alter, "add commits.retry");
+}
+
 }  // namespace
 
-Result<std::unique_ptr<StateDb>> StateDb::Open(const std::string& path) {
+Result<std::unique_ptr<StateDb>> StateDb::Open(const std::string& path, CommitSync sync) {
   sqlite3* handles[2] = {nullptr, nullptr};
   for (int i = 0; i < 2; ++i) {
     int rc = sqlite3_open_v2(path.c_str(), &handles[i],
@@ -152,9 +165,12 @@ Result<std::unique_ptr<StateDb>> StateDb::Open(const std::string& path) {
         nullptr);
   }
   std::unique_ptr<StateDb> s(new StateDb(handles[0], handles[1]));
-  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", kSchema}) {
+  const char* commit_sync =
+      sync == CommitSync::kFull ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL";
+  for (const char* sql : {"PRAGMA journal_mode=WAL", commit_sync, kSchema}) {
     if (Status st = Exec(s->commit_db_, sql); !st) return Status::Error(path + ": " + st.message());
   }
+  if (Status st = UpgradeSchema(s->commit_db_); !st) return Status::Error(path + ": " + st.message());
   // WAL checkpoints (copying the log into the database file, with fsyncs) run on the uploader's
   // connection, never inline in a commit.
   if (Status st = Exec(s->commit_db_, "PRAGMA wal_autocheckpoint=0"); !st) {
@@ -233,6 +249,16 @@ Result<std::vector<CommitRecord>> StateDb::PendingCommits() {
   return ReadCommits(s, "pending commits");
 }
 
+Result<std::vector<CommitRecord>> StateDb::RetryableCommits(const std::string& upload) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string sql = std::string("SELECT ") + kCommitColumns +
+                    " FROM commits WHERE state='failed' AND retry=1 AND upload!=''" +
+                    (upload.empty() ? "" : " AND upload=?") + " ORDER BY id";
+  Stmt s(db_, sql.c_str());
+  if (!upload.empty()) s.Bind(upload);
+  return ReadCommits(s, "retryable commits");
+}
+
 Result<std::vector<CommitRecord>> StateDb::Commits(const std::string& job_id, int limit) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string sql = std::string("SELECT ") + kCommitColumns + " FROM commits" +
@@ -252,10 +278,10 @@ Result<std::vector<CommitRecord>> StateDb::LocalCommits(const std::string& ckpt_
 }
 
 Status StateDb::SetCommitState(int64_t id, const std::string& state, const std::string& error,
-                               uint64_t bytes) {
+                               uint64_t bytes, bool retry) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, "UPDATE commits SET state=?, error=?, bytes=?, finished=strftime('%s','now') WHERE id=?");
-  s.Bind(state).Bind(error).Bind(static_cast<int64_t>(bytes)).Bind(id);
+  Stmt s(db_, "UPDATE commits SET state=?, error=?, bytes=?, retry=?, finished=strftime('%s','now') WHERE id=?");
+  s.Bind(state).Bind(error).Bind(static_cast<int64_t>(bytes)).Bind(int64_t{retry ? 1 : 0}).Bind(id);
   return Run(s, "update commit");
 }
 

@@ -1,8 +1,11 @@
-// autopard's durable state in SQLite (WAL journal; commits synchronous=FULL): the commit queue, each
-// committed file, the multipart uploads in flight with their finished parts, the steps known to be
-// complete, the job journal and heartbeats. A commit is in the database (fsync'ed) before
-// AddCommit returns, so a daemon that crashes after acknowledging it still uploads it after a
-// restart; a multipart upload resumes with the parts it had already sent.
+// autopard's durable state in SQLite (WAL journal): the commit queue, each committed file, the
+// multipart uploads in flight with their finished parts, the steps known to be complete, the job
+// journal and heartbeats. A commit is in the WAL file before AddCommit returns, so a daemon that
+// crashes (SIGKILL, abort) after acknowledging it still uploads it after a restart; a multipart
+// upload resumes with the parts it had already sent. With CommitSync::kFull the WAL is also
+// fdatasync'ed before AddCommit returns (survives a power loss / kernel crash, costs one disk
+// flush per commit); with kNormal a power loss may drop the last commits (see
+// docs/checkpoints.md, "Crash safety").
 //
 // Thread safety: a StateDb may be used from several threads at once (one connection behind a
 // mutex).
@@ -21,7 +24,11 @@
 
 namespace autopar {
 
-// Commit states: queued -> uploading -> uploaded | failed; local (no upload URI, hashed).
+// Commit states: queued -> uploading -> uploaded | failed; local (no upload URI, hashed). A failed
+// commit with `retry` set failed on storage (outage past the retry budget): its recorded
+// multipart uploads and parts are kept and it is uploaded again, where it stopped, after a restart
+// or when a later upload to the same URI succeeds. Without `retry` it failed for good (its local
+// files are missing or changed, or newer complete steps superseded it).
 struct CommitRecord {
   int64_t id = 0;
   std::string job_id;
@@ -40,6 +47,7 @@ struct CommitRecord {
   double created = 0;
   double finished = 0;
   uint64_t bytes = 0;
+  bool retry = false;
 };
 
 struct FileRecord {
@@ -57,10 +65,18 @@ struct PartRecord {
   std::string md5_hex;
 };
 
+// How AddCommit makes a commit durable before it returns (autopard.conf `commit_sync`).
+enum class CommitSync {
+  kNormal,  // in the WAL file (write(2)): survives any crash or restart of autopard
+  kFull,    // and fdatasync'ed: survives a power loss or kernel crash too
+};
+
 class StateDb {
  public:
-  // Opens (creating) the database file; sets WAL and synchronous=FULL and creates the schema.
-  static Result<std::unique_ptr<StateDb>> Open(const std::string& path);
+  // Opens (creating) the database file; sets WAL, the commit connection's synchronous mode
+  // (`sync`) and creates (or upgrades) the schema.
+  static Result<std::unique_ptr<StateDb>> Open(const std::string& path,
+                                               CommitSync sync = CommitSync::kFull);
   ~StateDb();
   StateDb(const StateDb&) = delete;
   StateDb& operator=(const StateDb&) = delete;
@@ -72,12 +88,16 @@ class StateDb {
   Result<CommitRecord> GetCommit(int64_t id);
   // Commits still to upload (queued or uploading), oldest first.
   Result<std::vector<CommitRecord>> PendingCommits();
+  // Failed commits to retry (state failed, retry set), oldest first; only those uploading to
+  // `upload` unless it is empty.
+  Result<std::vector<CommitRecord>> RetryableCommits(const std::string& upload);
   // Every commit of a job (all jobs when `job_id` is empty), newest first, at most `limit`.
   Result<std::vector<CommitRecord>> Commits(const std::string& job_id, int limit);
   // Local-only commits of (job, step) on this node.
   Result<std::vector<CommitRecord>> LocalCommits(const std::string& ckpt_dir, int64_t step);
+  // `retry`: see CommitRecord (meaningful for state "failed").
   Status SetCommitState(int64_t id, const std::string& state, const std::string& error,
-                        uint64_t bytes);
+                        uint64_t bytes, bool retry = false);
 
   Result<std::vector<FileRecord>> Files(int64_t commit_id);
   // Starts a multipart upload record (forgetting parts of an earlier upload id).
@@ -110,7 +130,7 @@ class StateDb {
   StateDb(sqlite3* commit_db, sqlite3* db) : commit_db_(commit_db), db_(db) {}
   static Status Exec(sqlite3* db, const char* sql);
   // Two connections to the same WAL database: commits go through `commit_db_`
-  // (synchronous=FULL: fsync'ed before the ack) and never wait behind the uploader's bookkeeping,
+  // (CommitSync: synchronous=NORMAL or FULL) and never wait behind the uploader's bookkeeping,
   // which goes through `db_` (synchronous=NORMAL: survives a daemon crash, since the WAL is
   // written before each transaction ends; after a power loss a part may be sent again).
   sqlite3* commit_db_;

@@ -100,6 +100,48 @@ TEST_F(StateDbTest, StepsJournalAndHeartbeats) {
   EXPECT_TRUE((*db)->Heartbeat("7", 0, 21, 3.0).ok());
 }
 
+TEST_F(StateDbTest, FailedCommitsToRetrySurviveReopenAndOldDatabasesUpgrade) {
+  {
+    // A database from before commits.retry existed.
+    auto db = StateDb::Open(path_, CommitSync::kNormal);
+    ASSERT_TRUE(db.ok()) << db.message();
+    bool dup = false;
+    ASSERT_TRUE((*db)->AddCommit(Commit(0), {{"a.pt", 100, "", "", false, ""}}, &dup).ok());
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(raw, "ALTER TABLE commits DROP COLUMN retry", nullptr, nullptr, nullptr), SQLITE_OK)
+        << sqlite3_errmsg(raw);
+    sqlite3_close(raw);
+  }
+  auto db = StateDb::Open(path_, CommitSync::kFull);
+  ASSERT_TRUE(db.ok()) << db.message();
+  bool dup = false;
+  auto id1 = (*db)->AddCommit(Commit(1), {{"a.pt", 100, "", "", false, ""}}, &dup);
+  ASSERT_TRUE(id1.ok()) << id1.message();
+  CommitRecord other = Commit(0);
+  other.upload = "file:///elsewhere";
+  auto id2 = (*db)->AddCommit(other, {}, &dup);
+  ASSERT_TRUE(id2.ok()) << id2.message();
+  ASSERT_TRUE((*db)->SetCommitState(*id1, "failed", "storage down", 100, /*retry=*/true).ok());
+  ASSERT_TRUE((*db)->SetCommitState(*id2, "failed", "storage down", 0, /*retry=*/true).ok());
+  auto pending = (*db)->PendingCommits();
+  ASSERT_TRUE(pending.ok());
+  ASSERT_EQ(pending->size(), 1u);  // rank 0, still queued
+  EXPECT_FALSE((*pending)[0].retry);
+  auto all = (*db)->RetryableCommits("");
+  ASSERT_TRUE(all.ok()) << all.message();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].id, *id1);
+  EXPECT_TRUE((*all)[0].retry);
+  auto same_uri = (*db)->RetryableCommits("s3://b/p");
+  ASSERT_TRUE(same_uri.ok());
+  ASSERT_EQ(same_uri->size(), 1u);
+  EXPECT_EQ((*same_uri)[0].id, *id1);
+  // Failed for good: not retried.
+  ASSERT_TRUE((*db)->SetCommitState(*id1, "failed", "files gone", 100, /*retry=*/false).ok());
+  EXPECT_EQ((*db)->RetryableCommits("s3://b/p")->size(), 0u);
+}
+
 TEST_F(StateDbTest, UnopenableDatabaseNamesThePath) {
   auto db = StateDb::Open("/nonexistent-dir/x.db");
   ASSERT_FALSE(db.ok());

@@ -1,11 +1,17 @@
 #include "uploader.h"
 
 #include <dirent.h>
+#include <json/json.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <memory>
+#include <optional>
 
 #include "autopar/ckpt_layout.h"
 #include "autopar/ckpt_manifest.h"
@@ -19,6 +25,12 @@
 
 namespace autopar {
 namespace {
+
+// Uploads are background work: their threads run at nice +10, so that commits (and the training
+// program) get the CPU first on a busy node. Linux: setpriority on a thread id affects that thread.
+void RunInBackground() {
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
+}
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -80,9 +92,33 @@ Status ReadAt(int fd, std::string* buf, uint64_t offset, size_t size, const std:
 
 std::string JobOwnerKey(const std::string& job_id) { return JobKeyPrefix(job_id) + "owner.json"; }
 
+int64_t ReadJobOwner(ObjectStore& store, const std::string& job_id, const TransferOptions& options) {
+  auto exists = ObjectExists(store, JobOwnerKey(job_id), options);
+  if (!exists || !*exists) return -1;
+  // Trusted only as autopard wrote it: a record another user could have written or replaced
+  // (file:// targets: wrong owner, group/other-writable, a symlink) names nobody.
+  if (Status st = store.CheckWrittenOnlyByUs(JobOwnerKey(job_id)); !st) {
+    std::fprintf(stderr, "autopard: %s/%s: ownership record ignored: %s\n", store.Describe().c_str(),
+                 JobOwnerKey(job_id).c_str(), st.message().c_str());
+    return -1;
+  }
+  auto text = GetSmallObject(store, JobOwnerKey(job_id), options);
+  if (!text) return -1;
+  Json::Value v;
+  Json::CharReaderBuilder b;
+  std::string errs;
+  std::unique_ptr<Json::CharReader> reader(b.newCharReader());
+  if (!reader->parse(text->data(), text->data() + text->size(), &v, &errs) || !v.isObject() ||
+      !v["uid"].isUInt() || !v["job_id"].isString() || v["job_id"].asString() != job_id) {
+    return -1;
+  }
+  return v["uid"].asUInt();
+}
+
 TaskPool::TaskPool(int threads) {
   for (int i = 0; i < threads; ++i) {
     threads_.emplace_back([this] {
+      RunInBackground();
       for (;;) {
         std::function<void()> task;
         {
@@ -153,20 +189,41 @@ Status Uploader::ResumePending() {
   auto pending = db_->PendingCommits();
   if (!pending) return pending.status();
   for (const auto& c : *pending) Enqueue(c.id);
+  RetryFailed("", 0);
   return Status::Ok();
 }
 
-void Uploader::Enqueue(int64_t commit_id) {
+void Uploader::RetryFailed(const std::string& upload, int64_t except) {
+  auto failed = db_->RetryableCommits(upload);
+  if (!failed) {
+    std::fprintf(stderr, "autopard: %s\n", failed.message().c_str());
+    return;
+  }
+  for (const auto& c : *failed) {
+    if (c.id != except) Enqueue(c.id);
+  }
+}
+
+void Uploader::Enqueue(int64_t commit_id, const CommitRecord* known) {
+  auto a = std::make_shared<Active>();
+  std::optional<CommitRecord> read;
+  if (!known) {
+    if (auto c = db_->GetCommit(commit_id)) read = std::move(*c);
+    if (read) known = &*read;
+  }
+  if (known) {
+    a->job_id = known->job_id;
+    a->step = known->step;
+    a->rank = known->rank;
+    a->total = known->bytes;
+  }
   {
     std::lock_guard<std::mutex> l(mu_);
     if (active_.count(commit_id)) return;
-    auto a = std::make_shared<Active>();
-    if (auto c = db_->GetCommit(commit_id)) {
-      a->job_id = c->job_id;
-      a->step = c->step;
-      a->rank = c->rank;
-      a->total = c->bytes;
-    }
+    // A retry replaces the commit's earlier (failed) entry in the status.
+    finished_.erase(std::remove_if(finished_.begin(), finished_.end(),
+                                   [&](const auto& f) { return f.first == commit_id; }),
+                    finished_.end());
     a->start = std::chrono::steady_clock::now();
     active_[commit_id] = a;
     queue_.push_back(commit_id);
@@ -254,7 +311,9 @@ void Uploader::Emit(const CommitRecord& c, const std::string& kind, const std::s
 }
 
 void Uploader::Process(int64_t commit_id, std::shared_ptr<Active> active) {
+  RunInBackground();
   Status st;
+  bool permanent = true;
   auto c = db_->GetCommit(commit_id);
   if (!c) {
     st = c.status();
@@ -270,18 +329,28 @@ void Uploader::Process(int64_t commit_id, std::shared_ptr<Active> active) {
                          (c->upload.empty() ? std::string(" (local only)") : " -> " + c->upload)};
       if (journal_) journal_(e);
     }
-    st = c->upload.empty() ? FinishLocal(*c, *active) : Upload(*c, *active);
+    // Local-only commits have nothing to retry: their files are the checkpoint.
+    permanent = c->upload.empty();
+    st = c->upload.empty() ? FinishLocal(*c, *active) : Upload(*c, *active, &permanent);
   }
   bool keep_pending = !st.ok() && stopping_;
   if (c && !keep_pending) {
     std::string state = st.ok() ? (c->upload.empty() ? "local" : "uploaded") : "failed";
-    (void)db_->SetCommitState(commit_id, state, st.ok() ? "" : st.message(), active->total);
+    const bool retry = !st.ok() && !permanent;
+    if (retry) {
+      st = Status::Error(st.message() + " (kept: retried where it stopped when autopard restarts or "
+                         "a later upload to " + c->upload + " succeeds)");
+    }
+    (void)db_->SetCommitState(commit_id, state, st.ok() ? "" : st.message(), active->total, retry);
     if (!st.ok()) {
       Emit(*c, "ckpt_failed", st.message());
       std::fprintf(stderr, "autopard: job %s step %lld rank %d: upload failed: %s\n",
                    c->job_id.c_str(), static_cast<long long>(c->step), c->rank, st.message().c_str());
     }
   }
+  // Storage answers again: uploads to it that failed earlier resume where they stopped (queued
+  // before this one counts as finished, so WaitIdle sees them).
+  if (st.ok() && c && !c->upload.empty() && !stopping_) RetryFailed(c->upload, commit_id);
   std::lock_guard<std::mutex> l(mu_);
   active->state = keep_pending ? "queued" : (st.ok() ? (c && c->upload.empty() ? "local" : "uploaded") : "failed");
   active->error = st.ok() ? "" : st.message();
@@ -301,7 +370,10 @@ Status Uploader::FinishLocal(const CommitRecord& c, Active& active) {
     active.total = std::max<uint64_t>(active.total, 0);
     if (!f.sha256.empty()) continue;
     auto fd = OpenUserFile(id, dir + "/" + f.path, static_cast<int64_t>(f.size));
-    if (!fd) return fd.status();
+    if (!fd) {
+      return Status::Error("committed file missing or changed, step " + std::to_string(c.step) +
+                           " of this rank cannot complete: " + fd.message());
+    }
     FdSet guard{{*fd}};
     auto sha = Sha256OfFd(*fd, dir + "/" + f.path);
     if (!sha) return sha.status();
@@ -326,7 +398,8 @@ Status Uploader::FinishLocal(const CommitRecord& c, Active& active) {
   return Status::Ok();
 }
 
-Status Uploader::Upload(const CommitRecord& c, Active& active) {
+Status Uploader::Upload(const CommitRecord& c, Active& active, bool* permanent) {
+  *permanent = false;
   auto store_r = stores_->Get(c.upload);
   if (!store_r) return store_r.status();
   ObjectStore& store = **store_r;
@@ -335,22 +408,82 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
   std::vector<FileRecord> files = *files_r;
   UserIdentity id{c.uid, c.gid};
   const std::string dir = RankStepDir(c.ckpt_dir, c.step, c.rank);
+  auto abort_multipart = [&] {
+    for (const auto& f : files) {
+      if (!f.uploaded && !f.upload_id.empty()) {
+        (void)store.AbortUpload(RankFileKey(c.job_id, c.step, c.rank, f.path), f.upload_id);
+        (void)db_->SetUploadId(c.id, f.path, "");
+      }
+    }
+  };
+  if (c.state == "failed") {
+    // A retry. Pointless once `keep` newer steps are complete: retention would delete it.
+    if (c.keep > 0) {
+      auto steps = db_->Steps(c.upload);
+      if (!steps) return steps.status();
+      int newer = 0;
+      for (const auto& s : *steps) {
+        if (s.job_id == c.job_id && s.step > c.step && s.state == "COMPLETE") ++newer;
+      }
+      if (newer >= c.keep) {
+        *permanent = true;
+        abort_multipart();
+        return Status::Error("not retried: " + std::to_string(newer) + " newer steps are complete (keep " +
+                             std::to_string(c.keep) + ")");
+      }
+    }
+    Emit(c, "ckpt_retry", "retrying the upload to " + c.upload + " where it stopped (it failed: " +
+                              c.error.substr(0, c.error.find(" (kept: ")) + ")");
+  }
   (void)db_->SetCommitState(c.id, "uploading", "", active.total);
 
   FdSet fds;
   uint64_t total = 0;
   for (const auto& f : files) {
     auto fd = OpenUserFile(id, dir + "/" + f.path, static_cast<int64_t>(f.size));
-    if (!fd) return fd.status();
+    if (!fd) {
+      // Committed but gone or short now (a crash before the program's writes reached the disk,
+      // or files changed or deleted after the commit): this rank's step can never complete.
+      *permanent = true;
+      abort_multipart();
+      return Status::Error("committed file missing or changed, step " + std::to_string(c.step) +
+                           " of this rank cannot complete: " + fd.message());
+    }
     fds.fds.push_back(*fd);
     total += f.size;
   }
   active.total = total;
 
+  // Whole-file PUT or multipart, per file. A file with a recorded multipart upload resumes it.
+  const uint64_t part_size = config_.part_size;
+  uint64_t threshold = part_size;
+  {
+    int mine = 0;
+    for (const auto& f : files) mine += !f.uploaded && f.size > part_size ? 1 : 0;
+    std::lock_guard<std::mutex> l(mu_);
+    active.large_files = mine;
+    size_t in_flight = 0;
+    for (const auto& [aid, a] : active_) {
+      in_flight += a->large_files >= 0 ? static_cast<size_t>(a->large_files) : (a->total > part_size ? 1 : 0);
+    }
+    if (!store.ReadsFiles()) {
+      threshold = part_size;
+    } else if (config_.multipart_threshold > 0) {
+      threshold = std::max(config_.multipart_threshold, part_size);
+    } else {
+      threshold = AutoMultipartThreshold(in_flight, config_.concurrency, part_size);
+    }
+  }
+  std::vector<bool> single(files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    single[i] = files[i].upload_id.empty() && files[i].size <= threshold;
+  }
+
   // Hash the files sequentially while their parts go out.
   std::vector<std::string> sha(files.size());
   Status hash_status;
   std::thread hasher([&] {
+    RunInBackground();
     for (size_t i = 0; i < files.size(); ++i) {
       if (!files[i].sha256.empty()) {
         sha[i] = files[i].sha256;
@@ -376,7 +509,6 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
         backoff, RealRetryClock(), &stopping_);
   };
 
-  const uint64_t part_size = config_.part_size;
   Status result;
   for (int pass = 0; pass < 2 && result.ok(); ++pass) {
     // Pass 2 only re-runs files whose multipart upload vanished (NoSuchUpload) in pass 1.
@@ -397,7 +529,7 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
       const std::string key = RankFileKey(c.job_id, c.step, c.rank, f.path);
       const int fd = fds.fds[i];
       const std::string name = dir + "/" + f.path;
-      if (f.size <= part_size) {
+      if (single[i]) {
         latch.Add();
         pool_.Submit([&, i, key, fd, name] {
           std::string buf;
@@ -524,7 +656,7 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
     // Complete every multipart file whose parts are all in.
     for (size_t i = 0; i < files.size() && result.ok(); ++i) {
       FileRecord& f = files[i];
-      if (f.uploaded || f.size <= part_size) continue;
+      if (f.uploaded || single[i]) continue;
       const std::string key = RankFileKey(c.job_id, c.step, c.rank, f.path);
       std::vector<std::string> etags;
       std::vector<Md5Digest> md5s;
@@ -630,16 +762,14 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
     if (!again) break;
   }
   hasher.join();
-  if (result.ok() && !hash_status.ok()) result = hash_status;
+  if (result.ok() && !hash_status.ok()) {
+    *permanent = true;
+    result = hash_status;
+  }
   if (!result.ok()) {
-    if (!stopping_) {
-      // A permanent failure: abort the multipart uploads so no partial object lingers.
-      for (const auto& f : files) {
-        if (!f.uploaded && !f.upload_id.empty()) {
-          (void)store.AbortUpload(RankFileKey(c.job_id, c.step, c.rank, f.path), f.upload_id);
-        }
-      }
-    }
+    // Permanent: abort the multipart uploads so no partial object lingers. Otherwise (storage
+    // unreachable past the retry budget) keep them and their recorded parts for the retry.
+    if (*permanent && !stopping_) abort_multipart();
     return result;
   }
 
@@ -654,11 +784,18 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
   for (size_t i = 0; i < files.size(); ++i) entry.files.push_back({files[i].path, files[i].size, sha[i]});
   m.ranks[c.rank] = entry;
   const std::string mkey = RankManifestKey(c.job_id, c.step, c.rank);
-  if (Status s = ValidateManifest(m, mkey); !s) return s;
+  if (Status s = ValidateManifest(m, mkey); !s) {
+    *permanent = true;
+    return s;
+  }
   if (Status s = PutSmallObject(store, mkey, ManifestToJson(m), topt); !s) return s;
-  auto owner_exists = ObjectExists(store, JobOwnerKey(c.job_id), topt);
-  if (owner_exists && !*owner_exists) {
-    std::string owner = "{\"uid\": " + std::to_string(c.uid) + "}\n";
+  // Written once per job (the first owner stays); again when the record is missing, invalid or
+  // untrusted (see ReadJobOwner).
+  if (ReadJobOwner(store, c.job_id, topt) < 0) {
+    Json::Value owner_json;
+    owner_json["uid"] = c.uid;
+    owner_json["job_id"] = c.job_id;
+    std::string owner = Json::writeString(Json::StreamWriterBuilder(), owner_json) + "\n";
     (void)PutSmallObject(store, JobOwnerKey(c.job_id), owner, topt);
   }
   Emit(c, "ckpt_uploaded", store.Describe() + "/" + RankKeyPrefix(c.job_id, c.step, c.rank) + " (" +
@@ -689,6 +826,7 @@ Status Uploader::Upload(const CommitRecord& c, Active& active) {
 }
 
 void Uploader::WatchForCompletion(const CommitRecord& c, std::shared_ptr<ObjectStore> store) {
+  RunInBackground();
   TransferOptions quick = Transfer();
   quick.backoff.max_attempts = 2;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);

@@ -5,6 +5,10 @@
 // every rank is in (TryCompleteStep), and applies retention in storage and on local disk.
 // Without an upload URI the local directory is the checkpoint: files are hashed and the step is
 // COMPLETE-LOCAL once every rank of the job on this node has committed it.
+// An upload that fails on storage (outage past the retry budget) keeps its multipart uploads and
+// recorded parts and is retried where it stopped: when autopard restarts (ResumePending) and when
+// a later upload to the same URI succeeds. One whose local files are missing or changed, or that
+// newer complete steps superseded, fails for good (journal event ckpt_failed names the reason).
 //
 // Thread safety: every public member may be called from any thread.
 #pragma once
@@ -29,7 +33,8 @@
 
 namespace autopar {
 
-// A fixed set of worker threads running queued tasks (the parts in flight of all uploads).
+// A fixed set of worker threads running queued tasks (the parts in flight of all uploads), at
+// nice +10 like all upload threads: commits and the training program get the CPU first.
 class TaskPool {
  public:
   explicit TaskPool(int threads);
@@ -59,6 +64,10 @@ class StoreCache {
 // The object "job-<J>/owner.json" that autopard writes beside a job's checkpoints: which uid owns
 // them, so that listing and restoring by URI (across jobs) show a user only their own jobs.
 std::string JobOwnerKey(const std::string& job_id);
+// The uid that job-<J>/owner.json names, or -1 when it is absent, unreadable, names another job
+// (moved from another job's directory) or could have been written by someone else than autopard
+// (ObjectStore::CheckWrittenOnlyByUs; the reason goes to stderr).
+int64_t ReadJobOwner(ObjectStore& store, const std::string& job_id, const TransferOptions& options);
 
 class Uploader {
  public:
@@ -66,9 +75,12 @@ class Uploader {
   Uploader(StateDb* db, const DaemonConfig& config, StoreCache* stores, Journal journal);
   ~Uploader();
 
-  // Queues every commit the database still holds as pending (after a restart).
+  // Queues every commit the database still holds as pending, and the failed ones to retry (after
+  // a restart).
   Status ResumePending();
-  void Enqueue(int64_t commit_id);
+  // Queues a commit. `known` (job, step, rank, bytes of the commit just recorded) spares the
+  // database read: the commit path never waits for the uploader's connection.
+  void Enqueue(int64_t commit_id, const CommitRecord* known = nullptr);
   // Uploads in flight or queued (and the last finished ones) of `job_id` ("" = all jobs).
   std::vector<UploadInfo> Progress(const std::string& job_id);
   // Stops: requests in flight finish, everything unfinished stays pending in the database.
@@ -88,10 +100,15 @@ class Uploader {
     uint64_t total = 0;
     std::chrono::steady_clock::time_point start;
     std::string error;
+    int large_files = -1;  // files above part_size still to send; -1 until known
   };
   void Dispatch();
   void Process(int64_t commit_id, std::shared_ptr<Active> active);
-  Status Upload(const CommitRecord& c, Active& active);
+  // `*permanent`: the failure cannot be cured by retrying later (local files missing or changed,
+  // invalid manifest, superseded step).
+  Status Upload(const CommitRecord& c, Active& active, bool* permanent);
+  // Queues the failed commits to `upload` that are to be retried, except `except`.
+  void RetryFailed(const std::string& upload, int64_t except);
   Status FinishLocal(const CommitRecord& c, Active& active);
   void Retention(const CommitRecord& c, ObjectStore* store);
   // After this node's rank is in but the step is not complete yet: waits (up to 10 min) for the

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -65,6 +66,20 @@ class PosixStore : public ObjectStore {
   // size check and the manifest's SHA-256 do not.
   bool UsesMd5() const override { return false; }
   bool ReadsFiles() const override { return true; }
+
+  Status CheckWrittenOnlyByUs(const std::string& key) const override {
+    if (!ValidKey(key)) return Status::Error(BadKey(key).message);
+    const std::string path = Path(key);
+    for (size_t cut = path.size(); cut > uri_.path.size();) {
+      const std::string part = path.substr(0, cut);
+      struct stat st;
+      if (::lstat(part.c_str(), &st) != 0) return Status::Error(part + ": " + std::strerror(errno));
+      if (Status s = Private(part, st, cut == path.size() ? S_IFREG : S_IFDIR); !s) return s;
+      cut = path.rfind('/', cut - 1);
+      if (cut == std::string::npos) break;
+    }
+    return Status::Ok();
+  }
 
   StoreStatus PutObjectFromFile(const std::string& key, int src, uint64_t length) override {
     if (!ValidKey(key)) return BadKey(key);
@@ -234,12 +249,39 @@ class PosixStore : public ObjectStore {
     return StoreStatus::Fatal(uri_.ToString() + ": invalid object key '" + key + "'");
   }
 
+  // `st` (from lstat) is of type `type`, owned by the effective uid and not group/other-writable.
+  static Status Private(const std::string& path, const struct stat& st, mode_t type) {
+    if ((st.st_mode & S_IFMT) != type) {
+      return Status::Error(path + ": not a " + (type == S_IFDIR ? "directory" : "regular file") +
+                           " (a symlink or another user's replacement?)");
+    }
+    if (st.st_uid != ::geteuid()) {
+      return Status::Error(path + ": owned by uid " + std::to_string(st.st_uid) + ", not uid " +
+                           std::to_string(::geteuid()) + " who writes this store");
+    }
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return Status::Error(path + ": writable by group or others (mode " + mode + ")");
+    }
+    return Status::Ok();
+  }
+
+  // Creates the missing directories of `path`. Those below the store's root must be this
+  // process's own and writable by nobody else, whether created now or found (another user with
+  // write access to the root could have created one first, to read or replace what goes in it).
   StoreStatus MakeParents(const std::string& path) const {
     std::string dir = path.substr(0, path.rfind('/'));
     for (size_t pos = 1; pos <= dir.size(); ++pos) {
       if (pos != dir.size() && dir[pos] != '/') continue;
       std::string part = dir.substr(0, pos);
       if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return FromErrno(errno, part);
+      if (pos <= uri_.path.size()) continue;
+      struct stat st;
+      if (::lstat(part.c_str(), &st) != 0) return FromErrno(errno, part);
+      if (Status s = Private(part, st, S_IFDIR); !s) {
+        return StoreStatus::Fatal(s.message() + ": refusing to write objects below it");
+      }
     }
     return StoreStatus::Ok();
   }

@@ -95,6 +95,34 @@ TEST_F(PosixStoreTest, MultipartThresholdStreamsWholeFiles) {
   ASSERT_TRUE(parts.ok()) << parts.message();
   EXPECT_EQ((*parts)[0].parts, 17);
   EXPECT_EQ(Read(base_ + "/shared/ckpt/t/big2"), Read(big));
+  // "auto" (0) with at least `concurrency` large files: each goes whole, one stream per file.
+  opts_.concurrency = 2;
+  std::string big2 = Write("big2", (1 << 20) + 5, 4);
+  auto whole = UploadFiles(*store_, {{big, "t/w1"}, {big2, "t/w2"}}, opts_);
+  ASSERT_TRUE(whole.ok()) << whole.message();
+  EXPECT_EQ((*whole)[0].parts, 0);
+  EXPECT_EQ((*whole)[1].parts, 0);
+  EXPECT_EQ(Read(base_ + "/shared/ckpt/t/w2"), Read(big2));
+}
+
+TEST(AutoMultipartThresholdTest, WholeFilesOnlyWhenTheyFillThePipe) {
+  struct Case {
+    size_t large_files;
+    int concurrency;
+    uint64_t part_size;
+    uint64_t want;
+  } cases[] = {
+      {0, 8, 16 << 20, 16 << 20},
+      {7, 8, 16 << 20, 16 << 20},
+      {8, 8, 16 << 20, kAutoSinglePutMax},
+      {64, 8, 16 << 20, kAutoSinglePutMax},
+      {1, 1, 16 << 20, kAutoSinglePutMax},
+      {8, 8, 2ull << 30, 2ull << 30},  // never below the part size
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(AutoMultipartThreshold(c.large_files, c.concurrency, c.part_size), c.want)
+        << c.large_files << " files, concurrency " << c.concurrency;
+  }
 }
 
 TEST_F(PosixStoreTest, AbortedUploadLeavesNothingAndTempsAreInvisible) {

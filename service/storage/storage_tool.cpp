@@ -35,7 +35,7 @@ options:
   --credentials FILE    line 1 access key id, line 2 secret access key
   --part-size-mib N     part / range size (default 16)
   --concurrency N       requests in flight (default 8)
-  --multipart-threshold-mib N  files up to N MiB go as one streamed PUT (default: the part size)
+  --multipart-threshold-mib N  files up to N MiB go as one streamed PUT (default: auto, see docs/checkpoints.md)
   --sign-payload        sign part bodies (SHA-256) instead of UNSIGNED-PAYLOAD
   --no-md5              S3: no Content-MD5 / ETag check (saves hashing every byte with MD5)
   --no-fsync            POSIX backend: skip fsync

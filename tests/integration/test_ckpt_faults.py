@@ -2,7 +2,10 @@
 requests come from root, who may act on any job):
   * autopard SIGKILLed in the middle of a multipart upload and restarted: the step completes from
     the parts already recorded, with exactly the committed content and no stray objects;
-  * s3rver stopped for 20 s in the middle of an upload: retries with backoff carry it through.
+  * s3rver stopped for 20 s in the middle of an upload: retries with backoff carry it through;
+  * s3rver down for longer than the retry budget: the upload fails, keeps its multipart upload
+    and parts, and completes where it stopped once s3rver is back and autopard restarts;
+  * autopard SIGKILLed right after commits returned: none of them is lost.
 """
 import hashlib
 import json
@@ -37,14 +40,20 @@ class Daemon:
         self.root = root
         self.sock = root / "autopard.sock"
         self.conf = root / "autopard.conf"
-        self.conf.write_text(
-            f"socket = {self.sock}\nstate_dir = {root}/state\nnode = faults\n"
-            f"s3_endpoint = {ENDPOINT}\ns3_access_key = S3RVER\ns3_secret_key = S3RVER\n"
-            "part_size = 5M\nconcurrency = 2\nretry_initial_ms = 200\nretry_max_delay_ms = 2000\n"
-            "retry_max_elapsed_s = 120\ns3_stall_timeout_s = 5\ns3_connect_timeout_ms = 1000\n")
-        self.conf.chmod(0o600)
+        self.write_conf(retry_max_elapsed_s=120)
         self.log = root / "autopard.log"
         self.proc = None
+
+    def write_conf(self, retry_max_elapsed_s):
+        # Multipart (5 MiB parts) for every file above 5 MiB: these faults are about resuming it.
+        self.conf.write_text(
+            f"socket = {self.sock}\nstate_dir = {self.root}/state\nnode = faults\n"
+            f"s3_endpoint = {ENDPOINT}\ns3_access_key = S3RVER\ns3_secret_key = S3RVER\n"
+            "part_size = 5M\nmultipart_threshold = 5M\nconcurrency = 2\n"
+            "retry_initial_ms = 200\nretry_max_delay_ms = 2000\n"
+            f"retry_max_elapsed_s = {retry_max_elapsed_s}\ns3_stall_timeout_s = 5\n"
+            "s3_connect_timeout_ms = 1000\n")
+        self.conf.chmod(0o600)
 
     def start(self):
         if self.sock.exists():
@@ -162,3 +171,53 @@ def test_s3rver_down_20s_mid_upload_is_ridden_through(setup):
     wait_for(lambda: step_state(d, "outage1", 1) == "COMPLETE", 180, "step COMPLETE after the outage")
     assert time.time() - stopped >= 20
     verify_download(tmp, "job-outage1/step-1/rank-0/model.bin", sha)
+
+
+def test_upload_failed_past_the_retry_budget_resumes_after_restart(setup):
+    d, tmp = setup
+    d.kill(signal.SIGTERM)
+    d.write_conf(retry_max_elapsed_s=3)
+    d.start()
+    sha = commit_big_file(d, tmp, "budget1")
+    total = SIZE_MIB << 20
+    wait_for(lambda: any(u["bytes_done"] > total // 8 for u in d.uploads()), 120, "an eighth uploaded")
+    s3rver("stop", tmp / "s3")
+    wait_for(lambda: [u["state"] for u in d.uploads()] == ["failed"], 120, "the upload to fail")
+    assert "retried where it stopped" in d.uploads()[0]["error"]
+    s3rver("start", tmp / "s3")
+    d.kill(signal.SIGTERM)
+    d.write_conf(retry_max_elapsed_s=120)
+    d.start()
+    wait_for(lambda: step_state(d, "budget1", 1) == "COMPLETE", 180, "step COMPLETE after the restart")
+    log = d.log.read_text()
+    assert "resuming multipart upload of job-budget1/step-1/rank-0/model.bin" in log, log
+    assert objects(tmp, "job-budget1/") == [
+        "job-budget1/owner.json", "job-budget1/step-1/manifest.json", "job-budget1/step-1/rank-0.json",
+        "job-budget1/step-1/rank-0/meta.json", "job-budget1/step-1/rank-0/model.bin"]
+    verify_download(tmp, "job-budget1/step-1/rank-0/model.bin", sha)
+    events = json.loads(d.cli("events", "budget1", "--json").stdout)["events"]
+    assert [e["kind"] for e in events if e["kind"] in ("ckpt_failed", "ckpt_retry", "ckpt_complete")] == [
+        "ckpt_failed", "ckpt_retry", "ckpt_complete"], events
+
+
+def test_commits_survive_sigkill_right_after_they_return(setup):
+    d, tmp = setup
+    ck = tmp / "ck-kill"
+    steps = 40
+    for step in range(1, steps + 1):
+        rank_dir = ck / f"step-{step}" / "rank-0"
+        rank_dir.mkdir(parents=True)
+        (rank_dir / "w.bin").write_bytes(os.urandom(4096))
+    env = dict(os.environ, SLURM_JOB_ID="kill2", AUTOPAR_CKPT_DIR=str(ck), RANK="0", WORLD_SIZE="1",
+               AUTOPAR_CKPT_UPLOAD=f"s3://{BUCKET}/faults", AUTOPAR_SOCKET=str(d.sock),
+               PYTHONPATH=str(SOURCE_DIR / "python"))
+    # Every commit returns, then autopard dies at once (no chance to flush anything).
+    subprocess.run(["/usr/bin/python3", "-c",
+                    f"from autopar import ckpt\nfor s in range(1, {steps + 1}): ckpt.commit(s)"],
+                   env=env, check=True, timeout=120)
+    d.kill(signal.SIGKILL)
+    d.start()
+    want = list(range(1, steps + 1))
+    wait_for(lambda: sorted(s["step"] for s in json.loads(d.cli("ckpt", "ls", f"s3://{BUCKET}/faults", "--json").stdout)
+                            if s["job_id"] == "kill2" and s["state"] == "COMPLETE") == want,
+             180, f"all {steps} committed steps COMPLETE after the SIGKILL")
