@@ -8,7 +8,9 @@ namespace autopar {
 CachedJobOwners::CachedJobOwners(std::unique_ptr<JobOwnerLookup> inner, std::chrono::seconds ttl,
                                  std::function<std::chrono::steady_clock::time_point()> now,
                                  size_t max_entries)
-    : inner_(std::move(inner)), ttl_(ttl), max_entries_(std::max<size_t>(max_entries, 1)),
+    : inner_(std::move(inner)),
+      ttl_(ttl),
+      max_entries_(std::max<size_t>(max_entries, 1)),
       now_(std::move(now)) {
   if (!now_) now_ = [] { return std::chrono::steady_clock::now(); };
 }
@@ -29,9 +31,9 @@ Result<uid_t> CachedJobOwners::Owner(const std::string& job_id) {
         it = t - it->second.second >= ttl_ ? cache_.erase(it) : std::next(it);
       }
       if (cache_.size() >= max_entries_) {
-        cache_.erase(std::min_element(cache_.begin(), cache_.end(), [](const auto& a, const auto& b) {
-          return a.second.second < b.second.second;
-        }));
+        cache_.erase(std::min_element(
+            cache_.begin(), cache_.end(),
+            [](const auto& a, const auto& b) { return a.second.second < b.second.second; }));
       }
     }
     cache_[job_id] = {*owner, t};

@@ -28,7 +28,9 @@ TEST(UserFsTest, RemovingTheSameTreeConcurrentlySucceedsEverywhere) {
     }
     Status results[4];
     std::vector<std::thread> threads;
-    for (auto& r : results) threads.emplace_back([&r, &dir, &me] { r = RemoveTreeAsUser(me, dir.string()); });
+    for (auto& r : results) {
+      threads.emplace_back([&r, &dir, &me] { r = RemoveTreeAsUser(me, dir.string()); });
+    }
     for (auto& t : threads) t.join();
     for (const auto& r : results) EXPECT_TRUE(r.ok()) << r.message();
     EXPECT_FALSE(fs::exists(dir));
