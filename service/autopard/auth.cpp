@@ -1,16 +1,22 @@
 #include "auth.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace autopar {
 
 CachedJobOwners::CachedJobOwners(std::unique_ptr<JobOwnerLookup> inner, std::chrono::seconds ttl,
-                                 std::function<std::chrono::steady_clock::time_point()> now)
-    : inner_(std::move(inner)), ttl_(ttl), now_(std::move(now)) {
+                                 std::function<std::chrono::steady_clock::time_point()> now,
+                                 size_t max_entries)
+    : inner_(std::move(inner)),
+      ttl_(ttl),
+      max_entries_(std::max<size_t>(max_entries, 1)),
+      now_(std::move(now)) {
   if (!now_) now_ = [] { return std::chrono::steady_clock::now(); };
 }
 
 Result<uid_t> CachedJobOwners::Owner(const std::string& job_id) {
+  if (ttl_.count() <= 0) return inner_->Owner(job_id);
   auto t = now_();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -20,6 +26,16 @@ Result<uid_t> CachedJobOwners::Owner(const std::string& job_id) {
   auto owner = inner_->Owner(job_id);
   if (owner) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (cache_.size() >= max_entries_ && cache_.find(job_id) == cache_.end()) {
+      for (auto it = cache_.begin(); it != cache_.end();) {
+        it = t - it->second.second >= ttl_ ? cache_.erase(it) : std::next(it);
+      }
+      if (cache_.size() >= max_entries_) {
+        cache_.erase(std::min_element(
+            cache_.begin(), cache_.end(),
+            [](const auto& a, const auto& b) { return a.second.second < b.second.second; }));
+      }
+    }
     cache_[job_id] = {*owner, t};
   }
   return owner;

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <memory>
@@ -37,16 +38,19 @@ class JobOwnerLookup {
 std::unique_ptr<JobOwnerLookup> MakeSlurmJobOwners(const std::string& slurm_conf);
 
 // Caches successful answers of `inner` for `ttl` (a job's owner never changes; errors are not
-// cached, so a job submitted a moment ago is found on the next request).
+// cached, so a job submitted a moment ago is found on the next request). At most `max_entries`
+// owners are kept: when full, expired ones are dropped, then the oldest. ttl 0: nothing cached.
 class CachedJobOwners : public JobOwnerLookup {
  public:
   CachedJobOwners(std::unique_ptr<JobOwnerLookup> inner, std::chrono::seconds ttl,
-                  std::function<std::chrono::steady_clock::time_point()> now = nullptr);
+                  std::function<std::chrono::steady_clock::time_point()> now = nullptr,
+                  size_t max_entries = 4096);
   Result<uid_t> Owner(const std::string& job_id) override;
 
  private:
   std::unique_ptr<JobOwnerLookup> inner_;
   std::chrono::seconds ttl_;
+  size_t max_entries_;
   std::function<std::chrono::steady_clock::time_point()> now_;
   std::mutex mu_;
   std::map<std::string, std::pair<uid_t, std::chrono::steady_clock::time_point>> cache_;

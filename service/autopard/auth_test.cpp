@@ -64,6 +64,35 @@ TEST(AuthTest, OwnersAreCachedButErrorsAreNot) {
   EXPECT_EQ(f->calls, 4);
 }
 
+TEST(AuthTest, OwnerCacheIsBounded) {
+  auto fake = std::make_unique<FakeOwners>();
+  FakeOwners* f = fake.get();
+  f->owners = {{"1", 1001}, {"2", 1002}, {"3", 1003}};
+  auto t = std::chrono::steady_clock::time_point{};
+  CachedJobOwners cached(std::move(fake), std::chrono::seconds(60), [&] { return t; }, 2);
+  EXPECT_EQ(*cached.Owner("1"), 1001u);
+  t += std::chrono::seconds(1);
+  EXPECT_EQ(*cached.Owner("2"), 1002u);
+  t += std::chrono::seconds(1);
+  EXPECT_EQ(*cached.Owner("3"), 1003u);  // full: the oldest ("1") makes room
+  EXPECT_EQ(f->calls, 3);
+  EXPECT_EQ(*cached.Owner("2"), 1002u);
+  EXPECT_EQ(*cached.Owner("3"), 1003u);
+  EXPECT_EQ(f->calls, 3);
+  EXPECT_EQ(*cached.Owner("1"), 1001u);  // evicted: asked again
+  EXPECT_EQ(f->calls, 4);
+}
+
+TEST(AuthTest, OwnerCacheTtlZeroCachesNothing) {
+  auto fake = std::make_unique<FakeOwners>();
+  FakeOwners* f = fake.get();
+  f->owners = {{"10", 1000}};
+  CachedJobOwners cached(std::move(fake), std::chrono::seconds(0));
+  EXPECT_EQ(*cached.Owner("10"), 1000u);
+  EXPECT_EQ(*cached.Owner("10"), 1000u);
+  EXPECT_EQ(f->calls, 2);
+}
+
 TEST(AuthTest, RecordedOwnersDecideWhenSlurmHasForgottenTheJob) {
   FakeOwners owners;
   owners.owners = {{"10", 1000}};

@@ -54,7 +54,9 @@ std::vector<uid_t> PrivilegedUids(const std::string& slurm_user) {
 }  // namespace
 
 Daemon::Daemon(const DaemonConfig& config, std::unique_ptr<JobOwnerLookup> owners)
-    : config_(config), owners_(std::move(owners)) {}
+    : config_(config),
+      owners_(std::make_unique<CachedJobOwners>(std::move(owners),
+                                                std::chrono::seconds(config.owner_cache_s))) {}
 
 Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
                                                std::unique_ptr<JobOwnerLookup> owners) {

@@ -25,8 +25,8 @@ namespace autopar {
 class Daemon {
  public:
   // Opens <state_dir>/autopard.db and prepares the uploader and, with journal_uri, the journal
-  // publisher; `owners` answers job ownership. Errors: the database or journal_uri cannot be
-  // opened.
+  // publisher; `owners` answers job ownership (cached for owner_cache_s). Errors: the database or
+  // journal_uri cannot be opened.
   static Result<std::unique_ptr<Daemon>> Create(const DaemonConfig& config,
                                                 std::unique_ptr<JobOwnerLookup> owners);
   ~Daemon();

@@ -77,16 +77,7 @@ int main(int argc, char** argv) {
     slurm_conf = env && *env ? env : "/etc/slurm/slurm.conf";
   }
   if (access(slurm_conf.c_str(), R_OK) == 0) {
-    {
-    // Failure handling needs libslurm, which exits the process when it finds no configuration.
-    std::string conf = config->slurm_conf;
-    if (conf.empty()) conf = std::getenv("SLURM_CONF") ? std::getenv("SLURM_CONF") : "/etc/slurm/slurm.conf";
-    if (access(conf.c_str(), R_OK) == 0) {
-      d->EnableFailureHandling(autopar::MakeLibSlurmActions(config->slurm_conf));
-    } else {
-      std::fprintf(stderr, "autopard: warning: %s not readable: no failure handling (requeue)\n", conf.c_str());
-    }
-  }
+    d->EnableFailureHandling(autopar::MakeLibSlurmActions(config->slurm_conf));
   } else {
     std::fprintf(stderr, "autopard: warning: %s not readable: failure handling (requeue) is off\n",
                  slurm_conf.c_str());

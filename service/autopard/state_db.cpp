@@ -119,14 +119,22 @@ CommitRecord ReadCommit(const Stmt& s) {
   return c;
 }
 
-Result<std::vector<CommitRecord>> ReadCommits(Stmt& s, const char* what) {
+// Every row of the query `s`, each made by `read(s)`; errors name the query as `what`.
+template <typename T>
+Result<std::vector<T>> ReadRows(Stmt& s, const char* what, T (*read)(const Stmt&)) {
   if (!s.ok()) return s.Error(what);
-  std::vector<CommitRecord> out;
+  std::vector<T> out;
   int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadCommit(s));
+  while ((rc = s.Step()) == SQLITE_ROW) out.push_back(read(s));
   if (rc != SQLITE_DONE) return s.Error(what);
   return out;
 }
+
+Result<std::vector<CommitRecord>> ReadCommits(Stmt& s, const char* what) {
+  return ReadRows(s, what, ReadCommit);
+}
+
+StateDb::StepRow ReadStepRow(const Stmt& s) { return {s.Text(0), s.Int(1), s.Text(2), s.Text(3)}; }
 
 // Adds commits.retry to a database created before it existed.
 Status UpgradeSchema(sqlite3* db) {
@@ -289,21 +297,16 @@ Result<std::vector<FileRecord>> StateDb::Files(int64_t commit_id) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt s(db_, "SELECT path, size, sha256, upload_id, uploaded, etag FROM files WHERE commit_id=? ORDER BY path");
   s.Bind(commit_id);
-  if (!s.ok()) return s.Error("files");
-  std::vector<FileRecord> out;
-  int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) {
+  return ReadRows<FileRecord>(s, "files", [](const Stmt& r) {
     FileRecord f;
-    f.path = s.Text(0);
-    f.size = static_cast<uint64_t>(s.Int(1));
-    f.sha256 = s.Text(2);
-    f.upload_id = s.Text(3);
-    f.uploaded = s.Int(4) != 0;
-    f.etag = s.Text(5);
-    out.push_back(std::move(f));
-  }
-  if (rc != SQLITE_DONE) return s.Error("files");
-  return out;
+    f.path = r.Text(0);
+    f.size = static_cast<uint64_t>(r.Int(1));
+    f.sha256 = r.Text(2);
+    f.upload_id = r.Text(3);
+    f.uploaded = r.Int(4) != 0;
+    f.etag = r.Text(5);
+    return f;
+  });
 }
 
 Status StateDb::SetUploadId(int64_t commit_id, const std::string& path, const std::string& upload_id) {
@@ -322,14 +325,9 @@ Result<std::vector<PartRecord>> StateDb::Parts(int64_t commit_id, const std::str
          "SELECT p.part, p.etag, p.md5 FROM parts p JOIN files f ON f.commit_id=p.commit_id AND "
          "f.path=p.path AND f.upload_id=p.upload_id WHERE p.commit_id=? AND p.path=? ORDER BY p.part");
   s.Bind(commit_id).Bind(path);
-  if (!s.ok()) return s.Error("parts");
-  std::vector<PartRecord> out;
-  int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) {
-    out.push_back({static_cast<int>(s.Int(0)), s.Text(1), s.Text(2)});
-  }
-  if (rc != SQLITE_DONE) return s.Error("parts");
-  return out;
+  return ReadRows<PartRecord>(s, "parts", [](const Stmt& r) -> PartRecord {
+    return {static_cast<int>(r.Int(0)), r.Text(1), r.Text(2)};
+  });
 }
 
 Status StateDb::AddPart(int64_t commit_id, const std::string& path, const PartRecord& part) {
@@ -371,24 +369,14 @@ Result<std::vector<StateDb::StepRow>> StateDb::Steps(const std::string& where) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt s(db_, "SELECT job_id, step, location, state FROM steps WHERE location=? ORDER BY step DESC, job_id DESC");
   s.Bind(where);
-  if (!s.ok()) return s.Error("steps");
-  std::vector<StepRow> out;
-  int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Text(0), s.Int(1), s.Text(2), s.Text(3)});
-  if (rc != SQLITE_DONE) return s.Error("steps");
-  return out;
+  return ReadRows(s, "steps", ReadStepRow);
 }
 
 Result<std::vector<StateDb::StepRow>> StateDb::StepsOfJob(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt s(db_, "SELECT job_id, step, location, state FROM steps WHERE job_id=? ORDER BY step DESC");
   s.Bind(job_id);
-  if (!s.ok()) return s.Error("steps");
-  std::vector<StepRow> out;
-  int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Text(0), s.Int(1), s.Text(2), s.Text(3)});
-  if (rc != SQLITE_DONE) return s.Error("steps");
-  return out;
+  return ReadRows(s, "steps", ReadStepRow);
 }
 
 Status StateDb::DeleteStep(const std::string& job_id, int64_t step, const std::string& where) {
@@ -410,15 +398,10 @@ Result<std::vector<JournalEvent>> StateDb::Events(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt s(db_, "SELECT time, node, job_id, kind, rank, step, detail FROM journal WHERE job_id=? ORDER BY time, id");
   s.Bind(job_id);
-  if (!s.ok()) return s.Error("journal");
-  std::vector<JournalEvent> out;
-  int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) {
-    out.push_back({s.Real(0), s.Text(1), s.Text(2), s.Text(3), static_cast<int>(s.Int(4)), s.Int(5),
-                   s.Text(6)});
-  }
-  if (rc != SQLITE_DONE) return s.Error("journal");
-  return out;
+  return ReadRows<JournalEvent>(s, "journal", [](const Stmt& r) -> JournalEvent {
+    return {r.Real(0), r.Text(1), r.Text(2), r.Text(3), static_cast<int>(r.Int(4)), r.Int(5),
+            r.Text(6)};
+  });
 }
 
 Status StateDb::Heartbeat(const std::string& job_id, int rank, int64_t step, double time) {

@@ -257,12 +257,15 @@ Status RemoveTreeAsUser(const UserIdentity& id, const std::string& dir) {
   int rc = nftw(
       dir.c_str(),
       [](const char* path, const struct stat*, int type, FTW*) -> int {
-        int r = (type == FTW_DP) ? rmdir(path) : unlink(path);
-        if (r != 0 && first_error.empty()) first_error = std::string(path) + ": " + std::strerror(errno);
+        // Gone already (another thread removing the same tree) is not an error.
+        int r = (type == FTW_DP || type == FTW_DNR) ? rmdir(path) : unlink(path);
+        if (r != 0 && errno != ENOENT && first_error.empty()) {
+          first_error = std::string(path) + ": " + std::strerror(errno);
+        }
         return 0;
       },
       16, FTW_DEPTH | FTW_PHYS);
-  if (rc != 0) return Status::Error(Errno(dir));
+  if (rc != 0 && errno != ENOENT) return Status::Error(Errno(dir));
   if (!first_error.empty()) return Status::Error(first_error);
   return Status::Ok();
 }

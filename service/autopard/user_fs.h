@@ -59,7 +59,8 @@ Result<std::string> Sha256OfFd(int fd, const std::string& name);
 Status PlaceFilesAsUser(const UserIdentity& id, const std::string& from_dir,
                         const std::vector<std::string>& files, const std::string& to_dir);
 
-// Removes the directory tree `dir` as `id` (never following symlinks). Missing is not an error.
+// Removes the directory tree `dir` as `id` (never following symlinks). Missing is not an error, nor
+// is an entry that another thread or process removes meanwhile.
 Status RemoveTreeAsUser(const UserIdentity& id, const std::string& dir);
 
 // mkdir -p as the calling identity (mode 0700 for new directories).

@@ -1,109 +1,35 @@
 #!/usr/bin/python3
-"""Deterministic PyTorch DDP training (gloo, CPU) that checkpoints through autopard with the
-stdlib-only module `autopar.ckpt` (python/autopar), for the checkpoint integration tests.
+"""Deterministic PyTorch DDP training (gloo, CPU, ddp_train.py) that checkpoints through autopard
+every K steps, for the checkpoint integration tests.
 
-Every rank holds the full model (DDP); each rank saves the model and the optimizer state (SGD
-momentum) of step N to ckpt.step_dir(N)/state.pt plus a rank-specific file, then commits. On
-start, if autopar-launch restored a step (AUTOPAR_RESUME_STEP), training continues after it: the
-result is bit-identical to an uninterrupted run because the data of step s depends only on s.
-
-Usage: ckpt_train.py --steps N [--every K] [--out FILE] [--seed S] [--pad-mib M] [--fail-at S]
+Usage: ckpt_train.py --steps N [--every K] [--out FILE] [--seed S] [--pad-mib M] [--wait]
   --pad-mib M   add M MiB of incompressible bytes per rank (to make uploads take a while)
   --wait        wait until this node's uploads are done before exiting
 """
 import argparse
 import os
 import sys
-import time
-
-import torch
-import torch.distributed as dist
-import torch.nn as nn
 
 from autopar import ckpt
 
-
-def make_data(seed, n, dim):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, dim, generator=g)
-    w = torch.randn(dim, 1, generator=g)
-    y = torch.tanh(x @ w / 4) + 0.05 * torch.randn(n, 1, generator=g)
-    return x, y
+import ddp_train
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, required=True)
-    ap.add_argument("--every", type=int, default=4)
-    ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--out", default="")
+    ddp_train.add_arguments(ap)
     ap.add_argument("--pad-mib", type=int, default=0)
-    ap.add_argument("--wait", action="store_true")
     args = ap.parse_args()
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    torch.manual_seed(args.seed)
-    dim = 16
-    model = nn.Sequential(nn.Linear(dim, 32), nn.Tanh(), nn.Linear(32, 1))
-    ddp = nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
-    x, y = make_data(args.seed, 4096, dim)
-    per_rank = args.batch // world
-
-    # DDP lays out its gradient buckets anew after the first backward pass, and gloo's ring
-    # allreduce sums an element in an order that depends on its position: one warm-up backward
-    # (no optimizer step) makes every trained step use the final layout, so a resumed run adds
-    # in the same order as an uninterrupted one and the results are bit-identical.
-    ddp(x[:per_rank]).sum().backward()
-    opt.zero_grad()
-
-    start = 0
-    resumed = ckpt.resume_step()
-    if resumed is not None:
-        state = torch.load(os.path.join(ckpt.resume_dir(), "state.pt"))
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        with open(os.path.join(ckpt.resume_dir(), "rank.txt")) as f:
-            assert f.read() == f"rank {rank} step {resumed}\n"
-        start = resumed + 1
-        if rank == 0:
-            print(f"train: resumed from step {resumed}", flush=True)
-
+    trainer = ddp_train.Trainer(args)
     pad = os.urandom(args.pad_mib << 20) if args.pad_mib else b""
-    commit_ms = []
-    for step in range(start, args.steps):
-        s0 = (step * args.batch + rank * per_rank) % x.shape[0]
-        idx = torch.arange(s0, s0 + per_rank) % x.shape[0]
-        opt.zero_grad()
-        loss = nn.functional.mse_loss(ddp(x[idx]), y[idx])
-        loss.backward()
-        opt.step()
+    for step in range(trainer.start, args.steps):
+        trainer.step(step)
         if ckpt.enabled():
             ckpt.heartbeat(step)
         if ckpt.enabled() and (step + 1) % args.every == 0:
-            d = ckpt.step_dir(step)
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict()},
-                       os.path.join(d, "state.pt"))
-            with open(os.path.join(d, "rank.txt"), "w") as f:
-                f.write(f"rank {rank} step {step}\n")
-            if pad:
-                with open(os.path.join(d, "pad.bin"), "wb") as f:
-                    f.write(pad)
-            t = time.perf_counter()
-            ckpt.commit(step)
-            commit_ms.append((time.perf_counter() - t) * 1000)
-    if commit_ms:
-        print(f"train: rank {rank} committed {len(commit_ms)} steps, "
-              f"max commit {max(commit_ms):.2f} ms", flush=True)
-    if args.wait and ckpt.enabled():
-        ckpt.wait_uploads(timeout=300)
-    dist.barrier()
-    if rank == 0 and args.out:
-        torch.save({k: v.clone() for k, v in model.state_dict().items()}, args.out)
-        print(f"train: done {args.steps} steps", flush=True)
-    dist.destroy_process_group()
+            trainer.save(step, pad)
+    trainer.finish()
     return 0
 
 
