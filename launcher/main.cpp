@@ -110,7 +110,7 @@ class Launcher {
   PortReservation port_;
   bool checkpoints_ = false;
   int64_t resume_step_ = -1;                 // rank 0's decision, from the rendezvous
-  std::optional<ResumeDecision> own_resume_;  // rank 0: its DecideResume (files restored)
+  std::optional<ResumeDecision> own_resume_;  // rank 0: its DecideResume (a probe)
   RankInfo info_;
   MasterEndpoint master_;
   int rank_ = -1;
@@ -139,10 +139,10 @@ Status Launcher::Rendezvous(const EnvMap& env, int timeout_s) {
     port_ = std::move(*reserved);
     RendezvousValue v{{*addr, port_.port()}, -1};
     if (checkpoints_) {
-      // Rank 0 decides the job's resume step (its own files are restored now) and publishes it
-      // with the port: every rank resumes the same step, with no collective of its own.
+      // Rank 0 decides the job's resume step (a probe: nothing fetched yet) and publishes it
+      // with the port: every rank, rank 0 included, then restores that step in parallel.
       EnvMap ckpt_env = CkptEnv(env);
-      own_resume_ = DecideResume(RestoreForRank(Lookup(ckpt_env)));
+      own_resume_ = DecideResume(ProbeForRank(Lookup(ckpt_env)));
       v.resume_step = own_resume_->step;
     }
     Status st = pmix_.PutString(kMasterKey, EncodeRendezvous(v));
@@ -166,10 +166,15 @@ void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
   EnvMap ckpt_env = CkptEnv(*child_env);
   RestoreFn restore = RestoreForRank(Lookup(ckpt_env));
   ResumeDecision resume;
-  if (!use_pmix || info_.size <= 1) {
-    // One task (rank 0 decided in the rendezvous), or no rendezvous to publish a decision
-    // through (--mpi=none): this rank decides for itself.
-    resume = own_resume_ ? *own_resume_ : DecideResume(restore);
+  if (!use_pmix) {
+    // No rendezvous to publish a decision through (--mpi=none): this rank decides for itself.
+    resume = DecideResume(restore);
+  } else if (info_.size <= 1) {
+    // One task: it decided in the rendezvous; a corrupt object moves it to an older step.
+    auto r = RestoreDecided(resume_step_, own_resume_ ? &*own_resume_ : nullptr, restore,
+                            [](int64_t mine) { return mine; });
+    if (!r) Fail(r.message(), 1);
+    resume = *r;
   } else {
     int round = 0;
     // The minimum over all ranks, one PMIx fence per call (rounds only run when rank 0 decided

@@ -207,7 +207,9 @@ Result<CommitReply> CommitStep(const JobCkptEnv& job, int64_t step, int timeout_
   return reply->commit;
 }
 
-Result<RestoreReply> RequestRestore(const JobCkptEnv& job, int64_t max_step, int timeout_ms) {
+namespace {
+
+Result<RestoreReply> Restore(const JobCkptEnv& job, int64_t max_step, bool probe, int timeout_ms) {
   Request r;
   r.op = Op::kRestore;
   r.job_id = job.job_id;
@@ -216,10 +218,21 @@ Result<RestoreReply> RequestRestore(const JobCkptEnv& job, int64_t max_step, int
   r.ckpt_dir = job.ckpt_dir;
   r.upload = job.upload;
   r.max_step = max_step;
+  r.probe = probe;
   r.node = job.node;
   auto reply = CallDaemonOk(job.socket, r, timeout_ms);
   if (!reply) return reply.status();
   return reply->restore;
+}
+
+}  // namespace
+
+Result<RestoreReply> RequestRestore(const JobCkptEnv& job, int64_t max_step, int timeout_ms) {
+  return Restore(job, max_step, /*probe=*/false, timeout_ms);
+}
+
+Result<RestoreReply> ProbeRestore(const JobCkptEnv& job, int64_t max_step, int timeout_ms) {
+  return Restore(job, max_step, /*probe=*/true, timeout_ms);
 }
 
 bool CheckpointsEnabled(const GetEnv& getenv) {
@@ -233,6 +246,14 @@ RestoreFn RestoreForRank(const GetEnv& getenv) {
   return [job](int64_t max_step) -> Result<RestoreReply> {
     if (!job) return job.status();
     return RequestRestore(*job, max_step);
+  };
+}
+
+RestoreFn ProbeForRank(const GetEnv& getenv) {
+  auto job = JobCkptEnvFrom(getenv);
+  return [job](int64_t max_step) -> Result<RestoreReply> {
+    if (!job) return job.status();
+    return ProbeRestore(*job, max_step);
   };
 }
 
@@ -254,10 +275,10 @@ constexpr int kMaxAgreeRounds = 16;
 
 }  // namespace
 
-ResumeDecision DecideResume(const RestoreFn& restore) {
+ResumeDecision DecideResume(const RestoreFn& ask) {
   ResumeDecision d;
   d.enabled = true;
-  auto r = restore(-1);
+  auto r = ask(-1);
   if (!r) {
     d.notes.push_back("warning: cannot restore a checkpoint: " + r.message());
     return d;
@@ -272,7 +293,7 @@ Result<ResumeDecision> RestoreDecided(int64_t decided, const ResumeDecision* own
                                       const std::function<int64_t(int64_t mine)>& agree_min) {
   ResumeDecision d;
   d.enabled = true;
-  if (own) d = *own;
+  if (own) d.notes = own->notes;  // the probe's skipped steps (all newer than `decided`)
   if (decided < 0) {
     d.step = -1;
     d.dir.clear();
@@ -289,9 +310,7 @@ Result<ResumeDecision> RestoreDecided(int64_t decided, const ResumeDecision* own
     Take(*r, &d);
     return Status::Ok();
   };
-  if (!own || own->step != decided) {
-    if (Status st = ask(decided); !st) return st;
-  }
+  if (Status st = ask(decided); !st) return st;
   int64_t agreed = decided;
   for (int round = 0; round < kMaxAgreeRounds; ++round) {
     int64_t least = agree_min(d.step);

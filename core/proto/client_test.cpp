@@ -171,7 +171,8 @@ struct FakeNode {
   std::set<int64_t> usable;
   std::set<int64_t> corrupt;
   bool unreachable = false;
-  std::vector<int64_t> asked;  // max_step of every request
+  std::vector<int64_t> asked;   // max_step of every restore request
+  std::vector<int64_t> probed;  // max_step of every probe
 };
 
 RestoreFn FakeRestore(FakeNode* node, int rank) {
@@ -190,6 +191,25 @@ RestoreFn FakeRestore(FakeNode* node, int rank) {
       r.step = *it;
       r.source_job = "41";
       r.dir = "/ck/step-" + std::to_string(*it) + "/rank-" + std::to_string(rank);
+      break;
+    }
+    return r;
+  };
+}
+
+// autopard's probe: the newest complete step, from the manifests only (a corrupt object is not
+// seen), nothing fetched.
+RestoreFn FakeProbe(FakeNode* node) {
+  return [node](int64_t max_step) -> Result<RestoreReply> {
+    node->probed.push_back(max_step);
+    if (node->unreachable) return Status::Error("autopard (/run/x.sock): connect: No such file or directory");
+    std::set<int64_t> all = node->usable;
+    all.insert(node->corrupt.begin(), node->corrupt.end());
+    RestoreReply r;
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+      if (max_step >= 0 && *it > max_step) continue;
+      r.step = *it;
+      r.source_job = "41";
       break;
     }
     return r;
@@ -226,19 +246,41 @@ class Collective {
   int64_t least_ = std::numeric_limits<int64_t>::max(), result_ = 0;
 };
 
-TEST(ResumeTest, DecideResumeTakesRankZerosRestoreOrStartsFresh) {
-  FakeNode node({11, 7});
-  ResumeDecision d = DecideResume(FakeRestore(&node, 0));
+TEST(ResumeTest, DecideResumeTakesRankZerosProbeOrStartsFresh) {
+  FakeNode node({11, 7}, {13});
+  ResumeDecision d = DecideResume(FakeProbe(&node));
   EXPECT_TRUE(d.enabled);
-  EXPECT_EQ(d.step, 11);
-  EXPECT_EQ(d.dir, "/ck/step-11/rank-0");
+  EXPECT_EQ(d.step, 13);  // the probe does not see the corrupt object: the restore will
+  EXPECT_EQ(d.dir, "");
   EXPECT_EQ(d.source_job, "41");
-  EXPECT_EQ(node.asked, std::vector<int64_t>{-1});
+  EXPECT_EQ(node.probed, std::vector<int64_t>{-1});
+  EXPECT_TRUE(node.asked.empty());  // nothing restored before the rendezvous
   FakeNode down({11}, {}, true);
-  d = DecideResume(FakeRestore(&down, 0));
+  d = DecideResume(FakeProbe(&down));
   EXPECT_EQ(d.step, -1);
   ASSERT_EQ(d.notes.size(), 1u);
   EXPECT_NE(d.notes[0].find("warning: cannot restore a checkpoint: autopard (/run/x.sock)"), std::string::npos);
+  // Without a rendezvous (--mpi=none) a rank decides with its restore.
+  FakeNode alone({11, 7}, {13});
+  d = DecideResume(FakeRestore(&alone, 2));
+  EXPECT_EQ(d.step, 11);
+  EXPECT_EQ(d.dir, "/ck/step-11/rank-2");
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_EQ(d.notes[0], "checkpoint not usable: step 13: SHA-256 mismatch");
+}
+
+TEST(ResumeTest, RankZeroRestoresAfterTheDecisionAndKeepsItsProbeNotes) {
+  FakeNode node({11, 7});
+  ResumeDecision own;
+  own.enabled = true;
+  own.step = 11;
+  own.notes = {"checkpoint not usable: step 12 of job 41: manifest.json: not found"};
+  auto d = RestoreDecided(11, &own, FakeRestore(&node, 0), [](int64_t mine) { return mine; });
+  ASSERT_TRUE(d.ok()) << d.message();
+  EXPECT_EQ(d->step, 11);
+  EXPECT_EQ(d->dir, "/ck/step-11/rank-0");
+  EXPECT_EQ(node.asked, std::vector<int64_t>{11});
+  EXPECT_EQ(d->notes, own.notes);
 }
 
 TEST(ResumeTest, EveryRankEndsOnOneStep) {
@@ -258,6 +300,9 @@ TEST(ResumeTest, EveryRankEndsOnOneStep) {
       {"a corrupt object of rank 2 moves everyone to the previous step",
        {FakeNode({19, 15}), FakeNode({19, 15}), FakeNode({15}, {19})}, 15, 2,
        {"", "", "checkpoint not usable: step 19: SHA-256 mismatch"}},
+      {"a corrupt object of rank 0 (unseen by its probe) moves everyone to the previous step",
+       {FakeNode({15}, {19}), FakeNode({19, 15}), FakeNode({19, 15})}, 15, 2,
+       {"checkpoint not usable: step 19: SHA-256 mismatch", "", ""}},
       {"a rank without any usable step: everyone starts fresh",
        {FakeNode({19}), FakeNode({}, {19}), FakeNode({19})}, -1, 1,
        {"is not usable on every rank", "is not usable on every rank", "is not usable on every rank"}},
@@ -265,7 +310,7 @@ TEST(ResumeTest, EveryRankEndsOnOneStep) {
   for (auto& c : cases) {
     SCOPED_TRACE(c.name);
     const int n = static_cast<int>(c.nodes.size());
-    ResumeDecision own = DecideResume(FakeRestore(&c.nodes[0], 0));
+    ResumeDecision own = DecideResume(FakeProbe(&c.nodes[0]));
     Collective coll(n);
     std::vector<Result<ResumeDecision>> out(static_cast<size_t>(n), Status::Error("not run"));
     std::vector<std::thread> ranks;
@@ -291,17 +336,21 @@ TEST(ResumeTest, EveryRankEndsOnOneStep) {
       bool found = want.empty();
       for (const auto& note : d->notes) found = found || note.find(want) != std::string::npos;
       EXPECT_TRUE(found) << "rank " << r << " lacks a note with '" << want << "'";
-      // Every other rank asks its autopard only for steps at most rank 0's decision.
-      for (int64_t asked : c.nodes[static_cast<size_t>(r)].asked) {
-        if (r != 0) {
-          EXPECT_GE(asked, 0);
-          EXPECT_LE(asked, own.step);
-        }
+      // Every rank, rank 0 included, first restores exactly rank 0's decision, then only older
+      // steps; a fresh start asks nobody.
+      const auto& asked = c.nodes[static_cast<size_t>(r)].asked;
+      if (own.step < 0) {
+        EXPECT_TRUE(asked.empty()) << "rank " << r;
+      } else {
+        ASSERT_FALSE(asked.empty()) << "rank " << r;
+        EXPECT_EQ(asked[0], own.step) << "rank " << r;
+      }
+      for (int64_t a : asked) {
+        EXPECT_GE(a, 0);
+        EXPECT_LE(a, own.step);
       }
     }
-    if (own.step < 0) {
-      for (int r = 1; r < n; ++r) EXPECT_TRUE(c.nodes[static_cast<size_t>(r)].asked.empty()) << "rank " << r;
-    }
+    EXPECT_EQ(c.nodes[0].probed, std::vector<int64_t>{-1});
   }
 }
 

@@ -25,6 +25,9 @@ TEST(ProtocolTest, RequestRoundTrips) {
   restore.op = Op::kRestore;
   restore.max_step = 10;
   restore.keep = 0;
+  Request probe = restore;
+  probe.max_step = -1;
+  probe.probe = true;
   Request ls;
   ls.op = Op::kLs;
   ls.upload = "file:///shared/ckpt";
@@ -35,7 +38,7 @@ TEST(ProtocolTest, RequestRoundTrips) {
   event.detail = "line\nwith \"quotes\"";
   Request status;
   status.op = Op::kStatus;
-  for (const Request& r : {Commit(), restore, ls, event, status}) {
+  for (const Request& r : {Commit(), restore, probe, ls, event, status}) {
     std::string line = EncodeRequest(r);
     EXPECT_EQ(line.find('\n'), std::string::npos) << line;
     auto back = DecodeRequest(line);
@@ -44,6 +47,7 @@ TEST(ProtocolTest, RequestRoundTrips) {
     EXPECT_EQ(back->job_id, r.job_id);
     EXPECT_EQ(back->step, r.step);
     EXPECT_EQ(back->max_step, r.max_step);
+    EXPECT_EQ(back->probe, r.probe);
     EXPECT_EQ(back->rank, r.rank);
     EXPECT_EQ(back->world_size, r.world_size);
     EXPECT_EQ(back->local_world_size, r.local_world_size);

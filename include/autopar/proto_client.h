@@ -61,38 +61,52 @@ std::string RankStepDir(const std::string& ckpt_dir, int64_t step, int rank);
 // timeout is generous by default.
 Result<RestoreReply> RequestRestore(const JobCkptEnv& job, int64_t max_step = -1,
                                     int timeout_ms = 3600 * 1000);
+// The same request with "probe": the step a restore would pick (<= max_step when >= 0), nothing
+// fetched; the reply's dir is empty. It reads the storage's listing and manifests only.
+Result<RestoreReply> ProbeRestore(const JobCkptEnv& job, int64_t max_step = -1,
+                                  int timeout_ms = 600 * 1000);
 
 // What the launcher does before the program starts when the job checkpoints (AUTOPAR_CKPT_DIR
 // and AUTOPAR_SOCKET set), in two halves around its PMIx rendezvous, so that every rank resumes
-// the same step even when a step turns COMPLETE while the ranks start:
+// the same step even when a step turns COMPLETE while the ranks start, and so that the ranks
+// download their files in parallel:
 //  1. DecideResume, on rank 0 only, before it publishes the rendezvous: asks its node's autopard
-//     to restore rank 0's files of the latest complete step; that step (-1: a fresh start) is the
-//     job's decision, published together with MASTER_ADDR/PORT (one Put/Commit, no collective of
-//     its own). An unreachable autopard is a warning and a fresh start for the whole job.
-//  2. RestoreDecided, on every rank after the rendezvous: a fresh start needs nothing more. Else
-//     every other rank asks its node's autopard for exactly that step (max_step = decided), and
-//     the ranks confirm it with `agree_min` (a collective: every rank calls it the same number of
-//     times and gets the minimum of the values passed; the launcher implements it with a PMIx
-//     fence) — one round when every rank holds the decided step. A rank whose files of that step
-//     are unusable (e.g. a corrupt object: the reply's `skipped` names it) restores an older one,
-//     and all ranks fall back to the newest step every rank holds. The Result is an error (the
-//     launch fails with that one line) when a rank's autopard cannot restore at all, or when the
-//     ranks do not agree within a bounded number of rounds.
-// `restore(max_step)` is RequestRestore for the calling rank (injected for tests).
+//     to probe for the latest complete step (no file fetched); that step (-1: a fresh start) is
+//     the job's decision, published together with MASTER_ADDR/PORT (one Put/Commit, no
+//     collective of its own). An unreachable autopard is a warning and a fresh start for the
+//     whole job.
+//  2. RestoreDecided, on every rank (rank 0 included) after the rendezvous: a fresh start needs
+//     nothing more. Else every rank asks its node's autopard to restore exactly that step
+//     (max_step = decided) — all at once — and the ranks confirm it with `agree_min` (a
+//     collective: every rank calls it the same number of times and gets the minimum of the
+//     values passed; the launcher implements it with a PMIx fence) — one round when every rank
+//     holds the decided step. A rank whose files of that step are unusable (e.g. a corrupt
+//     object: the reply's `skipped` names it; the probe reads manifests only, so this includes
+//     rank 0's own objects) restores an older one, and all ranks fall back to the newest step
+//     every rank holds. The Result is an error (the launch fails with that one line) when a
+//     rank's autopard cannot restore at all, or when the ranks do not agree within a bounded
+//     number of rounds.
+// With --mpi=none (no rendezvous) each rank calls DecideResume with its RestoreForRank instead
+// and resumes what its own restore found.
+// A RestoreFn is RequestRestore (RestoreForRank) or ProbeRestore (ProbeForRank) for the calling
+// rank (injected for tests).
 struct ResumeDecision {
   bool enabled = false;   // the job checkpoints
   int64_t step = -1;      // -1: a fresh start
-  std::string dir;        // this rank's restored directory (AUTOPAR_RESUME_DIR)
+  std::string dir;        // this rank's restored directory (AUTOPAR_RESUME_DIR); empty after a probe
   std::string source_job;
   std::vector<std::string> notes;  // lines for the log (skipped steps, warnings), this rank's
 };
 using RestoreFn = std::function<Result<RestoreReply>(int64_t max_step)>;
 // Whether the job checkpoints: AUTOPAR_CKPT_DIR and AUTOPAR_SOCKET are both set.
 bool CheckpointsEnabled(const GetEnv& getenv);
-// The restore request of the calling rank (RequestRestore with its JobCkptEnvFrom).
+// The restore / probe request of the calling rank (with its JobCkptEnvFrom).
 RestoreFn RestoreForRank(const GetEnv& getenv);
-ResumeDecision DecideResume(const RestoreFn& restore);
-// `own` is rank 0's DecideResume (its files are restored already); nullptr on every other rank.
+RestoreFn ProbeForRank(const GetEnv& getenv);
+// Asks `ask(-1)` and takes its reply: the step, and its skipped steps as notes.
+ResumeDecision DecideResume(const RestoreFn& ask);
+// `own` is rank 0's DecideResume (its probe: only its notes are kept); nullptr on every other
+// rank. `restore` is the calling rank's RestoreForRank.
 Result<ResumeDecision> RestoreDecided(int64_t decided, const ResumeDecision* own,
                                       const RestoreFn& restore,
                                       const std::function<int64_t(int64_t mine)>& agree_min);

@@ -11,7 +11,7 @@
 //   commit     job_id step rank world_size [local_world_size]   commit_id files bytes duplicate
 //              ckpt_dir [upload] [keep] [node]
 //   restore    job_id rank world_size ckpt_dir [upload]         step (-1: none) source_job dir
-//              [max_step] [node]                                skipped[] (step/object + reason)
+//              [max_step] [probe] [node]                        skipped[] (step/object + reason)
 //   ls         [uri] | [job_id]                                 steps[] {job_id step state bytes
 //                                                               ranks world_size uri}
 //   status     [job_id]                                         uploads[] {job_id step rank state
@@ -24,6 +24,12 @@
 //                                                               journal merged in time order)
 //                                                               [notes[]] (what is missing, for
 //                                                               stderr)
+//
+// restore with "probe": true only decides: the step a restore would pick (the latest COMPLETE
+// step of the upload URI whose manifest is readable and fits this rank, or the latest
+// COMPLETE-LOCAL step this rank committed on the node), without fetching or verifying any file;
+// "dir" is empty. Authorized exactly like a restore. The launcher's rank 0 probes before the
+// rendezvous so that every rank, rank 0 included, then restores the decided step in parallel.
 //
 // heartbeat's reply: "checkpoint_requested": true (absent or false otherwise) asks the program to
 // checkpoint now because the job's time limit is near (issue 6; only for jobs submitted with
@@ -55,6 +61,7 @@ struct Request {
   std::string job_id;
   int64_t step = -1;       // commit, heartbeat, event; restore: unused
   int64_t max_step = -1;   // restore: only steps <= max_step (-1: any)
+  bool probe = false;      // restore: only decide the step; fetch nothing (see above)
   int rank = -1;
   int world_size = 0;
   int local_world_size = 0;  // commit: ranks of the job on this node (local-only completeness)

@@ -371,6 +371,11 @@ Reply Daemon::Restore(const Request& r, const Peer& peer) {
       reply.restore.skipped.push_back(label + ": no files of rank " + std::to_string(r.rank));
       continue;
     }
+    if (r.probe) {  // decide only: the ranks restore this step next, each on its node
+      reply.restore.step = s.step;
+      reply.restore.source_job = s.job_id;
+      return reply;
+    }
     std::string staging = config_.state_dir + "/restore/" + s.job_id + "-" + std::to_string(s.step) +
                           "-" + std::to_string(r.rank) + "-" + std::to_string(getpid()) + "-" +
                           std::to_string(staging_counter_++);
@@ -428,6 +433,11 @@ Reply Daemon::RestoreLocal(const Request& r, const UserIdentity& id) {
     if (mine->uid != id.uid || mine->world_size != r.world_size) {
       reply.restore.skipped.push_back(label + ": written by another user or world size");
       continue;
+    }
+    if (r.probe) {  // decide only: the files are verified by the restore that follows
+      reply.restore.step = s.step;
+      reply.restore.source_job = s.job_id;
+      return reply;
     }
     auto files = db_->Files(mine->id);
     if (!files) return Error("restore: " + files.message());

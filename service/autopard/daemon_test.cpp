@@ -178,6 +178,48 @@ TEST_F(DaemonTest, CommittedStepsBecomeCompleteAndRestoreInANewJob) {
   EXPECT_EQ(other.restore.step, -1);
 }
 
+TEST_F(DaemonTest, ProbeDecidesTheStepWithoutFetchingAnything) {
+  for (int64_t step : {10, 20}) {
+    for (int rank : {0, 1}) ASSERT_TRUE(WriteAndCommit("5", step, rank, 2).status.ok());
+  }
+  ASSERT_TRUE(WriteAndCommit("5", 30, 0, 2).status.ok());  // rank 1 never commits step 30
+  daemon_->uploader().WaitIdle();
+  std::string dir6 = (root_ / "ck" / "6").string();
+  Request probe = RestoreReq("6", 0, 2, dir6, upload_);
+  probe.probe = true;
+  // Even with rank 0's object of step 20 corrupt: the probe reads manifests only (the restore
+  // that follows detects the corruption, and the ranks fall back together).
+  Write(root_ / "store/job-5/step-20/rank-0/model.pt", "garbage!");
+  Reply p = daemon_->Handle(probe, root_peer_);
+  ASSERT_TRUE(p.status.ok()) << p.status.message();
+  EXPECT_EQ(p.restore.step, 20);
+  EXPECT_EQ(p.restore.source_job, "5");
+  EXPECT_EQ(p.restore.dir, "");
+  EXPECT_TRUE(p.restore.skipped.empty());
+  EXPECT_FALSE(fs::exists(dir6));  // nothing fetched
+  probe.max_step = 15;
+  EXPECT_EQ(daemon_->Handle(probe, root_peer_).restore.step, 10);
+  probe.max_step = -1;
+  // An unreadable manifest is skipped with its reason, as by the restore.
+  Write(root_ / "store/job-5/step-20/manifest.json", "{");
+  p = daemon_->Handle(probe, root_peer_);
+  EXPECT_EQ(p.restore.step, 10);
+  ASSERT_EQ(p.restore.skipped.size(), 1u);
+  EXPECT_NE(p.restore.skipped[0].find("step 20 of job 5"), std::string::npos) << p.restore.skipped[0];
+  // Another world size: no step fits (a fresh start).
+  Request other = RestoreReq("6", 0, 4, dir6, upload_);
+  other.probe = true;
+  EXPECT_EQ(daemon_->Handle(other, root_peer_).restore.step, -1);
+  EXPECT_FALSE(fs::exists(dir6));
+  // Authorized exactly like a restore: another user's job is refused.
+  Request foreign = RestoreReq("9", 0, 1, (root_ / "ck/9").string(), upload_);
+  foreign.probe = true;
+  Reply refused = daemon_->Handle(foreign, Peer{2, 1234, 1234});
+  ASSERT_FALSE(refused.status.ok());
+  EXPECT_NE(refused.status.message().find("permission denied: job 9 belongs to uid 4242"), std::string::npos)
+      << refused.status.message();
+}
+
 TEST_F(DaemonTest, IncompleteStepIsNeverRestoredAndRetentionKeepsTheNewest) {
   for (int64_t step : {1, 2, 3}) {
     for (int rank : {0, 1}) ASSERT_TRUE(WriteAndCommit("5", step, rank, 2, 2).status.ok());
@@ -205,8 +247,14 @@ TEST_F(DaemonTest, LocalOnlyCheckpointsCompleteWhenEveryLocalRankCommitted) {
   Reply r = daemon_->Handle(RestoreReq("5", 0, 2, dir, ""), root_peer_);
   EXPECT_EQ(r.restore.step, 7);
   EXPECT_EQ(r.restore.dir, RankStepDir(dir, 7, 0));
-  // A local file changed after the commit is detected.
+  // A probe names the step without reading the files (the restore that follows verifies them).
+  Request probe = RestoreReq("5", 1, 2, dir, "");
+  probe.probe = true;
   Write(RankStepDir(dir, 7, 1) + "/model.pt", "tampered");
+  Reply p = daemon_->Handle(probe, root_peer_);
+  EXPECT_EQ(p.restore.step, 7);
+  EXPECT_EQ(p.restore.dir, "");
+  // A local file changed after the commit is detected.
   Reply bad = daemon_->Handle(RestoreReq("5", 1, 2, dir, ""), root_peer_);
   EXPECT_EQ(bad.restore.step, -1);
   ASSERT_FALSE(bad.restore.skipped.empty());

@@ -137,11 +137,13 @@ def test_corrupt_object_falls_back_to_previous_complete_step(tmp_path, reference
     job1, _, _ = train_job(tmp_path, 20, upload=uri, name="first")
     creds = tmp_path / "creds"
     creds.write_text("S3RVER\nS3RVER\n")
-    # Same size, one byte flipped: only the SHA-256 can tell.
-    good = next((tmp_path / "ck" / job1).glob("node*/step-19/rank-2/state.pt")).read_bytes()
+    # Rank 0's object (its launcher's probe reads manifests only: the restore after the rendezvous
+    # finds the corruption and every rank falls back). Same size, one byte flipped: only the
+    # SHA-256 can tell.
+    good = next((tmp_path / "ck" / job1).glob("node*/step-19/rank-0/state.pt")).read_bytes()
     bad = tmp_path / "bad.pt"
     bad.write_bytes(good[:100] + bytes([good[100] ^ 0xFF]) + good[101:])
-    key = f"job-{job1}/step-19/rank-2/state.pt"
+    key = f"job-{job1}/step-19/rank-0/state.pt"
     run([str(BUILD_DIR / "service/storage/autopar-storage-tool"), "--endpoint", endpoint,
          "--credentials", str(creds), uri, "put", str(bad), key], check=True)
     job2, out2, model2 = train_job(tmp_path, 20, upload=uri, name="second")
