@@ -199,9 +199,20 @@ void FailureHandler::Tick() {
     double run_s;
   };
   std::vector<Hung> hung;
+  std::vector<std::pair<JobContext, Failure>> due;  // hangs whose grace has passed
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [job, run] : runs_) {
+      if (run.hang_requeue_at && now >= *run.hang_requeue_at) {
+        run.hang_requeue_at.reset();
+        Failure failure;
+        failure.kind = FailureClass::kHang;
+        failure.node = config_.node;
+        failure.rank = run.hang_rank.value_or(-1);
+        failure.run_seconds = -1;  // a hang is never "immediate": its limit already waited
+        failure.made_progress = run.hang_progress;
+        due.emplace_back(run.ctx, failure);
+      }
       if (!run.hang || run.hang_reported) continue;
       // A program that checkpoints for its time limit and then waits for the requeue makes no
       // progress on purpose: no hang (the time limit ends it if the requeue never comes).
@@ -239,14 +250,15 @@ void FailureHandler::Tick() {
       StackCapture c = CaptureStack(it->second, o, proc_);
       Emit(h.ctx.job_id, event_kind::kStack, rank, h.verdict.last_step, c.ToDetail());
     }
-    Failure failure;
-    failure.kind = FailureClass::kHang;
-    failure.node = config_.node;
-    failure.rank = h.verdict.suspects.size() == 1 ? h.verdict.suspects[0] : -1;
-    failure.run_seconds = -1;  // a hang is never "immediate": its limit already waited
-    failure.made_progress = h.verdict.last_step >= 0;
-    HandleFailure(h.ctx, failure);
+    // The requeue comes on a later Tick, after the grace (see hang_requeue_grace_s).
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = runs_.find(h.ctx.job_id);
+    if (it == runs_.end() || it->second.ctx.restart_count != h.ctx.restart_count) continue;
+    it->second.hang_requeue_at = clock_() + config_.hang_requeue_grace_s;
+    if (h.verdict.suspects.size() == 1) it->second.hang_rank = h.verdict.suspects[0];
+    it->second.hang_progress = h.verdict.last_step >= 0;
   }
+  for (const auto& [ctx, failure] : due) HandleFailure(ctx, failure);
 }
 
 void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure) {

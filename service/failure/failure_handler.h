@@ -78,6 +78,10 @@ struct FailureHandlerConfig {
   RequeueSettings policy;  // backoff and immediate-failure rules; max_restarts comes per job
   double first_step_factor = kDefaultFirstStepFactor;
   int python_stack_wait_ms = 2000;
+  // After a hang is detected and this node's stacks are captured, the requeue waits this long:
+  // every node of the job detects the same hang, each on its own 1 s tick, and the node that
+  // holds the stopped rank must capture its stack before the requeue ends the job's tasks.
+  double hang_requeue_grace_s = 3;
   int node_probe_timeout_ms = 1000;  // per node of the job, when a failure is classified
   TimeLimitSettings time_limit;      // the margin formula (time_limit.h)
   double job_refresh_s = 30;         // how often a watched job's end time is read from Slurm
@@ -131,6 +135,9 @@ class FailureHandler {
     std::map<int, pid_t> rank_pids;
     bool heartbeats = false;  // a rank of this run sent a heartbeat (training made progress)
     bool hang_reported = false;
+    std::optional<double> hang_requeue_at;  // a detected hang, requeued at this time (Tick)
+    std::optional<int> hang_rank;           // its single suspect, if one
+    bool hang_progress = false;             // the run made progress before it hung
   };
 
   // The job context for `pid` (cached per pid), or nullopt when unreadable.

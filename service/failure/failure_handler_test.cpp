@@ -232,13 +232,22 @@ TEST_F(FailureHandlerTest, HangIsDetectedStacksCapturedAndRequeued) {
   EXPECT_TRUE(events_.empty());  // 59 s idle < 60 s
   now_ += 2;
   handler_->Tick();
-  EXPECT_EQ(Kinds(), std::vector<std::string>(
-                         {"heartbeat_missed", "stack", "stack", "failure", "requeue"}));
+  EXPECT_EQ(Kinds(), std::vector<std::string>({"heartbeat_missed", "stack", "stack"}));
   EXPECT_EQ(events_[1].rank, 1);  // the suspect first
   EXPECT_NE(events_[1].detail.find("state=\"T (stopped)\" wchan=do_signal_stop"),
             std::string::npos)
       << events_[1].detail;
   EXPECT_NE(events_[0].detail.find("suspects: rank 1"), std::string::npos) << events_[0].detail;
+  // The requeue waits for the grace, so that the other nodes capture their stacks first.
+  now_ += 2;
+  handler_->Tick();
+  EXPECT_EQ(slurm_.requeues, 0);
+  now_ += 1;
+  handler_->Tick();
+  EXPECT_EQ(Kinds(), std::vector<std::string>(
+                         {"heartbeat_missed", "stack", "stack", "failure", "requeue"}));
+  EXPECT_NE(events_[3].detail.find("class=hang"), std::string::npos) << events_[3].detail;
+  EXPECT_EQ(events_[3].rank, 1);
   EXPECT_EQ(slurm_.requeues, 1);
   handler_->Tick();  // reported once
   EXPECT_EQ(events_.size(), 5u);
