@@ -261,6 +261,19 @@ void FailureHandler::Tick() {
   for (const auto& [ctx, failure] : due) HandleFailure(ctx, failure);
 }
 
+RequeueDecision FailureHandler::DecideFor(const JobContext& ctx, const Failure& f,
+                                          const SlurmJob& job) const {
+  std::vector<std::string> excluded;
+  if (!job.excluded_nodes.empty()) {
+    auto ex = ExpandHostlist(job.excluded_nodes);
+    if (ex.ok()) excluded = *ex;
+  }
+  RequeueSettings settings = config_.policy;
+  settings.max_restarts = *ctx.requeue_on_failure;
+  return DecideRequeue(settings, f, ctx.restart_count, ParseFailureNote(job.admin_comment),
+                       excluded);
+}
+
 void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure) {
   EventFields fields = {{"class", FailureClassName(failure.kind)}};
   if (failure.kind == FailureClass::kRankCrash) {
@@ -318,15 +331,7 @@ void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure
       }
     }
   }
-  std::vector<std::string> excluded;
-  if (!job->excluded_nodes.empty()) {
-    auto ex = ExpandHostlist(job->excluded_nodes);
-    if (ex.ok()) excluded = *ex;
-  }
-  RequeueSettings settings = config_.policy;
-  settings.max_restarts = *ctx.requeue_on_failure;
-  RequeueDecision d = DecideRequeue(settings, f, ctx.restart_count,
-                                    ParseFailureNote(job->admin_comment), excluded);
+  RequeueDecision d = DecideFor(ctx, f, *job);
   ledger_.Record(ctx.job_id, d);
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -152,6 +152,8 @@ class FailureHandler {
                            bool progress);
   // The observed checkpoint durations of a job on this node, oldest first (mu_ held).
   std::vector<double> CkptDurationsLocked(const std::string& job_id) const;
+  // RequeuePolicy's decision for `f` of `ctx`'s run, with the job as Slurm has it now.
+  RequeueDecision DecideFor(const JobContext& ctx, const Failure& f, const SlurmJob& job) const;
   // Decides and acts on one failure of `ctx`'s run; never throws, journals everything.
   void HandleFailure(const JobContext& ctx, const Failure& failure);
   void Emit(const std::string& job_id, const std::string& kind, int rank, int64_t step,

@@ -210,15 +210,7 @@ void FailureHandler::RequeueForTimeLimit(const JobContext& ctx, int64_t step,
   f.run_seconds = job->start_time > 0 ? now - job->start_time : -1;
   f.ckpt_progress = progress;
   f.made_progress = true;
-  std::vector<std::string> excluded;
-  if (!job->excluded_nodes.empty()) {
-    auto ex = ExpandHostlist(job->excluded_nodes);
-    if (ex.ok()) excluded = *ex;
-  }
-  RequeueSettings settings = config_.policy;
-  settings.max_restarts = *ctx.requeue_on_failure;
-  RequeueDecision d = DecideRequeue(settings, f, ctx.restart_count,
-                                    ParseFailureNote(job->admin_comment), excluded);
+  RequeueDecision d = DecideFor(ctx, f, *job);
   const std::string end = job->end_time > 0 ? FormatEventTime(job->end_time, false) : "?";
   if (d.action == RequeueAction::kStop) {
     // The checkpoint is safe; without a restart left the job simply runs into its time limit,

@@ -10,24 +10,12 @@ short reference run). Records its numbers in $AUTOPAR_BENCH_OUT like test_requeu
 """
 from pathlib import Path
 
-import pytest
-
 from conftest import PYTHON, wait_job
-from test_requeue_faults import (CLI, LAUNCH, TRAIN, events, kinds, record, restarts, same_model,
-                                 sockets, steps_logged, submit)
+from test_requeue_faults import (TRAIN, events, kinds, need_autopard, record, restarts,  # noqa: F401
+                                 same_model, steps_logged, submit)
 
 STEPS = 120  # about 45 s of training at 0.3 s a step: more than one 1-minute run holds
 STEP_SLEEP = 0.3
-
-
-@pytest.fixture(scope="module", autouse=True)
-def need_autopard():
-    if len(sockets()) != 4:
-        pytest.fail("autopard does not run on the cluster's nodes: start it with AUTOPAR_AUTOPARD "
-                    "and AUTOPAR_PLUGSTACK_ARGS=socket=<cluster>/run/autopard-%n.sock")
-    for p in (LAUNCH, CLI):
-        if not p.exists():
-            pytest.fail(f"{p} is not built")
 
 
 def train_cmd(work: Path, step_sleep: float) -> str:
