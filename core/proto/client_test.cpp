@@ -158,6 +158,12 @@ TEST(ClientTest, MissingDaemonAndEnvironmentAreNamed) {
   });
   ASSERT_FALSE(job.ok());
   EXPECT_NE(job.message().find("AUTOPAR_CKPT_DIR is not set"), std::string::npos);
+  // A heartbeat needs no checkpoint directory, only the socket.
+  auto task = JobTaskEnvFrom([](const char* k) -> const char* {
+    return std::string(k) == "SLURM_JOB_ID" ? "1" : nullptr;
+  });
+  ASSERT_FALSE(task.ok());
+  EXPECT_NE(task.message().find("AUTOPAR_SOCKET is not set"), std::string::npos) << task.message();
   EXPECT_EQ(RankStepDir("/ck/", 5, 2), "/ck/step-5/rank-2");
 }
 

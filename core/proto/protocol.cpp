@@ -254,6 +254,7 @@ std::string EncodeRequest(const Request& r) {
   if (r.step >= 0) v["step"] = Json::Int64(r.step);
   if (r.max_step >= 0) v["max_step"] = Json::Int64(r.max_step);
   if (r.probe) v["probe"] = true;
+  if (r.short_lived) v["short_lived"] = true;
   if (r.rank >= 0) v["rank"] = r.rank;
   if (r.world_size > 0) v["world_size"] = r.world_size;
   if (r.local_world_size > 0) v["local_world_size"] = r.local_world_size;
@@ -292,6 +293,7 @@ Result<Request> DecodeRequest(std::string_view line) {
   r.step = g.Int("step", -1);
   r.max_step = g.Int("max_step", -1);
   r.probe = g.Bool("probe");
+  r.short_lived = g.Bool("short_lived");
   r.rank = g.SmallInt("rank", -1);
   r.world_size = g.SmallInt("world_size", 0);
   r.local_world_size = g.SmallInt("local_world_size", 0);

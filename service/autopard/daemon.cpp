@@ -247,7 +247,8 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
       if (Status st = db_->Heartbeat(r.job_id, r.rank, r.step, Now()); !st) return Error(st.message());
       Reply reply;
       if (failure_) {
-        reply.checkpoint_requested = failure_->OnHeartbeat(r.job_id, r.rank, r.step, peer.pid);
+        reply.checkpoint_requested = failure_->OnHeartbeat(r.job_id, r.rank, r.step, peer.pid,
+                                                              r.short_lived);
       }
       return reply;
     }
