@@ -14,7 +14,9 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autopar/slurm_actions.h"
@@ -74,7 +76,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() < 2) return Usage("a command and a job id are needed");
   const std::string cmd = args[0], job = args[1];
-  auto slurm = autopar::MakeLibSlurmActions("");
+  auto opened = autopar::OpenLibSlurmActions("");
+  if (!opened.ok()) return Fail(opened.message());
+  std::unique_ptr<autopar::SlurmActions> slurm = std::move(*opened);
 
   if (cmd == "show") {
     auto j = slurm->LoadJob(job);
