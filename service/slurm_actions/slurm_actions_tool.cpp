@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "autopar/json_fields.h"
 #include "autopar/slurm_actions.h"
 #include "autopar/text.h"
 
@@ -41,11 +42,7 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-void Print(const Json::Value& v) {
-  Json::StreamWriterBuilder b;
-  b["indentation"] = "";
-  std::cout << Json::writeString(b, v) << "\n";
-}
+void Print(const Json::Value& v) { std::cout << autopar::CompactJson(v) << "\n"; }
 
 Json::Value JobJson(const autopar::SlurmJob& j) {
   Json::Value v(Json::objectValue);
