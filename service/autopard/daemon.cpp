@@ -89,7 +89,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
   return d;
 }
 
-void Daemon::EnableFailureHandling(std::unique_ptr<SlurmActions> slurm) {
+void Daemon::EnableFailureHandling(std::shared_ptr<SlurmActions> slurm) {
   slurm_actions_ = std::move(slurm);
   FailureHandlerConfig fc;
   fc.node = config_.node;
