@@ -255,6 +255,11 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
     case Op::kEvent: {
       if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
       JournalEvent e{Now(), r.node.empty() ? config_.node : r.node, r.job_id, r.kind, r.rank, r.step, r.detail};
+      if (r.kind == event_kind::kSubmitted && slurm_actions_) {
+        // The launcher tells it when the first step starts; the story begins at submission.
+        auto job = slurm_actions_->LoadJob(r.job_id);
+        if (job.ok() && job->submit_time > 0 && job->submit_time < e.time) e.time = job->submit_time;
+      }
       if (Status st = db_->AddEvent(e); !st) return Error(st.message());
       if (publisher_) publisher_->Changed(e.job_id);
       if (failure_) failure_->OnEvent(e, peer.pid);
