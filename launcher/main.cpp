@@ -17,6 +17,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "autopar/launch.h"
 #include "autopar/proto_client.h"
@@ -119,11 +120,13 @@ class Launcher {
   MasterEndpoint master_;
   int rank_ = -1;
   bool verbose_ = false;
+  std::thread story_;  // rank 0: submitted and step_started, sent while the rendezvous runs
   std::string host_;
   sigset_t program_mask_{};
 };
 
 void Launcher::Fail(const std::string& message, int code) {
+  if (story_.joinable()) story_.join();  // bounded by its requests' timeouts
   Say(message);
   std::fflush(stderr);
   if (pmix_.initialized()) {
@@ -256,10 +259,19 @@ int Launcher::Run(int argc, char** argv) {
     return 0;
   }
   verbose_ = opts->verbose;
-  {
-    const GetEnv get = Lookup(env);
-    if (FirstStepOfJob(get)) Journal(env, event_kind::kSubmitted, -1, SubmittedFields(get));
-    Journal(env, event_kind::kStepStarted, -1, StepStartedFields(get));
+  if (rank_ == 0 && env.count("AUTOPAR_SOCKET") && env.count("SLURM_JOB_ID")) {
+    // Told in the background, so that the rendezvous never waits for autopard (autopard asks
+    // Slurm for the submit time); joined once the rendezvous is done.
+    story_ = std::thread([env, host = host_, verbose = verbose_,
+                          prefix = LaunchMessagePrefix(rank_, host_)] {
+      const GetEnv get = Lookup(env);
+      auto send = [&](const char* kind, const EventFields& fields) {
+        Status st = SendJobEvent(get, JobEventRequest(get, kind, 0, -1, host, fields), 1000);
+        if (!st && verbose) std::fprintf(stderr, "%swarning: %s\n", prefix.c_str(), st.message().c_str());
+      };
+      if (FirstStepOfJob(get)) send(event_kind::kSubmitted, SubmittedFields(get));
+      send(event_kind::kStepStarted, StepStartedFields(get));
+    });
   }
   int timeout_s = kDefaultRendezvousTimeoutS;
   if (auto t = Get(env, "AUTOPAR_LAUNCH_TIMEOUT"); !t.empty()) timeout_s = std::atoi(t.c_str());
@@ -317,6 +329,7 @@ int Launcher::Run(int argc, char** argv) {
     }
   }
 
+  if (story_.joinable()) story_.join();
   {
     char took[32];
     std::snprintf(took, sizeof took, "%.3f",
