@@ -83,7 +83,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
     t.backoff.max_elapsed = std::chrono::seconds(10);
     t.cancel = nullptr;  // not the uploader's: the shutdown's publication must go out
     d->publisher_ = std::make_unique<JournalPublisher>(
-        *store, d->config_.node, [self](const std::string& job) { return self->db_->Events(job); },
+        *store, d->config_.node, d->db_.get(),
         [self](const std::string& job) { return self->owners_->Owner(job); }, t);
   }
   return d;
@@ -575,7 +575,7 @@ Reply Daemon::Events(const Request& r, const Peer& peer) {
   auto read_published = [&] {
     if (read || !publisher_) return;
     read = true;
-    // This node's own publication is read too, for its recorded owner (after a restart).
+    // This node's own publication is read too, for the owner it recorded there.
     auto got = ReadPublishedJournals(publisher_->store(), r.job_id, "", publisher_->Transfer(),
                                      &reply.notes);
     if (got) {
@@ -589,7 +589,8 @@ Reply Daemon::Events(const Request& r, const Peer& peer) {
   Status allowed = auth_->CheckRecorded(peer, "events", r.job_id, [&] {
     read_published();
     std::vector<int64_t> uids;
-    if (publisher_) uids.push_back(publisher_->RecordedOwner(r.job_id));
+    auto recorded = db_->JobOwner(r.job_id);  // the owner this node recorded (publisher)
+    if (recorded.ok()) uids.push_back(*recorded);
     for (const auto& j : published) uids.push_back(j.uid);
     return uids;
   });
