@@ -603,6 +603,8 @@ Reply Daemon::Events(const Request& r, const Peer& peer) {
     if (j.node != config_.node) journals.push_back(std::move(j.events));  // local: the truth
   }
   reply.events = MergeTimelines(journals);
+  // One protocol line (the newline and the notes added below fit in the margin).
+  FitEventsReply(&reply, kMaxLineBytes - 4096);
   if (!publisher_) {
     reply.notes.push_back("only the events recorded on " + config_.node +
                           ": other nodes' events need journal_uri in autopard.conf");

@@ -1,6 +1,7 @@
 #include "journal_publisher.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 
@@ -243,6 +244,60 @@ Result<std::vector<PublishedJournal>> ReadPublishedJournals(ObjectStore& store,
       return got;
     }
   }
+}
+
+bool FitEventsReply(Reply* reply, size_t max_bytes) {
+  auto fits = [&] { return EncodeReply(Op::kEvents, *reply).size() <= max_bytes; };
+  if (fits()) return false;
+  constexpr size_t kMinDetail = 256;
+  std::vector<std::string> originals;
+  size_t longest = 0;
+  for (const auto& e : reply->events) {
+    originals.push_back(e.detail);
+    longest = std::max(longest, e.detail.size());
+  }
+  size_t cut_events = 0;
+  for (size_t cap = longest / 2; longest > kMinDetail; cap /= 2) {
+    cap = std::max(cap, kMinDetail);
+    cut_events = 0;
+    for (size_t i = 0; i < originals.size(); ++i) {
+      const std::string& d = originals[i];
+      if (d.size() <= cap) continue;
+      size_t keep = cap;
+      while (keep > 0 && (static_cast<unsigned char>(d[keep]) & 0xC0) == 0x80) --keep;  // UTF-8
+      reply->events[i].detail = d.substr(0, keep) + " [... " + std::to_string(d.size() - keep) +
+                                " bytes cut to fit the reply]";
+      ++cut_events;
+    }
+    if (fits() || cap == kMinDetail) break;
+  }
+  if (cut_events) {
+    reply->notes.push_back(std::to_string(cut_events) + " event details (stack dumps) cut to fit "
+                           "the reply's " + std::to_string(max_bytes) + " bytes; each node's own "
+                           "journal keeps them whole");
+  }
+  if (fits()) return true;
+  // Still too long: the earliest events go (the least number that fits, by bisection).
+  std::vector<JournalEvent> all = std::move(reply->events);
+  reply->notes.emplace_back();
+  auto drop = [&](size_t n) {  // the events but the first n, with the note saying so
+    reply->events.assign(all.begin() + static_cast<std::ptrdiff_t>(n), all.end());
+    reply->notes.back() = "the earliest " + std::to_string(n) + " of " +
+                          std::to_string(all.size()) + " events left out to fit the reply's " +
+                          std::to_string(max_bytes) + " bytes";
+  };
+  size_t lo = 1, hi = all.size();  // dropping every event is the last resort
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    drop(mid);
+    if (fits()) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  drop(lo);
+  return true;
 }
 
 }  // namespace autopar

@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "autopar/protocol.h"
 #include "autopar/status.h"
 #include "autopar/storage.h"
 #include "autopar/timeline.h"
@@ -109,5 +110,12 @@ Result<std::vector<PublishedJournal>> ReadPublishedJournals(ObjectStore& store,
                                                             const std::string& skip_node,
                                                             const TransferOptions& transfer,
                                                             std::vector<std::string>* problems);
+
+// Makes an `events` reply fit one protocol line: while EncodeReply(Op::kEvents, *reply) is longer
+// than `max_bytes`, the longest details (stack dumps) are cut to a shrinking length (halved each
+// time, down to 256 bytes), each ending with " [... N bytes cut to fit the reply]"; if that is
+// not enough, the earliest events are left out. A note in reply->notes says what was cut.
+// Returns whether anything was.
+bool FitEventsReply(Reply* reply, size_t max_bytes);
 
 }  // namespace autopar

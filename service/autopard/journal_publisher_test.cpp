@@ -296,6 +296,58 @@ TEST(JournalPublisherTest, ReadsEveryOtherNodesJournalOfTheJob) {
   EXPECT_TRUE(empty->empty() && none.empty());
 }
 
+TEST(FitEventsReplyTest, CutsStackDumpsThenLeavesOutTheEarliestEvents) {
+  struct Case {
+    const char* name;
+    size_t events;
+    size_t detail;  // bytes of each odd event's detail ("stack dump"); even ones are short
+    size_t max_bytes;
+    bool cut;
+    bool dropped;
+  } cases[] = {
+      {"fits", 10, 1000, kMaxLineBytes - 4096, false, false},
+      {"two big stacks", 4, 900 << 10, kMaxLineBytes - 4096, true, false},
+      {"many stacks", 400, 20 << 10, kMaxLineBytes - 4096, true, false},
+      {"too many events", 3000, 300, 64 << 10, true, true},
+  };
+  for (const auto& c : cases) {
+    Reply r;
+    std::string stack;
+    while (stack.size() < c.detail) stack += "x\xc3\xa9";  // "xé": cuts land inside characters
+    for (size_t i = 0; i < c.events; ++i) {
+      r.events.push_back(Ev(static_cast<double>(i), "node1", "42", i % 2 ? "stack" : "failure",
+                            i % 2 ? stack : "class=hang"));
+    }
+    const Reply before = r;
+    EXPECT_EQ(FitEventsReply(&r, c.max_bytes), c.cut) << c.name;
+    EXPECT_LE(EncodeReply(Op::kEvents, r).size(), c.max_bytes) << c.name;
+    EXPECT_EQ(r.notes.size(), (c.cut ? 1u : 0u) + (c.dropped ? 1u : 0u)) << c.name;
+    if (!c.cut) {
+      EXPECT_EQ(r.events.size(), before.events.size()) << c.name;
+      continue;
+    }
+    EXPECT_NE(r.notes[0].find("event details (stack dumps) cut to fit"), std::string::npos)
+        << r.notes[0];
+    EXPECT_EQ(r.events.back().time, before.events.back().time) << c.name;  // the newest kept
+    EXPECT_EQ(r.events.size() < before.events.size(), c.dropped) << c.name;
+    if (c.dropped) {
+      EXPECT_NE(r.notes[1].find("events left out to fit the reply"), std::string::npos)
+          << r.notes[1];
+    }
+    for (const auto& e : r.events) {
+      if (e.kind == "failure") {
+        EXPECT_EQ(e.detail, "class=hang") << c.name;  // short: whole
+      } else {
+        EXPECT_NE(e.detail.find(" bytes cut to fit the reply]"), std::string::npos) << c.name;
+        EXPECT_GE(e.detail.size(), 256u) << c.name;
+      }
+    }
+    // Still valid on the wire (no UTF-8 sequence cut in half).
+    auto back = DecodeReply(Op::kEvents, EncodeReply(Op::kEvents, r));
+    ASSERT_TRUE(back.ok()) << c.name << ": " << back.message();
+  }
+}
+
 // ---- two daemons sharing a file:// journal directory ------------------------------------------
 
 class Owners : public JobOwnerLookup {
