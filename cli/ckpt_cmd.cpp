@@ -1,5 +1,7 @@
-// `autopar ckpt commit|ls|status` and `autopar events`: the user's view of autopard.
+// `autopar ckpt commit|ls|status`, `autopar heartbeat` and `autopar events`: the user's view of
+// autopard.
 //   autopar ckpt commit --step N [--rank R] [--socket PATH]
+//   autopar heartbeat --step N [--rank R] [--socket PATH]
 //   autopar ckpt ls URI|JOBID [--json] [--socket PATH]
 //   autopar ckpt status [--job JOBID] [--json] [--socket PATH]
 //   autopar events JOBID [--json] [--socket PATH]
@@ -207,6 +209,35 @@ int RunCkptCommand(int argc, char** argv) {
   if (sub == "ls") return List(*args);
   if (sub == "status") return UploadStatus(*args);
   return Fail("ckpt", "unknown subcommand '" + sub + "' (commit, ls, status)", 2);
+}
+
+// A heartbeat from a shell training loop. This process exits right away, so autopard takes the
+// rank's Slurm task as its process (protocol.h, short_lived). Prints "checkpoint_requested" when
+// autopard asks the program to checkpoint now (the job's time limit is near).
+int RunHeartbeatCommand(int argc, char** argv) {
+  constexpr char kUsage[] =
+      "usage: autopar heartbeat --step N [--rank R] [--socket PATH]\n"
+      "  tells the node's autopard that this rank reached training step N (hang detection,\n"
+      "  --heartbeat-timeout); prints 'checkpoint_requested' when the job's time limit is near\n"
+      "  and the program should checkpoint now. R defaults to $RANK, else $SLURM_PROCID.\n";
+  auto args = ParseArgs(argc, argv);
+  if (!args) return Fail("heartbeat", args.message(), 2);
+  if (args->help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (!args->positional.empty()) {
+    return Fail("heartbeat", "unexpected argument '" + args->positional[0] + "'", 2);
+  }
+  if (args->step < 0) return Fail("heartbeat", "--step: required", 2);
+  auto job = JobTaskEnvFrom([](const char* k) { return std::getenv(k); });
+  if (!job) return Fail("heartbeat", job.message(), 2);
+  if (args->rank >= 0) job->rank = args->rank;
+  job->socket = args->socket;
+  auto requested = SendHeartbeat(*job, args->step, /*short_lived=*/true);
+  if (!requested) return Fail("heartbeat", requested.message(), 1);
+  if (*requested) std::puts("checkpoint_requested");
+  return 0;
 }
 
 int RunEventsCommand(int argc, char** argv) {

@@ -16,6 +16,7 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"plan", autopar::cli::RunPlanCommand, "choose a parallel layout for a model on given GPUs"},
     {"ckpt", autopar::cli::RunCkptCommand, "commit, list and watch checkpoints (autopard)"},
+    {"heartbeat", autopar::cli::RunHeartbeatCommand, "tell autopard this rank reached a step"},
     {"events", autopar::cli::RunEventsCommand, "a job's events from every node, in time order"},
 };
 

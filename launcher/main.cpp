@@ -20,7 +20,7 @@
 
 #include "autopar/launch.h"
 #include "autopar/proto_client.h"
-#include "autopar/rank_exit.h"
+#include "autopar/launch_events.h"
 #include "binding.h"
 #include "child_process.h"
 #include "pmix_client.h"
@@ -92,6 +92,10 @@ class Launcher {
     std::fprintf(stderr, "%s%s\n", LaunchMessagePrefix(rank_, host_).c_str(), message.c_str());
   }
   Status Rendezvous(const EnvMap& env, int timeout_s);
+  // Rank 0 tells the node's autopard what the step does, for the job's timeline
+  // (launch_events.h). Without autopard there is nobody to tell, and a journal that cannot be
+  // reached never stops the training: said only with --verbose.
+  void Journal(const EnvMap& env, const char* kind, int64_t step, const EventFields& fields) const;
   int RunChild(const std::vector<std::string>& argv, const EnvMap& env,
                const std::vector<int>& cpus, bool forward_from_parent, bool* terminated);
 
@@ -114,6 +118,7 @@ class Launcher {
   RankInfo info_;
   MasterEndpoint master_;
   int rank_ = -1;
+  bool verbose_ = false;
   std::string host_;
   sigset_t program_mask_{};
 };
@@ -128,6 +133,14 @@ void Launcher::Fail(const std::string& message, int code) {
   (void)pmix_.Finalize();
   port_.Release();
   std::exit(code);
+}
+
+void Launcher::Journal(const EnvMap& env, const char* kind, int64_t step,
+                       const EventFields& fields) const {
+  if (rank_ != 0) return;
+  const GetEnv get = Lookup(env);
+  Status st = SendJobEvent(get, JobEventRequest(get, kind, 0, step, host_, fields), 1000);
+  if (!st && verbose_) Say("warning: " + st.message());
 }
 
 Status Launcher::Rendezvous(const EnvMap& env, int timeout_s) {
@@ -205,6 +218,7 @@ void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
     if (info_.rank == 0) {
       Say("resuming from checkpoint step " + std::to_string(resume.step) + " (job " +
           resume.source_job + ")");
+      Journal(*child_env, event_kind::kResumed, resume.step, {{"from_job", resume.source_job}});
     }
   } else if (info_.rank == 0) {
     Say("no complete checkpoint to resume from: starting fresh");
@@ -223,6 +237,7 @@ int Launcher::RunChild(const std::vector<std::string>& argv, const EnvMap& env,
 }
 
 int Launcher::Run(int argc, char** argv) {
+  const auto launch_start = std::chrono::steady_clock::now();
   // Before PMIx_Init starts its progress thread, which must inherit the blocked mask.
   program_mask_ = BlockForwardedSignals();
   EnvMap env = CurrentEnv();
@@ -239,6 +254,12 @@ int Launcher::Run(int argc, char** argv) {
   if (opts->version) {
     std::printf("autopar-launch %s\n", AUTOPAR_VERSION);
     return 0;
+  }
+  verbose_ = opts->verbose;
+  {
+    const GetEnv get = Lookup(env);
+    if (FirstStepOfJob(get)) Journal(env, event_kind::kSubmitted, -1, SubmittedFields(get));
+    Journal(env, event_kind::kStepStarted, -1, StepStartedFields(get));
   }
   int timeout_s = kDefaultRendezvousTimeoutS;
   if (auto t = Get(env, "AUTOPAR_LAUNCH_TIMEOUT"); !t.empty()) timeout_s = std::atoi(t.c_str());
@@ -294,6 +315,13 @@ int Launcher::Run(int argc, char** argv) {
           std::to_string(master_.port) + " is not reserved and a failing rank does not end the "
           "step (use srun --mpi=pmix)");
     }
+  }
+
+  {
+    char took[32];
+    std::snprintf(took, sizeof took, "%.3f",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start).count());
+    Journal(env, event_kind::kRendezvous, -1, {{"duration_s", took}, {"ranks", std::to_string(info_.size)}});
   }
 
   LaunchDecisions d;
@@ -356,10 +384,16 @@ int Launcher::Run(int argc, char** argv) {
   const auto program_start = std::chrono::steady_clock::now();
   int code = RunChild(opts->program, child_env, d.cpus, forward_from_parent, &terminated);
   port_.Release();
+  const double run_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - program_start).count();
+  if (code == 0) {
+    char took[32];
+    std::snprintf(took, sizeof took, "%.1f", run_s);
+    Journal(env, event_kind::kFinished, -1, {{"exit", "0"}, {"run_s", took}});
+  }
   if (code != 0 && !terminated) {
-    // A crashed rank: tell the node's autopard first (issue 6, rank_exit.h), so that it decides
+    // A crashed rank: tell the node's autopard first (issue 6, launch_events.h), so that it decides
     // on a requeue while the step is being ended.
-    double run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - program_start).count();
     Status st = ReportRankExit(
         [&child_env](const char* k) -> const char* {
           auto it = child_env.find(k);

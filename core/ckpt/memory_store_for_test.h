@@ -123,7 +123,8 @@ class MemoryStore : public ObjectStore {
   std::vector<std::string> put_order;  // keys of PutObject calls, in order
 };
 
-// Fails part `part` of every upload: `times` times (then succeeds), with `code`.
+// Fails part `part` of every upload (UploadPart and UploadPartFromFile): `times` times (then
+// succeeds; negative: always), with `code`. Counts the attempts at that part and every abort.
 class FailPart : public ObjectStoreWrapper {
  public:
   FailPart(ObjectStore* t, int part, int times, StoreStatus::Code code)
@@ -131,19 +132,36 @@ class FailPart : public ObjectStoreWrapper {
   StoreStatus UploadPart(const std::string& key, const std::string& upload_id, int part_number,
                          uint64_t offset, std::string_view data, const Md5Digest& md5,
                          std::string* etag) override {
-    if (part_number == part_) {
-      std::lock_guard<std::mutex> l(mu_);
-      ++attempts;
-      if (times_ != 0) {
-        if (times_ > 0) --times_;
-        return {code_, "HTTP 500 InternalError (injected)"};
-      }
-    }
+    if (Inject(part_number)) return {code_, "HTTP 500 InternalError (injected)"};
     return ObjectStoreWrapper::UploadPart(key, upload_id, part_number, offset, data, md5, etag);
   }
+  StoreStatus UploadPartFromFile(const std::string& key, const std::string& upload_id,
+                                 int part_number, uint64_t offset, int fd, uint64_t length,
+                                 std::string* etag) override {
+    if (Inject(part_number)) return {code_, "HTTP 500 InternalError (injected)"};
+    return ObjectStoreWrapper::UploadPartFromFile(key, upload_id, part_number, offset, fd, length,
+                                                  etag);
+  }
+  StoreStatus AbortUpload(const std::string& key, const std::string& upload_id) override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++aborts;
+    }
+    return ObjectStoreWrapper::AbortUpload(key, upload_id);
+  }
   int attempts = 0;
+  int aborts = 0;
 
  private:
+  // True when this attempt at `part_number` is to fail.
+  bool Inject(int part_number) {
+    if (part_number != part_) return false;
+    std::lock_guard<std::mutex> l(mu_);
+    ++attempts;
+    if (times_ == 0) return false;
+    if (times_ > 0) --times_;
+    return true;
+  }
   std::mutex mu_;
   int part_, times_;
   StoreStatus::Code code_;

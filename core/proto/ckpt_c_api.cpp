@@ -46,17 +46,11 @@ extern "C" int autopar_ckpt_commit(long long step, char* err, size_t errlen) {
 extern "C" int autopar_ckpt_heartbeat_check(long long step, int* checkpoint_requested, char* err,
                                             size_t errlen) {
   if (checkpoint_requested) *checkpoint_requested = 0;
-  auto job = Job();
+  auto job = autopar::JobTaskEnvFrom([](const char* k) { return std::getenv(k); });
   if (!job) return Fail(job.message(), err, errlen);
-  autopar::Request r;
-  r.op = autopar::Op::kHeartbeat;
-  r.job_id = job->job_id;
-  r.rank = job->rank;
-  r.step = step;
-  r.node = job->node;
-  auto reply = autopar::CallDaemonOk(job->socket, r, 5000);
-  if (!reply) return Fail(reply.message(), err, errlen);
-  if (checkpoint_requested) *checkpoint_requested = reply->checkpoint_requested ? 1 : 0;
+  auto requested = autopar::SendHeartbeat(*job, step);
+  if (!requested) return Fail(requested.message(), err, errlen);
+  if (checkpoint_requested) *checkpoint_requested = *requested ? 1 : 0;
   return 0;
 }
 

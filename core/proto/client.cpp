@@ -138,9 +138,7 @@ Result<int> IntVar(const GetEnv& getenv, const char* name, int dflt, bool* found
   return static_cast<int>(x);
 }
 
-}  // namespace
-
-Result<JobCkptEnv> JobCkptEnvFrom(const GetEnv& getenv) {
+Result<JobCkptEnv> ReadJobEnv(const GetEnv& getenv, bool need_ckpt_dir) {
   JobCkptEnv job;
   auto str = [&](const char* name) -> std::string {
     const char* v = getenv(name);
@@ -152,7 +150,7 @@ Result<JobCkptEnv> JobCkptEnvFrom(const GetEnv& getenv) {
   job.upload = str("AUTOPAR_CKPT_UPLOAD");
   job.node = str("SLURMD_NODENAME");
   if (job.job_id.empty()) return Status::Error("SLURM_JOB_ID is not set: not inside a Slurm job");
-  if (job.ckpt_dir.empty()) {
+  if (need_ckpt_dir && job.ckpt_dir.empty()) {
     return Status::Error(
         "AUTOPAR_CKPT_DIR is not set: submit the job with --ckpt-dir or --ckpt-upload");
   }
@@ -184,6 +182,11 @@ Result<JobCkptEnv> JobCkptEnvFrom(const GetEnv& getenv) {
   return job;
 }
 
+}  // namespace
+
+Result<JobCkptEnv> JobCkptEnvFrom(const GetEnv& getenv) { return ReadJobEnv(getenv, true); }
+Result<JobCkptEnv> JobTaskEnvFrom(const GetEnv& getenv) { return ReadJobEnv(getenv, false); }
+
 std::string RankStepDir(const std::string& ckpt_dir, int64_t step, int rank) {
   std::string dir = ckpt_dir;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
@@ -205,6 +208,19 @@ Result<CommitReply> CommitStep(const JobCkptEnv& job, int64_t step, int timeout_
   auto reply = CallDaemonOk(job.socket, r, timeout_ms);
   if (!reply) return reply.status();
   return reply->commit;
+}
+
+Result<bool> SendHeartbeat(const JobCkptEnv& job, int64_t step, bool short_lived, int timeout_ms) {
+  Request r;
+  r.op = Op::kHeartbeat;
+  r.job_id = job.job_id;
+  r.rank = job.rank;
+  r.step = step;
+  r.node = job.node;
+  r.short_lived = short_lived;
+  auto reply = CallDaemonOk(job.socket, r, timeout_ms);
+  if (!reply) return reply.status();
+  return reply->checkpoint_requested;
 }
 
 namespace {

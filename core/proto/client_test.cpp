@@ -158,6 +158,12 @@ TEST(ClientTest, MissingDaemonAndEnvironmentAreNamed) {
   });
   ASSERT_FALSE(job.ok());
   EXPECT_NE(job.message().find("AUTOPAR_CKPT_DIR is not set"), std::string::npos);
+  // A heartbeat needs no checkpoint directory, only the socket.
+  auto task = JobTaskEnvFrom([](const char* k) -> const char* {
+    return std::string(k) == "SLURM_JOB_ID" ? "1" : nullptr;
+  });
+  ASSERT_FALSE(task.ok());
+  EXPECT_NE(task.message().find("AUTOPAR_SOCKET is not set"), std::string::npos) << task.message();
   EXPECT_EQ(RankStepDir("/ck/", 5, 2), "/ck/step-5/rank-2");
 }
 
@@ -175,44 +181,39 @@ struct FakeNode {
   std::vector<int64_t> probed;  // max_step of every probe
 };
 
-RestoreFn FakeRestore(FakeNode* node, int rank) {
-  return [node, rank](int64_t max_step) -> Result<RestoreReply> {
-    node->asked.push_back(max_step);
-    if (node->unreachable) return Status::Error("autopard (/run/x.sock): connect: No such file or directory");
-    std::set<int64_t> all = node->usable;
-    all.insert(node->corrupt.begin(), node->corrupt.end());
-    RestoreReply r;
-    for (auto it = all.rbegin(); it != all.rend(); ++it) {
-      if (max_step >= 0 && *it > max_step) continue;
-      if (node->corrupt.count(*it)) {
-        r.skipped.push_back("step " + std::to_string(*it) + ": SHA-256 mismatch");
-        continue;
-      }
-      r.step = *it;
-      r.source_job = "41";
-      r.dir = "/ck/step-" + std::to_string(*it) + "/rank-" + std::to_string(rank);
-      break;
+// The node's answer for `rank` to a restore of the newest step <= max_step (-1: any). A probe reads
+// the manifests only: it does not see a corrupt object, and fetches nothing (no dir).
+Result<RestoreReply> Answer(const FakeNode& node, int rank, int64_t max_step, bool probe) {
+  if (node.unreachable) return Status::Error("autopard (/run/x.sock): connect: No such file or directory");
+  std::set<int64_t> all = node.usable;
+  all.insert(node.corrupt.begin(), node.corrupt.end());
+  RestoreReply r;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (max_step >= 0 && *it > max_step) continue;
+    if (!probe && node.corrupt.count(*it)) {
+      r.skipped.push_back("step " + std::to_string(*it) + ": SHA-256 mismatch");
+      continue;
     }
-    return r;
+    r.step = *it;
+    r.source_job = "41";
+    if (!probe) r.dir = "/ck/step-" + std::to_string(*it) + "/rank-" + std::to_string(rank);
+    break;
+  }
+  return r;
+}
+
+RestoreFn FakeRestore(FakeNode* node, int rank) {
+  return [node, rank](int64_t max_step) {
+    node->asked.push_back(max_step);
+    return Answer(*node, rank, max_step, false);
   };
 }
 
-// autopard's probe: the newest complete step, from the manifests only (a corrupt object is not
-// seen), nothing fetched.
+// autopard's probe: the newest complete step, from the manifests only.
 RestoreFn FakeProbe(FakeNode* node) {
-  return [node](int64_t max_step) -> Result<RestoreReply> {
+  return [node](int64_t max_step) {
     node->probed.push_back(max_step);
-    if (node->unreachable) return Status::Error("autopard (/run/x.sock): connect: No such file or directory");
-    std::set<int64_t> all = node->usable;
-    all.insert(node->corrupt.begin(), node->corrupt.end());
-    RestoreReply r;
-    for (auto it = all.rbegin(); it != all.rend(); ++it) {
-      if (max_step >= 0 && *it > max_step) continue;
-      r.step = *it;
-      r.source_job = "41";
-      break;
-    }
-    return r;
+    return Answer(*node, 0, max_step, true);
   };
 }
 

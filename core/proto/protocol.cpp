@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "autopar/ckpt_layout.h"
+#include "autopar/json_fields.h"
 
 namespace autopar {
 namespace {
@@ -20,13 +21,6 @@ constexpr OpEntry kOps[] = {
     {Op::kStatus, "status"},       {Op::kHeartbeat, "heartbeat"},
     {Op::kEvent, "event"},         {Op::kEvents, "events"},
 };
-
-std::string Compact(const Json::Value& v) {
-  Json::StreamWriterBuilder b;
-  b["indentation"] = "";
-  b["emitUTF8"] = true;
-  return Json::writeString(b, v);
-}
 
 Result<Json::Value> ParseObject(std::string_view line, const char* what) {
   if (line.size() > kMaxLineBytes) {
@@ -46,81 +40,6 @@ Result<Json::Value> ParseObject(std::string_view line, const char* what) {
   if (!v.isObject()) return Status::Error(std::string(what) + ": not a JSON object");
   return v;
 }
-
-// Field readers: absent -> default; present with the wrong type -> error naming the field.
-class Fields {
- public:
-  Fields(const Json::Value& v, std::string where) : v_(v), where_(std::move(where)) {}
-  Status status() const { return error_.empty() ? Status::Ok() : Status::Error(error_); }
-
-  std::string Str(const char* key, bool required = false) {
-    const Json::Value& f = v_[key];
-    if (f.isNull()) {
-      if (required) Fail(key, "missing");
-      return "";
-    }
-    if (!f.isString()) {
-      Fail(key, "must be a string");
-      return "";
-    }
-    return f.asString();
-  }
-  int64_t Int(const char* key, int64_t dflt, bool required = false) {
-    const Json::Value& f = v_[key];
-    if (f.isNull()) {
-      if (required) Fail(key, "missing");
-      return dflt;
-    }
-    if (!f.isInt64()) {
-      Fail(key, "must be an integer");
-      return dflt;
-    }
-    return f.asInt64();
-  }
-  uint64_t UInt(const char* key) {
-    const Json::Value& f = v_[key];
-    if (f.isNull()) return 0;
-    if (!f.isUInt64()) {
-      Fail(key, "must be a non-negative integer");
-      return 0;
-    }
-    return f.asUInt64();
-  }
-  double Real(const char* key, double dflt) {
-    const Json::Value& f = v_[key];
-    if (f.isNull()) return dflt;
-    if (!f.isNumeric()) {
-      Fail(key, "must be a number");
-      return dflt;
-    }
-    return f.asDouble();
-  }
-  bool Bool(const char* key) {
-    const Json::Value& f = v_[key];
-    if (f.isNull()) return false;
-    if (!f.isBool()) {
-      Fail(key, "must be true or false");
-      return false;
-    }
-    return f.asBool();
-  }
-  int SmallInt(const char* key, int dflt, bool required = false) {
-    int64_t x = Int(key, dflt, required);
-    if (x < -1 || x > 100000000) {
-      Fail(key, "out of range");
-      return dflt;
-    }
-    return static_cast<int>(x);
-  }
-
- private:
-  void Fail(const char* key, const char* why) {
-    if (error_.empty()) error_ = where_ + ": " + key + ": " + why;
-  }
-  const Json::Value& v_;
-  std::string where_;
-  std::string error_;
-};
 
 Status FieldError(Op op, const char* field, const std::string& why) {
   return Status::Error(std::string(OpName(op)) + ": " + field + ": " + why);
@@ -166,11 +85,11 @@ Json::Value EventToValue(const JournalEvent& ev) {
 
 }  // namespace
 
-std::string StepInfoJson(const StepInfo& step) { return Compact(StepToValue(step)); }
+std::string StepInfoJson(const StepInfo& step) { return CompactJson(StepToValue(step)); }
 
-std::string UploadInfoJson(const UploadInfo& upload) { return Compact(UploadToValue(upload)); }
+std::string UploadInfoJson(const UploadInfo& upload) { return CompactJson(UploadToValue(upload)); }
 
-std::string JournalEventJson(const JournalEvent& event) { return Compact(EventToValue(event)); }
+std::string JournalEventJson(const JournalEvent& event) { return CompactJson(EventToValue(event)); }
 
 const char* OpName(Op op) {
   for (const auto& e : kOps) {
@@ -254,6 +173,7 @@ std::string EncodeRequest(const Request& r) {
   if (r.step >= 0) v["step"] = Json::Int64(r.step);
   if (r.max_step >= 0) v["max_step"] = Json::Int64(r.max_step);
   if (r.probe) v["probe"] = true;
+  if (r.short_lived) v["short_lived"] = true;
   if (r.rank >= 0) v["rank"] = r.rank;
   if (r.world_size > 0) v["world_size"] = r.world_size;
   if (r.local_world_size > 0) v["local_world_size"] = r.local_world_size;
@@ -263,14 +183,14 @@ std::string EncodeRequest(const Request& r) {
   if (!r.node.empty()) v["node"] = r.node;
   if (!r.kind.empty()) v["kind"] = r.kind;
   if (!r.detail.empty()) v["detail"] = r.detail;
-  return Compact(v);
+  return CompactJson(v);
 }
 
 Result<Request> DecodeRequest(std::string_view line) {
   auto parsed = ParseObject(line, "request");
   if (!parsed) return parsed.status();
   const Json::Value& v = *parsed;
-  Fields f(v, "request");
+  JsonFields f(v, "request");
   int64_t version = f.Int("v", 0, true);
   std::string op_name = f.Str("op", true);
   if (!f.status()) return f.status();
@@ -287,11 +207,12 @@ Result<Request> DecodeRequest(std::string_view line) {
     }
   }
   if (!found) return Status::Error("request: op: unknown operation '" + op_name + "'");
-  Fields g(v, OpName(r.op));
+  JsonFields g(v, OpName(r.op));
   r.job_id = g.Str("job_id");
   r.step = g.Int("step", -1);
   r.max_step = g.Int("max_step", -1);
   r.probe = g.Bool("probe");
+  r.short_lived = g.Bool("short_lived");
   r.rank = g.SmallInt("rank", -1);
   r.world_size = g.SmallInt("world_size", 0);
   r.local_world_size = g.SmallInt("local_world_size", 0);
@@ -310,7 +231,7 @@ std::string EncodeErrorReply(const std::string& error) {
   Json::Value v(Json::objectValue);
   v["ok"] = false;
   v["error"] = error.empty() ? std::string("unknown error") : error;
-  return Compact(v);
+  return CompactJson(v);
 }
 
 std::string EncodeReply(Op op, const Reply& reply) {
@@ -362,14 +283,14 @@ std::string EncodeReply(Op op, const Reply& reply) {
     case Op::kEvent:
       break;
   }
-  return Compact(v);
+  return CompactJson(v);
 }
 
 Result<Reply> DecodeReply(Op op, std::string_view line) {
   auto parsed = ParseObject(line, "autopard reply");
   if (!parsed) return parsed.status();
   const Json::Value& v = *parsed;
-  Fields f(v, "autopard reply");
+  JsonFields f(v, "autopard reply");
   bool ok = f.Bool("ok");
   std::string error = f.Str("error");
   if (!f.status()) return f.status();
@@ -407,7 +328,7 @@ Result<Reply> DecodeReply(Op op, std::string_view line) {
       if (!a) return a.status();
       for (const auto& e : **a) {
         if (!e.isObject()) return Status::Error("autopard reply: steps: not objects");
-        Fields g(e, "autopard reply: steps[]");
+        JsonFields g(e, "autopard reply: steps[]");
         StepInfo s;
         s.job_id = g.Str("job_id");
         s.step = g.Int("step", 0);
@@ -426,7 +347,7 @@ Result<Reply> DecodeReply(Op op, std::string_view line) {
       if (!a) return a.status();
       for (const auto& e : **a) {
         if (!e.isObject()) return Status::Error("autopard reply: uploads: not objects");
-        Fields g(e, "autopard reply: uploads[]");
+        JsonFields g(e, "autopard reply: uploads[]");
         UploadInfo u;
         u.job_id = g.Str("job_id");
         u.step = g.Int("step", 0);
@@ -447,7 +368,7 @@ Result<Reply> DecodeReply(Op op, std::string_view line) {
       if (!a) return a.status();
       for (const auto& e : **a) {
         if (!e.isObject()) return Status::Error("autopard reply: events: not objects");
-        Fields g(e, "autopard reply: events[]");
+        JsonFields g(e, "autopard reply: events[]");
         JournalEvent ev;
         ev.time = g.Real("time", 0);
         ev.node = g.Str("node");

@@ -38,7 +38,13 @@ TEST(ProtocolTest, RequestRoundTrips) {
   event.detail = "line\nwith \"quotes\"";
   Request status;
   status.op = Op::kStatus;
-  for (const Request& r : {Commit(), restore, probe, ls, event, status}) {
+  Request heartbeat;
+  heartbeat.op = Op::kHeartbeat;
+  heartbeat.job_id = "77";
+  heartbeat.rank = 3;
+  heartbeat.step = 12;
+  heartbeat.short_lived = true;
+  for (const Request& r : {Commit(), restore, probe, ls, event, status, heartbeat}) {
     std::string line = EncodeRequest(r);
     EXPECT_EQ(line.find('\n'), std::string::npos) << line;
     auto back = DecodeRequest(line);
@@ -48,6 +54,7 @@ TEST(ProtocolTest, RequestRoundTrips) {
     EXPECT_EQ(back->step, r.step);
     EXPECT_EQ(back->max_step, r.max_step);
     EXPECT_EQ(back->probe, r.probe);
+    EXPECT_EQ(back->short_lived, r.short_lived);
     EXPECT_EQ(back->rank, r.rank);
     EXPECT_EQ(back->world_size, r.world_size);
     EXPECT_EQ(back->local_world_size, r.local_world_size);

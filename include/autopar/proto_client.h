@@ -48,6 +48,16 @@ struct JobCkptEnv {
 // Errors name the missing variable: "AUTOPAR_CKPT_DIR is not set: submit the job with
 // --ckpt-dir or --ckpt-upload".
 Result<JobCkptEnv> JobCkptEnvFrom(const GetEnv& getenv);
+// The same without requiring a checkpoint directory (heartbeats need only the task's identity:
+// SLURM_JOB_ID, AUTOPAR_SOCKET, the rank).
+Result<JobCkptEnv> JobTaskEnvFrom(const GetEnv& getenv);
+
+// Tells the node's autopard that the calling rank reached `step` (hang detection). Returns the
+// reply's checkpoint_requested: true when the program is asked to checkpoint now because the
+// job's time limit is near. `short_lived`: the calling process exits right after (the
+// `autopar heartbeat` command); the rank is then alive as long as its Slurm task (protocol.h).
+Result<bool> SendHeartbeat(const JobCkptEnv& job, int64_t step, bool short_lived = false,
+                           int timeout_ms = 5000);
 
 // Commits `step` for the calling rank (the files under <ckpt_dir>/step-<step>/rank-<rank>/).
 Result<CommitReply> CommitStep(const JobCkptEnv& job, int64_t step,

@@ -17,7 +17,7 @@
 //   status     [job_id]                                         uploads[] {job_id step rank state
 //                                                               bytes_done bytes_total
 //                                                               throughput_bps eta_s error}
-//   heartbeat  job_id rank step [node]                          [checkpoint_requested]
+//   heartbeat  job_id rank step [node] [short_lived]            [checkpoint_requested]
 //   event      job_id kind [rank] [step] [detail] [node]        -
 //   events     job_id                                           events[] {time node job_id kind
 //                                                               rank step detail} (every node's
@@ -31,6 +31,11 @@
 // COMPLETE-LOCAL step this rank committed on the node), without fetching or verifying any file;
 // "dir" is empty. Authorized exactly like a restore. The launcher's rank 0 probes before the
 // rendezvous so that every rank, rank 0 included, then restores the decided step in parallel.
+//
+// heartbeat with "short_lived": true comes from a process that exits right after it (the
+// `autopar heartbeat` command): the rank stays alive as long as its Slurm task does (the sender's
+// ancestor directly below slurmstepd or autopar-launch), not the sender. Without it the sender is
+// the rank's process (the Python module, libautopar): the rank has ended when it is gone.
 //
 // heartbeat's reply: "checkpoint_requested": true (absent or false otherwise) asks the program to
 // checkpoint now because the job's time limit is near (issue 6; only for jobs submitted with
@@ -63,6 +68,7 @@ struct Request {
   int64_t step = -1;       // commit, heartbeat, event; restore: unused
   int64_t max_step = -1;   // restore: only steps <= max_step (-1: any)
   bool probe = false;      // restore: only decide the step; fetch nothing (see above)
+  bool short_lived = false;  // heartbeat: the sender exits right after (see above)
   int rank = -1;
   int world_size = 0;
   int local_world_size = 0;  // commit: ranks of the job on this node (local-only completeness)

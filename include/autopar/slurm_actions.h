@@ -78,8 +78,17 @@ class SlurmActions {
   virtual Status MarkNodeDown(const std::string& node, const std::string& reason) = 0;
 };
 
-// libslurm. `slurm_conf`: the slurm.conf to use (empty: SLURM_CONF or the default).
+// libslurm. `slurm_conf`: the slurm.conf to use (empty: SLURM_CONF or the default). libslurm ends
+// the process when it finds no configuration: a process that must live on uses OpenLibSlurmActions.
 std::unique_ptr<SlurmActions> MakeLibSlurmActions(const std::string& slurm_conf);
+
+// The slurm.conf libslurm reads: `slurm_conf` when not empty, else $SLURM_CONF when set and not
+// empty, else /etc/slurm/slurm.conf.
+std::string SlurmConfPath(const std::string& slurm_conf);
+
+// MakeLibSlurmActions once SlurmConfPath(slurm_conf) is found readable. Error, naming the file:
+// "slurm.conf /etc/slurm/slurm.conf: not readable (No such file or directory)".
+Result<std::unique_ptr<SlurmActions>> OpenLibSlurmActions(const std::string& slurm_conf);
 
 enum class RequeueOutcome {
   kRequeued,        // this caller requeued the job

@@ -34,8 +34,13 @@ class JobOwnerLookup {
   virtual Result<uid_t> Owner(const std::string& job_id) = 0;
 };
 
-// libslurm: slurm_load_job. `slurm_conf` (may be empty) is exported as SLURM_CONF first.
-std::unique_ptr<JobOwnerLookup> MakeSlurmJobOwners(const std::string& slurm_conf);
+class SlurmActions;  // autopar/slurm_actions.h
+
+// Owners from Slurm (slurm_load_job) through `slurm`, the daemon's one libslurm user, shared with
+// failure handling (OpenLibSlurmActions). `slurm` null (no readable slurm.conf): every lookup fails
+// with "job J: cannot ask Slurm who owns it (<unavailable>)", so only root and SlurmUser are served.
+std::unique_ptr<JobOwnerLookup> MakeSlurmJobOwners(std::shared_ptr<SlurmActions> slurm,
+                                                   const std::string& unavailable);
 
 // Caches successful answers of `inner` for `ttl` (a job's owner never changes; errors are not
 // cached, so a job submitted a moment ago is found on the next request). At most `max_entries`

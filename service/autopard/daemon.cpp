@@ -89,7 +89,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
   return d;
 }
 
-void Daemon::EnableFailureHandling(std::unique_ptr<SlurmActions> slurm) {
+void Daemon::EnableFailureHandling(std::shared_ptr<SlurmActions> slurm) {
   slurm_actions_ = std::move(slurm);
   FailureHandlerConfig fc;
   fc.node = config_.node;
@@ -247,13 +247,19 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
       if (Status st = db_->Heartbeat(r.job_id, r.rank, r.step, Now()); !st) return Error(st.message());
       Reply reply;
       if (failure_) {
-        reply.checkpoint_requested = failure_->OnHeartbeat(r.job_id, r.rank, r.step, peer.pid);
+        reply.checkpoint_requested = failure_->OnHeartbeat(r.job_id, r.rank, r.step, peer.pid,
+                                                              r.short_lived);
       }
       return reply;
     }
     case Op::kEvent: {
       if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
       JournalEvent e{Now(), r.node.empty() ? config_.node : r.node, r.job_id, r.kind, r.rank, r.step, r.detail};
+      if (r.kind == event_kind::kSubmitted && slurm_actions_) {
+        // The launcher tells it when the first step starts; the story begins at submission.
+        auto job = slurm_actions_->LoadJob(r.job_id);
+        if (job.ok() && job->submit_time > 0 && job->submit_time < e.time) e.time = job->submit_time;
+      }
       if (Status st = db_->AddEvent(e); !st) return Error(st.message());
       if (publisher_) publisher_->Changed(e.job_id);
       if (failure_) failure_->OnEvent(e, peer.pid);

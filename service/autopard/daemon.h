@@ -40,7 +40,7 @@ class Daemon {
   // Turns on failure handling (issue 6, service/failure): heartbeats and events go to a
   // FailureHandler that requeues or stops failed jobs through `slurm`; a thread ticks it every
   // second until the daemon is destroyed. Call once, before Serve().
-  void EnableFailureHandling(std::unique_ptr<SlurmActions> slurm);
+  void EnableFailureHandling(std::shared_ptr<SlurmActions> slurm);
 
   Reply Handle(const Request& request, const Peer& peer);
   // Publishes the pending journals to journal_uri now (done anyway within a second, and at
@@ -73,7 +73,7 @@ class Daemon {
   std::atomic<bool> stop_{false};
   int wake_[2] = {-1, -1};
   std::atomic<uint64_t> staging_counter_{0};
-  std::unique_ptr<SlurmActions> slurm_actions_;
+  std::shared_ptr<SlurmActions> slurm_actions_;  // shared with the owner lookups (main.cpp)
   std::unique_ptr<FailureHandler> failure_;
   std::thread failure_ticker_;
 };

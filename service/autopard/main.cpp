@@ -6,9 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <thread>
 
+#include "autopar/slurm_actions.h"
 #include "daemon.h"
 
 namespace {
@@ -63,25 +66,27 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto daemon = autopar::Daemon::Create(*config, autopar::MakeSlurmJobOwners(config->slurm_conf));
+  // One libslurm user for the whole daemon: owner lookups and failure handling share it. libslurm
+  // ends the process when it finds no configuration, so without a readable slurm.conf (a daemon
+  // serving only checkpoints, e.g. in tests and benchmarks) neither is available.
+  std::shared_ptr<autopar::SlurmActions> slurm;
+  std::string no_slurm;
+  if (auto opened = autopar::OpenLibSlurmActions(config->slurm_conf); opened.ok()) {
+    slurm = std::move(*opened);
+  } else {
+    no_slurm = opened.message();
+    std::fprintf(stderr,
+                 "autopard: warning: %s: job owners cannot be looked up (only root and SlurmUser "
+                 "may use this daemon) and failure handling (requeue) is off\n",
+                 no_slurm.c_str());
+  }
+  auto daemon = autopar::Daemon::Create(*config, autopar::MakeSlurmJobOwners(slurm, no_slurm));
   if (!daemon) {
     std::fprintf(stderr, "autopard: %s\n", daemon.message().c_str());
     return 1;
   }
   autopar::Daemon* d = daemon->get();
-  // libslurm exits the process when it finds no configuration: without one (a daemon serving
-  // only checkpoints, e.g. in tests and benchmarks) failure handling stays off.
-  std::string slurm_conf = config->slurm_conf;
-  if (slurm_conf.empty()) {
-    const char* env = std::getenv("SLURM_CONF");
-    slurm_conf = env && *env ? env : "/etc/slurm/slurm.conf";
-  }
-  if (access(slurm_conf.c_str(), R_OK) == 0) {
-    d->EnableFailureHandling(autopar::MakeLibSlurmActions(config->slurm_conf));
-  } else {
-    std::fprintf(stderr, "autopard: warning: %s not readable: failure handling (requeue) is off\n",
-                 slurm_conf.c_str());
-  }
+  if (slurm) d->EnableFailureHandling(slurm);
   std::thread([d, set] {
     int sig = 0;
     sigwait(&set, &sig);

@@ -95,24 +95,39 @@ void FailureHandler::Emit(const std::string& job_id, const std::string& kind, in
 }
 
 std::optional<JobContext> FailureHandler::ContextOf(pid_t pid) {
-  if (pid <= 0) return std::nullopt;
+  auto process = ReadProcStat(pid, proc_);
+  if (!process) return std::nullopt;
+  return ContextOf(*process);
+}
+
+std::optional<JobContext> FailureHandler::ContextOf(const ProcStat& process) {
+  const auto key = std::make_pair(process.pid, process.start_ticks);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = contexts_.find(pid);
+    auto it = contexts_.find(key);
     if (it != contexts_.end()) return it->second;
   }
-  auto env = proc_.read_file("/proc/" + std::to_string(pid) + "/environ");
+  auto env = proc_.read_file("/proc/" + std::to_string(process.pid) + "/environ");
   if (!env.ok()) return std::nullopt;
   auto ctx = JobContextFromEnviron(*env);
   if (!ctx.ok()) return std::nullopt;
   std::lock_guard<std::mutex> lock(mu_);
   if (contexts_.size() > 4096) contexts_.clear();  // bounded; entries are cheap to read again
-  contexts_[pid] = *ctx;
+  contexts_[key] = *ctx;
   return *ctx;
 }
 
-bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid) {
-  auto ctx = ContextOf(pid);
+bool FailureHandler::Alive(const RankProcess& p) const {
+  auto now = ReadProcStat(p.pid, proc_);
+  return now && now->start_ticks == p.start_ticks;
+}
+
+bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid,
+                                 bool short_lived) {
+  // The rank's process: the sender, or the task process of a sender that exits right away.
+  auto process = short_lived ? TaskProcessOf(pid, proc_) : ReadProcStat(pid, proc_);
+  if (!process) return false;
+  auto ctx = ContextOf(*process);
   if (!ctx || ctx->job_id != job_id) return false;  // not a task of that job: nothing to watch
   const double now = clock_();
   std::lock_guard<std::mutex> lock(mu_);
@@ -129,7 +144,7 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
   } else if (ctx->restart_count < run.ctx.restart_count) {
     return false;  // a late heartbeat of an earlier run
   }
-  run.rank_pids[rank] = pid;
+  run.rank_procs[rank] = RankProcess{process->pid, process->start_ticks};
   run.heartbeats = true;
   if (run.hang) run.hang->Heartbeat(rank, step, now);
   TimeLimitWatch& tl = run.tl;
@@ -195,7 +210,7 @@ void FailureHandler::Tick() {
   struct Hung {
     JobContext ctx;
     HangVerdict verdict;
-    std::map<int, pid_t> pids;
+    std::map<int, RankProcess> procs;
     double run_s;
   };
   std::vector<Hung> hung;
@@ -219,15 +234,13 @@ void FailureHandler::Tick() {
       if (run.tl.ckpt_step >= 0 || run.tl.announced_step >= 0) continue;
       // Ranks whose process is gone have ended (a clean exit is not reported): they no longer
       // count, and a run whose ranks are all gone cannot hang.
-      for (const auto& [rank, pid] : run.rank_pids) {
-        if (!proc_.read_file("/proc/" + std::to_string(pid) + "/stat").ok()) {
-          run.hang->RankExited(rank);
-        }
+      for (const auto& [rank, process] : run.rank_procs) {
+        if (!Alive(process)) run.hang->RankExited(rank);
       }
       HangVerdict v = run.hang->Check(now);
       if (!v.hung) continue;
       run.hang_reported = true;
-      hung.push_back({run.ctx, v, run.rank_pids, v.idle_s});
+      hung.push_back({run.ctx, v, run.rank_procs, v.idle_s});
     }
   }
   for (const auto& h : hung) {
@@ -238,16 +251,17 @@ void FailureHandler::Tick() {
     // Stacks of every local rank, the suspects first: a hang is often visible in the others too
     // (they wait in the collective the suspect never joins).
     std::vector<int> order = h.verdict.suspects;
-    for (const auto& [rank, pid] : h.pids) {
+    for (const auto& [rank, process] : h.procs) {
       if (std::find(order.begin(), order.end(), rank) == order.end()) order.push_back(rank);
     }
     for (int rank : order) {
-      auto it = h.pids.find(rank);
-      if (it == h.pids.end()) continue;
+      auto it = h.procs.find(rank);
+      // Never another process that took a gone rank's pid (it may not even be the user's).
+      if (it == h.procs.end() || !Alive(it->second)) continue;
       StackCaptureOptions o;
       o.python_dump_path = PythonStackDumpPath(h.ctx.stack_dir, rank);
       o.python_wait_ms = config_.python_stack_wait_ms;
-      StackCapture c = CaptureStack(it->second, o, proc_);
+      StackCapture c = CaptureStack(it->second.pid, o, proc_);
       Emit(h.ctx.job_id, event_kind::kStack, rank, h.verdict.last_step, c.ToDetail());
     }
     // The requeue comes on a later Tick, after the grace (see hang_requeue_grace_s).

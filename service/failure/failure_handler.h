@@ -16,8 +16,10 @@
 //    (SlurmActions::UnreachableNodes) make it a node loss: the node is marked DOWN at once (so the
 //    requeued job need not wait for its epilog there until SlurmdTimeout) and excluded.
 //  - Hangs: heartbeats (step numbers) per rank; HangDetector with the job's
-//    --heartbeat-timeout and kDefaultFirstStepFactor. Before the hung job is requeued, the stacks
-//    of this node's ranks (the heartbeat senders' PIDs) are captured into "stack" events.
+//    --heartbeat-timeout and kDefaultFirstStepFactor. A rank's process is the heartbeat's sender,
+//    or, for a short-lived sender (`autopar heartbeat`), its Slurm task's process (TaskProcessOf);
+//    a rank whose process is gone has ended and no longer counts. Before the hung job is
+//    requeued, the stacks of this node's ranks' processes are captured into "stack" events.
 //
 //  - Time limits (jobs with AUTOPAR_REQUEUE_ON_FAILURE and AUTOPAR_CKPT_UPLOAD only: a local-only
 //    checkpoint is COMPLETE per node, so no node could tell that every rank has it): Tick() reads the job's end time from
@@ -55,6 +57,7 @@
 #include "autopar/requeue_policy.h"
 #include "autopar/slurm_actions.h"
 #include "autopar/stack_capture.h"
+#include "autopar/task_process.h"
 #include "autopar/time_limit.h"
 
 namespace autopar {
@@ -95,10 +98,11 @@ class FailureHandler {
   FailureHandler(FailureHandlerConfig config, SlurmActions* slurm, ProcAccess proc,
                  Journal journal, Clock clock);
 
-  // A heartbeat of `rank` at `step`, sent by process `pid`. Returns true when the program is
-  // asked to checkpoint now because the job's time limit is near (the reply's
-  // checkpoint_requested).
-  bool OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid);
+  // A heartbeat of `rank` at `step`, sent by process `pid`; `short_lived`: the sender exits right
+  // after (protocol.h). Returns true when the program is asked to checkpoint now because the
+  // job's time limit is near (the reply's checkpoint_requested).
+  bool OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid,
+                   bool short_lived = false);
   // A journal event; `pid` is the sender's (0: from the daemon itself, e.g. the uploader's
   // ckpt_* events, which the time-limit handling needs).
   void OnEvent(const JournalEvent& event, pid_t pid);
@@ -128,11 +132,16 @@ class FailureHandler {
     bool acted = false;        // requeued (or decided not to) for the time limit
     bool done = false;         // the run ended or has no time limit to watch
   };
+  // The process whose life is a rank's on this node.
+  struct RankProcess {
+    pid_t pid = 0;
+    uint64_t start_ticks = 0;  // with pid: the same process (pids are reused)
+  };
   struct Run {
     JobContext ctx;
     TimeLimitWatch tl;
     std::unique_ptr<HangDetector> hang;
-    std::map<int, pid_t> rank_pids;
+    std::map<int, RankProcess> rank_procs;
     bool heartbeats = false;  // a rank of this run sent a heartbeat (training made progress)
     bool hang_reported = false;
     std::optional<double> hang_requeue_at;  // a detected hang, requeued at this time (Tick)
@@ -140,8 +149,11 @@ class FailureHandler {
     bool hang_progress = false;             // the run made progress before it hung
   };
 
-  // The job context for `pid` (cached per pid), or nullopt when unreadable.
+  // The job context for `pid` (cached per process), or nullopt when unreadable.
   std::optional<JobContext> ContextOf(pid_t pid);
+  std::optional<JobContext> ContextOf(const ProcStat& process);
+  // Whether a rank's process still runs.
+  bool Alive(const RankProcess& p) const;
   // Time limits: reads end times, plans, journals requests and missed limits (from Tick).
   void TickTimeLimits(double now);
   // Checkpoint events for the time limit (from OnEvent).
@@ -167,7 +179,7 @@ class FailureHandler {
   DecisionLedger ledger_;
 
   mutable std::mutex mu_;
-  std::map<pid_t, JobContext> contexts_;
+  std::map<std::pair<pid_t, uint64_t>, JobContext> contexts_;  // (pid, start) -> context
   std::map<std::string, Run> runs_;  // job id -> its current run on this node
   std::map<std::string, RequeueDecision> last_;
   // Per job: step -> earliest commit and latest upload/completion seen on this node (the

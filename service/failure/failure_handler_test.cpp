@@ -51,7 +51,14 @@ class FailureHandlerTest : public ::testing::Test {
     files_["/proc/" + std::to_string(pid) + "/environ"] = Environ(env);
     files_["/proc/" + std::to_string(pid) + "/status"] = "State:\tT (stopped)\n";
     files_["/proc/" + std::to_string(pid) + "/wchan"] = "do_signal_stop";
-    files_["/proc/" + std::to_string(pid) + "/stat"] = std::to_string(pid) + " (python3) T";
+    Stat(pid, "python3", 1);
+  }
+
+  // /proc/PID/stat of a process named `comm` with parent `ppid` (fields 5-21 zero).
+  void Stat(int pid, const std::string& comm, int ppid, int start = 100) {
+    std::string s = std::to_string(pid) + " (" + comm + ") S " + std::to_string(ppid);
+    for (int field = 5; field <= 21; ++field) s += " 0";
+    files_["/proc/" + std::to_string(pid) + "/stat"] = s + " " + std::to_string(start) + " 0\n";
   }
 
   JournalEvent RankExit(int rank, const std::string& detail) {
@@ -283,6 +290,60 @@ TEST_F(FailureHandlerTest, RanksThatEndedCannotHang) {
   handler_->Tick();
   EXPECT_TRUE(events_.empty());
   EXPECT_EQ(slurm_.requeues, 0);
+}
+
+// `autopar heartbeat` in a shell loop: every heartbeat comes from a new process that is gone
+// by the next tick. The rank lives as long as its task (the shell below autopar-launch); a shell
+// that stops heartbeating is a hang, and one that ends is not.
+TEST_F(FailureHandlerTest, ShortLivedSendersCountAsTheirTask) {
+  Stat(10, "slurmstepd", 1);
+  Stat(20, "autopar-launch", 10);
+  Task(30, 0);  // the task's shell
+  Stat(30, "bash", 20);
+  int sender = 1000;
+  auto beat = [&](int64_t step) {
+    Task(sender, 0);
+    Stat(sender, "autopar", 30);
+    handler_->OnHeartbeat("42", 0, step, sender, /*short_lived=*/true);
+    files_.erase("/proc/" + std::to_string(sender) + "/stat");  // the command has exited
+    ++sender;
+  };
+  for (int64_t step = 0; step < 5; ++step) {
+    beat(step);
+    now_ += 1;
+    handler_->Tick();
+  }
+  EXPECT_TRUE(events_.empty());
+  now_ += 61;  // the shell stops heartbeating (e.g. SIGSTOP) but its task lives
+  handler_->Tick();
+  ASSERT_FALSE(events_.empty());
+  EXPECT_EQ(events_[0].kind, "heartbeat_missed");
+  ASSERT_EQ(Kinds(), std::vector<std::string>({"heartbeat_missed", "stack"}));
+  EXPECT_NE(events_[1].detail.find("pid=30"), std::string::npos) << events_[1].detail;
+
+  // The same without short_lived: the gone sender is taken for an ended rank, so no hang.
+  events_.clear();
+  Task(300, 1);
+  Stat(300, "bash", 20);
+  Task(301, 1);
+  Stat(301, "autopar", 300);
+  handler_->OnHeartbeat("42", 0, 0, 301);
+  handler_->OnHeartbeat("42", 0, 1, 301);
+  files_.erase("/proc/301/stat");
+  now_ += 1000;
+  handler_->Tick();
+  EXPECT_TRUE(events_.empty());
+}
+
+// A rank's pid taken by another process after the rank ended is not the rank.
+TEST_F(FailureHandlerTest, AReusedPidIsNotTheRank) {
+  Task(100, 0);
+  handler_->OnHeartbeat("42", 0, 1, 100);
+  handler_->OnHeartbeat("42", 0, 2, 100);
+  Stat(100, "sshd", 1, /*start=*/999);  // rank 0 ended; its pid now belongs to someone else
+  now_ += 1000;
+  handler_->Tick();
+  EXPECT_TRUE(events_.empty());
 }
 
 TEST_F(FailureHandlerTest, NoHeartbeatTimeoutNoHangWatch) {

@@ -100,9 +100,7 @@ void FailureHandler::TickTimeLimits(double now) {
       // This node's ranks have all ended (the training finished, or they were killed): nothing
       // to ask. Slurm's state may lag by up to a refresh.
       bool alive = false;
-      for (const auto& [rank, pid] : run.rank_pids) {
-        alive = alive || proc_.read_file("/proc/" + std::to_string(pid) + "/stat").ok();
-      }
+      for (const auto& [rank, process] : run.rank_procs) alive = alive || Alive(process);
       if (!alive) continue;
       TimeLimitInputs in;
       in.start_time = tl.start_time;

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "autopar/slurm_actions.h"
@@ -199,6 +200,20 @@ class LibSlurmActions : public SlurmActions {
 
 std::unique_ptr<SlurmActions> MakeLibSlurmActions(const std::string& slurm_conf) {
   return std::make_unique<LibSlurmActions>(slurm_conf);
+}
+
+std::string SlurmConfPath(const std::string& slurm_conf) {
+  if (!slurm_conf.empty()) return slurm_conf;
+  const char* env = std::getenv("SLURM_CONF");
+  return env && *env ? env : "/etc/slurm/slurm.conf";
+}
+
+Result<std::unique_ptr<SlurmActions>> OpenLibSlurmActions(const std::string& slurm_conf) {
+  std::string path = SlurmConfPath(slurm_conf);
+  if (access(path.c_str(), R_OK) != 0) {
+    return Status::Error("slurm.conf " + path + ": not readable (" + std::strerror(errno) + ")");
+  }
+  return MakeLibSlurmActions(slurm_conf);
 }
 
 }  // namespace autopar

@@ -14,9 +14,12 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "autopar/json_fields.h"
 #include "autopar/slurm_actions.h"
 #include "autopar/text.h"
 
@@ -39,11 +42,7 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-void Print(const Json::Value& v) {
-  Json::StreamWriterBuilder b;
-  b["indentation"] = "";
-  std::cout << Json::writeString(b, v) << "\n";
-}
+void Print(const Json::Value& v) { std::cout << autopar::CompactJson(v) << "\n"; }
 
 Json::Value JobJson(const autopar::SlurmJob& j) {
   Json::Value v(Json::objectValue);
@@ -74,7 +73,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() < 2) return Usage("a command and a job id are needed");
   const std::string cmd = args[0], job = args[1];
-  auto slurm = autopar::MakeLibSlurmActions("");
+  auto opened = autopar::OpenLibSlurmActions("");
+  if (!opened.ok()) return Fail(opened.message());
+  std::unique_ptr<autopar::SlurmActions> slurm = std::move(*opened);
 
   if (cmd == "show") {
     auto j = slurm->LoadJob(job);

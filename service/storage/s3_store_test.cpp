@@ -13,6 +13,7 @@
 
 #include "autopar/ckpt_store.h"
 #include "autopar/storage_backends.h"
+#include "memory_store_for_test.h"  // FailPart
 
 namespace autopar {
 namespace {
@@ -21,53 +22,6 @@ std::string Env(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
 }
-
-// Fails part `part` `times` times (negative: always) with `code`; counts aborts.
-class FailPart : public ObjectStoreWrapper {
- public:
-  FailPart(ObjectStore* t, int part, int times, StoreStatus::Code code)
-      : ObjectStoreWrapper(t), part_(part), times_(times), code_(code) {}
-  StoreStatus UploadPart(const std::string& key, const std::string& upload_id, int part_number,
-                         uint64_t offset, std::string_view data, const Md5Digest& md5,
-                         std::string* etag) override {
-    if (part_number == part_) {
-      std::lock_guard<std::mutex> l(mu_);
-      ++attempts;
-      if (times_ != 0) {
-        if (times_ > 0) --times_;
-        return {code_, "HTTP 500 InternalError (injected)"};
-      }
-    }
-    return ObjectStoreWrapper::UploadPart(key, upload_id, part_number, offset, data, md5, etag);
-  }
-  StoreStatus UploadPartFromFile(const std::string& key, const std::string& upload_id,
-                                 int part_number, uint64_t offset, int fd, uint64_t length,
-                                 std::string* etag) override {
-    if (part_number == part_) {
-      std::lock_guard<std::mutex> l(mu_);
-      ++attempts;
-      if (times_ != 0) {
-        if (times_ > 0) --times_;
-        return {code_, "HTTP 500 InternalError (injected)"};
-      }
-    }
-    return ObjectStoreWrapper::UploadPartFromFile(key, upload_id, part_number, offset, fd, length,
-                                                  etag);
-  }
-  // Counts calls: s3rver 3.7.1 answers AbortMultipartUpload with 405 MethodNotAllowed (not
-  // implemented), so only the attempt can be checked against it.
-  StoreStatus AbortUpload(const std::string& key, const std::string& upload_id) override {
-    ++aborts;
-    return ObjectStoreWrapper::AbortUpload(key, upload_id);
-  }
-  int attempts = 0;
-  int aborts = 0;
-
- private:
-  std::mutex mu_;
-  int part_, times_;
-  StoreStatus::Code code_;
-};
 
 // Records the order in which objects become visible (PutObject and CompleteUpload).
 class RecordWrites : public ObjectStoreWrapper {

@@ -9,11 +9,8 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-node=${1:-}
-[[ $node != -h && $node != --help ]] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
-is_node_name "$node" || die "usage: kill-node.sh NODE (one of ${NODES[*]}); got '${node}'"
-check_settings
-require_root
+parse_node_arg "${BASH_SOURCE[0]}" "$@"
+node=$NODE
 
 [[ -e $CLUSTER_DIR/$MARKER_NAME ]] || die "no cluster in $CLUSTER_DIR"
 lock_cluster

@@ -54,6 +54,45 @@ require_root() {
   ((EUID == 0)) || die "must run as root (it starts slurmd/slurmctld and edits /etc/hosts)"
 }
 
+# print_usage SCRIPT: SCRIPT's header comment (from line 2 to `set -euo`), its --help.
+print_usage() { sed -n '2,/^set -euo/p' "$1" | sed '$d; s/^# \{0,1\}//'; }
+
+# parse_flag_arg SCRIPT FLAG ARG...: the arguments of start.sh (--restart) and stop.sh (--clean):
+# sets FLAG_GIVEN=1 when FLAG is among them (else 0), prints the usage for -h/--help and exits,
+# dies on anything else; then checks the settings and that it runs as root.
+# shellcheck disable=SC2034 # FLAG_GIVEN is read by the calling script
+parse_flag_arg() {
+  local script=$1 flag=$2 arg
+  shift 2
+  FLAG_GIVEN=0
+  for arg in "$@"; do
+    case $arg in
+      "$flag") FLAG_GIVEN=1 ;;
+      -h | --help)
+        print_usage "$script"
+        exit 0
+        ;;
+      *) die "unknown argument: $arg (see --help)" ;;
+    esac
+  done
+  check_settings
+  require_root
+}
+
+# parse_node_arg SCRIPT [NODE]: the argument of kill-node.sh and revive-node.sh: sets NODE, prints
+# the usage for -h/--help and exits, dies unless it names a node; then checks the settings and root.
+parse_node_arg() {
+  local script=$1
+  NODE=${2:-}
+  if [[ $NODE == -h || $NODE == --help ]]; then
+    print_usage "$script"
+    exit 0
+  fi
+  is_node_name "$NODE" || die "usage: ${script##*/} NODE (one of ${NODES[*]}); got '${NODE}'"
+  check_settings
+  require_root
+}
+
 # node_index node3 -> 3
 node_index() { printf '%s' "${1#node}"; }
 

@@ -21,20 +21,8 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-restart=0
-for arg in "$@"; do
-  case $arg in
-    --restart) restart=1 ;;
-    -h | --help)
-      sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-      exit 0
-      ;;
-    *) die "unknown argument: $arg (see --help)" ;;
-  esac
-done
-
-check_settings
-require_root
+parse_flag_arg "${BASH_SOURCE[0]}" --restart "$@"
+restart=$FLAG_GIVEN
 for bin in munged munge unmunge slurmctld slurmd sinfo scontrol srun unshare setsid; do
   command -v "$bin" >/dev/null || die "$bin not found; run scripts/install-deps.sh"
 done

@@ -9,20 +9,8 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-clean=0
-for arg in "$@"; do
-  case $arg in
-    --clean) clean=1 ;;
-    -h | --help)
-      sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-      exit 0
-      ;;
-    *) die "unknown argument: $arg (see --help)" ;;
-  esac
-done
-
-check_settings
-require_root
+parse_flag_arg "${BASH_SOURCE[0]}" --clean "$@"
+clean=$FLAG_GIVEN
 if [[ ! -d $CLUSTER_DIR ]]; then
   log "nothing to stop: $CLUSTER_DIR does not exist"
   exit 0

@@ -94,6 +94,11 @@ def setup(tmp_path):
         s3rver("stop", tmp_path / "s3")
 
 
+def commit_env(d, ck, job, **extra):
+    return dict(os.environ, SLURM_JOB_ID=job, AUTOPAR_CKPT_DIR=str(ck), RANK="0", WORLD_SIZE="1",
+                AUTOPAR_CKPT_UPLOAD=f"s3://{BUCKET}/faults", AUTOPAR_SOCKET=str(d.sock), **extra)
+
+
 def commit_big_file(d, tmp, job, step=1):
     ck = tmp / "ck"
     rank_dir = ck / f"step-{step}" / "rank-0"
@@ -101,10 +106,8 @@ def commit_big_file(d, tmp, job, step=1):
     data = os.urandom(SIZE_MIB << 20)
     (rank_dir / "model.bin").write_bytes(data)
     (rank_dir / "meta.json").write_text('{"step": 1}\n')
-    env = dict(os.environ, SLURM_JOB_ID=job, AUTOPAR_CKPT_DIR=str(ck), RANK="0", WORLD_SIZE="1",
-               AUTOPAR_CKPT_UPLOAD=f"s3://{BUCKET}/faults", AUTOPAR_SOCKET=str(d.sock))
     t = time.time()
-    d.cli("ckpt", "commit", "--step", str(step), env=env)
+    d.cli("ckpt", "commit", "--step", str(step), env=commit_env(d, ck, job))
     assert time.time() - t < 2
     return hashlib.sha256(data).hexdigest()
 
@@ -119,50 +122,61 @@ def wait_for(pred, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def objects(tmp, prefix):
+def storage_tool(tmp, *args):
     creds = tmp / "creds"
     creds.write_text("S3RVER\nS3RVER\n")
-    p = subprocess.run([str(TOOL), "--endpoint", ENDPOINT, "--credentials", str(creds),
-                        f"s3://{BUCKET}/faults", "ls", prefix], capture_output=True, text=True, check=True)
+    return subprocess.run([str(TOOL), "--endpoint", ENDPOINT, "--credentials", str(creds),
+                           f"s3://{BUCKET}/faults", *args], capture_output=True, text=True, check=True)
+
+
+def objects(tmp, prefix):
+    p = storage_tool(tmp, "ls", prefix)
     return sorted(line.split()[1] for line in p.stdout.splitlines() if line.strip())
 
 
 def verify_download(tmp, key, sha):
-    creds = tmp / "creds"
-    creds.write_text("S3RVER\nS3RVER\n")
-    out = tmp / "downloaded.bin"
-    subprocess.run([str(TOOL), "--endpoint", ENDPOINT, "--credentials", str(creds),
-                    f"s3://{BUCKET}/faults", "get", key, str(out), sha], check=True,
-                   capture_output=True, text=True)
+    storage_tool(tmp, "get", key, str(tmp / "downloaded.bin"), sha)
+
+
+def steps(d):
+    return json.loads(d.cli("ckpt", "ls", f"s3://{BUCKET}/faults", "--json").stdout)
 
 
 def step_state(d, job, step):
-    steps = json.loads(d.cli("ckpt", "ls", f"s3://{BUCKET}/faults", "--json").stdout)
-    return next((s["state"] for s in steps if s["job_id"] == job and s["step"] == step), None)
+    return next((s["state"] for s in steps(d) if s["job_id"] == job and s["step"] == step), None)
+
+
+def wait_uploaded(d, fraction, what):
+    total = SIZE_MIB << 20
+    wait_for(lambda: any(u["bytes_done"] > total * fraction for u in d.uploads()), 120, what)
+
+
+def assert_resumed_without_loss_or_duplicates(d, tmp, job, sha):
+    """The step of commit_big_file completed by resuming its multipart upload: exactly its objects,
+    with the committed content."""
+    wait_for(lambda: step_state(d, job, 1) == "COMPLETE", 180, "step COMPLETE after the restart")
+    log = d.log.read_text()
+    assert f"resuming multipart upload of job-{job}/step-1/rank-0/model.bin" in log, log
+    assert objects(tmp, f"job-{job}/") == [
+        f"job-{job}/owner.json", f"job-{job}/step-1/manifest.json", f"job-{job}/step-1/rank-0.json",
+        f"job-{job}/step-1/rank-0/meta.json", f"job-{job}/step-1/rank-0/model.bin"]
+    verify_download(tmp, f"job-{job}/step-1/rank-0/model.bin", sha)
 
 
 def test_sigkill_mid_multipart_upload_resumes_without_loss_or_duplicates(setup):
     d, tmp = setup
     sha = commit_big_file(d, tmp, "kill1")
-    total = (SIZE_MIB << 20) + len('{"step": 1}\n')
     # Kill once a good part of the file is out (parts recorded in SQLite), well before the end.
-    wait_for(lambda: any(u["bytes_done"] > total // 4 for u in d.uploads()), 120, "a quarter uploaded")
+    wait_uploaded(d, 1 / 4, "a quarter uploaded")
     d.kill(signal.SIGKILL)
     d.start()
-    wait_for(lambda: step_state(d, "kill1", 1) == "COMPLETE", 180, "step COMPLETE after restart")
-    log = d.log.read_text()
-    assert "resuming multipart upload of job-kill1/step-1/rank-0/model.bin" in log, log
-    assert objects(tmp, "job-kill1/") == [
-        "job-kill1/owner.json", "job-kill1/step-1/manifest.json", "job-kill1/step-1/rank-0.json",
-        "job-kill1/step-1/rank-0/meta.json", "job-kill1/step-1/rank-0/model.bin"]
-    verify_download(tmp, "job-kill1/step-1/rank-0/model.bin", sha)
+    assert_resumed_without_loss_or_duplicates(d, tmp, "kill1", sha)
 
 
 def test_s3rver_down_20s_mid_upload_is_ridden_through(setup):
     d, tmp = setup
     sha = commit_big_file(d, tmp, "outage1")
-    total = (SIZE_MIB << 20)
-    wait_for(lambda: any(u["bytes_done"] > total // 8 for u in d.uploads()), 120, "an eighth uploaded")
+    wait_uploaded(d, 1 / 8, "an eighth uploaded")
     s3rver("stop", tmp / "s3")
     stopped = time.time()
     time.sleep(20)
@@ -179,8 +193,7 @@ def test_upload_failed_past_the_retry_budget_resumes_after_restart(setup):
     d.write_conf(retry_max_elapsed_s=3)
     d.start()
     sha = commit_big_file(d, tmp, "budget1")
-    total = SIZE_MIB << 20
-    wait_for(lambda: any(u["bytes_done"] > total // 8 for u in d.uploads()), 120, "an eighth uploaded")
+    wait_uploaded(d, 1 / 8, "an eighth uploaded")
     s3rver("stop", tmp / "s3")
     wait_for(lambda: [u["state"] for u in d.uploads()] == ["failed"], 120, "the upload to fail")
     assert "retried where it stopped" in d.uploads()[0]["error"]
@@ -188,13 +201,7 @@ def test_upload_failed_past_the_retry_budget_resumes_after_restart(setup):
     d.kill(signal.SIGTERM)
     d.write_conf(retry_max_elapsed_s=120)
     d.start()
-    wait_for(lambda: step_state(d, "budget1", 1) == "COMPLETE", 180, "step COMPLETE after the restart")
-    log = d.log.read_text()
-    assert "resuming multipart upload of job-budget1/step-1/rank-0/model.bin" in log, log
-    assert objects(tmp, "job-budget1/") == [
-        "job-budget1/owner.json", "job-budget1/step-1/manifest.json", "job-budget1/step-1/rank-0.json",
-        "job-budget1/step-1/rank-0/meta.json", "job-budget1/step-1/rank-0/model.bin"]
-    verify_download(tmp, "job-budget1/step-1/rank-0/model.bin", sha)
+    assert_resumed_without_loss_or_duplicates(d, tmp, "budget1", sha)
     events = json.loads(d.cli("events", "budget1", "--json").stdout)["events"]
     assert [e["kind"] for e in events if e["kind"] in ("ckpt_failed", "ckpt_retry", "ckpt_complete")] == [
         "ckpt_failed", "ckpt_retry", "ckpt_complete"], events
@@ -203,21 +210,18 @@ def test_upload_failed_past_the_retry_budget_resumes_after_restart(setup):
 def test_commits_survive_sigkill_right_after_they_return(setup):
     d, tmp = setup
     ck = tmp / "ck-kill"
-    steps = 40
-    for step in range(1, steps + 1):
+    count = 40
+    for step in range(1, count + 1):
         rank_dir = ck / f"step-{step}" / "rank-0"
         rank_dir.mkdir(parents=True)
         (rank_dir / "w.bin").write_bytes(os.urandom(4096))
-    env = dict(os.environ, SLURM_JOB_ID="kill2", AUTOPAR_CKPT_DIR=str(ck), RANK="0", WORLD_SIZE="1",
-               AUTOPAR_CKPT_UPLOAD=f"s3://{BUCKET}/faults", AUTOPAR_SOCKET=str(d.sock),
-               PYTHONPATH=str(SOURCE_DIR / "python"))
+    env = commit_env(d, ck, "kill2", PYTHONPATH=str(SOURCE_DIR / "python"))
     # Every commit returns, then autopard dies at once (no chance to flush anything).
     subprocess.run(["/usr/bin/python3", "-c",
-                    f"from autopar import ckpt\nfor s in range(1, {steps + 1}): ckpt.commit(s)"],
+                    f"from autopar import ckpt\nfor s in range(1, {count + 1}): ckpt.commit(s)"],
                    env=env, check=True, timeout=120)
     d.kill(signal.SIGKILL)
     d.start()
-    want = list(range(1, steps + 1))
-    wait_for(lambda: sorted(s["step"] for s in json.loads(d.cli("ckpt", "ls", f"s3://{BUCKET}/faults", "--json").stdout)
-                            if s["job_id"] == "kill2" and s["state"] == "COMPLETE") == want,
-             180, f"all {steps} committed steps COMPLETE after the SIGKILL")
+    want = list(range(1, count + 1))
+    wait_for(lambda: sorted(s["step"] for s in steps(d) if s["job_id"] == "kill2" and s["state"] == "COMPLETE") == want,
+             180, f"all {count} committed steps COMPLETE after the SIGKILL")

@@ -67,7 +67,7 @@ srun --mpi=pmix {LAUNCH} -- {PYTHON} {TRAIN} --steps 16 --every 4 --step-sleep 0
     socks = sockets()
     outsider = next((s for s in socks if s.stem.split("-")[-1] not in job_nodes | {crashed_node}),
                     socks[0])
-    doc, err = events_json(job, outsider, "failure", "requeue", "ckpt_restored")
+    doc, err = events_json(job, outsider, "failure", "requeue", "ckpt_restored", "finished")
     assert err == "", err
     evs = doc["events"]
     assert doc["job_id"] == job
@@ -82,6 +82,20 @@ srun --mpi=pmix {LAUNCH} -- {PYTHON} {TRAIN} --steps 16 --every 4 --step-sleep 0
     assert len(requeue) == 1 and "attempt=1 of=2" in requeue[0]["detail"], evs
     assert requeue[0]["time"] >= crash[0]["time"]
     assert crash[0]["fields"]["signal"] == "9" and crash[0]["time_utc"].endswith("Z")
+    # The whole story, told by rank 0's launcher and autopard: submitted (at the submit time),
+    # each run's step with its rendezvous, the resume after the requeue, finished.
+    story = [e for e in evs if e["kind"] in ("submitted", "step_started", "rendezvous",
+                                             "resumed", "finished")]
+    assert [e["kind"] for e in story] == ["submitted", "step_started", "rendezvous",
+                                          "step_started", "rendezvous", "resumed",
+                                          "finished"], story
+    assert story[0]["fields"] == {"plan": "none"} and story[0]["time"] <= story[1]["time"]
+    assert [e["fields"]["restart"] for e in story if e["kind"] == "step_started"] == ["0", "1"]
+    assert all(e["fields"]["ranks"] == "2" for e in story if e["kind"] == "step_started"), story
+    assert all(0 < float(e["fields"]["duration_s"]) < 60 for e in story
+               if e["kind"] == "rendezvous"), story
+    assert story[5]["step"] >= 0 and story[5]["fields"]["from_job"] == job, story
+    assert story[6]["fields"]["exit"] == "0" and story[6]["time"] > requeue[0]["time"], story
 
     # Published as append-only segments, one directory per node (timeline.h).
     published = sorted((cluster_dir() / "journal" / job).rglob("*.json"))

@@ -4,6 +4,7 @@ are checked; a model that cannot fit stops the step before any training process 
 import json
 
 from conftest import env_lines, run, sbatch, wait_job
+from test_requeue_faults import LAUNCH, events
 
 PRINT_PLAN = ("echo PLAN rank=$RANK tp=$AUTOPAR_TP pp=$AUTOPAR_PP dp=$AUTOPAR_DP "
               "tp_rank=$AUTOPAR_TP_RANK pp_rank=$AUTOPAR_PP_RANK dp_rank=$AUTOPAR_DP_RANK "
@@ -57,12 +58,18 @@ def test_sbatch_pinned_layout_reaches_the_job_step(shared_tmp):
 #SBATCH -N 4 --ntasks-per-node=2 -o out.txt
 #SBATCH --auto-parallel=tp=2,pp=2
 #SBATCH {' '.join(PLAN_OPTS)}
-srun bash -c '{PRINT_PLAN}'
+srun --mpi=pmix {LAUNCH} -- bash -c '{PRINT_PLAN}'
 """
     jid = sbatch(script, shared_tmp)
     assert wait_job(jid) == "COMPLETED", (shared_tmp / "out.txt").read_text()
     rows = env_lines((shared_tmp / "out.txt").read_text(), "PLAN")
     assert check_grid(rows, 8) == (2, 2, 2)
+    # The job's timeline begins with the plan it was submitted with (autopar-launch's rank 0).
+    evs = events(jid, "submitted", "finished")
+    submitted = [e for e in evs if e["kind"] == "submitted"]
+    assert len(submitted) == 1, evs
+    f = submitted[0]["fields"]
+    assert (f["model"], f["gpus"], f["tp"], f["pp"], f["dp"]) == ("llama-2-7b", "8", "2", "2", "2"), f
 
 
 def test_pinned_layout_that_cannot_work_is_refused(shared_tmp):

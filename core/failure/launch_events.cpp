@@ -1,0 +1,97 @@
+#include "autopar/launch_events.h"
+
+#include <cstdio>
+
+#include "autopar/planner.h"
+
+namespace autopar {
+namespace {
+
+std::string Var(const GetEnv& getenv, const char* name, const char* dflt = "") {
+  const char* v = getenv(name);
+  return v && *v ? v : dflt;
+}
+
+std::string Fixed(double v, const char* format) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+}  // namespace
+
+std::optional<Request> JobEventRequest(const GetEnv& getenv, const std::string& kind, int rank,
+                                       int64_t step, const std::string& node,
+                                       const EventFields& fields) {
+  const std::string socket = Var(getenv, "AUTOPAR_SOCKET");
+  const std::string job = Var(getenv, "SLURM_JOB_ID");
+  if (socket.empty() || job.empty()) return std::nullopt;
+  Request r;
+  r.op = Op::kEvent;
+  r.job_id = job;
+  r.kind = kind;
+  r.rank = rank;
+  r.step = step;
+  r.node = node;
+  r.detail = FormatEventFields(fields);
+  return r;
+}
+
+Status SendJobEvent(const GetEnv& getenv, const std::optional<Request>& request, int timeout_ms) {
+  if (!request) return Status::Ok();
+  auto reply = CallDaemonOk(Var(getenv, "AUTOPAR_SOCKET"), *request, timeout_ms);
+  if (!reply.ok()) return Status::Error("journalling " + request->kind + ": " + reply.message());
+  return Status::Ok();
+}
+
+std::optional<Request> RankExitRequest(const GetEnv& getenv, int rank, const std::string& node,
+                                       int exit_status, double run_s) {
+  EventFields f = {{"exit", std::to_string(exit_status)}};
+  if (exit_status > 128 && exit_status < 128 + 65) {
+    f.emplace_back("signal", std::to_string(exit_status - 128));
+  }
+  f.emplace_back("run_s", Fixed(run_s, "%.1f"));
+  return JobEventRequest(getenv, event_kind::kRankExit, rank, -1, node, f);
+}
+
+Status ReportRankExit(const GetEnv& getenv, int rank, const std::string& node, int exit_status,
+                      double run_s, int timeout_ms) {
+  auto r = RankExitRequest(getenv, rank, node, exit_status, run_s);
+  if (!r) return Status::Ok();
+  auto reply = CallDaemonOk(Var(getenv, "AUTOPAR_SOCKET"), *r, timeout_ms);
+  if (!reply.ok()) return Status::Error("reporting the exit to " + reply.message());
+  return Status::Ok();
+}
+
+bool FirstStepOfJob(const GetEnv& getenv) {
+  return Var(getenv, "SLURM_STEP_ID", "0") == "0" && Var(getenv, "SLURM_RESTART_COUNT", "0") == "0";
+}
+
+EventFields SubmittedFields(const GetEnv& getenv) {
+  const std::string json = Var(getenv, "AUTOPAR_PLAN_JSON");
+  if (json.empty()) return {{"plan", "none"}};
+  auto plan = PlanFromJson(json);
+  if (!plan) return {{"plan_error", plan.message()}};
+  const PlanCandidate& c = plan->chosen;
+  const Layout& l = c.layout;
+  return {{"model", plan->model_name},
+          {"gpus", std::to_string(plan->gpus)},
+          {"tp", std::to_string(l.tp)},
+          {"pp", std::to_string(l.pp)},
+          {"dp", std::to_string(l.dp)},
+          {"micro_batch", std::to_string(l.micro_batch)},
+          {"grad_accum", std::to_string(l.grad_accum)},
+          {"recompute", RecomputeName(l.recompute)},
+          {"optimizer_sharding", l.optimizer_sharding ? "1" : "0"},
+          {"mem_gib", Fixed(c.memory.total_gib, "%.1f")},
+          {"step_s", Fixed(c.step_time_s, "%.3f")}};
+}
+
+EventFields StepStartedFields(const GetEnv& getenv) {
+  return {{"step", Var(getenv, "SLURM_STEP_ID", "-")},
+          {"nodes", Var(getenv, "SLURM_STEP_NODELIST", Var(getenv, "SLURM_JOB_NODELIST", "-").c_str())},
+          {"ranks", Var(getenv, "SLURM_STEP_NUM_TASKS", Var(getenv, "SLURM_NTASKS", "1").c_str())},
+          {"restart", Var(getenv, "SLURM_RESTART_COUNT", "0")}};
+}
+
+}  // namespace autopar

@@ -1,0 +1,112 @@
+#include "autopar/launch_events.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "autopar/hardware.h"
+#include "autopar/model.h"
+#include "autopar/planner.h"
+#include "autopar/timeline.h"
+
+namespace autopar {
+namespace {
+
+TEST(RankExitTest, Request) {
+  std::map<std::string, std::string> env = {{"AUTOPAR_SOCKET", "/run/a.sock"},
+                                            {"SLURM_JOB_ID", "42"}};
+  GetEnv get = [&env](const char* k) -> const char* {
+    auto it = env.find(k);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  struct Case {
+    int status;
+    const char* detail;
+  } cases[] = {
+      {1, "exit=1 run_s=2.5"},
+      {137, "exit=137 signal=9 run_s=2.5"},
+      {255, "exit=255 run_s=2.5"},
+  };
+  for (const auto& c : cases) {
+    auto r = RankExitRequest(get, 3, "node2", c.status, 2.5);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->op, Op::kEvent);
+    EXPECT_EQ(r->kind, "rank_exit");
+    EXPECT_EQ(r->job_id, "42");
+    EXPECT_EQ(r->rank, 3);
+    EXPECT_EQ(r->node, "node2");
+    EXPECT_EQ(r->detail, c.detail);
+    EXPECT_TRUE(ValidateRequest(*r).ok()) << ValidateRequest(*r).message();
+  }
+  env.erase("AUTOPAR_SOCKET");
+  EXPECT_FALSE(RankExitRequest(get, 0, "n", 1, 0).has_value());
+  EXPECT_TRUE(ReportRankExit(get, 0, "n", 1, 0).ok());  // nobody to tell
+  env["AUTOPAR_SOCKET"] = "/nonexistent/autopard.sock";
+  Status s = ReportRankExit(get, 0, "n", 1, 0, 200);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/nonexistent/autopard.sock"), std::string::npos) << s.message();
+}
+
+GetEnv Lookup(const std::map<std::string, std::string>& env) {
+  return [&env](const char* k) -> const char* {
+    auto it = env.find(k);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(LaunchEventsTest, StepStoryFields) {
+  std::map<std::string, std::string> env = {
+      {"AUTOPAR_SOCKET", "/run/a.sock"}, {"SLURM_JOB_ID", "42"}, {"SLURM_STEP_ID", "0"},
+      {"SLURM_STEP_NODELIST", "node[1-2]"}, {"SLURM_JOB_NODELIST", "node[1-3]"},
+      {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_NTASKS", "6"}};
+  GetEnv get = Lookup(env);
+  EXPECT_TRUE(FirstStepOfJob(get));
+  EXPECT_EQ(FormatEventFields(StepStartedFields(get)), "step=0 nodes=node[1-2] ranks=4 restart=0");
+  auto r = JobEventRequest(get, event_kind::kStepStarted, 0, -1, "node1", StepStartedFields(get));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->kind, "step_started");
+  EXPECT_EQ(r->step, -1);
+  EXPECT_TRUE(ValidateRequest(*r).ok()) << ValidateRequest(*r).message();
+  EXPECT_EQ(FormatEventFields(SubmittedFields(get)), "plan=none");
+
+  env["SLURM_RESTART_COUNT"] = "1";  // a requeued run: not submitted again
+  EXPECT_FALSE(FirstStepOfJob(get));
+  env["SLURM_RESTART_COUNT"] = "0";
+  env["SLURM_STEP_ID"] = "3";        // a later srun of the batch script
+  EXPECT_FALSE(FirstStepOfJob(get));
+  env.erase("SLURM_STEP_NODELIST");
+  env.erase("SLURM_STEP_NUM_TASKS");
+  EXPECT_EQ(FormatEventFields(StepStartedFields(get)), "step=3 nodes=node[1-3] ranks=6 restart=0");
+
+  env["AUTOPAR_PLAN_JSON"] = "{not json";
+  EXPECT_EQ(SubmittedFields(get).at(0).first, "plan_error");
+}
+
+TEST(LaunchEventsTest, SubmittedCarriesThePlan) {
+  PlanRequest req;
+  auto model = ResolveModel("llama-2-7b");
+  auto gpu = ResolveGpuType("a100-80gb");
+  ASSERT_TRUE(model.ok() && gpu.ok());
+  req.model = *model;
+  req.gpu = *gpu;
+  req.gpus = 8;
+  req.gpus_per_node = 8;
+  req.global_batch = 64;
+  req.seq_len = 2048;
+  auto plan = PlanJob(req);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  std::map<std::string, std::string> env = {{"AUTOPAR_PLAN_JSON", PlanToJson(*plan, false)}};
+  EventFields f = SubmittedFields(Lookup(env));
+  std::map<std::string, std::string> m(f.begin(), f.end());
+  EXPECT_EQ(m["model"], "llama-2-7b");
+  EXPECT_EQ(m["gpus"], "8");
+  const Layout& l = plan->chosen.layout;
+  EXPECT_EQ(m["tp"], std::to_string(l.tp));
+  EXPECT_EQ(m["pp"], std::to_string(l.pp));
+  EXPECT_EQ(m["dp"], std::to_string(l.dp));
+  EXPECT_EQ(m["recompute"], RecomputeName(l.recompute));
+  EXPECT_FALSE(m["mem_gib"].empty());
+}
+
+}  // namespace
+}  // namespace autopar

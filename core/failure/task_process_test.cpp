@@ -1,0 +1,81 @@
+#include "autopar/task_process.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+namespace autopar {
+namespace {
+
+// A /proc/PID/stat line with the fields TaskProcessOf reads (ppid, starttime); the rest zeros.
+std::string Stat(int pid, const std::string& comm, int ppid, uint64_t start = 100) {
+  std::string s = std::to_string(pid) + " (" + comm + ") S " + std::to_string(ppid);
+  for (int field = 5; field <= 21; ++field) s += " 0";
+  return s + " " + std::to_string(start) + " 0 0 0\n";
+}
+
+class TaskProcessTest : public ::testing::Test {
+ protected:
+  ProcAccess Proc() {
+    ProcAccess p;
+    p.read_file = [this](const std::string& path) -> Result<std::string> {
+      auto it = files_.find(path);
+      if (it == files_.end()) return Status::Error(path + ": No such file or directory");
+      return it->second;
+    };
+    return p;
+  }
+  void Process(int pid, const std::string& comm, int ppid) {
+    files_["/proc/" + std::to_string(pid) + "/stat"] = Stat(pid, comm, ppid);
+  }
+  std::map<std::string, std::string> files_;
+};
+
+TEST(ProcStatTest, ParsesNamesWithSpacesAndParentheses) {
+  auto s = ParseProcStat(Stat(4242, "my prog) (x", 17, 98765));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->pid, 4242);
+  EXPECT_EQ(s->comm, "my prog) (x");
+  EXPECT_EQ(s->ppid, 17);
+  EXPECT_EQ(s->start_ticks, 98765u);
+  for (const char* bad : {"", "12", "12 (x) S", "x (y) S 1", "12 (x) S 1 2 3"}) {
+    EXPECT_FALSE(ParseProcStat(bad).has_value()) << bad;
+  }
+}
+
+TEST_F(TaskProcessTest, FindsTheProcessBelowTheLauncherOrSlurmstepd) {
+  Process(1, "systemd", 0);
+  Process(10, "slurmstepd", 1);
+  Process(20, "autopar-launch", 10);
+  Process(30, "bash", 20);       // the task's program: a shell script
+  Process(31, "bash", 30);       // a subshell of it
+  Process(32, "autopar", 31);    // `autopar heartbeat` run from the subshell
+  Process(40, "bash", 10);       // a task without the launcher
+  Process(41, "autopar", 40);
+  Process(50, "sshd", 1);        // not a Slurm task at all
+  Process(51, "autopar", 50);
+  struct Case {
+    int pid;
+    int task;  // 0: gone
+  } cases[] = {{32, 30}, {31, 30}, {30, 30}, {20, 20}, {41, 40}, {40, 40}, {51, 51}, {99, 0}};
+  for (const auto& c : cases) {
+    auto t = TaskProcessOf(c.pid, Proc());
+    if (c.task == 0) {
+      EXPECT_FALSE(t.has_value()) << c.pid;
+      continue;
+    }
+    ASSERT_TRUE(t.has_value()) << c.pid;
+    EXPECT_EQ(t->pid, c.task) << c.pid;
+  }
+}
+
+TEST_F(TaskProcessTest, AnUnreadableAncestorStopsTheWalkAtTheSender) {
+  Process(32, "autopar", 31);  // 31 is gone (e.g. a subshell that already exited)
+  auto t = TaskProcessOf(32, Proc());
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->pid, 32);
+}
+
+}  // namespace
+}  // namespace autopar

@@ -1,0 +1,52 @@
+// What autopar-launch tells its node's autopard for the job's timeline (issue 6, "One timeline"):
+// `event` requests with the kinds and fields of timeline.h.
+//
+//   rank_exit     exit=N [signal=S] run_s=SECONDS   any rank whose program ends with a non-zero
+//                 status on its own (a crashed rank); autopard's FailureHandler turns it into a
+//                 requeue decision. The exit status follows the shell's convention: 128+S for a
+//                 program killed by signal S, which is then also given as signal=S.
+//   submitted     the plan (model= gpus= tp= pp= dp= micro_batch= grad_accum= recompute=
+//                 optimizer_sharding= mem_gib= step_s=) or plan=none; rank 0 of the job's first
+//                 step (SLURM_STEP_ID 0 of run 0). autopard stamps it with the job's submit time.
+//   step_started  step= nodes= ranks= restart=        rank 0, before the rendezvous
+//   rendezvous    duration_s= ranks=                  rank 0, launcher start to rendezvous done
+//   resumed       (step N) from_job=                  rank 0, when a checkpoint was restored
+//   finished      exit=0 run_s=SECONDS                rank 0, when its program ended successfully
+//
+// Builders are pure (the task's variables through GetEnv); Send* talk to the socket. Reentrant.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "autopar/proto_client.h"
+#include "autopar/protocol.h"
+#include "autopar/status.h"
+#include "autopar/timeline.h"
+
+namespace autopar {
+
+// An event of the task's job, or nullopt when the task has no AUTOPAR_SOCKET or SLURM_JOB_ID
+// (autopar is not in use, so there is nobody to tell). `step` -1: none.
+std::optional<Request> JobEventRequest(const GetEnv& getenv, const std::string& kind, int rank,
+                                       int64_t step, const std::string& node,
+                                       const EventFields& fields);
+// Sends it (at most `timeout_ms`); OK when `request` is nullopt. Errors name the socket.
+Status SendJobEvent(const GetEnv& getenv, const std::optional<Request>& request, int timeout_ms);
+
+std::optional<Request> RankExitRequest(const GetEnv& getenv, int rank, const std::string& node,
+                                       int exit_status, double run_s);
+Status ReportRankExit(const GetEnv& getenv, int rank, const std::string& node, int exit_status,
+                      double run_s, int timeout_ms = 3000);
+
+// True for the first step of the job's first run: SLURM_STEP_ID 0 (or unset: not in a step) and
+// SLURM_RESTART_COUNT 0 or unset.
+bool FirstStepOfJob(const GetEnv& getenv);
+// submitted's fields from AUTOPAR_PLAN_JSON (plan=none without one; plan_error=... when it does
+// not parse).
+EventFields SubmittedFields(const GetEnv& getenv);
+// step_started's fields from SLURM_STEP_ID, SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST),
+// SLURM_STEP_NUM_TASKS (else SLURM_NTASKS) and SLURM_RESTART_COUNT (0 when unset).
+EventFields StepStartedFields(const GetEnv& getenv);
+
+}  // namespace autopar
