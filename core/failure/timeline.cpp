@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -251,13 +252,99 @@ Result<std::vector<JournalEvent>> DecodeEventsJson(std::string_view text) {
   return EventsFromJson(*v);
 }
 
-std::string PublishedJournalKey(const std::string& job_id, const std::string& node) {
+namespace {
+
+std::string NodeKeyName(const std::string& node) {
   std::string name = node.empty() ? "_" : node;
   for (char& c : name) {
     if (!KeyChar(c)) c = '_';
   }
   if (name == "." || name == "..") name = "_";
-  return PublishedJournalPrefix(job_id) + name + ".json";
+  return name;
+}
+
+bool EndsWith(std::string_view s, std::string_view tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// A non-negative decimal integer of 1..18 digits.
+bool ParseId(std::string_view s, int64_t* out) {
+  if (s.empty() || s.size() > 18) return false;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+std::string PublishedJournalKey(const std::string& job_id, const std::string& node) {
+  return PublishedJournalPrefix(job_id) + NodeKeyName(node) + ".json";
+}
+
+std::string PublishedSegmentKey(const std::string& job_id, const std::string& node,
+                                int64_t first_id, int64_t last_id) {
+  char range[64];
+  std::snprintf(range, sizeof(range), "%012lld-%012lld.json", static_cast<long long>(first_id),
+                static_cast<long long>(last_id));
+  return PublishedJournalPrefix(job_id) + NodeKeyName(node) + "/" + range;
+}
+
+bool ParsePublishedKey(const std::string& job_id, const std::string& key, PublishedKey* out) {
+  const std::string prefix = PublishedJournalPrefix(job_id);
+  if (key.compare(0, prefix.size(), prefix) != 0 || !EndsWith(key, ".json")) return false;
+  std::string_view rest(key);
+  rest.remove_prefix(prefix.size());
+  rest.remove_suffix(5);
+  PublishedKey k;
+  k.key = key;
+  const size_t slash = rest.find('/');
+  if (slash == std::string_view::npos) {
+    if (rest.empty()) return false;
+    k.node = std::string(rest);
+    k.whole = true;
+    k.last_id = INT64_MAX;
+  } else {
+    std::string_view range = rest.substr(slash + 1);
+    const size_t dash = range.find('-');
+    if (slash == 0 || dash == std::string_view::npos ||
+        !ParseId(range.substr(0, dash), &k.first_id) ||
+        !ParseId(range.substr(dash + 1), &k.last_id) || k.first_id > k.last_id) {
+      return false;
+    }
+    k.node = std::string(rest.substr(0, slash));
+  }
+  *out = std::move(k);
+  return true;
+}
+
+std::vector<PublishedKey> CoveringSegments(std::vector<PublishedKey> keys) {
+  // By node, then first_id ascending and last_id descending: a segment is contained in another
+  // exactly when an earlier one of its node reaches at least as far.
+  std::sort(keys.begin(), keys.end(), [](const PublishedKey& a, const PublishedKey& b) {
+    return std::make_tuple(a.node, !a.whole, a.first_id, -a.last_id) <
+           std::make_tuple(b.node, !b.whole, b.first_id, -b.last_id);
+  });
+  std::vector<PublishedKey> out;
+  std::string node;
+  int64_t reach = -1;
+  for (auto& k : keys) {
+    if (k.whole) {  // an earlier version's journal: read as it is (its events are not ids)
+      out.push_back(std::move(k));
+      continue;
+    }
+    if (k.node != node) {
+      node = k.node;
+      reach = -1;
+    }
+    if (k.last_id <= reach) continue;
+    reach = k.last_id;
+    out.push_back(std::move(k));
+  }
+  return out;
 }
 
 std::string PublishedJournalPrefix(const std::string& job_id) { return job_id + "/"; }

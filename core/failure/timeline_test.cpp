@@ -153,6 +153,67 @@ TEST(PublishedJournalTest, RoundTripAndKeys) {
   EXPECT_EQ(PublishedJournalKey("42", "n").rfind(PublishedJournalPrefix("42"), 0), 0u);
 }
 
+TEST(PublishedJournalTest, SegmentKeys) {
+  EXPECT_EQ(PublishedSegmentKey("42", "node1", 12, 345), "42/node1/000000000012-000000000345.json");
+  EXPECT_EQ(PublishedSegmentKey("42", "../x", 1, 1), "42/.._x/000000000001-000000000001.json");
+  struct Case {
+    std::string key;
+    bool ok;
+    std::string node;
+    int64_t first, last;
+    bool whole;
+  } cases[] = {
+      {"42/node1/000000000012-000000000345.json", true, "node1", 12, 345, false},
+      {"42/node1/7-7.json", true, "node1", 7, 7, false},
+      {"42/node1.json", true, "node1", 0, INT64_MAX, true},  // an earlier version's whole journal
+      {"42/node1/000000000012-000000000345.json.autopar-tmp-1", false, "", 0, 0, false},
+      {"42/node1/12-11.json", false, "", 0, 0, false},
+      {"42/node1/12.json", false, "", 0, 0, false},
+      {"42/node1/a-b.json", false, "", 0, 0, false},
+      {"42/node1/1-2/3-4.json", false, "", 0, 0, false},
+      {"42//1-2.json", false, "", 0, 0, false},
+      {"42/.json", false, "", 0, 0, false},
+      {"43/node1/1-2.json", false, "", 0, 0, false},
+      {"420/node1/1-2.json", false, "", 0, 0, false},
+  };
+  for (const auto& c : cases) {
+    PublishedKey k;
+    ASSERT_EQ(ParsePublishedKey("42", c.key, &k), c.ok) << c.key;
+    if (!c.ok) continue;
+    EXPECT_EQ(k.key, c.key);
+    EXPECT_EQ(k.node, c.node) << c.key;
+    EXPECT_EQ(k.first_id, c.first) << c.key;
+    EXPECT_EQ(k.last_id, c.last) << c.key;
+    EXPECT_EQ(k.whole, c.whole) << c.key;
+  }
+}
+
+TEST(PublishedJournalTest, CoveringSegmentsDropWhatACompactionReplaced) {
+  auto keys = [](std::vector<std::string> names) {
+    std::vector<PublishedKey> out;
+    for (const auto& n : names) {
+      PublishedKey k;
+      EXPECT_TRUE(ParsePublishedKey("42", n, &k)) << n;
+      out.push_back(k);
+    }
+    return out;
+  };
+  auto names = [](const std::vector<PublishedKey>& ks) {
+    std::vector<std::string> out;
+    for (const auto& k : ks) out.push_back(k.key);
+    return out;
+  };
+  // nodeA: 1-4 compacted from 1-1..4-4, whose deletion was interrupted (2-2 and 4-4 remain);
+  // nodeB: untouched segments; an earlier version's whole journal of nodeA is kept as it is.
+  std::vector<std::string> given = {"42/nodeB/3-3.json", "42/nodeA/4-4.json", "42/nodeA/1-4.json",
+                                    "42/nodeA/2-2.json", "42/nodeA/5-9.json", "42/nodeB/1-2.json",
+                                    "42/nodeA.json"};
+  EXPECT_EQ(names(CoveringSegments(keys(given))),
+            (std::vector<std::string>{"42/nodeA.json", "42/nodeA/1-4.json", "42/nodeA/5-9.json",
+                                      "42/nodeB/1-2.json", "42/nodeB/3-3.json"}));
+  EXPECT_TRUE(CoveringSegments({}).empty());
+}
+
 TEST(PublishedJournalTest, ErrorsNameTheField) {
   struct Case {
     const char* text;

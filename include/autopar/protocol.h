@@ -22,7 +22,8 @@
 //   events     job_id                                           events[] {time node job_id kind
 //                                                               rank step detail} (every node's
 //                                                               journal merged in time order)
-//                                                               [notes[]] (what is missing, for
+//                                                               [notes[]] (what is missing or
+//                                                               was cut to fit one line, for
 //                                                               stderr)
 //
 // restore with "probe": true only decides: the step a restore would pick (the latest COMPLETE

@@ -19,6 +19,7 @@
 // Pure functions; reentrant.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -84,9 +85,19 @@ Result<std::vector<JournalEvent>> DecodeEventsJson(std::string_view text);
 
 // ---- published journals (autopard's journal_uri) ---------------------------------------------
 // Every autopard publishes each job's events from its own journal to the site's journal store as
-// one object per job and node, rewritten whole (atomically) as events arrive:
-//   <job_id>/<node>.json = {"job_id": "42", "node": "node1", "uid": 1001, "updated": <epoch s>,
-//                           "events": [... as in EncodeEventsJson ...]}
+// append-only segments: each publication round writes one new object holding only the events
+// recorded since the last round (never rewriting earlier ones), named by the range of the node's
+// local journal ids it holds:
+//   <job_id>/<node>/<first_id>-<last_id>.json  (ids zero-padded to 12 digits) =
+//       {"job_id": "42", "node": "node1", "uid": 1001, "updated": <epoch s>,
+//        "events": [... as in EncodeEventsJson ...]}
+// A compaction replaces `fanout` segments of one level by one segment covering their range (the
+// events read again from the node's journal), then deletes them, so that a node holds
+// O(fanout * log(rounds)) segments and each event is rewritten O(log(rounds)) times. A reader
+// lists <job_id>/, keeps per node the segments not contained in another one (left over by a
+// compaction interrupted before its deletions: CoveringSegments) and merges their events.
+// Earlier versions wrote one whole object per node, <job_id>/<node>.json (same content): it is
+// still read, as a segment covering everything.
 // `uid` is the job's owner as Slurm knew it when the node published (-1: unknown), so that
 // `autopar events` can authorize a reader after Slurm has forgotten the job.
 struct PublishedJournal {
@@ -99,6 +110,24 @@ struct PublishedJournal {
 
 // "42/node1.json"; characters of `node` outside [A-Za-z0-9_.-] become '_'.
 std::string PublishedJournalKey(const std::string& job_id, const std::string& node);
+// "42/node1/000000000012-000000000345.json": the segment holding node1's events of job 42 with
+// local ids 12..345 (`node` as in PublishedJournalKey).
+std::string PublishedSegmentKey(const std::string& job_id, const std::string& node,
+                                int64_t first_id, int64_t last_id);
+// What a key under PublishedJournalPrefix(job_id) names: a segment (its node's name as in the
+// key, and its id range) or an earlier version's whole journal (whole: the range is everything).
+struct PublishedKey {
+  std::string key;
+  std::string node;  // as written in the key
+  int64_t first_id = 0;
+  int64_t last_id = 0;
+  bool whole = false;
+};
+// False for keys that are neither (temporary files, other names, deeper paths).
+bool ParsePublishedKey(const std::string& job_id, const std::string& key, PublishedKey* out);
+// The keys a reader needs, sorted by node, then first_id: a segment contained in another
+// segment of the same node (a compaction's input not yet deleted) is left out.
+std::vector<PublishedKey> CoveringSegments(std::vector<PublishedKey> keys);
 // "42/": the prefix under which every node's journal of the job lies.
 std::string PublishedJournalPrefix(const std::string& job_id);
 std::string EncodePublishedJournal(const PublishedJournal& journal);

@@ -83,7 +83,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
     t.backoff.max_elapsed = std::chrono::seconds(10);
     t.cancel = nullptr;  // not the uploader's: the shutdown's publication must go out
     d->publisher_ = std::make_unique<JournalPublisher>(
-        *store, d->config_.node, [self](const std::string& job) { return self->db_->Events(job); },
+        *store, d->config_.node, d->db_.get(),
         [self](const std::string& job) { return self->owners_->Owner(job); }, t);
   }
   return d;
@@ -581,7 +581,7 @@ Reply Daemon::Events(const Request& r, const Peer& peer) {
   auto read_published = [&] {
     if (read || !publisher_) return;
     read = true;
-    // This node's own publication is read too, for its recorded owner (after a restart).
+    // This node's own publication is read too, for the owner it recorded there.
     auto got = ReadPublishedJournals(publisher_->store(), r.job_id, "", publisher_->Transfer(),
                                      &reply.notes);
     if (got) {
@@ -595,7 +595,8 @@ Reply Daemon::Events(const Request& r, const Peer& peer) {
   Status allowed = auth_->CheckRecorded(peer, "events", r.job_id, [&] {
     read_published();
     std::vector<int64_t> uids;
-    if (publisher_) uids.push_back(publisher_->RecordedOwner(r.job_id));
+    auto recorded = db_->JobOwner(r.job_id);  // the owner this node recorded (publisher)
+    if (recorded.ok()) uids.push_back(*recorded);
     for (const auto& j : published) uids.push_back(j.uid);
     return uids;
   });
@@ -608,6 +609,8 @@ Reply Daemon::Events(const Request& r, const Peer& peer) {
     if (j.node != config_.node) journals.push_back(std::move(j.events));  // local: the truth
   }
   reply.events = MergeTimelines(journals);
+  // One protocol line (the newline and the notes added below fit in the margin).
+  FitEventsReply(&reply, kMaxLineBytes - 4096);
   if (!publisher_) {
     reply.notes.push_back("only the events recorded on " + config_.node +
                           ": other nodes' events need journal_uri in autopard.conf");

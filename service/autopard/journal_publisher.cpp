@@ -1,19 +1,24 @@
 #include "journal_publisher.h"
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 
 namespace autopar {
 
 JournalPublisher::JournalPublisher(std::shared_ptr<ObjectStore> store, std::string node,
-                                   Source source, OwnerOf owner_of, TransferOptions transfer,
-                                   std::chrono::milliseconds interval, std::function<double()> now)
+                                   StateDb* db, OwnerOf owner_of, TransferOptions transfer,
+                                   std::chrono::milliseconds interval, std::function<double()> now,
+                                   int fanout)
     : store_(std::move(store)),
       node_(std::move(node)),
-      source_(std::move(source)),
+      db_(db),
       owner_of_(std::move(owner_of)),
       transfer_(std::move(transfer)),
       interval_(interval),
-      now_(std::move(now)) {
+      now_(std::move(now)),
+      fanout_(static_cast<size_t>(std::max(2, fanout))) {
   if (!now_) {
     now_ = [] {
       return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
@@ -41,42 +46,84 @@ void JournalPublisher::Changed(const std::string& job_id) {
   cv_.notify_all();
 }
 
-int64_t JournalPublisher::RecordedOwner(const std::string& job_id) {
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = owners_.find(job_id);
-  return it == owners_.end() ? -1 : it->second;
+int64_t JournalPublisher::Owner(const std::string& job_id) {
+  auto recorded = db_->JobOwner(job_id);  // a job's owner never changes: Slurm is asked once
+  if (recorded.ok() && *recorded >= 0) return *recorded;
+  if (!owner_of_) return -1;
+  auto owner = owner_of_(job_id);
+  if (!owner.ok()) return -1;  // e.g. Slurm forgot the job before this node published
+  if (Status st = db_->SetJobOwner(job_id, *owner); !st) {
+    std::fprintf(stderr, "autopard: job %s: %s\n", job_id.c_str(), st.message().c_str());
+  }
+  return *owner;
 }
 
-Status JournalPublisher::Publish(const std::string& job_id) {
+Status JournalPublisher::PutSegment(const std::string& job_id, const JournalSegment& seg,
+                                    int64_t uid, const std::vector<StateDb::EventRow>* rows) {
+  std::vector<StateDb::EventRow> read;
+  if (!rows) {
+    auto got = db_->EventsBetween(job_id, seg.first_id, seg.last_id);
+    if (!got) return Status::Error("journal of job " + job_id + ": " + got.message());
+    read = std::move(*got);
+    rows = &read;
+  }
   PublishedJournal j;
   j.job_id = job_id;
   j.node = node_;
-  j.uid = RecordedOwner(job_id);  // a job's owner never changes: Slurm is asked once
-  if (j.uid < 0 && owner_of_) {
-    auto owner = owner_of_(job_id);
-    if (owner.ok()) {
-      j.uid = *owner;
-      std::lock_guard<std::mutex> l(mu_);
-      owners_[job_id] = j.uid;
-    }
-  }
-  if (j.uid < 0) {  // e.g. restarted after Slurm forgot the job: keep what was published
-    const std::string own = PublishedJournalKey(job_id, node_);
-    auto exists = ObjectExists(*store_, own, transfer_);
-    if (exists.ok() && *exists) {
-      auto text = GetSmallObject(*store_, own, transfer_);
-      if (text.ok()) {
-        auto old = DecodePublishedJournal(*text);
-        if (old.ok()) j.uid = old->uid;
-      }
-    }
-  }
-  auto events = source_(job_id);
-  if (!events) return Status::Error("journal of job " + job_id + ": " + events.message());
-  j.events = std::move(*events);
+  j.uid = uid;
   j.updated = now_();
-  const std::string key = PublishedJournalKey(job_id, node_);
+  j.events.reserve(rows->size());
+  for (const auto& r : *rows) j.events.push_back(r.event);
+  const std::string key = PublishedSegmentKey(job_id, node_, seg.first_id, seg.last_id);
   return PutSmallObject(*store_, key, EncodePublishedJournal(j), transfer_);  // names the key
+}
+
+Status JournalPublisher::Compact(const std::string& job_id, int64_t uid,
+                                 std::vector<JournalSegment>* segs) {
+  for (;;) {
+    const size_t n = segs->size();
+    if (n < fanout_) return Status::Ok();
+    const int level = segs->back().level;
+    size_t run = 0;
+    while (run < n && (*segs)[n - 1 - run].level == level) ++run;
+    if (run < fanout_) return Status::Ok();
+    const size_t from = n - run;
+    JournalSegment merged{(*segs)[from].first_id, segs->back().last_id, level + 1};
+    // Written first, recorded next, the inputs deleted last: a crash in between leaves inputs
+    // that readers skip (contained in `merged`) or a compaction that is redone.
+    if (Status st = PutSegment(job_id, merged, uid, nullptr); !st) return st;
+    std::vector<std::string> replaced;
+    for (size_t i = from; i < n; ++i) {
+      replaced.push_back(PublishedSegmentKey(job_id, node_, (*segs)[i].first_id,
+                                             (*segs)[i].last_id));
+    }
+    segs->resize(from);
+    segs->push_back(merged);
+    if (Status st = db_->SetJournalSegments(job_id, *segs); !st) return st;
+    StoreStatus del = store_->Delete(replaced);
+    if (!del.ok()) {
+      std::fprintf(stderr, "autopard: journal_uri: compacted segments of job %s left behind: %s\n",
+                   job_id.c_str(), del.message.c_str());
+    }
+  }
+}
+
+Status JournalPublisher::Publish(const std::string& job_id) {
+  auto segs = db_->JournalSegments(job_id);
+  if (!segs) return Status::Error("journal of job " + job_id + ": " + segs.message());
+  const int64_t uid = Owner(job_id);
+  const int64_t after = segs->empty() ? 0 : segs->back().last_id;
+  auto rows = db_->EventsBetween(job_id, after + 1, INT64_MAX);
+  if (!rows) return Status::Error("journal of job " + job_id + ": " + rows.message());
+  if (!rows->empty()) {
+    // Only the events since the last round. A crash before the segment is recorded redoes this
+    // round with the same first id: the same key, overwritten with at least the same events.
+    JournalSegment seg{rows->front().id, rows->back().id, 0};
+    if (Status st = PutSegment(job_id, seg, uid, &*rows); !st) return st;
+    segs->push_back(seg);
+    if (Status st = db_->SetJournalSegments(job_id, *segs); !st) return st;
+  }
+  return Compact(job_id, uid, &*segs);
 }
 
 Status JournalPublisher::Flush() {
@@ -120,34 +167,52 @@ void JournalPublisher::Loop() {
   }
 }
 
-Result<std::vector<PublishedJournal>> ReadPublishedJournals(ObjectStore& store,
-                                                            const std::string& job_id,
-                                                            const std::string& skip_node,
-                                                            const TransferOptions& transfer,
-                                                            std::vector<std::string>* problems) {
+namespace {
+
+// One listing and reading of the job's journals; *vanished is set when a listed segment was gone
+// (deleted by a compaction since the listing).
+Result<std::vector<PublishedJournal>> ReadOnce(ObjectStore& store, const std::string& job_id,
+                                               const std::string& skip_node,
+                                               const TransferOptions& transfer,
+                                               std::vector<std::string>* problems,
+                                               bool* vanished) {
   auto objects = ListObjects(store, PublishedJournalPrefix(job_id), transfer);
   if (!objects) return Status::Error(store.Describe() + ": " + objects.message());
-  const std::string own = skip_node.empty() ? "" : PublishedJournalKey(job_id, skip_node);
-  std::vector<PublishedJournal> out;
+  std::vector<PublishedKey> keys;
   for (const auto& o : *objects) {
-    const std::string& key = o.key;
-    if (key == own || key.size() < 5 || key.compare(key.size() - 5, 5, ".json") != 0 ||
-        key.find('/', PublishedJournalPrefix(job_id).size()) != std::string::npos) {
+    PublishedKey k;
+    if (ParsePublishedKey(job_id, o.key, &k)) keys.push_back(std::move(k));
+  }
+  // The reader's own node as it appears in keys (PublishedJournalKey's sanitized form).
+  PublishedKey own;
+  const bool skip = !skip_node.empty() &&
+                    ParsePublishedKey(job_id, PublishedJournalKey(job_id, skip_node), &own);
+  std::vector<PublishedJournal> out;
+  for (const auto& k : CoveringSegments(std::move(keys))) {
+    if (skip && k.node == own.node) continue;
+    // Trusted only as autopard wrote it (file://: root's files in root's directories): a
+    // journal someone else could have written or replaced could claim any owner.
+    if (Status st = store.CheckWrittenOnlyByUs(k.key); !st) {
+      problems->push_back(store.Describe() + "/" + k.key + ": ignored: " + st.message());
       continue;
     }
-    auto text = GetSmallObject(store, key, transfer);
+    auto text = GetSmallObject(store, k.key, transfer);
     if (!text) {
+      if (!k.whole && text.message().find(": object not found") != std::string::npos) {
+        *vanished = true;
+        return out;
+      }
       problems->push_back(text.message());  // names the object
       continue;
     }
     auto j = DecodePublishedJournal(*text);
     if (!j) {
-      problems->push_back(store.Describe() + "/" + key + ": " + j.message());
+      problems->push_back(store.Describe() + "/" + k.key + ": " + j.message());
       continue;
     }
     if (j->job_id != job_id) {
-      problems->push_back(store.Describe() + "/" + key + ": holds job " + j->job_id + ", not " +
-                          job_id);
+      problems->push_back(store.Describe() + "/" + k.key + ": holds job " + j->job_id +
+                          ", not " + job_id);
       continue;
     }
     std::vector<JournalEvent> kept;
@@ -158,6 +223,81 @@ Result<std::vector<PublishedJournal>> ReadPublishedJournals(ObjectStore& store,
     out.push_back(std::move(*j));
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<PublishedJournal>> ReadPublishedJournals(ObjectStore& store,
+                                                            const std::string& job_id,
+                                                            const std::string& skip_node,
+                                                            const TransferOptions& transfer,
+                                                            std::vector<std::string>* problems) {
+  for (int attempt = 1;; ++attempt) {
+    std::vector<std::string> found;
+    bool vanished = false;
+    auto got = ReadOnce(store, job_id, skip_node, transfer, &found, &vanished);
+    if (!got || !vanished || attempt == 3) {
+      if (vanished) found.push_back(store.Describe() + "/" + PublishedJournalPrefix(job_id) +
+                                    ": segments kept changing while read (compactions); "
+                                    "some events may be missing");
+      problems->insert(problems->end(), found.begin(), found.end());
+      return got;
+    }
+  }
+}
+
+bool FitEventsReply(Reply* reply, size_t max_bytes) {
+  auto fits = [&] { return EncodeReply(Op::kEvents, *reply).size() <= max_bytes; };
+  if (fits()) return false;
+  constexpr size_t kMinDetail = 256;
+  std::vector<std::string> originals;
+  size_t longest = 0;
+  for (const auto& e : reply->events) {
+    originals.push_back(e.detail);
+    longest = std::max(longest, e.detail.size());
+  }
+  size_t cut_events = 0;
+  for (size_t cap = longest / 2; longest > kMinDetail; cap /= 2) {
+    cap = std::max(cap, kMinDetail);
+    cut_events = 0;
+    for (size_t i = 0; i < originals.size(); ++i) {
+      const std::string& d = originals[i];
+      if (d.size() <= cap) continue;
+      size_t keep = cap;
+      while (keep > 0 && (static_cast<unsigned char>(d[keep]) & 0xC0) == 0x80) --keep;  // UTF-8
+      reply->events[i].detail = d.substr(0, keep) + " [... " + std::to_string(d.size() - keep) +
+                                " bytes cut to fit the reply]";
+      ++cut_events;
+    }
+    if (fits() || cap == kMinDetail) break;
+  }
+  if (cut_events) {
+    reply->notes.push_back(std::to_string(cut_events) + " event details (stack dumps) cut to fit "
+                           "the reply's " + std::to_string(max_bytes) + " bytes; each node's own "
+                           "journal keeps them whole");
+  }
+  if (fits()) return true;
+  // Still too long: the earliest events go (the least number that fits, by bisection).
+  std::vector<JournalEvent> all = std::move(reply->events);
+  reply->notes.emplace_back();
+  auto drop = [&](size_t n) {  // the events but the first n, with the note saying so
+    reply->events.assign(all.begin() + static_cast<std::ptrdiff_t>(n), all.end());
+    reply->notes.back() = "the earliest " + std::to_string(n) + " of " +
+                          std::to_string(all.size()) + " events left out to fit the reply's " +
+                          std::to_string(max_bytes) + " bytes";
+  };
+  size_t lo = 1, hi = all.size();  // dropping every event is the last resort
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    drop(mid);
+    if (fits()) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  drop(lo);
+  return true;
 }
 
 }  // namespace autopar

@@ -36,6 +36,12 @@ CREATE TABLE IF NOT EXISTS journal(
   job_id TEXT NOT NULL, kind TEXT NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL,
   detail TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS journal_job ON journal(job_id, time);
+CREATE INDEX IF NOT EXISTS journal_job_id ON journal(job_id, id);
+CREATE TABLE IF NOT EXISTS job_owners(
+  job_id TEXT PRIMARY KEY, uid INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS journal_segments(
+  job_id TEXT NOT NULL, first_id INTEGER NOT NULL, last_id INTEGER NOT NULL,
+  level INTEGER NOT NULL, PRIMARY KEY(job_id, first_id));
 CREATE TABLE IF NOT EXISTS heartbeats(
   job_id TEXT NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL, time REAL NOT NULL,
   PRIMARY KEY(job_id, rank));
@@ -402,6 +408,64 @@ Result<std::vector<JournalEvent>> StateDb::Events(const std::string& job_id) {
     return {r.Real(0), r.Text(1), r.Text(2), r.Text(3), static_cast<int>(r.Int(4)), r.Int(5),
             r.Text(6)};
   });
+}
+
+Result<std::vector<StateDb::EventRow>> StateDb::EventsBetween(const std::string& job_id,
+                                                              int64_t first_id, int64_t last_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "SELECT id, time, node, job_id, kind, rank, step, detail FROM journal "
+              "WHERE job_id=? AND id>=? AND id<=? ORDER BY id");
+  s.Bind(job_id).Bind(first_id).Bind(last_id);
+  return ReadRows<EventRow>(s, "journal", [](const Stmt& r) -> EventRow {
+    return {r.Int(0), {r.Real(1), r.Text(2), r.Text(3), r.Text(4), static_cast<int>(r.Int(5)),
+                       r.Int(6), r.Text(7)}};
+  });
+}
+
+Status StateDb::SetJobOwner(const std::string& job_id, uint32_t uid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "INSERT OR REPLACE INTO job_owners(job_id, uid) VALUES(?,?)");
+  s.Bind(job_id).Bind(int64_t{uid});
+  return Run(s, "job owner");
+}
+
+Result<int64_t> StateDb::JobOwner(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "SELECT uid FROM job_owners WHERE job_id=?");
+  s.Bind(job_id);
+  auto rows = ReadRows<int64_t>(s, "job owner", [](const Stmt& r) -> int64_t { return r.Int(0); });
+  if (!rows) return rows.status();
+  return rows->empty() ? int64_t{-1} : rows->front();
+}
+
+Result<std::vector<JournalSegment>> StateDb::JournalSegments(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "SELECT first_id, last_id, level FROM journal_segments WHERE job_id=? "
+              "ORDER BY first_id");
+  s.Bind(job_id);
+  return ReadRows<JournalSegment>(s, "journal segments", [](const Stmt& r) -> JournalSegment {
+    return {r.Int(0), r.Int(1), static_cast<int>(r.Int(2))};
+  });
+}
+
+Status StateDb::SetJournalSegments(const std::string& job_id,
+                                   const std::vector<JournalSegment>& segments) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Status st = Exec(db_, "BEGIN IMMEDIATE"); !st) return st;
+  Status st = Status::Ok();
+  {
+    Stmt del(db_, "DELETE FROM journal_segments WHERE job_id=?");
+    del.Bind(job_id);
+    st = Run(del, "journal segments");
+  }
+  for (const auto& g : segments) {
+    if (!st) break;
+    Stmt ins(db_, "INSERT INTO journal_segments(job_id, first_id, last_id, level) VALUES(?,?,?,?)");
+    ins.Bind(job_id).Bind(g.first_id).Bind(g.last_id).Bind(int64_t{g.level});
+    st = Run(ins, "journal segments");
+  }
+  if (Status end = Exec(db_, st.ok() ? "COMMIT" : "ROLLBACK"); !end && st.ok()) st = end;
+  return st;
 }
 
 Status StateDb::Heartbeat(const std::string& job_id, int rank, int64_t step, double time) {

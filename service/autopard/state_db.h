@@ -71,6 +71,14 @@ enum class CommitSync {
   kFull,    // and fdatasync'ed: survives a power loss or kernel crash too
 };
 
+// One published segment of a job's journal (journal_publisher.h): the node's events of the job
+// with local journal ids in [first_id, last_id], written at compaction `level` (0: one round).
+struct JournalSegment {
+  int64_t first_id = 0;
+  int64_t last_id = 0;
+  int level = 0;
+};
+
 class StateDb {
  public:
   // Opens (creating) the database file; sets WAL, the commit connection's synchronous mode
@@ -125,6 +133,23 @@ class StateDb {
   Status AddEvent(const JournalEvent& event);
   Result<std::vector<JournalEvent>> Events(const std::string& job_id);
   Status Heartbeat(const std::string& job_id, int rank, int64_t step, double time);
+
+  // A journal event with its local id (increasing in the order events were added, across jobs).
+  struct EventRow {
+    int64_t id = 0;
+    JournalEvent event;
+  };
+  // The job's events with first_id <= id <= last_id, in id order.
+  Result<std::vector<EventRow>> EventsBetween(const std::string& job_id, int64_t first_id,
+                                              int64_t last_id);
+  // The job's owner as this node learnt it from Slurm (one row per job: the durable owner
+  // record; -1 when none was recorded).
+  Status SetJobOwner(const std::string& job_id, uint32_t uid);
+  Result<int64_t> JobOwner(const std::string& job_id);
+  // The job's journal segments this node has published, by first_id; replaced all at once (one
+  // transaction).
+  Result<std::vector<JournalSegment>> JournalSegments(const std::string& job_id);
+  Status SetJournalSegments(const std::string& job_id, const std::vector<JournalSegment>& segments);
 
  private:
   StateDb(sqlite3* commit_db, sqlite3* db) : commit_db_(commit_db), db_(db) {}

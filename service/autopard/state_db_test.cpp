@@ -142,6 +142,38 @@ TEST_F(StateDbTest, FailedCommitsToRetrySurviveReopenAndOldDatabasesUpgrade) {
   EXPECT_EQ((*db)->RetryableCommits("s3://b/p")->size(), 0u);
 }
 
+TEST_F(StateDbTest, JournalOwnersAndSegmentsSurviveReopen) {
+  {
+    auto db = StateDb::Open(path_, CommitSync::kNormal);
+    ASSERT_TRUE(db.ok()) << db.message();
+    for (const char* job : {"7", "8", "7", "7"}) {
+      ASSERT_TRUE((*db)->AddEvent({1.0, "n1", job, "e", -1, -1, ""}).ok());
+    }
+    ASSERT_TRUE((*db)->SetJobOwner("7", 1001).ok());
+    ASSERT_TRUE((*db)->SetJournalSegments("7", {{1, 1, 0}, {3, 3, 0}}).ok());
+    ASSERT_TRUE((*db)->SetJournalSegments("7", {{1, 3, 1}, {4, 4, 0}}).ok());  // replaced whole
+    ASSERT_TRUE((*db)->SetJournalSegments("8", {{2, 2, 0}}).ok());
+  }
+  auto db = StateDb::Open(path_, CommitSync::kNormal);
+  ASSERT_TRUE(db.ok()) << db.message();
+  EXPECT_EQ(*(*db)->JobOwner("7"), 1001);
+  EXPECT_EQ(*(*db)->JobOwner("8"), -1);
+  auto segs = (*db)->JournalSegments("7");
+  ASSERT_TRUE(segs.ok()) << segs.message();
+  ASSERT_EQ(segs->size(), 2u);
+  EXPECT_EQ((*segs)[0].first_id, 1);
+  EXPECT_EQ((*segs)[0].last_id, 3);
+  EXPECT_EQ((*segs)[0].level, 1);
+  EXPECT_EQ((*segs)[1].first_id, 4);
+  // Only the job's events, by id, within the range.
+  auto rows = (*db)->EventsBetween("7", 2, 4);
+  ASSERT_TRUE(rows.ok()) << rows.message();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].id, 3);
+  EXPECT_EQ((*rows)[1].id, 4);
+  EXPECT_EQ((*rows)[1].event.job_id, "7");
+}
+
 TEST_F(StateDbTest, UnopenableDatabaseNamesThePath) {
   auto db = StateDb::Open("/nonexistent-dir/x.db");
   ASSERT_FALSE(db.ok());

@@ -12,7 +12,7 @@ import re
 import signal
 import time
 
-from conftest import PYTHON, SOURCE_DIR, run, sbatch, wait_job
+from conftest import PYTHON, SOURCE_DIR, cluster_dir, run, sbatch, wait_job
 from test_requeue_faults import CLI, LAUNCH, TRAIN, cluster_script, node_of_rank, rank_pid, \
     sockets, wait_step
 
@@ -96,6 +96,12 @@ srun --mpi=pmix {LAUNCH} -- {PYTHON} {TRAIN} --steps 16 --every 4 --step-sleep 0
                if e["kind"] == "rendezvous"), story
     assert story[5]["step"] >= 0 and story[5]["fields"]["from_job"] == job, story
     assert story[6]["fields"]["exit"] == "0" and story[6]["time"] > requeue[0]["time"], story
+
+    # Published as append-only segments, one directory per node (timeline.h).
+    published = sorted((cluster_dir() / "journal" / job).rglob("*.json"))
+    assert published and all(re.fullmatch(r"\d{12}-\d{12}\.json", p.name) for p in published), \
+        published
+    assert {p.parent.name for p in published} >= {crashed_node}, published
 
     # The table shows the same events in the same order.
     p = run([str(CLI), "events", job, "--socket", str(outsider)], check=True)
