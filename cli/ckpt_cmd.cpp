@@ -4,7 +4,7 @@
 //   autopar heartbeat --step N [--rank R] [--socket PATH]
 //   autopar ckpt ls URI|JOBID [--json] [--socket PATH]
 //   autopar ckpt status [--job JOBID] [--json] [--socket PATH]
-//   autopar events JOBID [--json] [--socket PATH]
+//   autopar events JOBID [--json] [--all] [--socket PATH]
 // The socket defaults to AUTOPAR_SOCKET (set inside jobs), then /run/autopard/autopard.sock.
 
 #include <cerrno>
@@ -30,6 +30,7 @@ struct Args {
   int64_t step = -1;
   int rank = -1;
   bool json = false;
+  bool all = false;  // events: every per-rank row
   bool help = false;
 };
 
@@ -63,6 +64,8 @@ Result<Args> ParseArgs(int argc, char** argv) {
       a.help = true;
     } else if (s == "--json") {
       a.json = true;
+    } else if (s == "--all") {
+      a.all = true;
     } else if (s == "--socket" || s == "--job" || s == "--step" || s == "--rank") {
       auto v = take();
       if (!v) return v.status();
@@ -244,9 +247,10 @@ int RunEventsCommand(int argc, char** argv) {
   auto args = ParseArgs(argc, argv);
   if (!args) return Fail("events", args.message(), 2);
   if (args->help || args->positional.size() != 1) {
-    std::fputs("usage: autopar events JOBID [--json] [--socket PATH]\n"
+    std::fputs("usage: autopar events JOBID [--json] [--all] [--socket PATH]\n"
                "  every node's journal of the job merged in time order (autopard's journal_uri),\n"
-               "  as a table or --json; works after the job has ended\n",
+               "  as a table or --json; works after the job has ended. The table folds per-rank\n"
+               "  checkpoint rows into one per step (--all: every row; --json has them all)\n",
                args->help ? stdout : stderr);
     return args->help ? 0 : 2;
   }
@@ -260,7 +264,7 @@ int RunEventsCommand(int argc, char** argv) {
   // whatever the daemon's version.
   std::vector<JournalEvent> events = MergeTimelines({reply->events});
   const std::string out = args->json ? EncodeEventsJson(r.job_id, events)
-                                     : RenderEventsTable(r.job_id, events);
+                                     : RenderEventsTable(r.job_id, events, !args->all);
   std::fputs(out.c_str(), stdout);
   return 0;
 }

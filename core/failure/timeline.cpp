@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <memory>
 #include <set>
 #include <tuple>
@@ -153,14 +154,84 @@ std::string FormatEventTime(double epoch_s, bool iso) {
   return buf;
 }
 
-std::string RenderEventsTable(const std::string& job_id, const std::vector<JournalEvent>& events) {
-  if (events.empty()) return "no events for job " + job_id + "\n";
+namespace {
+
+bool PerRankKind(const std::string& kind) {
+  return kind == event_kind::kCkptCommitted || kind == event_kind::kCkptUploaded ||
+         kind == event_kind::kCkptComplete || kind == "ckpt_restored" || kind == "fresh_start";
+}
+
+// "0-3,5,7-8" for a sorted set.
+std::string RankList(const std::set<int>& ranks) {
+  std::string out;
+  for (auto it = ranks.begin(); it != ranks.end();) {
+    int first = *it, last = *it;
+    for (++it; it != ranks.end() && *it == last + 1; ++it) last = *it;
+    if (!out.empty()) out += ",";
+    out += std::to_string(first) + (last > first ? "-" + std::to_string(last) : "");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<JournalEvent> FoldPerRankEvents(const std::vector<JournalEvent>& events,
+                                            size_t* folded) {
+  struct Group {
+    size_t row;  // index into out
+    std::string first_detail;
+    std::set<std::string> nodes;
+    std::set<int> ranks;
+    size_t count = 0;
+  };
+  std::vector<JournalEvent> out;
+  std::vector<Group> groups;
+  std::map<std::pair<std::string, int64_t>, size_t> open;  // (kind, step) -> groups index
+  for (const auto& e : events) {
+    if (e.kind == event_kind::kStepStarted || e.kind == event_kind::kRequeue) open.clear();
+    if (!PerRankKind(e.kind)) {
+      out.push_back(e);
+      continue;
+    }
+    auto key = std::make_pair(e.kind, e.step);
+    auto it = open.find(key);
+    if (it == open.end()) {
+      it = open.emplace(key, groups.size()).first;
+      groups.push_back({out.size(), e.detail, {}, {}, 0});
+      out.push_back(e);
+    }
+    Group& g = groups[it->second];
+    g.count++;
+    if (!e.node.empty()) g.nodes.insert(e.node);
+    if (e.rank >= 0) g.ranks.insert(e.rank);
+  }
+  for (const auto& g : groups) {
+    if (g.count < 2) continue;
+    JournalEvent& row = out[g.row];
+    if (g.nodes.size() > 1) row.node = *g.nodes.begin() + "+" + std::to_string(g.nodes.size() - 1);
+    if (g.ranks.size() != 1) row.rank = -1;
+    row.detail = std::to_string(g.count) + " events" +
+                 (g.ranks.empty() ? std::string() : ", ranks " + RankList(g.ranks)) + " on " +
+                 std::to_string(g.nodes.size()) + (g.nodes.size() == 1 ? " node: " : " nodes: ") +
+                 g.first_detail;
+  }
+  if (folded) *folded = events.size() - out.size();
+  return out;
+}
+
+std::string RenderEventsTable(const std::string& job_id, const std::vector<JournalEvent>& all,
+                              bool fold_per_rank) {
+  if (all.empty()) return "no events for job " + job_id + "\n";
+  size_t saved = 0;
+  const std::vector<JournalEvent> events = fold_per_rank ? FoldPerRankEvents(all, &saved) : all;
   size_t node_w = 4, kind_w = 4;
   std::set<std::string> nodes;
+  for (const auto& e : all) {
+    if (!e.node.empty()) nodes.insert(e.node);
+  }
   for (const auto& e : events) {
     node_w = std::max(node_w, e.node.size());
     kind_w = std::max(kind_w, e.kind.size());
-    if (!e.node.empty()) nodes.insert(e.node);
   }
   auto pad = [](std::string s, size_t w) {
     if (s.size() < w) s.append(w - s.size(), ' ');
@@ -181,8 +252,13 @@ std::string RenderEventsTable(const std::string& job_id, const std::vector<Journ
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
   }
-  out += std::to_string(events.size()) + (events.size() == 1 ? " event" : " events") + " from " +
-         std::to_string(nodes.size()) + (nodes.size() == 1 ? " node" : " nodes") + "\n";
+  out += std::to_string(all.size()) + (all.size() == 1 ? " event" : " events") + " from " +
+         std::to_string(nodes.size()) + (nodes.size() == 1 ? " node" : " nodes");
+  if (saved > 0) {
+    out += " (per-rank checkpoint events folded into " +
+           std::to_string(events.size()) + " rows; --all shows each)";
+  }
+  out += "\n";
   return out;
 }
 

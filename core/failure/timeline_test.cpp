@@ -80,6 +80,46 @@ TEST(TimelineTest, TableRendering) {
   EXPECT_EQ(RenderEventsTable("42", {}), "no events for job 42\n");
 }
 
+TEST(TimelineTest, PerRankCheckpointRowsFoldPerStepAndRun) {
+  std::vector<JournalEvent> events = {
+      Ev(1, "node1", "step_started", 0, -1, "restart=0"),
+      Ev(2, "node1", "ckpt_committed", 0, 5, "10 bytes"),
+      Ev(2.1, "node2", "ckpt_committed", 2, 5, "12 bytes"),
+      Ev(2.2, "node1", "ckpt_committed", 1, 5, "11 bytes"),
+      Ev(2.3, "node2", "ckpt_committed", 3, 5, "13 bytes"),
+      Ev(3, "node2", "ckpt_complete", -1, 5, "manifest"),
+      Ev(3.1, "node1", "ckpt_complete", -1, 5, "manifest"),
+      Ev(4, "node1", "ckpt_committed", 0, 9, "10 bytes"),  // one rank only: unchanged
+      Ev(5, "node2", "failure", 3, -1, "class=rank-crash"),
+      Ev(6, "node2", "requeue", -1, -1, "attempt=1"),
+      Ev(7, "node1", "ckpt_restored", 0, 5, "a"),  // a new run: not folded with the old ones
+      Ev(7.1, "node2", "ckpt_restored", 2, 5, "b"),
+  };
+  size_t saved = 0;
+  auto rows = FoldPerRankEvents(events, &saved);
+  EXPECT_EQ(saved, 5u);
+  std::vector<std::string> got;
+  for (const auto& e : rows) {
+    got.push_back(e.node + "|" + std::to_string(e.rank) + "|" + e.kind + "|" + e.detail);
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "node1|0|step_started|restart=0",
+                     "node1+1|-1|ckpt_committed|4 events, ranks 0-3 on 2 nodes: 10 bytes",
+                     "node1+1|-1|ckpt_complete|2 events on 2 nodes: manifest",
+                     "node1|0|ckpt_committed|10 bytes",
+                     "node2|3|failure|class=rank-crash",
+                     "node2|-1|requeue|attempt=1",
+                     "node1+1|-1|ckpt_restored|2 events, ranks 0,2 on 2 nodes: a",
+                 }));
+  std::string table = RenderEventsTable("42", events, /*fold_per_rank=*/true);
+  EXPECT_NE(table.find("\n12 events from 2 nodes (per-rank checkpoint events folded into 7 rows; "
+                       "--all shows each)\n"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(RenderEventsTable("42", events, true).size() < RenderEventsTable("42", events).size(),
+            true);
+}
+
 TEST(TimelineTest, JsonRoundTrip) {
   std::vector<JournalEvent> events = {
       Ev(1000.125, "node1", "submitted", -1, -1, "plan=\"tp=1,pp=1,dp=4\""),

@@ -74,8 +74,20 @@ std::vector<JournalEvent> MergeTimelines(const std::vector<std::vector<JournalEv
 // "2026-11-30 09:01:02.345" (sep ' ') or "2026-11-30T09:01:02.345Z" (iso = true); UTC.
 std::string FormatEventTime(double epoch_s, bool iso);
 
-// The table above, ending with "N events from M nodes" (or "no events for job J").
-std::string RenderEventsTable(const std::string& job_id, const std::vector<JournalEvent>& events);
+// Per-rank checkpoint rows folded into one per step and run, for people: events of kinds
+// ckpt_committed, ckpt_uploaded, ckpt_complete, ckpt_restored and fresh_start with the same kind
+// and step, between two run boundaries (step_started, requeue), become one row at the first one's
+// time: its node ("node1+3" for several), rank (-1 for several) and the detail
+// "<N> events, ranks <list> on <M> nodes: <first detail>" (without ", ranks ..." for events of
+// no rank); the node shown is the first by name. Other events are kept as they are.
+// `folded` (may be null) gets how many rows were saved.
+std::vector<JournalEvent> FoldPerRankEvents(const std::vector<JournalEvent>& events,
+                                            size_t* folded = nullptr);
+
+// The table above, ending with "N events from M nodes" (or "no events for job J"). With
+// `fold_per_rank`, rows are FoldPerRankEvents' and the summary says how many were folded.
+std::string RenderEventsTable(const std::string& job_id, const std::vector<JournalEvent>& events,
+                              bool fold_per_rank = false);
 
 // The --json form above (one line per event for readable diffs), ending with a newline.
 std::string EncodeEventsJson(const std::string& job_id, const std::vector<JournalEvent>& events);

@@ -104,10 +104,18 @@ srun --mpi=pmix {LAUNCH} -- {PYTHON} {TRAIN} --steps 16 --every 4 --step-sleep 0
     assert {p.parent.name for p in published} >= {crashed_node}, published
 
     # The table shows the same events in the same order.
-    p = run([str(CLI), "events", job, "--socket", str(outsider)], check=True)
+    p = run([str(CLI), "events", job, "--all", "--socket", str(outsider)], check=True)
     rows, summary = table_rows(p.stdout)
     assert rows == [(e["node"], e["rank"], e["step"], e["kind"]) for e in evs], p.stdout
     assert summary == f"{len(evs)} events from {len(nodes)} nodes", summary
+    # By default the per-rank checkpoint rows of a step fold into one (both ranks commit each).
+    p = run([str(CLI), "events", job, "--socket", str(outsider)], check=True)
+    lines = p.stdout.rstrip("\n").split("\n")
+    assert len(lines) < len(evs) + 2, p.stdout
+    assert lines[-1].startswith(f"{len(evs)} events from {len(nodes)} nodes (per-rank checkpoint "
+                                "events folded into "), lines[-1]
+    assert any("ckpt_committed" in line and "2 events, ranks 0-1 on 2 nodes" in line
+               for line in lines), p.stdout
 
     # Another user is refused with one clear line.
     p = run(["runuser", "-u", TEST_USER, "--", str(CLI), "events", job, "--socket", str(outsider)])
