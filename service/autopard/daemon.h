@@ -1,7 +1,8 @@
 // autopard's request handling: one Daemon per process, holding the configuration, the state
 // database, the job-owner lookup and the uploader. Serve() accepts connections on the Unix socket
-// (threads that wait in accept() serve one connection each; see Accept), identifies each peer with SO_PEERCRED and answers each request
-// line with one reply line (protocol.h). Handle() is the socket-free core, used by tests.
+// (threads waiting in accept() serve one connection each; see Accept), identifies each peer with
+// SO_PEERCRED and answers each request line with one reply line (protocol.h). Handle() is the
+// socket-free core, used by tests.
 //
 // Thread safety: Handle() may be called from many threads at once.
 #pragma once
