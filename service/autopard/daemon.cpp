@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include <json/json.h>
@@ -27,6 +29,29 @@
 
 namespace autopar {
 namespace {
+
+// AUTOPARD_TRACE_REQUESTS=1 (diagnosis, off by default): one stderr line per request, "autopard:
+// trace <op> at=<CLOCK_MONOTONIC us at the start>: <phase>=<us since the start> ...", the
+// start being the accept (for a connection's later requests: the previous reply).
+struct Trace {
+  std::chrono::steady_clock::time_point t0;
+  std::string marks;
+  void Mark(const char* what) {
+    marks += ' ';
+    marks += what;
+    marks += '=';
+    marks += std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::steady_clock::now() - t0).count());
+  }
+};
+thread_local Trace* g_trace = nullptr;
+const bool kTrace = [] {
+  const char* e = std::getenv("AUTOPARD_TRACE_REQUESTS");
+  return e && *e && std::string(e) != "0";
+}();
+void Mark(const char* what) {
+  if (g_trace) g_trace->Mark(what);
+}
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -162,22 +187,70 @@ Status Daemon::Serve() {
   }
   std::fprintf(stderr, "autopard: node %s serving on %s (state %s)\n", config_.node.c_str(),
                path.c_str(), config_.state_dir.c_str());
+  auto listener = std::make_shared<Listener>(lfd);
+  for (int i = 0; i < kIdleAcceptors; ++i) StartAcceptor(listener);
   while (!stop_) {
-    pollfd p[2] = {{lfd, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    int n = poll(p, 2, -1);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (p[1].revents) break;
-    if (!(p[0].revents & POLLIN)) continue;
-    int cfd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (cfd < 0) continue;
-    std::thread([this, cfd] { ServeConnection(cfd); }).detach();
+    pollfd p{wake_[0], POLLIN, 0};
+    if (poll(&p, 1, -1) < 0 && errno != EINTR) break;
+    if (p.revents) break;
   }
-  close(lfd);
+  // shutdown() makes every accept() on the socket, blocked or later, fail (EINVAL); the last
+  // acceptor to leave closes it.
+  listener->stopped = true;
+  shutdown(lfd, SHUT_RDWR);
   unlink(path.c_str());
   return Status::Ok();
+}
+
+Daemon::Listener::~Listener() { close(fd); }
+
+void Daemon::StartAcceptor(const std::shared_ptr<Listener>& l) {
+  {
+    std::lock_guard<std::mutex> lock(l->mu);
+    ++l->idle;
+  }
+  try {
+    std::thread([this, l] { Accept(l); }).detach();
+  } catch (const std::system_error& e) {
+    std::fprintf(stderr, "autopard: cannot start a connection thread: %s\n", e.what());
+    std::lock_guard<std::mutex> lock(l->mu);
+    --l->idle;
+  }
+}
+
+void Daemon::Accept(std::shared_ptr<Listener> l) {
+  for (;;) {
+    int cfd = accept4(l->fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (cfd < 0) {
+      if (l->stopped) break;
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      // Out of descriptors or memory: give the connections in flight time to finish.
+      std::fprintf(stderr, "autopard: accept: %s\n", std::strerror(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    if (l->stopped) {  // pending in the backlog when the daemon stopped
+      close(cfd);
+      break;
+    }
+    Trace t{std::chrono::steady_clock::now(), {}};
+    if (kTrace) g_trace = &t;
+    bool last;
+    {
+      std::lock_guard<std::mutex> lock(l->mu);
+      last = --l->idle == 0;
+    }
+    // Never leave the socket without an acceptor while this connection is served (a restore
+    // may take minutes): the next request must not wait for it.
+    if (last && !l->stopped) StartAcceptor(l);
+    ServeConnection(cfd);
+    g_trace = nullptr;
+    std::lock_guard<std::mutex> lock(l->mu);
+    if (l->idle >= kIdleAcceptors) return;  // enough are waiting
+    ++l->idle;
+  }
+  std::lock_guard<std::mutex> lock(l->mu);
+  --l->idle;
 }
 
 void Daemon::ServeConnection(int fd) {
@@ -188,6 +261,7 @@ void Daemon::ServeConnection(int fd) {
     return;
   }
   Peer peer{cred.pid, cred.uid, cred.gid};
+  Mark("cred");
   std::string in;
   char buf[65536];
   for (;;) {
@@ -209,14 +283,17 @@ void Daemon::ServeConnection(int fd) {
     }
     std::string line = in.substr(0, nl);
     in.erase(0, nl + 1);
+    Mark("read");
     std::string out;
     auto req = DecodeRequest(line);
+    Mark("decode");
     if (!req) {
       out = EncodeErrorReply(req.message());
     } else {
       out = EncodeReply(req->op, Handle(*req, peer));
     }
     out += "\n";
+    Mark("encode");
     size_t sent = 0;
     while (sent < out.size()) {
       ssize_t n = send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
@@ -226,6 +303,15 @@ void Daemon::ServeConnection(int fd) {
         return;
       }
       sent += static_cast<size_t>(n);
+    }
+    if (g_trace) {
+      Mark("sent");
+      std::fprintf(stderr, "autopard: trace %s at=%lld:%s\n", req ? OpName(req->op) : "bad",
+                   static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                              g_trace->t0.time_since_epoch()).count()),
+                   g_trace->marks.c_str());
+      g_trace->marks.clear();
+      g_trace->t0 = std::chrono::steady_clock::now();
     }
   }
 }
@@ -273,9 +359,12 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
 
 Reply Daemon::Commit(const Request& r, const Peer& peer) {
   if (Status st = auth_->Check(peer, "commit", r.job_id); !st) return Error(st.message());
+  Mark("auth");
   auto owner = auth_->FileOwner(peer, r.job_id);
   if (!owner) return Error("commit: " + owner.message());
+  Mark("owner");
   UserIdentity id = IdentityOf(*owner);
+  Mark("identity");
   std::string upload;
   if (!r.upload.empty()) {
     auto uri = ParseCheckpointUri(r.upload);
@@ -295,8 +384,10 @@ Reply Daemon::Commit(const Request& r, const Peer& peer) {
     }
   }
   const std::string dir = RankStepDir(r.ckpt_dir, r.step, r.rank);
+  Mark("uri");
   auto listed = ListRankFiles(id, dir);
   if (!listed) return Error("commit: " + listed.message());
+  Mark("list");
   CommitRecord c;
   c.job_id = r.job_id;
   c.step = r.step;
@@ -323,7 +414,9 @@ Reply Daemon::Commit(const Request& r, const Peer& peer) {
   bool duplicate = false;
   auto idr = db_->AddCommit(c, files, &duplicate);
   if (!idr) return Error("commit: " + idr.message());
+  Mark("db");
   if (!duplicate) uploader_->Enqueue(*idr, &c);
+  Mark("enqueue");
   Reply reply;
   reply.commit.commit_id = *idr;
   reply.commit.files = static_cast<int>(files.size());

@@ -1,13 +1,15 @@
 // autopard's request handling: one Daemon per process, holding the configuration, the state
 // database, the job-owner lookup and the uploader. Serve() accepts connections on the Unix socket
-// (one thread per connection), identifies each peer with SO_PEERCRED and answers each request
-// line with one reply line (protocol.h). Handle() is the socket-free core, used by tests.
+// (threads waiting in accept() serve one connection each; see Accept), identifies each peer with
+// SO_PEERCRED and answers each request line with one reply line (protocol.h). Handle() is the
+// socket-free core, used by tests.
 //
 // Thread safety: Handle() may be called from many threads at once.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -51,6 +53,23 @@ class Daemon {
 
  private:
   Daemon(const DaemonConfig& config, std::unique_ptr<JobOwnerLookup> owners);
+  // The listening socket, shared by the threads that accept on it; closed by the last one.
+  struct Listener {
+    explicit Listener(int f) : fd(f) {}
+    ~Listener();
+    const int fd;
+    std::atomic<bool> stopped{false};
+    std::mutex mu;
+    int idle = 0;  // threads waiting in accept()
+  };
+  // Threads waiting in accept() when the daemon is idle: a request is served by a thread that
+  // already waits for it (no thread creation, no hand-off on the commit path).
+  static constexpr int kIdleAcceptors = 2;
+  void StartAcceptor(const std::shared_ptr<Listener>& l);
+  // Accepts and serves connections until the socket is shut down. The thread that takes the
+  // last waiting slot starts another first; one finishing a connection while kIdleAcceptors
+  // others wait exits.
+  void Accept(std::shared_ptr<Listener> l);
   void ServeConnection(int fd);
   void Journal(const JournalEvent& e);
   Reply Commit(const Request& r, const Peer& peer);

@@ -3,11 +3,16 @@
 #include "daemon.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "autopar/proto_client.h"
 
@@ -385,6 +390,75 @@ TEST_F(DaemonTest, OwnershipRecordsOthersCouldWriteAreIgnored) {
   EXPECT_EQ(rows[0].state, "failed");
   EXPECT_NE(rows[0].error.find("job-5: writable by group or others (mode 07"), std::string::npos)
       << rows[0].error;
+}
+
+}  // namespace
+}  // namespace autopar
+
+namespace autopar {
+namespace {
+
+// A connection to `path` (-1 when refused).
+int Connect(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof(a.sun_path), "%s", path.c_str());
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  timeval limit{20, 0};  // a reply that never comes fails the test instead of hanging it
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  return fd;
+}
+
+// Sends one status request on `fd`, returns the reply line ("" on error).
+std::string StatusOn(int fd) {
+  Request r;
+  r.op = Op::kStatus;
+  std::string line = EncodeRequest(r) + "\n";
+  if (send(fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) return "";
+  std::string in;
+  char buf[4096];
+  while (in.find('\n') == std::string::npos) {
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) return "";
+    in.append(buf, static_cast<size_t>(n));
+  }
+  return in.substr(0, in.find('\n'));
+}
+
+TEST_F(DaemonTest, ServesOverTheSocketWhileOtherConnectionsStayOpenAndStops) {
+  Status served = Status::Error("not returned");
+  std::thread server([&] { served = daemon_->Serve(); });
+  int first = -1;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       first < 0 && std::chrono::steady_clock::now() < deadline;) {
+    first = Connect(config_.socket);
+    if (first < 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // not bound yet
+  }
+  ASSERT_GE(first, 0) << config_.socket;
+  // More open connections than threads waiting in accept() at rest: each keeps its thread.
+  std::vector<int> open{first};
+  for (int i = 0; i < 4; ++i) open.push_back(Connect(config_.socket));
+  for (int fd : open) {
+    ASSERT_GE(fd, 0);
+    auto reply = DecodeReply(Op::kStatus, StatusOn(fd));
+    EXPECT_TRUE(reply.ok()) << reply.message();
+  }
+  // A new connection is still answered, and so is a second request on an open one.
+  int extra = Connect(config_.socket);
+  ASSERT_GE(extra, 0);
+  EXPECT_TRUE(DecodeReply(Op::kStatus, StatusOn(extra)).ok());
+  EXPECT_TRUE(DecodeReply(Op::kStatus, StatusOn(first)).ok());
+  close(extra);
+  for (int fd : open) close(fd);
+  daemon_->Stop();
+  server.join();
+  EXPECT_TRUE(served.ok()) << served.message();
+  EXPECT_FALSE(fs::exists(config_.socket));
+  EXPECT_LT(Connect(config_.socket), 0);
 }
 
 }  // namespace

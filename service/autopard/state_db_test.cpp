@@ -1,9 +1,12 @@
 #include "state_db.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <thread>
 
 namespace autopar {
 namespace {
@@ -178,6 +181,35 @@ TEST_F(StateDbTest, UnopenableDatabaseNamesThePath) {
   auto db = StateDb::Open("/nonexistent-dir/x.db");
   ASSERT_FALSE(db.ok());
   EXPECT_NE(db.message().find("/nonexistent-dir/x.db"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace autopar
+
+namespace autopar {
+namespace {
+
+// The uploader's threads run at nice +10 and are raised to nice 0 while they hold the database;
+// each call leaves the caller's nice as it found it.
+TEST_F(StateDbTest, CallsLeaveTheCallersNiceAsItWas) {
+  auto db = StateDb::Open(path_);
+  ASSERT_TRUE(db.ok()) << db.message();
+  for (int nice : {10, 0}) {
+    int before = -100, after = -100;
+    Status st;
+    std::thread t([&] {
+      const auto tid = static_cast<id_t>(syscall(SYS_gettid));
+      if (nice > 0) (void)setpriority(PRIO_PROCESS, tid, nice);
+      before = getpriority(PRIO_PROCESS, tid);
+      st = (*db)->AddEvent({1.0, "n", "7", "ckpt_committed", 0, 1, "d"});
+      if (st.ok()) st = (*db)->SetStepState("7", 1, "/ck/7", "COMPLETE-LOCAL");
+      after = getpriority(PRIO_PROCESS, tid);
+    });
+    t.join();
+    EXPECT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(before, nice);
+    EXPECT_EQ(after, before) << "nice " << nice;
+  }
 }
 
 }  // namespace

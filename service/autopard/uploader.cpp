@@ -205,6 +205,7 @@ void Uploader::RetryFailed(const std::string& upload, int64_t except) {
 }
 
 void Uploader::Enqueue(int64_t commit_id, const CommitRecord* known) {
+  bool wake = false;
   auto a = std::make_shared<Active>();
   std::optional<CommitRecord> read;
   if (!known) {
@@ -227,8 +228,11 @@ void Uploader::Enqueue(int64_t commit_id, const CommitRecord* known) {
     a->start = std::chrono::steady_clock::now();
     active_[commit_id] = a;
     queue_.push_back(commit_id);
+    // Dispatch can start it now; else a running upload's end wakes Dispatch. (A wake-up that
+    // changes nothing costs the commit path a context switch.)
+    wake = running_ < config_.max_active_uploads;
   }
-  cv_.notify_all();
+  if (wake) cv_.notify_all();
 }
 
 void Uploader::Dispatch() {
@@ -242,7 +246,22 @@ void Uploader::Dispatch() {
     queue_.pop_front();
     auto active = active_[id];
     ++running_;
-    workers_.emplace_back([this, id, active] { Process(id, active); });
+    // Threads are started and the finished ones joined without the lock, which Enqueue (the
+    // commit path) takes.
+    std::list<std::thread> finished;
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      auto next = std::next(it);
+      if (std::find(done_.begin(), done_.end(), it->get_id()) != done_.end()) {
+        finished.splice(finished.end(), workers_, it);
+      }
+      it = next;
+    }
+    done_.clear();
+    l.unlock();
+    for (auto& t : finished) t.join();
+    std::thread t([this, id, active] { Process(id, active); });
+    l.lock();
+    workers_.push_back(std::move(t));
   }
 }
 
@@ -358,6 +377,7 @@ void Uploader::Process(int64_t commit_id, std::shared_ptr<Active> active) {
   finished_.emplace_back(commit_id, active);
   while (finished_.size() > 64) finished_.pop_front();
   --running_;
+  done_.push_back(std::this_thread::get_id());
   cv_.notify_all();
 }
 

@@ -130,6 +130,7 @@ class Uploader {
   std::deque<std::pair<int64_t, std::shared_ptr<Active>>> finished_;  // the last few
   int running_ = 0;
   std::list<std::thread> workers_;
+  std::vector<std::thread::id> done_;  // Process threads of workers_ that returned (joined next)
   std::thread dispatcher_;
 };
 
