@@ -12,6 +12,8 @@
 #include <set>
 #include <tuple>
 
+#include "autopar/json_fields.h"
+
 namespace autopar {
 namespace {
 
@@ -26,13 +28,6 @@ bool NeedsQuotes(std::string_view v) {
     if (c == ' ' || c == '"' || c == '\\' || c == '=' || c == '\t' || c == '\n') return true;
   }
   return false;
-}
-
-std::string Compact(const Json::Value& v) {
-  Json::StreamWriterBuilder b;
-  b["indentation"] = "";
-  b["emitUTF8"] = true;
-  return Json::writeString(b, v);
 }
 
 Json::Value EventToJson(const JournalEvent& e) {
@@ -264,9 +259,9 @@ std::string RenderEventsTable(const std::string& job_id, const std::vector<Journ
 
 std::string EncodeEventsJson(const std::string& job_id, const std::vector<JournalEvent>& events) {
   Json::Value id(job_id);
-  std::string out = "{\"job_id\": " + Compact(id) + ", \"events\": [";
+  std::string out = "{\"job_id\": " + CompactJson(id) + ", \"events\": [";
   for (size_t i = 0; i < events.size(); ++i) {
-    out += (i ? ",\n  " : "\n  ") + Compact(EventToJson(events[i]));
+    out += (i ? ",\n  " : "\n  ") + CompactJson(EventToJson(events[i]));
   }
   out += events.empty() ? "]}\n" : "\n]}\n";
   return out;
@@ -426,12 +421,12 @@ std::vector<PublishedKey> CoveringSegments(std::vector<PublishedKey> keys) {
 std::string PublishedJournalPrefix(const std::string& job_id) { return job_id + "/"; }
 
 std::string EncodePublishedJournal(const PublishedJournal& j) {
-  std::string out = "{\"job_id\": " + Compact(Json::Value(j.job_id)) +
-                    ", \"node\": " + Compact(Json::Value(j.node)) +
+  std::string out = "{\"job_id\": " + CompactJson(Json::Value(j.job_id)) +
+                    ", \"node\": " + CompactJson(Json::Value(j.node)) +
                     ", \"uid\": " + std::to_string(j.uid) +
-                    ", \"updated\": " + Compact(Json::Value(j.updated)) + ", \"events\": [";
+                    ", \"updated\": " + CompactJson(Json::Value(j.updated)) + ", \"events\": [";
   for (size_t i = 0; i < j.events.size(); ++i) {
-    out += (i ? ",\n  " : "\n  ") + Compact(EventToJson(j.events[i]));
+    out += (i ? ",\n  " : "\n  ") + CompactJson(EventToJson(j.events[i]));
   }
   out += j.events.empty() ? "]}\n" : "\n]}\n";
   return out;
