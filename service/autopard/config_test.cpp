@@ -18,8 +18,6 @@ TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
       "part_size = 8M\n"
       "concurrency = 4\n"
       "retry_max_elapsed_s = 60\n"
-      "upload_retry_initial_s = 5\n"
-      "upload_retry_max_s = 600\n"
       "posix_fsync = false\n"
       "commit_sync = full\n"
       "multipart_threshold = 64M\n"
@@ -33,8 +31,6 @@ TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
   EXPECT_EQ(c->part_size, 8ull << 20);
   EXPECT_EQ(c->concurrency, 4);
   EXPECT_EQ(c->retry.max_elapsed, std::chrono::seconds(60));
-  EXPECT_EQ(c->upload_retry_initial, std::chrono::seconds(5));
-  EXPECT_EQ(c->upload_retry_max, std::chrono::seconds(600));
   EXPECT_FALSE(c->posix.fsync);
   EXPECT_EQ(c->commit_sync, CommitSync::kFull);
   EXPECT_EQ(c->multipart_threshold, 64ull << 20);
@@ -42,8 +38,6 @@ TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
   ASSERT_TRUE(defaults.ok()) << defaults.message();
   EXPECT_EQ(defaults->commit_sync, CommitSync::kNormal);
   EXPECT_EQ(defaults->multipart_threshold, 0u);
-  EXPECT_EQ(defaults->upload_retry_initial, std::chrono::seconds(30));
-  EXPECT_EQ(defaults->upload_retry_max, std::chrono::seconds(1800));
   EXPECT_EQ(c->journal_uri, "s3://site-bucket/journal");
   auto f = ParseDaemonConfig("journal_uri = file:///shared/autopar/journal\n", "b.conf");
   ASSERT_TRUE(f.ok()) << f.message();
@@ -71,10 +65,32 @@ TEST(DaemonConfigTest, ErrorsNameFileLineAndKey) {
       {"journal_uri = /shared/j\n", "a.conf:1: journal_uri: "},
       {"journal_uri = file://host/j\n", "a.conf:1: journal_uri: "},
       {"journal_uri = s3://bkt/j\n", "a.conf: journal_uri: s3://bkt/j needs s3_endpoint"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseDaemonConfig(c.text, "a.conf");
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_NE(r.message().find(c.error), std::string::npos) << r.message();
+  }
+}
+
+TEST(DaemonConfigTest, UploadRetryTimerKeys) {
+  auto c = ParseDaemonConfig("upload_retry_initial_s = 5\nupload_retry_max_s = 600\n", "a.conf");
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ(c->upload_retry_initial, std::chrono::seconds(5));
+  EXPECT_EQ(c->upload_retry_max, std::chrono::seconds(600));
+  auto defaults = ParseDaemonConfig("", "b.conf");
+  ASSERT_TRUE(defaults.ok()) << defaults.message();
+  EXPECT_EQ(defaults->upload_retry_initial, std::chrono::seconds(30));
+  EXPECT_EQ(defaults->upload_retry_max, std::chrono::seconds(1800));
+  struct Case {
+    const char* text;
+    const char* error;
+  } cases[] = {
       {"upload_retry_initial_s = 0\n", "a.conf:1: upload_retry_initial_s: must be an integer in [1, 86400], got '0'"},
       {"upload_retry_max_s = 30s\n", "a.conf:1: upload_retry_max_s: must be an integer in [1, 604800], got '30s'"},
-      {"upload_retry_initial_s = 60\nupload_retry_max_s = 10\n",
-       "a.conf: upload_retry_max_s: must be at least upload_retry_initial_s (60), got 10"},
+      {"upload_retry_max_s = 10\n", "a.conf: upload_retry_max_s: must be at least upload_retry_initial_s (30), got 10"},
+      {"upload_retry_initial_s = 60\nupload_retry_max_s = 59\n",
+       "a.conf: upload_retry_max_s: must be at least upload_retry_initial_s (60), got 59"},
   };
   for (const auto& c : cases) {
     auto r = ParseDaemonConfig(c.text, "a.conf");
