@@ -74,10 +74,10 @@ TEST(DaemonConfigTest, ErrorsNameFileLineAndKey) {
 }
 
 TEST(DaemonConfigTest, UploadRetryTimerKeys) {
-  auto c = ParseDaemonConfig("upload_retry_initial_s = 5\nupload_retry_max_s = 600\n", "a.conf");
-  ASSERT_TRUE(c.ok()) << c.message();
-  EXPECT_EQ(c->upload_retry_initial, std::chrono::seconds(5));
-  EXPECT_EQ(c->upload_retry_max, std::chrono::seconds(600));
+  auto parsed = ParseDaemonConfig("upload_retry_initial_s = 5\nupload_retry_max_s = 600\n", "a.conf");
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  EXPECT_EQ(parsed->upload_retry_initial, std::chrono::seconds(5));
+  EXPECT_EQ(parsed->upload_retry_max, std::chrono::seconds(600));
   auto defaults = ParseDaemonConfig("", "b.conf");
   ASSERT_TRUE(defaults.ok()) << defaults.message();
   EXPECT_EQ(defaults->upload_retry_initial, std::chrono::seconds(30));
