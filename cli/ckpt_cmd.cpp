@@ -175,8 +175,11 @@ int UploadStatus(const Args& a) {
     std::string tput = u.throughput_bps > 0 ? HumanBytes(u.throughput_bps) + "/s" : "-";
     char eta[32] = "-";
     if (u.eta_s >= 0) std::snprintf(eta, sizeof(eta), "%.0fs", u.eta_s);
+    // A failed upload autopard retries on its own: "retry-in-120s" instead of "failed".
+    std::string state = u.state;
+    if (u.next_retry_s >= 0) state = "retry-in-" + std::to_string(static_cast<long long>(u.next_retry_s + 0.5)) + "s";
     std::printf("%-12s %-8lld %-5d %-10s %23s %12s %8s%s%s\n", u.job_id.c_str(),
-                static_cast<long long>(u.step), u.rank, u.state.c_str(), done.c_str(), tput.c_str(),
+                static_cast<long long>(u.step), u.rank, state.c_str(), done.c_str(), tput.c_str(),
                 eta, u.error.empty() ? "" : "  ", u.error.c_str());
   }
   if (reply->uploads.empty()) std::printf("(no uploads in flight)\n");

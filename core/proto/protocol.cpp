@@ -68,6 +68,7 @@ Json::Value UploadToValue(const UploadInfo& u) {
   e["throughput_bps"] = u.throughput_bps;
   e["eta_s"] = u.eta_s;
   if (!u.error.empty()) e["error"] = u.error;
+  if (u.next_retry_s >= 0) e["next_retry_s"] = u.next_retry_s;
   return e;
 }
 
@@ -358,6 +359,7 @@ Result<Reply> DecodeReply(Op op, std::string_view line) {
         u.throughput_bps = g.Real("throughput_bps", 0);
         u.eta_s = g.Real("eta_s", -1);
         u.error = g.Str("error");
+        u.next_retry_s = g.Real("next_retry_s", -1);
         if (!g.status()) return g.status();
         r.uploads.push_back(std::move(u));
       }

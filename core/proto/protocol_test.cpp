@@ -139,6 +139,13 @@ TEST(ProtocolTest, RepliesRoundTrip) {
   ASSERT_EQ(s->uploads.size(), 1u);
   EXPECT_EQ(s->uploads[0].bytes_done, 50u);
   EXPECT_DOUBLE_EQ(s->uploads[0].throughput_bps, 25.5);
+  EXPECT_EQ(s->uploads[0].next_retry_s, -1);
+  EXPECT_EQ(EncodeReply(Op::kStatus, status).find("next_retry_s"), std::string::npos);
+  status.uploads[0].state = "failed";
+  status.uploads[0].next_retry_s = 120;
+  s = DecodeReply(Op::kStatus, EncodeReply(Op::kStatus, status));
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_DOUBLE_EQ(s->uploads[0].next_retry_s, 120);
 
   Reply events;
   events.events.push_back({1.5, "node2", "5", "ckpt_complete", -1, 10, "s3://b/p"});

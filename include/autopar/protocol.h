@@ -114,6 +114,9 @@ struct UploadInfo {
   double throughput_bps = 0;  // bytes per second since this upload started
   double eta_s = -1;          // -1: unknown
   std::string error;
+  // A failed upload that autopard tries again on its own: seconds until the next attempt (0: due
+  // now); -1: none scheduled. In JSON only when >= 0 (older clients ignore it).
+  double next_retry_s = -1;
 };
 
 struct JournalEvent {

@@ -180,6 +180,14 @@ Result<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::strin
       int64_t x = 0;
       st = integer(0, 7 * 86400, &x);
       c.retry.max_elapsed = std::chrono::seconds(x);
+    } else if (key == "upload_retry_initial_s") {
+      int64_t x = 0;
+      st = integer(1, 86400, &x);
+      c.upload_retry_initial = std::chrono::seconds(x);
+    } else if (key == "upload_retry_max_s") {
+      int64_t x = 0;
+      st = integer(1, 7 * 86400, &x);
+      c.upload_retry_max = std::chrono::seconds(x);
     } else if (key == "owner_cache_s") {
       st = integer(0, 86400, &c.owner_cache_s);
     } else if (key == "restore_timeout_s") {
@@ -202,6 +210,11 @@ Result<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::strin
   }
   if (c.journal_uri.rfind("s3://", 0) == 0 && c.s3.endpoint.empty()) {
     return Status::Error(origin + ": journal_uri: " + c.journal_uri + " needs s3_endpoint");
+  }
+  if (c.upload_retry_max < c.upload_retry_initial) {
+    return Status::Error(origin + ": upload_retry_max_s: must be at least upload_retry_initial_s (" +
+                         std::to_string(c.upload_retry_initial.count()) + "), got " +
+                         std::to_string(c.upload_retry_max.count()));
   }
   if (!c.s3.credentials.secret_access_key.empty() && c.s3.credentials.access_key_id.empty()) {
     return Status::Error(origin + ": s3_secret_key is set but s3_access_key is not");

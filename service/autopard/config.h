@@ -39,6 +39,11 @@ struct DaemonConfig {
   int max_active_uploads = 16;   // rank commits uploaded at once
   BackoffPolicy retry;           // retry_initial_ms, retry_max_delay_ms, retry_max_attempts,
                                  // retry_max_elapsed_s
+  // An upload that failed on storage past `retry` (the per-request budget) is tried again, where
+  // it stopped, after upload_retry_initial_s, doubling per failed attempt up to
+  // upload_retry_max_s (minus up to 25 % jitter; see FailedUploadRetryDelay in uploader.h).
+  std::chrono::seconds upload_retry_initial{30};
+  std::chrono::seconds upload_retry_max{1800};
   int owner_cache_s = 300;       // how long a job's owner is cached
   int restore_timeout_s = 3600;  // the longest a restore may take before the client gives up
   // Where every node publishes its journal per job (journal_publisher.h): "file:///shared/dir"

@@ -73,6 +73,32 @@ TEST(DaemonConfigTest, ErrorsNameFileLineAndKey) {
   }
 }
 
+TEST(DaemonConfigTest, UploadRetryTimerKeys) {
+  auto parsed = ParseDaemonConfig("upload_retry_initial_s = 5\nupload_retry_max_s = 600\n", "a.conf");
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  EXPECT_EQ(parsed->upload_retry_initial, std::chrono::seconds(5));
+  EXPECT_EQ(parsed->upload_retry_max, std::chrono::seconds(600));
+  auto defaults = ParseDaemonConfig("", "b.conf");
+  ASSERT_TRUE(defaults.ok()) << defaults.message();
+  EXPECT_EQ(defaults->upload_retry_initial, std::chrono::seconds(30));
+  EXPECT_EQ(defaults->upload_retry_max, std::chrono::seconds(1800));
+  struct Case {
+    const char* text;
+    const char* error;
+  } cases[] = {
+      {"upload_retry_initial_s = 0\n", "a.conf:1: upload_retry_initial_s: must be an integer in [1, 86400], got '0'"},
+      {"upload_retry_max_s = 30s\n", "a.conf:1: upload_retry_max_s: must be an integer in [1, 604800], got '30s'"},
+      {"upload_retry_max_s = 10\n", "a.conf: upload_retry_max_s: must be at least upload_retry_initial_s (30), got 10"},
+      {"upload_retry_initial_s = 60\nupload_retry_max_s = 59\n",
+       "a.conf: upload_retry_max_s: must be at least upload_retry_initial_s (60), got 59"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseDaemonConfig(c.text, "a.conf");
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_NE(r.message().find(c.error), std::string::npos) << r.message();
+  }
+}
+
 TEST(DaemonConfigTest, SecretsOnlyInPrivateFiles) {
   struct stat st {};
   st.st_uid = geteuid();

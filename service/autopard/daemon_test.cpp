@@ -314,7 +314,7 @@ TEST_F(DaemonTest, UploadsFailedOnStorageResumeAfterARestartOrALaterSuccess) {
   daemon_->uploader().WaitIdle();
   EXPECT_EQ(StepState(upload, 1), "COMPLETE");
   EXPECT_EQ(CommitsOf("5")[0].state, "uploaded");
-  EXPECT_EQ(CountEvents("5", "ckpt_retry", 1), 1);
+  EXPECT_EQ(CountEvents("5", "ckpt_upload_retry", 1), 1);
   EXPECT_EQ(Read(target / "job-5/step-1/rank-0/model.pt"), "model of step 1 rank 0");
 
   // Down again for step 2; step 3, committed once storage is back, brings step 2 along without
@@ -349,7 +349,7 @@ TEST_F(DaemonTest, UploadsFailedOnStorageResumeAfterARestartOrALaterSuccess) {
   EXPECT_NE(step4.error.find("committed file missing or changed"), std::string::npos) << step4.error;
   Restart();
   daemon_->uploader().WaitIdle();
-  EXPECT_EQ(CountEvents("5", "ckpt_retry", 4), 1);  // not retried again
+  EXPECT_EQ(CountEvents("5", "ckpt_upload_retry", 4), 1);  // not retried again
   EXPECT_EQ(StepState(upload, 4), "");
 }
 

@@ -26,9 +26,10 @@ namespace autopar {
 
 // Commit states: queued -> uploading -> uploaded | failed; local (no upload URI, hashed). A failed
 // commit with `retry` set failed on storage (outage past the retry budget): its recorded
-// multipart uploads and parts are kept and it is uploaded again, where it stopped, after a restart
-// or when a later upload to the same URI succeeds. Without `retry` it failed for good (its local
-// files are missing or changed, or newer complete steps superseded it).
+// multipart uploads and parts are kept and it is uploaded again, where it stopped, on autopard's
+// retry timer (Uploader), after a restart or when a later upload to the same URI succeeds.
+// Without `retry` it failed for good (its local files are missing or changed, or newer complete
+// steps superseded it).
 struct CommitRecord {
   int64_t id = 0;
   std::string job_id;

@@ -168,10 +168,61 @@ Result<std::shared_ptr<ObjectStore>> StoreCache::Get(const std::string& uri) {
   return shared;
 }
 
-Uploader::Uploader(StateDb* db, const DaemonConfig& config, StoreCache* stores, Journal journal)
+Status StoreCache::Set(const std::string& uri, std::shared_ptr<ObjectStore> store) {
+  auto parsed = ParseCheckpointUri(uri);
+  if (!parsed) return parsed.status();
+  std::lock_guard<std::mutex> l(mu_);
+  stores_[parsed->ToString()] = std::move(store);
+  return Status::Ok();
+}
+
+std::chrono::milliseconds FailedUploadRetryDelay(std::chrono::seconds initial, std::chrono::seconds max,
+                                                 int retry, double u) {
+  Backoff b(BackoffPolicy{initial, max, 2.0, 0, std::chrono::milliseconds(0)}, [] { return 0.0; });
+  const auto ceiling = b.Ceiling(std::max(retry, 1));
+  u = std::min(std::max(u, 0.0), 1.0);
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(static_cast<double>(ceiling.count()) * (1.0 - 0.25 * u)));
+}
+
+Uploader::Uploader(StateDb* db, const DaemonConfig& config, StoreCache* stores, Journal journal,
+                   Clock clock, Backoff::Uniform uniform)
     : db_(db), config_(config), stores_(stores), journal_(std::move(journal)),
-      pool_(config.concurrency) {
+      pool_(config.concurrency),
+      clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })),
+      uniform_(uniform ? std::move(uniform) : DefaultUniform()) {
   dispatcher_ = std::thread([this] { Dispatch(); });
+  retry_timer_ = std::thread([this] { RetryTimer(); });
+}
+
+void Uploader::RetryTimer() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (!stopping_) {
+    // Until the earliest due retry, checked at least every second (an injected clock moves
+    // independently of real time; a retry scheduled meanwhile notifies timer_cv_).
+    auto wait = std::chrono::milliseconds(1000);
+    const auto now = clock_();
+    for (const auto& [id, s] : retrying_) {
+      wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(s.due - now));
+    }
+    if (wait > std::chrono::milliseconds(0)) timer_cv_.wait_for(l, wait);
+    if (stopping_) return;
+    l.unlock();
+    RetryDue();
+    l.lock();
+  }
+}
+
+void Uploader::RetryDue() {
+  std::vector<int64_t> due;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    const auto now = clock_();
+    for (const auto& [id, s] : retrying_) {
+      if (s.due <= now) due.push_back(id);
+    }
+  }
+  for (int64_t id : due) Enqueue(id);
 }
 
 Uploader::~Uploader() { Stop(); }
@@ -221,7 +272,12 @@ void Uploader::Enqueue(int64_t commit_id, const CommitRecord* known) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (active_.count(commit_id)) return;
-    // A retry replaces the commit's earlier (failed) entry in the status.
+    // A retry (timer, restart or a later success) replaces the commit's scheduled timer retry and
+    // its earlier (failed) entry in the status; it counts the attempts.
+    if (auto r = retrying_.find(commit_id); r != retrying_.end()) {
+      a->attempt = r->second.active->attempt + 1;
+      retrying_.erase(r);
+    }
     finished_.erase(std::remove_if(finished_.begin(), finished_.end(),
                                    [&](const auto& f) { return f.first == commit_id; }),
                     finished_.end());
@@ -273,7 +329,9 @@ void Uploader::Stop() {
     }
   }
   cv_.notify_all();
+  timer_cv_.notify_all();
   if (dispatcher_.joinable()) dispatcher_.join();
+  if (retry_timer_.joinable()) retry_timer_.join();
   std::list<std::thread> workers;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -313,7 +371,17 @@ std::vector<UploadInfo> Uploader::Progress(const std::string& job_id) {
     out.push_back(std::move(u));
   };
   for (const auto& [id, a] : active_) add(*a);
-  for (const auto& [id, a] : finished_) add(*a);
+  const auto now = clock_();
+  for (const auto& [id, s] : retrying_) {
+    add(*s.active);
+    if (!out.empty() && (job_id.empty() || s.active->job_id == job_id)) {
+      out.back().next_retry_s =
+          std::max(0.0, std::chrono::duration<double>(s.due - now).count());
+    }
+  }
+  for (const auto& [id, a] : finished_) {
+    if (!retrying_.count(id)) add(*a);
+  }
   return out;
 }
 
@@ -341,6 +409,8 @@ void Uploader::Process(int64_t commit_id, std::shared_ptr<Active> active) {
       std::lock_guard<std::mutex> l(mu_);
       active->state = c->upload.empty() ? "hashing" : "uploading";
       active->start = std::chrono::steady_clock::now();
+      // A failed upload queued by a restart (or a later success) before any timer retry.
+      if (c->state == "failed" && active->attempt == 0) active->attempt = 1;
     }
     if (c->state == "queued") {
       JournalEvent e{c->created, config_.node, c->job_id, "ckpt_committed", c->rank, c->step,
@@ -353,18 +423,26 @@ void Uploader::Process(int64_t commit_id, std::shared_ptr<Active> active) {
     st = c->upload.empty() ? FinishLocal(*c, *active) : Upload(*c, *active, &permanent);
   }
   bool keep_pending = !st.ok() && stopping_;
+  bool retry = false;
+  std::chrono::milliseconds retry_in{0};
   if (c && !keep_pending) {
     std::string state = st.ok() ? (c->upload.empty() ? "local" : "uploaded") : "failed";
-    const bool retry = !st.ok() && !permanent;
+    retry = !st.ok() && !permanent;
     if (retry) {
-      st = Status::Error(st.message() + " (kept: retried where it stopped when autopard restarts or "
-                         "a later upload to " + c->upload + " succeeds)");
+      retry_in = FailedUploadRetryDelay(config_.upload_retry_initial, config_.upload_retry_max,
+                                        active->attempt + 1, uniform_());
+      st = Status::Error(st.message() + " (kept: retried where it stopped on a timer with backoff, "
+                         "when autopard restarts or when a later upload to " + c->upload + " succeeds)");
     }
     (void)db_->SetCommitState(commit_id, state, st.ok() ? "" : st.message(), active->total, retry);
     if (!st.ok()) {
-      Emit(*c, "ckpt_failed", st.message());
-      std::fprintf(stderr, "autopard: job %s step %lld rank %d: upload failed: %s\n",
-                   c->job_id.c_str(), static_cast<long long>(c->step), c->rank, st.message().c_str());
+      // A timer retry that fails again on storage is not a new failure: its error is in the next
+      // ckpt_upload_retry event and in `autopar ckpt status`.
+      if (!retry || c->state != "failed") Emit(*c, "ckpt_failed", st.message());
+      std::fprintf(stderr, "autopard: job %s step %lld rank %d: upload failed%s: %s\n",
+                   c->job_id.c_str(), static_cast<long long>(c->step), c->rank,
+                   retry ? (" (next attempt in " + std::to_string(retry_in.count() / 1000) + " s)").c_str() : "",
+                   st.message().c_str());
     }
   }
   // Storage answers again: uploads to it that failed earlier resume where they stopped (queued
@@ -376,6 +454,10 @@ void Uploader::Process(int64_t commit_id, std::shared_ptr<Active> active) {
   active_.erase(commit_id);
   finished_.emplace_back(commit_id, active);
   while (finished_.size() > 64) finished_.pop_front();
+  if (retry && !stopping_) {
+    retrying_[commit_id] = Scheduled{active, clock_() + retry_in};
+    timer_cv_.notify_all();
+  }
   --running_;
   done_.push_back(std::this_thread::get_id());
   cv_.notify_all();
@@ -452,8 +534,10 @@ Status Uploader::Upload(const CommitRecord& c, Active& active, bool* permanent) 
                              std::to_string(c.keep) + ")");
       }
     }
-    Emit(c, "ckpt_retry", "retrying the upload to " + c.upload + " where it stopped (it failed: " +
-                              c.error.substr(0, c.error.find(" (kept: ")) + ")");
+    Emit(c, "ckpt_upload_retry", "attempt " + std::to_string(std::max(active.attempt, 1)) +
+                                     ": resuming the upload to " + c.upload +
+                                     " where it stopped (last error: " +
+                                     c.error.substr(0, c.error.find(" (kept: ")) + ")");
   }
   (void)db_->SetCommitState(c.id, "uploading", "", active.total);
 

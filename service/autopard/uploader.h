@@ -5,15 +5,19 @@
 // every rank is in (TryCompleteStep), and applies retention in storage and on local disk.
 // Without an upload URI the local directory is the checkpoint: files are hashed and the step is
 // COMPLETE-LOCAL once every rank of the job on this node has committed it.
-// An upload that fails on storage (outage past the retry budget) keeps its multipart uploads and
-// recorded parts and is retried where it stopped: when autopard restarts (ResumePending) and when
-// a later upload to the same URI succeeds. One whose local files are missing or changed, or that
-// newer complete steps superseded, fails for good (journal event ckpt_failed names the reason).
+// An upload that fails on storage (outage past the per-request retry budget) keeps its multipart
+// uploads and recorded parts and is retried where it stopped: on a timer with exponential backoff
+// (upload_retry_initial_s doubling up to upload_retry_max_s, FailedUploadRetryDelay), when
+// autopard restarts (ResumePending) and when a later upload to the same URI succeeds. Each retry
+// is a journal event ckpt_upload_retry with its attempt number and the last error. One whose local
+// files are missing or changed, or that newer complete steps superseded, fails for good (journal
+// event ckpt_failed names the reason) and is not retried again.
 //
 // Thread safety: every public member may be called from any thread.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -54,6 +58,8 @@ class StoreCache {
  public:
   explicit StoreCache(const DaemonConfig& config) : config_(config) {}
   Result<std::shared_ptr<ObjectStore>> Get(const std::string& uri);
+  // Makes Get(uri) return `store` (tests: an in-memory store standing in for a URI).
+  Status Set(const std::string& uri, std::shared_ptr<ObjectStore> store);
 
  private:
   const DaemonConfig& config_;
@@ -69,10 +75,20 @@ std::string JobOwnerKey(const std::string& job_id);
 // (ObjectStore::CheckWrittenOnlyByUs; the reason goes to stderr).
 int64_t ReadJobOwner(ObjectStore& store, const std::string& job_id, const TransferOptions& options);
 
+// The delay before timer retry `retry` (1-based) of a failed upload: the ceiling
+// min(max, initial * 2^(retry-1)) minus up to 25 % jitter: ceiling * (1 - 0.25 * u), u in [0, 1).
+std::chrono::milliseconds FailedUploadRetryDelay(std::chrono::seconds initial, std::chrono::seconds max,
+                                                 int retry, double u);
+
 class Uploader {
  public:
   using Journal = std::function<void(const JournalEvent&)>;
-  Uploader(StateDb* db, const DaemonConfig& config, StoreCache* stores, Journal journal);
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  // `clock` and `uniform` (jitter) drive the timer retries; null: steady_clock, DefaultUniform.
+  // With an injected clock the timer thread still checks every second (real time); tests call
+  // RetryDue after moving their clock.
+  Uploader(StateDb* db, const DaemonConfig& config, StoreCache* stores, Journal journal,
+           Clock clock = nullptr, Backoff::Uniform uniform = nullptr);
   ~Uploader();
 
   // Queues every commit the database still holds as pending, and the failed ones to retry (after
@@ -85,8 +101,11 @@ class Uploader {
   std::vector<UploadInfo> Progress(const std::string& job_id);
   // Stops: requests in flight finish, everything unfinished stays pending in the database.
   void Stop();
-  // Waits until nothing is queued or running (tests and benchmarks).
+  // Waits until nothing is queued or running (tests and benchmarks); failed uploads waiting for
+  // their timer retry do not count.
   void WaitIdle();
+  // Queues the failed uploads whose timer retry is due (the timer thread calls it; tests too).
+  void RetryDue();
 
   TransferOptions Transfer() const;
 
@@ -101,7 +120,14 @@ class Uploader {
     std::chrono::steady_clock::time_point start;
     std::string error;
     int large_files = -1;  // files above part_size still to send; -1 until known
+    int attempt = 0;       // retries of this failed upload since autopard started (0: first try)
   };
+  // A failed upload waiting for its timer retry.
+  struct Scheduled {
+    std::shared_ptr<Active> active;
+    std::chrono::steady_clock::time_point due;
+  };
+  void RetryTimer();
   void Dispatch();
   void Process(int64_t commit_id, std::shared_ptr<Active> active);
   // `*permanent`: the failure cannot be cured by retrying later (local files missing or changed,
@@ -128,6 +154,11 @@ class Uploader {
   std::deque<int64_t> queue_;
   std::map<int64_t, std::shared_ptr<Active>> active_;   // queued and running
   std::deque<std::pair<int64_t, std::shared_ptr<Active>>> finished_;  // the last few
+  std::map<int64_t, Scheduled> retrying_;  // failed on storage, retried when due
+  Clock clock_;
+  Backoff::Uniform uniform_;
+  std::condition_variable timer_cv_;
+  std::thread retry_timer_;
   int running_ = 0;
   std::list<std::thread> workers_;
   std::vector<std::thread::id> done_;  // Process threads of workers_ that returned (joined next)

@@ -5,6 +5,8 @@ requests come from root, who may act on any job):
   * s3rver stopped for 20 s in the middle of an upload: retries with backoff carry it through;
   * s3rver down for longer than the retry budget: the upload fails, keeps its multipart upload
     and parts, and completes where it stopped once s3rver is back and autopard restarts;
+  * the same, without a restart: autopard retries the failed upload on its timer (backoff) until
+    s3rver is back, and the step completes where it stopped;
   * autopard SIGKILLed right after commits returned: none of them is lost.
 """
 import hashlib
@@ -44,7 +46,7 @@ class Daemon:
         self.log = root / "autopard.log"
         self.proc = None
 
-    def write_conf(self, retry_max_elapsed_s):
+    def write_conf(self, retry_max_elapsed_s, upload_retry_initial_s=30, upload_retry_max_s=1800):
         # Multipart (5 MiB parts) for every file above 5 MiB: these faults are about resuming it.
         self.conf.write_text(
             f"socket = {self.sock}\nstate_dir = {self.root}/state\nnode = faults\n"
@@ -52,7 +54,8 @@ class Daemon:
             "part_size = 5M\nmultipart_threshold = 5M\nconcurrency = 2\n"
             "retry_initial_ms = 200\nretry_max_delay_ms = 2000\n"
             f"retry_max_elapsed_s = {retry_max_elapsed_s}\ns3_stall_timeout_s = 5\n"
-            "s3_connect_timeout_ms = 1000\n")
+            "s3_connect_timeout_ms = 1000\n"
+            f"upload_retry_initial_s = {upload_retry_initial_s}\nupload_retry_max_s = {upload_retry_max_s}\n")
         self.conf.chmod(0o600)
 
     def start(self):
@@ -203,8 +206,44 @@ def test_upload_failed_past_the_retry_budget_resumes_after_restart(setup):
     d.start()
     assert_resumed_without_loss_or_duplicates(d, tmp, "budget1", sha)
     events = json.loads(d.cli("events", "budget1", "--json").stdout)["events"]
-    assert [e["kind"] for e in events if e["kind"] in ("ckpt_failed", "ckpt_retry", "ckpt_complete")] == [
-        "ckpt_failed", "ckpt_retry", "ckpt_complete"], events
+    assert [e["kind"] for e in events if e["kind"] in ("ckpt_failed", "ckpt_upload_retry", "ckpt_complete")] == [
+        "ckpt_failed", "ckpt_upload_retry", "ckpt_complete"], events
+
+
+def test_upload_failed_past_the_retry_budget_is_retried_on_a_timer(setup):
+    d, tmp = setup
+    d.kill(signal.SIGTERM)
+    d.write_conf(retry_max_elapsed_s=3, upload_retry_initial_s=2, upload_retry_max_s=4)
+    d.start()
+    pid = d.proc.pid
+    sha = commit_big_file(d, tmp, "timer1")
+    wait_uploaded(d, 1 / 8, "an eighth uploaded")
+    s3rver("stop", tmp / "s3")
+    # Failed past the budget; the status says when autopard tries again.
+    up = wait_for(lambda: [u for u in d.uploads() if u["state"] == "failed" and "next_retry_s" in u], 60,
+                  "the upload to fail with a retry scheduled")[0]
+    assert 0 <= up["next_retry_s"] <= 2, up
+    assert "retried where it stopped" in up["error"], up
+    # The table shows it as "retry-in-Ns" (between attempts; each one fails while s3rver is down).
+    wait_for(lambda: "retry-in-" in d.cli("ckpt", "status").stdout, 60, "retry-in- in `autopar ckpt status`")
+
+    def retries():
+        events = json.loads(d.cli("events", "timer1", "--json").stdout)["events"]
+        return [e for e in events if e["kind"] == "ckpt_upload_retry"]
+    # A timer retry while s3rver is still down fails again; the next one is scheduled.
+    wait_for(lambda: len(retries()) >= 1 and [u.get("next_retry_s") is not None for u in d.uploads()] == [True],
+             60, "a timer retry to fail while s3rver is down")
+    s3rver("start", tmp / "s3")
+    # No restart, no other upload: the timer brings the step to COMPLETE where it stopped.
+    assert_resumed_without_loss_or_duplicates(d, tmp, "timer1", sha)
+    assert d.proc.poll() is None and d.proc.pid == pid
+    details = [e["detail"] for e in retries()]
+    assert len(details) >= 2, details
+    for n, detail in enumerate(details, start=1):
+        assert detail.startswith(f"attempt {n}: resuming the upload to s3://{BUCKET}/faults where it stopped"), details
+    events = json.loads(d.cli("events", "timer1", "--json").stdout)["events"]
+    kinds = [e["kind"] for e in events if e["kind"] in ("ckpt_failed", "ckpt_complete")]
+    assert kinds == ["ckpt_failed", "ckpt_complete"], events
 
 
 def test_commits_survive_sigkill_right_after_they_return(setup):
