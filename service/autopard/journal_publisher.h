@@ -64,6 +64,9 @@ class JournalPublisher {
   void Changed(const std::string& job_id);
   // Publishes every pending job now, in the calling thread; the first error (naming the key).
   Status Flush();
+  // Runs `fn` between publication rounds when no publication of the job is pending or failing
+  // (state retention prunes a job's rows there); returns whether it ran.
+  bool RunIfIdle(const std::string& job_id, const std::function<void()>& fn);
 
   ObjectStore& store() { return *store_; }
   const TransferOptions& Transfer() const { return transfer_; }
