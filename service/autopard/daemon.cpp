@@ -193,8 +193,8 @@ Daemon::PruneSummary Daemon::PruneState(double now) {
     } else {
       prune();
     }
+    if (r.ok()) sum.rows += r->rows;
     if (r.ok() && r->pruned) {
-      sum.rows += r->rows;
       if (r->rows > 0) ++sum.jobs_pruned;
       continue;
     }

@@ -534,6 +534,9 @@ Result<std::vector<std::pair<int64_t, std::string>>> StateDb::LocalCompleteSteps
 
 namespace {
 
+// Rows of one kind a retention transaction deletes at most (StateDb::PruneJob).
+constexpr int64_t kPruneBatch = 1000;
+
 // A commit row that is not the record of a local-only checkpoint still recorded complete.
 constexpr const char* kNotLocalComplete =
     "NOT (commits.state='local' AND commits.upload='' AND EXISTS (SELECT 1 FROM steps s WHERE "
@@ -555,11 +558,11 @@ Result<int64_t> QueryInt(sqlite3* db, const std::string& sql, const std::string&
 Result<StateDb::PruneResult> StateDb::PruneJob(
     const std::string& job_id, double before, bool require_published,
     const std::vector<std::pair<int64_t, std::string>>& gone_local) {
-  DbLock lock(mu_);
-  if (Status st = Exec(db_, "BEGIN IMMEDIATE"); !st) return st;
   PruneResult out;
-  auto body = [&]() -> Status {
-    // Checked inside the transaction: an event or commit arriving meanwhile keeps the job.
+  // One round: a transaction that checks the job and deletes a batch of its rows. Returns
+  // whether the job still has rows to delete (another round).
+  auto round = [&]() -> Result<bool> {
+    // Checked in every transaction: an event or commit arriving meanwhile keeps the job.
     Stmt act(db_,
              "SELECT MAX(t) FROM ("
              " SELECT MAX(time) t FROM journal WHERE job_id=?1"
@@ -569,7 +572,7 @@ Result<StateDb::PruneResult> StateDb::PruneJob(
     if (!act.ok() || act.Step() != SQLITE_ROW) return act.Error("job activity");
     if (act.Real(0) >= before) {
       out.kept_because = "recently active";
-      return Status::Ok();
+      return false;
     }
     auto blocking = QueryInt(db_,
                              "SELECT COUNT(*) FROM commits WHERE job_id=?1 AND (state IN "
@@ -578,7 +581,7 @@ Result<StateDb::PruneResult> StateDb::PruneJob(
     if (!blocking) return blocking.status();
     if (*blocking > 0) {
       out.kept_because = "uploads pending or to retry";
-      return Status::Ok();
+      return false;
     }
     if (require_published) {
       auto unpublished = QueryInt(
@@ -589,36 +592,50 @@ Result<StateDb::PruneResult> StateDb::PruneJob(
       if (!unpublished) return unpublished.status();
       if (*unpublished) {
         out.kept_because = "journal publication pending";
-        return Status::Ok();
+        return false;
       }
     }
-    auto run = [&](const std::string& sql, const char* what, int64_t step = 0,
-                   const std::string* where = nullptr) -> Status {
+    auto run = [&](const std::string& sql, const char* what, int64_t* changed = nullptr,
+                   int64_t step = 0, const std::string* where = nullptr) -> Status {
       Stmt d(db_, sql.c_str());
       d.Bind(job_id);
       if (where) d.Bind(step).Bind(*where);
       if (Status st = Run(d, what); !st) return st;
       out.rows += sqlite3_changes(db_);
+      if (changed) *changed = sqlite3_changes(db_);
       return Status::Ok();
     };
     for (const auto& [step, where] : gone_local) {
       if (Status st = run("DELETE FROM steps WHERE job_id=?1 AND step=?2 AND location=?3",
-                          "prune steps", step, &where); !st) {
+                          "prune steps", nullptr, step, &where); !st) {
         return st;
       }
     }
-    const std::string doomed =
-        std::string("SELECT id FROM commits WHERE job_id=?1 AND ") + kNotLocalComplete;
-    for (const char* table : {"parts", "files"}) {
-      if (Status st = run(std::string("DELETE FROM ") + table + " WHERE commit_id IN (" + doomed + ")",
-                          "prune files"); !st) {
-        return st;
-      }
-    }
-    if (Status st = run(std::string("DELETE FROM commits WHERE job_id=?1 AND ") + kNotLocalComplete,
-                        "prune commits"); !st) {
+    // Large jobs go in batches, each its own short transaction: a commit waits for SQLite's
+    // write lock at most one batch (about a millisecond), never the whole job.
+    int64_t n = 0;
+    if (Status st = run("DELETE FROM journal WHERE id IN (SELECT id FROM journal WHERE job_id=?1 "
+                        "ORDER BY id LIMIT " + std::to_string(kPruneBatch) + ")",
+                        "prune journal", &n); !st) {
       return st;
     }
+    if (n == kPruneBatch) return true;
+    Stmt pick(db_, (std::string("SELECT id FROM commits WHERE job_id=?1 AND ") +
+                    kNotLocalComplete + " LIMIT " + std::to_string(kPruneBatch / 8)).c_str());
+    pick.Bind(job_id);
+    auto ids = ReadRows<int64_t>(pick, "prune commits", [](const Stmt& r) { return r.Int(0); });
+    if (!ids) return ids.status();
+    for (int64_t id : *ids) {
+      for (const char* sql : {"DELETE FROM parts WHERE commit_id=?", "DELETE FROM files WHERE commit_id=?",
+                              "DELETE FROM commits WHERE id=?"}) {
+        Stmt d(db_, sql);
+        d.Bind(id);
+        if (Status st = Run(d, "prune commits"); !st) return st;
+        out.rows += sqlite3_changes(db_);
+      }
+    }
+    const int64_t picked = static_cast<int64_t>(ids->size());
+    if (picked == kPruneBatch / 8) return true;
     if (Status st = run("DELETE FROM steps WHERE job_id=?1 AND NOT (state='COMPLETE-LOCAL' AND "
                         "EXISTS (SELECT 1 FROM commits c WHERE c.job_id=steps.job_id AND "
                         "c.step=steps.step AND c.ckpt_dir=steps.location AND c.upload='' AND "
@@ -626,24 +643,27 @@ Result<StateDb::PruneResult> StateDb::PruneJob(
                         "prune steps"); !st) {
       return st;
     }
-    for (const char* table : {"journal", "heartbeats", "job_owners", "journal_segments"}) {
+    for (const char* table : {"heartbeats", "job_owners", "journal_segments"}) {
       if (Status st = run(std::string("DELETE FROM ") + table + " WHERE job_id=?1", "prune"); !st) {
         return st;
       }
     }
     out.pruned = true;
-    return Status::Ok();
+    return false;
   };
-  Status st = body();
-  if (st.ok()) {
-    st = Exec(db_, "COMMIT");
-    if (!st.ok()) out = PruneResult{};
+  for (;;) {
+    DbLock lock(mu_);  // released between rounds: the uploader's bookkeeping goes in between
+    if (Status st = Exec(db_, "BEGIN IMMEDIATE"); !st) return st;
+    const int64_t rows_before = out.rows;
+    Result<bool> again = round();
+    Status st = again.ok() ? Exec(db_, "COMMIT") : again.status();
+    if (!st.ok()) {
+      (void)Exec(db_, "ROLLBACK");
+      out.rows = rows_before;
+      return Status::Error("job " + job_id + ": " + st.message());
+    }
+    if (!*again) return out;
   }
-  if (!st.ok()) {
-    (void)Exec(db_, "ROLLBACK");
-    return Status::Error("job " + job_id + ": " + st.message());
-  }
-  return out;
 }
 
 Status StateDb::Heartbeat(const std::string& job_id, int rank, int64_t step, double time) {

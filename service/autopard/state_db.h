@@ -162,13 +162,16 @@ class StateDb {
   struct PruneResult {
     bool pruned = false;  // false: kept, `kept_because` says why
     std::string kept_because;
-    int64_t rows = 0;  // rows deleted
+    int64_t rows = 0;  // rows deleted (also when kept: by earlier transactions)
   };
-  // Deletes, in one transaction, every row of `job_id` (commits with their files and parts,
-  // steps, journal, heartbeats, owner, published segments) when, checked inside the transaction,
-  // its newest activity is still before `before`, no commit of it is queued, uploading or failed
-  // and to be retried, and (with `require_published`) every journal event of it lies in a
-  // recorded published segment. Kept anyway: the rows of its local-only checkpoints still
+  // Deletes every row of `job_id` (commits with their files and parts, steps, journal,
+  // heartbeats, owner, published segments) while, checked inside each transaction, its newest
+  // activity is still before `before`, no commit of it is queued, uploading or failed and to be
+  // retried, and (with `require_published`) every journal event of it lies in a recorded
+  // published segment. A large job goes in several short transactions (at most 1000 journal rows
+  // or 125 commits each; a commit waits at most one of them), each deleting only rows those
+  // checks allow; when a check fails midway the job keeps the rest (pruned false, `rows` what
+  // went). Kept anyway: the rows of its local-only checkpoints still
   // recorded COMPLETE-LOCAL (what RestoreLocal resumes from), except the steps in `gone_local`
   // (their directories are gone: those rows go too). Never touches files or objects.
   Result<PruneResult> PruneJob(const std::string& job_id, double before, bool require_published,
