@@ -322,6 +322,32 @@ TEST_F(StateDbTest, PruningKeepsLocalCheckpointsWhileTheirDirectoriesExist) {
   EXPECT_TRUE((*db)->InactiveJobs(5000.0)->empty());
 }
 
+TEST_F(StateDbTest, ALargeJobIsPrunedInSeveralShortTransactions) {
+  auto db = StateDb::Open(path_, CommitSync::kNormal);
+  ASSERT_TRUE(db.ok()) << db.message();
+  // 2500 events and 300 commits: more than one batch of each (1000 events, 125 commits).
+  for (int i = 0; i < 2500; ++i) ASSERT_TRUE((*db)->AddEvent({1000.0 + i, "n1", "big", "e", 0, i, ""}).ok());
+  for (int i = 0; i < 300; ++i) {
+    CommitRecord c;
+    c.job_id = "big";
+    c.step = i;
+    c.ckpt_dir = "/ck/big";
+    c.upload = "s3://b/p";
+    c.created = 1000.0;
+    c.state = "uploaded";
+    bool dup = false;
+    ASSERT_TRUE((*db)->AddCommit(c, {{"a.pt", 1, "", "", false, ""}}, &dup).ok());
+  }
+  ASSERT_TRUE((*db)->SetJournalSegments("big", {{1, 2500, 2}}).ok());
+  AddJob(**db, "other", 1000.0, "uploaded");  // another old job: untouched by big's pruning
+  auto r = (*db)->PruneJob("big", 5000.0, true, {});
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_TRUE(r->pruned);
+  EXPECT_EQ(r->rows, 2500 + 300 * 2 + 1);
+  EXPECT_TRUE(RowsOf(path_, "big").empty());
+  EXPECT_EQ(RowsOf(path_, "other").size(), 8u);
+}
+
 TEST_F(StateDbTest, TheDatabaseStopsGrowingWhenOldJobsArePruned) {
   auto db = StateDb::Open(path_, CommitSync::kNormal);
   ASSERT_TRUE(db.ok()) << db.message();
