@@ -69,8 +69,10 @@ TEST(DaemonConfigTest, ErrorsNameFileLineAndKey) {
       {"journal_uri = /shared/j\n", "a.conf:1: journal_uri: "},
       {"journal_uri = file://host/j\n", "a.conf:1: journal_uri: "},
       {"journal_uri = s3://bkt/j\n", "a.conf: journal_uri: s3://bkt/j needs s3_endpoint"},
-      {"state_keep_days = -1\n", "a.conf:1: state_keep_days: must be an integer in [0, 36500], got '-1'"},
-      {"state_keep_days = 2w\n", "a.conf:1: state_keep_days: must be an integer in [0, 36500], got '2w'"},
+      {"state_keep_days = -1\n",
+       "a.conf:1: state_keep_days: must be an integer in [0, 36500], got '-1'"},
+      {"state_keep_days = 2w\n",
+       "a.conf:1: state_keep_days: must be an integer in [0, 36500], got '2w'"},
   };
   for (const auto& c : cases) {
     auto r = ParseDaemonConfig(c.text, "a.conf");

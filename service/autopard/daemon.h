@@ -55,10 +55,10 @@ class Daemon {
   // publication rounds and once its journal is published). Never deletes files or objects.
   // Serve() runs it at start and hourly, logging one line per pass to stderr.
   struct PruneSummary {
-    int jobs_pruned = 0;   // jobs that lost rows
-    int jobs_kept = 0;     // inactive jobs kept (uploads or publication pending, or errors)
-    int64_t rows = 0;      // rows deleted
-    double seconds = 0;    // the pass's duration
+    int jobs_pruned = 0;  // jobs that lost rows
+    int jobs_kept = 0;    // inactive jobs kept (uploads or publication pending, or errors)
+    int64_t rows = 0;     // rows deleted
+    double seconds = 0;   // the pass's duration
   };
   PruneSummary PruneState(double now);
   Uploader& uploader() { return *uploader_; }
@@ -108,9 +108,9 @@ class Daemon {
   std::shared_ptr<SlurmActions> slurm_actions_;  // shared with the owner lookups (main.cpp)
   std::unique_ptr<FailureHandler> failure_;
   std::thread failure_ticker_;
-  std::mutex retention_mu_;  // guards nothing but the wait below
+  std::mutex retention_mu_;               // guards nothing but the wait below
   std::condition_variable retention_cv_;  // notified by Stop()
-  std::thread retention_;  // the hourly PruneState pass (Serve)
+  std::thread retention_;                 // the hourly PruneState pass (Serve)
 };
 
 }  // namespace autopar

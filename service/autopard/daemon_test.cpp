@@ -394,12 +394,13 @@ TEST_F(DaemonTest, OwnershipRecordsOthersCouldWriteAreIgnored) {
 
 // State retention: an injected clock 15 days ahead (state_keep_days 14 by default).
 double FifteenDaysFromNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() +
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+             .count() +
          15 * 86400.0;
 }
 
 TEST_F(DaemonTest, RetentionForgetsRowsNeverCheckpointsAndKeepsLocalOnesRestorable) {
-  ASSERT_TRUE(WriteAndCommit("5", 1, 0, 1).status.ok());        // uploaded to the store
+  ASSERT_TRUE(WriteAndCommit("5", 1, 0, 1).status.ok());         // uploaded to the store
   ASSERT_TRUE(WriteAndCommit("6", 7, 0, 1, 0, "").status.ok());  // local only
   daemon_->uploader().WaitIdle();
   ASSERT_EQ(CommitsOf("5").size(), 1u);

@@ -501,7 +501,8 @@ TEST_F(EventsAcrossNodesTest, APrunedJobsEventsComeFromItsPublishedJournal) {
     EXPECT_EQ(*(*db)->JobOwner("44"), -1);
     EXPECT_TRUE((*db)->JournalSegments("44")->empty());
     // A job with an unpublished event is never pruned (the publication would lose it).
-    ASSERT_TRUE((*db)->AddEvent({now - 20 * 86400.0, "nodeA", "45", "step_started", 0, -1, ""}).ok());
+    ASSERT_TRUE(
+        (*db)->AddEvent({now - 20 * 86400.0, "nodeA", "45", "step_started", 0, -1, ""}).ok());
   }
   s = a_->PruneState(now + 15 * 86400.0);
   EXPECT_EQ(s.jobs_pruned, 0);

@@ -525,8 +525,9 @@ Result<std::vector<std::string>> StateDb::InactiveJobs(double before) {
 Result<std::vector<std::pair<int64_t, std::string>>> StateDb::LocalCompleteSteps(
     const std::string& job_id) {
   DbLock lock(mu_);
-  Stmt s(db_, "SELECT step, location FROM steps WHERE job_id=? AND state='COMPLETE-LOCAL' "
-              "ORDER BY step, location");
+  Stmt s(db_,
+         "SELECT step, location FROM steps WHERE job_id=? AND state='COMPLETE-LOCAL' "
+         "ORDER BY step, location");
   s.Bind(job_id);
   return ReadRows<std::pair<int64_t, std::string>>(
       s, "local steps", [](const Stmt& r) { return std::make_pair(r.Int(0), r.Text(1)); });
@@ -574,21 +575,22 @@ Result<StateDb::PruneResult> StateDb::PruneJob(
       out.kept_because = "recently active";
       return false;
     }
-    auto blocking = QueryInt(db_,
-                             "SELECT COUNT(*) FROM commits WHERE job_id=?1 AND (state IN "
-                             "('queued','uploading') OR (state='failed' AND retry=1 AND upload!=''))",
-                             job_id, "job commits");
+    auto blocking =
+        QueryInt(db_,
+                 "SELECT COUNT(*) FROM commits WHERE job_id=?1 AND (state IN "
+                 "('queued','uploading') OR (state='failed' AND retry=1 AND upload!=''))",
+                 job_id, "job commits");
     if (!blocking) return blocking.status();
     if (*blocking > 0) {
       out.kept_because = "uploads pending or to retry";
       return false;
     }
     if (require_published) {
-      auto unpublished = QueryInt(
-          db_,
-          "SELECT COALESCE((SELECT MAX(id) FROM journal WHERE job_id=?1), 0) > "
-          "COALESCE((SELECT MAX(last_id) FROM journal_segments WHERE job_id=?1), 0)",
-          job_id, "journal publication");
+      auto unpublished =
+          QueryInt(db_,
+                   "SELECT COALESCE((SELECT MAX(id) FROM journal WHERE job_id=?1), 0) > "
+                   "COALESCE((SELECT MAX(last_id) FROM journal_segments WHERE job_id=?1), 0)",
+                   job_id, "journal publication");
       if (!unpublished) return unpublished.status();
       if (*unpublished) {
         out.kept_because = "journal publication pending";
@@ -607,7 +609,8 @@ Result<StateDb::PruneResult> StateDb::PruneJob(
     };
     for (const auto& [step, where] : gone_local) {
       if (Status st = run("DELETE FROM steps WHERE job_id=?1 AND step=?2 AND location=?3",
-                          "prune steps", nullptr, step, &where); !st) {
+                          "prune steps", nullptr, step, &where);
+          !st) {
         return st;
       }
     }
@@ -615,19 +618,23 @@ Result<StateDb::PruneResult> StateDb::PruneJob(
     // write lock at most one batch (about a millisecond), never the whole job.
     int64_t n = 0;
     if (Status st = run("DELETE FROM journal WHERE id IN (SELECT id FROM journal WHERE job_id=?1 "
-                        "ORDER BY id LIMIT " + std::to_string(kPruneBatch) + ")",
-                        "prune journal", &n); !st) {
+                        "ORDER BY id LIMIT " +
+                            std::to_string(kPruneBatch) + ")",
+                        "prune journal", &n);
+        !st) {
       return st;
     }
     if (n == kPruneBatch) return true;
-    Stmt pick(db_, (std::string("SELECT id FROM commits WHERE job_id=?1 AND ") +
-                    kNotLocalComplete + " LIMIT " + std::to_string(kPruneBatch / 8)).c_str());
+    Stmt pick(db_, (std::string("SELECT id FROM commits WHERE job_id=?1 AND ") + kNotLocalComplete +
+                    " LIMIT " + std::to_string(kPruneBatch / 8))
+                       .c_str());
     pick.Bind(job_id);
     auto ids = ReadRows<int64_t>(pick, "prune commits", [](const Stmt& r) { return r.Int(0); });
     if (!ids) return ids.status();
     for (int64_t id : *ids) {
-      for (const char* sql : {"DELETE FROM parts WHERE commit_id=?", "DELETE FROM files WHERE commit_id=?",
-                              "DELETE FROM commits WHERE id=?"}) {
+      for (const char* sql :
+           {"DELETE FROM parts WHERE commit_id=?", "DELETE FROM files WHERE commit_id=?",
+            "DELETE FROM commits WHERE id=?"}) {
         Stmt d(db_, sql);
         d.Bind(id);
         if (Status st = Run(d, "prune commits"); !st) return st;
@@ -640,7 +647,8 @@ Result<StateDb::PruneResult> StateDb::PruneJob(
                         "EXISTS (SELECT 1 FROM commits c WHERE c.job_id=steps.job_id AND "
                         "c.step=steps.step AND c.ckpt_dir=steps.location AND c.upload='' AND "
                         "c.state='local'))",
-                        "prune steps"); !st) {
+                        "prune steps");
+        !st) {
       return st;
     }
     for (const char* table : {"heartbeats", "job_owners", "journal_segments"}) {

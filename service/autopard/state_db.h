@@ -158,7 +158,8 @@ class StateDb {
   // Jobs whose newest activity is before `before` (epoch seconds), in job id order.
   Result<std::vector<std::string>> InactiveJobs(double before);
   // The job's steps recorded COMPLETE-LOCAL: (step, checkpoint directory).
-  Result<std::vector<std::pair<int64_t, std::string>>> LocalCompleteSteps(const std::string& job_id);
+  Result<std::vector<std::pair<int64_t, std::string>>> LocalCompleteSteps(
+      const std::string& job_id);
   struct PruneResult {
     bool pruned = false;  // false: kept, `kept_because` says why
     std::string kept_because;

@@ -188,8 +188,8 @@ std::map<std::string, int64_t> RowsOf(const std::string& path, const std::string
   EXPECT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
   std::map<std::string, int64_t> out;
   const std::string of = " WHERE commit_id IN (SELECT id FROM commits WHERE job_id='" + job + "')";
-  for (const char* t : {"commits", "steps", "journal", "heartbeats", "job_owners", "journal_segments",
-                        "files", "parts"}) {
+  for (const char* t : {"commits", "steps", "journal", "heartbeats", "job_owners",
+                        "journal_segments", "files", "parts"}) {
     std::string table = t;
     std::string sql = "SELECT COUNT(*) FROM " + table +
                       (table == "files" || table == "parts" ? of : " WHERE job_id='" + job + "'");
@@ -207,7 +207,8 @@ int64_t Pragma(const std::string& path, const char* pragma) {
   sqlite3* raw = nullptr;
   EXPECT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
   sqlite3_stmt* s = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(raw, (std::string("PRAGMA ") + pragma).c_str(), -1, &s, nullptr), SQLITE_OK);
+  EXPECT_EQ(sqlite3_prepare_v2(raw, (std::string("PRAGMA ") + pragma).c_str(), -1, &s, nullptr),
+            SQLITE_OK);
   EXPECT_EQ(sqlite3_step(s), SQLITE_ROW);
   int64_t n = sqlite3_column_int64(s, 0);
   sqlite3_finalize(s);
@@ -216,7 +217,8 @@ int64_t Pragma(const std::string& path, const char* pragma) {
 }
 
 // A job's whole footprint at time `t`: a commit in `state` with two files (one with a recorded
-// part), a step, three 1 KB journal events (all published unless `unpublished`), a heartbeat and an owner.
+// part), a step, three 1 KB journal events (all published unless `unpublished`), a heartbeat and an
+// owner.
 void AddJob(StateDb& db, const std::string& job, double t, const std::string& state,
             bool retry = false, bool unpublished = false, const std::string& upload = "s3://b/p") {
   CommitRecord c;
@@ -227,7 +229,8 @@ void AddJob(StateDb& db, const std::string& job, double t, const std::string& st
   c.created = t;
   c.state = state == "failed" ? "uploading" : state;
   bool dup = false;
-  auto id = db.AddCommit(c, {{"a.pt", 100, "", "", false, ""}, {"b.pt", 200, "", "", false, ""}}, &dup);
+  auto id =
+      db.AddCommit(c, {{"a.pt", 100, "", "", false, ""}, {"b.pt", 200, "", "", false, ""}}, &dup);
   ASSERT_TRUE(id.ok()) << id.message();
   ASSERT_TRUE(db.SetUploadId(*id, "a.pt", "up-1").ok());
   ASSERT_TRUE(db.AddPart(*id, "a.pt", {1, "etag1", "md5"}).ok());
@@ -235,7 +238,8 @@ void AddJob(StateDb& db, const std::string& job, double t, const std::string& st
     ASSERT_TRUE(db.SetCommitState(*id, "failed", "storage down", 100, retry).ok());
   }
   ASSERT_TRUE(db.SetStepState(job, 10, upload.empty() ? c.ckpt_dir : upload,
-                              upload.empty() ? "COMPLETE-LOCAL" : "COMPLETE").ok());
+                              upload.empty() ? "COMPLETE-LOCAL" : "COMPLETE")
+                  .ok());
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(db.AddEvent({t + i, "n1", job, "e", 0, 10, std::string(1000, 'd')}).ok());
   }
@@ -265,9 +269,11 @@ TEST_F(StateDbTest, PrunesOnlyInactiveJobsNothingOfIsStillNeeded) {
       {"old", old, "uploaded", false, false, true, "s3://b/p", true, ""},
       {"recent", recent, "uploaded", false, false, true, "s3://b/p", false, "recently active"},
       {"retry", old, "failed", true, false, true, "s3://b/p", false, "uploads pending or to retry"},
-      {"queued", old, "queued", false, false, true, "s3://b/p", false, "uploads pending or to retry"},
+      {"queued", old, "queued", false, false, true, "s3://b/p", false,
+       "uploads pending or to retry"},
       {"failed-for-good", old, "failed", false, false, true, "s3://b/p", true, ""},
-      {"unpublished", old, "uploaded", false, true, true, "s3://b/p", false, "journal publication pending"},
+      {"unpublished", old, "uploaded", false, true, true, "s3://b/p", false,
+       "journal publication pending"},
       {"no-journal-uri", old, "uploaded", false, true, false, "s3://b/p", true, ""},
   };
   for (const auto& c : cases) AddJob(**db, c.job, c.t, c.state, c.retry, c.unpublished, c.upload);
@@ -326,7 +332,8 @@ TEST_F(StateDbTest, ALargeJobIsPrunedInSeveralShortTransactions) {
   auto db = StateDb::Open(path_, CommitSync::kNormal);
   ASSERT_TRUE(db.ok()) << db.message();
   // 2500 events and 300 commits: more than one batch of each (1000 events, 125 commits).
-  for (int i = 0; i < 2500; ++i) ASSERT_TRUE((*db)->AddEvent({1000.0 + i, "n1", "big", "e", 0, i, ""}).ok());
+  for (int i = 0; i < 2500; ++i)
+    ASSERT_TRUE((*db)->AddEvent({1000.0 + i, "n1", "big", "e", 0, i, ""}).ok());
   for (int i = 0; i < 300; ++i) {
     CommitRecord c;
     c.job_id = "big";
@@ -371,7 +378,8 @@ TEST_F(StateDbTest, TheDatabaseStopsGrowingWhenOldJobsArePruned) {
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
   sqlite3_stmt* s = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(raw, "SELECT COUNT(DISTINCT job_id) FROM journal", -1, &s, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_prepare_v2(raw, "SELECT COUNT(DISTINCT job_id) FROM journal", -1, &s, nullptr),
+            SQLITE_OK);
   ASSERT_EQ(sqlite3_step(s), SQLITE_ROW);
   EXPECT_EQ(sqlite3_column_int64(s, 0), 20);
   sqlite3_finalize(s);
