@@ -21,8 +21,9 @@
 //
 // The job's owner is asked of `owner_of` (autopard: the bounded CachedJobOwners) and recorded in
 // the state DB (StateDb::SetJobOwner: the one durable owner record, also what `events`
-// authorizes with after Slurm forgot the job); nothing per job is kept in memory beyond the jobs
-// with a publication pending.
+// authorizes with after Slurm forgot the job; once state retention pruned the job, the uid in its
+// published segments is); nothing per job is kept in memory beyond the jobs with a publication
+// pending.
 //
 // Thread safety: every public member may be called from several threads at once.
 #pragma once
