@@ -49,6 +49,10 @@ struct DaemonConfig {
   // Where every node publishes its journal per job (journal_publisher.h): "file:///shared/dir"
   // or "s3://bucket/prefix" (canonical form); empty: `autopar events` shows this node's only.
   std::string journal_uri;
+  // state_keep_days: the state database forgets a job (its rows only, never checkpoint files or
+  // objects) this many days after its last activity, once nothing of it is still needed
+  // (Daemon::PruneState); 0 keeps every job forever.
+  int state_keep_days = 14;
 };
 
 // Parses the text of a configuration file; `origin` names it in errors

@@ -21,7 +21,8 @@ TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
       "posix_fsync = false\n"
       "commit_sync = full\n"
       "multipart_threshold = 64M\n"
-      "journal_uri = s3://site-bucket/journal/\n",
+      "journal_uri = s3://site-bucket/journal/\n"
+      "state_keep_days = 30\n",
       "a.conf");
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_EQ(c->socket, "/run/x/autopard.sock");
@@ -34,10 +35,13 @@ TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
   EXPECT_FALSE(c->posix.fsync);
   EXPECT_EQ(c->commit_sync, CommitSync::kFull);
   EXPECT_EQ(c->multipart_threshold, 64ull << 20);
+  EXPECT_EQ(c->state_keep_days, 30);
   auto defaults = ParseDaemonConfig("multipart_threshold = auto\n", "b.conf");
   ASSERT_TRUE(defaults.ok()) << defaults.message();
   EXPECT_EQ(defaults->commit_sync, CommitSync::kNormal);
   EXPECT_EQ(defaults->multipart_threshold, 0u);
+  EXPECT_EQ(defaults->state_keep_days, 14);
+  EXPECT_EQ(ParseDaemonConfig("state_keep_days = 0\n", "b.conf")->state_keep_days, 0);
   EXPECT_EQ(c->journal_uri, "s3://site-bucket/journal");
   auto f = ParseDaemonConfig("journal_uri = file:///shared/autopar/journal\n", "b.conf");
   ASSERT_TRUE(f.ok()) << f.message();
@@ -65,6 +69,10 @@ TEST(DaemonConfigTest, ErrorsNameFileLineAndKey) {
       {"journal_uri = /shared/j\n", "a.conf:1: journal_uri: "},
       {"journal_uri = file://host/j\n", "a.conf:1: journal_uri: "},
       {"journal_uri = s3://bkt/j\n", "a.conf: journal_uri: s3://bkt/j needs s3_endpoint"},
+      {"state_keep_days = -1\n",
+       "a.conf:1: state_keep_days: must be an integer in [0, 36500], got '-1'"},
+      {"state_keep_days = 2w\n",
+       "a.conf:1: state_keep_days: must be an integer in [0, 36500], got '2w'"},
   };
   for (const auto& c : cases) {
     auto r = ParseDaemonConfig(c.text, "a.conf");

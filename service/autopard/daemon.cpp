@@ -133,6 +133,7 @@ void Daemon::EnableFailureHandling(std::shared_ptr<SlurmActions> slurm) {
 Daemon::~Daemon() {
   Stop();
   if (failure_ticker_.joinable()) failure_ticker_.join();
+  if (retention_.joinable()) retention_.join();
   uploader_->Stop();
   publisher_.reset();  // publishes what is still pending
   for (int fd : wake_) {
@@ -152,12 +153,80 @@ void Daemon::Journal(const JournalEvent& e) {
 Status Daemon::FlushJournal() { return publisher_ ? publisher_->Flush() : Status::Ok(); }
 
 void Daemon::Stop() {
-  stop_ = true;
+  {
+    std::lock_guard<std::mutex> l(retention_mu_);
+    stop_ = true;
+  }
+  retention_cv_.notify_all();
   if (wake_[1] >= 0) (void)!write(wake_[1], "x", 1);
+}
+
+Daemon::PruneSummary Daemon::PruneState(double now) {
+  PruneSummary sum;
+  if (config_.state_keep_days <= 0) return sum;
+  const auto t0 = std::chrono::steady_clock::now();
+  const double before = now - 86400.0 * config_.state_keep_days;
+  auto jobs = db_->InactiveJobs(before);
+  if (!jobs) {
+    std::fprintf(stderr, "autopard: state retention: %s\n", jobs.message().c_str());
+    return sum;
+  }
+  for (const auto& job : *jobs) {
+    if (stop_) break;
+    // Local-only checkpoints stay restorable while their step directories exist (stat'ed here,
+    // outside the database's write lock: a slow shared filesystem must not stall commits).
+    std::vector<std::pair<int64_t, std::string>> gone;
+    if (auto local = db_->LocalCompleteSteps(job)) {
+      for (const auto& [step, dir] : *local) {
+        std::string step_dir = RankStepDir(dir, step, 0);
+        step_dir = step_dir.substr(0, step_dir.rfind('/'));
+        struct stat st {};
+        if (lstat(step_dir.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+          gone.emplace_back(step, dir);
+        }
+      }
+    }
+    Result<StateDb::PruneResult> r = Status::Error("journal publication pending");
+    auto prune = [&] { r = db_->PruneJob(job, before, publisher_ != nullptr, gone); };
+    if (publisher_) {
+      (void)publisher_->RunIfIdle(job, prune);
+    } else {
+      prune();
+    }
+    if (r.ok()) sum.rows += r->rows;
+    if (r.ok() && r->pruned) {
+      if (r->rows > 0) ++sum.jobs_pruned;
+      continue;
+    }
+    ++sum.jobs_kept;
+    if (!r.ok()) {
+      if (r.message() != "journal publication pending") {
+        std::fprintf(stderr, "autopard: state retention: %s\n", r.message().c_str());
+      }
+    }
+  }
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr,
+               "autopard: state retention: %d jobs pruned (%lld rows deleted), %d inactive jobs "
+               "kept (uploads or journal publication pending), in %.3f s (state_keep_days %d)\n",
+               sum.jobs_pruned, static_cast<long long>(sum.rows), sum.jobs_kept, sum.seconds,
+               config_.state_keep_days);
+  return sum;
 }
 
 Status Daemon::Serve() {
   if (Status st = uploader_->ResumePending(); !st) return st;
+  if (config_.state_keep_days > 0 && !retention_.joinable()) {
+    retention_ = std::thread([this] {
+      std::unique_lock<std::mutex> l(retention_mu_);
+      while (!stop_) {
+        l.unlock();
+        (void)PruneState(Now());
+        l.lock();
+        retention_cv_.wait_for(l, std::chrono::hours(1), [this] { return stop_.load(); });
+      }
+    });
+  }
   if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) return Status::Error(std::string("pipe: ") + std::strerror(errno));
   const std::string& path = config_.socket;
   sockaddr_un addr{};
@@ -698,9 +767,9 @@ Reply Daemon::Events(const Request& r, const Peer& peer) {
   auto local = db_->Events(r.job_id);
   if (!local) return Error("events: " + local.message());
   std::vector<std::vector<JournalEvent>> journals{std::move(*local)};
-  for (auto& j : published) {
-    if (j.node != config_.node) journals.push_back(std::move(j.events));  // local: the truth
-  }
+  // This node's own publication too: the same events as its local journal (MergeTimelines drops
+  // exact duplicates), and the only record of them once state retention pruned the job.
+  for (auto& j : published) journals.push_back(std::move(j.events));
   reply.events = MergeTimelines(journals);
   // One protocol line (the newline and the notes added below fit in the margin).
   FitEventsReply(&reply, kMaxLineBytes - 4096);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,6 +49,18 @@ class Daemon {
   // Publishes the pending journals to journal_uri now (done anyway within a second, and at
   // shutdown); OK without journal_uri.
   Status FlushJournal();
+  // State retention (autopard.conf state_keep_days; off when 0): deletes the database rows of
+  // every job inactive since before now - state_keep_days (epoch seconds `now`; tests inject it)
+  // once nothing of it is still needed (StateDb::PruneJob; with journal_uri, only between
+  // publication rounds and once its journal is published). Never deletes files or objects.
+  // Serve() runs it at start and hourly, logging one line per pass to stderr.
+  struct PruneSummary {
+    int jobs_pruned = 0;  // jobs that lost rows
+    int jobs_kept = 0;    // inactive jobs kept (uploads or publication pending, or errors)
+    int64_t rows = 0;     // rows deleted
+    double seconds = 0;   // the pass's duration
+  };
+  PruneSummary PruneState(double now);
   Uploader& uploader() { return *uploader_; }
   const DaemonConfig& config() const { return config_; }
 
@@ -95,6 +108,9 @@ class Daemon {
   std::shared_ptr<SlurmActions> slurm_actions_;  // shared with the owner lookups (main.cpp)
   std::unique_ptr<FailureHandler> failure_;
   std::thread failure_ticker_;
+  std::mutex retention_mu_;               // guards nothing but the wait below
+  std::condition_variable retention_cv_;  // notified by Stop()
+  std::thread retention_;                 // the hourly PruneState pass (Serve)
 };
 
 }  // namespace autopar

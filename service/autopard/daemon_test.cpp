@@ -392,6 +392,66 @@ TEST_F(DaemonTest, OwnershipRecordsOthersCouldWriteAreIgnored) {
       << rows[0].error;
 }
 
+// State retention: an injected clock 15 days ahead (state_keep_days 14 by default).
+double FifteenDaysFromNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+             .count() +
+         15 * 86400.0;
+}
+
+TEST_F(DaemonTest, RetentionForgetsRowsNeverCheckpointsAndKeepsLocalOnesRestorable) {
+  ASSERT_TRUE(WriteAndCommit("5", 1, 0, 1).status.ok());         // uploaded to the store
+  ASSERT_TRUE(WriteAndCommit("6", 7, 0, 1, 0, "").status.ok());  // local only
+  daemon_->uploader().WaitIdle();
+  ASSERT_EQ(CommitsOf("5").size(), 1u);
+  // Today nothing is old enough.
+  Daemon::PruneSummary today = daemon_->PruneState(FifteenDaysFromNow() - 15 * 86400.0);
+  EXPECT_EQ(today.jobs_pruned, 0);
+  EXPECT_EQ(today.rows, 0);
+  Daemon::PruneSummary s = daemon_->PruneState(FifteenDaysFromNow());
+  EXPECT_EQ(s.jobs_pruned, 2);
+  EXPECT_EQ(s.jobs_kept, 0);
+  EXPECT_GT(s.rows, 0);
+  EXPECT_TRUE(CommitsOf("5").empty());
+  EXPECT_EQ(CountEvents("5", "ckpt_complete", 1), 0);  // this node's journal of it is gone
+  // The checkpoints are untouched: the upload is listed, the local step restores in a new job.
+  EXPECT_EQ(StepState(upload_, 1), "COMPLETE");
+  std::string dir = (root_ / "ck/6").string();
+  Reply r = daemon_->Handle(RestoreReq("6", 0, 1, dir, ""), root_peer_);
+  EXPECT_EQ(r.restore.step, 7);
+  EXPECT_EQ(CommitsOf("6").size(), 1u);
+  // Once the local step directory is gone, its rows go at the next pass.
+  fs::remove_all(fs::path(RankStepDir(dir, 7, 0)).parent_path());
+  s = daemon_->PruneState(FifteenDaysFromNow());
+  EXPECT_EQ(s.jobs_pruned, 1);
+  EXPECT_TRUE(CommitsOf("6").empty());
+  // Off (state_keep_days 0): nothing is ever pruned.
+  config_.state_keep_days = 0;
+  Restart();
+  ASSERT_TRUE(WriteAndCommit("5", 2, 0, 1).status.ok());
+  daemon_->uploader().WaitIdle();
+  EXPECT_EQ(daemon_->PruneState(FifteenDaysFromNow() + 1e6).rows, 0);
+  EXPECT_EQ(CommitsOf("5").size(), 1u);
+}
+
+TEST_F(DaemonTest, RetentionKeepsJobsWithUploadsToRetry) {
+  // Storage "down" past the retry budget (the target is a plain file): the failed upload is kept
+  // to retry, and so is every row of its job, however old.
+  const fs::path target = root_ / "down";
+  Write(target, "not a directory");
+  ASSERT_TRUE(WriteAndCommit("5", 1, 0, 1, 0, "file://" + target.string()).status.ok());
+  daemon_->uploader().WaitIdle();
+  auto rows = CommitsOf("5");
+  ASSERT_EQ(rows.size(), 1u);
+  ASSERT_EQ(rows[0].state, "failed");
+  ASSERT_TRUE(rows[0].retry);
+  Daemon::PruneSummary s = daemon_->PruneState(FifteenDaysFromNow());
+  EXPECT_EQ(s.jobs_pruned, 0);
+  EXPECT_EQ(s.jobs_kept, 1);
+  EXPECT_EQ(CommitsOf("5").size(), 1u);
+  EXPECT_EQ(CountEvents("5", "ckpt_failed", 1), 1);
+}
+
 }  // namespace
 }  // namespace autopar
 

@@ -153,6 +153,16 @@ Status JournalPublisher::Flush() {
   return first;
 }
 
+bool JournalPublisher::RunIfIdle(const std::string& job_id, const std::function<void()>& fn) {
+  std::lock_guard<std::mutex> one(publish_mu_);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (pending_.count(job_id) || failing_.count(job_id)) return false;
+  }
+  fn();
+  return true;
+}
+
 void JournalPublisher::Loop() {
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {

@@ -21,8 +21,9 @@
 //
 // The job's owner is asked of `owner_of` (autopard: the bounded CachedJobOwners) and recorded in
 // the state DB (StateDb::SetJobOwner: the one durable owner record, also what `events`
-// authorizes with after Slurm forgot the job); nothing per job is kept in memory beyond the jobs
-// with a publication pending.
+// authorizes with after Slurm forgot the job; once state retention pruned the job, the uid in its
+// published segments is); nothing per job is kept in memory beyond the jobs with a publication
+// pending.
 //
 // Thread safety: every public member may be called from several threads at once.
 #pragma once
@@ -64,6 +65,9 @@ class JournalPublisher {
   void Changed(const std::string& job_id);
   // Publishes every pending job now, in the calling thread; the first error (naming the key).
   Status Flush();
+  // Runs `fn` between publication rounds when no publication of the job is pending or failing
+  // (state retention prunes a job's rows there); returns whether it ran.
+  bool RunIfIdle(const std::string& job_id, const std::function<void()>& fn);
 
   ObjectStore& store() { return *store_; }
   const TransferOptions& Transfer() const { return transfer_; }

@@ -475,6 +475,56 @@ TEST_F(EventsAcrossNodesTest, ARestartedNodeKnowsTheOwnerOfAForgottenJob) {
   EXPECT_FALSE(a_->Handle(Events("43"), other_).status.ok());
 }
 
+TEST_F(EventsAcrossNodesTest, APrunedJobsEventsComeFromItsPublishedJournal) {
+  {
+    std::lock_guard<std::mutex> l(Owners::mu);
+    Owners::owners["44"] = 1001;
+    Owners::owners["45"] = 1001;
+  }
+  a_ = Make("nodeA");  // state_keep_days 14 (the default)
+  ASSERT_TRUE(a_);
+  ASSERT_TRUE(a_->Handle(Event("44", "step_started", 0), owner_).status.ok());
+  ASSERT_TRUE(a_->Handle(Event("44", "failure", 0), owner_).status.ok());
+  ASSERT_TRUE(a_->FlushJournal().ok());
+  const Reply before = a_->Handle(Events("44"), owner_);
+  ASSERT_TRUE(before.status.ok()) << before.status.message();
+  ASSERT_EQ(Kinds(before), (std::vector<std::string>{"nodeA:step_started", "nodeA:failure"}));
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  Daemon::PruneSummary s = a_->PruneState(now + 15 * 86400.0);  // the injected clock
+  EXPECT_EQ(s.jobs_pruned, 1);
+  EXPECT_EQ(s.jobs_kept, 0);
+  {
+    auto db = StateDb::Open((root_ / "nodeA" / "autopard.db").string(), CommitSync::kNormal);
+    ASSERT_TRUE(db.ok()) << db.message();
+    EXPECT_TRUE((*db)->Events("44")->empty());
+    EXPECT_EQ(*(*db)->JobOwner("44"), -1);
+    EXPECT_TRUE((*db)->JournalSegments("44")->empty());
+    // A job with an unpublished event is never pruned (the publication would lose it).
+    ASSERT_TRUE(
+        (*db)->AddEvent({now - 20 * 86400.0, "nodeA", "45", "step_started", 0, -1, ""}).ok());
+  }
+  s = a_->PruneState(now + 15 * 86400.0);
+  EXPECT_EQ(s.jobs_pruned, 0);
+  EXPECT_EQ(s.jobs_kept, 1);
+  // Slurm forgets job 44: its owner still reads this node's events (from the publication, whose
+  // owner uid authorizes), others still cannot, and nothing is shown twice.
+  {
+    std::lock_guard<std::mutex> l(Owners::mu);
+    Owners::owners.clear();
+  }
+  Reply after = a_->Handle(Events("44"), owner_);
+  ASSERT_TRUE(after.status.ok()) << after.status.message();
+  EXPECT_EQ(Kinds(after), Kinds(before));
+  EXPECT_EQ(after.events.front().time, before.events.front().time);
+  Reply refused = a_->Handle(Events("44"), other_);
+  ASSERT_FALSE(refused.status.ok());
+  EXPECT_NE(refused.status.message().find("permission denied: job 44 belongs to uid 1001"),
+            std::string::npos)
+      << refused.status.message();
+  EXPECT_EQ(Kinds(a_->Handle(Events("44"), root_peer_)), Kinds(before));
+}
+
 TEST_F(EventsAcrossNodesTest, ASegmentOthersCouldHaveWrittenIsIgnored) {
   a_ = Make("nodeA");
   b_ = Make("nodeB");

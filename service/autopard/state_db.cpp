@@ -507,6 +507,173 @@ Status StateDb::SetJournalSegments(const std::string& job_id,
   return st;
 }
 
+Result<std::vector<std::string>> StateDb::InactiveJobs(double before) {
+  DbLock lock(mu_);
+  Stmt s(db_,
+         "SELECT job_id FROM ("
+         " SELECT job_id, MAX(time) t FROM journal GROUP BY job_id"
+         " UNION ALL SELECT job_id, MAX(MAX(created), MAX(finished)) FROM commits GROUP BY job_id"
+         " UNION ALL SELECT job_id, MAX(time) FROM heartbeats GROUP BY job_id"
+         " UNION ALL SELECT job_id, NULL FROM steps"
+         " UNION ALL SELECT job_id, NULL FROM job_owners"
+         " UNION ALL SELECT job_id, NULL FROM journal_segments)"
+         " GROUP BY job_id HAVING COALESCE(MAX(t), 0) < ? ORDER BY job_id");
+  s.Bind(before);
+  return ReadRows<std::string>(s, "inactive jobs", [](const Stmt& r) { return r.Text(0); });
+}
+
+Result<std::vector<std::pair<int64_t, std::string>>> StateDb::LocalCompleteSteps(
+    const std::string& job_id) {
+  DbLock lock(mu_);
+  Stmt s(db_,
+         "SELECT step, location FROM steps WHERE job_id=? AND state='COMPLETE-LOCAL' "
+         "ORDER BY step, location");
+  s.Bind(job_id);
+  return ReadRows<std::pair<int64_t, std::string>>(
+      s, "local steps", [](const Stmt& r) { return std::make_pair(r.Int(0), r.Text(1)); });
+}
+
+namespace {
+
+// Rows of one kind a retention transaction deletes at most (StateDb::PruneJob).
+constexpr int64_t kPruneBatch = 1000;
+
+// A commit row that is not the record of a local-only checkpoint still recorded complete.
+constexpr const char* kNotLocalComplete =
+    "NOT (commits.state='local' AND commits.upload='' AND EXISTS (SELECT 1 FROM steps s WHERE "
+    "s.job_id=commits.job_id AND s.step=commits.step AND s.location=commits.ckpt_dir AND "
+    "s.state='COMPLETE-LOCAL'))";
+
+// The single integer the query `sql` (binding `job_id` as ?1) returns; 0 for NULL.
+Result<int64_t> QueryInt(sqlite3* db, const std::string& sql, const std::string& job_id,
+                         const char* what) {
+  Stmt s(db, sql.c_str());
+  s.Bind(job_id);
+  if (!s.ok()) return s.Error(what);
+  if (s.Step() != SQLITE_ROW) return s.Error(what);
+  return s.Int(0);
+}
+
+}  // namespace
+
+Result<StateDb::PruneResult> StateDb::PruneJob(
+    const std::string& job_id, double before, bool require_published,
+    const std::vector<std::pair<int64_t, std::string>>& gone_local) {
+  PruneResult out;
+  // One round: a transaction that checks the job and deletes a batch of its rows. Returns
+  // whether the job still has rows to delete (another round).
+  auto round = [&]() -> Result<bool> {
+    // Checked in every transaction: an event or commit arriving meanwhile keeps the job.
+    Stmt act(db_,
+             "SELECT MAX(t) FROM ("
+             " SELECT MAX(time) t FROM journal WHERE job_id=?1"
+             " UNION ALL SELECT MAX(MAX(created), MAX(finished)) FROM commits WHERE job_id=?1"
+             " UNION ALL SELECT MAX(time) FROM heartbeats WHERE job_id=?1)");
+    act.Bind(job_id);
+    if (!act.ok() || act.Step() != SQLITE_ROW) return act.Error("job activity");
+    if (act.Real(0) >= before) {
+      out.kept_because = "recently active";
+      return false;
+    }
+    auto blocking =
+        QueryInt(db_,
+                 "SELECT COUNT(*) FROM commits WHERE job_id=?1 AND (state IN "
+                 "('queued','uploading') OR (state='failed' AND retry=1 AND upload!=''))",
+                 job_id, "job commits");
+    if (!blocking) return blocking.status();
+    if (*blocking > 0) {
+      out.kept_because = "uploads pending or to retry";
+      return false;
+    }
+    if (require_published) {
+      auto unpublished =
+          QueryInt(db_,
+                   "SELECT COALESCE((SELECT MAX(id) FROM journal WHERE job_id=?1), 0) > "
+                   "COALESCE((SELECT MAX(last_id) FROM journal_segments WHERE job_id=?1), 0)",
+                   job_id, "journal publication");
+      if (!unpublished) return unpublished.status();
+      if (*unpublished) {
+        out.kept_because = "journal publication pending";
+        return false;
+      }
+    }
+    auto run = [&](const std::string& sql, const char* what, int64_t* changed = nullptr,
+                   int64_t step = 0, const std::string* where = nullptr) -> Status {
+      Stmt d(db_, sql.c_str());
+      d.Bind(job_id);
+      if (where) d.Bind(step).Bind(*where);
+      if (Status st = Run(d, what); !st) return st;
+      out.rows += sqlite3_changes(db_);
+      if (changed) *changed = sqlite3_changes(db_);
+      return Status::Ok();
+    };
+    for (const auto& [step, where] : gone_local) {
+      if (Status st = run("DELETE FROM steps WHERE job_id=?1 AND step=?2 AND location=?3",
+                          "prune steps", nullptr, step, &where);
+          !st) {
+        return st;
+      }
+    }
+    // Large jobs go in batches, each its own short transaction: a commit waits for SQLite's
+    // write lock at most one batch (about a millisecond), never the whole job.
+    int64_t n = 0;
+    if (Status st = run("DELETE FROM journal WHERE id IN (SELECT id FROM journal WHERE job_id=?1 "
+                        "ORDER BY id LIMIT " +
+                            std::to_string(kPruneBatch) + ")",
+                        "prune journal", &n);
+        !st) {
+      return st;
+    }
+    if (n == kPruneBatch) return true;
+    Stmt pick(db_, (std::string("SELECT id FROM commits WHERE job_id=?1 AND ") + kNotLocalComplete +
+                    " LIMIT " + std::to_string(kPruneBatch / 8))
+                       .c_str());
+    pick.Bind(job_id);
+    auto ids = ReadRows<int64_t>(pick, "prune commits", [](const Stmt& r) { return r.Int(0); });
+    if (!ids) return ids.status();
+    for (int64_t id : *ids) {
+      for (const char* sql :
+           {"DELETE FROM parts WHERE commit_id=?", "DELETE FROM files WHERE commit_id=?",
+            "DELETE FROM commits WHERE id=?"}) {
+        Stmt d(db_, sql);
+        d.Bind(id);
+        if (Status st = Run(d, "prune commits"); !st) return st;
+        out.rows += sqlite3_changes(db_);
+      }
+    }
+    const int64_t picked = static_cast<int64_t>(ids->size());
+    if (picked == kPruneBatch / 8) return true;
+    if (Status st = run("DELETE FROM steps WHERE job_id=?1 AND NOT (state='COMPLETE-LOCAL' AND "
+                        "EXISTS (SELECT 1 FROM commits c WHERE c.job_id=steps.job_id AND "
+                        "c.step=steps.step AND c.ckpt_dir=steps.location AND c.upload='' AND "
+                        "c.state='local'))",
+                        "prune steps");
+        !st) {
+      return st;
+    }
+    for (const char* table : {"heartbeats", "job_owners", "journal_segments"}) {
+      if (Status st = run(std::string("DELETE FROM ") + table + " WHERE job_id=?1", "prune"); !st) {
+        return st;
+      }
+    }
+    out.pruned = true;
+    return false;
+  };
+  for (;;) {
+    DbLock lock(mu_);  // released between rounds: the uploader's bookkeeping goes in between
+    if (Status st = Exec(db_, "BEGIN IMMEDIATE"); !st) return st;
+    const int64_t rows_before = out.rows;
+    Result<bool> again = round();
+    Status st = again.ok() ? Exec(db_, "COMMIT") : again.status();
+    if (!st.ok()) {
+      (void)Exec(db_, "ROLLBACK");
+      out.rows = rows_before;
+      return Status::Error("job " + job_id + ": " + st.message());
+    }
+    if (!*again) return out;
+  }
+}
+
 Status StateDb::Heartbeat(const std::string& job_id, int rank, int64_t step, double time) {
   DbLock lock(mu_);
   Stmt s(db_, "INSERT OR REPLACE INTO heartbeats(job_id, rank, step, time) VALUES(?,?,?,?)");

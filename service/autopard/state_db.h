@@ -14,6 +14,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -151,6 +152,32 @@ class StateDb {
   // transaction).
   Result<std::vector<JournalSegment>> JournalSegments(const std::string& job_id);
   Status SetJournalSegments(const std::string& job_id, const std::vector<JournalSegment>& segments);
+
+  // Retention (autopard.conf `state_keep_days`). A job's newest activity is its newest journal
+  // event, commit (created or finished) or heartbeat; a job with rows but none of these (only
+  // steps, an owner or segments left) counts as inactive since ever.
+  // Jobs whose newest activity is before `before` (epoch seconds), in job id order.
+  Result<std::vector<std::string>> InactiveJobs(double before);
+  // The job's steps recorded COMPLETE-LOCAL: (step, checkpoint directory).
+  Result<std::vector<std::pair<int64_t, std::string>>> LocalCompleteSteps(
+      const std::string& job_id);
+  struct PruneResult {
+    bool pruned = false;  // false: kept, `kept_because` says why
+    std::string kept_because;
+    int64_t rows = 0;  // rows deleted (also when kept: by earlier transactions)
+  };
+  // Deletes every row of `job_id` (commits with their files and parts, steps, journal,
+  // heartbeats, owner, published segments) while, checked inside each transaction, its newest
+  // activity is still before `before`, no commit of it is queued, uploading or failed and to be
+  // retried, and (with `require_published`) every journal event of it lies in a recorded
+  // published segment. A large job goes in several short transactions (at most 1000 journal rows
+  // or 125 commits each; a commit waits at most one of them), each deleting only rows those
+  // checks allow; when a check fails midway the job keeps the rest (pruned false, `rows` what
+  // went). Kept anyway: the rows of its local-only checkpoints still
+  // recorded COMPLETE-LOCAL (what RestoreLocal resumes from), except the steps in `gone_local`
+  // (their directories are gone: those rows go too). Never touches files or objects.
+  Result<PruneResult> PruneJob(const std::string& job_id, double before, bool require_published,
+                               const std::vector<std::pair<int64_t, std::string>>& gone_local);
 
  private:
   StateDb(sqlite3* commit_db, sqlite3* db) : commit_db_(commit_db), db_(db) {}

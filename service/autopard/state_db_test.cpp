@@ -5,7 +5,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 namespace autopar {
@@ -175,6 +177,219 @@ TEST_F(StateDbTest, JournalOwnersAndSegmentsSurviveReopen) {
   EXPECT_EQ((*rows)[0].id, 3);
   EXPECT_EQ((*rows)[1].id, 4);
   EXPECT_EQ((*rows)[1].event.job_id, "7");
+}
+
+// ---- retention (PruneJob) -----------------------------------------------------------------------
+
+// Rows of `job` in every table, by table (files and parts through the job's commits), read on a
+// connection of its own.
+std::map<std::string, int64_t> RowsOf(const std::string& path, const std::string& job) {
+  sqlite3* raw = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  std::map<std::string, int64_t> out;
+  const std::string of = " WHERE commit_id IN (SELECT id FROM commits WHERE job_id='" + job + "')";
+  for (const char* t : {"commits", "steps", "journal", "heartbeats", "job_owners",
+                        "journal_segments", "files", "parts"}) {
+    std::string table = t;
+    std::string sql = "SELECT COUNT(*) FROM " + table +
+                      (table == "files" || table == "parts" ? of : " WHERE job_id='" + job + "'");
+    sqlite3_stmt* s = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(raw, sql.c_str(), -1, &s, nullptr), SQLITE_OK) << sql;
+    EXPECT_EQ(sqlite3_step(s), SQLITE_ROW);
+    if (int64_t n = sqlite3_column_int64(s, 0)) out[table] = n;
+    sqlite3_finalize(s);
+  }
+  sqlite3_close(raw);
+  return out;
+}
+
+int64_t Pragma(const std::string& path, const char* pragma) {
+  sqlite3* raw = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(raw, (std::string("PRAGMA ") + pragma).c_str(), -1, &s, nullptr),
+            SQLITE_OK);
+  EXPECT_EQ(sqlite3_step(s), SQLITE_ROW);
+  int64_t n = sqlite3_column_int64(s, 0);
+  sqlite3_finalize(s);
+  sqlite3_close(raw);
+  return n;
+}
+
+// A job's whole footprint at time `t`: a commit in `state` with two files (one with a recorded
+// part), a step, three 1 KB journal events (all published unless `unpublished`), a heartbeat and an
+// owner.
+void AddJob(StateDb& db, const std::string& job, double t, const std::string& state,
+            bool retry = false, bool unpublished = false, const std::string& upload = "s3://b/p") {
+  CommitRecord c;
+  c.job_id = job;
+  c.step = 10;
+  c.ckpt_dir = "/ck/" + job;
+  c.upload = upload;
+  c.created = t;
+  c.state = state == "failed" ? "uploading" : state;
+  bool dup = false;
+  auto id =
+      db.AddCommit(c, {{"a.pt", 100, "", "", false, ""}, {"b.pt", 200, "", "", false, ""}}, &dup);
+  ASSERT_TRUE(id.ok()) << id.message();
+  ASSERT_TRUE(db.SetUploadId(*id, "a.pt", "up-1").ok());
+  ASSERT_TRUE(db.AddPart(*id, "a.pt", {1, "etag1", "md5"}).ok());
+  if (state == "failed") {
+    ASSERT_TRUE(db.SetCommitState(*id, "failed", "storage down", 100, retry).ok());
+  }
+  ASSERT_TRUE(db.SetStepState(job, 10, upload.empty() ? c.ckpt_dir : upload,
+                              upload.empty() ? "COMPLETE-LOCAL" : "COMPLETE")
+                  .ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(db.AddEvent({t + i, "n1", job, "e", 0, 10, std::string(1000, 'd')}).ok());
+  }
+  auto rows = db.EventsBetween(job, 0, INT64_MAX);
+  ASSERT_TRUE(rows.ok());
+  int64_t last = rows->back().id - (unpublished ? 1 : 0);
+  ASSERT_TRUE(db.SetJournalSegments(job, {{rows->front().id, last, 0}}).ok());
+  ASSERT_TRUE(db.Heartbeat(job, 0, 10, t).ok());
+  ASSERT_TRUE(db.SetJobOwner(job, 1001).ok());
+}
+
+TEST_F(StateDbTest, PrunesOnlyInactiveJobsNothingOfIsStillNeeded) {
+  auto db = StateDb::Open(path_, CommitSync::kNormal);
+  ASSERT_TRUE(db.ok()) << db.message();
+  // The injected clock: 30 days from now (SetCommitState stamps `finished` with the real time).
+  const double now = static_cast<double>(std::time(nullptr)) + 30 * 86400.0;
+  const double before = now - 14 * 86400.0, old = now - 20 * 86400.0, recent = now - 86400.0;
+  struct Case {
+    const char* job;
+    double t;
+    const char* state;
+    bool retry, unpublished, require_published;
+    const char* upload;
+    bool pruned;
+    const char* kept_because;
+  } cases[] = {
+      {"old", old, "uploaded", false, false, true, "s3://b/p", true, ""},
+      {"recent", recent, "uploaded", false, false, true, "s3://b/p", false, "recently active"},
+      {"retry", old, "failed", true, false, true, "s3://b/p", false, "uploads pending or to retry"},
+      {"queued", old, "queued", false, false, true, "s3://b/p", false,
+       "uploads pending or to retry"},
+      {"failed-for-good", old, "failed", false, false, true, "s3://b/p", true, ""},
+      {"unpublished", old, "uploaded", false, true, true, "s3://b/p", false,
+       "journal publication pending"},
+      {"no-journal-uri", old, "uploaded", false, true, false, "s3://b/p", true, ""},
+  };
+  for (const auto& c : cases) AddJob(**db, c.job, c.t, c.state, c.retry, c.unpublished, c.upload);
+  auto inactive = (*db)->InactiveJobs(before);
+  ASSERT_TRUE(inactive.ok()) << inactive.message();
+  EXPECT_EQ(inactive->size(), 6u);  // all but "recent"
+  for (const auto& c : cases) {
+    auto full = RowsOf(path_, c.job);
+    EXPECT_EQ(full.size(), 8u) << c.job;
+    auto r = (*db)->PruneJob(c.job, before, c.require_published, {});
+    ASSERT_TRUE(r.ok()) << c.job << ": " << r.message();
+    EXPECT_EQ(r->pruned, c.pruned) << c.job;
+    EXPECT_EQ(r->kept_because, c.kept_because) << c.job;
+    if (c.pruned) {
+      EXPECT_TRUE(RowsOf(path_, c.job).empty()) << c.job;
+      // 1 commit, 2 files, 1 part, 1 step, 3 events, 1 heartbeat, 1 owner, 1 segment.
+      EXPECT_EQ(r->rows, 11) << c.job;
+    } else {
+      EXPECT_EQ(RowsOf(path_, c.job), full) << c.job;
+    }
+  }
+  // The pruned are forgotten (an owner lookup falls back to Slurm / the published journal).
+  EXPECT_EQ(*(*db)->JobOwner("old"), -1);
+  EXPECT_EQ(*(*db)->JobOwner("retry"), 1001);
+  EXPECT_EQ((*db)->InactiveJobs(before)->size(), 3u);
+}
+
+TEST_F(StateDbTest, PruningKeepsLocalCheckpointsWhileTheirDirectoriesExist) {
+  auto db = StateDb::Open(path_, CommitSync::kNormal);
+  ASSERT_TRUE(db.ok()) << db.message();
+  AddJob(**db, "loc", 1000.0, "local", false, false, /*upload=*/"");
+  auto steps = (*db)->LocalCompleteSteps("loc");
+  ASSERT_TRUE(steps.ok()) << steps.message();
+  ASSERT_EQ(steps->size(), 1u);
+  EXPECT_EQ((*steps)[0], std::make_pair(int64_t{10}, std::string("/ck/loc")));
+  // The checkpoint is still there: its commit, files and step stay (RestoreLocal needs them).
+  auto r = (*db)->PruneJob("loc", 5000.0, true, {});
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_TRUE(r->pruned);
+  EXPECT_EQ(r->rows, 6);  // 3 events, heartbeat, owner, segment
+  EXPECT_EQ(RowsOf(path_, "loc"), (std::map<std::string, int64_t>{
+                                      {"commits", 1}, {"files", 2}, {"parts", 1}, {"steps", 1}}));
+  EXPECT_EQ((*db)->LocalCommits("/ck/loc", 10)->size(), 1u);
+  r = (*db)->PruneJob("loc", 5000.0, true, {});  // the next pass: nothing more
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->rows, 0);
+  // Its directory is gone: the rest goes too.
+  r = (*db)->PruneJob("loc", 5000.0, true, *steps);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->rows, 5);
+  EXPECT_TRUE(RowsOf(path_, "loc").empty());
+  EXPECT_TRUE((*db)->InactiveJobs(5000.0)->empty());
+}
+
+TEST_F(StateDbTest, ALargeJobIsPrunedInSeveralShortTransactions) {
+  auto db = StateDb::Open(path_, CommitSync::kNormal);
+  ASSERT_TRUE(db.ok()) << db.message();
+  // 2500 events and 300 commits: more than one batch of each (1000 events, 125 commits).
+  for (int i = 0; i < 2500; ++i)
+    ASSERT_TRUE((*db)->AddEvent({1000.0 + i, "n1", "big", "e", 0, i, ""}).ok());
+  for (int i = 0; i < 300; ++i) {
+    CommitRecord c;
+    c.job_id = "big";
+    c.step = i;
+    c.ckpt_dir = "/ck/big";
+    c.upload = "s3://b/p";
+    c.created = 1000.0;
+    c.state = "uploaded";
+    bool dup = false;
+    ASSERT_TRUE((*db)->AddCommit(c, {{"a.pt", 1, "", "", false, ""}}, &dup).ok());
+  }
+  ASSERT_TRUE((*db)->SetJournalSegments("big", {{1, 2500, 2}}).ok());
+  AddJob(**db, "other", 1000.0, "uploaded");  // another old job: untouched by big's pruning
+  auto r = (*db)->PruneJob("big", 5000.0, true, {});
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_TRUE(r->pruned);
+  EXPECT_EQ(r->rows, 2500 + 300 * 2 + 1);
+  EXPECT_TRUE(RowsOf(path_, "big").empty());
+  EXPECT_EQ(RowsOf(path_, "other").size(), 8u);
+}
+
+TEST_F(StateDbTest, TheDatabaseStopsGrowingWhenOldJobsArePruned) {
+  auto db = StateDb::Open(path_, CommitSync::kNormal);
+  ASSERT_TRUE(db.ok()) << db.message();
+  // 40 simulated days, 5 jobs a day (each: a commit with 2 files, 3 events, ...), 3 days kept.
+  int64_t pages_day_10 = 0, used_day_10 = 0;
+  for (int day = 0; day < 40; ++day) {
+    const double t = 1e6 + day * 86400.0;
+    for (int j = 0; j < 5; ++j) AddJob(**db, std::to_string(day * 5 + j), t + j, "uploaded");
+    auto inactive = (*db)->InactiveJobs(t - 3 * 86400.0);
+    ASSERT_TRUE(inactive.ok()) << inactive.message();
+    for (const auto& job : *inactive) {
+      auto r = (*db)->PruneJob(job, t - 3 * 86400.0, true, {});
+      ASSERT_TRUE(r.ok() && r->pruned) << job;
+    }
+    if (day == 10) {
+      pages_day_10 = Pragma(path_, "page_count");
+      used_day_10 = pages_day_10 - Pragma(path_, "freelist_count");
+    }
+  }
+  // Only the last 4 days' jobs are left, in the pages freed by the pruned ones.
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(raw, "SELECT COUNT(DISTINCT job_id) FROM journal", -1, &s, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(s), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int64(s, 0), 20);
+  sqlite3_finalize(s);
+  sqlite3_close(raw);
+  const int64_t pages = Pragma(path_, "page_count");
+  const int64_t used = pages - Pragma(path_, "freelist_count");
+  EXPECT_LE(pages, pages_day_10 + 4) << "pages at day 10: " << pages_day_10;
+  EXPECT_LE(used, used_day_10 + 4) << "used pages at day 10: " << used_day_10;
+  // Without pruning the 200 jobs' events alone (600 KB) would take 150 more pages.
+  EXPECT_GT(used_day_10, 30);
 }
 
 TEST_F(StateDbTest, UnopenableDatabaseNamesThePath) {

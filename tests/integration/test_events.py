@@ -102,6 +102,10 @@ srun --mpi=pmix {LAUNCH} -- {PYTHON} {TRAIN} --steps 16 --every 4 --step-sleep 0
     assert published and all(re.fullmatch(r"\d{12}-\d{12}\.json", p.name) for p in published), \
         published
     assert {p.parent.name for p in published} >= {crashed_node}, published
+    # Every node's autopard ran its state retention pass at start (docs/checkpoints.md).
+    for log in (cluster_dir() / "log").glob("autopard-*.log"):
+        assert re.search(r"^autopard: state retention: \d+ jobs pruned \(\d+ rows deleted\)",
+                         log.read_text(errors="replace"), re.M), log
 
     # The table shows the same events in the same order.
     p = run([str(CLI), "events", job, "--all", "--socket", str(outsider)], check=True)
