@@ -1,6 +1,7 @@
 #include "autopar/text.h"
 
 #include <cctype>
+#include <cstdio>
 #include <charconv>
 
 namespace autopar {
@@ -56,6 +57,12 @@ std::optional<int64_t> ParseInt(std::string_view s, int64_t min, int64_t max) {
   if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
   if (v < min || v > max) return std::nullopt;
   return v;
+}
+
+std::string FormatFixed(double v, int digits) {
+  char buf[64];
+  (void)std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
 }
 
 }  // namespace autopar

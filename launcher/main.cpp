@@ -21,6 +21,7 @@
 
 #include "autopar/launch.h"
 #include "autopar/proto_client.h"
+#include "autopar/text.h"
 #include "autopar/launch_events.h"
 #include "binding.h"
 #include "child_process.h"
@@ -83,6 +84,16 @@ std::string SelfDir() {
 }
 #endif
 
+// One event of rank 0 for the job's timeline (launch_events.h). Without autopard there is nobody
+// to tell, and a journal that cannot be reached never stops the training: a warning only with
+// --verbose (`prefix`: LaunchMessagePrefix). Safe from any thread (reads only its arguments).
+void TellRank0Event(const EnvMap& env, const std::string& host, const std::string& prefix,
+                    bool verbose, const char* kind, int64_t step, const EventFields& fields) {
+  const GetEnv get = Lookup(env);
+  Status st = SendJobEvent(get, JobEventRequest(get, kind, 0, step, host, fields), 1000);
+  if (!st && verbose) std::fprintf(stderr, "%swarning: %s\n", prefix.c_str(), st.message().c_str());
+}
+
 class Launcher {
  public:
   int Run(int argc, char** argv);
@@ -93,9 +104,7 @@ class Launcher {
     std::fprintf(stderr, "%s%s\n", LaunchMessagePrefix(rank_, host_).c_str(), message.c_str());
   }
   Status Rendezvous(const EnvMap& env, int timeout_s);
-  // Rank 0 tells the node's autopard what the step does, for the job's timeline
-  // (launch_events.h). Without autopard there is nobody to tell, and a journal that cannot be
-  // reached never stops the training: said only with --verbose.
+  // TellRank0Event on rank 0 only.
   void Journal(const EnvMap& env, const char* kind, int64_t step, const EventFields& fields) const;
   int RunChild(const std::vector<std::string>& argv, const EnvMap& env,
                const std::vector<int>& cpus, bool forward_from_parent, bool* terminated);
@@ -140,10 +149,7 @@ void Launcher::Fail(const std::string& message, int code) {
 
 void Launcher::Journal(const EnvMap& env, const char* kind, int64_t step,
                        const EventFields& fields) const {
-  if (rank_ != 0) return;
-  const GetEnv get = Lookup(env);
-  Status st = SendJobEvent(get, JobEventRequest(get, kind, 0, step, host_, fields), 1000);
-  if (!st && verbose_) Say("warning: " + st.message());
+  if (rank_ == 0) TellRank0Event(env, host_, LaunchMessagePrefix(rank_, host_), verbose_, kind, step, fields);
 }
 
 Status Launcher::Rendezvous(const EnvMap& env, int timeout_s) {
@@ -265,12 +271,10 @@ int Launcher::Run(int argc, char** argv) {
     story_ = std::thread([env, host = host_, verbose = verbose_,
                           prefix = LaunchMessagePrefix(rank_, host_)] {
       const GetEnv get = Lookup(env);
-      auto send = [&](const char* kind, const EventFields& fields) {
-        Status st = SendJobEvent(get, JobEventRequest(get, kind, 0, -1, host, fields), 1000);
-        if (!st && verbose) std::fprintf(stderr, "%swarning: %s\n", prefix.c_str(), st.message().c_str());
-      };
-      if (FirstStepOfJob(get)) send(event_kind::kSubmitted, SubmittedFields(get));
-      send(event_kind::kStepStarted, StepStartedFields(get));
+      if (FirstStepOfJob(get)) {
+        TellRank0Event(env, host, prefix, verbose, event_kind::kSubmitted, -1, SubmittedFields(get));
+      }
+      TellRank0Event(env, host, prefix, verbose, event_kind::kStepStarted, -1, StepStartedFields(get));
     });
   }
   int timeout_s = kDefaultRendezvousTimeoutS;
@@ -330,12 +334,10 @@ int Launcher::Run(int argc, char** argv) {
   }
 
   if (story_.joinable()) story_.join();
-  {
-    char took[32];
-    std::snprintf(took, sizeof took, "%.3f",
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start).count());
-    Journal(env, event_kind::kRendezvous, -1, {{"duration_s", took}, {"ranks", std::to_string(info_.size)}});
-  }
+  const double rendezvous_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start).count();
+  Journal(env, event_kind::kRendezvous, -1,
+          {{"duration_s", FormatFixed(rendezvous_s, 3)}, {"ranks", std::to_string(info_.size)}});
 
   LaunchDecisions d;
   d.rank = info_;
@@ -399,11 +401,7 @@ int Launcher::Run(int argc, char** argv) {
   port_.Release();
   const double run_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - program_start).count();
-  if (code == 0) {
-    char took[32];
-    std::snprintf(took, sizeof took, "%.1f", run_s);
-    Journal(env, event_kind::kFinished, -1, {{"exit", "0"}, {"run_s", took}});
-  }
+  if (code == 0) Journal(env, event_kind::kFinished, -1, {{"exit", "0"}, {"run_s", FormatFixed(run_s, 1)}});
   if (code != 0 && !terminated) {
     // A crashed rank: tell the node's autopard first (issue 6, launch_events.h), so that it decides
     // on a requeue while the step is being ended.

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "autopar/planner.h"
+#include "autopar/text.h"
 
 namespace autopar {
 namespace {
@@ -10,12 +11,6 @@ namespace {
 std::string Var(const GetEnv& getenv, const char* name, const char* dflt = "") {
   const char* v = getenv(name);
   return v && *v ? v : dflt;
-}
-
-std::string Fixed(double v, const char* format) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
 }
 
 }  // namespace
@@ -50,7 +45,7 @@ std::optional<Request> RankExitRequest(const GetEnv& getenv, int rank, const std
   if (exit_status > 128 && exit_status < 128 + 65) {
     f.emplace_back("signal", std::to_string(exit_status - 128));
   }
-  f.emplace_back("run_s", Fixed(run_s, "%.1f"));
+  f.emplace_back("run_s", FormatFixed(run_s, 1));
   return JobEventRequest(getenv, event_kind::kRankExit, rank, -1, node, f);
 }
 
@@ -83,8 +78,8 @@ EventFields SubmittedFields(const GetEnv& getenv) {
           {"grad_accum", std::to_string(l.grad_accum)},
           {"recompute", RecomputeName(l.recompute)},
           {"optimizer_sharding", l.optimizer_sharding ? "1" : "0"},
-          {"mem_gib", Fixed(c.memory.total_gib, "%.1f")},
-          {"step_s", Fixed(c.step_time_s, "%.3f")}};
+          {"mem_gib", FormatFixed(c.memory.total_gib, 1)},
+          {"step_s", FormatFixed(c.step_time_s, 3)}};
 }
 
 EventFields StepStartedFields(const GetEnv& getenv) {

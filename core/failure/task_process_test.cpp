@@ -2,38 +2,22 @@
 
 #include <gtest/gtest.h>
 
-#include <map>
 #include <string>
+
+#include "fake_proc_for_test.h"
 
 namespace autopar {
 namespace {
 
-// A /proc/PID/stat line with the fields TaskProcessOf reads (ppid, starttime); the rest zeros.
-std::string Stat(int pid, const std::string& comm, int ppid, uint64_t start = 100) {
-  std::string s = std::to_string(pid) + " (" + comm + ") S " + std::to_string(ppid);
-  for (int field = 5; field <= 21; ++field) s += " 0";
-  return s + " " + std::to_string(start) + " 0 0 0\n";
-}
-
 class TaskProcessTest : public ::testing::Test {
  protected:
-  ProcAccess Proc() {
-    ProcAccess p;
-    p.read_file = [this](const std::string& path) -> Result<std::string> {
-      auto it = files_.find(path);
-      if (it == files_.end()) return Status::Error(path + ": No such file or directory");
-      return it->second;
-    };
-    return p;
-  }
-  void Process(int pid, const std::string& comm, int ppid) {
-    files_["/proc/" + std::to_string(pid) + "/stat"] = Stat(pid, comm, ppid);
-  }
-  std::map<std::string, std::string> files_;
+  ProcAccess Proc() { return proc_.Access(); }
+  void Process(int pid, const std::string& comm, int ppid) { proc_.Process(pid, comm, ppid); }
+  FakeProc proc_;
 };
 
 TEST(ProcStatTest, ParsesNamesWithSpacesAndParentheses) {
-  auto s = ParseProcStat(Stat(4242, "my prog) (x", 17, 98765));
+  auto s = ParseProcStat(FakeStatLine(4242, "my prog) (x", 17, 98765));
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->pid, 4242);
   EXPECT_EQ(s->comm, "my prog) (x");

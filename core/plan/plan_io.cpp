@@ -7,15 +7,10 @@
 #include <sstream>
 
 #include "autopar/planner.h"
+#include "autopar/text.h"
 
 namespace autopar {
 namespace {
-
-std::string Fixed(double v, int digits) {
-  char buf[64];
-  (void)std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
-}
 
 std::string Thousands(double v) {
   const long long n = std::llround(v);
@@ -323,32 +318,32 @@ std::string PlanToText(const Plan& plan) {
   };
   std::ostringstream os;
   const std::string size =
-      plan.params >= 1e9 ? Fixed(plan.params / 1e9, 2) + "B" : Fixed(plan.params / 1e6, 1) + "M";
+      plan.params >= 1e9 ? FormatFixed(plan.params / 1e9, 2) + "B" : FormatFixed(plan.params / 1e6, 1) + "M";
   os << "model:       " << plan.model_name << " (" << size << " parameters)\n"
      << "hardware:    " << plan.gpus << " x " << plan.gpu_name << " (" << plan.gpus_per_node
      << " per node)\n"
      << "batch:       " << plan.global_batch << " sequences x " << plan.seq_len << " tokens\n"
      << "layout:      " << knobs(l) << "\n"
-     << "memory/GPU:  " << Fixed(c.memory.total_gib, 1) << " GiB of "
-     << Fixed(plan.mem_usable_gib, 1) << " usable = weights " << Fixed(c.memory.weights_gib, 1)
-     << " + grads " << Fixed(c.memory.grads_gib, 1) << " + optimizer "
-     << Fixed(c.memory.optimizer_gib, 1) << " + activations " << Fixed(c.memory.activations_gib, 1)
-     << " + transient " << Fixed(c.memory.transient_gib, 1) << " + framework "
-     << Fixed(c.memory.framework_gib, 1) << "\n"
-     << "step time:   " << Fixed(c.step_time_s, 3) << " s = compute " << Fixed(c.time.compute_s, 3)
-     << " + element-wise " << Fixed(c.time.elementwise_s, 3) << " + recompute "
-     << Fixed(c.time.recompute_s, 3) << " + TP comm " << Fixed(c.time.tp_comm_s, 3) << " + bubble "
-     << Fixed(c.time.bubble_s, 3) << " + p2p " << Fixed(c.time.p2p_s, 3) << " + DP comm "
-     << Fixed(c.time.dp_comm_exposed_s, 3) << " (of " << Fixed(c.time.dp_comm_s, 3)
-     << ") + optimizer " << Fixed(c.time.optimizer_s, 3) << "\n"
-     << "throughput:  " << Thousands(c.tokens_per_s) << " tokens/s, " << Fixed(c.samples_per_s, 2)
-     << " samples/s, MFU " << Fixed(c.mfu * 100, 1) << "%\n";
+     << "memory/GPU:  " << FormatFixed(c.memory.total_gib, 1) << " GiB of "
+     << FormatFixed(plan.mem_usable_gib, 1) << " usable = weights " << FormatFixed(c.memory.weights_gib, 1)
+     << " + grads " << FormatFixed(c.memory.grads_gib, 1) << " + optimizer "
+     << FormatFixed(c.memory.optimizer_gib, 1) << " + activations " << FormatFixed(c.memory.activations_gib, 1)
+     << " + transient " << FormatFixed(c.memory.transient_gib, 1) << " + framework "
+     << FormatFixed(c.memory.framework_gib, 1) << "\n"
+     << "step time:   " << FormatFixed(c.step_time_s, 3) << " s = compute " << FormatFixed(c.time.compute_s, 3)
+     << " + element-wise " << FormatFixed(c.time.elementwise_s, 3) << " + recompute "
+     << FormatFixed(c.time.recompute_s, 3) << " + TP comm " << FormatFixed(c.time.tp_comm_s, 3) << " + bubble "
+     << FormatFixed(c.time.bubble_s, 3) << " + p2p " << FormatFixed(c.time.p2p_s, 3) << " + DP comm "
+     << FormatFixed(c.time.dp_comm_exposed_s, 3) << " (of " << FormatFixed(c.time.dp_comm_s, 3)
+     << ") + optimizer " << FormatFixed(c.time.optimizer_s, 3) << "\n"
+     << "throughput:  " << Thousands(c.tokens_per_s) << " tokens/s, " << FormatFixed(c.samples_per_s, 2)
+     << " samples/s, MFU " << FormatFixed(c.mfu * 100, 1) << "%\n";
   if (!plan.alternatives.empty()) {
     os << "alternatives (" << plan.candidates_evaluated << " configurations evaluated):\n";
     int i = 1;
     for (const auto& a : plan.alternatives) {
-      os << "  " << i++ << ". " << knobs(a.layout) << ": " << Fixed(a.step_time_s, 3) << " s, "
-         << Fixed(a.memory.total_gib, 1) << " GiB, MFU " << Fixed(a.mfu * 100, 1) << "% -- "
+      os << "  " << i++ << ". " << knobs(a.layout) << ": " << FormatFixed(a.step_time_s, 3) << " s, "
+         << FormatFixed(a.memory.total_gib, 1) << " GiB, MFU " << FormatFixed(a.mfu * 100, 1) << "% -- "
          << a.reason << "\n";
     }
   }

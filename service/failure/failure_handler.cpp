@@ -11,12 +11,6 @@
 namespace autopar {
 namespace {
 
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
 std::optional<int64_t> FieldInt(const EventFields& f, const char* key) {
   for (const auto& [k, v] : f) {
     if (k == key) return ParseInt(v, INT64_MIN, INT64_MAX);
@@ -245,8 +239,8 @@ void FailureHandler::Tick() {
   }
   for (const auto& h : hung) {
     Emit(h.ctx.job_id, event_kind::kHeartbeatMissed, -1, h.verdict.last_step,
-         FormatEventFields({{"idle_s", Num(h.verdict.idle_s)},
-                            {"limit_s", Num(h.verdict.limit_s)},
+         FormatEventFields({{"idle_s", FormatFixed(h.verdict.idle_s, 1)},
+                            {"limit_s", FormatFixed(h.verdict.limit_s, 1)},
                             {"reason", h.verdict.Describe()}}));
     // Stacks of every local rank, the suspects first: a hang is often visible in the others too
     // (they wait in the collective the suspect never joins).
@@ -377,7 +371,7 @@ void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure
   }
   EventFields out = {{"attempt", std::to_string(d.attempt)},
                      {"of", std::to_string(d.max_restarts)},
-                     {"delay_s", Num(d.delay_s)}};
+                     {"delay_s", FormatFixed(d.delay_s, 1)}};
   if (!d.exclude_nodes.empty()) out.emplace_back("exclude", Join(d.exclude_nodes, ","));
   out.emplace_back("reason", d.reason);
   for (const auto& w : r->warnings) out.emplace_back("warning", w);

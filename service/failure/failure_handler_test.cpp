@@ -6,6 +6,7 @@
 #include <string>
 
 #include "autopar/timeline.h"
+#include "fake_proc_for_test.h"
 #include "fake_slurm_for_test.h"
 
 namespace autopar {
@@ -28,17 +29,7 @@ class FailureHandlerTest : public ::testing::Test {
         [this] { return now_; });
   }
 
-  ProcAccess Proc() {
-    ProcAccess p;
-    p.read_file = [this](const std::string& path) -> Result<std::string> {
-      auto it = files_.find(path);
-      if (it == files_.end()) return Status::Error(path + ": No such file or directory");
-      return it->second;
-    };
-    p.send_signal = [](int, int) { return Status::Ok(); };
-    p.sleep_ms = [](int) {};
-    return p;
-  }
+  ProcAccess Proc() { return proc_.Access(); }
 
   // A task of job 42 with `pid` and the given restart count and options.
   void Task(int pid, int restart, const char* requeue = "3", const char* timeout = "60",
@@ -54,11 +45,8 @@ class FailureHandlerTest : public ::testing::Test {
     Stat(pid, "python3", 1);
   }
 
-  // /proc/PID/stat of a process named `comm` with parent `ppid` (fields 5-21 zero).
   void Stat(int pid, const std::string& comm, int ppid, int start = 100) {
-    std::string s = std::to_string(pid) + " (" + comm + ") S " + std::to_string(ppid);
-    for (int field = 5; field <= 21; ++field) s += " 0";
-    files_["/proc/" + std::to_string(pid) + "/stat"] = s + " " + std::to_string(start) + " 0\n";
+    proc_.Process(pid, comm, ppid, start);
   }
 
   JournalEvent RankExit(int rank, const std::string& detail) {
@@ -86,7 +74,8 @@ class FailureHandlerTest : public ::testing::Test {
   }
 
   FakeSlurm slurm_;
-  std::map<std::string, std::string> files_;
+  FakeProc proc_;
+  std::map<std::string, std::string>& files_ = proc_.files;
   std::vector<JournalEvent> events_;
   double now_ = 1000;
   std::unique_ptr<FailureHandler> handler_;

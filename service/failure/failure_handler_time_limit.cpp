@@ -10,12 +10,6 @@
 namespace autopar {
 namespace {
 
-std::string Secs(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
 struct Pending {
   std::string job_id;
   std::string kind;
@@ -117,11 +111,11 @@ void FailureHandler::TickTimeLimits(double now) {
       tl.plan = plan;
       out.push_back({job, event_kind::kTimeLimitRequest, tl.max_step,
                      FormatEventFields({{"end", FormatEventTime(tl.end_time, false)},
-                                        {"left_s", Secs(tl.end_time - now)},
-                                        {"margin_s", Secs(plan.margin_s)},
-                                        {"ckpt_estimate_s", Secs(plan.ckpt_estimate_s)},
+                                        {"left_s", FormatFixed(tl.end_time - now, 1)},
+                                        {"margin_s", FormatFixed(plan.margin_s, 1)},
+                                        {"ckpt_estimate_s", FormatFixed(plan.ckpt_estimate_s, 1)},
                                         {"ckpt_observed", std::to_string(in.ckpt_durations_s.size())},
-                                        {"step_s", Secs(in.step_s)},
+                                        {"step_s", FormatFixed(in.step_s, 1)},
                                         {"plan", plan.Describe()}})});
     }
   }
@@ -244,8 +238,8 @@ void FailureHandler::RequeueForTimeLimit(const JobContext& ctx, int64_t step,
   EventFields out = {{"class", FailureClassName(FailureClass::kTimeLimit)},
                      {"attempt", std::to_string(d.attempt)},
                      {"of", std::to_string(d.max_restarts)},
-                     {"delay_s", Secs(d.delay_s)}};
-  if (plan.limited) out.emplace_back("margin_s", Secs(plan.margin_s));
+                     {"delay_s", FormatFixed(d.delay_s, 1)}};
+  if (plan.limited) out.emplace_back("margin_s", FormatFixed(plan.margin_s, 1));
   out.emplace_back("reason", d.reason);
   for (const auto& w : r->warnings) out.emplace_back("warning", w);
   Emit(ctx.job_id, event_kind::kRequeue, -1, step, FormatEventFields(out));
