@@ -46,6 +46,7 @@ timings=()
 work=$(mktemp -d /tmp/autopar-selftest-work.XXXXXX)
 chmod 0755 "$work"
 bystander=""
+outside_munged=""  # PID:START of the munged this script starts outside the cluster
 
 ok() {
   checks=$((checks + 1))
@@ -70,6 +71,7 @@ phase() {
 cleanup() {
   local rc=$?
   if [[ -n $bystander ]]; then kill "$bystander" 2>/dev/null || true; fi
+  if [[ -n $outside_munged ]]; then kill "${outside_munged%%:*}" 2>/dev/null || true; fi
   if ((failures || rc)); then
     "$here/stop.sh" >/dev/null 2>&1 || true
     printf 'selftest FAILED (%d of %d checks); logs kept in %s/log\n' "$failures" "$checks" "$CLUSTER_DIR" >&2
@@ -95,12 +97,35 @@ cluster_procs() {
   } | sort -un
 }
 
-# other_daemons OURS...: slurm/munge daemons that are not this cluster's (they must survive stop.sh),
-# e.g. another test cluster or a system Slurm.
+# process_id PID: "PID:START" (START: the kernel's start time in ticks, so a reused pid never
+# matches) of a live process; fails for a process that is exiting: a zombie its parent has not
+# reaped yet (this cluster's daemons are re-parented to PID 1 once start.sh exits, and a PID 1 may
+# reap seconds late), or one whose memory is already gone (its command line reads empty).
+process_id() {
+  local stat="" fields
+  [[ $1 =~ ^[0-9]+$ ]] || return 1
+  { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
+  read -r -a fields <<<"${stat##*) }"  # fields[0] is the state (stat's field 3), [19] the start
+  [[ ${fields[0]} != Z && ${fields[0]} != X && -n $(pid_cmdline "$1") ]] || return 1
+  printf '%s:%s\n' "$1" "${fields[19]}"
+}
+
+# other_daemons OURS...: "PID:START" of every live slurm/munge daemon that is not among OURS (this
+# cluster's processes: its pid files, its node namespaces, its command lines), e.g. another test
+# cluster, a system munged or a site's Slurm; each must survive stop.sh. Daemons of this cluster
+# that are still exiting from an earlier phase (a killed slurmctld not yet reaped) are not "others".
 other_daemons() {
   local p
   for p in $(pgrep -x 'slurmd|slurmctld|munged' || true); do
-    [[ " $* " == *" $p "* ]] || printf '%s\n' "$p"
+    [[ " $* " == *" $p "* ]] || process_id "$p" || true
+  done
+}
+
+# dead_daemons ID...: the IDs (from other_daemons) whose process no longer runs, with its name.
+dead_daemons() {
+  local id
+  for id in "$@"; do
+    [[ $(process_id "${id%%:*}") == "$id" ]] || printf '%s ' "$id"
   done
 }
 
@@ -140,8 +165,25 @@ stubs_on() {
   ns_members "$ipid" | xargs -r ps -o args= -p 2>/dev/null | grep -c '^autopard-stub' || true
 }
 
+# An outside munged, started as Debian's munge.service starts one (as the munge user; it
+# daemonizes, so its parent is PID 1), with its own key and socket: another cluster's daemon on
+# this machine, which neither start.sh nor stop.sh may touch (a system munged or Slurm may run too).
+start_outside_munged() {
+  local d=$work/outside-munge pid
+  mkdir -p "$d"
+  dd if=/dev/urandom of="$d/munge.key" bs=1024 count=1 status=none
+  chmod 0755 "$d"  # munged: the socket's directory must be searchable by all
+  chmod 0600 "$d/munge.key"
+  chown -R munge:munge "$d"
+  runuser -u munge -- munged --socket="$d/munge.socket.2" --key-file="$d/munge.key" \
+    --pid-file="$d/munged.pid" --log-file="$d/munged.log" --seed-file="$d/munged.seed" || return 1
+  read -r pid <"$d/munged.pid" || return 1
+  outside_munged=$(process_id "$pid")
+}
+
 # --- start ---------------------------------------------------------------------------------------
 "$here/stop.sh" --clean >/dev/null 2>&1 || true
+check "an outside munged runs (started as Debian's munge.service does)" start_outside_munged
 check "start.sh starts the cluster" "$here/start.sh"
 phase "start (fresh)"
 pids_before=$(cat "$PIDS"/*.pid | sort | tr '\n' ' ')
@@ -303,7 +345,18 @@ done
 check "a 4-node step runs before stop.sh" test "$(sleeps_on_nodes)" -eq 4
 mapfile -t ours < <(cluster_procs)
 mapfile -t others < <(other_daemons "${ours[@]}")
+check "the outside munged is among the other daemons" grep -qxF "$outside_munged" <(printf '%s\n' "${others[@]}")
+killer=""
+if [[ ${AUTOPAR_SELFTEST_KILL_OUTSIDE:-0} == 1 ]]; then
+  # The variant that proves the check: an outside daemon dies while stop.sh runs.
+  (
+    sleep 0.2
+    kill -KILL "${outside_munged%%:*}"
+  ) &
+  killer=$!
+fi
 out=$("$here/stop.sh" 2>&1) || true
+if [[ -n $killer ]]; then wait "$killer" || true; fi
 kill -KILL -- "-$srun_pid" 2>/dev/null || true
 wait_pids_gone 5 "$srun_pid" || true
 check "stop.sh stops the cluster" grep -q "stopped" <<<"$out"
@@ -312,9 +365,11 @@ survivors=""
 for p in "${ours[@]}"; do pid_alive "$p" && survivors+="$p "; done
 check "every process seen before stop.sh is gone" test -z "$survivors"
 check "a process the cluster did not start survives" pid_alive "$bystander"
-dead_others=""
-for p in "${others[@]}"; do pid_alive "$p" || dead_others+="$p "; done
+dead_others=$(dead_daemons "${others[@]}")
 check "slurm/munge daemons of other clusters (${#others[@]}) survive" test -z "$dead_others"
+[[ -z $dead_others ]] || printf '  gone (pid:start): %s\n' "$dead_others"
+check "the outside munged started before the cluster (pid ${outside_munged%%:*}) still runs" \
+  test -z "$(dead_daemons "$outside_munged")"
 check "the cluster's ports are free" not grep -qE ":($PORT_BASE|$((PORT_BASE + 1))|$((PORT_BASE + 4)))\$" \
   <<<"$(ss -Hltn | awk '{print $4}')"
 check "stop.sh again is a no-op" "$here/stop.sh"
