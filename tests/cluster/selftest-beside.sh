@@ -54,11 +54,11 @@ else
   if [[ $fails == "FAIL slurm/munge daemons of other clusters ("*") survive"$'\n'"FAIL the outside munged started before the cluster"* ]]; then
     variant_ok=1
     echo "variant (outside munged killed during stop.sh): failed as it must:"
-    sed 's/^/  /' <<<"$fails"
+    printf '  %s\n' "${fails//$'\n'/$'\n'  }"
     rm -f "$log"
   else
     echo "variant: failed for another reason; output in $log"
-    sed 's/^/  /' <<<"$fails"
+    printf '  %s\n' "${fails//$'\n'/$'\n'  }"
   fi
 fi
 echo "selftest-beside: $passed of $runs runs passed; variant detected: $((variant_ok))"
