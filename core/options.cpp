@@ -37,6 +37,9 @@ const std::vector<OptionSpec> kOptions = {
     {OptionId::kHeartbeatTimeout, "heartbeat-timeout", "SECONDS",
      "Treat the job as hung after SECONDS without progress from any rank", false,
      "AUTOPAR_HEARTBEAT_TIMEOUT"},
+    {OptionId::kRestartsInPlace, "restarts-in-place", "N",
+     "Restart a crashed or hung program up to N times inside the running job before requeueing",
+     false, "AUTOPAR_RESTARTS_IN_PLACE"},
 };
 
 std::string Flag(OptionId id) { return std::string("--") + GetOptionSpec(id).name; }
@@ -235,6 +238,12 @@ Status SetOption(JobOptions& opts, OptionId id, const char* value, const SiteCon
       opts.heartbeat_timeout = *v;
       return Status::Ok();
     }
+    case OptionId::kRestartsInPlace: {
+      auto v = ParseRanged(id, value, 0, site.max_restarts_in_place);
+      if (!v) return v.status();
+      opts.restarts_in_place = *v;
+      return Status::Ok();
+    }
   }
   return Status::Error("unknown option");
 }
@@ -254,6 +263,11 @@ Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site
   if (!o.auto_parallel) o.auto_parallel = d.auto_parallel;
   if (!o.requeue_on_failure) o.requeue_on_failure = d.requeue_on_failure;
   if (!o.heartbeat_timeout) o.heartbeat_timeout = d.heartbeat_timeout;
+  if (!o.restarts_in_place) o.restarts_in_place = d.restarts_in_place;
+  if (!o.restarts_in_place && o.requeue_on_failure) {
+    // A job that asked for recovery gets it in place first (issue 11): its failures cost seconds.
+    o.restarts_in_place = std::min(site.restarts_in_place_default, site.max_restarts_in_place);
+  }
   if (!o.ckpt_upload) o.ckpt_upload = d.ckpt_upload;
   if (o.checkpointing()) {
     if (!o.ckpt_dir) o.ckpt_dir = d.ckpt_dir ? *d.ckpt_dir : site.builtin_ckpt_dir;
@@ -278,6 +292,7 @@ std::vector<std::pair<std::string, std::string>> OptionsEnv(const JobOptions& o)
   if (o.ckpt_keep) put(OptionId::kCkptKeep, std::to_string(*o.ckpt_keep));
   if (o.requeue_on_failure) put(OptionId::kRequeueOnFailure, std::to_string(*o.requeue_on_failure));
   if (o.heartbeat_timeout) put(OptionId::kHeartbeatTimeout, std::to_string(*o.heartbeat_timeout));
+  if (o.restarts_in_place) put(OptionId::kRestartsInPlace, std::to_string(*o.restarts_in_place));
   return env;
 }
 

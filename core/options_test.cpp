@@ -24,7 +24,7 @@ TEST(OptionTable, EveryOptionOnceWithAutoparEnv) {
     EXPECT_EQ(std::string(spec.env).rfind("AUTOPAR_", 0), 0u);
     EXPECT_EQ(GetOptionSpec(spec.id).name, spec.name);
   }
-  EXPECT_EQ(names.size(), 10u);
+  EXPECT_EQ(names.size(), 11u);
   EXPECT_TRUE(GetOptionSpec(OptionId::kAutoParallel).optional_arg);
   EXPECT_TRUE(GetOptionSpec(OptionId::kRequeueOnFailure).optional_arg);
   EXPECT_FALSE(GetOptionSpec(OptionId::kModel).optional_arg);
@@ -82,6 +82,9 @@ TEST(Options, RefusesBadValuesNamingTheOption) {
       {OptionId::kRequeueOnFailure, "11", "--requeue-on-failure: must be an integer in [0, 10]"},
       {OptionId::kRequeueOnFailure, "-1", "--requeue-on-failure"},
       {OptionId::kHeartbeatTimeout, "5", "--heartbeat-timeout: must be an integer in [10, 86400]"},
+      {OptionId::kRestartsInPlace, "21", "--restarts-in-place: must be an integer in [0, 20], got '21'"},
+      {OptionId::kRestartsInPlace, "x", "--restarts-in-place: must be an integer"},
+      {OptionId::kRestartsInPlace, nullptr, "--restarts-in-place: needs a value"},
   };
   const SiteConfig site = Site();
   for (const auto& c : cases) {
@@ -123,6 +126,27 @@ TEST(Options, SiteLimitsApply) {
   JobOptions p;
   Status s = SetOption(p, OptionId::kCkptUpload, "file:///shared/x", site);
   EXPECT_NE(s.message().find("not allowed on this site"), std::string::npos) << s.message();
+}
+
+TEST(ResolveOptions, RecoveryRestartsInPlaceFirst) {
+  // --requeue-on-failure alone: the site's in-place default (capped by its maximum); an explicit
+  // count (0 included) wins; without failure handling none.
+  const SiteConfig site = Site({"restarts_in_place_default=4", "max_restarts_in_place=3"});
+  JobOptions requeue;
+  requeue.requeue_on_failure = 2;
+  EXPECT_EQ(ResolveOptions(requeue, site)->restarts_in_place, 3);
+  JobOptions off = requeue;
+  off.restarts_in_place = 0;
+  EXPECT_EQ(ResolveOptions(off, site)->restarts_in_place, 0);
+  EXPECT_FALSE(ResolveOptions(JobOptions{}, site)->restarts_in_place.has_value());
+  JobOptions in_place_only;
+  ASSERT_TRUE(SetOption(in_place_only, OptionId::kRestartsInPlace, "2", site).ok());
+  auto resolved = ResolveOptions(in_place_only, site);
+  EXPECT_EQ(resolved->restarts_in_place, 2);
+  bool exported = false;
+  for (const auto& [k, v] : OptionsEnv(*resolved)) exported |= k == "AUTOPAR_RESTARTS_IN_PLACE" && v == "2";
+  EXPECT_TRUE(exported);
+  EXPECT_FALSE(SetOption(in_place_only, OptionId::kRestartsInPlace, "4", site).ok());  // > max
 }
 
 TEST(Options, SettingTwiceKeepsTheLast) {

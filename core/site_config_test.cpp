@@ -10,6 +10,8 @@ TEST(SiteConfig, DefaultsWithoutArguments) {
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_EQ(c->max_requeue, 10);
   EXPECT_EQ(c->requeue_default_count, 3);
+  EXPECT_EQ(c->restarts_in_place_default, 3);
+  EXPECT_EQ(c->max_restarts_in_place, 20);
   EXPECT_EQ(c->socket, "/run/autopard/autopard.sock");
   EXPECT_EQ(c->ckpt_upload_schemes, (std::vector<std::string>{"s3", "file"}));
   EXPECT_TRUE(c->nccl_env.empty());

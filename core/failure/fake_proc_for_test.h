@@ -4,6 +4,8 @@
 
 #include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "autopar/stack_capture.h"
 
@@ -18,6 +20,7 @@ inline std::string FakeStatLine(int pid, const std::string& comm, int ppid, long
 
 struct FakeProc {
   std::map<std::string, std::string> files;
+  std::vector<std::tuple<int, int, int>> queued;  // (pid, sig, value) of every queue_signal
 
   // Reads `files` (a missing path: "No such file or directory"); signals succeed; no sleeping.
   ProcAccess Access() {
@@ -28,6 +31,10 @@ struct FakeProc {
       return it->second;
     };
     p.send_signal = [](int, int) { return Status::Ok(); };
+    p.queue_signal = [this](int pid, int sig, int value) {
+      queued.emplace_back(pid, sig, value);
+      return Status::Ok();
+    };
     p.sleep_ms = [](int) {};
     return p;
   }

@@ -1,5 +1,6 @@
 #include "autopar/launch_events.h"
 
+#include <csignal>
 #include <cstdio>
 
 #include "autopar/planner.h"
@@ -40,22 +41,43 @@ Status SendJobEvent(const GetEnv& getenv, const std::optional<Request>& request,
 }
 
 std::optional<Request> RankExitRequest(const GetEnv& getenv, int rank, const std::string& node,
-                                       int exit_status, double run_s) {
+                                       int exit_status, double run_s, int64_t generation) {
   EventFields f = {{"exit", std::to_string(exit_status)}};
   if (exit_status > 128 && exit_status < 128 + 65) {
     f.emplace_back("signal", std::to_string(exit_status - 128));
   }
   f.emplace_back("run_s", FormatFixed(run_s, 1));
+  if (generation >= 0) f.emplace_back("generation", std::to_string(generation));
   return JobEventRequest(getenv, event_kind::kRankExit, rank, -1, node, f);
 }
 
 Status ReportRankExit(const GetEnv& getenv, int rank, const std::string& node, int exit_status,
-                      double run_s, int timeout_ms) {
-  auto r = RankExitRequest(getenv, rank, node, exit_status, run_s);
+                      double run_s, int timeout_ms, int64_t generation) {
+  auto r = RankExitRequest(getenv, rank, node, exit_status, run_s, generation);
   if (!r) return Status::Ok();
   auto reply = CallDaemonOk(Var(getenv, "AUTOPAR_SOCKET"), *r, timeout_ms);
   if (!reply.ok()) return Status::Error("reporting the exit to " + reply.message());
   return Status::Ok();
+}
+
+int HungProgramSignal() { return SIGRTMIN + 3; }
+
+std::optional<Request> RecoverRequest(const GetEnv& getenv, int rank, const EventFields& failure) {
+  auto r = JobEventRequest(getenv, "recover", rank, -1, "", failure);
+  if (r) {
+    r->op = Op::kRecover;
+    r->kind.clear();
+  }
+  return r;
+}
+
+Result<RecoverReply> AskRecovery(const GetEnv& getenv, int rank, const EventFields& failure,
+                                 int timeout_ms) {
+  auto r = RecoverRequest(getenv, rank, failure);
+  if (!r) return Status::Error("no autopard to decide the recovery (AUTOPAR_SOCKET is not set)");
+  auto reply = CallDaemonOk(Var(getenv, "AUTOPAR_SOCKET"), *r, timeout_ms);
+  if (!reply.ok()) return Status::Error("asking autopard for the recovery: " + reply.message());
+  return reply->recover;
 }
 
 bool FirstStepOfJob(const GetEnv& getenv) {

@@ -52,6 +52,15 @@ ProcAccess RealProcAccess() {
     }
     return Status::Ok();
   };
+  p.queue_signal = [](int pid, int sig, int value) -> Status {
+    union sigval v;
+    v.sival_int = value;
+    if (sigqueue(pid, sig, v) != 0) {
+      return Status::Error("sigqueue(" + std::to_string(pid) + ", " + std::to_string(sig) +
+                           "): " + std::strerror(errno));
+    }
+    return Status::Ok();
+  };
   p.sleep_ms = [](int ms) {
     struct timespec ts {ms / 1000, static_cast<long>(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {

@@ -19,7 +19,7 @@ struct OpEntry {
 constexpr OpEntry kOps[] = {
     {Op::kCommit, "commit"},       {Op::kRestore, "restore"}, {Op::kLs, "ls"},
     {Op::kStatus, "status"},       {Op::kHeartbeat, "heartbeat"},
-    {Op::kEvent, "event"},         {Op::kEvents, "events"},
+    {Op::kEvent, "event"},         {Op::kEvents, "events"},   {Op::kRecover, "recover"},
 };
 
 Result<Json::Value> ParseObject(std::string_view line, const char* what) {
@@ -162,6 +162,13 @@ Status ValidateRequest(const Request& r) {
       return Status::Ok();
     case Op::kEvents:
       return need_job();
+    case Op::kRecover:
+      if (Status st = need_job(); !st) return st;
+      if (r.rank < 0) return FieldError(r.op, "rank", "must be >= 0");
+      if (r.detail.empty() || r.detail.size() > 4096) {
+        return FieldError(r.op, "detail", "must be 1-4096 bytes of failure fields");
+      }
+      return Status::Ok();
   }
   return Status::Error("unknown op");
 }
@@ -283,6 +290,11 @@ std::string EncodeReply(Op op, const Reply& reply) {
       break;
     case Op::kEvent:
       break;
+    case Op::kRecover:
+      v["action"] = reply.recover.action;
+      v["reason"] = reply.recover.reason;
+      if (!reply.recover.history.empty()) v["history"] = reply.recover.history;
+      break;
   }
   return CompactJson(v);
 }
@@ -396,6 +408,11 @@ Result<Reply> DecodeReply(Op op, std::string_view line) {
       r.checkpoint_requested = f.Bool("checkpoint_requested");
       break;
     case Op::kEvent:
+      break;
+    case Op::kRecover:
+      r.recover.action = f.Str("action", true);
+      r.recover.reason = f.Str("reason");
+      r.recover.history = f.Str("history");
       break;
   }
   if (!f.status()) return f.status();

@@ -1,10 +1,19 @@
 // What autopar-launch tells its node's autopard for the job's timeline (issue 6, "One timeline"):
 // `event` requests with the kinds and fields of timeline.h.
 //
-//   rank_exit     exit=N [signal=S] run_s=SECONDS   any rank whose program ends with a non-zero
-//                 status on its own (a crashed rank); autopard's FailureHandler turns it into a
-//                 requeue decision. The exit status follows the shell's convention: 128+S for a
-//                 program killed by signal S, which is then also given as signal=S.
+//   rank_exit     exit=N [signal=S] run_s=SECONDS [generation=G]
+//                 any rank whose program ends with a non-zero status on its own (a crashed
+//                 rank); autopard's FailureHandler turns it into a requeue decision, except with
+//                 generation=G (the job restarts in place, issue 11): then it is journalled only
+//                 and rank 0's `recover` request decides. The exit status follows the shell's
+//                 convention: 128+S for a program killed by signal S, which is then also given as
+//                 signal=S.
+//   restarted     generation= culprit_rank= since_failure_s= stop_s= decide_s= rendezvous_s= port=
+//                 rank 0, when the launchers restart the program in place (generation G >= 1):
+//                 since the failure was detected; the stop fence (every program ended), autopard's
+//                 decision, and the rendezvous fence (new MASTER_PORT and resume step)
+//   restored      step= bytes_local= bytes_fetched= restore_s= generation=
+//                 every rank that restored a checkpoint for an in-place restart
 //   submitted     the plan (model= gpus= tp= pp= dp= micro_batch= grad_accum= recompute=
 //                 optimizer_sharding= mem_gib= step_s=) or plan=none; rank 0 of the job's first
 //                 step (SLURM_STEP_ID 0 of run 0). autopard stamps it with the job's submit time.
@@ -34,10 +43,24 @@ std::optional<Request> JobEventRequest(const GetEnv& getenv, const std::string& 
 // Sends it (at most `timeout_ms`); OK when `request` is nullopt. Errors name the socket.
 Status SendJobEvent(const GetEnv& getenv, const std::optional<Request>& request, int timeout_ms);
 
+// `generation` >= 0: the job restarts in place (see rank_exit above); -1: it does not.
 std::optional<Request> RankExitRequest(const GetEnv& getenv, int rank, const std::string& node,
-                                       int exit_status, double run_s);
+                                       int exit_status, double run_s, int64_t generation = -1);
 Status ReportRankExit(const GetEnv& getenv, int rank, const std::string& node, int exit_status,
-                      double run_s, int timeout_ms = 3000);
+                      double run_s, int timeout_ms = 3000, int64_t generation = -1);
+
+// The signal autopard sends to a rank's autopar-launch (sigqueue, value = the generation) when
+// that rank's program hung in a job that restarts in place: the launcher then stops its program
+// and starts the in-place restart as for a crash. SIGRTMIN + 3; autopar-launch blocks it.
+int HungProgramSignal();
+
+// rank 0's `recover` request (protocol.h) for a failed generation; nullopt without AUTOPAR_SOCKET
+// or SLURM_JOB_ID. `failure`: class exit signal run_s progress generation node history (the
+// previous decision's, when there is one).
+std::optional<Request> RecoverRequest(const GetEnv& getenv, int rank, const EventFields& failure);
+// Sends it and waits for the decision (autopard carries out a requeue before it answers).
+Result<RecoverReply> AskRecovery(const GetEnv& getenv, int rank, const EventFields& failure,
+                                 int timeout_ms);
 
 // True for the first step of the job's first run: SLURM_STEP_ID 0 (or unset: not in a step) and
 // SLURM_RESTART_COUNT 0 or unset.

@@ -27,6 +27,7 @@ enum class OptionId : int {
   kCkptKeep,
   kRequeueOnFailure,
   kHeartbeatTimeout,
+  kRestartsInPlace,
 };
 
 struct OptionSpec {
@@ -64,6 +65,10 @@ struct JobOptions {
   std::optional<int64_t> ckpt_keep;
   std::optional<int64_t> requeue_on_failure;
   std::optional<int64_t> heartbeat_timeout;  // seconds
+  // In-place restarts (the program restarted inside the running job, docs/recovery.md) before
+  // a failure goes to the requeue path; with --requeue-on-failure and no value of its own, the
+  // site's restarts_in_place_default.
+  std::optional<int64_t> restarts_in_place;
 
   bool checkpointing() const { return ckpt_dir.has_value() || ckpt_upload.has_value(); }
 };

@@ -25,6 +25,7 @@
 //                                                               [notes[]] (what is missing or
 //                                                               was cut to fit one line, for
 //                                                               stderr)
+//   recover    job_id rank detail [node]                        action reason
 //
 // restore with "probe": true only decides: the step a restore would pick (the latest COMPLETE
 // step of the upload URI whose manifest is readable and fits this rank, or the latest
@@ -42,6 +43,15 @@
 // --requeue-on-failure). The ranks agree on one step (any rank's request counts), commit it as
 // usual and then wait for the requeue instead of exiting (docs/checkpoints.md, "Time limits").
 //
+// recover (issue 11) comes from the launcher of rank 0 when a generation of the program failed
+// and the job restarts in place (or from the failed rank's own launcher, with unreachable=RANKS,
+// when it could not reach those launchers: no restart in place is possible then). "detail"
+// holds the failure (event fields: class exit signal run_s node generation detected, and
+// history=NOTE, the previous decision's). The daemon journals the failure and its decision and
+// answers "action": "restart-in-place" (the launchers restart the program), "requeue" or "stop"
+// (done by the daemon before it answers), or "none" (no failure handling for this job), with
+// "reason" and "history". Only a task of the job may ask.
+//
 // Authorization is the daemon's: it identifies the peer with SO_PEERCRED, never trusting a uid in
 // the request. Pure encoding/decoding here; thread-compatible values, reentrant functions.
 #pragma once
@@ -58,7 +68,7 @@ namespace autopar {
 inline constexpr int kProtocolVersion = 1;
 inline constexpr size_t kMaxLineBytes = 1 << 20;
 
-enum class Op { kCommit, kRestore, kLs, kStatus, kHeartbeat, kEvent, kEvents };
+enum class Op { kCommit, kRestore, kLs, kStatus, kHeartbeat, kEvent, kEvents, kRecover };
 const char* OpName(Op op);
 
 // One request; which fields matter depends on `op` (see the table above).
@@ -129,6 +139,14 @@ struct JournalEvent {
   std::string detail;
 };
 
+struct RecoverReply {
+  std::string action;  // "restart-in-place", "requeue", "stop", "none"
+  std::string reason;  // the decision's line in the journal
+  // restart-in-place: the decision's memory of this failure (an opaque note), sent back with the
+  // next generation's failure ("history" in detail) so that a repeated failure at start is seen.
+  std::string history;
+};
+
 // A reply: `status` says ok/error; the member for the request's op is filled.
 struct Reply {
   Status status;
@@ -139,6 +157,7 @@ struct Reply {
   std::vector<JournalEvent> events;
   std::vector<std::string> notes;  // events: e.g. "other nodes' events need journal_uri ..."
   bool checkpoint_requested = false;  // heartbeat: checkpoint now (time limit near)
+  RecoverReply recover;
 };
 
 // Checks the fields `op` needs (job id syntax, step >= 0, 0 <= rank < world_size, absolute

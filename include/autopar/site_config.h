@@ -17,6 +17,8 @@ struct SiteConfig {
   JobOptions defaults;                    // default_<option>=VALUE
   int64_t requeue_default_count = 3;      // N for a bare --requeue-on-failure
   int64_t max_requeue = 10;               // most restarts a user may ask for
+  int64_t restarts_in_place_default = 3;  // --restarts-in-place of a job with --requeue-on-failure
+  int64_t max_restarts_in_place = 20;     // most in-place restarts a user may ask for
   int64_t max_ckpt_keep = 100;
   int64_t min_heartbeat_timeout = 10;     // seconds
   int64_t max_heartbeat_timeout = 86400;  // seconds

@@ -31,6 +31,8 @@ struct ProcAccess {
   std::function<Result<std::string>(const std::string& path)> read_file;
   // kill(pid, sig).
   std::function<Status(int pid, int sig)> send_signal;
+  // sigqueue(pid, sig, value): a signal that carries a value (si_value.sival_int).
+  std::function<Status(int pid, int sig, int value)> queue_signal;
   // Sleeps this many milliseconds (polling for the Python dump).
   std::function<void(int ms)> sleep_ms;
 };

@@ -58,6 +58,15 @@ inline constexpr const char* kTimeLimitCheckpoint = "time_limit_checkpoint";
 inline constexpr const char* kTimeLimitMissed = "time_limit_missed";
 inline constexpr const char* kTimeLimitNotRequeued = "time_limit_not_requeued";
 inline constexpr const char* kFinished = "finished";  // exit=
+// In-place restarts (issue 11; docs/recovery.md): autopard's decision for a failed generation
+// (action=restart-in-place|requeue-path|none generation= attempt= of= reason=), rank 0's launcher
+// when every rank's program was stopped and started again (generation= culprit_rank= stop_s=
+// decide_s= rendezvous_s=), each rank's restore (bytes_local= bytes_fetched= restore_s=), and
+// the first heartbeat of the new generation (generation= since_failure_s=, autopard).
+inline constexpr const char* kRecovery = "recovery";
+inline constexpr const char* kRestarted = "restarted";
+inline constexpr const char* kRestored = "restored";
+inline constexpr const char* kFirstStep = "first_step";
 }  // namespace event_kind
 
 using EventFields = std::vector<std::pair<std::string, std::string>>;

@@ -422,6 +422,19 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
     }
     case Op::kEvents:
       return Events(r, peer);
+    case Op::kRecover: {
+      if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
+      Reply reply;
+      if (!failure_) {
+        reply.recover = {"none", "this node's autopard has no failure handling", ""};
+        return reply;
+      }
+      auto d = failure_->Recover(r.job_id, r.rank, r.detail, peer.pid);
+      if (!d) return Error(d.message());
+      if (publisher_) publisher_->Changed(r.job_id);
+      reply.recover = *d;
+      return reply;
+    }
   }
   return Error("unknown op");
 }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "autopar/hostlist.h"
+#include "autopar/launch_events.h"
 #include "autopar/text.h"
 #include "autopar/timeline.h"
 
@@ -59,6 +60,14 @@ Result<JobContext> JobContextFromEnviron(const std::string& environ) {
       c.stack_dir = value;
     } else if (name == "AUTOPAR_CKPT_UPLOAD") {
       c.ckpt_upload = !value.empty();
+    } else if (name == "AUTOPAR_RESTARTS_IN_PLACE") {
+      auto v = ParseInt(value, 0, 1000000);
+      if (!v) return Status::Error("AUTOPAR_RESTARTS_IN_PLACE: not a count: '" + value + "'");
+      c.restarts_in_place = *v;
+    } else if (name == "AUTOPAR_RESTART_GENERATION") {
+      auto v = ParseInt(value, 0, 1000000);
+      if (!v) return Status::Error("AUTOPAR_RESTART_GENERATION: not a count: '" + value + "'");
+      c.generation = *v;
     }
   }
   if (!have_job) return Status::Error("no SLURM_JOB_ID in the environment (not a Slurm task)");
@@ -126,8 +135,9 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
   const double now = clock_();
   std::lock_guard<std::mutex> lock(mu_);
   Run& run = runs_[job_id];
-  if (run.ctx.job_id.empty() || ctx->restart_count > run.ctx.restart_count) {
-    run = Run{};  // a new run of the job (after a requeue): start over
+  const auto run_key = [](const JobContext& c) { return std::make_pair(c.restart_count, c.generation); };
+  if (run.ctx.job_id.empty() || run_key(*ctx) > run_key(run.ctx)) {
+    run = Run{};  // a new run of the job (a requeue) or of its program (in place): start over
     run.ctx = *ctx;
     if (ctx->heartbeat_timeout_s > 0) {
       HangSettings hs;
@@ -135,8 +145,26 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
       hs.first_step_factor = config_.first_step_factor;
       run.hang = std::make_unique<HangDetector>(hs, now);
     }
-  } else if (ctx->restart_count < run.ctx.restart_count) {
+  } else if (run_key(*ctx) < run_key(run.ctx)) {
     return false;  // a late heartbeat of an earlier run
+  }
+  if (rank == 0 && ctx->generation > 0 && !run.first_step_told) {
+    // The end of an in-place recovery: the restarted program's first step.
+    run.first_step_told = true;
+    EventFields f = {{"generation", std::to_string(ctx->generation)}};
+    auto since = recovering_since_.find(job_id);
+    if (since != recovering_since_.end()) {
+      f.emplace_back("since_failure_s", FormatFixed(now - since->second, 3));
+    }
+    JournalEvent e;
+    e.time = now;
+    e.node = config_.node;
+    e.job_id = job_id;
+    e.kind = event_kind::kFirstStep;
+    e.rank = 0;
+    e.step = step;
+    e.detail = FormatEventFields(f);
+    if (journal_) journal_(e);  // journal_ never calls back into this handler
   }
   run.rank_procs[rank] = RankProcess{process->pid, process->start_ticks};
   run.heartbeats = true;
@@ -168,6 +196,13 @@ void FailureHandler::OnEvent(const JournalEvent& e, pid_t pid) {
   auto exit_code = FieldInt(f, "exit");
   auto sig = FieldInt(f, "signal");
   if (exit_code && *exit_code == 0 && !sig) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = runs_.find(e.job_id);
+    if (it != runs_.end() && it->second.hang) it->second.hang->RankExited(e.rank);
+    return;
+  }
+  if (FieldInt(f, "generation")) {
+    // In place (issue 11): rank 0's launcher asks for the decision (Recover); journalled only.
     std::lock_guard<std::mutex> lock(mu_);
     auto it = runs_.find(e.job_id);
     if (it != runs_.end() && it->second.hang) it->second.hang->RankExited(e.rank);
@@ -209,9 +244,14 @@ void FailureHandler::Tick() {
   };
   std::vector<Hung> hung;
   std::vector<std::pair<JobContext, Failure>> due;  // hangs whose grace has passed
+  std::vector<std::pair<JobContext, std::map<int, RankProcess>>> hand_over;  // in place
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [job, run] : runs_) {
+      if (run.hang_requeue_at && now >= *run.hang_requeue_at && run.ctx.in_place()) {
+        run.hang_requeue_at.reset();
+        hand_over.emplace_back(run.ctx, run.rank_procs);
+      }
       if (run.hang_requeue_at && now >= *run.hang_requeue_at) {
         run.hang_requeue_at.reset();
         Failure failure;
@@ -267,10 +307,35 @@ void FailureHandler::Tick() {
     it->second.hang_progress = h.verdict.last_step >= 0;
   }
   for (const auto& [ctx, failure] : due) HandleFailure(ctx, failure);
+  for (const auto& [ctx, procs] : hand_over) HandHangToLaunchers(ctx, procs);
+}
+
+void FailureHandler::HandHangToLaunchers(const JobContext& ctx,
+                                         const std::map<int, RankProcess>& procs) {
+  for (const auto& [rank, process] : procs) {
+    if (!Alive(process)) continue;
+    // The rank's launcher: the nearest ancestor named autopar-launch, of the same job (a
+    // program may run under a wrapper such as bash).
+    std::optional<ProcStat> p = ReadProcStat(process.pid, proc_);
+    for (int depth = 0; p && depth < 8 && p->comm != "autopar-launch"; ++depth) {
+      p = p->ppid > 1 ? ReadProcStat(p->ppid, proc_) : std::nullopt;
+    }
+    if (!p || p->comm != "autopar-launch") continue;
+    auto launcher_ctx = ContextOf(*p);
+    if (!launcher_ctx || launcher_ctx->job_id != ctx.job_id) continue;
+    Status st = proc_.queue_signal
+                    ? proc_.queue_signal(p->pid, HungProgramSignal(), static_cast<int>(ctx.generation))
+                    : Status::Error("no way to signal the launcher");
+    EventFields f = {{"launcher_pid", std::to_string(p->pid)},
+                     {"generation", std::to_string(ctx.generation)},
+                     {"result", st.ok() ? "told" : st.message()}};
+    Emit(ctx.job_id, "hang_stop", rank, -1, FormatEventFields(f));
+  }
 }
 
 RequeueDecision FailureHandler::DecideFor(const JobContext& ctx, const Failure& f,
-                                          const SlurmJob& job) const {
+                                          const SlurmJob& job,
+                                          const std::optional<PastFailure>& history) const {
   std::vector<std::string> excluded;
   if (!job.excluded_nodes.empty()) {
     auto ex = ExpandHostlist(job.excluded_nodes);
@@ -278,17 +343,24 @@ RequeueDecision FailureHandler::DecideFor(const JobContext& ctx, const Failure& 
   }
   RequeueSettings settings = config_.policy;
   settings.max_restarts = *ctx.requeue_on_failure;
-  return DecideRequeue(settings, f, ctx.restart_count, ParseFailureNote(job.admin_comment),
-                       excluded);
+  return DecideRequeue(settings, f, ctx.restart_count,
+                       history ? history : ParseFailureNote(job.admin_comment), excluded);
 }
 
-void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure) {
+namespace {
+EventFields FailureFields(const JobContext& ctx, const Failure& failure) {
   EventFields fields = {{"class", FailureClassName(failure.kind)}};
   if (failure.kind == FailureClass::kRankCrash) {
     if (failure.exit_code >= 0) fields.emplace_back("exit", std::to_string(failure.exit_code));
     if (failure.signal > 0) fields.emplace_back("signal", std::to_string(failure.signal));
   }
   fields.emplace_back("restart", std::to_string(ctx.restart_count));
+  return fields;
+}
+}  // namespace
+
+void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure) {
+  EventFields fields = FailureFields(ctx, failure);
   fields.emplace_back("reason", failure.Describe());
   if (!ctx.requeue_on_failure) {
     fields.emplace_back("requeue", "off");
@@ -306,8 +378,37 @@ void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure
     return;
   }
   if (job->restart_count > ctx.restart_count) return;  // another node has requeued it already
-  Failure f = failure;
   std::vector<std::string> lost_nodes;
+  Failure f = ClassifyNodeLoss(ctx, failure, *job, &lost_nodes);
+  RequeuePath(ctx, f, *job, lost_nodes, std::nullopt);
+}
+
+Failure FailureHandler::ClassifyNodeLoss(const JobContext& ctx, const Failure& failure,
+                                         const SlurmJob& job, std::vector<std::string>* lost) {
+  if (failure.kind == FailureClass::kTimeLimit || job.nodes.empty()) return failure;
+  // A rank that crashed because a peer node died (gloo: "Connection closed by peer") is a node
+  // loss: the dead node's slurmd no longer answers. Excluding it lets the next run start at
+  // once elsewhere instead of waiting for slurmctld to mark it DOWN.
+  auto nodes = ExpandHostlist(job.nodes);
+  if (!nodes.ok()) return failure;
+  *lost = slurm_->UnreachableNodes(*nodes, config_.node_probe_timeout_ms);
+  if (lost->empty()) return failure;
+  Failure f;
+  f.kind = FailureClass::kNodeLoss;
+  f.node = lost->front();
+  f.run_seconds = failure.run_seconds;
+  f.made_progress = failure.made_progress;
+  Emit(ctx.job_id, event_kind::kFailure, -1, -1,
+       FormatEventFields({{"class", FailureClassName(f.kind)},
+                          {"lost", Join(*lost, ",")},
+                          {"reason", f.Describe()}}));
+  return f;
+}
+
+std::string FailureHandler::RequeuePath(const JobContext& ctx, const Failure& f,
+                                        const SlurmJob& job,
+                                        const std::vector<std::string>& lost_nodes,
+                                        const std::optional<PastFailure>& history) {
   // After the decision is carried out (requeued with the node excluded, or stopped), the lost
   // nodes are marked DOWN: before it, slurmctld would requeue the job itself for the node failure
   // and our exclusion would come too late.
@@ -318,28 +419,7 @@ void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure
            FormatEventFields({{"node", n}, {"result", down.ok() ? "DOWN" : down.message()}}));
     }
   };
-  if (f.kind != FailureClass::kTimeLimit && !job->nodes.empty()) {
-    // A rank that crashed because a peer node died (gloo: "Connection closed by peer") is a node
-    // loss: the dead node's slurmd no longer answers. Excluding it lets the next run start at
-    // once elsewhere instead of waiting for slurmctld to mark it DOWN.
-    auto nodes = ExpandHostlist(job->nodes);
-    if (nodes.ok()) {
-      auto lost = slurm_->UnreachableNodes(*nodes, config_.node_probe_timeout_ms);
-      if (!lost.empty()) {
-        f = Failure{};
-        f.kind = FailureClass::kNodeLoss;
-        f.node = lost.front();
-        f.run_seconds = failure.run_seconds;
-        f.made_progress = failure.made_progress;
-        lost_nodes = lost;
-        Emit(ctx.job_id, event_kind::kFailure, -1, -1,
-             FormatEventFields({{"class", FailureClassName(f.kind)},
-                                {"lost", Join(lost, ",")},
-                                {"reason", f.Describe()}}));
-      }
-    }
-  }
-  RequeueDecision d = DecideFor(ctx, f, *job);
+  RequeueDecision d = DecideFor(ctx, f, job, history);
   ledger_.Record(ctx.job_id, d);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -357,17 +437,17 @@ void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure
     } else if (*stopped) {
       Emit(ctx.job_id, event_kind::kStopped, -1, -1, FormatEventFields({{"reason", d.reason}}));
     }
-    return;
+    return "stop";
   }
   auto r = GuardedRequeue(*slurm_, ctx.job_id, d, now, lock);
   if (!r.ok()) {
     Emit(ctx.job_id, event_kind::kRequeueFailed, -1, -1, FormatEventFields({{"error", r.message()}}));
     mark_down();
-    return;
+    return "requeue";
   }
   if (r->outcome != RequeueOutcome::kRequeued) {  // the node that did it journals it
     mark_down();
-    return;
+    return "requeue";
   }
   EventFields out = {{"attempt", std::to_string(d.attempt)},
                      {"of", std::to_string(d.max_restarts)},
@@ -377,6 +457,97 @@ void FailureHandler::HandleFailure(const JobContext& ctx, const Failure& failure
   for (const auto& w : r->warnings) out.emplace_back("warning", w);
   Emit(ctx.job_id, event_kind::kRequeue, -1, -1, FormatEventFields(out));
   mark_down();
+  return "requeue";
+}
+
+Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank,
+                                             const std::string& detail, pid_t pid) {
+  auto ctx = ContextOf(pid);
+  if (!ctx || ctx->job_id != job_id) {
+    return Status::Error("recover: the request did not come from a task of job " + job_id);
+  }
+  EventFields in = ParseEventFields(detail);
+  auto field = [&](const char* key) -> std::string {
+    for (const auto& [k, v] : in) {
+      if (k == key) return v;
+    }
+    return "";
+  };
+  auto kind = ParseFailureClass(field("class"));
+  if (!kind.ok()) return Status::Error("recover: detail: " + kind.message());
+  auto generation = FieldInt(in, "generation");
+  if (!generation || *generation < 0) {
+    return Status::Error("recover: detail: generation: missing or negative");
+  }
+  Failure failure;
+  failure.kind = *kind;
+  failure.node = field("node").empty() ? config_.node : field("node");
+  failure.rank = rank;
+  failure.exit_code = static_cast<int>(FieldInt(in, "exit").value_or(-1));
+  failure.signal = static_cast<int>(FieldInt(in, "signal").value_or(0));
+  failure.run_seconds = FieldReal(in, "run_s").value_or(-1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto detected = FieldReal(in, "detected")) recovering_since_[job_id] = *detected;
+    // Progress: a heartbeat of the failed generation on this node (rank 0's: every rank of a
+    // data-parallel job steps together).
+    auto it = runs_.find(job_id);
+    failure.made_progress = it != runs_.end() && it->second.ctx.generation == *generation &&
+                            it->second.ctx.restart_count == ctx->restart_count &&
+                            it->second.heartbeats;
+  }
+  std::optional<PastFailure> previous = ParseFailureNote(field("history"));
+
+  std::vector<std::string> lost_nodes;
+  auto job = slurm_->LoadJob(job_id);
+  if (job.ok()) failure = ClassifyNodeLoss(*ctx, failure, *job, &lost_nodes);
+  EventFields fields = FailureFields(*ctx, failure);
+  fields.emplace_back("generation", std::to_string(*generation));
+  fields.emplace_back("reason", failure.Describe());
+  Emit(job_id, event_kind::kFailure, failure.rank, -1, FormatEventFields(fields));
+
+  RecoveryDecision d = DecideRecovery(config_.policy, failure, ctx->restart_count, *generation,
+                                      ctx->restarts_in_place, previous);
+  if (!field("unreachable").empty() && d.action == RecoveryAction::kRestartInPlace) {
+    // The launcher that failed could not reach every other launcher (their programs ended).
+    d = RecoveryDecision{};
+    d.generation = *generation;
+    d.reason = failure.Describe() + "; no in-place restart: the launchers of ranks " +
+               field("unreachable") + " cannot be reached";
+  }
+  EventFields out = {{"action", RecoveryActionName(d.action)},
+                     {"generation", std::to_string(*generation)}};
+  RecoverReply reply;
+  reply.reason = d.reason;
+  if (d.action == RecoveryAction::kRestartInPlace) {
+    out.emplace_back("attempt", std::to_string(d.attempt));
+    out.emplace_back("of", std::to_string(d.budget));
+    out.emplace_back("reason", d.reason);
+    Emit(job_id, event_kind::kRecovery, -1, -1, FormatEventFields(out));
+    reply.action = RecoveryActionName(d.action);
+    if (d.history) reply.history = EncodeFailureNote(*d.history);
+    return reply;
+  }
+  if (!ctx->requeue_on_failure) {
+    out[0].second = "none";
+    reply.action = "none";
+    reply.reason = d.reason + "; --requeue-on-failure is off: the job ends";
+    out.emplace_back("reason", reply.reason);
+    Emit(job_id, event_kind::kRecovery, -1, -1, FormatEventFields(out));
+    return reply;
+  }
+  out.emplace_back("reason", d.reason);
+  Emit(job_id, event_kind::kRecovery, -1, -1, FormatEventFields(out));
+  if (!job.ok()) {
+    Emit(job_id, event_kind::kRequeueFailed, -1, -1, FormatEventFields({{"error", job.message()}}));
+    return Status::Error("recover: " + job.message());
+  }
+  if (!ledger_.Claim(job_id, ctx->restart_count)) {
+    reply.action = "requeue";  // this run was decided already (a rank_exit of the same run)
+    return reply;
+  }
+  reply.action = RequeuePath(*ctx, failure, *job, lost_nodes, d.history);
+  return reply;
 }
 
 std::optional<RequeueDecision> FailureHandler::LastDecision(const std::string& job_id) const {

@@ -54,6 +54,7 @@
 
 #include "autopar/hang_detector.h"
 #include "autopar/protocol.h"
+#include "autopar/recovery_policy.h"
 #include "autopar/requeue_policy.h"
 #include "autopar/slurm_actions.h"
 #include "autopar/stack_capture.h"
@@ -70,6 +71,12 @@ struct JobContext {
   double heartbeat_timeout_s = 0;             // 0: no hang detection
   std::string stack_dir;                      // AUTOPAR_STACK_DIR or DefaultStackDir(job)
   bool ckpt_upload = false;  // AUTOPAR_CKPT_UPLOAD is set: a COMPLETE step is in shared storage
+  int64_t restarts_in_place = 0;  // AUTOPAR_RESTARTS_IN_PLACE (issue 11)
+  // AUTOPAR_RESTART_GENERATION, which autopar-launch gives the program when the job restarts in
+  // place (-1: the program was not started by such a launcher).
+  int64_t generation = -1;
+  // In-place restarts are carried out by the launchers: a hang on this node is handed to them.
+  bool in_place() const { return restarts_in_place > 0 && generation >= 0; }
 };
 // Parses /proc/PID/environ content (NUL-separated NAME=VALUE). Errors: no SLURM_JOB_ID, or a
 // malformed AUTOPAR_* value (named).
@@ -109,6 +116,14 @@ class FailureHandler {
   // Checks for hangs and time limits; call about once a second.
   void Tick();
 
+  // A failed generation of a job that restarts in place: rank 0's launcher's `recover` request
+  // (protocol.h), `detail` its failure fields, `pid` the sender. Journals the failure and the
+  // decision (RecoveryPolicy, then RequeuePolicy when the requeue path takes over, which it
+  // carries out before returning). Errors: the sender is not a task of the job, a malformed
+  // detail.
+  Result<RecoverReply> Recover(const std::string& job_id, int rank, const std::string& detail,
+                               pid_t pid);
+
   // The outcome of the last failure handled for a job on this node, for tests and status.
   std::optional<RequeueDecision> LastDecision(const std::string& job_id) const;
 
@@ -147,6 +162,7 @@ class FailureHandler {
     std::optional<double> hang_requeue_at;  // a detected hang, requeued at this time (Tick)
     std::optional<int> hang_rank;           // its single suspect, if one
     bool hang_progress = false;             // the run made progress before it hung
+    bool first_step_told = false;           // first_step journalled for this generation
   };
 
   // The job context for `pid` (cached per process), or nullopt when unreadable.
@@ -164,10 +180,24 @@ class FailureHandler {
                            bool progress);
   // The observed checkpoint durations of a job on this node, oldest first (mu_ held).
   std::vector<double> CkptDurationsLocked(const std::string& job_id) const;
-  // RequeuePolicy's decision for `f` of `ctx`'s run, with the job as Slurm has it now.
-  RequeueDecision DecideFor(const JobContext& ctx, const Failure& f, const SlurmJob& job) const;
+  // RequeuePolicy's decision for `f` of `ctx`'s run, with the job as Slurm has it now; the
+  // previous failure is `history` when set (in place), else the note in the job's AdminComment.
+  RequeueDecision DecideFor(const JobContext& ctx, const Failure& f, const SlurmJob& job,
+                            const std::optional<PastFailure>& history) const;
   // Decides and acts on one failure of `ctx`'s run; never throws, journals everything.
   void HandleFailure(const JobContext& ctx, const Failure& failure);
+  // A crashed rank whose peer node died is a node loss: probes the job's nodes and, when some
+  // are unreachable, journals and returns the node-loss failure (`lost` gets the nodes).
+  Failure ClassifyNodeLoss(const JobContext& ctx, const Failure& failure, const SlurmJob& job,
+                           std::vector<std::string>* lost);
+  // The requeue path for a failure already journalled: RequeuePolicy's decision (with `history`
+  // as the previous failure when set), carried out. Returns "requeue" or "stop" (what was done).
+  std::string RequeuePath(const JobContext& ctx, const Failure& failure, const SlurmJob& job,
+                          const std::vector<std::string>& lost_nodes,
+                          const std::optional<PastFailure>& history);
+  // A hang in a job that restarts in place: tells the launchers of this node's ranks (their
+  // programs hung) with HungProgramSignal, so that they stop and restart the program.
+  void HandHangToLaunchers(const JobContext& ctx, const std::map<int, RankProcess>& procs);
   void Emit(const std::string& job_id, const std::string& kind, int rank, int64_t step,
             const std::string& detail);
 
@@ -182,6 +212,9 @@ class FailureHandler {
   std::map<std::pair<pid_t, uint64_t>, JobContext> contexts_;  // (pid, start) -> context
   std::map<std::string, Run> runs_;  // job id -> its current run on this node
   std::map<std::string, RequeueDecision> last_;
+  // Per job: when its last in-place recovery's failure was detected (the launcher's clock), for
+  // first_step's since_failure_s.
+  std::map<std::string, double> recovering_since_;
   // Per job: step -> earliest commit and latest upload/completion seen on this node (the
   // checkpoint durations), kept across runs, bounded.
   struct CkptTimes {

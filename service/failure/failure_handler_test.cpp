@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "autopar/launch_events.h"
 #include "autopar/timeline.h"
 #include "fake_proc_for_test.h"
 #include "fake_slurm_for_test.h"
@@ -247,6 +248,83 @@ TEST_F(FailureHandlerTest, HangIsDetectedStacksCapturedAndRequeued) {
   EXPECT_EQ(slurm_.requeues, 1);
   handler_->Tick();  // reported once
   EXPECT_EQ(events_.size(), 5u);
+}
+
+// In place (issue 11): a rank's program (pid) under its autopar-launch (pid - 50) of job 42.
+void InPlaceTask(FakeProc& proc, int pid, int generation, const char* in_place = "3") {
+  std::vector<std::string> env = {"SLURM_JOB_ID=42", "SLURM_RESTART_COUNT=0",
+                                  "AUTOPAR_REQUEUE_ON_FAILURE=3", "AUTOPAR_HEARTBEAT_TIMEOUT=60",
+                                  std::string("AUTOPAR_RESTARTS_IN_PLACE=") + in_place};
+  proc.files["/proc/" + std::to_string(pid - 50) + "/environ"] = Environ(env);
+  proc.Process(pid - 50, "autopar-launch", 1);
+  env.push_back("AUTOPAR_RESTART_GENERATION=" + std::to_string(generation));
+  proc.files["/proc/" + std::to_string(pid) + "/environ"] = Environ(env);
+  proc.files["/proc/" + std::to_string(pid) + "/status"] = "State:\tT (stopped)\n";
+  proc.Process(pid, "python3", pid - 50);
+}
+
+TEST_F(FailureHandlerTest, InPlaceHangIsHandedToTheLaunchersNotRequeued) {
+  InPlaceTask(proc_, 100, 0);
+  InPlaceTask(proc_, 101, 0);
+  handler_->OnHeartbeat("42", 0, 0, 100);
+  handler_->OnHeartbeat("42", 1, 0, 101);
+  now_ += 5;
+  handler_->OnHeartbeat("42", 0, 1, 100);
+  handler_->OnHeartbeat("42", 1, 1, 101);
+  now_ += 61;
+  handler_->Tick();  // detected, stacks captured
+  now_ += 3;
+  handler_->Tick();  // after the grace: the launchers are told
+  EXPECT_EQ(slurm_.requeues, 0);
+  ASSERT_EQ(proc_.queued.size(), 2u);
+  for (const auto& [pid, sig, value] : proc_.queued) {
+    EXPECT_TRUE(pid == 50 || pid == 51) << pid;
+    EXPECT_EQ(sig, HungProgramSignal());
+    EXPECT_EQ(value, 0);  // the generation
+  }
+  EXPECT_NE(Find("hang_stop"), nullptr);
+  EXPECT_EQ(Find("requeue"), nullptr);
+}
+
+TEST_F(FailureHandlerTest, RecoverDecidesInPlaceThenHandsOverWhenTheBudgetIsSpent) {
+  InPlaceTask(proc_, 100, 0, "1");
+  handler_->OnHeartbeat("42", 0, 4, 100);  // progress in generation 0
+  auto first = handler_->Recover("42", 1, "class=rank-crash exit=137 signal=9 run_s=40 node=node2 "
+                                 "generation=0 detected=999.5", 50);
+  ASSERT_TRUE(first.ok()) << first.message();
+  EXPECT_EQ(first->action, "restart-in-place");
+  EXPECT_EQ(slurm_.requeues, 0);
+  const JournalEvent* failure = Find("failure");
+  ASSERT_NE(failure, nullptr);
+  EXPECT_EQ(failure->rank, 1);
+  EXPECT_NE(failure->detail.find("generation=0"), std::string::npos) << failure->detail;
+  EXPECT_NE(Find("recovery")->detail.find("action=restart-in-place"), std::string::npos);
+  // The restarted generation's first step ends the recovery.
+  InPlaceTask(proc_, 200, 1, "1");
+  now_ += 4;
+  handler_->OnHeartbeat("42", 0, 5, 200);
+  const JournalEvent* first_step = Find("first_step");
+  ASSERT_NE(first_step, nullptr);
+  EXPECT_NE(first_step->detail.find("since_failure_s=4.500"), std::string::npos)
+      << first_step->detail;
+  // Generation 1 fails too: the budget of 1 is spent, the requeue path requeues the job.
+  auto second = handler_->Recover("42", 0, "class=rank-crash exit=1 run_s=40 generation=1 " +
+                                  std::string("history=\"") + first->history + "\"", 50);
+  ASSERT_TRUE(second.ok()) << second.message();
+  EXPECT_EQ(second->action, "requeue");
+  EXPECT_EQ(slurm_.requeues, 1);
+  EXPECT_NE(events_.back().detail.find("attempt=1"), std::string::npos) << events_.back().detail;
+}
+
+TEST_F(FailureHandlerTest, RecoverIsRefusedForAnotherJobsProcess) {
+  Task(300, 0);
+  files_["/proc/300/environ"] = Environ({"SLURM_JOB_ID=43"});
+  auto r = handler_->Recover("42", 0, "class=rank-crash exit=1 generation=0", 300);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("did not come from a task of job 42"), std::string::npos);
+  InPlaceTask(proc_, 100, 0);
+  EXPECT_FALSE(handler_->Recover("42", 0, "class=bogus generation=0", 50).ok());
+  EXPECT_FALSE(handler_->Recover("42", 0, "class=hang", 50).ok());  // no generation
 }
 
 TEST_F(FailureHandlerTest, NewRunResetsHangWatch) {

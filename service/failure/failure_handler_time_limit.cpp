@@ -202,7 +202,7 @@ void FailureHandler::RequeueForTimeLimit(const JobContext& ctx, int64_t step,
   f.run_seconds = job->start_time > 0 ? now - job->start_time : -1;
   f.ckpt_progress = progress;
   f.made_progress = true;
-  RequeueDecision d = DecideFor(ctx, f, *job);
+  RequeueDecision d = DecideFor(ctx, f, *job, std::nullopt);
   const std::string end = job->end_time > 0 ? FormatEventTime(job->end_time, false) : "?";
   if (d.action == RequeueAction::kStop) {
     // The checkpoint is safe; without a restart left the job simply runs into its time limit,
