@@ -1,14 +1,19 @@
 #include "child_process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
+#include <sys/signalfd.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
+
+#include "autopar/launch_events.h"
 
 namespace autopar {
 
@@ -21,6 +26,7 @@ sigset_t ForwardedSignals() {
 
 sigset_t BlockForwardedSignals() {
   sigset_t set = ForwardedSignals(), old;
+  sigaddset(&set, HungProgramSignal());
   sigemptyset(&old);
   pthread_sigmask(SIG_BLOCK, &set, &old);
   return old;
@@ -119,9 +125,12 @@ Result<pid_t> StartChild(const ChildSpec& spec, int* exec_errno) {
   return pid;
 }
 
-ChildOutcome SuperviseChild(pid_t pid, bool forward_from_parent) {
+ChildOutcome SuperviseChild(pid_t pid, const SuperviseOptions& options) {
   ChildOutcome out;
   sigset_t set = ForwardedSignals();
+  if (options.generation >= 0) sigaddset(&set, HungProgramSignal());
+  // Blocked since main() (BlockForwardedSignals), so they queue for this descriptor only.
+  int sfd = signalfd(-1, &set, SFD_CLOEXEC);
   pid_t parent = getppid();
   for (;;) {
     // A SIGCHLD may have been merged with one that arrived before we started waiting.
@@ -129,18 +138,60 @@ ChildOutcome SuperviseChild(pid_t pid, bool forward_from_parent) {
     pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid) {
       out.wait_status = status;
-      return out;
+      break;
     }
     if (r < 0 && errno != EINTR) {
       out.wait_status = 1 << 8;  // lost the child (cannot happen unless someone reaped it)
-      return out;
+      break;
     }
-    siginfo_t si;
-    int sig = sigwaitinfo(&set, &si);
-    if (sig < 0 || sig == SIGCHLD) continue;
+    pollfd fds[2] = {{sfd, POLLIN, 0}, {options.wake_fd, POLLIN, 0}};
+    int n = poll(fds, options.wake_fd >= 0 ? 2 : 1, sfd < 0 ? 100 : -1);
+    if (n < 0 && errno != EINTR) break;
+    if (n > 0 && (fds[1].revents & POLLIN) && options.wake_fd >= 0) {
+      out.exited = false;
+      break;
+    }
+    if (sfd < 0 || n <= 0 || !(fds[0].revents & POLLIN)) continue;
+    signalfd_siginfo si;
+    if (read(sfd, &si, sizeof(si)) != static_cast<ssize_t>(sizeof(si))) continue;
+    int sig = static_cast<int>(si.ssi_signo);
+    if (sig == SIGCHLD) continue;
+    if (sig == HungProgramSignal()) {
+      // Only autopard (root) may say the program hung, and only about this generation.
+      if (si.ssi_uid == 0 && si.ssi_code == SI_QUEUE && si.ssi_int == options.generation) {
+        out.exited = false;
+        out.hung = true;
+        break;
+      }
+      continue;
+    }
     if (sig == SIGINT || sig == SIGTERM) out.termination_signal = sig;
-    bool from_parent = si.si_code == SI_USER && si.si_pid == parent;
-    if (!from_parent || forward_from_parent) kill(-pid, sig);
+    bool from_parent = si.ssi_code == SI_USER && static_cast<pid_t>(si.ssi_pid) == parent;
+    if (!from_parent || options.forward_from_parent) kill(-pid, sig);
+  }
+  if (sfd >= 0) close(sfd);
+  return out;
+}
+
+int StopChild(pid_t pid, int grace_ms) {
+  kill(-pid, grace_ms > 0 ? SIGTERM : SIGKILL);
+  kill(-pid, SIGCONT);  // a stopped program takes its SIGTERM only once continued
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  bool killed = grace_ms <= 0;
+  for (;;) {
+    int status = 0;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    if (r < 0 && errno != EINTR) return 1 << 8;
+    if (!killed && std::chrono::steady_clock::now() >= deadline) {
+      kill(-pid, SIGKILL);
+      killed = true;
+    }
+    struct timespec tick {0, 20 * 1000 * 1000};
+    sigtimedwait(&chld, nullptr, &tick);
   }
 }
 

@@ -17,7 +17,8 @@ namespace autopar {
 
 // The signals forwarded to the program, plus SIGCHLD.
 sigset_t ForwardedSignals();
-// Blocks ForwardedSignals() in the calling thread; returns the previous mask (the program's).
+// Blocks ForwardedSignals() and HungProgramSignal() (launch_events.h; autopard's, never
+// forwarded) in the calling thread; returns the previous mask (the program's).
 sigset_t BlockForwardedSignals();
 
 struct ChildSpec {
@@ -31,14 +32,28 @@ struct ChildSpec {
 // names the program and errno's text; *exec_errno gets the errno, 0 otherwise).
 Result<pid_t> StartChild(const ChildSpec& spec, int* exec_errno);
 
+struct SuperviseOptions {
+  // Signals sent by the launcher's parent (Slurm's step daemon) are forwarded only when set (see
+  // ForwardSignalFromSlurm in launch.h); signals from anyone else always are.
+  bool forward_from_parent = true;
+  // In-place restarts (issue 11): the wait also ends, with the program still running, when
+  // `wake_fd` is readable (the restart channel: the caller reads it) or when root sends
+  // HungProgramSignal() carrying `generation` (autopard: the program hung).
+  int wake_fd = -1;
+  int64_t generation = -1;
+};
 struct ChildOutcome {
+  bool exited = true;          // false: woken (see SuperviseOptions); the program still runs
+  bool hung = false;           // woken by autopard's HungProgramSignal
   int wait_status = 0;
   int termination_signal = 0;  // SIGINT/SIGTERM the launcher received while waiting, else 0
 };
-// Waits for `pid`, forwarding signals to its process group. Signals sent by the launcher's parent
-// (Slurm's step daemon) are forwarded only when `forward_from_parent` (see
-// ForwardSignalFromSlurm in launch.h); signals from anyone else always are.
-ChildOutcome SuperviseChild(pid_t pid, bool forward_from_parent);
+// Waits for `pid`, forwarding signals to its process group.
+ChildOutcome SuperviseChild(pid_t pid, const SuperviseOptions& options);
+
+// Ends the program's process group: SIGTERM (with SIGCONT, for a stopped program), and SIGKILL
+// once `grace_ms` have passed (at once when 0). Returns its wait status.
+int StopChild(pid_t pid, int grace_ms);
 
 // A termination signal (SIGINT/SIGTERM) already pending before the program started, or 0.
 int PendingTerminationSignal();

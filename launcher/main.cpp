@@ -3,7 +3,10 @@
 // Identity and rendezvous from PMIx (rank 0 reserves MASTER_PORT and publishes it; everyone
 // Fences and Gets it), GPU/CPU binding, torchrun's environment plus the job's plan, then the
 // program as a child in its own process group. A failing program ends the whole step through
-// PMIx_Abort (Slurm's mpi/pmix kills the step) so no other rank hangs in a collective.
+// PMIx_Abort (Slurm's mpi/pmix kills the step) so no other rank hangs in a collective, unless
+// the job restarts in place (--restarts-in-place, issue 11): then every launcher stops its
+// program, they meet in two PMIx fences (the failures, then rank 0's verdict from autopard with a
+// new MASTER_PORT and resume step) and start the program again (restart_logic.h).
 // The pure decisions live in autopar/launch.h; this file only wires the edges together.
 #include <limits.h>
 #include <unistd.h>
@@ -23,10 +26,13 @@
 #include "autopar/proto_client.h"
 #include "autopar/text.h"
 #include "autopar/launch_events.h"
+#include "autopar/recovery_policy.h"
 #include "binding.h"
 #include "child_process.h"
 #include "pmix_client.h"
 #include "port_reservation.h"
+#include "restart_channel.h"
+#include "restart_logic.h"
 
 extern char** environ;
 
@@ -36,7 +42,21 @@ namespace {
 // Rendezvous must not hang forever when another rank never arrives (e.g. it died before
 // PMIx_Init); AUTOPAR_LAUNCH_TIMEOUT overrides.
 constexpr int kDefaultRendezvousTimeoutS = 300;
-constexpr char kMasterKey[] = "autopar.master";
+// In place: how long a told program may take to end after SIGTERM before SIGKILL, how long a
+// stop notice may take to reach every launcher, and how long rank 0 waits for autopard's verdict.
+constexpr int kStopGraceMs = 3000;
+constexpr int kNoticeTimeoutMs = 2000;
+constexpr int kRecoverTimeoutMs = 60000;
+constexpr char kChannelKey[] = "autopar.ctl";
+constexpr char kTokenKey[] = "autopar.token";
+
+double EpochNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 EnvMap CurrentEnv() {
   EnvMap env;
@@ -84,14 +104,18 @@ std::string SelfDir() {
 }
 #endif
 
-// One event of rank 0 for the job's timeline (launch_events.h). Without autopard there is nobody
+// One event of `rank` for the job's timeline (launch_events.h). Without autopard there is nobody
 // to tell, and a journal that cannot be reached never stops the training: a warning only with
 // --verbose (`prefix`: LaunchMessagePrefix). Safe from any thread (reads only its arguments).
+void TellEvent(const EnvMap& env, int rank, const std::string& host, const std::string& prefix,
+               bool verbose, const char* kind, int64_t step, const EventFields& fields) {
+  const GetEnv get = Lookup(env);
+  Status st = SendJobEvent(get, JobEventRequest(get, kind, rank, step, host, fields), 1000);
+  if (!st && verbose) std::fprintf(stderr, "%swarning: %s\n", prefix.c_str(), st.message().c_str());
+}
 void TellRank0Event(const EnvMap& env, const std::string& host, const std::string& prefix,
                     bool verbose, const char* kind, int64_t step, const EventFields& fields) {
-  const GetEnv get = Lookup(env);
-  Status st = SendJobEvent(get, JobEventRequest(get, kind, 0, step, host, fields), 1000);
-  if (!st && verbose) std::fprintf(stderr, "%swarning: %s\n", prefix.c_str(), st.message().c_str());
+  TellEvent(env, 0, host, prefix, verbose, kind, step, fields);
 }
 
 class Launcher {
@@ -108,6 +132,20 @@ class Launcher {
   void Journal(const EnvMap& env, const char* kind, int64_t step, const EventFields& fields) const;
   int RunChild(const std::vector<std::string>& argv, const EnvMap& env,
                const std::vector<int>& cpus, bool forward_from_parent, bool* terminated);
+
+  // In place (issue 11). The program of one generation, supervised: returns its outcome, with
+  // *failure set when it failed on its own or hung (then it has been stopped) and *told when
+  // another launcher's stop notice ended it.
+  ChildOutcome RunGeneration(const std::vector<std::string>& argv, const EnvMap& env,
+                             const std::vector<int>& cpus, bool forward_from_parent,
+                             std::optional<FailureReport>* failure, bool* told);
+  // Tells every other launcher; false when some cannot be reached (no in-place restart then:
+  // `unreachable` gets their ranks).
+  bool SendStopNotice(const FailureReport& failure, std::string* unreachable);
+  // The two fences after a generation ended with a failure; returns the verdict (rank 0 asks
+  // autopard; with a restart, master_ and resume_step_ are the next generation's).
+  RestartVerdict AgreeOnRestart(const EnvMap& child_env, const std::optional<FailureReport>& mine,
+                                int timeout_s);
 
   // The checkpoint half of the launch (proto_client.h): rank 0's DecideResume, everyone's
   // RestoreDecided.
@@ -132,6 +170,15 @@ class Launcher {
   std::thread story_;  // rank 0: submitted and step_started, sent while the rendezvous runs
   std::string host_;
   sigset_t program_mask_{};
+  int resume_round_ = 0;  // PMIx keys of the restore rounds, unique over generations
+
+  // In-place restarts (issue 11).
+  bool in_place_ = false;
+  int64_t generation_ = 0;
+  RestartChannel channel_;
+  std::string token_;
+  std::vector<std::string> peers_;  // every rank's channel endpoint
+  std::string history_;             // rank 0: autopard's note about the last failure
 };
 
 void Launcher::Fail(const std::string& message, int code) {
@@ -167,21 +214,44 @@ Status Launcher::Rendezvous(const EnvMap& env, int timeout_s) {
       own_resume_ = DecideResume(ProbeForRank(Lookup(ckpt_env)));
       v.resume_step = own_resume_->step;
     }
-    Status st = pmix_.PutString(kMasterKey, EncodeRendezvous(v));
+    Status st = pmix_.PutString(MasterKey(0), EncodeRendezvous(v));
     if (!st) return st;
+  }
+  if (in_place_) {
+    // Every launcher's restart channel, and rank 0's token for the step's stop notices.
+    auto addr = ReachableAddress(info_.host, Get(env, "AUTOPAR_MASTER_IFNAME"));
+    auto ch = addr ? RestartChannel::Listen(*addr) : Result<RestartChannel>(addr.status());
+    auto token = info_.rank == 0 ? RandomToken() : Result<std::string>(std::string());
+    if (!ch || !token) return Status::Error("in-place restarts: " + (ch ? token.message() : ch.message()));
+    channel_ = std::move(*ch);
+    if (Status st = pmix_.PutString(kChannelKey, channel_.endpoint()); !st) return st;
+    if (info_.rank == 0) {
+      if (Status st = pmix_.PutString(kTokenKey, *token); !st) return st;
+    }
   }
   if (Status st = pmix_.Commit(); !st) return st;
   if (Status st = pmix_.Fence(/*collect=*/true, timeout_s); !st) return st;
-  auto value = pmix_.GetString(0, kMasterKey, timeout_s);
+  auto value = pmix_.GetString(0, MasterKey(0), timeout_s);
   if (!value) return value.status();
   auto v = DecodeRendezvous(*value);
   if (!v) return v.status();
   master_ = v->master;
   resume_step_ = v->resume_step;
+  if (in_place_) {
+    auto token = pmix_.GetString(0, kTokenKey, timeout_s);
+    if (!token) return token.status();
+    token_ = *token;
+    for (int r = 0; r < info_.size; ++r) {
+      auto ep = pmix_.GetString(r, kChannelKey, timeout_s);
+      if (!ep) return ep.status();
+      peers_.push_back(*ep);
+    }
+  }
   return Status::Ok();
 }
 
 void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
+  const auto restore_start = std::chrono::steady_clock::now();
   child_env->erase("AUTOPAR_RESUME_STEP");
   child_env->erase("AUTOPAR_RESUME_DIR");
   if (!checkpoints_) return;
@@ -198,11 +268,10 @@ void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
     if (!r) Fail(r.message(), 1);
     resume = *r;
   } else {
-    int round = 0;
     // The minimum over all ranks, one PMIx fence per call (rounds only run when rank 0 decided
     // to resume a step).
     auto agree_min = [&](int64_t mine) -> int64_t {
-      const std::string key = "autopar.resume." + std::to_string(round++);
+      const std::string key = "autopar.resume." + std::to_string(resume_round_++);
       Status st = pmix_.PutString(key, std::to_string(mine));
       if (st) st = pmix_.Commit();
       // Collect: every rank reads every rank's value (direct modex Gets of a later round fail).
@@ -224,6 +293,12 @@ void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
   if (resume.step >= 0) {
     (*child_env)["AUTOPAR_RESUME_STEP"] = std::to_string(resume.step);
     (*child_env)["AUTOPAR_RESUME_DIR"] = resume.dir;
+    if (generation_ > 0) {
+      TellEvent(*child_env, info_.rank, host_, LaunchMessagePrefix(rank_, host_), verbose_,
+                event_kind::kRestored, resume.step,
+                {{"generation", std::to_string(generation_)},
+                 {"restore_s", FormatFixed(SecondsSince(restore_start), 3)}});
+    }
     if (info_.rank == 0) {
       Say("resuming from checkpoint step " + std::to_string(resume.step) + " (job " +
           resume.source_job + ")");
@@ -240,9 +315,162 @@ int Launcher::RunChild(const std::vector<std::string>& argv, const EnvMap& env,
   int exec_errno = 0;
   auto pid = StartChild(spec, &exec_errno);
   if (!pid) Fail(pid.message(), exec_errno == ENOENT ? 127 : 126);
-  ChildOutcome out = SuperviseChild(*pid, forward_from_parent);
+  SuperviseOptions options;
+  options.forward_from_parent = forward_from_parent;
+  ChildOutcome out = SuperviseChild(*pid, options);
   *terminated = out.termination_signal != 0;
   return ExitCodeFromWaitStatus(out.wait_status);
+}
+
+ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const EnvMap& env,
+                                     const std::vector<int>& cpus, bool forward_from_parent,
+                                     std::optional<FailureReport>* failure, bool* told) {
+  ChildSpec spec{argv, env, cpus, program_mask_};
+  int exec_errno = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto pid = StartChild(spec, &exec_errno);
+  if (!pid) Fail(pid.message(), exec_errno == ENOENT ? 127 : 126);
+  SuperviseOptions options;
+  options.forward_from_parent = forward_from_parent;
+  options.wake_fd = channel_.fd();
+  options.generation = generation_;
+  ChildOutcome out;
+  *told = false;
+  for (;;) {
+    out = SuperviseChild(*pid, options);
+    if (out.exited || out.hung) break;
+    for (const std::string& line : channel_.Drain(500)) {
+      auto notice = DecodeStopNotice(line, token_);
+      // Notices of an earlier generation (several ranks failed at once) are stale.
+      if (notice && notice->generation == generation_) *told = true;
+    }
+    if (*told) break;
+  }
+  FailureReport report;
+  report.generation = generation_;
+  report.rank = info_.rank;
+  report.node = host_;
+  report.detected = EpochNow();
+  if (out.hung) {
+    // autopard captured its stacks already; nothing to wait for.
+    out.wait_status = StopChild(*pid, 0);
+    report.kind = "hang";
+  } else if (*told) {
+    out.wait_status = StopChild(*pid, kStopGraceMs);
+  }
+  report.exit_status = ExitCodeFromWaitStatus(out.wait_status);
+  report.run_s = SecondsSince(start);
+  if (out.hung || (out.exited && report.exit_status != 0 && out.termination_signal == 0)) {
+    *failure = report;
+  }
+  return out;
+}
+
+bool Launcher::SendStopNotice(const FailureReport& failure, std::string* unreachable) {
+  std::vector<std::string> others;
+  std::vector<int> ranks;
+  for (int r = 0; r < static_cast<int>(peers_.size()); ++r) {
+    if (r == info_.rank) continue;
+    others.push_back(peers_[static_cast<size_t>(r)]);
+    ranks.push_back(r);
+  }
+  auto failed = RestartChannel::Broadcast(others, EncodeStopNotice(token_, failure), kNoticeTimeoutMs);
+  if (failed.empty()) return true;
+  std::string who;
+  for (size_t i : failed) who += (who.empty() ? "" : ",") + std::to_string(ranks[i]);
+  Say("in-place restart impossible: the launchers of ranks " + who + " cannot be reached");
+  *unreachable = who;
+  return false;
+}
+
+RestartVerdict Launcher::AgreeOnRestart(const EnvMap& child_env,
+                                        const std::optional<FailureReport>& mine, int timeout_s) {
+  const auto stop_start = std::chrono::steady_clock::now();
+  auto check = [&](const Status& st) {
+    if (!st) Fail("in-place restart: " + st.message(), mine ? mine->exit_status : 1);
+  };
+  check(pmix_.PutString(FailureKey(generation_), mine ? FormatEventFields(ReportFields(*mine)) : "-"));
+  check(pmix_.Commit());
+  check(pmix_.Fence(/*collect=*/true, timeout_s));
+  const double stop_s = SecondsSince(stop_start);
+  double decide_s = 0;
+  int culprit = -1;
+  double detected = 0;
+  RestartVerdict verdict;
+  if (info_.rank == 0) {
+    std::vector<std::optional<FailureReport>> reports;
+    for (int r = 0; r < info_.size; ++r) {
+      auto text = pmix_.GetString(r, FailureKey(generation_), timeout_s);
+      check(text.status());
+      auto report = *text == "-" ? Result<FailureReport>(Status::Error("")) :
+                                   ReportFromFields(ParseEventFields(*text), r);
+      reports.push_back(report ? std::optional<FailureReport>(*report) : std::nullopt);
+    }
+    const auto decide_start = std::chrono::steady_clock::now();
+    std::optional<FailureReport> first = FirstFailure(reports);
+    if (first) {
+      culprit = first->rank;
+      detected = first->detected;
+      EventFields fields = ReportFields(*first);
+      if (!history_.empty()) fields.emplace_back("history", history_);
+      auto reply = AskRecovery(Lookup(child_env), first->rank, fields, kRecoverTimeoutMs);
+      verdict.exit_code = first->exit_status != 0 ? first->exit_status : 1;
+      if (!reply) {
+        Say(reply.message());
+      } else {
+        Say(reply->reason);
+        verdict.restart = reply->action == RecoveryActionName(RecoveryAction::kRestartInPlace);
+        history_ = reply->history;
+      }
+    } else {
+      verdict.restart = true;  // told, but no rank says it failed (cannot happen): start again
+    }
+    decide_s = SecondsSince(decide_start);
+    if (verdict.restart) {
+      RendezvousValue v;
+      auto addr = ReachableAddress(info_.host, Get(child_env, "AUTOPAR_MASTER_IFNAME"));
+      check(addr.status());
+      port_.Release();  // a fresh MASTER_PORT: the old one may still be in TIME_WAIT
+      auto reserved = PortReservation::Reserve();
+      check(reserved.status());
+      port_ = std::move(*reserved);
+      v.master = {*addr, port_.port()};
+      if (checkpoints_) {
+        EnvMap ckpt_env = CkptEnv(child_env);
+        own_resume_ = DecideResume(ProbeForRank(Lookup(ckpt_env)));
+        v.resume_step = own_resume_->step;
+      }
+      check(pmix_.PutString(MasterKey(generation_ + 1), EncodeRendezvous(v)));
+    }
+    check(pmix_.PutString(VerdictKey(generation_), EncodeVerdict(verdict)));
+  }
+  const auto rendezvous_start = std::chrono::steady_clock::now();
+  check(pmix_.Commit());
+  check(pmix_.Fence(/*collect=*/true, timeout_s));
+  auto text = pmix_.GetString(0, VerdictKey(generation_), timeout_s);
+  check(text.status());
+  auto decoded = DecodeVerdict(*text);
+  check(decoded.status());
+  verdict = *decoded;
+  if (verdict.restart) {
+    auto value = pmix_.GetString(0, MasterKey(generation_ + 1), timeout_s);
+    check(value.status());
+    auto v = DecodeRendezvous(*value);
+    check(v.status());
+    master_ = v->master;
+    resume_step_ = v->resume_step;
+  }
+  if (info_.rank == 0 && verdict.restart) {
+    Journal(child_env, event_kind::kRestarted, -1,
+            {{"generation", std::to_string(generation_ + 1)},
+             {"culprit_rank", std::to_string(culprit)},
+             {"since_failure_s", FormatFixed(detected > 0 ? EpochNow() - detected : -1, 3)},
+             {"stop_s", FormatFixed(stop_s, 3)},
+             {"decide_s", FormatFixed(decide_s, 3)},
+             {"rendezvous_s", FormatFixed(SecondsSince(rendezvous_start), 3)},
+             {"port", std::to_string(master_.port)}});
+  }
+  return verdict;
 }
 
 int Launcher::Run(int argc, char** argv) {
@@ -282,6 +510,9 @@ int Launcher::Run(int argc, char** argv) {
 
   bool use_pmix = PmixClient::ServerAdvertised(env);
   checkpoints_ = CheckpointsEnabled(Lookup(env));
+  // In place needs the rendezvous (PMIx) and autopard to decide (issue 11).
+  in_place_ = use_pmix && std::atoll(Get(env, "AUTOPAR_RESTARTS_IN_PLACE", "0").c_str()) > 0 &&
+              env.count("AUTOPAR_SOCKET") && env.count("SLURM_JOB_ID");
   if (use_pmix) {
     // The launcher's own PMIx client reads the job data through the "hash" store rather than
     // attaching the server's shared-memory store (ds21): measured on the local cluster with 32
@@ -394,15 +625,75 @@ int Launcher::Run(int argc, char** argv) {
 #endif
   }
 
-  Resume(&child_env, use_pmix, timeout_s);
-  if (int sig = PendingTerminationSignal(); sig != 0) Fail("terminated before the program started", 128 + sig);
   const auto program_start = std::chrono::steady_clock::now();
-  int code = RunChild(opts->program, child_env, d.cpus, forward_from_parent, &terminated);
+  int code = 0;
+  bool decided = false;  // in place: the failure was decided on (restart verdicts), not reported
+  bool reported = false;  // in place impossible: this node's autopard has decided already
+  const int64_t restart_base = std::atoll(Get(env, "SLURM_RESTART_COUNT", "0").c_str());
+  for (;;) {
+    if (in_place_) {
+      child_env["AUTOPAR_RESTART_GENERATION"] = std::to_string(generation_);
+      child_env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(restart_base + generation_);
+      child_env["MASTER_PORT"] = std::to_string(master_.port);
+      child_env["MASTER_ADDR"] = master_.addr;
+    }
+    Resume(&child_env, use_pmix, timeout_s);
+    if (int sig = PendingTerminationSignal(); sig != 0) Fail("terminated before the program started", 128 + sig);
+    if (!in_place_) {
+      code = RunChild(opts->program, child_env, d.cpus, forward_from_parent, &terminated);
+      break;
+    }
+    std::optional<FailureReport> failure;
+    bool told = false;
+    ChildOutcome out = RunGeneration(opts->program, child_env, d.cpus, forward_from_parent, &failure, &told);
+    code = ExitCodeFromWaitStatus(out.wait_status);
+    terminated = out.termination_signal != 0;
+    if (failure && (code == 128 + SIGKILL || code == 128 + SIGTERM) && !out.hung) {
+      // Slurm ends a step by signalling every process of it (the program may end first): a moment
+      // tells that apart from a real failure, which this launcher outlives unsignalled.
+      usleep(300 * 1000);
+      if (int sig = PendingTerminationSignal(); sig != 0) {
+        terminated = true;
+        failure.reset();
+      }
+    }
+    if (!failure && !told) break;  // finished (or ended by Slurm)
+    if (failure) {
+      (void)ReportRankExit(Lookup(child_env), info_.rank, host_, failure->exit_status,
+                           failure->run_s, 3000, generation_);
+      std::string unreachable;
+      if (!SendStopNotice(*failure, &unreachable)) {
+        // No restart without every rank: this node's autopard takes the requeue path (with the
+        // failure's class: a hang stays a hang), and the step is ended below.
+        EventFields fields = ReportFields(*failure);
+        fields.emplace_back("unreachable", unreachable);
+        auto reply = AskRecovery(Lookup(child_env), info_.rank, fields, kRecoverTimeoutMs);
+        Say(reply ? reply->reason : reply.message());
+        reported = reply.ok();
+        code = failure->exit_status;
+        terminated = false;
+        break;
+      }
+    }
+    RestartVerdict verdict = AgreeOnRestart(child_env, failure, timeout_s);
+    if (!verdict.restart) {
+      code = verdict.exit_code;
+      decided = true;
+      break;
+    }
+    ++generation_;
+  }
   port_.Release();
   const double run_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - program_start).count();
   if (code == 0) Journal(env, event_kind::kFinished, -1, {{"exit", "0"}, {"run_s", FormatFixed(run_s, 1)}});
-  if (code != 0 && !terminated) {
+  if (decided) {
+    // autopard has requeued or stopped the job (or it has no failure handling): every launcher
+    // ends with the failure's status, and the step with them.
+    (void)pmix_.Finalize();
+    return code;
+  }
+  if (code != 0 && !terminated && !reported) {
     // A crashed rank: tell the node's autopard first (issue 6, launch_events.h), so that it decides
     // on a requeue while the step is being ended.
     Status st = ReportRankExit(

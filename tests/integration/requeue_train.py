@@ -2,7 +2,8 @@
 """Deterministic PyTorch DDP training (gloo, CPU) for the failure/requeue tests (issue 6): the
 checkpointing training of ckpt_train.py (ddp_train.py: same model, data and bit-identical resume),
 plus a fixed pause per step (so faults land mid-run) and one line per step on stdout ("train: rank
-R step S time T run N", T = seconds since the epoch, N = SLURM_RESTART_COUNT) from which the tests
+R step S time T run N", T = seconds since the epoch, N = TORCHELASTIC_RESTART_COUNT: requeues and
+in-place restarts, else SLURM_RESTART_COUNT) from which the tests
 and bench/failure measure recovery time and steps lost. It sends a heartbeat after every step.
 With --obey-time-limit it follows autopard's time-limit request (docs/checkpoints.md): the ranks
 agree on the step, checkpoint it and wait for the requeue.
@@ -30,7 +31,8 @@ def main():
     stacks.install()  # SIGUSR2 -> Python stacks into the hang report
     trainer = ddp_train.Trainer(args)
     rank = trainer.rank
-    restart = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT",
+                                 os.environ.get("SLURM_RESTART_COUNT", "0")))
     for step in range(trainer.start, args.steps):
         trainer.step(step)
         print(f"train: rank {rank} step {step} time {time.time():.3f} run {restart}", flush=True)

@@ -48,7 +48,7 @@ def test_events_of_all_nodes_after_the_job_ended(shared_tmp):
     script = f"""#!/bin/bash
 #SBATCH -N2 --ntasks-per-node=1 --open-mode=append -o {work}/out.txt -e {work}/out.txt
 #SBATCH --ckpt-upload=file://{work}/store --ckpt-dir={work}/local/%n
-#SBATCH --requeue-on-failure=2 --heartbeat-timeout=30
+#SBATCH --requeue-on-failure=2 --heartbeat-timeout=30 --restarts-in-place=0
 export PYTHONPATH={SOURCE_DIR}/python
 srun --mpi=pmix {LAUNCH} -- {PYTHON} {TRAIN} --steps 16 --every 4 --step-sleep 0.25 --out {work}/final.pt
 """

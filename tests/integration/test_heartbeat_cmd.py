@@ -2,7 +2,10 @@
 a training loop written in shell reports its steps with the command. Each heartbeat comes from a
 process that exits right away; autopard takes the rank's Slurm task (the shell below
 autopar-launch) as the rank's process, so a shell that stops making progress is a hang: detected,
-its stack captured, the job requeued; the next run finishes.
+its stack captured, the job requeued; the next run finishes. (It cannot restart in place, issue
+11: the other ranks do not wait for rank 1, so the job's progress stops only when they have ended,
+and an ended program cannot be restarted: autopard hands the hang to rank 1's launcher, which
+finds the others gone and asks its autopard, whose requeue path takes over.)
 
 Needs the cluster as test_requeue_faults.py does (autopard on every node). About 30 s.
 """
@@ -53,6 +56,9 @@ def test_shell_heartbeats_detect_a_hang(tmp_path):
     assert stacks and 'state="T (stopped)"' in stacks[0]["detail"], kinds(evs, "stack")
     assert any("class=hang" in e["detail"] for e in kinds(evs, "failure")), evs
     assert len(kinds(evs, "requeue")) == 1, evs
+    recovery = kinds(evs, "recovery")
+    assert len(recovery) == 1 and recovery[0]["fields"]["action"] == "requeue-path", evs
+    assert "cannot be reached" in recovery[0]["detail"], recovery
 
 
 def test_heartbeat_command_rejects_bad_input(tmp_path):

@@ -9,13 +9,15 @@ import pytest
 from conftest import (PYTHON, SOURCE_DIR, env_lines, job_ids, run, sbatch, slurm_conf, wait_job)
 
 OPTIONS = ["--auto-parallel", "--model", "--gpu-type", "--global-batch", "--seq-len", "--ckpt-dir",
-           "--ckpt-upload", "--ckpt-keep", "--requeue-on-failure", "--heartbeat-timeout"]
+           "--ckpt-upload", "--ckpt-keep", "--requeue-on-failure", "--heartbeat-timeout",
+           "--restarts-in-place"]
 
 PRINT_ENV = ("echo ENV node=$SLURMD_NODENAME rank=$RANK local_rank=$LOCAL_RANK world=$WORLD_SIZE "
              "local_world=$LOCAL_WORLD_SIZE group_rank=$GROUP_RANK master=$MASTER_ADDR:$MASTER_PORT "
              "model=${AUTOPAR_MODEL:-} ckpt_dir=${AUTOPAR_CKPT_DIR:-} keep=${AUTOPAR_CKPT_KEEP:-} "
              "upload=${AUTOPAR_CKPT_UPLOAD:-} requeue=${AUTOPAR_REQUEUE_ON_FAILURE:-} "
              "hb=${AUTOPAR_HEARTBEAT_TIMEOUT:-} ap=${AUTOPAR_AUTO_PARALLEL:-} "
+             "inplace=${AUTOPAR_RESTARTS_IN_PLACE:-} "
              "gpu=${AUTOPAR_GPU_TYPE:-} gb=${AUTOPAR_GLOBAL_BATCH:-} seq=${AUTOPAR_SEQ_LEN:-} "
              "sock=${AUTOPAR_SOCKET:-} nccl_if=${NCCL_SOCKET_IFNAME:-} procid=$SLURM_PROCID "
              "localid=$SLURM_LOCALID nodeid=$SLURM_NODEID")
@@ -77,6 +79,7 @@ srun -N2 -n4 --ckpt-keep=5 bash -c '[ $RANK = 0 ] && echo ENV2 keep=$AUTOPAR_CKP
         assert r["ckpt_dir"] == f"/tmp/autopar-it/root/{jid}/{r['node']}"
         assert r["upload"] == "file:///tmp/autopar-it-store" and r["keep"] == "3"
         assert r["requeue"] == "3"  # a bare --requeue-on-failure: the site's default count
+        assert r["inplace"] == "3"  # ... which restarts in place first (restarts_in_place_default)
         assert r["hb"] == "120"
     # A later step of the same job gets the job's options, and its own srun option wins.
     assert env_lines(out, "ENV2") == [{"keep": "5", "model": "llama-2-7b", "dp": "1"}]
@@ -125,6 +128,8 @@ BAD_INPUTS = [
     (["--ckpt-dir=relative"], "--ckpt-dir: must be an absolute path"),
     (["--requeue-on-failure=99"], "--requeue-on-failure: must be an integer in [0, 5], got '99'"),
     (["--heartbeat-timeout=0"], "--heartbeat-timeout: must be an integer in"),
+    (["--restarts-in-place=21"], "--restarts-in-place: must be an integer in [0, 20], got '21'"),
+    (["--restarts-in-place=-1"], "--restarts-in-place: must be an integer in [0, 20], got '-1'"),
     (["--global-batch=many"], "--global-batch: must be an integer"),
     (["--seq-len=0"], "--seq-len: must be an integer"),
     (["--auto-parallel=tp=3,zz=1", "--model=7B"], "--auto-parallel: unknown key 'zz'"),
@@ -170,11 +175,12 @@ def with_plugstack(tmp_path: Path, args: str) -> dict:
 
 
 def test_site_limits_and_allowed_destinations(tmp_path):
-    env = with_plugstack(tmp_path, "max_requeue=1 ckpt_upload_schemes=s3 "
+    env = with_plugstack(tmp_path, "max_requeue=1 max_restarts_in_place=2 ckpt_upload_schemes=s3 "
                                    "ckpt_upload_prefixes=s3://team-a/ default_model=llama-2-13b")
     before = job_ids()
     for args, message in [
         (["--requeue-on-failure=2"], "--requeue-on-failure: must be an integer in [0, 1], got '2'"),
+        (["--restarts-in-place=3"], "--restarts-in-place: must be an integer in [0, 2], got '3'"),
         (["--ckpt-upload=s3://team-b/x"], "--ckpt-upload: 's3://team-b/x' is outside what this site allows"),
         (["--ckpt-upload=file:///tmp/x"], "--ckpt-upload: scheme 'file' is not allowed on this site"),
     ]:
@@ -191,6 +197,7 @@ def test_site_limits_and_allowed_destinations(tmp_path):
 @pytest.mark.parametrize("args,message", [
     ("colour=blue", "autopar: plugstack.conf: colour: unknown argument"),
     ("max_requeue=lots", "autopar: plugstack.conf: max_requeue: must be an integer"),
+    ("max_restarts_in_place=-1", "autopar: plugstack.conf: max_restarts_in_place: must be an integer"),
     ("socket=relative", "autopar: plugstack.conf: socket: must be an absolute path"),
     ("default_model=banana", "autopar: plugstack.conf: default_model: --model: unknown model"),
 ])

@@ -1,7 +1,9 @@
 """End-to-end failure handling (issue 6) on the local cluster with autopard on every node: real
 PyTorch DDP (gloo) training (requeue_train.py, deterministic) under autopar-launch, one fault per
 test; the job must come back by itself and end with the same model as an uninterrupted run, and
-the journal must tell the story.
+the journal must tell the story. These prove the requeue path: the program faults run with
+--restarts-in-place=0 (test_recover_in_place.py proves the in-place path); the node-loss tests
+run with the default, where the in-place path hands a lost node (no spare) to the requeue.
 
 Needs the cluster started with AUTOPAR_AUTOPARD (autopard on every node) and the plugin's socket
 argument (AUTOPAR_PLUGSTACK_ARGS="socket=<cluster>/run/autopard-%n.sock"). Each test records its
@@ -189,7 +191,7 @@ def reference(tmp_path_factory):
 def test_killed_rank_resumes(tmp_path, reference):
     """(b) kill -9 of one rank: the job is requeued at once and resumes from its checkpoint."""
     work = tmp_path / "b"
-    job = submit(work, opts="--requeue-on-failure=3 --heartbeat-timeout=20",
+    job = submit(work, opts="--restarts-in-place=0 --requeue-on-failure=3 --heartbeat-timeout=20",
                  program=train_cmd(work))
     wait_step(work, 0, 22)
     fault = time.time()
@@ -215,7 +217,7 @@ def test_killed_rank_resumes(tmp_path, reference):
 def test_exit_at_start_is_stopped(tmp_path):
     """(e) a program that exits 1 at start: requeued once, then stopped with the reason."""
     work = tmp_path / "e"
-    job = submit(work, opts="--requeue-on-failure=3",
+    job = submit(work, opts="--restarts-in-place=0 --requeue-on-failure=3",
                  program=f"{PYTHON} -c 'import sys; sys.exit(1)'")
     deadline = time.time() + 180
     while time.time() < deadline:
@@ -240,7 +242,7 @@ def test_hang_is_detected_and_requeued(tmp_path, reference):
     stacks captured, requeued, resumed."""
     work = tmp_path / "c"
     timeout = 10
-    job = submit(work, opts=f"--requeue-on-failure=3 --heartbeat-timeout={timeout}",
+    job = submit(work, opts=f"--restarts-in-place=0 --requeue-on-failure=3 --heartbeat-timeout={timeout}",
                  program=train_cmd(work))
     wait_step(work, 0, 22)
     pid = rank_pid(job, 1)
@@ -275,7 +277,7 @@ def test_hang_is_detected_and_requeued(tmp_path, reference):
 def test_two_failures_in_a_row_on_different_nodes(tmp_path, reference):
     """(f) a rank on one node is killed, and after the resume a rank on the other node."""
     work = tmp_path / "f"
-    job = submit(work, opts="--requeue-on-failure=3 --heartbeat-timeout=20",
+    job = submit(work, opts="--restarts-in-place=0 --requeue-on-failure=3 --heartbeat-timeout=20",
                  program=train_cmd(work))
     wait_step(work, 0, 12)
     first_node = node_of_rank(job, 0)

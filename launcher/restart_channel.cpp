@@ -1,0 +1,182 @@
+#include "restart_channel.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace autopar {
+namespace {
+
+constexpr size_t kMaxLine = 4096;
+
+Status Errno(const std::string& what) { return Status::Error(what + ": " + std::strerror(errno)); }
+
+int MillisLeft(std::chrono::steady_clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  deadline - std::chrono::steady_clock::now())
+                  .count();
+  return left > 0 ? static_cast<int>(left) : 0;
+}
+
+bool ParseEndpoint(const std::string& ep, sockaddr_in* sa) {
+  size_t colon = ep.rfind(':');
+  if (colon == std::string::npos) return false;
+  std::memset(sa, 0, sizeof(*sa));
+  sa->sin_family = AF_INET;
+  int port = std::atoi(ep.c_str() + colon + 1);
+  if (port <= 0 || port > 65535) return false;
+  sa->sin_port = htons(static_cast<uint16_t>(port));
+  return inet_pton(AF_INET, ep.substr(0, colon).c_str(), &sa->sin_addr) == 1;
+}
+
+}  // namespace
+
+RestartChannel::~RestartChannel() {
+  if (fd_ >= 0) close(fd_);
+}
+
+RestartChannel::RestartChannel(RestartChannel&& other) noexcept
+    : fd_(other.fd_), endpoint_(std::move(other.endpoint_)) {
+  other.fd_ = -1;
+}
+
+RestartChannel& RestartChannel::operator=(RestartChannel&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = other.fd_;
+    endpoint_ = std::move(other.endpoint_);
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+Result<RestartChannel> RestartChannel::Listen(const std::string& addr) {
+  sockaddr_in sa;
+  if (!ParseEndpoint(addr + ":1", &sa)) {
+    return Status::Error("restart channel: not an IPv4 address: '" + addr + "'");
+  }
+  sa.sin_port = 0;
+  RestartChannel ch;
+  ch.fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (ch.fd_ < 0) return Errno("restart channel: socket");
+  if (bind(ch.fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    return Errno("restart channel: bind " + addr);
+  }
+  // Every other launcher of the step may notify at once; they wait in the backlog, unaccepted,
+  // while this launcher is in a fence.
+  if (listen(ch.fd_, SOMAXCONN) != 0) return Errno("restart channel: listen");
+  socklen_t len = sizeof(sa);
+  if (getsockname(ch.fd_, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    return Errno("restart channel: getsockname");
+  }
+  ch.endpoint_ = addr + ":" + std::to_string(ntohs(sa.sin_port));
+  return ch;
+}
+
+std::vector<std::string> RestartChannel::Drain(int timeout_ms) {
+  std::vector<std::string> lines;
+  for (;;) {
+    int c = accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      break;  // EAGAIN: nothing more pending
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    std::string line;
+    char buf[512];
+    bool done = false;
+    while (!done && line.size() < kMaxLine) {
+      ssize_t n = read(c, buf, sizeof(buf));
+      if (n > 0) {
+        line.append(buf, static_cast<size_t>(n));
+        done = line.find('\n') != std::string::npos;
+      } else if (n == 0) {
+        done = true;
+      } else if (errno == EAGAIN) {
+        pollfd p{c, POLLIN, 0};
+        if (poll(&p, 1, MillisLeft(deadline)) <= 0) break;
+      } else if (errno != EINTR) {
+        break;
+      }
+    }
+    close(c);
+    size_t nl = line.find('\n');
+    if (nl != std::string::npos) lines.push_back(line.substr(0, nl));
+  }
+  return lines;
+}
+
+std::vector<size_t> RestartChannel::Broadcast(const std::vector<std::string>& endpoints,
+                                              const std::string& line, int timeout_ms) {
+  std::vector<size_t> failed;
+  std::vector<pollfd> fds;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    sockaddr_in sa;
+    int s = -1;
+    if (ParseEndpoint(endpoints[i], &sa)) s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s < 0 || (connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 &&
+                  errno != EINPROGRESS)) {
+      if (s >= 0) close(s);
+      failed.push_back(i);
+      continue;
+    }
+    fds.push_back({s, POLLOUT, 0});
+    index.push_back(i);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  size_t open = fds.size();
+  while (open > 0) {
+    int n = poll(fds.data(), fds.size(), MillisLeft(deadline));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (auto& p : fds) {
+      if (p.fd < 0 || p.revents == 0) continue;
+      int err = 0;
+      socklen_t len = sizeof(err);
+      getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      // One short line fits the socket's send buffer: written at once or not at all.
+      bool sent = err == 0 && (p.revents & POLLOUT) &&
+                  send(p.fd, line.data(), line.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(line.size());
+      if (!sent) failed.push_back(index[static_cast<size_t>(&p - fds.data())]);
+      close(p.fd);
+      p.fd = -1;
+      --open;
+    }
+  }
+  for (size_t k = 0; k < fds.size(); ++k) {
+    if (fds[k].fd >= 0) {
+      close(fds[k].fd);
+      failed.push_back(index[k]);
+    }
+  }
+  return failed;
+}
+
+Result<std::string> RandomToken() {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Errno("getrandom");
+    got += static_cast<size_t>(n);
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
+}  // namespace autopar

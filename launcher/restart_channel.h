@@ -1,0 +1,47 @@
+// RestartChannel: how the launchers of one step reach each other for an in-place restart
+// (issue 11; restart_logic.h has the messages). Each launcher listens on a TCP port of its
+// reachable address (published through PMIx with the step's token); a launcher whose program
+// failed sends every other one a stop notice. One connection per notice, one line, then closed.
+// Not thread-safe; the launcher's main thread uses it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "autopar/status.h"
+
+namespace autopar {
+
+class RestartChannel {
+ public:
+  RestartChannel() = default;
+  ~RestartChannel();
+  RestartChannel(RestartChannel&& other) noexcept;
+  RestartChannel& operator=(RestartChannel&& other) noexcept;
+  RestartChannel(const RestartChannel&) = delete;
+  RestartChannel& operator=(const RestartChannel&) = delete;
+
+  // Listens on `addr` (an IPv4 address), a free port; non-blocking, close-on-exec.
+  static Result<RestartChannel> Listen(const std::string& addr);
+  int fd() const { return fd_; }
+  // "ADDR:PORT".
+  const std::string& endpoint() const { return endpoint_; }
+
+  // Accepts every pending connection and reads its line (each within `timeout_ms`); returns the
+  // lines, without their newlines. Connections that send nothing are dropped.
+  std::vector<std::string> Drain(int timeout_ms);
+
+  // Sends `line` to every endpoint ("ADDR:PORT") at once, all within `timeout_ms`; returns the
+  // indexes of the endpoints it could not deliver to.
+  static std::vector<size_t> Broadcast(const std::vector<std::string>& endpoints,
+                                       const std::string& line, int timeout_ms);
+
+ private:
+  int fd_ = -1;
+  std::string endpoint_;
+};
+
+// 32 hex digits from getrandom(2): the step's token.
+Result<std::string> RandomToken();
+
+}  // namespace autopar

@@ -1,0 +1,160 @@
+"""Recovery in place (issue 11) on the local cluster, end to end: the deterministic PyTorch DDP
+training of test_requeue_faults.py (gloo, 2 nodes x 2 ranks, checkpoints every 5 steps), submitted
+with --requeue-on-failure=3 only (in-place restarts are the default then). After each fault every
+rank's program is stopped and started again inside the same job (Restarts=0, the same nodes), it
+resumes from the latest COMPLETE checkpoint, and the final model is bit for bit the uninterrupted
+run's. The timeline tells each recovery: failure, recovery (the decision), restarted (its phases),
+restored (per rank), first_step.
+
+Needs the cluster as test_requeue_faults.py does (autopard on every node). About 3 min.
+"""
+import os
+import re
+import signal
+import time
+
+from conftest import PYTHON, wait_job
+from test_requeue_faults import (events, kinds, need_autopard, node_of_rank,  # noqa: F401
+                                 rank_pid, record, recovery, reference, restarts, same_model,
+                                 show_job, steps_logged, submit, train_cmd, wait_step)
+
+OPTS = "--requeue-on-failure=3 --heartbeat-timeout=20"
+
+
+def node_list(job: str) -> str:
+    return re.search(r"\bNodeList=(\S+)", show_job(job)).group(1)
+
+
+def assert_recovered_in_place(job, evs, generations):
+    """Every recovery of the job was in place, told in the timeline with its phases."""
+    assert restarts(job) == 0, show_job(job)
+    assert not kinds(evs, "requeue"), kinds(evs, "requeue")
+    decisions = kinds(evs, "recovery")
+    assert [e["fields"]["action"] for e in decisions] == ["restart-in-place"] * generations, decisions
+    restarted = kinds(evs, "restarted")
+    assert [e["fields"]["generation"] for e in restarted] == \
+        [str(g) for g in range(1, generations + 1)], restarted
+    for e in restarted:
+        for phase in ("since_failure_s", "stop_s", "decide_s", "rendezvous_s"):
+            assert float(e["fields"][phase]) >= 0, e
+    first = kinds(evs, "first_step")
+    assert [e["fields"]["generation"] for e in first] == \
+        [str(g) for g in range(1, generations + 1)], first
+    assert all(float(e["fields"]["since_failure_s"]) > 0 for e in first), first
+    # Every rank restored the checkpoint before its program started again.
+    restored = kinds(evs, "restored")
+    assert {(e["fields"]["generation"], e["rank"]) for e in restored} == \
+        {(str(g), r) for g in range(1, generations + 1) for r in range(4)}, restored
+
+
+def test_killed_rank_restarts_in_place(tmp_path, reference):
+    work = tmp_path / "kill"
+    job = submit(work, opts=OPTS, program=train_cmd(work))
+    wait_step(work, 0, 22)
+    nodes = node_list(job)
+    fault = time.time()
+    os.kill(rank_pid(job, 1), signal.SIGKILL)
+    assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    assert node_list(job) == nodes
+    assert same_model(work / "final.pt", reference), "the model differs from an uninterrupted run"
+    evs = events(job, "first_step", "finished")
+    assert_recovered_in_place(job, evs, 1)
+    failure = kinds(evs, "failure")
+    assert len(failure) == 1 and failure[0]["fields"]["class"] == "rank-crash", failure
+    assert failure[0]["fields"]["signal"] == "9" and failure[0]["rank"] == 1, failure
+    took, lost = recovery(work, fault, 0)
+    record("crashed rank (kill -9), in place", recovery_s=round(took, 1), steps_lost=lost)
+    assert took < 60, f"resumed {took:.1f}s after the fault"
+
+
+def test_stopped_rank_restarts_in_place(tmp_path, reference):
+    work = tmp_path / "stop"
+    timeout = 10
+    job = submit(work, opts=f"--requeue-on-failure=3 --heartbeat-timeout={timeout}",
+                 program=train_cmd(work))
+    wait_step(work, 0, 22)
+    pid = rank_pid(job, 1)
+    fault = time.time()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert same_model(work / "final.pt", reference)
+    evs = events(job, "first_step", "finished")
+    assert_recovered_in_place(job, evs, 1)
+    stacks = [e for e in kinds(evs, "stack") if e["rank"] == 1]
+    assert stacks and 'state="T (stopped)"' in stacks[0]["detail"], kinds(evs, "stack")
+    # autopard told the launchers (after capturing the stacks); the decision is about a hang.
+    told = kinds(evs, "hang_stop")
+    assert told and all(e["fields"]["result"] == "told" for e in told), told
+    assert min(e["time"] for e in told) > stacks[0]["time"]
+    assert kinds(evs, "failure")[0]["fields"]["class"] == "hang", kinds(evs, "failure")
+    took, lost = recovery(work, fault, 0)
+    record("hang (SIGSTOP), in place", recovery_s=round(took, 1), steps_lost=lost,
+           heartbeat_timeout_s=timeout)
+
+
+def test_two_failures_in_place_on_different_nodes(tmp_path, reference):
+    work = tmp_path / "two"
+    job = submit(work, opts=OPTS, program=train_cmd(work))
+    wait_step(work, 0, 12)
+    first_node = node_of_rank(job, 0)
+    other = next(r for r in (1, 2, 3) if node_of_rank(job, r) != first_node)
+    os.kill(rank_pid(job, 0), signal.SIGKILL)
+    wait_step(work, 1, 0, timeout=120)
+    resumed = min(s for r, _, s, _ in steps_logged(work) if r == 1)
+    wait_step(work, 1, resumed + 8)
+    os.kill(rank_pid(job, other), signal.SIGKILL)
+    assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    assert same_model(work / "final.pt", reference)
+    evs = events(job, "finished")
+    assert_recovered_in_place(job, evs, 2)
+    decisions = kinds(evs, "recovery")
+    assert ["attempt=1 of=3" in e["detail"] for e in decisions] == [True, False], decisions
+    assert "attempt=2 of=3" in decisions[1]["detail"], decisions
+    assert len({e["node"] for e in kinds(evs, "rank_exit")}) == 2, kinds(evs, "rank_exit")
+
+
+def test_exit_at_start_restarts_once_then_stops(tmp_path):
+    """A program that exits 1 at start is restarted in place once; the same failure again goes
+    to the requeue path, which stops the job (no requeue, no loop)."""
+    work = tmp_path / "early"
+    job = submit(work, opts="--requeue-on-failure=3",
+                 program=f"{PYTHON} -c 'import sys; sys.exit(1)'")
+    deadline = time.time() + 120
+    while time.time() < deadline and not re.search(r"JobState=(CANCELLED|FAILED)", show_job(job)):
+        time.sleep(0.5)
+    text = show_job(job)
+    assert re.search(r"JobState=(CANCELLED|FAILED)", text), text
+    assert restarts(job) == 0, text
+    assert "same error (rank-crash exit=1) 2 times" in text, text
+    evs = events(job, "stopped")
+    assert [e["fields"]["action"] for e in kinds(evs, "recovery")] == \
+        ["restart-in-place", "requeue-path"], kinds(evs, "recovery")
+    assert len(kinds(evs, "stopped")) == 1 and not kinds(evs, "requeue"), evs
+
+
+def test_spent_in_place_budget_hands_over_to_the_requeue(tmp_path, reference):
+    """--restarts-in-place=1: the first crash restarts in place, the second is requeued (the
+    requeue's run may restart in place again), and the job still ends with the same model."""
+    work = tmp_path / "budget"
+    job = submit(work, opts="--requeue-on-failure=3 --restarts-in-place=1 --heartbeat-timeout=20",
+                 program=train_cmd(work))
+    wait_step(work, 0, 12)
+    os.kill(rank_pid(job, 1), signal.SIGKILL)
+    wait_step(work, 1, 18, timeout=120)
+    os.kill(rank_pid(job, 2), signal.SIGKILL)
+    assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    assert restarts(job) == 1
+    assert same_model(work / "final.pt", reference)
+    evs = events(job, "requeue", "finished")
+    assert [e["fields"]["action"] for e in kinds(evs, "recovery")] == \
+        ["restart-in-place", "requeue-path"], kinds(evs, "recovery")
+    assert "in-place restarts of --restarts-in-place=1 are used" in \
+        kinds(evs, "recovery")[1]["detail"]
+    requeue = kinds(evs, "requeue")
+    assert len(requeue) == 1 and "attempt=1 of=3" in requeue[0]["detail"], requeue
