@@ -297,6 +297,8 @@ void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
       TellEvent(*child_env, info_.rank, host_, LaunchMessagePrefix(rank_, host_), verbose_,
                 event_kind::kRestored, resume.step,
                 {{"generation", std::to_string(generation_)},
+                 {"bytes_local", std::to_string(resume.bytes_local)},
+                 {"bytes_fetched", std::to_string(resume.bytes_fetched)},
                  {"restore_s", FormatFixed(SecondsSince(restore_start), 3)}});
     }
     if (info_.rank == 0) {

@@ -283,6 +283,8 @@ void Take(const RestoreReply& reply, ResumeDecision* d) {
   d->step = reply.step;
   d->dir = reply.dir;
   d->source_job = reply.source_job;
+  d->bytes_local = reply.bytes_local;
+  d->bytes_fetched = reply.bytes_fetched;
 }
 
 // Rounds of agree_min before the ranks give up: each round after the first moves the agreed

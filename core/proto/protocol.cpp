@@ -257,6 +257,8 @@ std::string EncodeReply(Op op, const Reply& reply) {
       v["step"] = Json::Int64(reply.restore.step);
       v["source_job"] = reply.restore.source_job;
       v["dir"] = reply.restore.dir;
+      v["bytes_local"] = Json::UInt64(reply.restore.bytes_local);
+      v["bytes_fetched"] = Json::UInt64(reply.restore.bytes_fetched);
       Json::Value sk(Json::arrayValue);
       for (const auto& s : reply.restore.skipped) sk.append(s);
       v["skipped"] = sk;
@@ -328,6 +330,8 @@ Result<Reply> DecodeReply(Op op, std::string_view line) {
       r.restore.step = f.Int("step", -1);
       r.restore.source_job = f.Str("source_job");
       r.restore.dir = f.Str("dir");
+      r.restore.bytes_local = f.UInt("bytes_local");
+      r.restore.bytes_fetched = f.UInt("bytes_fetched");
       auto a = array("skipped");
       if (!a) return a.status();
       for (const auto& s : **a) {

@@ -106,6 +106,8 @@ struct ResumeDecision {
   std::string dir;        // this rank's restored directory (AUTOPAR_RESUME_DIR); empty after a probe
   std::string source_job;
   std::vector<std::string> notes;  // lines for the log (skipped steps, warnings), this rank's
+  uint64_t bytes_local = 0;    // of this rank's restore: taken from the node's intact copy
+  uint64_t bytes_fetched = 0;  // ... and fetched from the upload
 };
 using RestoreFn = std::function<Result<RestoreReply>(int64_t max_step)>;
 // Whether the job checkpoints: AUTOPAR_CKPT_DIR and AUTOPAR_SOCKET are both set.

@@ -12,6 +12,7 @@
 //              ckpt_dir [upload] [keep] [node]
 //   restore    job_id rank world_size ckpt_dir [upload]         step (-1: none) source_job dir
 //              [max_step] [probe] [node]                        skipped[] (step/object + reason)
+//                                                               bytes_local bytes_fetched
 //   ls         [uri] | [job_id]                                 steps[] {job_id step state bytes
 //                                                               ranks world_size uri}
 //   status     [job_id]                                         uploads[] {job_id step rank state
@@ -102,6 +103,10 @@ struct RestoreReply {
   std::string source_job;  // the job whose checkpoint was restored (may be an earlier job)
   std::string dir;         // the rank's restored directory: <ckpt_dir>/step-<N>/rank-<R>
   std::vector<std::string> skipped;  // newer complete steps that could not be used, and why
+  // What the restore took from an intact copy already on the node, and what it fetched from the
+  // upload (issue 11).
+  uint64_t bytes_local = 0;
+  uint64_t bytes_fetched = 0;
 };
 
 struct StepInfo {

@@ -513,6 +513,18 @@ int64_t Daemon::StoredJobOwner(ObjectStore& store, const std::string& job_id) {
   return ReadJobOwner(store, job_id, t);
 }
 
+namespace {
+// A file of the rank's step directory that already has the manifest's size and SHA-256.
+bool LocalCopyIntact(const UserIdentity& id, const std::string& path, uint64_t size,
+                     const std::string& sha256) {
+  auto fd = OpenUserFile(id, path, static_cast<int64_t>(size));
+  if (!fd) return false;
+  auto sha = Sha256OfFd(*fd, path);
+  close(*fd);
+  return sha && *sha == sha256;
+}
+}  // namespace
+
 Reply Daemon::Restore(const Request& r, const Peer& peer) {
   if (Status st = auth_->Check(peer, "restore", r.job_id); !st) return Error(st.message());
   auto owner = auth_->FileOwner(peer, r.job_id);
@@ -560,14 +572,23 @@ Reply Daemon::Restore(const Request& r, const Peer& peer) {
     std::string staging = config_.state_dir + "/restore/" + s.job_id + "-" + std::to_string(s.step) +
                           "-" + std::to_string(r.rank) + "-" + std::to_string(getpid()) + "-" +
                           std::to_string(staging_counter_++);
+    const std::string dest = RankStepDir(r.ckpt_dir, s.step, r.rank);
+    // What the node already holds (an in-place restart, or a requeued run back on this node) is
+    // used as it is when it matches the manifest; only missing or damaged files are fetched.
     std::vector<DownloadItem> items;
     std::vector<std::string> paths;
+    uint64_t local_bytes = 0, fetched_bytes = 0;
     for (const auto& f : rank_it->second.files) {
+      if (LocalCopyIntact(id, dest + "/" + f.path, f.size, f.sha256)) {
+        local_bytes += f.size;
+        continue;
+      }
       items.push_back({RankFileKey(s.job_id, s.step, r.rank, f.path), staging + "/" + f.path, f.size, f.sha256});
       paths.push_back(f.path);
+      fetched_bytes += f.size;
     }
     (void)MakeDirs(config_.state_dir + "/restore", 0700);
-    Status dl = DownloadFiles(store, items, topt);
+    Status dl = items.empty() ? Status::Ok() : DownloadFiles(store, items, topt);
     if (!dl.ok()) {
       (void)RemoveTreeAsUser(UserIdentity{0, 0}, staging);
       reply.restore.skipped.push_back(label + ": " + dl.message());
@@ -575,15 +596,18 @@ Reply Daemon::Restore(const Request& r, const Peer& peer) {
       Journal(e);
       continue;
     }
-    const std::string dest = RankStepDir(r.ckpt_dir, s.step, r.rank);
-    Status placed = PlaceFilesAsUser(id, staging, paths, dest);
+    Status placed = paths.empty() ? Status::Ok() : PlaceFilesAsUser(id, staging, paths, dest);
     (void)RemoveTreeAsUser(UserIdentity{0, 0}, staging);
     if (!placed.ok()) return Error("restore: " + placed.message());
     reply.restore.step = s.step;
     reply.restore.source_job = s.job_id;
     reply.restore.dir = dest;
+    reply.restore.bytes_local = local_bytes;
+    reply.restore.bytes_fetched = fetched_bytes;
     Journal({Now(), config_.node, r.job_id, "ckpt_restored", r.rank, s.step,
-             store.Describe() + "/" + RankKeyPrefix(s.job_id, s.step, r.rank) + " -> " + dest});
+             store.Describe() + "/" + RankKeyPrefix(s.job_id, s.step, r.rank) + " -> " + dest +
+                 " bytes_local=" + std::to_string(local_bytes) +
+                 " bytes_fetched=" + std::to_string(fetched_bytes)});
     return reply;
   }
   Journal({Now(), config_.node, r.job_id, "fresh_start", r.rank, -1,

@@ -165,9 +165,28 @@ TEST_F(DaemonTest, CommittedStepsBecomeCompleteAndRestoreInANewJob) {
   EXPECT_EQ(restored.restore.source_job, "5");
   EXPECT_EQ(restored.restore.dir, RankStepDir(dir6, 20, 1));
   EXPECT_EQ(Read(RankStepDir(dir6, 20, 1) + "/model.pt"), "model of step 20 rank 1");
+  EXPECT_EQ(restored.restore.bytes_local, 0u);
+  EXPECT_GT(restored.restore.bytes_fetched, 0u);
 
-  // One rank's object corrupted in storage: that rank falls back to step 10, naming the object.
+  // Restored again on the same node (an in-place restart): the intact copy is used as it is,
+  // nothing fetched; a damaged file is fetched again, alone.
+  Reply again = daemon_->Handle(RestoreReq("6", 1, 2, dir6, upload_), root_peer_);
+  ASSERT_TRUE(again.status.ok()) << again.status.message();
+  EXPECT_EQ(again.restore.step, 20);
+  EXPECT_EQ(again.restore.bytes_fetched, 0u);
+  EXPECT_EQ(again.restore.bytes_local, restored.restore.bytes_fetched);
+  const std::string model6 = RankStepDir(dir6, 20, 1) + "/model.pt";
+  Write(model6, "model of step 20 rank X");  // same size, other bytes
+  Reply repaired = daemon_->Handle(RestoreReq("6", 1, 2, dir6, upload_), root_peer_);
+  ASSERT_TRUE(repaired.status.ok()) << repaired.status.message();
+  EXPECT_EQ(Read(model6), "model of step 20 rank 1");
+  EXPECT_EQ(repaired.restore.bytes_fetched, std::string("model of step 20 rank 1").size());
+  EXPECT_GT(repaired.restore.bytes_local, 0u);
+
+  // One rank's object corrupted in storage, on a node without a copy: that rank falls back to
+  // step 10, naming the object.
   Write(root_ / "store/job-5/step-20/rank-1/model.pt", "garbage!");
+  fs::remove_all(RankStepDir(dir6, 20, 1));
   Reply fallback = daemon_->Handle(RestoreReq("6", 1, 2, dir6, upload_), root_peer_);
   ASSERT_TRUE(fallback.status.ok()) << fallback.status.message();
   EXPECT_EQ(fallback.restore.step, 10);

@@ -13,7 +13,7 @@ import re
 import signal
 import time
 
-from conftest import PYTHON, wait_job
+from conftest import PYTHON, job_state, run, slurm_conf, wait_job
 from test_requeue_faults import (events, kinds, need_autopard, node_of_rank,  # noqa: F401
                                  rank_pid, record, recovery, reference, restarts, same_model,
                                  show_job, steps_logged, submit, train_cmd, wait_step)
@@ -41,10 +41,13 @@ def assert_recovered_in_place(job, evs, generations):
     assert [e["fields"]["generation"] for e in first] == \
         [str(g) for g in range(1, generations + 1)], first
     assert all(float(e["fields"]["since_failure_s"]) > 0 for e in first), first
-    # Every rank restored the checkpoint before its program started again.
+    # Every rank restored the checkpoint before its program started again, from the intact copy
+    # on its node: nothing fetched from the upload.
     restored = kinds(evs, "restored")
     assert {(e["fields"]["generation"], e["rank"]) for e in restored} == \
         {(str(g), r) for g in range(1, generations + 1) for r in range(4)}, restored
+    assert all(int(e["fields"]["bytes_local"]) > 0 and e["fields"]["bytes_fetched"] == "0"
+               for e in restored), restored
 
 
 def test_killed_rank_restarts_in_place(tmp_path, reference):
@@ -158,3 +161,39 @@ def test_spent_in_place_budget_hands_over_to_the_requeue(tmp_path, reference):
         kinds(evs, "recovery")[1]["detail"]
     requeue = kinds(evs, "requeue")
     assert len(requeue) == 1 and "attempt=1 of=3" in requeue[0]["detail"], requeue
+
+
+def test_a_full_queue_does_not_take_the_nodes_of_a_job_that_recovers_in_place(tmp_path, reference):
+    """Another user's jobs wait for the nodes the training holds; a crash does not hand them over:
+    the job recovers in place and finishes first (the requeue path under the same queue is in
+    bench/recovery/recovery_bench.py)."""
+    work = tmp_path / "busy"
+    job = submit(work, opts=OPTS, program=train_cmd(work))
+    wait_step(work, 0, 12)
+    nodes = node_list(job)
+    waiting = []
+    for _ in range(3):
+        p = run(["runuser", "-u", "autopar-test2", "--", "env", f"SLURM_CONF={slurm_conf()}",
+                 "sbatch", "--parsable", "-w", nodes, "-o", "/dev/null", "--wrap", "sleep 5"],
+                check=True)
+        waiting.append(p.stdout.strip())
+    try:
+        assert all(job_state(w) == "PENDING" for w in waiting)
+        os.kill(rank_pid(job, 1), signal.SIGKILL)
+        assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+        assert node_list(job) == nodes
+        assert same_model(work / "final.pt", reference)
+        evs = events(job, "first_step", "finished")
+        assert_recovered_in_place(job, evs, 1)
+        finished = kinds(evs, "finished")[0]["time"]
+        # None of the waiting jobs got the nodes before the training ended.
+        for w in waiting:
+            text = run(["scontrol", "show", "job", w], check=True).stdout
+            if re.search(r"JobState=PENDING", text):
+                continue
+            start = re.search(r"StartTime=(\S+)", text).group(1)
+            assert time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%S")) >= int(finished) - 1, \
+                (w, start, finished)
+    finally:
+        for w in waiting:
+            run(["scancel", w])
