@@ -2,9 +2,10 @@
 # The main job, on a fresh machine (root, Debian 12): installs the dependencies, builds autopar,
 # starts the local 4-node Slurm cluster with the plugin, submits etc/examples/train.sbatch (a
 # PyTorch DDP training with #SBATCH autopar options) and follows it to its final loss. On the way
-# it shows a recovered fault: once a checkpoint is COMPLETE it kills one rank (kill -9); autopard
-# requeues the job, which resumes from that checkpoint; at the end `autopar events` prints the
-# job's story merged from every node's journal.
+# it shows a recovered fault: once a checkpoint is COMPLETE it kills one rank (kill -9); every
+# rank's program is restarted in place (the same job on the same nodes, no requeue) and resumes
+# from that checkpoint; at the end `autopar events` prints the job's story merged from every node's
+# journal.
 # The cluster keeps running afterwards: `source $AUTOPAR_CLUSTER_DIR/env.sh` to use it,
 # `bash tests/cluster/stop.sh` to stop it.
 set -euo pipefail
@@ -64,7 +65,7 @@ while [[ -z $killed ]]; do
       kill -9 "$pid"
       killed=$pid
       echo "demo: killed rank 5 (pid $pid) of job $job after its first COMPLETE checkpoint;" \
-        "autopard requeues the job and it resumes from that checkpoint"
+        "every rank restarts in place and resumes from that checkpoint"
     fi
   fi
   sleep 0.5
@@ -77,7 +78,7 @@ while :; do
   esac
 done
 cat "$out"
-echo "demo: job $job ended $state"
+echo "demo: job $job ended $state ($(scontrol -o show job "$job" | grep -o 'Restarts=[0-9]*'): recovered in place)"
 echo "demo: autopar events $job (every node's journal, merged in time order; the per-rank" \
   "ckpt_committed, ckpt_uploaded and ckpt_retention lines are left out here):"
 sleep 1.5  # nodes publish their journals at most once a second
