@@ -174,7 +174,8 @@ def test_a_full_queue_does_not_take_the_nodes_of_a_job_that_recovers_in_place(tm
     waiting = []
     for _ in range(3):
         p = run(["runuser", "-u", "autopar-test2", "--", "env", f"SLURM_CONF={slurm_conf()}",
-                 "sbatch", "--parsable", "-w", nodes, "-o", "/dev/null", "--wrap", "sleep 5"],
+                 "sbatch", "--parsable", "--exclusive", "-w", nodes, "-o", "/dev/null",
+                 "--wrap", "sleep 5"],
                 check=True)
         waiting.append(p.stdout.strip())
     try:
