@@ -650,10 +650,11 @@ int Launcher::Run(int argc, char** argv) {
     ChildOutcome out = RunGeneration(opts->program, child_env, d.cpus, forward_from_parent, &failure, &told);
     code = ExitCodeFromWaitStatus(out.wait_status);
     terminated = out.termination_signal != 0;
-    if (failure && (code == 128 + SIGKILL || code == 128 + SIGTERM) && !out.hung) {
-      // Slurm ends a step by signalling every process of it (the program may end first): a moment
-      // tells that apart from a real failure, which this launcher outlives unsignalled.
-      usleep(300 * 1000);
+    if (failure && code == 128 + SIGTERM && !out.hung) {
+      // Slurm ends a step with SIGTERM to every process of it (SIGKILL only KillWait later, when
+      // this launcher has its SIGTERM already): the program may end before this launcher reads
+      // its own. A moment tells that apart from a real failure.
+      usleep(100 * 1000);
       if (int sig = PendingTerminationSignal(); sig != 0) {
         terminated = true;
         failure.reset();
