@@ -13,6 +13,9 @@
 #   AUTOPAR_PLUGSTACK_ARGS     arguments for the plugin in plugstack.conf (default: none)
 #   AUTOPAR_AUTOPARD           autopard executable to run on every node (default: none)
 #   AUTOPAR_CLUSTER_TIMEOUT    seconds to wait for the nodes (default 60)
+#   AUTOPAR_CLUSTER_SCHED      fast (default: sched_interval=1, KillWait=5, cred_expire=10, for
+#                              quick tests) or site (Slurm's defaults: 60 s, 30 s, 120 s, as a
+#                              site runs them; for measuring recovery, bench/recovery)
 #
 # Starting a healthy cluster again with the same configuration does nothing; a changed
 # configuration restarts it; leftovers of a crash (dead daemons, stale pid files/sockets) are
@@ -30,7 +33,11 @@ done
 PLUGIN=${AUTOPAR_PLUGIN:-$REPO_ROOT/build/spank/autopar.so}
 PLUGSTACK_ARGS=${AUTOPAR_PLUGSTACK_ARGS:-}
 TIMEOUT=${AUTOPAR_CLUSTER_TIMEOUT:-60}
-CRED_EXPIRE=10
+case ${AUTOPAR_CLUSTER_SCHED:-fast} in
+  fast) CRED_EXPIRE=10 KILL_WAIT=5 SCHED_PARAMS=sched_interval=1,bf_interval=1 ;;
+  site) CRED_EXPIRE=120 KILL_WAIT=30 SCHED_PARAMS=sched_interval=60,bf_interval=30 ;;
+  *) die "AUTOPAR_CLUSTER_SCHED must be fast or site, got '${AUTOPAR_CLUSTER_SCHED}'" ;;
+esac
 SRUN_PORTS="$((PORT_BASE + 100))-$((PORT_BASE + 499))"
 TEST_USER=autopar-test2
 
@@ -93,12 +100,12 @@ ReturnToService=2
 # read the final state, short enough to keep the controller's job list small.
 MinJobAge=30
 # SIGTERM to SIGKILL delay when a job is cancelled or hits its limit (default 30).
-KillWait=5
+KillWait=$KILL_WAIT
 # Never cancel a job because its srun went quiet (the default, written down for clarity).
 InactiveLimit=0
 # Schedule every second (default 60; backfill default 30) so requeued jobs start again at once;
 # "defer" stays off so a submitted job is scheduled immediately.
-SchedulerParameters=sched_interval=1,bf_interval=1
+SchedulerParameters=$SCHED_PARAMS
 # No accounting database, no mail.
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
