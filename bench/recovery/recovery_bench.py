@@ -1,0 +1,171 @@
+#!/usr/bin/python3
+"""Recovery in place vs the requeue path (issue 11), side by side in one run on the local test
+cluster: a 4-node x 2-rank PyTorch DDP training (tests/integration/requeue_train.py, gloo, a
+checkpoint every 5 steps) under autopar-launch, one fault per job, timed from the fault to the
+first training step after the recovery (rank 0's "train: ... run N" line of the next run).
+
+  crash   kill -9 of rank 5 at step 15
+  hang    SIGSTOP of rank 5 at step 15, --heartbeat-timeout=10 (the timeout is subtracted)
+
+each with in-place restarts (the default with --requeue-on-failure) and with --restarts-in-place=0
+(today's requeue path), on an idle queue and on a full one: before the fault the second test
+account submits jobs that want all 4 nodes, pending behind ours.
+
+Each row also gives the program's own start-up in that job: from rank 0's launcher having its
+rendezvous (just before the program starts) to the first training step of the first run (import
+torch, init_process_group, one step), the floor under any restart of the program.
+
+Usage: bench/recovery/recovery_bench.py [--only crash|hang] [--no-full]
+Needs SLURM_CONF of the running test cluster (autopard on every node) and AUTOPAR_BUILD_DIR.
+Prints one row per case and the ratios; bench/RESULTS.md records a run.
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+from test_requeue_faults import rank_pid  # noqa: E402  (the Python process of a rank of a job)
+BUILD = Path(os.environ.get("AUTOPAR_BUILD_DIR", REPO / "build"))
+TRAIN = REPO / "tests" / "integration" / "requeue_train.py"
+LAUNCH = BUILD / "launcher" / "autopar-launch"
+PYTHON = "/usr/bin/python3"
+OTHER_USER = "autopar-test2"
+FAULT_STEP = 15
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, check=True, **kw).stdout
+
+
+def submit(work: Path, opts: str) -> str:
+    script = f"""#!/bin/bash
+#SBATCH -N4 --ntasks-per-node=2 --open-mode=append -o {work}/out.txt -e {work}/out.txt
+#SBATCH --ckpt-upload=file://{work}/store --ckpt-dir={work}/local/%n
+#SBATCH {opts}
+export PYTHONPATH={REPO}/python
+srun --mpi=pmix {LAUNCH} -- {PYTHON} {TRAIN} --steps 40 --every 5 --step-sleep 0.2 --out {work}/final.pt
+"""
+    (work / "job.sh").write_text(script)
+    return sh(["sbatch", "--parsable", str(work / "job.sh")]).strip().split(";")[0]
+
+
+def steps(work: Path):
+    p = work / "out.txt"
+    text = p.read_text() if p.exists() else ""
+    return [(int(m.group(4)), int(m.group(2)), float(m.group(3))) for m in
+            re.finditer(r"train: rank (\d+) step (\d+) time ([\d.]+) run (\d+)", text)
+            if m.group(1) == "0"]
+
+
+def wait_for(pred, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+def startup(job: str, work: Path) -> float:
+    """Seconds from the first rendezvous of the job to its first step (rank 0)."""
+    sock = Path(os.environ["SLURM_CONF"]).parent.parent / "run" / "autopard-node1.sock"
+    evs = json.loads(sh([str(BUILD / "cli" / "autopar"), "events", job, "--json", "--socket",
+                         str(sock)]))["events"]
+    t0 = min(e["time"] for e in evs if e["kind"] == "rendezvous")
+    return min(t for r, _, t in steps(work) if r == 0) - t0
+
+
+def state(job: str) -> str:
+    m = re.search(r"JobState=(\S+)", sh(["scontrol", "show", "job", job]))
+    return m.group(1) if m else "?"
+
+
+def fill_queue(n=3):
+    """Jobs of another user that want every node, pending behind ours."""
+    env = dict(os.environ)
+    ids = []
+    for _ in range(n):
+        out = subprocess.run(["runuser", "-u", OTHER_USER, "--", "env", f"SLURM_CONF={env['SLURM_CONF']}",
+                              "sbatch", "--parsable", "-N4", "--exclusive", "-o", "/dev/null",
+                              "--wrap", "sleep 20"],
+                             capture_output=True, text=True, check=True).stdout
+        ids.append(out.strip())
+    return ids
+
+
+def one(kind: str, in_place: bool, full: bool) -> dict:
+    work = Path(tempfile.mkdtemp(prefix=f"autopar-recovery-{kind}-", dir="/tmp"))
+    work.chmod(0o777)
+    timeout = 10
+    opts = f"--requeue-on-failure=3 --heartbeat-timeout={timeout if kind == 'hang' else 60}"
+    if not in_place:
+        opts += " --restarts-in-place=0"
+    job = submit(work, opts)
+    fillers = []
+    try:
+        wait_for(lambda: any(s >= FAULT_STEP for _, s, _ in steps(work)), 240, "the fault step")
+        if full:
+            fillers = fill_queue()
+            time.sleep(2)  # they are pending now
+        pid = rank_pid(job, 5)
+        fault = time.time()
+        os.kill(pid, signal.SIGKILL if kind == "crash" else signal.SIGSTOP)
+        first = wait_for(lambda: min((t for r, _, t in steps(work) if r > 0), default=None), 600,
+                         "the first step after the recovery")
+        if kind == "hang":
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        restarts = int(re.search(r"Restarts=(\d+)", sh(["scontrol", "show", "job", job])).group(1))
+        wait_for(lambda: state(job) not in ("RUNNING", "PENDING", "CONFIGURING", "COMPLETING",
+                                            "REQUEUED"), 600, "the job's end")
+        took = first - fault - (timeout if kind == "hang" else 0)
+        return {"kind": kind, "in_place": in_place, "full": full, "s": took,
+                "restarts": restarts, "end": state(job), "startup_s": startup(job, work)}
+    finally:
+        for f in fillers:
+            subprocess.run(["scancel", f], capture_output=True)
+        subprocess.run(["scancel", job], capture_output=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", choices=["crash", "hang"])
+    ap.add_argument("--no-full", action="store_true")
+    args = ap.parse_args()
+    if not os.environ.get("SLURM_CONF"):
+        sys.exit("set SLURM_CONF to the test cluster's slurm.conf")
+    rows = []
+    kinds = [args.only] if args.only else ["crash", "hang"]
+    queues = [False] if args.no_full else [False, True]
+    for full in queues:
+        for kind in kinds:
+            if full and kind == "hang":
+                continue  # the queue matters after the requeue, the same for both faults
+            for in_place in (True, False):
+                r = one(kind, in_place, full)
+                rows.append(r)
+                print(f"{kind:6} {'in place' if in_place else 'requeue':9} "
+                      f"{'full' if full else 'idle'} queue: {r['s']:6.1f} s to the first step "
+                      f"(Restarts={r['restarts']}, {r['end']}; the program's start-up "
+                      f"{r['startup_s']:.1f} s)", flush=True)
+    by = {(r["kind"], r["full"], r["in_place"]): r["s"] for r in rows}
+    print()
+    for (kind, full, ip), s in sorted(by.items()):
+        if ip and (kind, full, False) in by:
+            print(f"{kind} on an {'full' if full else 'idle'} queue: in place / requeue = "
+                  f"{s / by[(kind, full, False)]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
