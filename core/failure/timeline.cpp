@@ -153,7 +153,8 @@ namespace {
 
 bool PerRankKind(const std::string& kind) {
   return kind == event_kind::kCkptCommitted || kind == event_kind::kCkptUploaded ||
-         kind == event_kind::kCkptComplete || kind == "ckpt_restored" || kind == "fresh_start";
+         kind == event_kind::kCkptComplete || kind == "ckpt_restored" || kind == "fresh_start" ||
+         kind == event_kind::kRestored;
 }
 
 // "0-3,5,7-8" for a sorted set.
@@ -183,7 +184,10 @@ std::vector<JournalEvent> FoldPerRankEvents(const std::vector<JournalEvent>& eve
   std::vector<Group> groups;
   std::map<std::pair<std::string, int64_t>, size_t> open;  // (kind, step) -> groups index
   for (const auto& e : events) {
-    if (e.kind == event_kind::kStepStarted || e.kind == event_kind::kRequeue) open.clear();
+    if (e.kind == event_kind::kStepStarted || e.kind == event_kind::kRequeue ||
+        e.kind == event_kind::kRestarted) {
+      open.clear();  // a new run, or a new generation of the program (in place)
+    }
     if (!PerRankKind(e.kind)) {
       out.push_back(e);
       continue;

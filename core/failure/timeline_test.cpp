@@ -120,6 +120,23 @@ TEST(TimelineTest, PerRankCheckpointRowsFoldPerStepAndRun) {
             true);
 }
 
+TEST(TimelineTest, RestoredRowsOfAnInPlaceRestartFoldPerGeneration) {
+  std::vector<JournalEvent> events = {
+      Ev(1, "node1", "restarted", 0, -1, "generation=1"),
+      Ev(2, "node1", "restored", 0, 5, "generation=1 bytes_local=10"),
+      Ev(2.1, "node2", "restored", 2, 5, "generation=1 bytes_local=12"),
+      Ev(3, "node1", "restarted", 0, -1, "generation=2"),  // the same step again: its own row
+      Ev(4, "node1", "restored", 0, 5, "generation=2 bytes_local=10"),
+      Ev(4.1, "node2", "restored", 2, 5, "generation=2 bytes_local=12"),
+  };
+  size_t saved = 0;
+  auto rows = FoldPerRankEvents(events, &saved);
+  EXPECT_EQ(saved, 2u);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[1].detail, "2 events, ranks 0,2 on 2 nodes: generation=1 bytes_local=10");
+  EXPECT_EQ(rows[3].detail, "2 events, ranks 0,2 on 2 nodes: generation=2 bytes_local=10");
+}
+
 TEST(TimelineTest, JsonRoundTrip) {
   std::vector<JournalEvent> events = {
       Ev(1000.125, "node1", "submitted", -1, -1, "plan=\"tp=1,pp=1,dp=4\""),

@@ -62,8 +62,10 @@ inline constexpr const char* kFinished = "finished";  // exit=
 // (action=restart-in-place|requeue-path|none generation= attempt= of= reason=), rank 0's launcher
 // when every rank's program was stopped and started again (generation= culprit_rank= stop_s=
 // decide_s= rendezvous_s=), each rank's restore (bytes_local= bytes_fetched= restore_s=), and
-// the first heartbeat of the new generation (generation= since_failure_s=, autopard).
+// the first heartbeat of the new generation (generation= since_failure_s=, autopard), and a hang
+// handed to a rank's launcher (launcher_pid= generation= result=, autopard).
 inline constexpr const char* kRecovery = "recovery";
+inline constexpr const char* kHangStop = "hang_stop";
 inline constexpr const char* kRestarted = "restarted";
 inline constexpr const char* kRestored = "restored";
 inline constexpr const char* kFirstStep = "first_step";

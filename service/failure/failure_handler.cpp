@@ -329,7 +329,7 @@ void FailureHandler::HandHangToLaunchers(const JobContext& ctx,
     EventFields f = {{"launcher_pid", std::to_string(p->pid)},
                      {"generation", std::to_string(ctx.generation)},
                      {"result", st.ok() ? "told" : st.message()}};
-    Emit(ctx.job_id, "hang_stop", rank, -1, FormatEventFields(f));
+    Emit(ctx.job_id, event_kind::kHangStop, rank, -1, FormatEventFields(f));
   }
 }
 

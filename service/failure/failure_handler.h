@@ -34,6 +34,12 @@
 //    --requeue-on-failure=N like every automatic restart: requeue_policy.h rule 2). A run that
 //    ends TIMEOUT after a request without such a step journals "time_limit_missed".
 //
+//  - In place (issue 11, docs/recovery.md): for a job whose ranks run under autopar-launch with
+//    AUTOPAR_RESTARTS_IN_PLACE, a hang is handed to the hung ranks' launchers after the stacks
+//    and the grace (HungProgramSignal), a rank_exit with generation= is journalled only, and rank
+//    0's launcher asks Recover() for the decision about each failed generation (RecoveryPolicy
+//    first, then the requeue path). Runs are keyed by (restart count, generation).
+//
 // Idempotency: per job and restart count one decision on this node (DecisionLedger); across
 // nodes GuardedRequeue's restart-count guard makes one requeue. A lock file per job under
 // `lock_dir` serializes the check-and-requeue of this node's threads.
