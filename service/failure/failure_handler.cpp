@@ -133,56 +133,56 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
   auto ctx = ContextOf(*process);
   if (!ctx || ctx->job_id != job_id) return false;  // not a task of that job: nothing to watch
   const double now = clock_();
-  std::lock_guard<std::mutex> lock(mu_);
-  Run& run = runs_[job_id];
-  const auto run_key = [](const JobContext& c) { return std::make_pair(c.restart_count, c.generation); };
-  if (run.ctx.job_id.empty() || run_key(*ctx) > run_key(run.ctx)) {
-    run = Run{};  // a new run of the job (a requeue) or of its program (in place): start over
-    run.ctx = *ctx;
-    if (ctx->heartbeat_timeout_s > 0) {
-      HangSettings hs;
-      hs.timeout_s = ctx->heartbeat_timeout_s;
-      hs.first_step_factor = config_.first_step_factor;
-      run.hang = std::make_unique<HangDetector>(hs, now);
+  std::optional<EventFields> first_step;  // journalled below, outside the lock
+  bool requested = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Run& run = runs_[job_id];
+    const auto run_key = [](const JobContext& c) {
+      return std::make_pair(c.restart_count, c.generation);
+    };
+    if (run.ctx.job_id.empty() || run_key(*ctx) > run_key(run.ctx)) {
+      run = Run{};  // a new run of the job (a requeue) or of its program (in place): start over
+      run.ctx = *ctx;
+      if (ctx->heartbeat_timeout_s > 0) {
+        HangSettings hs;
+        hs.timeout_s = ctx->heartbeat_timeout_s;
+        hs.first_step_factor = config_.first_step_factor;
+        run.hang = std::make_unique<HangDetector>(hs, now);
+      }
+    } else if (run_key(*ctx) < run_key(run.ctx)) {
+      return false;  // a late heartbeat of an earlier run
     }
-  } else if (run_key(*ctx) < run_key(run.ctx)) {
-    return false;  // a late heartbeat of an earlier run
-  }
-  if (rank == 0 && ctx->generation > 0 && !run.first_step_told) {
-    // The end of an in-place recovery: the restarted program's first step.
-    run.first_step_told = true;
-    EventFields f = {{"generation", std::to_string(ctx->generation)}};
-    auto since = recovering_since_.find(job_id);
-    if (since != recovering_since_.end()) {
-      f.emplace_back("since_failure_s", FormatFixed(now - since->second, 3));
+    if (rank == 0 && ctx->generation > 0 && !run.first_step_told) {
+      // The end of an in-place recovery: the restarted program's first step.
+      run.first_step_told = true;
+      first_step = EventFields{{"generation", std::to_string(ctx->generation)}};
+      auto since = recovering_since_.find(job_id);
+      if (since != recovering_since_.end()) {
+        first_step->emplace_back("since_failure_s", FormatFixed(now - since->second, 3));
+      }
     }
-    JournalEvent e;
-    e.time = now;
-    e.node = config_.node;
-    e.job_id = job_id;
-    e.kind = event_kind::kFirstStep;
-    e.rank = 0;
-    e.step = step;
-    e.detail = FormatEventFields(f);
-    if (journal_) journal_(e);  // journal_ never calls back into this handler
+    run.rank_procs[rank] = RankProcess{process->pid, process->start_ticks};
+    run.heartbeats = true;
+    if (run.hang) run.hang->Heartbeat(rank, step, now);
+    TimeLimitWatch& tl = run.tl;
+    if (tl.first_step < 0) {
+      tl.first_step = step;
+      tl.first_step_time = now;
+    }
+    if (step > tl.max_step) {
+      tl.max_step = step;
+      tl.max_step_time = now;
+    }
+    if (tl.requested && tl.delivered_step < 0) {
+      tl.delivered_at = now;
+      tl.delivered_step = step;
+    }
+    requested = tl.requested;
   }
-  run.rank_procs[rank] = RankProcess{process->pid, process->start_ticks};
-  run.heartbeats = true;
-  if (run.hang) run.hang->Heartbeat(rank, step, now);
-  TimeLimitWatch& tl = run.tl;
-  if (tl.first_step < 0) {
-    tl.first_step = step;
-    tl.first_step_time = now;
-  }
-  if (step > tl.max_step) {
-    tl.max_step = step;
-    tl.max_step_time = now;
-  }
-  if (tl.requested && tl.delivered_step < 0) {
-    tl.delivered_at = now;
-    tl.delivered_step = step;
-  }
-  return tl.requested;
+  // The journal writes to the state database and calls back into OnEvent: never under mu_.
+  if (first_step) Emit(job_id, event_kind::kFirstStep, 0, step, FormatEventFields(*first_step));
+  return requested;
 }
 
 void FailureHandler::OnEvent(const JournalEvent& e, pid_t pid) {
