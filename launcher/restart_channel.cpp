@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -158,6 +159,7 @@ std::vector<size_t> RestartChannel::Broadcast(const std::vector<std::string>& en
       failed.push_back(index[k]);
     }
   }
+  std::sort(failed.begin(), failed.end());
   return failed;
 }
 

@@ -32,7 +32,7 @@ class RestartChannel {
   std::vector<std::string> Drain(int timeout_ms);
 
   // Sends `line` to every endpoint ("ADDR:PORT") at once, all within `timeout_ms`; returns the
-  // indexes of the endpoints it could not deliver to.
+  // indexes of the endpoints it could not deliver to, in order.
   static std::vector<size_t> Broadcast(const std::vector<std::string>& endpoints,
                                        const std::string& line, int timeout_ms);
 
