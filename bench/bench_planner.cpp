@@ -1,7 +1,7 @@
 // Planning time of autopar's planner (issue 3: < 50 ms for a 1T model on 3072 GPUs, full search).
 #include <benchmark/benchmark.h>
 
-#include "autopar/planner.h"
+#include "core/plan/planner.h"
 
 namespace {
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "autopar/proto_client.h"
-#include "autopar/site_config.h"
-#include "autopar/text.h"
-#include "autopar/timeline.h"
+#include "core/proto/proto_client.h"
+#include "core/site_config.h"
+#include "core/text.h"
+#include "core/failure/timeline.h"
 #include "commands.h"
 
 namespace autopar::cli {

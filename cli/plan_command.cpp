@@ -7,9 +7,9 @@
 #include <sstream>
 #include <string>
 
-#include "autopar/hardware.h"
-#include "autopar/model.h"
-#include "autopar/planner.h"
+#include "core/plan/hardware.h"
+#include "core/plan/model.h"
+#include "core/plan/planner.h"
 #include "commands.h"
 
 namespace po = boost::program_options;

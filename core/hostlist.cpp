@@ -1,6 +1,6 @@
-#include "autopar/hostlist.h"
+#include "core/hostlist.h"
 
-#include "autopar/text.h"
+#include "core/text.h"
 
 namespace autopar {
 namespace {

@@ -1,4 +1,4 @@
-#include "autopar/hostlist.h"
+#include "core/hostlist.h"
 
 #include <gtest/gtest.h>
 

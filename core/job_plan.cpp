@@ -1,6 +1,6 @@
-#include "autopar/job_plan.h"
+#include "core/job_plan.h"
 
-#include "autopar/text.h"
+#include "core/text.h"
 
 namespace autopar {
 namespace {

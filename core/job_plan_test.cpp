@@ -1,4 +1,4 @@
-#include "autopar/job_plan.h"
+#include "core/job_plan.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // JSON field readers and the compact writer (json_fields.h).
-#include "autopar/json_fields.h"
+#include "core/json_fields.h"
 
 #include <utility>
 

@@ -1,4 +1,4 @@
-#include "autopar/json_fields.h"
+#include "core/json_fields.h"
 
 #include <gtest/gtest.h>
 

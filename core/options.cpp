@@ -1,11 +1,11 @@
-#include "autopar/options.h"
+#include "core/options.h"
 
 #include <limits>
 
-#include "autopar/hardware.h"
-#include "autopar/model.h"
-#include "autopar/site_config.h"
-#include "autopar/text.h"
+#include "core/plan/hardware.h"
+#include "core/plan/model.h"
+#include "core/site_config.h"
+#include "core/text.h"
 
 namespace autopar {
 namespace {

@@ -1,11 +1,11 @@
-#include "autopar/options.h"
+#include "core/options.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 #include <set>
 
-#include "autopar/site_config.h"
+#include "core/site_config.h"
 
 namespace autopar {
 namespace {

@@ -1,10 +1,10 @@
-#include "autopar/site_config.h"
+#include "core/site_config.h"
 
 #include <cctype>
 #include <functional>
 #include <map>
 
-#include "autopar/text.h"
+#include "core/text.h"
 
 namespace autopar {
 namespace {

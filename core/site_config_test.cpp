@@ -1,4 +1,4 @@
-#include "autopar/site_config.h"
+#include "core/site_config.h"
 
 #include <gtest/gtest.h>
 

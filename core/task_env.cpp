@@ -1,6 +1,6 @@
-#include "autopar/task_env.h"
+#include "core/task_env.h"
 
-#include "autopar/hostlist.h"
+#include "core/hostlist.h"
 
 namespace autopar {
 

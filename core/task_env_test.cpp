@@ -1,4 +1,4 @@
-#include "autopar/task_env.h"
+#include "core/task_env.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "autopar/text.h"
+#include "core/text.h"
 
 #include <cctype>
 #include <cstdio>

@@ -2,7 +2,7 @@
 #include <cctype>
 #include <set>
 
-#include "autopar/launch.h"
+#include "launcher/launch.h"
 
 namespace autopar {
 

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "autopar/launch.h"
+#include "launcher/launch.h"
 
 namespace autopar {
 namespace {

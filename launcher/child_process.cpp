@@ -13,7 +13,7 @@
 #include <cstring>
 #include <memory>
 
-#include "autopar/launch_events.h"
+#include "core/failure/launch_events.h"
 
 namespace autopar {
 

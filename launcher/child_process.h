@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "autopar/launch.h"
+#include "launcher/launch.h"
 
 namespace autopar {
 

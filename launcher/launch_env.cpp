@@ -2,7 +2,7 @@
 #include <cctype>
 #include <sys/wait.h>
 
-#include "autopar/launch.h"
+#include "launcher/launch.h"
 
 namespace autopar {
 

@@ -3,7 +3,7 @@
 #include <csignal>
 #include <sys/wait.h>
 
-#include "autopar/launch.h"
+#include "launcher/launch.h"
 
 namespace autopar {
 namespace {

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "autopar/launch.h"
+#include "launcher/launch.h"
 
 namespace autopar {
 

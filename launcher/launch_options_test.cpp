@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "autopar/launch.h"
+#include "launcher/launch.h"
 
 namespace autopar {
 namespace {

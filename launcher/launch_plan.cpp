@@ -1,5 +1,5 @@
-#include "autopar/launch.h"
-#include "autopar/planner.h"
+#include "launcher/launch.h"
+#include "core/plan/planner.h"
 
 namespace autopar {
 

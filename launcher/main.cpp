@@ -22,11 +22,11 @@
 #include <sstream>
 #include <thread>
 
-#include "autopar/launch.h"
-#include "autopar/proto_client.h"
-#include "autopar/text.h"
-#include "autopar/launch_events.h"
-#include "autopar/recovery_policy.h"
+#include "launcher/launch.h"
+#include "core/proto/proto_client.h"
+#include "core/text.h"
+#include "core/failure/launch_events.h"
+#include "core/failure/recovery_policy.h"
 #include "binding.h"
 #include "child_process.h"
 #include "pmix_client.h"

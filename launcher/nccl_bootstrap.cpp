@@ -1,4 +1,4 @@
-#include "autopar/nccl_bootstrap.h"
+#include "launcher/nccl_bootstrap.h"
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "autopar/nccl_bootstrap.h"
+#include "launcher/nccl_bootstrap.h"
 
 namespace autopar {
 namespace {

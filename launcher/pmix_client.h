@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "autopar/launch.h"
+#include "launcher/launch.h"
 #include "autopar/status.h"
 
 namespace autopar {

@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "autopar/hostlist.h"
-#include "autopar/launch.h"
+#include "core/hostlist.h"
+#include "launcher/launch.h"
 
 namespace autopar {
 namespace {

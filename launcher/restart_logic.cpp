@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "autopar/text.h"
+#include "core/text.h"
 
 namespace autopar {
 namespace {

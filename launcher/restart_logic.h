@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "autopar/status.h"
-#include "autopar/timeline.h"
+#include "core/failure/timeline.h"
 
 namespace autopar {
 

@@ -20,10 +20,10 @@ extern "C" {
 #include <string>
 #include <vector>
 
-#include "autopar/job_plan.h"
-#include "autopar/options.h"
-#include "autopar/site_config.h"
-#include "autopar/task_env.h"
+#include "core/job_plan.h"
+#include "core/options.h"
+#include "core/site_config.h"
+#include "core/task_env.h"
 #include "spank_task.h"
 
 #define AUTOPAR_EXPORT extern "C" __attribute__((visibility("default")))

@@ -11,7 +11,7 @@ extern "C" {
 #include <string>
 
 #include "autopar/status.h"
-#include "autopar/task_env.h"
+#include "core/task_env.h"
 
 namespace autopar::spank {
 

@@ -13,4 +13,18 @@ for f in "$plugin_dir/autopar.so" "$prefix/bin/autopar" "$prefix/bin/autopar-lau
   "$etc_dir/examples/train_ddp.py"; do
   if [[ -e $stage$f ]]; then echo "installed: $f"; else echo "MISSING: $f"; fail=1; fi
 done
+# Exactly the public headers (the C APIs, nccl.h and the status.h it needs), each usable alone
+# from the installed tree: internal headers stay beside their sources (issue 17).
+headers=$(cd "$stage$prefix/include" && find . -type f | sort | tr '\n' ' ')
+want="./autopar/autopar_c.h ./autopar/ckpt_c.h ./autopar/nccl.h ./autopar/status.h "
+if [[ $headers == "$want" ]]; then echo "installed headers: $headers"; else
+  echo "WRONG headers: got '$headers', want '$want'"
+  fail=1
+fi
+for h in autopar_c.h ckpt_c.h; do
+  echo "#include <autopar/$h>" | cc -fsyntax-only -x c -I "$stage$prefix/include" - || { echo "$h does not compile alone"; fail=1; }
+done
+for h in nccl.h status.h; do
+  echo "#include <autopar/$h>" | c++ -std=c++17 -fsyntax-only -x c++ -I "$stage$prefix/include" - || { echo "$h does not compile alone"; fail=1; }
+done
 exit "$fail"

@@ -1,4 +1,4 @@
-#include "autopar/ckpt_backoff.h"
+#include "core/ckpt/ckpt_backoff.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "autopar/ckpt_layout.h"
+#include "core/ckpt/ckpt_layout.h"
 
 #include <algorithm>
 #include <charconv>

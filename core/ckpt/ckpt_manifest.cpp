@@ -1,4 +1,4 @@
-#include "autopar/ckpt_manifest.h"
+#include "core/ckpt/ckpt_manifest.h"
 
 #include <json/json.h>
 
@@ -7,8 +7,8 @@
 #include <set>
 #include <sstream>
 
-#include "autopar/ckpt_layout.h"
-#include "autopar/sha256.h"
+#include "core/ckpt/ckpt_layout.h"
+#include "core/ckpt/sha256.h"
 
 namespace autopar {
 namespace {

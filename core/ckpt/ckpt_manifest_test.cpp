@@ -1,8 +1,8 @@
-#include "autopar/ckpt_manifest.h"
+#include "core/ckpt/ckpt_manifest.h"
 
 #include <gtest/gtest.h>
 
-#include "autopar/sha256.h"
+#include "core/ckpt/sha256.h"
 
 namespace autopar {
 namespace {

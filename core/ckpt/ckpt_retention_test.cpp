@@ -1,4 +1,4 @@
-#include "autopar/ckpt_retention.h"
+#include "core/ckpt/ckpt_retention.h"
 
 #include <gtest/gtest.h>
 

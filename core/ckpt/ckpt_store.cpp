@@ -1,4 +1,4 @@
-#include "autopar/ckpt_store.h"
+#include "core/ckpt/ckpt_store.h"
 
 #include <algorithm>
 

@@ -1,13 +1,13 @@
 // Checkpoint operations (upload rank, complete step, restore with fallback, retention) against an
 // in-memory store.
-#include "autopar/ckpt_store.h"
+#include "core/ckpt/ckpt_store.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <fstream>
 
-#include "autopar/sha256.h"
+#include "core/ckpt/sha256.h"
 #include "memory_store_for_test.h"
 
 namespace autopar {

@@ -1,4 +1,4 @@
-#include "autopar/ckpt_uri.h"
+#include "core/ckpt/ckpt_uri.h"
 
 #include <vector>
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "autopar/sha256.h"
+#include "core/ckpt/sha256.h"
 
 namespace autopar {
 

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <string>
 
-#include "autopar/sha256.h"
+#include "core/ckpt/sha256.h"
 
 namespace autopar {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "autopar/storage.h"
+#include "core/ckpt/storage.h"
 
 namespace autopar {
 

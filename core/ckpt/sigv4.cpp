@@ -1,10 +1,10 @@
-#include "autopar/sigv4.h"
+#include "core/ckpt/sigv4.h"
 
 #include <algorithm>
 #include <ctime>
 #include <map>
 
-#include "autopar/sha256.h"
+#include "core/ckpt/sha256.h"
 
 namespace autopar {
 namespace {

@@ -12,13 +12,13 @@
 //    (https://docs.aws.amazon.com/AmazonS3/latest/API/sig-v4-header-based-auth.html).
 //  * The signing-key example of "Examples of how to derive a signing key for Signature Version 4"
 //    (AWS General Reference).
-#include "autopar/sigv4.h"
+#include "core/ckpt/sigv4.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 
-#include "autopar/sha256.h"
+#include "core/ckpt/sha256.h"
 
 namespace autopar {
 namespace {

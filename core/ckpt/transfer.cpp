@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "autopar/storage.h"
+#include "core/ckpt/storage.h"
 
 namespace autopar {
 namespace {

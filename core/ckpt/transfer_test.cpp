@@ -7,7 +7,7 @@
 #include <mutex>
 #include <set>
 
-#include "autopar/storage.h"
+#include "core/ckpt/storage.h"
 #include "memory_store_for_test.h"
 
 namespace autopar {

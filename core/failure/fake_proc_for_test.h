@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-#include "autopar/stack_capture.h"
+#include "core/failure/stack_capture.h"
 
 namespace autopar {
 

@@ -1,4 +1,4 @@
-#include "autopar/hang_detector.h"
+#include "core/failure/hang_detector.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "autopar/hang_detector.h"
+#include "core/failure/hang_detector.h"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
-#include "autopar/launch_events.h"
+#include "core/failure/launch_events.h"
 
 #include <csignal>
 #include <cstdio>
 
-#include "autopar/planner.h"
-#include "autopar/text.h"
+#include "core/plan/planner.h"
+#include "core/text.h"
 
 namespace autopar {
 namespace {

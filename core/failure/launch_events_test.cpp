@@ -1,13 +1,13 @@
-#include "autopar/launch_events.h"
+#include "core/failure/launch_events.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "autopar/hardware.h"
-#include "autopar/model.h"
-#include "autopar/planner.h"
-#include "autopar/timeline.h"
+#include "core/plan/hardware.h"
+#include "core/plan/model.h"
+#include "core/plan/planner.h"
+#include "core/failure/timeline.h"
 
 namespace autopar {
 namespace {

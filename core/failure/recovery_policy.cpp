@@ -1,4 +1,4 @@
-#include "autopar/recovery_policy.h"
+#include "core/failure/recovery_policy.h"
 
 namespace autopar {
 

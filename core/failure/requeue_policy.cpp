@@ -1,4 +1,4 @@
-#include "autopar/requeue_policy.h"
+#include "core/failure/requeue_policy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <csignal>
 #include <cstring>
 
-#include "autopar/text.h"
+#include "core/text.h"
 
 namespace autopar {
 namespace {

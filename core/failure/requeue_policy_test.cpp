@@ -1,4 +1,4 @@
-#include "autopar/requeue_policy.h"
+#include "core/failure/requeue_policy.h"
 
 #include <gtest/gtest.h>
 

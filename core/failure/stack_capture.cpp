@@ -1,4 +1,4 @@
-#include "autopar/stack_capture.h"
+#include "core/failure/stack_capture.h"
 
 #include <signal.h>
 #include <time.h>
@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "autopar/text.h"
-#include "autopar/timeline.h"
+#include "core/text.h"
+#include "core/failure/timeline.h"
 
 namespace autopar {
 namespace {

@@ -1,4 +1,4 @@
-#include "autopar/stack_capture.h"
+#include "core/failure/stack_capture.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -8,7 +8,7 @@
 
 #include <map>
 
-#include "autopar/timeline.h"
+#include "core/failure/timeline.h"
 
 namespace autopar {
 namespace {

@@ -1,11 +1,11 @@
-#include "autopar/task_process.h"
+#include "core/failure/task_process.h"
 
 #include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "autopar/text.h"
+#include "core/text.h"
 
 namespace autopar {
 

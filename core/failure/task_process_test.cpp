@@ -1,4 +1,4 @@
-#include "autopar/task_process.h"
+#include "core/failure/task_process.h"
 
 #include <gtest/gtest.h>
 

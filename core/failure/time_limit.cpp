@@ -1,9 +1,9 @@
-#include "autopar/time_limit.h"
+#include "core/failure/time_limit.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "autopar/timeline.h"
+#include "core/failure/timeline.h"
 
 namespace autopar {
 

@@ -1,4 +1,4 @@
-#include "autopar/time_limit.h"
+#include "core/failure/time_limit.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "autopar/timeline.h"
+#include "core/failure/timeline.h"
 
 #include <json/json.h>
 
@@ -12,7 +12,7 @@
 #include <set>
 #include <tuple>
 
-#include "autopar/json_fields.h"
+#include "core/json_fields.h"
 
 namespace autopar {
 namespace {

@@ -1,4 +1,4 @@
-#include "autopar/timeline.h"
+#include "core/failure/timeline.h"
 
 #include <gtest/gtest.h>
 

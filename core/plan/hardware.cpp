@@ -1,5 +1,5 @@
 // GPU presets (docs/planner.md, "Hardware").
-#include "autopar/hardware.h"
+#include "core/plan/hardware.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "autopar/hardware.h"
+#include "core/plan/hardware.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Model presets, SIZE mapping, JSON architectures and parameter counting (docs/planner.md).
-#include "autopar/model.h"
+#include "core/plan/model.h"
 
 #include <json/json.h>
 

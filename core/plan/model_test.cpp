@@ -1,4 +1,4 @@
-#include "autopar/model.h"
+#include "core/plan/model.h"
 
 #include <gtest/gtest.h>
 

@@ -6,8 +6,8 @@
 #include <memory>
 #include <sstream>
 
-#include "autopar/planner.h"
-#include "autopar/text.h"
+#include "core/plan/planner.h"
+#include "core/text.h"
 
 namespace autopar {
 namespace {

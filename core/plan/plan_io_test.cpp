@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "autopar/planner.h"
+#include "core/plan/planner.h"
 
 namespace autopar {
 namespace {

@@ -1,6 +1,6 @@
 // The planner's memory and time model and the layout search (docs/planner.md has every formula
 // with its source).
-#include "autopar/planner.h"
+#include "core/plan/planner.h"
 
 #include <algorithm>
 #include <cmath>

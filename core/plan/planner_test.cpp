@@ -1,4 +1,4 @@
-#include "autopar/planner.h"
+#include "core/plan/planner.h"
 
 #include <gtest/gtest.h>
 

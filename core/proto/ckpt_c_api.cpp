@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "autopar/proto_client.h"
+#include "core/proto/proto_client.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "autopar/proto_client.h"
+#include "core/proto/proto_client.h"
 
 namespace autopar {
 namespace {

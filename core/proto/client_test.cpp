@@ -1,4 +1,4 @@
-#include "autopar/proto_client.h"
+#include "core/proto/proto_client.h"
 
 #include "autopar/ckpt_c.h"
 

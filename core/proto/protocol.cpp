@@ -1,13 +1,13 @@
 // The autopard wire format (protocol.h): JSON objects, one per line, with jsoncpp.
-#include "autopar/protocol.h"
+#include "core/proto/protocol.h"
 
 #include <json/json.h>
 
 #include <memory>
 #include <sstream>
 
-#include "autopar/ckpt_layout.h"
-#include "autopar/json_fields.h"
+#include "core/ckpt/ckpt_layout.h"
+#include "core/json_fields.h"
 
 namespace autopar {
 namespace {

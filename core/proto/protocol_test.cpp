@@ -1,4 +1,4 @@
-#include "autopar/protocol.h"
+#include "core/proto/protocol.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 
 #include "../pmix_client.h"
 #include "autopar/nccl.h"
-#include "autopar/nccl_bootstrap.h"
+#include "launcher/nccl_bootstrap.h"
 
 extern char** environ;
 

@@ -14,9 +14,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "autopar/launch.h"
+#include "launcher/launch.h"
 #include "autopar/nccl.h"
-#include "autopar/nccl_bootstrap.h"
+#include "launcher/nccl_bootstrap.h"
 #include "nccl_check.h"
 
 namespace autopar {

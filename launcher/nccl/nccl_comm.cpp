@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "autopar/nccl.h"
-#include "autopar/nccl_bootstrap.h"
+#include "launcher/nccl_bootstrap.h"
 #include "nccl_check.h"
 
 static_assert(NCCL_UNIQUE_ID_BYTES == autopar::kNcclUniqueIdBytes,

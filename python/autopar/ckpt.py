@@ -1,4 +1,4 @@
-"""Checkpoints through the node's autopard (see include/autopar/protocol.h for the wire format).
+"""Checkpoints through the node's autopard (see core/proto/protocol.h for the wire format).
 
 The contract: rank R writes its files of step N under ``step_dir(N)`` =
 ``$AUTOPAR_CKPT_DIR/step-<N>/rank-<R>/`` and then calls ``commit(N)``. The commit returns as soon

@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "autopar/ckpt_uri.h"
+#include "core/ckpt/ckpt_uri.h"
 
 #include <unistd.h>
 

@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <string>
 
-#include "autopar/ckpt_backoff.h"
+#include "core/ckpt/ckpt_backoff.h"
 #include "autopar/status.h"
-#include "autopar/storage_backends.h"
+#include "service/storage/storage_backends.h"
 #include "state_db.h"
 
 namespace autopar {

@@ -20,11 +20,11 @@
 
 #include <json/json.h>
 
-#include "autopar/ckpt_layout.h"
-#include "autopar/ckpt_store.h"
-#include "autopar/ckpt_uri.h"
-#include "autopar/proto_client.h"
-#include "autopar/timeline.h"
+#include "core/ckpt/ckpt_layout.h"
+#include "core/ckpt/ckpt_store.h"
+#include "core/ckpt/ckpt_uri.h"
+#include "core/proto/proto_client.h"
+#include "core/failure/timeline.h"
 #include "user_fs.h"
 
 namespace autopar {

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "auth.h"
-#include "autopar/protocol.h"
+#include "core/proto/protocol.h"
 #include "config.h"
 #include "failure_handler.h"
 #include "journal_publisher.h"

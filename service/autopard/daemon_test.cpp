@@ -14,7 +14,7 @@
 #include <fstream>
 #include <thread>
 
-#include "autopar/proto_client.h"
+#include "core/proto/proto_client.h"
 
 namespace autopar {
 namespace {

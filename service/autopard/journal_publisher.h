@@ -40,10 +40,10 @@
 #include <thread>
 #include <vector>
 
-#include "autopar/protocol.h"
+#include "core/proto/protocol.h"
 #include "autopar/status.h"
-#include "autopar/storage.h"
-#include "autopar/timeline.h"
+#include "core/ckpt/storage.h"
+#include "core/failure/timeline.h"
 #include "state_db.h"
 
 namespace autopar {

@@ -11,7 +11,7 @@
 #include <utility>
 #include <thread>
 
-#include "autopar/slurm_actions.h"
+#include "service/slurm_actions/slurm_actions.h"
 #include "daemon.h"
 
 namespace {

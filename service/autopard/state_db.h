@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "autopar/protocol.h"
+#include "core/proto/protocol.h"
 #include "autopar/status.h"
 
 namespace autopar {

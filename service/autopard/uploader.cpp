@@ -13,14 +13,14 @@
 #include <memory>
 #include <optional>
 
-#include "autopar/ckpt_layout.h"
-#include "autopar/ckpt_manifest.h"
-#include "autopar/ckpt_retention.h"
-#include "autopar/ckpt_store.h"
-#include "autopar/ckpt_uri.h"
-#include "autopar/proto_client.h"
-#include "autopar/sha256.h"
-#include "autopar/storage_backends.h"
+#include "core/ckpt/ckpt_layout.h"
+#include "core/ckpt/ckpt_manifest.h"
+#include "core/ckpt/ckpt_retention.h"
+#include "core/ckpt/ckpt_store.h"
+#include "core/ckpt/ckpt_uri.h"
+#include "core/proto/proto_client.h"
+#include "core/ckpt/sha256.h"
+#include "service/storage/storage_backends.h"
 #include "user_fs.h"
 
 namespace autopar {

@@ -30,8 +30,8 @@
 #include <thread>
 #include <vector>
 
-#include "autopar/protocol.h"
-#include "autopar/storage.h"
+#include "core/proto/protocol.h"
+#include "core/ckpt/storage.h"
 #include "config.h"
 #include "state_db.h"
 

@@ -16,7 +16,7 @@
 #include <functional>
 #include <memory>
 
-#include "autopar/sha256.h"
+#include "core/ckpt/sha256.h"
 
 namespace autopar {
 namespace {

@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "autopar/hostlist.h"
-#include "autopar/launch_events.h"
-#include "autopar/text.h"
-#include "autopar/timeline.h"
+#include "core/hostlist.h"
+#include "core/failure/launch_events.h"
+#include "core/text.h"
+#include "core/failure/timeline.h"
 
 namespace autopar {
 namespace {

@@ -58,14 +58,14 @@
 #include <string>
 #include <vector>
 
-#include "autopar/hang_detector.h"
-#include "autopar/protocol.h"
-#include "autopar/recovery_policy.h"
-#include "autopar/requeue_policy.h"
-#include "autopar/slurm_actions.h"
-#include "autopar/stack_capture.h"
-#include "autopar/task_process.h"
-#include "autopar/time_limit.h"
+#include "core/failure/hang_detector.h"
+#include "core/proto/protocol.h"
+#include "core/failure/recovery_policy.h"
+#include "core/failure/requeue_policy.h"
+#include "service/slurm_actions/slurm_actions.h"
+#include "core/failure/stack_capture.h"
+#include "core/failure/task_process.h"
+#include "core/failure/time_limit.h"
 
 namespace autopar {
 

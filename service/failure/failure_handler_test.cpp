@@ -5,8 +5,8 @@
 #include <map>
 #include <string>
 
-#include "autopar/launch_events.h"
-#include "autopar/timeline.h"
+#include "core/failure/launch_events.h"
+#include "core/failure/timeline.h"
 #include "fake_proc_for_test.h"
 #include "fake_slurm_for_test.h"
 

@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "autopar/hostlist.h"
-#include "autopar/text.h"
-#include "autopar/timeline.h"
+#include "core/hostlist.h"
+#include "core/text.h"
+#include "core/failure/timeline.h"
 #include "failure_handler.h"
 
 namespace autopar {

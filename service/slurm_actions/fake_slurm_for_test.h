@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "autopar/slurm_actions.h"
+#include "service/slurm_actions/slurm_actions.h"
 
 namespace autopar {
 

@@ -9,9 +9,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "autopar/hostlist.h"
-#include "autopar/slurm_actions.h"
-#include "autopar/text.h"
+#include "core/hostlist.h"
+#include "service/slurm_actions/slurm_actions.h"
+#include "core/text.h"
 
 namespace autopar {
 namespace {

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <thread>
 
-#include "autopar/slurm_actions.h"
+#include "service/slurm_actions/slurm_actions.h"
 #include "fake_slurm_for_test.h"
 
 namespace autopar {

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "autopar/slurm_actions.h"
+#include "service/slurm_actions/slurm_actions.h"
 
 // libslurm exports this (src/common/slurm_protocol_defs.c, "slurm_" prefixed by its symbol
 // renaming) but slurm.h does not declare it; scontrol uses it for "Reason=".

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "autopar/slurm_actions.h"
+#include "service/slurm_actions/slurm_actions.h"
 
 namespace autopar {
 namespace {

@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "autopar/json_fields.h"
-#include "autopar/slurm_actions.h"
-#include "autopar/text.h"
+#include "core/json_fields.h"
+#include "service/slurm_actions/slurm_actions.h"
+#include "core/text.h"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <random>
 
-#include "autopar/storage_backends.h"
+#include "service/storage/storage_backends.h"
 
 namespace autopar {
 namespace {

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <random>
 
-#include "autopar/ckpt_store.h"
-#include "autopar/storage_backends.h"
+#include "core/ckpt/ckpt_store.h"
+#include "service/storage/storage_backends.h"
 
 namespace autopar {
 namespace {

@@ -10,9 +10,9 @@
 #include <mutex>
 #include <vector>
 
-#include "autopar/sha256.h"
-#include "autopar/sigv4.h"
-#include "autopar/storage_backends.h"
+#include "core/ckpt/sha256.h"
+#include "core/ckpt/sigv4.h"
+#include "service/storage/storage_backends.h"
 #include "s3_xml.h"
 
 namespace autopar {

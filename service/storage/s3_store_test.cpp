@@ -11,8 +11,8 @@
 #include <random>
 #include <thread>
 
-#include "autopar/ckpt_store.h"
-#include "autopar/storage_backends.h"
+#include "core/ckpt/ckpt_store.h"
+#include "service/storage/storage_backends.h"
 #include "memory_store_for_test.h"  // FailPart
 
 namespace autopar {

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "autopar/storage.h"
+#include "core/ckpt/storage.h"
 
 namespace autopar::s3xml {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "autopar/ckpt_store.h"
-#include "autopar/storage_backends.h"
+#include "core/ckpt/ckpt_store.h"
+#include "service/storage/storage_backends.h"
 
 namespace autopar {
 namespace {

@@ -1,4 +1,4 @@
-#include "autopar/storage_backends.h"
+#include "service/storage/storage_backends.h"
 
 namespace autopar {
 

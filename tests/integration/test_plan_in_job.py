@@ -25,7 +25,7 @@ def check_grid(rows, world):
     for r in rows:
         assert (int(r["tp"]), int(r["pp"]), int(r["dp"])) == (tp, pp, dp), "one plan for the step"
         rank = int(r["rank"])
-        # Megatron-LM's order: tp fastest, then dp, then pp (include/autopar/planner.h).
+        # Megatron-LM's order: tp fastest, then dp, then pp (core/plan/planner.h).
         assert int(r["tp_rank"]) == rank % tp
         assert int(r["dp_rank"]) == (rank // tp) % dp
         assert int(r["pp_rank"]) == rank // (tp * dp)

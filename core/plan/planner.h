@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-#include "autopar/hardware.h"
-#include "autopar/model.h"
+#include "core/plan/hardware.h"
+#include "core/plan/model.h"
 #include "autopar/status.h"
 
 namespace autopar {

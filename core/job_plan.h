@@ -5,10 +5,10 @@
 
 #include <cstdint>
 
-#include "autopar/options.h"
-#include "autopar/planner.h"
+#include "core/options.h"
+#include "core/plan/planner.h"
 #include "autopar/status.h"
-#include "autopar/task_env.h"
+#include "core/task_env.h"
 
 namespace autopar {
 

@@ -28,10 +28,10 @@
 #include <optional>
 #include <string>
 
-#include "autopar/proto_client.h"
-#include "autopar/protocol.h"
+#include "core/proto/proto_client.h"
+#include "core/proto/protocol.h"
 #include "autopar/status.h"
-#include "autopar/timeline.h"
+#include "core/failure/timeline.h"
 
 namespace autopar {
 

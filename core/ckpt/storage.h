@@ -23,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
-#include "autopar/ckpt_backoff.h"
-#include "autopar/sha256.h"
+#include "core/ckpt/ckpt_backoff.h"
+#include "core/ckpt/sha256.h"
 #include "autopar/status.h"
 
 namespace autopar {

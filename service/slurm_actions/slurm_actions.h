@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "autopar/requeue_policy.h"
+#include "core/failure/requeue_policy.h"
 #include "autopar/status.h"
 
 namespace autopar {

@@ -22,10 +22,10 @@
 #include <memory>
 #include <string>
 
-#include "autopar/ckpt_uri.h"
-#include "autopar/sigv4.h"
+#include "core/ckpt/ckpt_uri.h"
+#include "core/ckpt/sigv4.h"
 #include "autopar/status.h"
-#include "autopar/storage.h"
+#include "core/ckpt/storage.h"
 
 namespace autopar {
 

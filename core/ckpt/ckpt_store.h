@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "autopar/ckpt_layout.h"
-#include "autopar/ckpt_manifest.h"
-#include "autopar/ckpt_retention.h"
+#include "core/ckpt/ckpt_layout.h"
+#include "core/ckpt/ckpt_manifest.h"
+#include "core/ckpt/ckpt_retention.h"
 #include "autopar/status.h"
-#include "autopar/storage.h"
+#include "core/ckpt/storage.h"
 
 namespace autopar {
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "autopar/stack_capture.h"
+#include "core/failure/stack_capture.h"
 
 namespace autopar {
 

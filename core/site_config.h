@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "autopar/options.h"
+#include "core/options.h"
 #include "autopar/status.h"
 
 namespace autopar {

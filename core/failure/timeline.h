@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "autopar/protocol.h"
+#include "core/proto/protocol.h"
 #include "autopar/status.h"
 
 namespace autopar {

@@ -1,7 +1,7 @@
 // RequeuePolicy: what autopard does when a job fails (issue 6). Pure, no Slurm calls: the daemon
 // feeds it a Failure and what it knows of the job (Slurm's restart count, the excluded nodes, the
 // previous run's failure) and carries the decision out through SlurmActions
-// (include/autopar/slurm_actions.h).
+// (service/slurm_actions/slurm_actions.h).
 //
 // The rules, in order:
 //  1. Idempotency. A decision is keyed by the job's restart count (Slurm's `Restarts`,

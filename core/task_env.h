@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "autopar/options.h"
-#include "autopar/site_config.h"
+#include "core/options.h"
+#include "core/site_config.h"
 #include "autopar/status.h"
 
 namespace autopar {

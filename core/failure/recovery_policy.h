@@ -23,7 +23,7 @@
 #include <optional>
 #include <string>
 
-#include "autopar/requeue_policy.h"
+#include "core/failure/requeue_policy.h"
 
 namespace autopar {
 
