@@ -160,6 +160,7 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
       auto since = recovering_since_.find(job_id);
       if (since != recovering_since_.end()) {
         first_step->emplace_back("since_failure_s", FormatFixed(now - since->second, 3));
+        recovering_since_.erase(since);  // the recovery is over: nothing kept per job
       }
     }
     run.rank_procs[rank] = RankProcess{process->pid, process->start_ticks};
