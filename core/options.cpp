@@ -40,6 +40,9 @@ const std::vector<OptionSpec> kOptions = {
     {OptionId::kRestartsInPlace, "restarts-in-place", "N",
      "Restart a crashed or hung program up to N times inside the running job before requeueing",
      false, "AUTOPAR_RESTARTS_IN_PLACE"},
+    {OptionId::kSpareNodes, "spare-nodes", "K",
+     "Hold K of the job's nodes in reserve: a lost node is replaced by a spare, in place", false,
+     "AUTOPAR_SPARE_NODES"},
 };
 
 std::string Flag(OptionId id) { return std::string("--") + GetOptionSpec(id).name; }
@@ -244,6 +247,12 @@ Status SetOption(JobOptions& opts, OptionId id, const char* value, const SiteCon
       opts.restarts_in_place = *v;
       return Status::Ok();
     }
+    case OptionId::kSpareNodes: {
+      auto v = ParseRanged(id, value, 0, site.max_spare_nodes);
+      if (!v) return v.status();
+      opts.spare_nodes = *v;
+      return Status::Ok();
+    }
   }
   return Status::Error("unknown option");
 }
@@ -268,6 +277,7 @@ Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site
     // A job that asked for recovery gets it in place first (issue 11): its failures cost seconds.
     o.restarts_in_place = std::min(site.restarts_in_place_default, site.max_restarts_in_place);
   }
+  if (!o.spare_nodes) o.spare_nodes = d.spare_nodes;
   if (!o.ckpt_upload) o.ckpt_upload = d.ckpt_upload;
   if (o.checkpointing()) {
     if (!o.ckpt_dir) o.ckpt_dir = d.ckpt_dir ? *d.ckpt_dir : site.builtin_ckpt_dir;
@@ -276,6 +286,11 @@ Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site
 
   if (o.auto_parallel && !o.model)
     return Bad(OptionId::kAutoParallel, "needs --model (a preset, a size like 7B, or FILE.json)");
+  if (o.spare_nodes.value_or(0) > 0 && o.restarts_in_place.value_or(0) == 0) {
+    // A spare takes a lost node's place in an in-place restart; without those it only idles.
+    return Bad(OptionId::kSpareNodes,
+               "needs in-place restarts (--restarts-in-place=N or --requeue-on-failure)");
+  }
   return o;
 }
 
@@ -293,6 +308,7 @@ std::vector<std::pair<std::string, std::string>> OptionsEnv(const JobOptions& o)
   if (o.requeue_on_failure) put(OptionId::kRequeueOnFailure, std::to_string(*o.requeue_on_failure));
   if (o.heartbeat_timeout) put(OptionId::kHeartbeatTimeout, std::to_string(*o.heartbeat_timeout));
   if (o.restarts_in_place) put(OptionId::kRestartsInPlace, std::to_string(*o.restarts_in_place));
+  if (o.spare_nodes) put(OptionId::kSpareNodes, std::to_string(*o.spare_nodes));
   return env;
 }
 

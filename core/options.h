@@ -28,6 +28,7 @@ enum class OptionId : int {
   kRequeueOnFailure,
   kHeartbeatTimeout,
   kRestartsInPlace,
+  kSpareNodes,
 };
 
 struct OptionSpec {
@@ -69,6 +70,9 @@ struct JobOptions {
   // a failure goes to the requeue path; with --requeue-on-failure and no value of its own, the
   // site's restarts_in_place_default.
   std::optional<int64_t> restarts_in_place;
+  // Nodes of the allocation held in reserve (docs/recovery.md): the program runs on the first
+  // nodes of each step but these, and a lost node is replaced by one of them in place.
+  std::optional<int64_t> spare_nodes;
 
   bool checkpointing() const { return ckpt_dir.has_value() || ckpt_upload.has_value(); }
 };

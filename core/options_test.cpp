@@ -24,7 +24,7 @@ TEST(OptionTable, EveryOptionOnceWithAutoparEnv) {
     EXPECT_EQ(std::string(spec.env).rfind("AUTOPAR_", 0), 0u);
     EXPECT_EQ(GetOptionSpec(spec.id).name, spec.name);
   }
-  EXPECT_EQ(names.size(), 11u);
+  EXPECT_EQ(names.size(), 12u);
   EXPECT_TRUE(GetOptionSpec(OptionId::kAutoParallel).optional_arg);
   EXPECT_TRUE(GetOptionSpec(OptionId::kRequeueOnFailure).optional_arg);
   EXPECT_FALSE(GetOptionSpec(OptionId::kModel).optional_arg);
@@ -85,6 +85,9 @@ TEST(Options, RefusesBadValuesNamingTheOption) {
       {OptionId::kRestartsInPlace, "21", "--restarts-in-place: must be an integer in [0, 20], got '21'"},
       {OptionId::kRestartsInPlace, "x", "--restarts-in-place: must be an integer"},
       {OptionId::kRestartsInPlace, nullptr, "--restarts-in-place: needs a value"},
+      {OptionId::kSpareNodes, "5", "--spare-nodes: must be an integer in [0, 4], got '5'"},
+      {OptionId::kSpareNodes, "-1", "--spare-nodes"},
+      {OptionId::kSpareNodes, "one", "--spare-nodes: must be an integer"},
   };
   const SiteConfig site = Site();
   for (const auto& c : cases) {
@@ -147,6 +150,30 @@ TEST(ResolveOptions, RecoveryRestartsInPlaceFirst) {
   for (const auto& [k, v] : OptionsEnv(*resolved)) exported |= k == "AUTOPAR_RESTARTS_IN_PLACE" && v == "2";
   EXPECT_TRUE(exported);
   EXPECT_FALSE(SetOption(in_place_only, OptionId::kRestartsInPlace, "4", site).ok());  // > max
+}
+
+TEST(ResolveOptions, SpareNodesNeedInPlaceRestarts) {
+  const SiteConfig site = Site({"max_spare_nodes=2"});
+  JobOptions o;
+  ASSERT_TRUE(SetOption(o, OptionId::kSpareNodes, "1", site).ok());
+  auto alone = ResolveOptions(o, site);
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.message(),
+            "--spare-nodes: needs in-place restarts (--restarts-in-place=N or --requeue-on-failure)");
+  o.requeue_on_failure = 3;  // in place by default then
+  auto resolved = ResolveOptions(o, site);
+  ASSERT_TRUE(resolved.ok()) << resolved.message();
+  bool exported = false;
+  for (const auto& [k, v] : OptionsEnv(*resolved)) exported |= k == "AUTOPAR_SPARE_NODES" && v == "1";
+  EXPECT_TRUE(exported);
+  EXPECT_FALSE(SetOption(o, OptionId::kSpareNodes, "3", site).ok());  // > max_spare_nodes
+  JobOptions zero;
+  ASSERT_TRUE(SetOption(zero, OptionId::kSpareNodes, "0", site).ok());
+  EXPECT_TRUE(ResolveOptions(zero, site).ok());  // none held: nothing to check
+  // The site's default applies like any other option's.
+  auto with_default = ParseSiteConfig({"default_spare_nodes=1", "default_requeue_on_failure=2"});
+  ASSERT_TRUE(with_default.ok()) << with_default.message();
+  EXPECT_EQ(ResolveOptions(JobOptions{}, *with_default)->spare_nodes, 1);
 }
 
 TEST(Options, SettingTwiceKeepsTheLast) {

@@ -50,6 +50,11 @@ Result<TaskEnv> BuildTaskEnv(const TaskContext& task, const JobOptions& opts,
     if (k == GetOptionSpec(OptionId::kCkptDir).env) v = ExpandPathPattern(v, task);
     set(k, v);
   }
+  if (opts.spare_nodes.value_or(0) > 0) {
+    // The job's steps (srun in the batch script reads it) outlive a failed node, so that the
+    // launchers left can go on without it (docs/recovery.md).
+    set("SLURM_NO_KILL", "set");
+  }
   set("AUTOPAR_SOCKET", SocketPathForNode(site, task.node_name));
   if (!site.master_ifname.empty()) set("AUTOPAR_MASTER_IFNAME", site.master_ifname);
   env.unless_present = site.nccl_env;

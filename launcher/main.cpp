@@ -5,8 +5,10 @@
 // program as a child in its own process group. A failing program ends the whole step through
 // PMIx_Abort (Slurm's mpi/pmix kills the step) so no other rank hangs in a collective, unless
 // the job restarts in place (--restarts-in-place, issue 11): then every launcher stops its
-// program, they meet in two PMIx fences (the failures, then rank 0's verdict from autopard with a
-// new MASTER_PORT and resume step) and start the program again (restart_logic.h).
+// program, reports to rank 0's launcher over the restart channels, and follows its verdict (from
+// autopard: a new MASTER_PORT, the resume step and the nodes that run the program, which with
+// --spare-nodes may put a spare in a lost node's place) to start the program again or exit
+// (restart_logic.h).
 // The pure decisions live in autopar/launch.h; this file only wires the edges together.
 #include <limits.h>
 #include <unistd.h>
@@ -49,6 +51,7 @@ constexpr int kNoticeTimeoutMs = 2000;
 constexpr int kRecoverTimeoutMs = 60000;
 constexpr char kChannelKey[] = "autopar.ctl";
 constexpr char kTokenKey[] = "autopar.token";
+constexpr char kMasterKey[] = "autopar.master";  // rank 0's RendezvousValue
 
 double EpochNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -141,11 +144,33 @@ class Launcher {
                              std::optional<FailureReport>* failure, bool* told);
   // Tells every other launcher; false when some cannot be reached (no in-place restart then:
   // `unreachable` gets their ranks).
-  bool SendStopNotice(const FailureReport& failure, std::string* unreachable);
-  // The two fences after a generation ended with a failure; returns the verdict (rank 0 asks
-  // autopard; with a restart, master_ and resume_step_ are the next generation's).
+  bool SendStopNotice(const FailureReport& failure, std::vector<int>* unreachable);
+  // After a generation ended with a failure: every launcher reports to rank 0's, which decides
+  // (Coordinate) and sends the verdict; with a restart, master_, resume_step_ and active_ are the
+  // next generation's. `gone`: the ranks this launcher's stop notice could not reach.
   RestartVerdict AgreeOnRestart(const EnvMap& child_env, const std::optional<FailureReport>& mine,
-                                int timeout_s);
+                                const std::vector<int>& gone, int timeout_s);
+  RestartVerdict Coordinate(const EnvMap& child_env, const std::optional<FailureReport>& mine,
+                            const std::vector<int>& gone, int timeout_s);
+  // A launcher but rank 0's: reports and waits for the verdict (nullopt: rank 0's launcher
+  // cannot be reached).
+  std::optional<RestartVerdict> FollowVerdict(const std::optional<FailureReport>& mine,
+                                              const std::vector<int>& gone, int timeout_s);
+  // A launcher whose node is held in reserve: answers stop notices and follows the verdicts until
+  // one puts its node in use (true) or ends the job (false, *code set).
+  bool Standby(int timeout_s, int* code);
+  // The minimum of every active launcher's `mine` (the restore agreement), through rank 0's.
+  int64_t AgreeMin(int64_t mine, int timeout_s);
+  // Sends `m` to the launchers of `ranks`; returns those it could not reach.
+  std::vector<int> SendTo(const std::vector<int>& ranks, const PeerMessage& m) const;
+  // The first message `want` accepts, waiting up to timeout_s (a termination signal ends the
+  // launcher); nullopt at the timeout.
+  std::optional<PeerMessage> AwaitPeer(const Mailbox::Want& want, int timeout_s);
+  std::vector<int> RanksOnNodes(const std::vector<int>& nodes) const;
+  std::vector<int> ActiveRanks() const { return RanksOnNodes(active_); }
+  bool ActiveNode(int node) const {
+    return std::find(active_.begin(), active_.end(), node) != active_.end();
+  }
 
   // The checkpoint half of the launch (proto_client.h): rank 0's DecideResume, everyone's
   // RestoreDecided.
@@ -177,8 +202,18 @@ class Launcher {
   int64_t generation_ = 0;
   RestartChannel channel_;
   std::string token_;
-  std::vector<std::string> peers_;  // every rank's channel endpoint
-  std::string history_;             // rank 0: autopard's note about the last failure
+  struct Peer {
+    std::string endpoint;  // its restart channel
+    int node = 0;          // its node's index in the step
+    std::string host;
+  };
+  std::vector<Peer> peers_;          // every step rank's launcher
+  std::vector<int> tasks_per_node_;  // the step's, by node index
+  RankInfo step_;                    // this task's place in the step (info_: in the program)
+  std::vector<int> active_;          // the step's nodes that run the program, in rank order
+  int spares_ = 0;                   // --spare-nodes
+  Mailbox mail_;
+  std::string history_;  // rank 0: autopard's note about the last failure
 };
 
 void Launcher::Fail(const std::string& message, int code) {
@@ -214,7 +249,7 @@ Status Launcher::Rendezvous(const EnvMap& env, int timeout_s) {
       own_resume_ = DecideResume(ProbeForRank(Lookup(ckpt_env)));
       v.resume_step = own_resume_->step;
     }
-    Status st = pmix_.PutString(MasterKey(0), EncodeRendezvous(v));
+    Status st = pmix_.PutString(kMasterKey, EncodeRendezvous(v));
     if (!st) return st;
   }
   if (in_place_) {
@@ -224,14 +259,15 @@ Status Launcher::Rendezvous(const EnvMap& env, int timeout_s) {
     auto token = info_.rank == 0 ? RandomToken() : Result<std::string>(std::string());
     if (!ch || !token) return Status::Error("in-place restarts: " + (ch ? token.message() : ch.message()));
     channel_ = std::move(*ch);
-    if (Status st = pmix_.PutString(kChannelKey, channel_.endpoint()); !st) return st;
+    const std::string me = channel_.endpoint() + " " + std::to_string(info_.node_rank) + " " + info_.host;
+    if (Status st = pmix_.PutString(kChannelKey, me); !st) return st;
     if (info_.rank == 0) {
       if (Status st = pmix_.PutString(kTokenKey, *token); !st) return st;
     }
   }
   if (Status st = pmix_.Commit(); !st) return st;
   if (Status st = pmix_.Fence(/*collect=*/true, timeout_s); !st) return st;
-  auto value = pmix_.GetString(0, MasterKey(0), timeout_s);
+  auto value = pmix_.GetString(0, kMasterKey, timeout_s);
   if (!value) return value.status();
   auto v = DecodeRendezvous(*value);
   if (!v) return v.status();
@@ -241,10 +277,16 @@ Status Launcher::Rendezvous(const EnvMap& env, int timeout_s) {
     auto token = pmix_.GetString(0, kTokenKey, timeout_s);
     if (!token) return token.status();
     token_ = *token;
+    mail_ = Mailbox(&channel_, token_);
+    tasks_per_node_.assign(static_cast<size_t>(info_.num_nodes), 0);
     for (int r = 0; r < info_.size; ++r) {
-      auto ep = pmix_.GetString(r, kChannelKey, timeout_s);
-      if (!ep) return ep.status();
-      peers_.push_back(*ep);
+      auto text = pmix_.GetString(r, kChannelKey, timeout_s);
+      if (!text) return text.status();
+      std::vector<std::string> parts = Split(*text, ' ');
+      auto node = parts.size() == 3 ? ParseInt(parts[1], 0, info_.num_nodes - 1) : std::nullopt;
+      if (!node) return Status::Error("in-place restarts: rank " + std::to_string(r) + " published '" + *text + "'");
+      peers_.push_back({parts[0], static_cast<int>(*node), parts[2]});
+      ++tasks_per_node_[static_cast<size_t>(*node)];
     }
   }
   return Status::Ok();
@@ -269,8 +311,9 @@ void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
     resume = *r;
   } else {
     // The minimum over all ranks, one PMIx fence per call (rounds only run when rank 0 decided
-    // to resume a step).
+    // to resume a step); in place through rank 0's launcher (a fence would wait for a lost node).
     auto agree_min = [&](int64_t mine) -> int64_t {
+      if (in_place_) return AgreeMin(mine, timeout_s);
       const std::string key = "autopar.resume." + std::to_string(resume_round_++);
       Status st = pmix_.PutString(key, std::to_string(mine));
       if (st) st = pmix_.Commit();
@@ -338,15 +381,17 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
   options.generation = generation_;
   ChildOutcome out;
   *told = false;
+  const int64_t g = generation_;
   for (;;) {
+    // Notices of an earlier generation (several ranks failed at once) are stale.
+    mail_.Drop([g](const PeerMessage& m) { return m.generation < g; });
+    if (mail_.Take([g](const PeerMessage& m) { return m.kind == PeerKind::kStop && m.generation == g; })) {
+      *told = true;
+      break;
+    }
     out = SuperviseChild(*pid, options);
     if (out.exited || out.hung) break;
-    for (const std::string& line : channel_.Drain(500)) {
-      auto notice = DecodeStopNotice(line, token_);
-      // Notices of an earlier generation (several ranks failed at once) are stale.
-      if (notice && notice->generation == generation_) *told = true;
-    }
-    if (*told) break;
+    mail_.Pump(0);
   }
   FailureReport report;
   report.generation = generation_;
@@ -368,111 +413,299 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
   return out;
 }
 
-bool Launcher::SendStopNotice(const FailureReport& failure, std::string* unreachable) {
-  std::vector<std::string> others;
+std::vector<int> Launcher::SendTo(const std::vector<int>& ranks, const PeerMessage& m) const {
+  std::vector<std::string> endpoints;
+  for (int r : ranks) endpoints.push_back(peers_[static_cast<size_t>(r)].endpoint);
+  std::vector<int> failed;
+  for (size_t i : RestartChannel::Broadcast(endpoints, EncodePeerMessage(token_, m), kNoticeTimeoutMs)) {
+    failed.push_back(ranks[i]);
+  }
+  return failed;
+}
+
+std::vector<int> Launcher::RanksOnNodes(const std::vector<int>& nodes) const {
   std::vector<int> ranks;
   for (int r = 0; r < static_cast<int>(peers_.size()); ++r) {
-    if (r == info_.rank) continue;
-    others.push_back(peers_[static_cast<size_t>(r)]);
-    ranks.push_back(r);
+    const int node = peers_[static_cast<size_t>(r)].node;
+    if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) ranks.push_back(r);
   }
-  auto failed = RestartChannel::Broadcast(others, EncodeStopNotice(token_, failure), kNoticeTimeoutMs);
-  if (failed.empty()) return true;
-  std::string who;
-  for (size_t i : failed) who += (who.empty() ? "" : ",") + std::to_string(ranks[i]);
-  Say("in-place restart impossible: the launchers of ranks " + who + " cannot be reached");
-  *unreachable = who;
+  return ranks;
+}
+
+std::optional<PeerMessage> Launcher::AwaitPeer(const Mailbox::Want& want, int timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  for (;;) {
+    if (auto m = mail_.Take(want)) return m;
+    if (int sig = PendingTerminationSignal(); sig != 0) Fail("terminated during an in-place restart", 128 + sig);
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    mail_.Pump(200);
+  }
+}
+
+bool Launcher::SendStopNotice(const FailureReport& failure, std::vector<int>* unreachable) {
+  std::vector<int> others;
+  for (int r = 0; r < static_cast<int>(peers_.size()); ++r) {
+    if (r != step_.rank) others.push_back(r);
+  }
+  *unreachable = SendTo(others, StopNotice(failure, step_.rank));
+  if (unreachable->empty()) return true;
+  Say("the launchers of ranks " + FormatIntList(*unreachable) + " cannot be reached");
   return false;
 }
 
 RestartVerdict Launcher::AgreeOnRestart(const EnvMap& child_env,
-                                        const std::optional<FailureReport>& mine, int timeout_s) {
-  const auto stop_start = std::chrono::steady_clock::now();
-  auto check = [&](const Status& st) {
-    if (!st) Fail("in-place restart: " + st.message(), mine ? mine->exit_status : 1);
-  };
-  check(pmix_.PutString(FailureKey(generation_), mine ? FormatEventFields(ReportFields(*mine)) : "-"));
-  check(pmix_.Commit());
-  check(pmix_.Fence(/*collect=*/true, timeout_s));
-  const double stop_s = SecondsSince(stop_start);
-  double decide_s = 0;
-  int culprit = -1;
-  double detected = 0;
+                                        const std::optional<FailureReport>& mine,
+                                        const std::vector<int>& gone, int timeout_s) {
   RestartVerdict verdict;
-  if (info_.rank == 0) {
-    std::vector<std::optional<FailureReport>> reports;
-    for (int r = 0; r < info_.size; ++r) {
-      auto text = pmix_.GetString(r, FailureKey(generation_), timeout_s);
-      check(text.status());
-      auto report = *text == "-" ? Result<FailureReport>(Status::Error("")) :
-                                   ReportFromFields(ParseEventFields(*text), r);
-      reports.push_back(report ? std::optional<FailureReport>(*report) : std::nullopt);
+  if (step_.rank == 0) {
+    verdict = Coordinate(child_env, mine, gone, timeout_s);
+  } else if (auto followed = FollowVerdict(mine, gone, timeout_s)) {
+    verdict = *followed;
+  } else {
+    // Rank 0's launcher is gone with its node (the batch host): nobody can restart the program.
+    // This node's autopard takes the requeue path when this launcher's own program failed.
+    if (mine) {
+      EventFields fields = ReportFields(*mine);
+      fields.emplace_back("unreachable", "0");
+      auto reply = AskRecovery(Lookup(child_env), info_.rank, fields, kRecoverTimeoutMs);
+      Say(reply ? reply->reason : reply.message());
     }
-    const auto decide_start = std::chrono::steady_clock::now();
-    std::optional<FailureReport> first = FirstFailure(reports);
-    if (first) {
-      culprit = first->rank;
-      detected = first->detected;
-      EventFields fields = ReportFields(*first);
-      if (!history_.empty()) fields.emplace_back("history", history_);
-      auto reply = AskRecovery(Lookup(child_env), first->rank, fields, kRecoverTimeoutMs);
-      verdict.exit_code = first->exit_status != 0 ? first->exit_status : 1;
-      if (!reply) {
-        Say(reply.message());
-      } else {
-        Say(reply->reason);
-        verdict.restart = reply->action == RecoveryActionName(RecoveryAction::kRestartInPlace);
-        history_ = reply->history;
-      }
-    } else {
-      verdict.restart = true;  // told, but no rank says it failed (cannot happen): start again
-    }
-    decide_s = SecondsSince(decide_start);
-    if (verdict.restart) {
-      RendezvousValue v;
-      auto addr = ReachableAddress(info_.host, Get(child_env, "AUTOPAR_MASTER_IFNAME"));
-      check(addr.status());
-      port_.Release();  // a fresh MASTER_PORT: the old one may still be in TIME_WAIT
-      auto reserved = PortReservation::Reserve();
-      check(reserved.status());
-      port_ = std::move(*reserved);
-      v.master = {*addr, port_.port()};
-      if (checkpoints_) {
-        EnvMap ckpt_env = CkptEnv(child_env);
-        own_resume_ = DecideResume(ProbeForRank(Lookup(ckpt_env)));
-        v.resume_step = own_resume_->step;
-      }
-      check(pmix_.PutString(MasterKey(generation_ + 1), EncodeRendezvous(v)));
-    }
-    check(pmix_.PutString(VerdictKey(generation_), EncodeVerdict(verdict)));
+    verdict.exit_code = mine ? mine->exit_status : 1;
   }
-  const auto rendezvous_start = std::chrono::steady_clock::now();
-  check(pmix_.Commit());
-  check(pmix_.Fence(/*collect=*/true, timeout_s));
-  auto text = pmix_.GetString(0, VerdictKey(generation_), timeout_s);
-  check(text.status());
-  auto decoded = DecodeVerdict(*text);
-  check(decoded.status());
-  verdict = *decoded;
   if (verdict.restart) {
-    auto value = pmix_.GetString(0, MasterKey(generation_ + 1), timeout_s);
-    check(value.status());
-    auto v = DecodeRendezvous(*value);
-    check(v.status());
-    master_ = v->master;
-    resume_step_ = v->resume_step;
-  }
-  if (info_.rank == 0 && verdict.restart) {
-    Journal(child_env, event_kind::kRestarted, -1,
-            {{"generation", std::to_string(generation_ + 1)},
-             {"culprit_rank", std::to_string(culprit)},
-             {"since_failure_s", FormatFixed(detected > 0 ? EpochNow() - detected : -1, 3)},
-             {"stop_s", FormatFixed(stop_s, 3)},
-             {"decide_s", FormatFixed(decide_s, 3)},
-             {"rendezvous_s", FormatFixed(SecondsSince(rendezvous_start), 3)},
-             {"port", std::to_string(master_.port)}});
+    master_ = verdict.master;
+    resume_step_ = verdict.resume_step;
+    active_ = verdict.active;
   }
   return verdict;
+}
+
+std::optional<RestartVerdict> Launcher::FollowVerdict(const std::optional<FailureReport>& mine,
+                                                      const std::vector<int>& gone, int timeout_s) {
+  PeerMessage report = mine ? StopNotice(*mine, step_.rank) : PeerMessage{};
+  report.kind = PeerKind::kReport;
+  report.from = step_.rank;
+  report.generation = generation_;
+  report.fields.emplace_back("state", mine ? "failed" : "stopped");
+  if (!gone.empty()) report.fields.emplace_back("unreachable", FormatIntList(gone));
+  if (!SendTo({0}, report).empty()) {
+    Say("in-place restart impossible: rank 0's launcher cannot be reached");
+    return std::nullopt;
+  }
+  const int64_t g = generation_;
+  auto m = AwaitPeer([g](const PeerMessage& p) { return p.kind == PeerKind::kVerdict && p.generation == g && p.from == 0; },
+                     timeout_s);
+  if (!m) Fail("in-place restart: no verdict from rank 0's launcher in " + std::to_string(timeout_s) + " s", 1);
+  auto v = VerdictOf(*m);
+  if (!v) Fail("in-place restart: " + v.message(), 1);
+  return *v;
+}
+
+RestartVerdict Launcher::Coordinate(const EnvMap& child_env, const std::optional<FailureReport>& mine,
+                                    const std::vector<int>& gone, int timeout_s) {
+  const auto stop_start = std::chrono::steady_clock::now();
+  const int64_t g = generation_;
+  const int ranks = static_cast<int>(peers_.size());
+  std::vector<std::optional<FailureReport>> reports(static_cast<size_t>(ranks));
+  std::vector<bool> heard(static_cast<size_t>(ranks), false), lost(static_cast<size_t>(ranks), false);
+  reports[0] = mine;
+  heard[0] = true;
+  for (int r : gone) lost[static_cast<size_t>(r)] = true;
+  // Every launcher still there reports once its program has stopped (within kStopGraceMs); one
+  // that cannot be reached by then is gone with its node.
+  auto probe_at = stop_start + std::chrono::milliseconds(kStopGraceMs + 2000);
+  const auto deadline = stop_start + std::chrono::seconds(timeout_s);
+  for (;;) {
+    while (auto m = mail_.Take([g](const PeerMessage& p) { return p.kind == PeerKind::kReport && p.generation == g; })) {
+      if (m->from <= 0 || m->from >= ranks) continue;
+      heard[static_cast<size_t>(m->from)] = true;
+      if (auto f = FailureOf(*m)) reports[static_cast<size_t>(m->from)] = *f;
+      auto unreachable = ParseIntList(PeerField(*m, "unreachable"));
+      for (int r : unreachable ? *unreachable : std::vector<int>{}) {
+        if (r > 0 && r < ranks) lost[static_cast<size_t>(r)] = true;
+      }
+    }
+    std::vector<int> missing;
+    for (int r = 0; r < ranks; ++r) {
+      if (!heard[static_cast<size_t>(r)] && !lost[static_cast<size_t>(r)]) missing.push_back(r);
+    }
+    if (missing.empty()) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= probe_at) {
+      for (int r : SendTo(missing, PeerMessage{PeerKind::kValue, 0, g, {{"key", "probe"}}})) {
+        lost[static_cast<size_t>(r)] = true;
+      }
+      probe_at = now + std::chrono::seconds(2);
+    }
+    if (now >= deadline) {
+      Fail("in-place restart: the launchers of ranks " + FormatIntList(missing) + " did not report in " +
+               std::to_string(timeout_s) + " s", mine ? mine->exit_status : 1);
+    }
+    mail_.Pump(200);
+  }
+  const double stop_s = SecondsSince(stop_start);
+
+  // A node is lost when a launcher of it is; the reserve is what is alive and not in use.
+  std::vector<int> lost_nodes, standby;
+  std::vector<std::string> lost_hosts;
+  for (int r = 0; r < ranks; ++r) {
+    const Peer& p = peers_[static_cast<size_t>(r)];
+    if ((lost[static_cast<size_t>(r)] && !heard[static_cast<size_t>(r)]) &&
+        std::find(lost_nodes.begin(), lost_nodes.end(), p.node) == lost_nodes.end()) {
+      lost_nodes.push_back(p.node);
+      lost_hosts.push_back(p.host);
+    }
+  }
+  for (int n = 0; n < static_cast<int>(tasks_per_node_.size()); ++n) {
+    if (!ActiveNode(n) && std::find(lost_nodes.begin(), lost_nodes.end(), n) == lost_nodes.end()) {
+      standby.push_back(n);
+    }
+  }
+  const auto decide_start = std::chrono::steady_clock::now();
+  std::optional<FailureReport> first = FirstFailure(reports);
+  RestartVerdict verdict;
+  verdict.exit_code = first && first->exit_status != 0 ? first->exit_status : 1;
+  int culprit = first ? first->rank : -1;
+  const double detected = first ? first->detected : EpochNow();
+  std::vector<int> lost_active;
+  for (int n : lost_nodes) {
+    if (ActiveNode(n)) lost_active.push_back(n);
+  }
+  if (first || !lost_active.empty()) {
+    FailureReport f = first ? *first : FailureReport{};
+    f.generation = g;
+    EventFields fields = ReportFields(f);
+    if (!lost_active.empty()) {
+      // The program failed because nodes went away: a node loss, which spares can absorb.
+      fields[0].second = "node-loss";
+      std::vector<std::string> hosts;
+      for (size_t i = 0; i < lost_nodes.size(); ++i) {
+        if (ActiveNode(lost_nodes[i])) hosts.push_back(lost_hosts[i]);
+      }
+      fields.emplace_back("lost", Join(hosts, ","));
+      fields.emplace_back("spares", std::to_string(standby.size()));
+      culprit = -1;
+    }
+    if (!history_.empty()) fields.emplace_back("history", history_);
+    // The request names a rank (a node loss: this one's; autopard does not blame it).
+    auto reply = AskRecovery(Lookup(child_env), std::max(culprit, 0), fields, kRecoverTimeoutMs);
+    if (!reply) {
+      Say(reply.message());
+    } else {
+      Say(reply->reason);
+      verdict.restart = reply->action == RecoveryActionName(RecoveryAction::kRestartInPlace);
+      history_ = reply->history;
+    }
+  } else {
+    verdict.restart = true;  // told, but no rank says it failed (cannot happen): start again
+  }
+  if (verdict.restart) {
+    auto next = ReplaceLostNodes(active_, lost_active, standby, tasks_per_node_);
+    if (!next) {
+      Say("in-place restart impossible: " + next.message());
+      verdict.restart = false;
+    } else {
+      verdict.active = *next;
+    }
+  }
+  const double decide_s = SecondsSince(decide_start);
+  const auto rendezvous_start = std::chrono::steady_clock::now();
+  auto check = [&](const Status& st) {
+    if (!st) Fail("in-place restart: " + st.message(), verdict.exit_code);
+  };
+  if (verdict.restart) {
+    auto addr = ReachableAddress(info_.host, Get(child_env, "AUTOPAR_MASTER_IFNAME"));
+    check(addr.status());
+    port_.Release();  // a fresh MASTER_PORT: the old one may still be in TIME_WAIT
+    auto reserved = PortReservation::Reserve();
+    check(reserved.status());
+    port_ = std::move(*reserved);
+    verdict.master = {*addr, port_.port()};
+    if (checkpoints_) {
+      EnvMap ckpt_env = CkptEnv(child_env);
+      own_resume_ = DecideResume(ProbeForRank(Lookup(ckpt_env)));
+      verdict.resume_step = own_resume_->step;
+    }
+  }
+  std::vector<int> live;
+  for (int r = 1; r < ranks; ++r) {
+    if (heard[static_cast<size_t>(r)]) live.push_back(r);
+  }
+  (void)SendTo(live, VerdictMessage(verdict, g));
+  if (verdict.restart) {
+    EventFields fields = {{"generation", std::to_string(g + 1)},
+                          {"culprit_rank", std::to_string(culprit)},
+                          {"since_failure_s", FormatFixed(detected > 0 ? EpochNow() - detected : -1, 3)},
+                          {"stop_s", FormatFixed(stop_s, 3)},
+                          {"decide_s", FormatFixed(decide_s, 3)},
+                          {"rendezvous_s", FormatFixed(SecondsSince(rendezvous_start), 3)},
+                          {"port", std::to_string(verdict.master.port)}};
+    if (!lost_active.empty()) {
+      std::vector<std::string> nodes;
+      for (int n : verdict.active) nodes.push_back(peers_[static_cast<size_t>(RanksOnNodes({n}).front())].host);
+      fields.emplace_back("nodes", Join(nodes, ","));
+    }
+    Journal(child_env, event_kind::kRestarted, -1, fields);
+  }
+  return verdict;
+}
+
+bool Launcher::Standby(int timeout_s, int* code) {
+  for (;;) {
+    const int64_t g = generation_;
+    mail_.Drop([g](const PeerMessage& m) { return m.generation < g; });
+    auto m = AwaitPeer([g](const PeerMessage& p) {
+      return (p.kind == PeerKind::kStop || p.kind == PeerKind::kVerdict) && p.generation == g;
+    }, 3600);
+    if (!m) continue;
+    std::optional<RestartVerdict> v;
+    if (m->kind == PeerKind::kStop) {
+      v = FollowVerdict(std::nullopt, {}, timeout_s);
+    } else if (auto decoded = VerdictOf(*m)) {
+      v = *decoded;  // unasked: the job ends (rank 0's program finished)
+    }
+    if (!v || !v->restart) {
+      *code = v ? v->exit_code : 1;
+      return false;
+    }
+    master_ = v->master;
+    resume_step_ = v->resume_step;
+    active_ = v->active;
+    ++generation_;
+    if (ActiveNode(step_.node_rank)) return true;
+  }
+}
+
+int64_t Launcher::AgreeMin(int64_t mine, int timeout_s) {
+  // Rounds are numbered within a generation: a spare that joins has seen none of the earlier ones.
+  const std::string key = "restore." + std::to_string(resume_round_++);
+  const int64_t g = generation_;
+  auto is_value = [g, key](int from) {
+    return [g, key, from](const PeerMessage& p) {
+      return p.kind == PeerKind::kValue && p.generation == g && p.from == from &&
+             PeerField(p, "key") == key;
+    };
+  };
+  auto value_of = [](const PeerMessage& p) { return std::strtoll(PeerField(p, "value").c_str(), nullptr, 10); };
+  if (step_.rank != 0) {
+    if (!SendTo({0}, PeerMessage{PeerKind::kValue, step_.rank, g, {{"key", key}, {"value", std::to_string(mine)}}}).empty()) {
+      Fail("checkpoint restore: rank 0's launcher cannot be reached", 1);
+    }
+    auto m = AwaitPeer(is_value(0), timeout_s);
+    if (!m) Fail("checkpoint restore: no answer from rank 0's launcher", 1);
+    return value_of(*m);
+  }
+  int64_t least = mine;
+  std::vector<int> others;
+  for (int r : ActiveRanks()) {
+    if (r == 0) continue;
+    others.push_back(r);
+    auto m = AwaitPeer(is_value(r), timeout_s);
+    if (!m) Fail("checkpoint restore: no answer from the launcher of rank " + std::to_string(r), 1);
+    least = std::min<int64_t>(least, value_of(*m));
+  }
+  (void)SendTo(others, PeerMessage{PeerKind::kValue, 0, g, {{"key", key}, {"value", std::to_string(least)}}});
+  return least;
 }
 
 int Launcher::Run(int argc, char** argv) {
@@ -567,14 +800,31 @@ int Launcher::Run(int argc, char** argv) {
   }
 
   if (story_.joinable()) story_.join();
+  step_ = info_;
+  active_ = InitialActiveNodes(info_.num_nodes, 0);
+  if (in_place_) {
+    spares_ = std::atoi(Get(env, "AUTOPAR_SPARE_NODES", "0").c_str());
+    if (spares_ > 0) {
+      for (int n : tasks_per_node_) {
+        if (n != tasks_per_node_.front()) Fail("--spare-nodes: needs the same number of tasks on every node", 1);
+      }
+      if (spares_ >= info_.num_nodes) {
+        Fail("--spare-nodes=" + std::to_string(spares_) + ": the step has " +
+             std::to_string(info_.num_nodes) + " node(s); it needs at least " + std::to_string(spares_ + 1), 2);
+      }
+      active_ = InitialActiveNodes(info_.num_nodes, spares_);
+    }
+  }
+  if (in_place_) {
+    // The program's ranks number the nodes in use only (ProgramRank); a spare's are its step's.
+    if (auto program = ProgramRank(step_, tasks_per_node_, active_)) info_ = *program;
+  }
   const double rendezvous_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start).count();
   Journal(env, event_kind::kRendezvous, -1,
           {{"duration_s", FormatFixed(rendezvous_s, 3)}, {"ranks", std::to_string(info_.size)}});
 
   LaunchDecisions d;
-  d.rank = info_;
-  d.master = master_;
   std::vector<std::string> step_gpus = SplitDeviceList(Get(env, "CUDA_VISIBLE_DEVICES"));
   CpuBinding cpus;
   if (opts->bind) {
@@ -584,13 +834,20 @@ int Launcher::Run(int argc, char** argv) {
     cpus = ChooseCpuBinding(info_, driver_ids.size() == step_gpus.size() ? driver_ids : step_gpus);
     d.cpus = cpus.cpus;
   }
-  auto changes = BuildLaunchEnv(d, env);
-  if (!changes) Fail(changes.message(), 1);
-  EnvMap child_env = ApplyEnvChanges(env, *changes);
-  auto plan_env = PlanEnvForRank(env, info_.rank, info_.size);
-  if (!plan_env) Fail(plan_env.message(), 1);
-  for (const auto& [k, v] : plan_env->vars) child_env[k] = v;
-  if (!plan_env->warning.empty() && info_.rank == 0) Say("warning: " + plan_env->warning);
+  // The program's environment for its rank (info_), rebuilt when a spare's node comes into use.
+  auto program_env = [&]() {
+    d.rank = info_;
+    d.master = master_;
+    auto changes = BuildLaunchEnv(d, env);
+    if (!changes) Fail(changes.message(), 1);
+    EnvMap out = ApplyEnvChanges(env, *changes);
+    auto plan_env = PlanEnvForRank(env, info_.rank, info_.size);
+    if (!plan_env) Fail(plan_env.message(), 1);
+    for (const auto& [k, v] : plan_env->vars) out[k] = v;
+    if (!plan_env->warning.empty() && info_.rank == 0) Say("warning: " + plan_env->warning);
+    return out;
+  };
+  EnvMap child_env = program_env();
 
   if (opts->verbose) {
     Say("local rank " + std::to_string(info_.local_rank) + "/" + std::to_string(info_.local_size) +
@@ -632,8 +889,26 @@ int Launcher::Run(int argc, char** argv) {
   bool decided = false;  // in place: the failure was decided on (restart verdicts), not reported
   bool reported = false;  // in place impossible: this node's autopard has decided already
   const int64_t restart_base = std::atoll(Get(env, "SLURM_RESTART_COUNT", "0").c_str());
+  std::vector<int> env_active = active_;  // the nodes in use that child_env was made for
   for (;;) {
+    if (in_place_ && !ActiveNode(step_.node_rank)) {
+      // Held in reserve (--spare-nodes) until a verdict puts this node in use.
+      if (generation_ == 0) Say("node held in reserve (--spare-nodes=" + std::to_string(spares_) + ")");
+      if (!Standby(timeout_s, &code)) {
+        decided = true;
+        break;
+      }
+      Say("taking the place of a lost node (program ranks from " +
+          std::to_string(ProgramRank(step_, tasks_per_node_, active_)->rank) + ")");
+    }
+    if (in_place_ && active_ != env_active) {
+      // The nodes in use changed (a spare took a lost node's place): this launcher's ranks may too.
+      info_ = *ProgramRank(step_, tasks_per_node_, active_);
+      child_env = program_env();
+      env_active = active_;
+    }
     if (in_place_) {
+      resume_round_ = 0;
       child_env["AUTOPAR_RESTART_GENERATION"] = std::to_string(generation_);
       child_env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(restart_base + generation_);
       child_env["MASTER_PORT"] = std::to_string(master_.port);
@@ -661,15 +936,18 @@ int Launcher::Run(int argc, char** argv) {
       }
     }
     if (!failure && !told) break;  // finished (or ended by Slurm)
+    std::vector<int> gone;  // the launchers this one's stop notice could not reach
     if (failure) {
       (void)ReportRankExit(Lookup(child_env), info_.rank, host_, failure->exit_status,
                            failure->run_s, 3000, generation_);
-      std::string unreachable;
-      if (!SendStopNotice(*failure, &unreachable)) {
-        // No restart without every rank: this node's autopard takes the requeue path (with the
-        // failure's class: a hang stays a hang), and the step is ended below.
+      const bool reached_all = SendStopNotice(*failure, &gone);
+      const bool coordinator_gone = std::find(gone.begin(), gone.end(), 0) != gone.end();
+      if (!reached_all && (spares_ == 0 || coordinator_gone)) {
+        // No restart without every rank (or without rank 0's launcher, which decides): this
+        // node's autopard takes the requeue path (with the failure's class: a hang stays a hang),
+        // and the step is ended below. With spare nodes rank 0 decides about the lost ones.
         EventFields fields = ReportFields(*failure);
-        fields.emplace_back("unreachable", unreachable);
+        fields.emplace_back("unreachable", FormatIntList(gone));
         auto reply = AskRecovery(Lookup(child_env), info_.rank, fields, kRecoverTimeoutMs);
         Say(reply ? reply->reason : reply.message());
         reported = reply.ok();
@@ -678,7 +956,7 @@ int Launcher::Run(int argc, char** argv) {
         break;
       }
     }
-    RestartVerdict verdict = AgreeOnRestart(child_env, failure, timeout_s);
+    RestartVerdict verdict = AgreeOnRestart(child_env, failure, gone, timeout_s);
     if (!verdict.restart) {
       code = verdict.exit_code;
       decided = true;
@@ -687,6 +965,14 @@ int Launcher::Run(int argc, char** argv) {
     ++generation_;
   }
   port_.Release();
+  if (in_place_ && step_.rank == 0 && code == 0 && !decided && spares_ > 0) {
+    // The program is done: the launchers of the nodes still in reserve end too.
+    std::vector<int> reserve;
+    for (int r = 0; r < static_cast<int>(peers_.size()); ++r) {
+      if (!ActiveNode(peers_[static_cast<size_t>(r)].node)) reserve.push_back(r);
+    }
+    (void)SendTo(reserve, VerdictMessage(RestartVerdict{false, 0, {}, -1, {}}, generation_));
+  }
   const double run_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - program_start).count();
   if (code == 0) Journal(env, event_kind::kFinished, -1, {{"exit", "0"}, {"run_s", FormatFixed(run_s, 1)}});

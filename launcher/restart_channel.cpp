@@ -163,6 +163,31 @@ std::vector<size_t> RestartChannel::Broadcast(const std::vector<std::string>& en
   return failed;
 }
 
+void Mailbox::Pump(int wait_ms) {
+  if (channel_ == nullptr || channel_->fd() < 0) return;
+  pollfd p{channel_->fd(), POLLIN, 0};
+  if (wait_ms > 0 && poll(&p, 1, wait_ms) <= 0) return;
+  for (const std::string& line : channel_->Drain(500)) {
+    auto m = DecodePeerMessage(line, token_);
+    if (m) inbox_.push_back(std::move(*m));
+  }
+}
+
+std::optional<PeerMessage> Mailbox::Take(const Want& want) {
+  for (auto it = inbox_.begin(); it != inbox_.end(); ++it) {
+    if (want(*it)) {
+      PeerMessage m = std::move(*it);
+      inbox_.erase(it);
+      return m;
+    }
+  }
+  return std::nullopt;
+}
+
+void Mailbox::Drop(const Want& stale) {
+  for (auto it = inbox_.begin(); it != inbox_.end();) it = stale(*it) ? inbox_.erase(it) : it + 1;
+}
+
 Result<std::string> RandomToken() {
   unsigned char bytes[16];
   size_t got = 0;

@@ -5,10 +5,14 @@
 // Not thread-safe; the launcher's main thread uses it.
 #pragma once
 
+#include <deque>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "autopar/status.h"
+#include "launcher/restart_logic.h"
 
 namespace autopar {
 
@@ -39,6 +43,28 @@ class RestartChannel {
  private:
   int fd_ = -1;
   std::string endpoint_;
+};
+
+// The peer messages (restart_logic.h) that arrived on a channel and are not taken yet; lines
+// without the step's token, or malformed, are dropped. Not thread-safe.
+class Mailbox {
+ public:
+  using Want = std::function<bool(const PeerMessage&)>;
+  Mailbox() = default;
+  Mailbox(RestartChannel* channel, std::string token) : channel_(channel), token_(std::move(token)) {}
+
+  // Reads every message pending, waiting up to `wait_ms` for one to arrive.
+  void Pump(int wait_ms);
+  // The first message `want` accepts, removed from the box (nothing is read).
+  std::optional<PeerMessage> Take(const Want& want);
+  // Removes every message `stale` accepts.
+  void Drop(const Want& stale);
+  bool empty() const { return inbox_.empty(); }
+
+ private:
+  RestartChannel* channel_ = nullptr;
+  std::string token_;
+  std::deque<PeerMessage> inbox_;
 };
 
 // 32 hex digits from getrandom(2): the step's token.

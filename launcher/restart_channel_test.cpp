@@ -39,6 +39,33 @@ TEST(RestartChannel, AConnectionThatSendsNothingIsDroppedWithinItsTimeout) {
   EXPECT_FALSE(RestartChannel::Listen("no-address").ok());
 }
 
+TEST(Mailbox, KeepsTheStepsMessagesUntilTakenAndDropsTheRest) {
+  auto a = RestartChannel::Listen("127.0.0.1");
+  ASSERT_TRUE(a.ok());
+  Mailbox box(&*a, "t");
+  const PeerMessage report{PeerKind::kReport, 2, 1, {{"state", "stopped"}}};
+  const PeerMessage old_stop{PeerKind::kStop, 3, 0, {}};
+  for (const std::string& line : {EncodePeerMessage("t", old_stop), EncodePeerMessage("other", report),
+                                  std::string("garbage\n"), EncodePeerMessage("t", report)}) {
+    ASSERT_TRUE(RestartChannel::Broadcast({a->endpoint()}, line, 1000).empty());
+  }
+  box.Pump(1000);
+  auto is_report = [](const PeerMessage& m) { return m.kind == PeerKind::kReport; };
+  auto got = box.Take(is_report);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->from, 2);
+  EXPECT_EQ(PeerField(*got, "state"), "stopped");
+  EXPECT_FALSE(box.Take(is_report).has_value());  // the one with another token was dropped
+  EXPECT_FALSE(box.empty());                       // the stale stop notice is still there
+  box.Drop([](const PeerMessage& m) { return m.generation < 1; });
+  EXPECT_TRUE(box.empty());
+  // Nothing pending: Pump returns after its wait.
+  auto start = std::chrono::steady_clock::now();
+  box.Pump(100);
+  EXPECT_TRUE(box.empty());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
 TEST(RestartChannel, TokensAreRandomHex) {
   auto t1 = RandomToken(), t2 = RandomToken();
   ASSERT_TRUE(t1.ok() && t2.ok());

@@ -8,7 +8,16 @@
 namespace autopar {
 namespace {
 
-constexpr char kNoticeTag[] = "autopar-stop ";
+struct KindName {
+  PeerKind kind;
+  const char* tag;  // the line's first word
+};
+constexpr KindName kKinds[] = {
+    {PeerKind::kStop, "autopar-stop"},
+    {PeerKind::kReport, "autopar-report"},
+    {PeerKind::kVerdict, "autopar-verdict"},
+    {PeerKind::kValue, "autopar-value"},
+};
 
 std::string FieldOf(const EventFields& f, const char* key) {
   for (const auto& [k, v] : f) {
@@ -51,21 +60,63 @@ Result<FailureReport> ReportFromFields(const EventFields& fields, int rank) {
   return r;
 }
 
-std::string EncodeStopNotice(const std::string& token, const FailureReport& r) {
-  EventFields f = {{"token", token}, {"rank", std::to_string(r.rank)}};
-  for (auto& kv : ReportFields(r)) f.push_back(std::move(kv));
-  return kNoticeTag + FormatEventFields(f) + "\n";
+std::string EncodePeerMessage(const std::string& token, const PeerMessage& m) {
+  const char* tag = "";
+  for (const auto& k : kKinds) {
+    if (k.kind == m.kind) tag = k.tag;
+  }
+  EventFields f = {{"token", token},
+                   {"rank", std::to_string(m.from)},
+                   {"generation", std::to_string(m.generation)}};
+  for (const auto& kv : m.fields) {
+    if (kv.first != "token" && kv.first != "rank" && kv.first != "generation") f.push_back(kv);
+  }
+  return std::string(tag) + " " + FormatEventFields(f) + "\n";
 }
 
-Result<FailureReport> DecodeStopNotice(const std::string& line, const std::string& token) {
-  if (!StartsWith(line, kNoticeTag)) return Status::Error("stop notice: not a notice");
-  EventFields f = ParseEventFields(std::string_view(line).substr(sizeof(kNoticeTag) - 1));
+Result<PeerMessage> DecodePeerMessage(const std::string& line, const std::string& token) {
+  PeerMessage m;
+  const std::string tag = line.substr(0, line.find(' '));
+  bool known = false;
+  for (const auto& k : kKinds) {
+    if (tag == k.tag) {
+      m.kind = k.kind;
+      known = true;
+    }
+  }
+  if (!known || tag.size() == line.size()) return Status::Error("peer message: not one");
+  EventFields f = ParseEventFields(std::string_view(line).substr(tag.size() + 1));
   if (token.empty() || FieldOf(f, "token") != token) {
-    return Status::Error("stop notice: wrong token");
+    return Status::Error("peer message: wrong token");
   }
   auto rank = ParseInt(FieldOf(f, "rank"), 0, INT32_MAX);
-  if (!rank) return Status::Error("stop notice: rank: not a rank");
-  return ReportFromFields(f, static_cast<int>(*rank));
+  auto generation = ParseInt(FieldOf(f, "generation"), 0, INT32_MAX);
+  if (!rank || !generation) return Status::Error("peer message: rank and generation must be numbers");
+  m.from = static_cast<int>(*rank);
+  m.generation = *generation;
+  for (auto& kv : f) {
+    if (kv.first != "token" && kv.first != "rank") m.fields.push_back(std::move(kv));
+  }
+  return m;
+}
+
+std::string PeerField(const PeerMessage& m, const char* key) { return FieldOf(m.fields, key); }
+
+PeerMessage StopNotice(const FailureReport& r, int from) {
+  PeerMessage m{PeerKind::kStop, from, r.generation, ReportFields(r)};
+  m.fields.emplace_back("program_rank", std::to_string(r.rank));
+  return m;
+}
+
+Result<FailureReport> FailureOf(const PeerMessage& m) {
+  if (m.kind == PeerKind::kReport && PeerField(m, "state") != "failed") {
+    return Status::Error("peer message: not a failure");
+  }
+  if (m.kind != PeerKind::kStop && m.kind != PeerKind::kReport) {
+    return Status::Error("peer message: not a failure");
+  }
+  auto rank = ParseInt(PeerField(m, "program_rank"), 0, INT32_MAX);
+  return ReportFromFields(m.fields, rank ? static_cast<int>(*rank) : m.from);
 }
 
 std::optional<FailureReport> FirstFailure(const std::vector<std::optional<FailureReport>>& reports) {
@@ -80,31 +131,110 @@ std::optional<FailureReport> FirstFailure(const std::vector<std::optional<Failur
   return first;
 }
 
-std::string EncodeVerdict(const RestartVerdict& v) {
-  return v.restart ? "restart" : "exit " + std::to_string(v.exit_code);
+PeerMessage VerdictMessage(const RestartVerdict& v, int64_t generation) {
+  PeerMessage m{PeerKind::kVerdict, 0, generation, {}};
+  if (!v.restart) {
+    m.fields = {{"action", "exit"}, {"code", std::to_string(v.exit_code)}};
+    return m;
+  }
+  m.fields = {{"action", "restart"},
+              {"master", v.master.addr + ":" + std::to_string(v.master.port)},
+              {"resume", std::to_string(v.resume_step)},
+              {"active", FormatIntList(v.active)}};
+  return m;
 }
 
-Result<RestartVerdict> DecodeVerdict(const std::string& text) {
+Result<RestartVerdict> VerdictOf(const PeerMessage& m) {
   RestartVerdict v;
-  if (text == "restart") {
-    v.restart = true;
+  const std::string action = PeerField(m, "action");
+  if (m.kind != PeerKind::kVerdict || (action != "exit" && action != "restart")) {
+    return Status::Error("restart verdict: malformed");
+  }
+  if (action == "exit") {
+    auto code = ParseInt(PeerField(m, "code"), 0, 255);
+    if (!code) return Status::Error("restart verdict: code: not an exit status");
+    v.exit_code = static_cast<int>(*code);
     return v;
   }
-  if (StartsWith(text, "exit ")) {
-    if (auto code = ParseInt(text.substr(5), 0, 255)) {
-      v.exit_code = static_cast<int>(*code);
-      return v;
-    }
+  v.restart = true;
+  const std::string master = PeerField(m, "master");
+  const size_t colon = master.rfind(':');
+  std::optional<int64_t> port;
+  if (colon != std::string::npos) port = ParseInt(master.substr(colon + 1), 1, 65535);
+  auto resume = ParseInt(PeerField(m, "resume"), -1, INT64_MAX);
+  auto active = ParseIntList(PeerField(m, "active"));
+  if (!port || colon == 0 || !resume || !active || active->empty()) {
+    return Status::Error("restart verdict: master, resume and active must be given");
   }
-  return Status::Error("restart verdict: malformed '" + text + "'");
+  v.master = {master.substr(0, colon), static_cast<int>(*port)};
+  v.resume_step = *resume;
+  v.active = *active;
+  return v;
 }
 
-std::string FailureKey(int64_t generation) { return "autopar.fail." + std::to_string(generation); }
-std::string VerdictKey(int64_t generation) {
-  return "autopar.verdict." + std::to_string(generation);
+std::vector<int> InitialActiveNodes(int num_nodes, int spares) {
+  std::vector<int> active;
+  for (int n = 0; n < num_nodes - std::max(spares, 0); ++n) active.push_back(n);
+  return active;
 }
-std::string MasterKey(int64_t generation) {
-  return generation == 0 ? "autopar.master" : "autopar.master." + std::to_string(generation);
+
+std::optional<RankInfo> ProgramRank(const RankInfo& step, const std::vector<int>& tasks_per_node,
+                                    const std::vector<int>& active) {
+  RankInfo out = step;
+  int before = 0, size = 0;
+  std::optional<int> position;
+  for (size_t i = 0; i < active.size(); ++i) {
+    const int n = active[i];
+    const int tasks = n >= 0 && n < static_cast<int>(tasks_per_node.size()) ? tasks_per_node[n] : 0;
+    if (n == step.node_rank) position = static_cast<int>(i);
+    if (!position) before += tasks;
+    size += tasks;
+  }
+  if (!position) return std::nullopt;
+  out.rank = before + step.local_rank;
+  out.size = size;
+  out.node_rank = *position;
+  out.num_nodes = static_cast<int>(active.size());
+  return out;
+}
+
+Result<std::vector<int>> ReplaceLostNodes(const std::vector<int>& active, const std::vector<int>& lost,
+                                          const std::vector<int>& standby,
+                                          const std::vector<int>& tasks_per_node) {
+  std::vector<int> out = active;
+  std::vector<int> free = standby;
+  std::sort(free.begin(), free.end());
+  auto tasks = [&](int n) {
+    return n >= 0 && n < static_cast<int>(tasks_per_node.size()) ? tasks_per_node[n] : 0;
+  };
+  for (int& n : out) {
+    if (std::find(lost.begin(), lost.end(), n) == lost.end()) continue;
+    auto it = std::find_if(free.begin(), free.end(), [&](int s) { return tasks(s) == tasks(n); });
+    if (it == free.end()) {
+      return Status::Error("no spare node left to replace node " + std::to_string(n) + " (" +
+                           std::to_string(standby.size()) + " in reserve)");
+    }
+    n = *it;
+    free.erase(it);
+  }
+  return out;
+}
+
+std::string FormatIntList(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+  return out;
+}
+
+Result<std::vector<int>> ParseIntList(const std::string& text) {
+  std::vector<int> out;
+  if (text.empty()) return out;
+  for (const std::string& item : Split(text, ',')) {
+    auto v = ParseInt(item, 0, INT32_MAX);
+    if (!v) return Status::Error("'" + text + "' is not a list of numbers");
+    out.push_back(static_cast<int>(*v));
+  }
+  return out;
 }
 
 }  // namespace autopar

@@ -1,10 +1,20 @@
-// In-place restarts (issue 11), the launcher's pure part. When a rank's program fails (or hangs,
-// as its node's autopard tells its launcher), every launcher of the step stops its program, they
-// meet in a PMIx fence (each Puts its FailureReport, or nothing when it was only told to stop),
-// rank 0 asks its node's autopard what to do about the generation's first failure, and publishes
-// the verdict with a new MASTER_PORT and resume step in a second fence; then every launcher
-// restores and starts the program again (generation + 1) or exits. docs/recovery.md tells the
-// whole mechanism. Pure; reentrant.
+// In-place restarts (issue 11), the launcher's pure part: the messages the launchers of one step
+// send each other over their restart channels (restart_channel.h), who decides, and which nodes
+// run the program. docs/recovery.md tells the whole mechanism:
+//
+//  - A launcher whose program failed (or hung, as its node's autopard tells it) sends every other
+//    launcher a stop notice; each one stops its program and sends rank 0's launcher (the step's
+//    first task, on the batch host) a report: its failure, or "stopped".
+//  - Rank 0's launcher collects the reports of every launcher it can still reach, asks its node's
+//    autopard what to do about the generation's first failure (a node whose launchers are gone is
+//    a node loss), and sends every launcher the verdict: restart (with a new MASTER_PORT, the
+//    resume step and the nodes that run the program) or exit.
+//  - Spare nodes (--spare-nodes=K): the step's last K nodes start in reserve; their launchers wait
+//    for verdicts. A lost node's place is taken by a spare, so every other node keeps its ranks
+//    (and its node-local copy of the checkpoint).
+//
+// PMIx carries only the first rendezvous (the channels' endpoints and the step's token): a fence
+// cannot complete once a node is gone. Pure; reentrant.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +24,7 @@
 
 #include "autopar/status.h"
 #include "core/failure/timeline.h"
+#include "launcher/launch.h"
 
 namespace autopar {
 
@@ -28,32 +39,66 @@ struct FailureReport {
   double detected = 0;              // seconds since the epoch, when the launcher saw it
 };
 // The report as event fields (class exit [signal] run_s node generation detected), the form it
-// takes in the stop fence, in the stop notice and in autopard's `recover` request.
+// takes in the stop notice, the report and autopard's `recover` request.
 EventFields ReportFields(const FailureReport& r);
 Result<FailureReport> ReportFromFields(const EventFields& fields, int rank);
 
-// The line one launcher sends every other launcher of the step when its program failed:
-// "autopar-stop token=T generation=G rank=R class=... \n". `token` is the step's secret (rank 0's,
-// shared through PMIx only), so nobody else can stop the program.
-std::string EncodeStopNotice(const std::string& token, const FailureReport& r);
-// Parses one notice line (without its newline); errors for a wrong token or malformed text.
-Result<FailureReport> DecodeStopNotice(const std::string& line, const std::string& token);
+// The messages between launchers, one line each: "autopar-KIND token=T rank=R generation=G
+// ...". `rank` is the sender's task rank in the step (its PMIx rank), `token` the step's secret
+// (rank 0's, shared through PMIx only), so nobody else can stop or steer the program.
+enum class PeerKind {
+  kStop,     // a program failed: stop yours (fields: the failure report)
+  kReport,   // to rank 0: state=failed + report fields, or state=stopped; unreachable=RANKS
+  kVerdict,  // from rank 0: action=restart master=ADDR:PORT resume=STEP active=NODES, or
+             // action=exit code=C
+  kValue,    // the restore agreement: key=K value=V, to rank 0 and back with the minimum
+};
+struct PeerMessage {
+  PeerKind kind = PeerKind::kStop;
+  int from = -1;  // the sender's step rank
+  int64_t generation = 0;
+  EventFields fields;
+};
+std::string EncodePeerMessage(const std::string& token, const PeerMessage& m);  // ends with '\n'
+// Parses one line (without its newline); errors for a wrong token or malformed text.
+Result<PeerMessage> DecodePeerMessage(const std::string& line, const std::string& token);
+std::string PeerField(const PeerMessage& m, const char* key);  // "" when absent
+
+// A stop notice from step rank `from` about its failure `r` (r.rank: the program's rank, which
+// differs from the step's once a spare is in use), and the failure of a message back.
+PeerMessage StopNotice(const FailureReport& r, int from);
+Result<FailureReport> FailureOf(const PeerMessage& m);  // a kStop or a state=failed kReport
 
 // The failure rank 0 asks autopard about: the first one detected (then the lowest rank), of the
-// reports that the stop fence collected (nullopt entries: ranks that were only stopped).
+// reports collected (nullopt entries: ranks that were only stopped).
 std::optional<FailureReport> FirstFailure(const std::vector<std::optional<FailureReport>>& reports);
 
-// Rank 0's verdict in the second fence: "restart" or "exit CODE".
+// Rank 0's verdict about a failed generation.
 struct RestartVerdict {
   bool restart = false;
-  int exit_code = 1;  // !restart: what every launcher exits with
+  int exit_code = 1;         // !restart: what every launcher exits with
+  MasterEndpoint master;     // restart: the next generation's rendezvous
+  int64_t resume_step = -1;  // restart: rank 0's resume decision (-1: none)
+  std::vector<int> active;   // restart: the step's node indexes that run the program, in order
 };
-std::string EncodeVerdict(const RestartVerdict& v);
-Result<RestartVerdict> DecodeVerdict(const std::string& text);
+PeerMessage VerdictMessage(const RestartVerdict& v, int64_t generation);
+Result<RestartVerdict> VerdictOf(const PeerMessage& m);
 
-// The PMIx keys of generation g's fences.
-std::string FailureKey(int64_t generation);  // "autopar.fail.G"
-std::string VerdictKey(int64_t generation);  // "autopar.verdict.G" (the verdict about G)
-std::string MasterKey(int64_t generation);   // "autopar.master" (G = 0), "autopar.master.G"
+// Which nodes run the program. The step's nodes are numbered 0..N-1 (node_rank); `active` lists
+// the ones in use, in the order their ranks are numbered.
+std::vector<int> InitialActiveNodes(int num_nodes, int spares);  // 0..N-spares-1
+// This launcher's ranks for the program: `step` its place in the step, `tasks_per_node[n]` the
+// step's task count on node n. nullopt when its node is not in `active` (held in reserve).
+std::optional<RankInfo> ProgramRank(const RankInfo& step, const std::vector<int>& tasks_per_node,
+                                    const std::vector<int>& active);
+// The active nodes after losing `lost`: each lost node's place goes to the first of `standby`
+// (nodes alive and not in use, lowest first) with as many tasks, so that every other node keeps
+// its ranks. Errors name what is missing.
+Result<std::vector<int>> ReplaceLostNodes(const std::vector<int>& active, const std::vector<int>& lost,
+                                          const std::vector<int>& standby,
+                                          const std::vector<int>& tasks_per_node);
+
+std::string FormatIntList(const std::vector<int>& v);  // "0,1,3"; "" for none
+Result<std::vector<int>> ParseIntList(const std::string& text);
 
 }  // namespace autopar

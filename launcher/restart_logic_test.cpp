@@ -16,12 +16,21 @@ FailureReport Report(int rank, double detected, int exit_status = 1) {
   return r;
 }
 
-TEST(RestartLogic, ANoticeCarriesTheReportAndNeedsTheToken) {
-  FailureReport r = Report(5, 1796164710.25, 137);
-  std::string line = EncodeStopNotice("s3cret", r);
-  ASSERT_EQ(line.back(), '\n');
+std::string Line(const std::string& token, const PeerMessage& m) {
+  std::string line = EncodePeerMessage(token, m);
+  EXPECT_EQ(line.back(), '\n');
   line.pop_back();
-  auto back = DecodeStopNotice(line, "s3cret");
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  return line;
+}
+
+TEST(RestartLogic, ANoticeCarriesTheReportAndNeedsTheToken) {
+  const std::string line = Line("s3cret", StopNotice(Report(5, 1796164710.25, 137), 7));
+  auto m = DecodePeerMessage(line, "s3cret");
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ(m->kind, PeerKind::kStop);
+  EXPECT_EQ(m->from, 7);  // the step's rank; the program's is 5 (a spare took a node's place)
+  auto back = FailureOf(*m);
   ASSERT_TRUE(back.ok()) << back.message();
   EXPECT_EQ(back->rank, 5);
   EXPECT_EQ(back->generation, 2);
@@ -29,10 +38,32 @@ TEST(RestartLogic, ANoticeCarriesTheReportAndNeedsTheToken) {
   EXPECT_EQ(back->node, "node3");
   EXPECT_DOUBLE_EQ(back->detected, 1796164710.25);
   EXPECT_DOUBLE_EQ(back->run_s, 12.5);
-  EXPECT_FALSE(DecodeStopNotice(line, "other").ok());
-  EXPECT_FALSE(DecodeStopNotice(line, "").ok());
-  EXPECT_FALSE(DecodeStopNotice("GET / HTTP/1.0", "s3cret").ok());
-  EXPECT_FALSE(DecodeStopNotice("autopar-stop token=s3cret rank=x", "s3cret").ok());
+  EXPECT_FALSE(DecodePeerMessage(line, "other").ok());
+  EXPECT_FALSE(DecodePeerMessage(line, "").ok());
+  EXPECT_FALSE(DecodePeerMessage("GET / HTTP/1.0", "s3cret").ok());
+  EXPECT_FALSE(DecodePeerMessage("autopar-stop token=s3cret rank=x generation=0", "s3cret").ok());
+  EXPECT_FALSE(DecodePeerMessage("autopar-stop", "s3cret").ok());
+  // A sender cannot pass itself off as another rank through a field of its own.
+  PeerMessage forged{PeerKind::kReport, 3, 1, {{"rank", "0"}, {"state", "stopped"}}};
+  auto decoded = DecodePeerMessage(Line("t", forged), "t");
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->from, 3);
+}
+
+TEST(RestartLogic, ReportsSayFailedOrStopped) {
+  PeerMessage failed = StopNotice(Report(2, 9), 2);
+  failed.kind = PeerKind::kReport;
+  failed.generation = 4;
+  failed.fields.emplace_back("state", "failed");
+  failed.fields.emplace_back("unreachable", "4,5");
+  auto m = DecodePeerMessage(Line("t", failed), "t");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->kind, PeerKind::kReport);
+  EXPECT_EQ(PeerField(*m, "unreachable"), "4,5");
+  EXPECT_EQ(m->generation, 4);
+  EXPECT_TRUE(FailureOf(*m).ok());
+  PeerMessage stopped{PeerKind::kReport, 2, 4, {{"state", "stopped"}}};
+  EXPECT_FALSE(FailureOf(*DecodePeerMessage(Line("t", stopped), "t")).ok());
 }
 
 TEST(RestartLogic, ReportFieldsNameTheSignal) {
@@ -53,14 +84,86 @@ TEST(RestartLogic, TheFirstFailureIsTheEarliestThenTheLowestRank) {
 }
 
 TEST(RestartLogic, Verdicts) {
-  EXPECT_TRUE(DecodeVerdict(EncodeVerdict({true, 0}))->restart);
-  auto v = DecodeVerdict(EncodeVerdict({false, 137}));
-  ASSERT_TRUE(v.ok());
-  EXPECT_FALSE(v->restart);
-  EXPECT_EQ(v->exit_code, 137);
-  EXPECT_FALSE(DecodeVerdict("exit lots").ok());
-  EXPECT_EQ(MasterKey(0), "autopar.master");
-  EXPECT_EQ(MasterKey(3), "autopar.master.3");
+  RestartVerdict restart;
+  restart.restart = true;
+  restart.master = {"10.0.0.7", 29612};
+  restart.resume_step = 40;
+  restart.active = {0, 3, 2};
+  auto m = DecodePeerMessage(Line("t", VerdictMessage(restart, 1)), "t");
+  ASSERT_TRUE(m.ok());
+  auto v = VerdictOf(*m);
+  ASSERT_TRUE(v.ok()) << v.message();
+  EXPECT_TRUE(v->restart);
+  EXPECT_EQ(v->master.addr, "10.0.0.7");
+  EXPECT_EQ(v->master.port, 29612);
+  EXPECT_EQ(v->resume_step, 40);
+  EXPECT_EQ(v->active, (std::vector<int>{0, 3, 2}));
+  restart.resume_step = -1;  // nothing to resume from
+  EXPECT_EQ(VerdictOf(VerdictMessage(restart, 1))->resume_step, -1);
+
+  auto exit = VerdictOf(VerdictMessage(RestartVerdict{false, 137, {}, -1, {}}, 1));
+  ASSERT_TRUE(exit.ok());
+  EXPECT_FALSE(exit->restart);
+  EXPECT_EQ(exit->exit_code, 137);
+
+  PeerMessage bad{PeerKind::kVerdict, 0, 1, {{"action", "restart"}, {"master", "x:0"}}};
+  EXPECT_FALSE(VerdictOf(bad).ok());
+  bad.fields = {{"action", "exit"}, {"code", "lots"}};
+  EXPECT_FALSE(VerdictOf(bad).ok());
+  bad.fields = {{"action", "restart"}, {"master", "h:1"}, {"resume", "3"}, {"active", ""}};
+  EXPECT_FALSE(VerdictOf(bad).ok());
+}
+
+RankInfo StepRank(int node, int local, int tasks_per_node, int nodes) {
+  RankInfo r;
+  r.node_rank = node;
+  r.local_rank = local;
+  r.local_size = tasks_per_node;
+  r.num_nodes = nodes;
+  r.rank = node * tasks_per_node + local;
+  r.size = nodes * tasks_per_node;
+  return r;
+}
+
+TEST(RestartLogic, SparesStartInReserveAndTakeALostNodesPlace) {
+  const std::vector<int> tasks = {2, 2, 2, 2};
+  EXPECT_EQ(InitialActiveNodes(4, 1), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(InitialActiveNodes(4, 0), (std::vector<int>{0, 1, 2, 3}));
+  std::vector<int> active = InitialActiveNodes(4, 1);
+  EXPECT_FALSE(ProgramRank(StepRank(3, 1, 2, 4), tasks, active).has_value());  // the spare
+  auto r = ProgramRank(StepRank(2, 1, 2, 4), tasks, active);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->rank, 5);
+  EXPECT_EQ(r->size, 6);
+  EXPECT_EQ(r->num_nodes, 3);
+  EXPECT_EQ(r->node_rank, 2);
+  EXPECT_EQ(r->local_rank, 1);
+
+  // Node 1 is lost: the spare (3) takes its place, so ranks 2 and 3 move there and every other
+  // rank stays where its checkpoint copy is.
+  auto next = ReplaceLostNodes(active, {1}, {3}, tasks);
+  ASSERT_TRUE(next.ok()) << next.message();
+  EXPECT_EQ(*next, (std::vector<int>{0, 3, 2}));
+  EXPECT_EQ(ProgramRank(StepRank(3, 0, 2, 4), tasks, *next)->rank, 2);
+  EXPECT_EQ(ProgramRank(StepRank(2, 0, 2, 4), tasks, *next)->rank, 4);
+  EXPECT_FALSE(ProgramRank(StepRank(1, 0, 2, 4), tasks, *next).has_value());
+
+  auto none = ReplaceLostNodes(*next, {2}, {}, tasks);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.message(), "no spare node left to replace node 2 (0 in reserve)");
+  // A spare with another task count cannot take the place.
+  EXPECT_FALSE(ReplaceLostNodes({0, 1}, {1}, {2}, {2, 2, 1}).ok());
+  // Nothing lost: nothing changes.
+  EXPECT_EQ(*ReplaceLostNodes(active, {}, {3}, tasks), active);
+}
+
+TEST(RestartLogic, IntLists) {
+  EXPECT_EQ(FormatIntList({0, 3, 2}), "0,3,2");
+  EXPECT_EQ(FormatIntList({}), "");
+  EXPECT_EQ(*ParseIntList("0,3,2"), (std::vector<int>{0, 3, 2}));
+  EXPECT_TRUE(ParseIntList("")->empty());
+  EXPECT_FALSE(ParseIntList("1,x").ok());
+  EXPECT_FALSE(ParseIntList("-1").ok());
 }
 
 }  // namespace

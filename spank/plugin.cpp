@@ -58,6 +58,47 @@ int Fail(const std::string& message) {
   return -1;
 }
 
+// A spare node is no use unless Slurm keeps the job when one of its nodes fails: --no-kill, which
+// sets the job's kill_on_node_fail at submit time (no `scontrol update` changes it later). sbatch
+// and salloc read SBATCH_NO_KILL/SALLOC_NO_KILL after a script's #SBATCH lines and before their
+// command line, and they call SPANK option callbacks at each #SBATCH line and in the command-line
+// pass, after the environment was read. So a request for spares is acted on at the #SBATCH line
+// (OptionCallback) and, for the command line and the site's default, before any pass (Init). A
+// user's own SBATCH_NO_KILL wins.
+void RequestNoKill() {
+  setenv("SBATCH_NO_KILL", "set", 0);
+  setenv("SALLOC_NO_KILL", "set", 0);
+}
+
+// True when this process's own command line asks for spare nodes (--spare-nodes=K or
+// --spare-nodes K with K > 0).
+bool CommandLineAsksForSpares() {
+  FILE* f = std::fopen("/proc/self/cmdline", "r");
+  if (f == nullptr) return false;
+  std::vector<std::string> args(1);
+  for (int c; (c = std::fgetc(f)) != EOF;) {
+    if (c == '\0') {
+      args.emplace_back();
+    } else {
+      args.back() += static_cast<char>(c);
+    }
+  }
+  std::fclose(f);
+  const std::string flag = std::string("--") + autopar::GetOptionSpec(OptionId::kSpareNodes).name;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string value;
+    if (args[i].rfind(flag + "=", 0) == 0) {
+      value = args[i].substr(flag.size() + 1);
+    } else if (args[i] == flag && i + 1 < args.size()) {
+      value = args[i + 1];
+    } else {
+      continue;
+    }
+    if (std::atoll(value.c_str()) > 0) return true;
+  }
+  return false;
+}
+
 int OptionCallback(int val, const char* optarg, int remote) {
   try {
     PluginState& st = State();
@@ -66,7 +107,13 @@ int OptionCallback(int val, const char* optarg, int remote) {
     // of the job's environment); read it back as "no argument".
     if (optarg != nullptr && std::strcmp(optarg, "(null)") == 0) optarg = nullptr;
     Status s = autopar::SetOption(st.user, static_cast<OptionId>(val), optarg, st.site);
-    if (s.ok()) return 0;
+    if (s.ok()) {
+      if (!remote && val == static_cast<int>(OptionId::kSpareNodes) && *st.user.spare_nodes > 0 &&
+          spank_context() == S_CTX_ALLOCATOR) {
+        RequestNoKill();
+      }
+      return 0;
+    }
     if (remote) {
       // Checked at submit time already; a difference here means the site config changed. Tell
       // the user in task_init, where the message reaches them (see slurm_spank_task_init).
@@ -117,6 +164,10 @@ int Init(spank_t sp, int ac, char** av) {
       return Fail(std::string("cannot register --") + o.name + ": " + spank_strerror(rc));
   }
   if (!st.site_error.empty()) return Fail(st.site_error);
+  if (spank_context() == S_CTX_ALLOCATOR &&
+      (st.site.defaults.spare_nodes.value_or(0) > 0 || CommandLineAsksForSpares())) {
+    RequestNoKill();
+  }
   return 0;
 }
 
@@ -137,11 +188,27 @@ int LocalUserInit(spank_t sp) {
   PluginState& st = State();
   auto resolved = autopar::ResolveOptions(st.user, st.site);
   if (!resolved.ok()) return Fail(resolved.message());
-  if (!resolved->auto_parallel) return 0;
+  const uint32_t spares = static_cast<uint32_t>(resolved->spare_nodes.value_or(0));
+  if (!resolved->auto_parallel && spares == 0) return 0;
   uint32_t tasks = 0, nodes = 0;
   if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &tasks) != ESPANK_SUCCESS ||
       spank_get_item(sp, S_JOB_NNODES, &nodes) != ESPANK_SUCCESS || tasks == 0 || nodes == 0)
-    return Fail("--auto-parallel: cannot read the step's task and node counts");
+    return Fail("cannot read the step's task and node counts");
+  if (spares > 0) {
+    if (nodes <= spares) {
+      return Fail("--spare-nodes=" + std::to_string(spares) + ": the step has " +
+                  std::to_string(nodes) + " node(s); it needs at least " +
+                  std::to_string(spares + 1) + " (the program runs on all but the spares)");
+    }
+    if (tasks % nodes != 0) {
+      return Fail("--spare-nodes: needs the same number of tasks on every node (the step has " +
+                  std::to_string(tasks) + " tasks on " + std::to_string(nodes) + " nodes)");
+    }
+    // The program runs on the nodes that are not held in reserve.
+    tasks -= spares * (tasks / nodes);
+    nodes -= spares;
+  }
+  if (!resolved->auto_parallel) return 0;
   // One task per GPU; with an uneven distribution the planner assumes the smaller share.
   auto plan = autopar::PlanStep(*resolved, tasks, std::max<uint32_t>(1, tasks / nodes));
   if (!plan.ok()) return Fail(plan.message());
@@ -167,13 +234,18 @@ int LocalUserInit(spank_t sp) {
 autopar::Result<autopar::EnvList> TaskPlanEnv(spank_t sp, const autopar::JobOptions& opts,
                                               const autopar::TaskContext& task) {
   if (!opts.auto_parallel || task.step_id == SLURM_BATCH_SCRIPT) return autopar::EnvList{};
+  // With spare nodes the program's world is the step's but the spares' tasks (the launcher
+  // numbers the ranks of the nodes in use; docs/recovery.md).
+  const int64_t world =
+      task.world_size - opts.spare_nodes.value_or(0) * task.local_world_size;
+  if (world <= 0) return autopar::Status::Error("--spare-nodes: the step has no node to run on");
   std::string json = autopar::spank::JobGetenv(sp, "AUTOPAR_PLAN_JSON");
   if (json.empty()) {
-    auto plan = autopar::PlanStep(opts, task.world_size, task.local_world_size);
+    auto plan = autopar::PlanStep(opts, world, task.local_world_size);
     if (!plan.ok()) return plan.status();
     json = autopar::PlanToJson(*plan, false);
   }
-  return autopar::PlanEnvForTask(json, task.rank, task.world_size);
+  return autopar::PlanEnvForTask(json, std::min(task.rank, world - 1), world);
 }
 
 // DeepSpeed reads its configuration from a file (`deepspeed --deepspeed_config FILE`): write the

@@ -8,13 +8,19 @@ const char* RecoveryActionName(RecoveryAction a) {
 
 RecoveryDecision DecideRecovery(const RequeueSettings& settings, const Failure& failure,
                                 int64_t restart_count, int64_t generation, int64_t budget,
-                                const std::optional<PastFailure>& previous) {
+                                const std::optional<PastFailure>& previous,
+                                const SpareNodes& spares) {
   RecoveryDecision d;
   d.generation = generation;
   d.budget = budget;
   const std::string what = failure.Describe();
-  if (failure.kind == FailureClass::kNodeLoss) {
-    d.reason = what + "; no spare node in the allocation: the requeue path takes over";
+  const bool node_loss = failure.kind == FailureClass::kNodeLoss;
+  if (node_loss && (spares.lost <= 0 || spares.available < spares.lost)) {
+    d.reason = what + (spares.available > 0
+                           ? "; " + std::to_string(spares.available) + " spare node(s) left for " +
+                                 std::to_string(spares.lost) + " lost"
+                           : std::string("; no spare node in the allocation")) +
+               ": the requeue path takes over";
     return d;
   }
   if (failure.kind == FailureClass::kTimeLimit) {
@@ -31,7 +37,8 @@ RecoveryDecision DecideRecovery(const RequeueSettings& settings, const Failure& 
                " are used: the requeue path takes over";
     return d;
   }
-  const bool early = !failure.made_progress && failure.run_seconds >= 0 &&
+  // A lost node says nothing about the program: never an early repeat.
+  const bool early = !node_loss && !failure.made_progress && failure.run_seconds >= 0 &&
                      failure.run_seconds < settings.early_failure_s;
   int repeats = 0;
   if (early) {
@@ -52,7 +59,10 @@ RecoveryDecision DecideRecovery(const RequeueSettings& settings, const Failure& 
   d.attempt = generation + 1;
   d.history = PastFailure{generation, failure.Signature(), repeats};
   d.reason = what + "; in-place restart " + std::to_string(d.attempt) + " of " +
-             std::to_string(budget);
+             std::to_string(budget) +
+             (node_loss ? " on " + std::to_string(spares.lost) + " of " +
+                              std::to_string(spares.available) + " spare node(s)"
+                        : std::string());
   return d;
 }
 

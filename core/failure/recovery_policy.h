@@ -5,8 +5,9 @@
 // in-place failure of this run of the job; the launchers carry a restart out.
 //
 // The rules, in order:
-//  1. Only program errors restart in place: a crashed rank or a hang. A lost node (no spare nodes
-//     yet) and a time limit go to the requeue path.
+//  1. A crashed rank or a hang restarts in place; so does a lost node when spare nodes in the
+//     allocation can take the place of every node lost (--spare-nodes; `spares`). A lost node
+//     without a spare and a time limit go to the requeue path.
 //  2. Budget. Generation g (0 for the program's first start in this run of the job) may restart
 //     in place while g < N, N = --restarts-in-place (0: never; the site caps N at
 //     max_restarts_in_place). In-place restarts do not count against --requeue-on-failure.
@@ -44,12 +45,19 @@ struct RecoveryDecision {
   std::string reason;      // one line for the journal
 };
 
+// Spare nodes at a node loss: how many nodes were lost, how many are held in reserve and alive.
+struct SpareNodes {
+  int64_t lost = 0;
+  int64_t available = 0;
+};
+
 // `previous`: the previous generation's failure as recorded in its decision's `history`
 // (restart_count there holds the generation). `restart_count`: the job's (Slurm's) restart count,
 // for the history handed to the requeue path. `settings`: early_failure_s and
 // early_repeats_to_stop are used.
 RecoveryDecision DecideRecovery(const RequeueSettings& settings, const Failure& failure,
                                 int64_t restart_count, int64_t generation, int64_t budget,
-                                const std::optional<PastFailure>& previous);
+                                const std::optional<PastFailure>& previous,
+                                const SpareNodes& spares = {});
 
 }  // namespace autopar

@@ -69,6 +69,28 @@ TEST(RecoveryPolicy, ReasonsSayWhatHappensAndWhy) {
   EXPECT_NE(d.reason.find("--restarts-in-place=0"), std::string::npos) << d.reason;
 }
 
+TEST(RecoveryPolicy, ALostNodeRestartsInPlaceOnASpare) {
+  RequeueSettings s;
+  Failure lost = Of(FailureClass::kNodeLoss);
+  lost.node = "node2";
+  lost.run_seconds = 3;  // early, but a lost node says nothing about the program
+  auto d = DecideRecovery(s, lost, 0, 0, 3, std::nullopt, SpareNodes{1, 1});
+  EXPECT_EQ(d.action, RecoveryAction::kRestartInPlace) << d.reason;
+  EXPECT_NE(d.reason.find("in-place restart 1 of 3 on 1 of 1 spare node(s)"), std::string::npos)
+      << d.reason;
+  d = DecideRecovery(s, lost, 0, 1, 3, d.history, SpareNodes{1, 1});  // again, at start
+  EXPECT_EQ(d.action, RecoveryAction::kRestartInPlace) << d.reason;
+  // More lost than spares, or none left: the requeue path.
+  d = DecideRecovery(s, lost, 0, 0, 3, std::nullopt, SpareNodes{2, 1});
+  EXPECT_EQ(d.action, RecoveryAction::kRequeuePath);
+  EXPECT_NE(d.reason.find("1 spare node(s) left for 2 lost"), std::string::npos) << d.reason;
+  d = DecideRecovery(s, lost, 0, 0, 3, std::nullopt, SpareNodes{1, 0});
+  EXPECT_NE(d.reason.find("no spare node"), std::string::npos) << d.reason;
+  // The in-place budget counts node losses too.
+  d = DecideRecovery(s, lost, 0, 3, 3, std::nullopt, SpareNodes{1, 1});
+  EXPECT_EQ(d.action, RecoveryAction::kRequeuePath);
+}
+
 TEST(RecoveryPolicy, AnEarlyFailureRepeatedGoesToTheRequeuePathWhichStopsIt) {
   RequeueSettings s;  // early_failure_s 30, early_repeats_to_stop 2
   const Failure early = Crash(1, 2, false);

@@ -500,15 +500,32 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
   std::optional<PastFailure> previous = ParseFailureNote(field("history"));
 
   std::vector<std::string> lost_nodes;
+  SpareNodes spares;
   auto job = slurm_->LoadJob(job_id);
-  if (job.ok()) failure = ClassifyNodeLoss(*ctx, failure, *job, &lost_nodes);
+  if (failure.kind == FailureClass::kNodeLoss) {
+    // Rank 0's launcher names the nodes whose launchers are gone and the spares left alive
+    // (launcher/restart_logic.h); a lost node is the job's own business, so its word is taken.
+    lost_nodes = Split(field("lost"), ',');
+    lost_nodes.erase(std::remove(lost_nodes.begin(), lost_nodes.end(), ""), lost_nodes.end());
+    if (lost_nodes.empty()) return Status::Error("recover: detail: node-loss without lost=NODES");
+    failure.node = Join(lost_nodes, ",");
+    failure.rank = -1;
+    spares.lost = static_cast<int64_t>(lost_nodes.size());
+    spares.available = std::max<int64_t>(0, FieldInt(in, "spares").value_or(0));
+  } else if (job.ok()) {
+    failure = ClassifyNodeLoss(*ctx, failure, *job, &lost_nodes);
+  }
   EventFields fields = FailureFields(*ctx, failure);
   fields.emplace_back("generation", std::to_string(*generation));
+  if (spares.lost > 0) {
+    fields.emplace_back("lost", Join(lost_nodes, ","));
+    fields.emplace_back("spares", std::to_string(spares.available));
+  }
   fields.emplace_back("reason", failure.Describe());
   Emit(job_id, event_kind::kFailure, failure.rank, -1, FormatEventFields(fields));
 
   RecoveryDecision d = DecideRecovery(config_.policy, failure, ctx->restart_count, *generation,
-                                      ctx->restarts_in_place, previous);
+                                      ctx->restarts_in_place, previous, spares);
   if (!field("unreachable").empty() && d.action == RecoveryAction::kRestartInPlace) {
     // The launcher that failed could not reach every other launcher (their programs ended).
     d = RecoveryDecision{};

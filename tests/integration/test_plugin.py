@@ -10,7 +10,7 @@ from conftest import (PYTHON, SOURCE_DIR, env_lines, job_ids, run, sbatch, slurm
 
 OPTIONS = ["--auto-parallel", "--model", "--gpu-type", "--global-batch", "--seq-len", "--ckpt-dir",
            "--ckpt-upload", "--ckpt-keep", "--requeue-on-failure", "--heartbeat-timeout",
-           "--restarts-in-place"]
+           "--restarts-in-place", "--spare-nodes"]
 
 PRINT_ENV = ("echo ENV node=$SLURMD_NODENAME rank=$RANK local_rank=$LOCAL_RANK world=$WORLD_SIZE "
              "local_world=$LOCAL_WORLD_SIZE group_rank=$GROUP_RANK master=$MASTER_ADDR:$MASTER_PORT "
@@ -130,6 +130,10 @@ BAD_INPUTS = [
     (["--heartbeat-timeout=0"], "--heartbeat-timeout: must be an integer in"),
     (["--restarts-in-place=21"], "--restarts-in-place: must be an integer in [0, 20], got '21'"),
     (["--restarts-in-place=-1"], "--restarts-in-place: must be an integer in [0, 20], got '-1'"),
+    (["--spare-nodes=5", "--requeue-on-failure"], "--spare-nodes: must be an integer in [0, 4], got '5'"),
+    (["--spare-nodes=one"], "--spare-nodes: must be an integer in [0, 4], got 'one'"),
+    (["--spare-nodes=1"], "--spare-nodes: needs in-place restarts (--restarts-in-place=N or --requeue-on-failure)"),
+    (["--spare-nodes=1", "--restarts-in-place=0"], "--spare-nodes: needs in-place restarts"),
     (["--global-batch=many"], "--global-batch: must be an integer"),
     (["--seq-len=0"], "--seq-len: must be an integer"),
     (["--auto-parallel=tp=3,zz=1", "--model=7B"], "--auto-parallel: unknown key 'zz'"),
@@ -150,6 +154,34 @@ def test_bad_input_is_refused_at_submit_time(tool, args, message):
     assert len(ours) == 1, p.stderr  # one line of ours, naming the option and the reason
     assert message in ours[0], p.stderr
     assert not job_ids() - before, "a refused submission must not create a job"
+
+
+def test_a_step_needs_more_nodes_than_its_spares():
+    """srun knows the step's nodes: all of them held in reserve leaves none to run on."""
+    p = run(["srun", "-N1", "--spare-nodes=1", "--requeue-on-failure", "true"], timeout=60)
+    assert p.returncode != 0
+    ours = [l for l in p.stderr.splitlines() if "autopar:" in l]
+    assert len(ours) == 1 and "--spare-nodes=1: the step has 1 node(s); it needs at least 2" in ours[0], \
+        p.stderr
+
+
+def test_spare_nodes_ask_slurm_to_keep_the_job_when_a_node_fails(tmp_path):
+    """--spare-nodes from the command line or an #SBATCH line makes the job --no-kill (sbatch reads
+    SBATCH_NO_KILL, which the plugin sets before sbatch reads its environment) and its steps too
+    (SLURM_NO_KILL in the batch script). test_recover_in_place.py kills a node to prove it."""
+    script = tmp_path / "spare.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --spare-nodes=1 --requeue-on-failure\n"
+                      f"#SBATCH -N2 -o {tmp_path}/line.txt\n"
+                      "echo sbatch=${SBATCH_NO_KILL:-} srun=${SLURM_NO_KILL:-}\n")
+    tmp_path.chmod(0o777)
+    jobs = [sbatch(script.read_text(), tmp_path),
+            sbatch(f"#!/bin/bash\n#SBATCH -N2 -o {tmp_path}/cli.txt\n"
+                   "echo sbatch=${SBATCH_NO_KILL:-} srun=${SLURM_NO_KILL:-}\n", tmp_path,
+                   "--spare-nodes=1", "--requeue-on-failure")]
+    for job in jobs:
+        assert wait_job(job, timeout=60) == "COMPLETED"
+    for name in ("line.txt", "cli.txt"):
+        assert (tmp_path / name).read_text().strip() == "sbatch=set srun=set", name
 
 
 def test_bad_sbatch_line_in_a_script_is_refused(tmp_path):

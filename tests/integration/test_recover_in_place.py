@@ -14,7 +14,7 @@ import signal
 import time
 
 from conftest import PYTHON, job_state, run, slurm_conf, wait_job
-from test_requeue_faults import (events, kinds, need_autopard, node_of_rank,  # noqa: F401
+from test_requeue_faults import (cluster_script, events, kinds, need_autopard, node_of_rank,  # noqa: F401
                                  rank_pid, record, recovery, reference, restarts, same_model,
                                  show_job, steps_logged, submit, train_cmd, wait_step)
 
@@ -120,6 +120,48 @@ def test_two_failures_in_place_on_different_nodes(tmp_path, reference):
     assert ["attempt=1 of=3" in e["detail"] for e in decisions] == [True, False], decisions
     assert "attempt=2 of=3" in decisions[1]["detail"], decisions
     assert len({e["node"] for e in kinds(evs, "rank_exit")}) == 2, kinds(evs, "rank_exit")
+
+
+def test_a_lost_node_is_replaced_by_a_spare_in_place(tmp_path, reference):
+    """--spare-nodes=1 on 3 nodes: the program runs on 2 and the third waits in reserve. The node
+    of ranks 2-3 dies as a whole (kill-node.sh); the spare takes its place, with no requeue (the
+    job is --no-kill through the plugin), and fetches its ranks' checkpoint from the upload while
+    the node that stayed restores its own copy."""
+    work = tmp_path / "spare"
+    job = submit(work, opts=OPTS + " --spare-nodes=1", program=train_cmd(work), nodes=3)
+    wait_step(work, 0, 22)
+    hosts = run(["scontrol", "show", "hostnames", node_list(job)], check=True).stdout.split()
+    node = node_of_rank(job, 2)
+    assert node == hosts[1] and node_of_rank(job, 0) == hosts[0], (node, hosts)
+    fault = time.time()
+    cluster_script("kill-node.sh", node)
+    try:
+        assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    finally:
+        cluster_script("revive-node.sh", node)
+    assert same_model(work / "final.pt", reference), "the model differs from an uninterrupted run"
+    assert restarts(job) == 0, show_job(job)
+    assert "held in reserve" in (work / "out.txt").read_text()
+    evs = events(job, "first_step", "finished")
+    assert not kinds(evs, "requeue"), kinds(evs, "requeue")
+    lost = [e for e in kinds(evs, "failure") if e["fields"].get("class") == "node-loss"]
+    assert lost and lost[-1]["fields"]["lost"] == node and lost[-1]["fields"]["spares"] == "1", \
+        kinds(evs, "failure")
+    decisions = kinds(evs, "recovery")
+    assert [e["fields"]["action"] for e in decisions] == ["restart-in-place"], decisions
+    assert "spare node" in decisions[0]["fields"]["reason"], decisions
+    restarted = kinds(evs, "restarted")
+    assert len(restarted) == 1 and restarted[0]["fields"]["nodes"] == f"{hosts[0]},{hosts[2]}", restarted
+    restored = {e["rank"]: e for e in kinds(evs, "restored")}
+    assert sorted(restored) == [0, 1, 2, 3], restored
+    for r in (0, 1):  # on the node that stayed: its own copy
+        assert restored[r]["node"] == hosts[0] and restored[r]["fields"]["bytes_fetched"] == "0", restored[r]
+    for r in (2, 3):  # on the spare: fetched from the upload
+        assert restored[r]["node"] == hosts[2] and int(restored[r]["fields"]["bytes_fetched"]) > 0, restored[r]
+    assert [e["fields"]["generation"] for e in kinds(evs, "first_step")] == ["1"], kinds(evs, "first_step")
+    took, steps = recovery(work, fault, 0)
+    record("node loss with a spare, in place", recovery_s=round(took, 1), steps_lost=steps)
+    assert took < 60, f"resumed {took:.1f}s after the fault"
 
 
 def test_exit_at_start_restarts_once_then_stops(tmp_path):

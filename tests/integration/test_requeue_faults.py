@@ -50,9 +50,9 @@ def cluster_script(name: str, node: str):
     run([str(SOURCE_DIR / "tests" / "cluster" / name), node], env=env, timeout=180, check=True)
 
 
-def job_script(work: Path, *, sbatch_opts: str, program: str, after: str = "") -> str:
+def job_script(work: Path, *, sbatch_opts: str, program: str, after: str = "", nodes: int = 2) -> str:
     return f"""#!/bin/bash
-#SBATCH -N2 --ntasks-per-node=2 --open-mode=append -o {work}/out.txt -e {work}/out.txt
+#SBATCH -N{nodes} --ntasks-per-node=2 --open-mode=append -o {work}/out.txt -e {work}/out.txt
 #SBATCH --ckpt-upload=file://{work}/store --ckpt-dir={work}/local/%n
 #SBATCH {sbatch_opts}
 export PYTHONPATH={SOURCE_DIR}/python
@@ -66,10 +66,10 @@ def train_cmd(work: Path, steps=STEPS) -> str:
             f"--out {work}/final.pt")
 
 
-def submit(work: Path, *, opts: str, program: str, after: str = "") -> str:
+def submit(work: Path, *, opts: str, program: str, after: str = "", nodes: int = 2) -> str:
     work.mkdir(parents=True, exist_ok=True)
     work.chmod(0o777)
-    return sbatch(job_script(work, sbatch_opts=opts, program=program, after=after), work)
+    return sbatch(job_script(work, sbatch_opts=opts, program=program, after=after, nodes=nodes), work)
 
 
 def steps_logged(work: Path):
