@@ -6,6 +6,9 @@ first training step after the recovery (rank 0's "train: ... run N" line of the 
 
   crash   kill -9 of rank 5 at step 15
   hang    SIGSTOP of rank 5 at step 15, --heartbeat-timeout=10 (the timeout is subtracted)
+  node    the node of ranks 2-3 killed as a whole at step 15 (tests/cluster/kill-node.sh): in place
+          on 3 nodes in use plus --spare-nodes=1 (4 nodes), against the requeue path on 3 nodes
+          (requeued without the dead node onto the fourth, free one)
 
 each with in-place restarts (the default with --requeue-on-failure) and with --restarts-in-place=0
 (today's requeue path), on an idle queue and on a full one: before the fault the second test
@@ -15,7 +18,7 @@ Each row also gives the program's own start-up in that job: from rank 0's launch
 rendezvous (just before the program starts) to the first training step of the first run (import
 torch, init_process_group, one step), the floor under any restart of the program.
 
-Usage: bench/recovery/recovery_bench.py [--only crash|hang] [--no-full]
+Usage: bench/recovery/recovery_bench.py [--only crash|hang|node] [--no-full]
 Needs SLURM_CONF of the running test cluster (autopard on every node) and AUTOPAR_BUILD_DIR.
 Prints one row per case and the ratios; bench/RESULTS.md records a run.
 """
@@ -32,7 +35,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
-from test_requeue_faults import rank_pid  # noqa: E402  (the Python process of a rank of a job)
+from test_requeue_faults import cluster_script, node_of_rank, rank_pid  # noqa: E402
 BUILD = Path(os.environ.get("AUTOPAR_BUILD_DIR", REPO / "build"))
 TRAIN = REPO / "tests" / "integration" / "requeue_train.py"
 LAUNCH = BUILD / "launcher" / "autopar-launch"
@@ -45,9 +48,9 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, check=True, **kw).stdout
 
 
-def submit(work: Path, opts: str) -> str:
+def submit(work: Path, opts: str, nodes: int = 4) -> str:
     script = f"""#!/bin/bash
-#SBATCH -N4 --ntasks-per-node=2 --open-mode=append -o {work}/out.txt -e {work}/out.txt
+#SBATCH -N{nodes} --ntasks-per-node=2 --open-mode=append -o {work}/out.txt -e {work}/out.txt
 #SBATCH --ckpt-upload=file://{work}/store --ckpt-dir={work}/local/%n
 #SBATCH {opts}
 export PYTHONPATH={REPO}/python
@@ -109,16 +112,26 @@ def one(kind: str, in_place: bool, full: bool) -> dict:
     opts = f"--requeue-on-failure=3 --heartbeat-timeout={timeout if kind == 'hang' else 60}"
     if not in_place:
         opts += " --restarts-in-place=0"
-    job = submit(work, opts)
+    nodes = 4
+    if kind == "node":
+        opts += " --spare-nodes=1" if in_place else ""
+        nodes = 4 if in_place else 3
+    job = submit(work, opts, nodes)
     fillers = []
+    killed = None
     try:
         wait_for(lambda: any(s >= FAULT_STEP for _, s, _ in steps(work)), 240, "the fault step")
         if full:
             fillers = fill_queue()
             time.sleep(2)  # they are pending now
-        pid = rank_pid(job, 5)
-        fault = time.time()
-        os.kill(pid, signal.SIGKILL if kind == "crash" else signal.SIGSTOP)
+        if kind == "node":
+            killed = node_of_rank(job, 2)
+            fault = time.time()
+            cluster_script("kill-node.sh", killed)
+        else:
+            pid = rank_pid(job, 5)
+            fault = time.time()
+            os.kill(pid, signal.SIGKILL if kind == "crash" else signal.SIGSTOP)
         first = wait_for(lambda: min((t for r, _, t in steps(work) if r > 0), default=None), 600,
                          "the first step after the recovery")
         if kind == "hang":
@@ -133,6 +146,8 @@ def one(kind: str, in_place: bool, full: bool) -> dict:
         return {"kind": kind, "in_place": in_place, "full": full, "s": took,
                 "restarts": restarts, "end": state(job), "startup_s": startup(job, work)}
     finally:
+        if killed:
+            cluster_script("revive-node.sh", killed)
         for f in fillers:
             subprocess.run(["scancel", f], capture_output=True)
         subprocess.run(["scancel", job], capture_output=True)
@@ -140,17 +155,17 @@ def one(kind: str, in_place: bool, full: bool) -> dict:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", choices=["crash", "hang"])
+    ap.add_argument("--only", choices=["crash", "hang", "node"])
     ap.add_argument("--no-full", action="store_true")
     args = ap.parse_args()
     if not os.environ.get("SLURM_CONF"):
         sys.exit("set SLURM_CONF to the test cluster's slurm.conf")
     rows = []
-    kinds = [args.only] if args.only else ["crash", "hang"]
+    kinds = [args.only] if args.only else ["crash", "hang", "node"]
     queues = [False] if args.no_full else [False, True]
     for full in queues:
         for kind in kinds:
-            if full and kind == "hang":
+            if full and kind in ("hang", "node"):
                 continue  # the queue matters after the requeue, the same for both faults
             for in_place in (True, False):
                 r = one(kind, in_place, full)

@@ -48,7 +48,8 @@
 // and the job restarts in place (or from the failed rank's own launcher, with unreachable=RANKS,
 // when it could not reach those launchers: no restart in place is possible then). "detail"
 // holds the failure (event fields: class exit signal run_s node generation detected, and
-// history=NOTE, the previous decision's). The daemon journals the failure and its decision and
+// history=NOTE, the previous decision's; for class=node-loss, which rank 0 sends when launchers
+// of nodes in use are gone, lost=NODES and spares=COUNT, the spare nodes alive). The daemon journals the failure and its decision and
 // answers "action": "restart-in-place" (the launchers restart the program), "requeue" or "stop"
 // (done by the daemon before it answers), or "none" (no failure handling for this job), with
 // "reason" and "history". Only a task of the job may ask.
