@@ -33,7 +33,7 @@
 #include "child_process.h"
 #include "pmix_client.h"
 #include "port_reservation.h"
-#include "restart_channel.h"
+#include "peer_group.h"
 #include "restart_logic.h"
 
 extern char** environ;
@@ -142,9 +142,6 @@ class Launcher {
   ChildOutcome RunGeneration(const std::vector<std::string>& argv, const EnvMap& env,
                              const std::vector<int>& cpus, bool forward_from_parent,
                              std::optional<FailureReport>* failure, bool* told);
-  // Tells every other launcher; false when some cannot be reached (no in-place restart then:
-  // `unreachable` gets their ranks).
-  bool SendStopNotice(const FailureReport& failure, std::vector<int>* unreachable);
   // After a generation ended with a failure: every launcher reports to rank 0's, which decides
   // (Coordinate) and sends the verdict; with a restart, master_, resume_step_ and active_ are the
   // next generation's. `gone`: the ranks this launcher's stop notice could not reach.
@@ -152,22 +149,13 @@ class Launcher {
                                 const std::vector<int>& gone, int timeout_s);
   RestartVerdict Coordinate(const EnvMap& child_env, const std::optional<FailureReport>& mine,
                             const std::vector<int>& gone, int timeout_s);
-  // A launcher but rank 0's: reports and waits for the verdict (nullopt: rank 0's launcher
-  // cannot be reached).
-  std::optional<RestartVerdict> FollowVerdict(const std::optional<FailureReport>& mine,
-                                              const std::vector<int>& gone, int timeout_s);
   // A launcher whose node is held in reserve: answers stop notices and follows the verdicts until
   // one puts its node in use (true) or ends the job (false, *code set).
   bool Standby(int timeout_s, int* code);
-  // The minimum of every active launcher's `mine` (the restore agreement), through rank 0's.
-  int64_t AgreeMin(int64_t mine, int timeout_s);
-  // Sends `m` to the launchers of `ranks`; returns those it could not reach.
-  std::vector<int> SendTo(const std::vector<int>& ranks, const PeerMessage& m) const;
-  // The first message `want` accepts, waiting up to timeout_s (a termination signal ends the
-  // launcher); nullopt at the timeout.
-  std::optional<PeerMessage> AwaitPeer(const Mailbox::Want& want, int timeout_s);
-  std::vector<int> RanksOnNodes(const std::vector<int>& nodes) const;
-  std::vector<int> ActiveRanks() const { return RanksOnNodes(active_); }
+  // Rank 0's launcher: the failure autopard decides on (RecoveryPolicy) and the verdict's nodes.
+  RestartVerdict Decide(const EnvMap& child_env, const PeerGroup::Reports& reports);
+  // The next generation's rendezvous in a restart verdict: a fresh port, the resume step.
+  void PrepareRestart(const EnvMap& child_env, RestartVerdict* verdict);
   bool ActiveNode(int node) const {
     return std::find(active_.begin(), active_.end(), node) != active_.end();
   }
@@ -195,24 +183,15 @@ class Launcher {
   std::thread story_;  // rank 0: submitted and step_started, sent while the rendezvous runs
   std::string host_;
   sigset_t program_mask_{};
-  int resume_round_ = 0;  // PMIx keys of the restore rounds, unique over generations
+  int resume_round_ = 0;  // the restore rounds (PMIx keys; in place: within a generation)
 
   // In-place restarts (issue 11).
   bool in_place_ = false;
   int64_t generation_ = 0;
-  RestartChannel channel_;
-  std::string token_;
-  struct Peer {
-    std::string endpoint;  // its restart channel
-    int node = 0;          // its node's index in the step
-    std::string host;
-  };
-  std::vector<Peer> peers_;          // every step rank's launcher
-  std::vector<int> tasks_per_node_;  // the step's, by node index
+  PeerGroup peers_;                  // every launcher of the step
   RankInfo step_;                    // this task's place in the step (info_: in the program)
   std::vector<int> active_;          // the step's nodes that run the program, in rank order
   int spares_ = 0;                   // --spare-nodes
-  Mailbox mail_;
   std::string history_;  // rank 0: autopard's note about the last failure
 };
 
@@ -252,14 +231,15 @@ Status Launcher::Rendezvous(const EnvMap& env, int timeout_s) {
     Status st = pmix_.PutString(kMasterKey, EncodeRendezvous(v));
     if (!st) return st;
   }
+  RestartChannel channel;
   if (in_place_) {
     // Every launcher's restart channel, and rank 0's token for the step's stop notices.
     auto addr = ReachableAddress(info_.host, Get(env, "AUTOPAR_MASTER_IFNAME"));
     auto ch = addr ? RestartChannel::Listen(*addr) : Result<RestartChannel>(addr.status());
     auto token = info_.rank == 0 ? RandomToken() : Result<std::string>(std::string());
     if (!ch || !token) return Status::Error("in-place restarts: " + (ch ? token.message() : ch.message()));
-    channel_ = std::move(*ch);
-    const std::string me = channel_.endpoint() + " " + std::to_string(info_.node_rank) + " " + info_.host;
+    channel = std::move(*ch);
+    const std::string me = PeerGroup::FormatPeer({channel.endpoint(), info_.node_rank, info_.host});
     if (Status st = pmix_.PutString(kChannelKey, me); !st) return st;
     if (info_.rank == 0) {
       if (Status st = pmix_.PutString(kTokenKey, *token); !st) return st;
@@ -276,18 +256,20 @@ Status Launcher::Rendezvous(const EnvMap& env, int timeout_s) {
   if (in_place_) {
     auto token = pmix_.GetString(0, kTokenKey, timeout_s);
     if (!token) return token.status();
-    token_ = *token;
-    mail_ = Mailbox(&channel_, token_);
-    tasks_per_node_.assign(static_cast<size_t>(info_.num_nodes), 0);
+    std::vector<PeerGroup::Peer> peers;
     for (int r = 0; r < info_.size; ++r) {
       auto text = pmix_.GetString(r, kChannelKey, timeout_s);
       if (!text) return text.status();
-      std::vector<std::string> parts = Split(*text, ' ');
-      auto node = parts.size() == 3 ? ParseInt(parts[1], 0, info_.num_nodes - 1) : std::nullopt;
-      if (!node) return Status::Error("in-place restarts: rank " + std::to_string(r) + " published '" + *text + "'");
-      peers_.push_back({parts[0], static_cast<int>(*node), parts[2]});
-      ++tasks_per_node_[static_cast<size_t>(*node)];
+      auto peer = PeerGroup::ParsePeer(*text, info_.num_nodes);
+      if (!peer) return Status::Error("rank " + std::to_string(r) + ": " + peer.message());
+      peers.push_back(*peer);
     }
+    peers_ = PeerGroup(std::move(channel), *token, std::move(peers), info_.rank,
+                       PeerGroup::Timing{kStopGraceMs, kNoticeTimeoutMs}, [this] {
+                         if (int sig = PendingTerminationSignal(); sig != 0) {
+                           Fail("terminated during an in-place restart", 128 + sig);
+                         }
+                       });
   }
   return Status::Ok();
 }
@@ -313,7 +295,12 @@ void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
     // The minimum over all ranks, one PMIx fence per call (rounds only run when rank 0 decided
     // to resume a step); in place through rank 0's launcher (a fence would wait for a lost node).
     auto agree_min = [&](int64_t mine) -> int64_t {
-      if (in_place_) return AgreeMin(mine, timeout_s);
+      if (in_place_) {
+        auto least = peers_.AgreeMin(generation_, "restore." + std::to_string(resume_round_++), mine,
+                                     peers_.RanksOnNodes(active_), timeout_s);
+        if (!least) Fail("checkpoint restore: " + least.message(), 1);
+        return *least;
+      }
       const std::string key = "autopar.resume." + std::to_string(resume_round_++);
       Status st = pmix_.PutString(key, std::to_string(mine));
       if (st) st = pmix_.Commit();
@@ -377,21 +364,19 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
   if (!pid) Fail(pid.message(), exec_errno == ENOENT ? 127 : 126);
   SuperviseOptions options;
   options.forward_from_parent = forward_from_parent;
-  options.wake_fd = channel_.fd();
+  options.wake_fd = peers_.fd();
   options.generation = generation_;
   ChildOutcome out;
   *told = false;
-  const int64_t g = generation_;
   for (;;) {
     // Notices of an earlier generation (several ranks failed at once) are stale.
-    mail_.Drop([g](const PeerMessage& m) { return m.generation < g; });
-    if (mail_.Take([g](const PeerMessage& m) { return m.kind == PeerKind::kStop && m.generation == g; })) {
+    peers_.Poll(generation_);
+    if (peers_.TakeStop(generation_)) {
       *told = true;
       break;
     }
     out = SuperviseChild(*pid, options);
     if (out.exited || out.hung) break;
-    mail_.Pump(0);
   }
   FailureReport report;
   report.generation = generation_;
@@ -413,64 +398,27 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
   return out;
 }
 
-std::vector<int> Launcher::SendTo(const std::vector<int>& ranks, const PeerMessage& m) const {
-  std::vector<std::string> endpoints;
-  for (int r : ranks) endpoints.push_back(peers_[static_cast<size_t>(r)].endpoint);
-  std::vector<int> failed;
-  for (size_t i : RestartChannel::Broadcast(endpoints, EncodePeerMessage(token_, m), kNoticeTimeoutMs)) {
-    failed.push_back(ranks[i]);
-  }
-  return failed;
-}
-
-std::vector<int> Launcher::RanksOnNodes(const std::vector<int>& nodes) const {
-  std::vector<int> ranks;
-  for (int r = 0; r < static_cast<int>(peers_.size()); ++r) {
-    const int node = peers_[static_cast<size_t>(r)].node;
-    if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) ranks.push_back(r);
-  }
-  return ranks;
-}
-
-std::optional<PeerMessage> Launcher::AwaitPeer(const Mailbox::Want& want, int timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  for (;;) {
-    if (auto m = mail_.Take(want)) return m;
-    if (int sig = PendingTerminationSignal(); sig != 0) Fail("terminated during an in-place restart", 128 + sig);
-    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    mail_.Pump(200);
-  }
-}
-
-bool Launcher::SendStopNotice(const FailureReport& failure, std::vector<int>* unreachable) {
-  std::vector<int> others;
-  for (int r = 0; r < static_cast<int>(peers_.size()); ++r) {
-    if (r != step_.rank) others.push_back(r);
-  }
-  *unreachable = SendTo(others, StopNotice(failure, step_.rank));
-  if (unreachable->empty()) return true;
-  Say("the launchers of ranks " + FormatIntList(*unreachable) + " cannot be reached");
-  return false;
-}
-
 RestartVerdict Launcher::AgreeOnRestart(const EnvMap& child_env,
                                         const std::optional<FailureReport>& mine,
                                         const std::vector<int>& gone, int timeout_s) {
   RestartVerdict verdict;
+  verdict.exit_code = mine ? mine->exit_status : 1;
   if (step_.rank == 0) {
     verdict = Coordinate(child_env, mine, gone, timeout_s);
-  } else if (auto followed = FollowVerdict(mine, gone, timeout_s)) {
-    verdict = *followed;
   } else {
-    // Rank 0's launcher is gone with its node (the batch host): nobody can restart the program.
-    // This node's autopard takes the requeue path when this launcher's own program failed.
-    if (mine) {
+    auto followed = peers_.ReportAndAwaitVerdict(generation_, mine, gone, timeout_s);
+    if (!followed) Fail("in-place restart: " + followed.message(), verdict.exit_code);
+    if (*followed) {
+      verdict = **followed;
+    } else if (mine) {
+      // Rank 0's launcher is gone with its node (the batch host): nobody can restart the
+      // program. This node's autopard takes the requeue path for this launcher's failure.
+      Say("in-place restart impossible: rank 0's launcher cannot be reached");
       EventFields fields = ReportFields(*mine);
       fields.emplace_back("unreachable", "0");
       auto reply = AskRecovery(Lookup(child_env), info_.rank, fields, kRecoverTimeoutMs);
       Say(reply ? reply->reason : reply.message());
     }
-    verdict.exit_code = mine ? mine->exit_status : 1;
   }
   if (verdict.restart) {
     master_ = verdict.master;
@@ -480,232 +428,131 @@ RestartVerdict Launcher::AgreeOnRestart(const EnvMap& child_env,
   return verdict;
 }
 
-std::optional<RestartVerdict> Launcher::FollowVerdict(const std::optional<FailureReport>& mine,
-                                                      const std::vector<int>& gone, int timeout_s) {
-  PeerMessage report = mine ? StopNotice(*mine, step_.rank) : PeerMessage{};
-  report.kind = PeerKind::kReport;
-  report.from = step_.rank;
-  report.generation = generation_;
-  report.fields.emplace_back("state", mine ? "failed" : "stopped");
-  if (!gone.empty()) report.fields.emplace_back("unreachable", FormatIntList(gone));
-  if (!SendTo({0}, report).empty()) {
-    Say("in-place restart impossible: rank 0's launcher cannot be reached");
-    return std::nullopt;
-  }
-  const int64_t g = generation_;
-  auto m = AwaitPeer([g](const PeerMessage& p) { return p.kind == PeerKind::kVerdict && p.generation == g && p.from == 0; },
-                     timeout_s);
-  if (!m) Fail("in-place restart: no verdict from rank 0's launcher in " + std::to_string(timeout_s) + " s", 1);
-  auto v = VerdictOf(*m);
-  if (!v) Fail("in-place restart: " + v.message(), 1);
-  return *v;
-}
-
 RestartVerdict Launcher::Coordinate(const EnvMap& child_env, const std::optional<FailureReport>& mine,
                                     const std::vector<int>& gone, int timeout_s) {
   const auto stop_start = std::chrono::steady_clock::now();
-  const int64_t g = generation_;
-  const int ranks = static_cast<int>(peers_.size());
-  std::vector<std::optional<FailureReport>> reports(static_cast<size_t>(ranks));
-  std::vector<bool> heard(static_cast<size_t>(ranks), false), lost(static_cast<size_t>(ranks), false);
-  reports[0] = mine;
-  heard[0] = true;
-  for (int r : gone) lost[static_cast<size_t>(r)] = true;
-  // Every launcher still there reports once its program has stopped (within kStopGraceMs); one
-  // that cannot be reached by then is gone with its node.
-  auto probe_at = stop_start + std::chrono::milliseconds(kStopGraceMs + 2000);
-  const auto deadline = stop_start + std::chrono::seconds(timeout_s);
-  for (;;) {
-    while (auto m = mail_.Take([g](const PeerMessage& p) { return p.kind == PeerKind::kReport && p.generation == g; })) {
-      if (m->from <= 0 || m->from >= ranks) continue;
-      heard[static_cast<size_t>(m->from)] = true;
-      if (auto f = FailureOf(*m)) reports[static_cast<size_t>(m->from)] = *f;
-      auto unreachable = ParseIntList(PeerField(*m, "unreachable"));
-      for (int r : unreachable ? *unreachable : std::vector<int>{}) {
-        if (r > 0 && r < ranks) lost[static_cast<size_t>(r)] = true;
-      }
-    }
-    std::vector<int> missing;
-    for (int r = 0; r < ranks; ++r) {
-      if (!heard[static_cast<size_t>(r)] && !lost[static_cast<size_t>(r)]) missing.push_back(r);
-    }
-    if (missing.empty()) break;
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= probe_at) {
-      for (int r : SendTo(missing, PeerMessage{PeerKind::kValue, 0, g, {{"key", "probe"}}})) {
-        lost[static_cast<size_t>(r)] = true;
-      }
-      probe_at = now + std::chrono::seconds(2);
-    }
-    if (now >= deadline) {
-      Fail("in-place restart: the launchers of ranks " + FormatIntList(missing) + " did not report in " +
-               std::to_string(timeout_s) + " s", mine ? mine->exit_status : 1);
-    }
-    mail_.Pump(200);
-  }
+  auto reports = peers_.CollectReports(generation_, mine, gone, timeout_s);
+  if (!reports) Fail("in-place restart: " + reports.message(), mine ? mine->exit_status : 1);
   const double stop_s = SecondsSince(stop_start);
-
-  // A node is lost when a launcher of it is; the reserve is what is alive and not in use.
-  std::vector<int> lost_nodes, standby;
-  std::vector<std::string> lost_hosts;
-  for (int r = 0; r < ranks; ++r) {
-    const Peer& p = peers_[static_cast<size_t>(r)];
-    if ((lost[static_cast<size_t>(r)] && !heard[static_cast<size_t>(r)]) &&
-        std::find(lost_nodes.begin(), lost_nodes.end(), p.node) == lost_nodes.end()) {
-      lost_nodes.push_back(p.node);
-      lost_hosts.push_back(p.host);
-    }
-  }
-  for (int n = 0; n < static_cast<int>(tasks_per_node_.size()); ++n) {
-    if (!ActiveNode(n) && std::find(lost_nodes.begin(), lost_nodes.end(), n) == lost_nodes.end()) {
-      standby.push_back(n);
-    }
-  }
   const auto decide_start = std::chrono::steady_clock::now();
-  std::optional<FailureReport> first = FirstFailure(reports);
-  RestartVerdict verdict;
-  verdict.exit_code = first && first->exit_status != 0 ? first->exit_status : 1;
-  int culprit = first ? first->rank : -1;
-  const double detected = first ? first->detected : EpochNow();
-  std::vector<int> lost_active;
-  for (int n : lost_nodes) {
-    if (ActiveNode(n)) lost_active.push_back(n);
-  }
-  if (first || !lost_active.empty()) {
-    FailureReport f = first ? *first : FailureReport{};
-    f.generation = g;
-    EventFields fields = ReportFields(f);
-    if (!lost_active.empty()) {
-      // The program failed because nodes went away: a node loss, which spares can absorb.
-      fields[0].second = "node-loss";
-      std::vector<std::string> hosts;
-      for (size_t i = 0; i < lost_nodes.size(); ++i) {
-        if (ActiveNode(lost_nodes[i])) hosts.push_back(lost_hosts[i]);
-      }
-      fields.emplace_back("lost", Join(hosts, ","));
-      fields.emplace_back("spares", std::to_string(standby.size()));
-      culprit = -1;
-    }
-    if (!history_.empty()) fields.emplace_back("history", history_);
-    // The request names a rank (a node loss: this one's; autopard does not blame it).
-    auto reply = AskRecovery(Lookup(child_env), std::max(culprit, 0), fields, kRecoverTimeoutMs);
-    if (!reply) {
-      Say(reply.message());
-    } else {
-      Say(reply->reason);
-      verdict.restart = reply->action == RecoveryActionName(RecoveryAction::kRestartInPlace);
-      history_ = reply->history;
-    }
-  } else {
-    verdict.restart = true;  // told, but no rank says it failed (cannot happen): start again
-  }
-  if (verdict.restart) {
-    auto next = ReplaceLostNodes(active_, lost_active, standby, tasks_per_node_);
-    if (!next) {
-      Say("in-place restart impossible: " + next.message());
-      verdict.restart = false;
-    } else {
-      verdict.active = *next;
-    }
-  }
+  RestartVerdict verdict = Decide(child_env, *reports);
   const double decide_s = SecondsSince(decide_start);
   const auto rendezvous_start = std::chrono::steady_clock::now();
-  auto check = [&](const Status& st) {
-    if (!st) Fail("in-place restart: " + st.message(), verdict.exit_code);
-  };
+  if (verdict.restart) PrepareRestart(child_env, &verdict);
+  (void)peers_.SendTo(reports->live, VerdictMessage(verdict, generation_));
   if (verdict.restart) {
-    auto addr = ReachableAddress(info_.host, Get(child_env, "AUTOPAR_MASTER_IFNAME"));
-    check(addr.status());
-    port_.Release();  // a fresh MASTER_PORT: the old one may still be in TIME_WAIT
-    auto reserved = PortReservation::Reserve();
-    check(reserved.status());
-    port_ = std::move(*reserved);
-    verdict.master = {*addr, port_.port()};
-    if (checkpoints_) {
-      EnvMap ckpt_env = CkptEnv(child_env);
-      own_resume_ = DecideResume(ProbeForRank(Lookup(ckpt_env)));
-      verdict.resume_step = own_resume_->step;
-    }
-  }
-  std::vector<int> live;
-  for (int r = 1; r < ranks; ++r) {
-    if (heard[static_cast<size_t>(r)]) live.push_back(r);
-  }
-  (void)SendTo(live, VerdictMessage(verdict, g));
-  if (verdict.restart) {
-    EventFields fields = {{"generation", std::to_string(g + 1)},
-                          {"culprit_rank", std::to_string(culprit)},
-                          {"since_failure_s", FormatFixed(detected > 0 ? EpochNow() - detected : -1, 3)},
-                          {"stop_s", FormatFixed(stop_s, 3)},
-                          {"decide_s", FormatFixed(decide_s, 3)},
-                          {"rendezvous_s", FormatFixed(SecondsSince(rendezvous_start), 3)},
-                          {"port", std::to_string(verdict.master.port)}};
-    if (!lost_active.empty()) {
-      std::vector<std::string> nodes;
-      for (int n : verdict.active) nodes.push_back(peers_[static_cast<size_t>(RanksOnNodes({n}).front())].host);
-      fields.emplace_back("nodes", Join(nodes, ","));
+    std::optional<FailureReport> first = FirstFailure(reports->failures);
+    const bool replaced = verdict.active != active_;
+    EventFields fields = {
+        {"generation", std::to_string(generation_ + 1)},
+        {"culprit_rank", std::to_string(first && !replaced ? first->rank : -1)},
+        {"since_failure_s", FormatFixed(first ? EpochNow() - first->detected : -1, 3)},
+        {"stop_s", FormatFixed(stop_s, 3)},
+        {"decide_s", FormatFixed(decide_s, 3)},
+        {"rendezvous_s", FormatFixed(SecondsSince(rendezvous_start), 3)},
+        {"port", std::to_string(verdict.master.port)}};
+    if (replaced) {
+      std::vector<std::string> hosts;
+      for (int n : verdict.active) hosts.push_back(peers_.host_of_node(n));
+      fields.emplace_back("nodes", Join(hosts, ","));
     }
     Journal(child_env, event_kind::kRestarted, -1, fields);
   }
   return verdict;
 }
 
-bool Launcher::Standby(int timeout_s, int* code) {
-  for (;;) {
-    const int64_t g = generation_;
-    mail_.Drop([g](const PeerMessage& m) { return m.generation < g; });
-    auto m = AwaitPeer([g](const PeerMessage& p) {
-      return (p.kind == PeerKind::kStop || p.kind == PeerKind::kVerdict) && p.generation == g;
-    }, 3600);
-    if (!m) continue;
-    std::optional<RestartVerdict> v;
-    if (m->kind == PeerKind::kStop) {
-      v = FollowVerdict(std::nullopt, {}, timeout_s);
-    } else if (auto decoded = VerdictOf(*m)) {
-      v = *decoded;  // unasked: the job ends (rank 0's program finished)
+RestartVerdict Launcher::Decide(const EnvMap& child_env, const PeerGroup::Reports& reports) {
+  std::optional<FailureReport> first = FirstFailure(reports.failures);
+  RestartVerdict verdict;
+  verdict.exit_code = first && first->exit_status != 0 ? first->exit_status : 1;
+  // Nodes in use whose launchers are gone: a node loss, which the spares alive may absorb.
+  std::vector<int> lost, standby;
+  std::vector<std::string> lost_hosts;
+  for (int n : reports.lost_nodes) {
+    if (ActiveNode(n)) {
+      lost.push_back(n);
+      lost_hosts.push_back(peers_.host_of_node(n));
     }
-    if (!v || !v->restart) {
-      *code = v ? v->exit_code : 1;
-      return false;
-    }
-    master_ = v->master;
-    resume_step_ = v->resume_step;
-    active_ = v->active;
-    ++generation_;
-    if (ActiveNode(step_.node_rank)) return true;
+  }
+  for (int n = 0; n < static_cast<int>(peers_.tasks_per_node().size()); ++n) {
+    const auto& gone = reports.lost_nodes;
+    if (!ActiveNode(n) && std::find(gone.begin(), gone.end(), n) == gone.end()) standby.push_back(n);
+  }
+  if (!first && lost.empty()) {
+    verdict.restart = true;  // told, but no rank says it failed (cannot happen): start again
+    verdict.active = active_;
+    return verdict;
+  }
+  FailureReport f = first ? *first : FailureReport{};
+  f.generation = generation_;
+  EventFields fields = ReportFields(f);
+  if (!lost.empty()) {
+    fields[0].second = FailureClassName(FailureClass::kNodeLoss);
+    fields.emplace_back("lost", Join(lost_hosts, ","));
+    fields.emplace_back("spares", std::to_string(standby.size()));
+  }
+  if (!history_.empty()) fields.emplace_back("history", history_);
+  // The request names a rank (a node loss: this one's; autopard does not blame it).
+  auto reply = AskRecovery(Lookup(child_env), lost.empty() ? f.rank : 0, fields, kRecoverTimeoutMs);
+  if (!reply) {
+    Say(reply.message());
+    return verdict;
+  }
+  Say(reply->reason);
+  history_ = reply->history;
+  if (reply->action != RecoveryActionName(RecoveryAction::kRestartInPlace)) return verdict;
+  auto next = ReplaceLostNodes(active_, lost, standby, peers_.tasks_per_node());
+  if (!next) {
+    Say("in-place restart impossible: " + next.message());
+    return verdict;
+  }
+  verdict.restart = true;
+  verdict.active = *next;
+  return verdict;
+}
+
+void Launcher::PrepareRestart(const EnvMap& child_env, RestartVerdict* verdict) {
+  auto check = [&](const Status& st) {
+    if (!st) Fail("in-place restart: " + st.message(), verdict->exit_code);
+  };
+  auto addr = ReachableAddress(info_.host, Get(child_env, "AUTOPAR_MASTER_IFNAME"));
+  check(addr.status());
+  port_.Release();  // a fresh MASTER_PORT: the old one may still be in TIME_WAIT
+  auto reserved = PortReservation::Reserve();
+  check(reserved.status());
+  port_ = std::move(*reserved);
+  verdict->master = {*addr, port_.port()};
+  if (checkpoints_) {
+    EnvMap ckpt_env = CkptEnv(child_env);
+    own_resume_ = DecideResume(ProbeForRank(Lookup(ckpt_env)));
+    verdict->resume_step = own_resume_->step;
   }
 }
 
-int64_t Launcher::AgreeMin(int64_t mine, int timeout_s) {
-  // Rounds are numbered within a generation: a spare that joins has seen none of the earlier ones.
-  const std::string key = "restore." + std::to_string(resume_round_++);
-  const int64_t g = generation_;
-  auto is_value = [g, key](int from) {
-    return [g, key, from](const PeerMessage& p) {
-      return p.kind == PeerKind::kValue && p.generation == g && p.from == from &&
-             PeerField(p, "key") == key;
-    };
-  };
-  auto value_of = [](const PeerMessage& p) { return std::strtoll(PeerField(p, "value").c_str(), nullptr, 10); };
-  if (step_.rank != 0) {
-    if (!SendTo({0}, PeerMessage{PeerKind::kValue, step_.rank, g, {{"key", key}, {"value", std::to_string(mine)}}}).empty()) {
-      Fail("checkpoint restore: rank 0's launcher cannot be reached", 1);
+bool Launcher::Standby(int timeout_s, int* code) {
+  for (;;) {
+    const int64_t g = generation_;
+    peers_.Poll(g);
+    auto m = peers_.Await([g](const PeerMessage& p) {
+      return (p.kind == PeerKind::kStop || p.kind == PeerKind::kVerdict) && p.generation == g;
+    }, 3600);
+    if (!m) continue;
+    Result<std::optional<RestartVerdict>> v = std::optional<RestartVerdict>();
+    if (m->kind == PeerKind::kStop) {
+      v = peers_.ReportAndAwaitVerdict(g, std::nullopt, {}, timeout_s);
+    } else if (auto decoded = VerdictOf(*m)) {
+      v = std::optional<RestartVerdict>(*decoded);  // unasked: the job ends (rank 0's program finished)
     }
-    auto m = AwaitPeer(is_value(0), timeout_s);
-    if (!m) Fail("checkpoint restore: no answer from rank 0's launcher", 1);
-    return value_of(*m);
+    if (!v || !*v || !(*v)->restart) {
+      *code = v && *v ? (*v)->exit_code : 1;
+      return false;
+    }
+    master_ = (*v)->master;
+    resume_step_ = (*v)->resume_step;
+    active_ = (*v)->active;
+    ++generation_;
+    if (ActiveNode(step_.node_rank)) return true;
   }
-  int64_t least = mine;
-  std::vector<int> others;
-  for (int r : ActiveRanks()) {
-    if (r == 0) continue;
-    others.push_back(r);
-    auto m = AwaitPeer(is_value(r), timeout_s);
-    if (!m) Fail("checkpoint restore: no answer from the launcher of rank " + std::to_string(r), 1);
-    least = std::min<int64_t>(least, value_of(*m));
-  }
-  (void)SendTo(others, PeerMessage{PeerKind::kValue, 0, g, {{"key", key}, {"value", std::to_string(least)}}});
-  return least;
 }
 
 int Launcher::Run(int argc, char** argv) {
@@ -805,8 +652,9 @@ int Launcher::Run(int argc, char** argv) {
   if (in_place_) {
     spares_ = std::atoi(Get(env, "AUTOPAR_SPARE_NODES", "0").c_str());
     if (spares_ > 0) {
-      for (int n : tasks_per_node_) {
-        if (n != tasks_per_node_.front()) Fail("--spare-nodes: needs the same number of tasks on every node", 1);
+      const std::vector<int>& tasks = peers_.tasks_per_node();
+      if (std::count(tasks.begin(), tasks.end(), tasks.front()) != static_cast<long>(tasks.size())) {
+        Fail("--spare-nodes: needs the same number of tasks on every node", 1);
       }
       if (spares_ >= info_.num_nodes) {
         Fail("--spare-nodes=" + std::to_string(spares_) + ": the step has " +
@@ -817,7 +665,7 @@ int Launcher::Run(int argc, char** argv) {
   }
   if (in_place_) {
     // The program's ranks number the nodes in use only (ProgramRank); a spare's are its step's.
-    if (auto program = ProgramRank(step_, tasks_per_node_, active_)) info_ = *program;
+    if (auto program = ProgramRank(step_, peers_.tasks_per_node(), active_)) info_ = *program;
   }
   const double rendezvous_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start).count();
@@ -899,11 +747,11 @@ int Launcher::Run(int argc, char** argv) {
         break;
       }
       Say("taking the place of a lost node (program ranks from " +
-          std::to_string(ProgramRank(step_, tasks_per_node_, active_)->rank) + ")");
+          std::to_string(ProgramRank(step_, peers_.tasks_per_node(), active_)->rank) + ")");
     }
     if (in_place_ && active_ != env_active) {
       // The nodes in use changed (a spare took a lost node's place): this launcher's ranks may too.
-      info_ = *ProgramRank(step_, tasks_per_node_, active_);
+      info_ = *ProgramRank(step_, peers_.tasks_per_node(), active_);
       child_env = program_env();
       env_active = active_;
     }
@@ -940,9 +788,10 @@ int Launcher::Run(int argc, char** argv) {
     if (failure) {
       (void)ReportRankExit(Lookup(child_env), info_.rank, host_, failure->exit_status,
                            failure->run_s, 3000, generation_);
-      const bool reached_all = SendStopNotice(*failure, &gone);
+      gone = peers_.NotifyStop(*failure);
+      if (!gone.empty()) Say("the launchers of ranks " + FormatIntList(gone) + " cannot be reached");
       const bool coordinator_gone = std::find(gone.begin(), gone.end(), 0) != gone.end();
-      if (!reached_all && (spares_ == 0 || coordinator_gone)) {
+      if (!gone.empty() && (spares_ == 0 || coordinator_gone)) {
         // No restart without every rank (or without rank 0's launcher, which decides): this
         // node's autopard takes the requeue path (with the failure's class: a hang stays a hang),
         // and the step is ended below. With spare nodes rank 0 decides about the lost ones.
@@ -968,10 +817,10 @@ int Launcher::Run(int argc, char** argv) {
   if (in_place_ && step_.rank == 0 && code == 0 && !decided && spares_ > 0) {
     // The program is done: the launchers of the nodes still in reserve end too.
     std::vector<int> reserve;
-    for (int r = 0; r < static_cast<int>(peers_.size()); ++r) {
-      if (!ActiveNode(peers_[static_cast<size_t>(r)].node)) reserve.push_back(r);
+    for (int n = 0; n < static_cast<int>(peers_.tasks_per_node().size()); ++n) {
+      if (!ActiveNode(n)) reserve.push_back(n);
     }
-    (void)SendTo(reserve, VerdictMessage(RestartVerdict{false, 0, {}, -1, {}}, generation_));
+    (void)peers_.SendTo(peers_.RanksOnNodes(reserve), VerdictMessage(RestartVerdict{false, 0, {}, -1, {}}, generation_));
   }
   const double run_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - program_start).count();

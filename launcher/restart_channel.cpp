@@ -163,11 +163,11 @@ std::vector<size_t> RestartChannel::Broadcast(const std::vector<std::string>& en
   return failed;
 }
 
-void Mailbox::Pump(int wait_ms) {
-  if (channel_ == nullptr || channel_->fd() < 0) return;
-  pollfd p{channel_->fd(), POLLIN, 0};
+void Mailbox::Pump(RestartChannel& channel, int wait_ms) {
+  if (channel.fd() < 0) return;
+  pollfd p{channel.fd(), POLLIN, 0};
   if (wait_ms > 0 && poll(&p, 1, wait_ms) <= 0) return;
-  for (const std::string& line : channel_->Drain(500)) {
+  for (const std::string& line : channel.Drain(500)) {
     auto m = DecodePeerMessage(line, token_);
     if (m) inbox_.push_back(std::move(*m));
   }

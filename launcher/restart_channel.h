@@ -51,10 +51,10 @@ class Mailbox {
  public:
   using Want = std::function<bool(const PeerMessage&)>;
   Mailbox() = default;
-  Mailbox(RestartChannel* channel, std::string token) : channel_(channel), token_(std::move(token)) {}
+  explicit Mailbox(std::string token) : token_(std::move(token)) {}
 
-  // Reads every message pending, waiting up to `wait_ms` for one to arrive.
-  void Pump(int wait_ms);
+  // Reads every message pending on `channel`, waiting up to `wait_ms` for one to arrive.
+  void Pump(RestartChannel& channel, int wait_ms);
   // The first message `want` accepts, removed from the box (nothing is read).
   std::optional<PeerMessage> Take(const Want& want);
   // Removes every message `stale` accepts.
@@ -62,7 +62,6 @@ class Mailbox {
   bool empty() const { return inbox_.empty(); }
 
  private:
-  RestartChannel* channel_ = nullptr;
   std::string token_;
   std::deque<PeerMessage> inbox_;
 };

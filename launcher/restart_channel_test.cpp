@@ -42,14 +42,14 @@ TEST(RestartChannel, AConnectionThatSendsNothingIsDroppedWithinItsTimeout) {
 TEST(Mailbox, KeepsTheStepsMessagesUntilTakenAndDropsTheRest) {
   auto a = RestartChannel::Listen("127.0.0.1");
   ASSERT_TRUE(a.ok());
-  Mailbox box(&*a, "t");
+  Mailbox box("t");
   const PeerMessage report{PeerKind::kReport, 2, 1, {{"state", "stopped"}}};
   const PeerMessage old_stop{PeerKind::kStop, 3, 0, {}};
   for (const std::string& line : {EncodePeerMessage("t", old_stop), EncodePeerMessage("other", report),
                                   std::string("garbage\n"), EncodePeerMessage("t", report)}) {
     ASSERT_TRUE(RestartChannel::Broadcast({a->endpoint()}, line, 1000).empty());
   }
-  box.Pump(1000);
+  box.Pump(*a, 1000);
   auto is_report = [](const PeerMessage& m) { return m.kind == PeerKind::kReport; };
   auto got = box.Take(is_report);
   ASSERT_TRUE(got.has_value());
@@ -61,7 +61,7 @@ TEST(Mailbox, KeepsTheStepsMessagesUntilTakenAndDropsTheRest) {
   EXPECT_TRUE(box.empty());
   // Nothing pending: Pump returns after its wait.
   auto start = std::chrono::steady_clock::now();
-  box.Pump(100);
+  box.Pump(*a, 100);
   EXPECT_TRUE(box.empty());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }

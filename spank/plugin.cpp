@@ -234,8 +234,9 @@ int LocalUserInit(spank_t sp) {
 autopar::Result<autopar::EnvList> TaskPlanEnv(spank_t sp, const autopar::JobOptions& opts,
                                               const autopar::TaskContext& task) {
   if (!opts.auto_parallel || task.step_id == SLURM_BATCH_SCRIPT) return autopar::EnvList{};
-  // With spare nodes the program's world is the step's but the spares' tasks (the launcher
-  // numbers the ranks of the nodes in use; docs/recovery.md).
+  // With spare nodes the program's world is the step's but the spares' tasks. The launcher numbers
+  // the ranks of the nodes in use (docs/recovery.md) and sets each rank's plan variables itself;
+  // a task in reserve runs no program, so here it gets the last rank's as a placeholder.
   const int64_t world =
       task.world_size - opts.spare_nodes.value_or(0) * task.local_world_size;
   if (world <= 0) return autopar::Status::Error("--spare-nodes: the step has no node to run on");
