@@ -12,7 +12,8 @@ first training step after the recovery (rank 0's "train: ... run N" line of the 
 
 each with in-place restarts (the default with --requeue-on-failure) and with --restarts-in-place=0
 (today's requeue path), on an idle queue and on a full one: before the fault the second test
-account submits jobs that want all 4 nodes, pending behind ours.
+account submits jobs that want as many nodes as the program runs on (4; 3 for the node case),
+pending behind ours.
 
 Each row also gives the program's own start-up in that job: from rank 0's launcher having its
 rendezvous (just before the program starts) to the first training step of the first run (import
@@ -92,13 +93,13 @@ def state(job: str) -> str:
     return m.group(1) if m else "?"
 
 
-def fill_queue(n=3):
-    """Jobs of another user that want every node, pending behind ours."""
+def fill_queue(nodes: int, n=3):
+    """Jobs of another user that want `nodes` nodes each, pending behind ours."""
     env = dict(os.environ)
     ids = []
     for _ in range(n):
         out = subprocess.run(["runuser", "-u", OTHER_USER, "--", "env", f"SLURM_CONF={env['SLURM_CONF']}",
-                              "sbatch", "--parsable", "-N4", "--exclusive", "-o", "/dev/null",
+                              "sbatch", "--parsable", f"-N{nodes}", "--exclusive", "-o", "/dev/null",
                               "--wrap", "sleep 20"],
                              capture_output=True, text=True, check=True).stdout
         ids.append(out.strip())
@@ -122,7 +123,9 @@ def one(kind: str, in_place: bool, full: bool) -> dict:
     try:
         wait_for(lambda: any(s >= FAULT_STEP for _, s, _ in steps(work)), 240, "the fault step")
         if full:
-            fillers = fill_queue()
+            # As many nodes as the program runs on: with a node lost, the requeued job competes
+            # with them for the nodes left.
+            fillers = fill_queue(3 if kind == "node" else 4)
             time.sleep(2)  # they are pending now
         if kind == "node":
             killed = node_of_rank(job, 2)
@@ -165,7 +168,7 @@ def main():
     queues = [False] if args.no_full else [False, True]
     for full in queues:
         for kind in kinds:
-            if full and kind in ("hang", "node"):
+            if full and kind == "hang":
                 continue  # the queue matters after the requeue, the same for both faults
             for in_place in (True, False):
                 r = one(kind, in_place, full)

@@ -4,7 +4,8 @@ with --requeue-on-failure=3 only (in-place restarts are the default then). After
 rank's program is stopped and started again inside the same job (Restarts=0, the same nodes), it
 resumes from the latest COMPLETE checkpoint, and the final model is bit for bit the uninterrupted
 run's. The timeline tells each recovery: failure, recovery (the decision), restarted (its phases),
-restored (per rank), first_step.
+restored (per rank), first_step. A lost node is replaced by a spare (--spare-nodes) the same
+way; under a busy queue (another user's jobs waiting for the nodes) none of it hands the nodes over.
 
 Needs the cluster as test_requeue_faults.py does (autopard on every node). About 3 min.
 """
@@ -13,10 +14,13 @@ import re
 import signal
 import time
 
+import pytest
+
 from conftest import PYTHON, job_state, run, slurm_conf, wait_job
 from test_requeue_faults import (cluster_script, events, kinds, need_autopard, node_of_rank,  # noqa: F401
                                  rank_pid, record, recovery, reference, restarts, same_model,
-                                 show_job, steps_logged, submit, train_cmd, wait_step)
+                                 show_job, steps_logged, stop_rank_mid_training, submit, train_cmd,
+                                 wait_step)
 
 OPTS = "--requeue-on-failure=3 --heartbeat-timeout=20"
 
@@ -70,25 +74,16 @@ def test_killed_rank_restarts_in_place(tmp_path, reference):
     assert took < 60, f"resumed {took:.1f}s after the fault"
 
 
-def test_stopped_rank_restarts_in_place(tmp_path, reference):
-    work = tmp_path / "stop"
+def test_stopped_rank_restarts_in_place(tmp_path, reference, waiting):
+    """A hang, while another user's jobs wait for the training's nodes: they do not get them."""
     timeout = 10
-    job = submit(work, opts=f"--requeue-on-failure=3 --heartbeat-timeout={timeout}",
-                 program=train_cmd(work))
-    wait_step(work, 0, 22)
-    pid = rank_pid(job, 1)
-    fault = time.time()
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    work, job, fault = stop_rank_mid_training(
+        tmp_path, "stop", f"--requeue-on-failure=3 --heartbeat-timeout={timeout}",
+        before_fault=lambda job: fill_queue(waiting, "-w", node_list(job)))
     assert same_model(work / "final.pt", reference)
     evs = events(job, "first_step", "finished")
     assert_recovered_in_place(job, evs, 1)
+    assert_none_started_before(waiting, kinds(evs, "finished")[0]["time"])
     stacks = [e for e in kinds(evs, "stack") if e["rank"] == 1]
     assert stacks and 'state="T (stopped)"' in stacks[0]["detail"], kinds(evs, "stack")
     # autopard told the launchers (after capturing the stacks); the decision is about a hang.
@@ -122,17 +117,20 @@ def test_two_failures_in_place_on_different_nodes(tmp_path, reference):
     assert len({e["node"] for e in kinds(evs, "rank_exit")}) == 2, kinds(evs, "rank_exit")
 
 
-def test_a_lost_node_is_replaced_by_a_spare_in_place(tmp_path, reference):
+def test_a_lost_node_is_replaced_by_a_spare_in_place(tmp_path, reference, waiting):
     """--spare-nodes=1 on 3 nodes: the program runs on 2 and the third waits in reserve. The node
-    of ranks 2-3 dies as a whole (kill-node.sh); the spare takes its place, with no requeue (the
-    job is --no-kill through the plugin), and fetches its ranks' checkpoint from the upload while
-    the node that stayed restores its own copy."""
+    of ranks 2-3 dies as a whole (kill-node.sh) while another user's jobs wait for 3 nodes; the
+    spare takes its place, with no requeue (the job is --no-kill through the plugin), and fetches
+    its ranks' checkpoint from the upload while the node that stayed restores its own copy; the
+    waiting jobs do not get the nodes before the training ends."""
     work = tmp_path / "spare"
     job = submit(work, opts=OPTS + " --spare-nodes=1", program=train_cmd(work), nodes=3)
     wait_step(work, 0, 22)
     hosts = run(["scontrol", "show", "hostnames", node_list(job)], check=True).stdout.split()
     node = node_of_rank(job, 2)
     assert node == hosts[1] and node_of_rank(job, 0) == hosts[0], (node, hosts)
+    # A busy cluster: another user's jobs want as many nodes as the training holds.
+    fill_queue(waiting, "-N3")
     fault = time.time()
     cluster_script("kill-node.sh", node)
     try:
@@ -159,6 +157,7 @@ def test_a_lost_node_is_replaced_by_a_spare_in_place(tmp_path, reference):
     for r in (2, 3):  # on the spare: fetched from the upload
         assert restored[r]["node"] == hosts[2] and int(restored[r]["fields"]["bytes_fetched"]) > 0, restored[r]
     assert [e["fields"]["generation"] for e in kinds(evs, "first_step")] == ["1"], kinds(evs, "first_step")
+    assert_none_started_before(waiting, kinds(evs, "finished")[0]["time"])
     took, steps = recovery(work, fault, 0)
     record("node loss with a spare, in place", recovery_s=round(took, 1), steps_lost=steps)
     assert took < 60, f"resumed {took:.1f}s after the fault"
@@ -205,7 +204,39 @@ def test_spent_in_place_budget_hands_over_to_the_requeue(tmp_path, reference):
     assert len(requeue) == 1 and "attempt=1 of=3" in requeue[0]["detail"], requeue
 
 
-def test_a_full_queue_does_not_take_the_nodes_of_a_job_that_recovers_in_place(tmp_path, reference):
+@pytest.fixture
+def waiting():
+    """Jobs of another user (fill_queue), cancelled when the test ends."""
+    ids = []
+    yield ids
+    for w in ids:
+        run(["scancel", w])
+
+
+def fill_queue(waiting, *sbatch_args):
+    """Three jobs of another user, pending behind the training for its nodes."""
+    for _ in range(3):
+        p = run(["runuser", "-u", "autopar-test2", "--", "env", f"SLURM_CONF={slurm_conf()}",
+                 "sbatch", "--parsable", "--exclusive", *sbatch_args, "-o", "/dev/null",
+                 "--wrap", "sleep 5"],
+                check=True)
+        waiting.append(p.stdout.strip())
+    assert all(job_state(w) == "PENDING" for w in waiting)
+
+
+def assert_none_started_before(waiting, finished: float):
+    """None of the waiting jobs got the nodes before the training ended."""
+    for w in waiting:
+        text = run(["scontrol", "show", "job", w], check=True).stdout
+        if re.search(r"JobState=PENDING", text):
+            continue
+        start = re.search(r"StartTime=(\S+)", text).group(1)
+        assert time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%S")) >= int(finished) - 1, \
+            (w, start, finished)
+
+
+def test_a_full_queue_does_not_take_the_nodes_of_a_job_that_recovers_in_place(tmp_path, reference,
+                                                                                waiting):
     """Another user's jobs wait for the nodes the training holds; a crash does not hand them over:
     the job recovers in place and finishes first (the requeue path under the same queue is in
     bench/recovery/recovery_bench.py)."""
@@ -213,30 +244,11 @@ def test_a_full_queue_does_not_take_the_nodes_of_a_job_that_recovers_in_place(tm
     job = submit(work, opts=OPTS, program=train_cmd(work))
     wait_step(work, 0, 12)
     nodes = node_list(job)
-    waiting = []
-    for _ in range(3):
-        p = run(["runuser", "-u", "autopar-test2", "--", "env", f"SLURM_CONF={slurm_conf()}",
-                 "sbatch", "--parsable", "--exclusive", "-w", nodes, "-o", "/dev/null",
-                 "--wrap", "sleep 5"],
-                check=True)
-        waiting.append(p.stdout.strip())
-    try:
-        assert all(job_state(w) == "PENDING" for w in waiting)
-        os.kill(rank_pid(job, 1), signal.SIGKILL)
-        assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
-        assert node_list(job) == nodes
-        assert same_model(work / "final.pt", reference)
-        evs = events(job, "first_step", "finished")
-        assert_recovered_in_place(job, evs, 1)
-        finished = kinds(evs, "finished")[0]["time"]
-        # None of the waiting jobs got the nodes before the training ended.
-        for w in waiting:
-            text = run(["scontrol", "show", "job", w], check=True).stdout
-            if re.search(r"JobState=PENDING", text):
-                continue
-            start = re.search(r"StartTime=(\S+)", text).group(1)
-            assert time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%S")) >= int(finished) - 1, \
-                (w, start, finished)
-    finally:
-        for w in waiting:
-            run(["scancel", w])
+    fill_queue(waiting, "-w", nodes)
+    os.kill(rank_pid(job, 1), signal.SIGKILL)
+    assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    assert node_list(job) == nodes
+    assert same_model(work / "final.pt", reference)
+    evs = events(job, "first_step", "finished")
+    assert_recovered_in_place(job, evs, 1)
+    assert_none_started_before(waiting, kinds(evs, "finished")[0]["time"])

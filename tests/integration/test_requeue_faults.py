@@ -240,21 +240,9 @@ def test_exit_at_start_is_stopped(tmp_path):
 def test_hang_is_detected_and_requeued(tmp_path, reference):
     """(c) SIGSTOP of one rank: no progress anywhere; detected within the heartbeat timeout + 5 s,
     stacks captured, requeued, resumed."""
-    work = tmp_path / "c"
     timeout = 10
-    job = submit(work, opts=f"--restarts-in-place=0 --requeue-on-failure=3 --heartbeat-timeout={timeout}",
-                 program=train_cmd(work))
-    wait_step(work, 0, 22)
-    pid = rank_pid(job, 1)
-    fault = time.time()
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    work, job, fault = stop_rank_mid_training(
+        tmp_path, "c", f"--restarts-in-place=0 --requeue-on-failure=3 --heartbeat-timeout={timeout}")
     assert same_model(work / "final.pt", reference)
     evs = events(job)
     missed = kinds(evs, "heartbeat_missed")
@@ -297,6 +285,27 @@ def test_two_failures_in_a_row_on_different_nodes(tmp_path, reference):
             for e in requeues] == [(True, False), (False, True)], requeues
     nodes = {e["node"] for e in kinds(evs, "failure")}
     assert len(nodes) == 2, kinds(evs, "failure")
+
+
+def stop_rank_mid_training(tmp_path, name, opts, before_fault=None):
+    """Starts the training, SIGSTOPs rank 1 mid-run (a hang: no progress anywhere) and waits for
+    the job to finish; returns (work, job, fault time). `before_fault(job)` runs just before."""
+    work = tmp_path / name
+    job = submit(work, opts=opts, program=train_cmd(work))
+    wait_step(work, 0, 22)
+    if before_fault:
+        before_fault(job)
+    pid = rank_pid(job, 1)
+    fault = time.time()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return work, job, fault
 
 
 def kill_node_mid_training(tmp_path, name, opts, after=""):
