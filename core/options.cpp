@@ -61,6 +61,15 @@ Result<int64_t> ParseRanged(OptionId id, const char* value, int64_t min, int64_t
                      "], got '" + value + "'");
 }
 
+// Parses an integer option within [min, max] into `field`.
+Status SetRanged(OptionId id, const char* value, int64_t min, int64_t max,
+                 std::optional<int64_t>* field) {
+  auto v = ParseRanged(id, value, min, max);
+  if (!v) return v.status();
+  *field = *v;
+  return Status::Ok();
+}
+
 bool HasDotDot(const std::string& path) {
   for (const std::string& part : Split(path, '/'))
     if (part == "..") return true;
@@ -197,18 +206,10 @@ Status SetOption(JobOptions& opts, OptionId id, const char* value, const SiteCon
       opts.gpu_type = ToLower(text);
       return Status::Ok();
     }
-    case OptionId::kGlobalBatch: {
-      auto v = ParseRanged(id, value, 1, kMaxInt32);
-      if (!v) return v.status();
-      opts.global_batch = *v;
-      return Status::Ok();
-    }
-    case OptionId::kSeqLen: {
-      auto v = ParseRanged(id, value, 1, 1 << 24);
-      if (!v) return v.status();
-      opts.seq_len = *v;
-      return Status::Ok();
-    }
+    case OptionId::kGlobalBatch:
+      return SetRanged(id, value, 1, kMaxInt32, &opts.global_batch);
+    case OptionId::kSeqLen:
+      return SetRanged(id, value, 1, 1 << 24, &opts.seq_len);
     case OptionId::kCkptDir: {
       if (Status s = CheckCkptDir(text, site); !s.ok()) return s;
       opts.ckpt_dir = text;
@@ -219,40 +220,22 @@ Status SetOption(JobOptions& opts, OptionId id, const char* value, const SiteCon
       opts.ckpt_upload = text;
       return Status::Ok();
     }
-    case OptionId::kCkptKeep: {
-      auto v = ParseRanged(id, value, 1, site.max_ckpt_keep);
-      if (!v) return v.status();
-      opts.ckpt_keep = *v;
-      return Status::Ok();
-    }
+    case OptionId::kCkptKeep:
+      return SetRanged(id, value, 1, site.max_ckpt_keep, &opts.ckpt_keep);
     case OptionId::kRequeueOnFailure: {
       if (value == nullptr || text.empty()) {
         opts.requeue_on_failure = std::min(site.requeue_default_count, site.max_requeue);
         return Status::Ok();
       }
-      auto v = ParseRanged(id, value, 0, site.max_requeue);
-      if (!v) return v.status();
-      opts.requeue_on_failure = *v;
-      return Status::Ok();
+      return SetRanged(id, value, 0, site.max_requeue, &opts.requeue_on_failure);
     }
-    case OptionId::kHeartbeatTimeout: {
-      auto v = ParseRanged(id, value, site.min_heartbeat_timeout, site.max_heartbeat_timeout);
-      if (!v) return v.status();
-      opts.heartbeat_timeout = *v;
-      return Status::Ok();
-    }
-    case OptionId::kRestartsInPlace: {
-      auto v = ParseRanged(id, value, 0, site.max_restarts_in_place);
-      if (!v) return v.status();
-      opts.restarts_in_place = *v;
-      return Status::Ok();
-    }
-    case OptionId::kSpareNodes: {
-      auto v = ParseRanged(id, value, 0, site.max_spare_nodes);
-      if (!v) return v.status();
-      opts.spare_nodes = *v;
-      return Status::Ok();
-    }
+    case OptionId::kHeartbeatTimeout:
+      return SetRanged(id, value, site.min_heartbeat_timeout, site.max_heartbeat_timeout,
+                       &opts.heartbeat_timeout);
+    case OptionId::kRestartsInPlace:
+      return SetRanged(id, value, 0, site.max_restarts_in_place, &opts.restarts_in_place);
+    case OptionId::kSpareNodes:
+      return SetRanged(id, value, 0, site.max_spare_nodes, &opts.spare_nodes);
   }
   return Status::Error("unknown option");
 }
