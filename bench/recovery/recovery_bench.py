@@ -168,8 +168,6 @@ def main():
     queues = [False] if args.no_full else [False, True]
     for full in queues:
         for kind in kinds:
-            if full and kind == "hang":
-                continue  # the queue matters after the requeue, the same for both faults
             for in_place in (True, False):
                 r = one(kind, in_place, full)
                 rows.append(r)
@@ -181,7 +179,7 @@ def main():
     print()
     for (kind, full, ip), s in sorted(by.items()):
         if ip and (kind, full, False) in by:
-            print(f"{kind} on an {'full' if full else 'idle'} queue: in place / requeue = "
+            print(f"{kind} on {'a full' if full else 'an idle'} queue: in place / requeue = "
                   f"{s / by[(kind, full, False)]:.2f}")
 
 

@@ -2,8 +2,8 @@
 """Deterministic PyTorch DDP training (gloo, CPU) for the failure/requeue tests (issue 6): the
 checkpointing training of ckpt_train.py (ddp_train.py: same model, data and bit-identical resume),
 plus a fixed pause per step (so faults land mid-run) and one line per step on stdout ("train: rank
-R step S time T run N", T = seconds since the epoch, N = TORCHELASTIC_RESTART_COUNT: requeues and
-in-place restarts, else SLURM_RESTART_COUNT) from which the tests
+R step S time T run N port P", T = seconds since the epoch, N = TORCHELASTIC_RESTART_COUNT: requeues
+and in-place restarts, else SLURM_RESTART_COUNT, P = MASTER_PORT) from which the tests
 and bench/failure measure recovery time and steps lost. It sends a heartbeat after every step.
 With --obey-time-limit it follows autopard's time-limit request (docs/checkpoints.md): the ranks
 agree on the step, checkpoint it and wait for the requeue.
@@ -35,7 +35,8 @@ def main():
                                  os.environ.get("SLURM_RESTART_COUNT", "0")))
     for step in range(trainer.start, args.steps):
         trainer.step(step)
-        print(f"train: rank {rank} step {step} time {time.time():.3f} run {restart}", flush=True)
+        print(f"train: rank {rank} step {step} time {time.time():.3f} run {restart} "
+              f"port {os.environ.get('MASTER_PORT', '')}", flush=True)
         requested = ckpt.heartbeat(step) if ckpt.enabled() else False
         if args.step_sleep:
             time.sleep(args.step_sleep)

@@ -29,6 +29,19 @@ def node_list(job: str) -> str:
     return re.search(r"\bNodeList=(\S+)", show_job(job)).group(1)
 
 
+def assert_fresh_rendezvous(work, evs):
+    """Each restarted generation ran with the port of its `restarted` event, none the one before."""
+    ports = {}
+    for m in re.finditer(r"train: rank \d+ step \d+ time [\d.]+ run (\d+) port (\d+)",
+                         (work / "out.txt").read_text()):
+        ports.setdefault(int(m.group(1)), set()).add(m.group(2))
+    restarted = kinds(evs, "restarted")
+    assert len(ports) == len(restarted) + 1 and all(len(p) == 1 for p in ports.values()), ports
+    for e in restarted:
+        g = int(e["fields"]["generation"])
+        assert ports[g] == {e["fields"]["port"]} and ports[g] != ports[g - 1], (ports, e)
+
+
 def assert_recovered_in_place(job, evs, generations):
     """Every recovery of the job was in place, told in the timeline with its phases."""
     assert restarts(job) == 0, show_job(job)
@@ -66,6 +79,7 @@ def test_killed_rank_restarts_in_place(tmp_path, reference):
     assert same_model(work / "final.pt", reference), "the model differs from an uninterrupted run"
     evs = events(job, "first_step", "finished")
     assert_recovered_in_place(job, evs, 1)
+    assert_fresh_rendezvous(work, evs)
     failure = kinds(evs, "failure")
     assert len(failure) == 1 and failure[0]["fields"]["class"] == "rank-crash", failure
     assert failure[0]["fields"]["signal"] == "9" and failure[0]["rank"] == 1, failure
@@ -111,6 +125,7 @@ def test_two_failures_in_place_on_different_nodes(tmp_path, reference):
     assert same_model(work / "final.pt", reference)
     evs = events(job, "finished")
     assert_recovered_in_place(job, evs, 2)
+    assert_fresh_rendezvous(work, evs)
     decisions = kinds(evs, "recovery")
     assert ["attempt=1 of=3" in e["detail"] for e in decisions] == [True, False], decisions
     assert "attempt=2 of=3" in decisions[1]["detail"], decisions
@@ -157,6 +172,7 @@ def test_a_lost_node_is_replaced_by_a_spare_in_place(tmp_path, reference, waitin
     for r in (2, 3):  # on the spare: fetched from the upload
         assert restored[r]["node"] == hosts[2] and int(restored[r]["fields"]["bytes_fetched"]) > 0, restored[r]
     assert [e["fields"]["generation"] for e in kinds(evs, "first_step")] == ["1"], kinds(evs, "first_step")
+    assert_fresh_rendezvous(work, evs)
     assert_none_started_before(waiting, kinds(evs, "finished")[0]["time"])
     took, steps = recovery(work, fault, 0)
     record("node loss with a spare, in place", recovery_s=round(took, 1), steps_lost=steps)
