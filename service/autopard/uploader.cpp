@@ -18,6 +18,7 @@
 #include "core/ckpt/ckpt_retention.h"
 #include "core/ckpt/ckpt_store.h"
 #include "core/ckpt/ckpt_uri.h"
+#include "core/ckpt/commit_state.h"
 #include "core/proto/proto_client.h"
 #include "core/ckpt/sha256.h"
 #include "service/storage/storage_backends.h"
@@ -46,34 +47,6 @@ struct FdSet {
   }
 };
 
-// Counts outstanding tasks and keeps the first error.
-class Latch {
- public:
-  void Add(int n = 1) {
-    std::lock_guard<std::mutex> l(mu_);
-    pending_ += n;
-  }
-  void Done(Status st) {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!st.ok() && first_.ok()) first_ = st;
-    if (--pending_ == 0) cv_.notify_all();
-  }
-  Status Wait() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return pending_ == 0; });
-    return first_;
-  }
-  bool failed() {
-    std::lock_guard<std::mutex> l(mu_);
-    return !first_.ok();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int pending_ = 0;
-  Status first_;
-};
 
 Status ReadAt(int fd, std::string* buf, uint64_t offset, size_t size, const std::string& name) {
   buf->resize(size);
@@ -114,6 +87,35 @@ int64_t ReadJobOwner(ObjectStore& store, const std::string& job_id, const Transf
   }
   return v["uid"].asUInt();
 }
+
+// Counts outstanding tasks and keeps the first error.
+class Latch {
+ public:
+  void Add(int n = 1) {
+    std::lock_guard<std::mutex> l(mu_);
+    pending_ += n;
+  }
+  void Done(Status st) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!st.ok() && first_.ok()) first_ = st;
+    if (--pending_ == 0) cv_.notify_all();
+  }
+  Status Wait() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return pending_ == 0; });
+    return first_;
+  }
+  bool failed() {
+    std::lock_guard<std::mutex> l(mu_);
+    return !first_.ok();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int pending_ = 0;
+  Status first_;
+};
 
 TaskPool::TaskPool(int threads) {
   for (int i = 0; i < threads; ++i) {
@@ -412,6 +414,8 @@ void Uploader::Process(int64_t commit_id, std::shared_ptr<Active> active) {
       // A failed upload queued by a restart (or a later success) before any timer retry.
       if (c->state == "failed" && active->attempt == 0) active->attempt = 1;
     }
+    auto recorded = ParseCommitState(c->state);
+    active->recorded = recorded ? *recorded : CommitState::kQueued;
     if (c->state == "queued") {
       JournalEvent e{c->created, config_.node, c->job_id, "ckpt_committed", c->rank, c->step,
                      std::to_string(c->bytes) + " bytes" +
@@ -426,7 +430,6 @@ void Uploader::Process(int64_t commit_id, std::shared_ptr<Active> active) {
   bool retry = false;
   std::chrono::milliseconds retry_in{0};
   if (c && !keep_pending) {
-    std::string state = st.ok() ? (c->upload.empty() ? "local" : "uploaded") : "failed";
     retry = !st.ok() && !permanent;
     if (retry) {
       retry_in = FailedUploadRetryDelay(config_.upload_retry_initial, config_.upload_retry_max,
@@ -434,7 +437,12 @@ void Uploader::Process(int64_t commit_id, std::shared_ptr<Active> active) {
       st = Status::Error(st.message() + " (kept: retried where it stopped on a timer with backoff, "
                          "when autopard restarts or when a later upload to " + c->upload + " succeeds)");
     }
-    (void)db_->SetCommitState(commit_id, state, st.ok() ? "" : st.message(), active->total, retry);
+    // A local-only commit recorded its own transition (FinishLocal: before it counts the ranks).
+    if (!st.ok()) {
+      Transition(*c, *active, CommitEvent::kFailed, st.message(), retry);
+    } else if (!c->upload.empty()) {
+      Transition(*c, *active, CommitEvent::kUploaded, "", false);
+    }
     if (!st.ok()) {
       // A timer retry that fails again on storage is not a new failure: its error is in the next
       // ckpt_upload_retry event and in `autopar ckpt status`.
@@ -482,7 +490,8 @@ Status Uploader::FinishLocal(const CommitRecord& c, Active& active) {
     if (Status s = db_->SetFileSha256(c.id, f.path, *sha); !s) return s;
     active.done += f.size;
   }
-  (void)db_->SetCommitState(c.id, "local", "", active.total);
+  // Recorded before the count below, so that the node's last rank to get here sees every other.
+  Transition(c, active, CommitEvent::kHashedLocal, "", false);
   Emit(c, "ckpt_committed", "local " + dir);
   // COMPLETE-LOCAL when every rank of the job on this node has committed this step.
   auto commits = db_->LocalCommits(c.ckpt_dir, c.step);
@@ -500,384 +509,453 @@ Status Uploader::FinishLocal(const CommitRecord& c, Active& active) {
   return Status::Ok();
 }
 
-Status Uploader::Upload(const CommitRecord& c, Active& active, bool* permanent) {
-  *permanent = false;
-  auto store_r = stores_->Get(c.upload);
-  if (!store_r) return store_r.status();
-  ObjectStore& store = **store_r;
-  auto files_r = db_->Files(c.id);
-  if (!files_r) return files_r.status();
-  std::vector<FileRecord> files = *files_r;
-  UserIdentity id{c.uid, c.gid};
-  const std::string dir = RankStepDir(c.ckpt_dir, c.step, c.rank);
-  auto abort_multipart = [&] {
-    for (const auto& f : files) {
-      if (!f.uploaded && !f.upload_id.empty()) {
-        (void)store.AbortUpload(RankFileKey(c.job_id, c.step, c.rank, f.path), f.upload_id);
-        (void)db_->SetUploadId(c.id, f.path, "");
-      }
-    }
-  };
-  if (c.state == "failed") {
-    // A retry. Pointless once `keep` newer steps are complete: retention would delete it.
-    if (c.keep > 0) {
-      auto steps = db_->Steps(c.upload);
-      if (!steps) return steps.status();
-      int newer = 0;
-      for (const auto& s : *steps) {
-        if (s.job_id == c.job_id && s.step > c.step && s.state == "COMPLETE") ++newer;
-      }
-      if (newer >= c.keep) {
-        *permanent = true;
-        abort_multipart();
-        return Status::Error("not retried: " + std::to_string(newer) + " newer steps are complete (keep " +
-                             std::to_string(c.keep) + ")");
-      }
-    }
-    Emit(c, "ckpt_upload_retry", "attempt " + std::to_string(std::max(active.attempt, 1)) +
-                                     ": resuming the upload to " + c.upload +
-                                     " where it stopped (last error: " +
-                                     c.error.substr(0, c.error.find(" (kept: ")) + ")");
-  }
-  (void)db_->SetCommitState(c.id, "uploading", "", active.total);
-
+// One commit's upload while it runs (Uploader::Upload and its steps): the commit, its store, its
+// files with their descriptors, which go out in one PUT, and their SHA-256s as the hasher
+// finds them.
+struct Uploader::Run {
+  Run(const CommitRecord& commit, Active& act, std::shared_ptr<ObjectStore> s)
+      : c(commit), active(act), shared(std::move(s)), store(*shared),
+        dir(RankStepDir(c.ckpt_dir, c.step, c.rank)) {}
+  const CommitRecord& c;
+  Active& active;
+  std::shared_ptr<ObjectStore> shared;
+  ObjectStore& store;
+  const std::string dir;
+  std::vector<FileRecord> files;
   FdSet fds;
   uint64_t total = 0;
-  for (const auto& f : files) {
-    auto fd = OpenUserFile(id, dir + "/" + f.path, static_cast<int64_t>(f.size));
+  std::vector<bool> single;       // by file: one PUT (else multipart)
+  std::vector<std::string> sha;   // by file, filled by the hasher
+  Status hash_status;
+
+  std::string Key(size_t i) const { return RankFileKey(c.job_id, c.step, c.rank, files[i].path); }
+  std::string Name(size_t i) const { return dir + "/" + files[i].path; }
+};
+
+// One pass over the multipart files (a second one only restarts files whose upload vanished).
+struct Uploader::Pass {
+  explicit Pass(size_t n) : restart(n), all_parts_recorded(n, false), parts(n) {}
+  Latch latch;
+  std::vector<std::string> restart;  // by file: why its multipart upload must start over
+  // Files whose every part was sent before a restart: the previous daemon may have completed the
+  // upload (or died inside CompleteMultipartUpload), after which some stores answer the upload
+  // id with errors other than NoSuchUpload.
+  std::vector<bool> all_parts_recorded;
+  std::vector<std::vector<PartRecord>> parts;
+  std::mutex parts_mu;
+};
+
+Status Uploader::WithRetry(const std::function<StoreStatus()>& op, StoreStatus* last) {
+  Backoff backoff(config_.retry, DefaultUniform());
+  return RetryWithBackoff(
+      [&](int) {
+        *last = op();
+        return last->ToAttempt();
+      },
+      backoff, RealRetryClock(), &stopping_);
+}
+
+void Uploader::Transition(const CommitRecord& c, Active& active, CommitEvent event,
+                          const std::string& error, bool retry) {
+  auto next = NextCommitState(active.recorded, event);
+  if (!next) {
+    // A bug in the uploader, never the user's: say so, record nothing.
+    std::fprintf(stderr, "autopard: job %s step %lld rank %d: %s\n", c.job_id.c_str(),
+                 static_cast<long long>(c.step), c.rank, next.message().c_str());
+    return;
+  }
+  (void)db_->SetCommitState(c.id, CommitStateName(*next), error, active.total, retry);
+  active.recorded = *next;
+}
+
+Status Uploader::Upload(const CommitRecord& c, Active& active, bool* permanent) {
+  *permanent = false;
+  auto store = stores_->Get(c.upload);
+  if (!store) return store.status();
+  Run run(c, active, *store);
+  auto files = db_->Files(c.id);
+  if (!files) return files.status();
+  run.files = *files;
+  if (c.state == "failed") {
+    if (Status s = CheckRetry(run, permanent); !s) return s;
+  }
+  Transition(c, active, CommitEvent::kStartUpload, "", false);
+  if (Status s = OpenFiles(run, permanent); !s) return s;
+  ChooseSinglePuts(run);
+  std::thread hasher([this, &run] { HashFiles(run); });
+  Status result = SendFiles(run);
+  hasher.join();
+  if (result.ok() && !run.hash_status.ok()) {
+    *permanent = true;
+    result = run.hash_status;
+  }
+  if (!result.ok()) {
+    // Permanent: abort the multipart uploads so no partial object lingers. Otherwise (storage
+    // unreachable past the retry budget) keep them and their recorded parts for the retry.
+    if (*permanent && !stopping_) AbortMultipart(run);
+    return result;
+  }
+  return PublishRank(run, permanent);
+}
+
+void Uploader::AbortMultipart(Run& run) {
+  for (size_t i = 0; i < run.files.size(); ++i) {
+    const FileRecord& f = run.files[i];
+    if (!f.uploaded && !f.upload_id.empty()) {
+      (void)run.store.AbortUpload(run.Key(i), f.upload_id);
+      (void)db_->SetUploadId(run.c.id, f.path, "");
+    }
+  }
+}
+
+Status Uploader::CheckRetry(Run& run, bool* permanent) {
+  const CommitRecord& c = run.c;
+  // A retry. Pointless once `keep` newer steps are complete: retention would delete it.
+  if (c.keep > 0) {
+    auto steps = db_->Steps(c.upload);
+    if (!steps) return steps.status();
+    int newer = 0;
+    for (const auto& s : *steps) {
+      if (s.job_id == c.job_id && s.step > c.step && s.state == "COMPLETE") ++newer;
+    }
+    if (newer >= c.keep) {
+      *permanent = true;
+      AbortMultipart(run);
+      return Status::Error("not retried: " + std::to_string(newer) + " newer steps are complete (keep " +
+                           std::to_string(c.keep) + ")");
+    }
+  }
+  Emit(c, "ckpt_upload_retry", "attempt " + std::to_string(std::max(run.active.attempt, 1)) +
+                                   ": resuming the upload to " + c.upload +
+                                   " where it stopped (last error: " +
+                                   c.error.substr(0, c.error.find(" (kept: ")) + ")");
+  return Status::Ok();
+}
+
+Status Uploader::OpenFiles(Run& run, bool* permanent) {
+  UserIdentity id{run.c.uid, run.c.gid};
+  for (size_t i = 0; i < run.files.size(); ++i) {
+    auto fd = OpenUserFile(id, run.Name(i), static_cast<int64_t>(run.files[i].size));
     if (!fd) {
       // Committed but gone or short now (a crash before the program's writes reached the disk,
       // or files changed or deleted after the commit): this rank's step can never complete.
       *permanent = true;
-      abort_multipart();
-      return Status::Error("committed file missing or changed, step " + std::to_string(c.step) +
+      AbortMultipart(run);
+      return Status::Error("committed file missing or changed, step " + std::to_string(run.c.step) +
                            " of this rank cannot complete: " + fd.message());
     }
-    fds.fds.push_back(*fd);
-    total += f.size;
+    run.fds.fds.push_back(*fd);
+    run.total += run.files[i].size;
   }
-  active.total = total;
+  run.active.total = run.total;
+  return Status::Ok();
+}
 
+void Uploader::ChooseSinglePuts(Run& run) {
   // Whole-file PUT or multipart, per file. A file with a recorded multipart upload resumes it.
   const uint64_t part_size = config_.part_size;
   uint64_t threshold = part_size;
   {
     int mine = 0;
-    for (const auto& f : files) mine += !f.uploaded && f.size > part_size ? 1 : 0;
+    for (const auto& f : run.files) mine += !f.uploaded && f.size > part_size ? 1 : 0;
     std::lock_guard<std::mutex> l(mu_);
-    active.large_files = mine;
+    run.active.large_files = mine;
     size_t in_flight = 0;
     for (const auto& [aid, a] : active_) {
       in_flight += a->large_files >= 0 ? static_cast<size_t>(a->large_files) : (a->total > part_size ? 1 : 0);
     }
-    if (!store.ReadsFiles()) {
-      threshold = part_size;
-    } else if (config_.multipart_threshold > 0) {
+    if (run.store.ReadsFiles() && config_.multipart_threshold > 0) {
       threshold = std::max(config_.multipart_threshold, part_size);
-    } else {
+    } else if (run.store.ReadsFiles()) {
       threshold = AutoMultipartThreshold(in_flight, config_.concurrency, part_size);
     }
   }
-  std::vector<bool> single(files.size());
-  for (size_t i = 0; i < files.size(); ++i) {
-    single[i] = files[i].upload_id.empty() && files[i].size <= threshold;
+  run.single.resize(run.files.size());
+  for (size_t i = 0; i < run.files.size(); ++i) {
+    run.single[i] = run.files[i].upload_id.empty() && run.files[i].size <= threshold;
   }
+}
 
-  // Hash the files sequentially while their parts go out.
-  std::vector<std::string> sha(files.size());
-  Status hash_status;
-  std::thread hasher([&] {
-    RunInBackground();
-    for (size_t i = 0; i < files.size(); ++i) {
-      if (!files[i].sha256.empty()) {
-        sha[i] = files[i].sha256;
-        continue;
-      }
-      auto h = Sha256OfFd(fds.fds[i], dir + "/" + files[i].path);
-      if (!h) {
-        hash_status = h.status();
-        return;
-      }
-      sha[i] = *h;
-      (void)db_->SetFileSha256(c.id, files[i].path, *h);
+void Uploader::HashFiles(Run& run) {
+  // Sequentially, while the files' parts go out.
+  RunInBackground();
+  run.sha.assign(run.files.size(), "");
+  for (size_t i = 0; i < run.files.size(); ++i) {
+    if (!run.files[i].sha256.empty()) {
+      run.sha[i] = run.files[i].sha256;
+      continue;
     }
-  });
+    auto h = Sha256OfFd(run.fds.fds[i], run.Name(i));
+    if (!h) {
+      run.hash_status = h.status();
+      return;
+    }
+    run.sha[i] = *h;
+    (void)db_->SetFileSha256(run.c.id, run.files[i].path, *h);
+  }
+}
 
-  auto retry = [&](const std::function<StoreStatus()>& op, StoreStatus* last) -> Status {
-    Backoff backoff(config_.retry, DefaultUniform());
-    return RetryWithBackoff(
-        [&](int) {
-          *last = op();
-          return last->ToAttempt();
-        },
-        backoff, RealRetryClock(), &stopping_);
-  };
-
+Status Uploader::SendFiles(Run& run) {
   Status result;
-  for (int pass = 0; pass < 2 && result.ok(); ++pass) {
-    // Pass 2 only re-runs files whose multipart upload vanished (NoSuchUpload) in pass 1.
-    Latch latch;
-    std::vector<std::string> restart(files.size());
-    // Files whose every part was already sent before a restart: the previous daemon may have
-    // completed the upload (or died inside CompleteMultipartUpload), after which some stores
-    // answer the upload id with errors other than NoSuchUpload.
-    std::vector<bool> all_parts_recorded(files.size(), false);
-    std::vector<std::vector<PartRecord>> parts(files.size());
-    std::mutex parts_mu;
-    for (size_t i = 0; i < files.size(); ++i) {
-      FileRecord& f = files[i];
-      if (f.uploaded) {
-        if (pass == 0) active.done += f.size;
-        continue;
-      }
-      const std::string key = RankFileKey(c.job_id, c.step, c.rank, f.path);
-      const int fd = fds.fds[i];
-      const std::string name = dir + "/" + f.path;
-      if (single[i]) {
-        latch.Add();
-        pool_.Submit([&, i, key, fd, name] {
-          std::string buf;
-          Md5Digest md5{};
-          Status s;
-          StoreStatus last;
-          const bool direct = store.ReadsFiles();  // streamed from the file, MD5 checked inside
-          if (direct) {
-            s = retry([&] { return store.PutObjectFromFile(key, fd, files[i].size); }, &last);
-          } else {
-            s = ReadAt(fd, &buf, 0, static_cast<size_t>(files[i].size), name);
-            if (store.UsesMd5()) md5 = Md5Of(buf);
-            if (s.ok()) s = retry([&] { return store.PutObject(key, buf, md5); }, &last);
-          }
-          ObjectInfo info;
-          if (s.ok()) s = retry([&] { return store.Head(key, &info); }, &last);
-          if (s.ok() && info.size != files[i].size) {
-            s = Status::Error(store.Describe() + "/" + key + ": size " + std::to_string(info.size) +
-                              " after upload, expected " + std::to_string(files[i].size));
-          }
-          if (s.ok() && !direct && store.UsesMd5() && IsLowerHex(info.etag, 32) &&
-              info.etag != HexEncode(md5)) {
-            s = Status::Error(store.Describe() + "/" + key + ": ETag " + info.etag +
-                              " does not match the MD5 of " + name);
-          }
-          if (s.ok()) s = db_->SetFileUploaded(c.id, files[i].path, info.etag);
-          if (s.ok()) {
-            files[i].uploaded = true;
-            active.done += files[i].size;
-          }
-          latch.Done(s);
-        });
-        continue;
-      }
-      // Multipart: resume the recorded upload or start one.
-      StoreStatus last;
-      if (f.upload_id.empty()) {
-        std::string upload_id;
-        Status s = retry([&] { return store.CreateUpload(key, &upload_id); }, &last);
-        if (s.ok()) s = db_->SetUploadId(c.id, f.path, upload_id);
-        if (!s.ok()) {
-          result = s;
-          break;
-        }
-        f.upload_id = upload_id;
-      }
-      auto recorded = db_->Parts(c.id, f.path);
-      if (!recorded) {
-        result = recorded.status();
-        break;
-      }
-      const int nparts = static_cast<int>((f.size + part_size - 1) / part_size);
-      parts[i].assign(static_cast<size_t>(nparts), PartRecord{});
-      for (const auto& p : *recorded) {
-        if (p.part >= 1 && p.part <= nparts) {
-          parts[i][static_cast<size_t>(p.part - 1)] = p;
-          uint64_t len = std::min<uint64_t>(part_size, f.size - static_cast<uint64_t>(p.part - 1) * part_size);
-          active.done += len;
-        }
-      }
-      all_parts_recorded[i] = static_cast<int>(recorded->size()) == nparts;
-      if (!recorded->empty()) {
-        std::fprintf(stderr,
-                     "autopard: job %s step %lld rank %d: resuming multipart upload of %s with "
-                     "%zu of %d parts already sent\n",
-                     c.job_id.c_str(), static_cast<long long>(c.step), c.rank, key.c_str(),
-                     recorded->size(), nparts);
-      }
-      for (int pn = 1; pn <= nparts; ++pn) {
-        if (!parts[i][static_cast<size_t>(pn - 1)].etag.empty()) continue;
-        latch.Add();
-        const std::string upload_id = f.upload_id;
-        pool_.Submit([&, i, key, fd, name, pn, upload_id] {
-          if (latch.failed() || stopping_) {
-            latch.Done(stopping_ ? Status::Error("autopard is stopping") : Status::Ok());
-            return;
-          }
-          const uint64_t off = static_cast<uint64_t>(pn - 1) * part_size;
-          const uint64_t len = std::min<uint64_t>(part_size, files[i].size - off);
-          std::string etag;
-          StoreStatus last_part;
-          Status s;
-          std::string md5_hex;
-          if (store.ReadsFiles()) {
-            // Streamed from the file; the store checks the part's MD5 against its ETag, which
-            // for S3 is that MD5 (kept for the multipart ETag check).
-            s = retry([&] { return store.UploadPartFromFile(key, upload_id, pn, off, fd, len, &etag); },
-                      &last_part);
-            if (IsLowerHex(etag, 32)) md5_hex = etag;
-          } else {
-            std::string buf;
-            s = ReadAt(fd, &buf, off, static_cast<size_t>(len), name);
-            Md5Digest md5{};
-            if (store.UsesMd5()) {
-              md5 = Md5Of(buf);
-              md5_hex = HexEncode(md5);
-            }
-            if (s.ok()) {
-              s = retry([&] { return store.UploadPart(key, upload_id, pn, off, buf, md5, &etag); },
-                        &last_part);
-            }
-          }
-          if (!s.ok() && last_part.code == StoreStatus::Code::kNotFound) {
-            std::lock_guard<std::mutex> l(parts_mu);
-            restart[i] = s.message();
-            latch.Done(Status::Ok());
-            return;
-          }
-          PartRecord rec{pn, etag, md5_hex};
-          if (s.ok()) s = db_->AddPart(c.id, files[i].path, rec);
-          if (s.ok()) {
-            std::lock_guard<std::mutex> l(parts_mu);
-            parts[i][static_cast<size_t>(pn - 1)] = rec;
-            active.done += len;
-          }
-          latch.Done(s);
-        });
+  for (int pass_no = 0; pass_no < 2 && result.ok(); ++pass_no) {
+    Pass pass(run.files.size());
+    for (size_t i = 0; i < run.files.size() && result.ok(); ++i) {
+      if (run.files[i].uploaded) {
+        if (pass_no == 0) run.active.done += run.files[i].size;
+      } else if (run.single[i]) {
+        SendSingle(run, i, pass.latch);
+      } else {
+        result = SendParts(run, i, pass);
       }
     }
-    Status parts_status = latch.Wait();
+    Status parts_status = pass.latch.Wait();
     if (result.ok()) result = parts_status;
     if (!result.ok()) break;
     bool again = false;
-    // Complete every multipart file whose parts are all in.
-    for (size_t i = 0; i < files.size() && result.ok(); ++i) {
-      FileRecord& f = files[i];
-      if (f.uploaded || single[i]) continue;
-      const std::string key = RankFileKey(c.job_id, c.step, c.rank, f.path);
-      std::vector<std::string> etags;
-      std::vector<Md5Digest> md5s;
-      bool vanished = !restart[i].empty();
-      for (const auto& p : parts[i]) {
-        etags.push_back(p.etag);
-        Md5Digest d{};
-        for (size_t b = 0; b < 16 && p.md5_hex.size() == 32; ++b) {
-          d[b] = static_cast<uint8_t>(std::stoi(p.md5_hex.substr(2 * b, 2), nullptr, 16));
-        }
-        md5s.push_back(d);
-      }
-      std::string etag;
-      StoreStatus last;
-      Status s;
-      bool md5s_all = true;
-      for (const auto& p : parts[i]) md5s_all = md5s_all && p.md5_hex.size() == 32;
-      bool done_before = false;
-      if (!vanished && all_parts_recorded[i]) {
-        ObjectInfo info;
-        StoreStatus head_last;
-        Backoff few(BackoffPolicy{std::chrono::milliseconds(100), std::chrono::milliseconds(1000), 2.0, 3,
-                                  std::chrono::milliseconds(10000)},
-                    DefaultUniform());
-        Status h = RetryWithBackoff([&](int) { head_last = store.Head(key, &info); return head_last.ToAttempt(); },
-                                    few, RealRetryClock(), &stopping_);
-        if (h.ok() && info.size == f.size && (!md5s_all || info.etag == MultipartEtag(md5s))) {
-          done_before = true;
-          etag = info.etag;
-          std::fprintf(stderr, "autopard: %s: completed before the restart\n", key.c_str());
-        }
-      }
-      if (!vanished && !done_before) {
-        if (all_parts_recorded[i]) {
-          // A few attempts only: if the upload id is unusable, start the file over.
-          Backoff few(BackoffPolicy{std::chrono::milliseconds(200), std::chrono::milliseconds(2000), 2.0, 4,
-                                    std::chrono::milliseconds(20000)},
-                      DefaultUniform());
-          s = RetryWithBackoff(
-              [&](int) {
-                last = store.CompleteUpload(key, f.upload_id, etags, &etag);
-                return last.ToAttempt();
-              },
-              few, RealRetryClock(), &stopping_);
-          if (!s.ok() && !stopping_) {
-            vanished = true;
-            restart[i] = s.message();
-          }
-        } else {
-          s = retry([&] { return store.CompleteUpload(key, f.upload_id, etags, &etag); }, &last);
-        }
-        if (!vanished && !s.ok() && last.code == StoreStatus::Code::kNotFound) {
-          // Completed by a daemon that died before recording it? Accept only the same object.
-          ObjectInfo info;
-          StoreStatus head_last;
-          Status h = retry([&] { return store.Head(key, &info); }, &head_last);
-          bool known = true;
-          for (const auto& p : parts[i]) known = known && p.md5_hex.size() == 32;
-          if (h.ok() && info.size == f.size && known && info.etag == MultipartEtag(md5s)) {
-            s = Status::Ok();
-            etag = info.etag;
-          } else {
-            vanished = true;
-            restart[i] = s.message();
-          }
-        }
-      }
-      if (vanished) {
-        if (pass == 1) {
-          result = Status::Error(store.Describe() + "/" + key + ": multipart upload lost twice: " + restart[i]);
-          break;
-        }
-        // Start this file over in the next pass.
-        f.upload_id.clear();
-        (void)db_->SetUploadId(c.id, f.path, "");
-        again = true;
-        continue;
-      }
-      if (!s.ok()) {
-        result = s;
-        break;
-      }
-      bool md5s_known = true;
-      for (const auto& p : parts[i]) md5s_known = md5s_known && p.md5_hex.size() == 32;
-      if (md5s_known && etag.find('-') != std::string::npos && etag != MultipartEtag(md5s)) {
-        result = Status::Error(store.Describe() + "/" + key + ": ETag " + etag +
-                               " does not match the parts sent (" + MultipartEtag(md5s) + ")");
-        break;
-      }
-      ObjectInfo info;
-      s = retry([&] { return store.Head(key, &info); }, &last);
-      if (s.ok() && info.size != f.size) {
-        s = Status::Error(store.Describe() + "/" + key + ": size " + std::to_string(info.size) +
-                          " after upload, expected " + std::to_string(f.size));
-      }
-      if (s.ok()) s = db_->SetFileUploaded(c.id, f.path, etag);
-      if (!s.ok()) {
-        result = s;
-        break;
-      }
-      f.uploaded = true;
+    for (size_t i = 0; i < run.files.size() && result.ok(); ++i) {
+      if (run.files[i].uploaded || run.single[i]) continue;
+      result = CompleteParts(run, i, pass, pass_no, &again);
     }
     if (!again) break;
   }
-  hasher.join();
-  if (result.ok() && !hash_status.ok()) {
-    *permanent = true;
-    result = hash_status;
-  }
-  if (!result.ok()) {
-    // Permanent: abort the multipart uploads so no partial object lingers. Otherwise (storage
-    // unreachable past the retry budget) keep them and their recorded parts for the retry.
-    if (*permanent && !stopping_) abort_multipart();
-    return result;
-  }
+  return result;
+}
 
+void Uploader::SendSingle(Run& run, size_t i, Latch& latch) {
+  latch.Add();
+  pool_.Submit([this, &run, i, &latch] {
+    ObjectStore& store = run.store;
+    const FileRecord& f = run.files[i];
+    const std::string key = run.Key(i);
+    const int fd = run.fds.fds[i];
+    std::string buf;
+    Md5Digest md5{};
+    Status s;
+    StoreStatus last;
+    const bool direct = store.ReadsFiles();  // streamed from the file, MD5 checked inside
+    if (direct) {
+      s = WithRetry([&] { return store.PutObjectFromFile(key, fd, f.size); }, &last);
+    } else {
+      s = ReadAt(fd, &buf, 0, static_cast<size_t>(f.size), run.Name(i));
+      if (store.UsesMd5()) md5 = Md5Of(buf);
+      if (s.ok()) s = WithRetry([&] { return store.PutObject(key, buf, md5); }, &last);
+    }
+    ObjectInfo info;
+    if (s.ok()) s = WithRetry([&] { return store.Head(key, &info); }, &last);
+    if (s.ok() && info.size != f.size) {
+      s = Status::Error(store.Describe() + "/" + key + ": size " + std::to_string(info.size) +
+                        " after upload, expected " + std::to_string(f.size));
+    }
+    if (s.ok() && !direct && store.UsesMd5() && IsLowerHex(info.etag, 32) &&
+        info.etag != HexEncode(md5)) {
+      s = Status::Error(store.Describe() + "/" + key + ": ETag " + info.etag +
+                        " does not match the MD5 of " + run.Name(i));
+    }
+    if (s.ok()) s = db_->SetFileUploaded(run.c.id, f.path, info.etag);
+    if (s.ok()) {
+      run.files[i].uploaded = true;
+      run.active.done += f.size;
+    }
+    latch.Done(s);
+  });
+}
+
+Status Uploader::SendParts(Run& run, size_t i, Pass& pass) {
+  // Multipart: resume the recorded upload or start one.
+  FileRecord& f = run.files[i];
+  const std::string key = run.Key(i);
+  const uint64_t part_size = config_.part_size;
+  if (f.upload_id.empty()) {
+    std::string upload_id;
+    StoreStatus last;
+    Status s = WithRetry([&] { return run.store.CreateUpload(key, &upload_id); }, &last);
+    if (s.ok()) s = db_->SetUploadId(run.c.id, f.path, upload_id);
+    if (!s.ok()) return s;
+    f.upload_id = upload_id;
+  }
+  auto recorded = db_->Parts(run.c.id, f.path);
+  if (!recorded) return recorded.status();
+  const int nparts = static_cast<int>((f.size + part_size - 1) / part_size);
+  pass.parts[i].assign(static_cast<size_t>(nparts), PartRecord{});
+  for (const auto& p : *recorded) {
+    if (p.part >= 1 && p.part <= nparts) {
+      pass.parts[i][static_cast<size_t>(p.part - 1)] = p;
+      run.active.done += std::min<uint64_t>(part_size, f.size - static_cast<uint64_t>(p.part - 1) * part_size);
+    }
+  }
+  pass.all_parts_recorded[i] = static_cast<int>(recorded->size()) == nparts;
+  if (!recorded->empty()) {
+    std::fprintf(stderr,
+                 "autopard: job %s step %lld rank %d: resuming multipart upload of %s with "
+                 "%zu of %d parts already sent\n",
+                 run.c.job_id.c_str(), static_cast<long long>(run.c.step), run.c.rank, key.c_str(),
+                 recorded->size(), nparts);
+  }
+  for (int pn = 1; pn <= nparts; ++pn) {
+    if (pass.parts[i][static_cast<size_t>(pn - 1)].etag.empty()) SendPart(run, i, pn, pass);
+  }
+  return Status::Ok();
+}
+
+void Uploader::SendPart(Run& run, size_t i, int pn, Pass& pass) {
+  pass.latch.Add();
+  const std::string upload_id = run.files[i].upload_id;
+  pool_.Submit([this, &run, i, pn, &pass, upload_id] {
+    if (pass.latch.failed() || stopping_) {
+      pass.latch.Done(stopping_ ? Status::Error("autopard is stopping") : Status::Ok());
+      return;
+    }
+    ObjectStore& store = run.store;
+    const std::string key = run.Key(i);
+    const int fd = run.fds.fds[i];
+    const uint64_t off = static_cast<uint64_t>(pn - 1) * config_.part_size;
+    const uint64_t len = std::min<uint64_t>(config_.part_size, run.files[i].size - off);
+    std::string etag, md5_hex;
+    StoreStatus last;
+    Status s;
+    if (store.ReadsFiles()) {
+      // Streamed from the file; the store checks the part's MD5 against its ETag, which for S3
+      // is that MD5 (kept for the multipart ETag check).
+      s = WithRetry([&] { return store.UploadPartFromFile(key, upload_id, pn, off, fd, len, &etag); }, &last);
+      if (IsLowerHex(etag, 32)) md5_hex = etag;
+    } else {
+      std::string buf;
+      s = ReadAt(fd, &buf, off, static_cast<size_t>(len), run.Name(i));
+      Md5Digest md5{};
+      if (store.UsesMd5()) {
+        md5 = Md5Of(buf);
+        md5_hex = HexEncode(md5);
+      }
+      if (s.ok()) s = WithRetry([&] { return store.UploadPart(key, upload_id, pn, off, buf, md5, &etag); }, &last);
+    }
+    if (!s.ok() && last.code == StoreStatus::Code::kNotFound) {
+      std::lock_guard<std::mutex> l(pass.parts_mu);
+      pass.restart[i] = s.message();
+      pass.latch.Done(Status::Ok());
+      return;
+    }
+    PartRecord rec{pn, etag, md5_hex};
+    if (s.ok()) s = db_->AddPart(run.c.id, run.files[i].path, rec);
+    if (s.ok()) {
+      std::lock_guard<std::mutex> l(pass.parts_mu);
+      pass.parts[i][static_cast<size_t>(pn - 1)] = rec;
+      run.active.done += len;
+    }
+    pass.latch.Done(s);
+  });
+}
+
+namespace {
+
+// The parts' MD5s when every part's is known (the multipart ETag can be checked then).
+std::optional<std::vector<Md5Digest>> PartMd5s(const std::vector<PartRecord>& parts) {
+  std::vector<Md5Digest> md5s;
+  for (const auto& p : parts) {
+    if (p.md5_hex.size() != 32) return std::nullopt;
+    Md5Digest d{};
+    for (size_t b = 0; b < 16; ++b) {
+      d[b] = static_cast<uint8_t>(std::stoi(p.md5_hex.substr(2 * b, 2), nullptr, 16));
+    }
+    md5s.push_back(d);
+  }
+  return md5s;
+}
+
+Backoff FewAttempts(int ms, int max_ms, int attempts) {
+  return Backoff(BackoffPolicy{std::chrono::milliseconds(ms), std::chrono::milliseconds(max_ms), 2.0,
+                               attempts, std::chrono::milliseconds(10 * max_ms)},
+                 DefaultUniform());
+}
+
+}  // namespace
+
+bool Uploader::CompletedBefore(Run& run, size_t i, const std::vector<Md5Digest>* md5s,
+                               std::string* etag) {
+  ObjectInfo info;
+  StoreStatus last;
+  Backoff few = FewAttempts(100, 1000, 3);
+  Status h = RetryWithBackoff([&](int) { last = run.store.Head(run.Key(i), &info); return last.ToAttempt(); },
+                              few, RealRetryClock(), &stopping_);
+  if (!h.ok() || info.size != run.files[i].size || (md5s && info.etag != MultipartEtag(*md5s))) {
+    return false;
+  }
+  *etag = info.etag;
+  std::fprintf(stderr, "autopard: %s: completed before the restart\n", run.Key(i).c_str());
+  return true;
+}
+
+Status Uploader::CompleteParts(Run& run, size_t i, Pass& pass, int pass_no, bool* again) {
+  FileRecord& f = run.files[i];
+  ObjectStore& store = run.store;
+  const std::string key = run.Key(i);
+  std::vector<std::string> etags;
+  for (const auto& p : pass.parts[i]) etags.push_back(p.etag);
+  const std::optional<std::vector<Md5Digest>> md5s = PartMd5s(pass.parts[i]);
+  bool vanished = !pass.restart[i].empty();
+  std::string etag;
+  StoreStatus last;
+  Status s;
+  const bool done_before = !vanished && pass.all_parts_recorded[i] &&
+                           CompletedBefore(run, i, md5s ? &*md5s : nullptr, &etag);
+  if (!vanished && !done_before && pass.all_parts_recorded[i]) {
+    // A few attempts only: if the upload id is unusable, start the file over.
+    Backoff few = FewAttempts(200, 2000, 4);
+    s = RetryWithBackoff(
+        [&](int) {
+          last = store.CompleteUpload(key, f.upload_id, etags, &etag);
+          return last.ToAttempt();
+        },
+        few, RealRetryClock(), &stopping_);
+    if (!s.ok() && !stopping_) {
+      vanished = true;
+      pass.restart[i] = s.message();
+    }
+  } else if (!vanished && !done_before) {
+    s = WithRetry([&] { return store.CompleteUpload(key, f.upload_id, etags, &etag); }, &last);
+  }
+  if (!vanished && !done_before && !s.ok() && last.code == StoreStatus::Code::kNotFound) {
+    // Completed by a daemon that died before recording it? Accept only the same object.
+    ObjectInfo info;
+    StoreStatus head_last;
+    Status h = WithRetry([&] { return store.Head(key, &info); }, &head_last);
+    if (h.ok() && info.size == f.size && md5s && info.etag == MultipartEtag(*md5s)) {
+      s = Status::Ok();
+      etag = info.etag;
+    } else {
+      vanished = true;
+      pass.restart[i] = s.message();
+    }
+  }
+  if (vanished) {
+    if (pass_no == 1) {
+      return Status::Error(store.Describe() + "/" + key + ": multipart upload lost twice: " + pass.restart[i]);
+    }
+    // Start this file over in the next pass.
+    f.upload_id.clear();
+    (void)db_->SetUploadId(run.c.id, f.path, "");
+    *again = true;
+    return Status::Ok();
+  }
+  if (!s.ok()) return s;
+  if (md5s && etag.find('-') != std::string::npos && etag != MultipartEtag(*md5s)) {
+    return Status::Error(store.Describe() + "/" + key + ": ETag " + etag +
+                         " does not match the parts sent (" + MultipartEtag(*md5s) + ")");
+  }
+  ObjectInfo info;
+  s = WithRetry([&] { return store.Head(key, &info); }, &last);
+  if (s.ok() && info.size != f.size) {
+    s = Status::Error(store.Describe() + "/" + key + ": size " + std::to_string(info.size) +
+                      " after upload, expected " + std::to_string(f.size));
+  }
+  if (s.ok()) s = db_->SetFileUploaded(run.c.id, f.path, etag);
+  if (s.ok()) f.uploaded = true;
+  return s;
+}
+
+Status Uploader::PublishRank(Run& run, bool* permanent) {
   // The rank manifest, then completion.
+  const CommitRecord& c = run.c;
+  ObjectStore& store = run.store;
   TransferOptions topt = Transfer();
   CheckpointManifest m;
   m.job_id = c.job_id;
@@ -885,7 +963,9 @@ Status Uploader::Upload(const CommitRecord& c, Active& active, bool* permanent) 
   m.world_size = c.world_size;
   RankEntry entry;
   entry.verified = true;
-  for (size_t i = 0; i < files.size(); ++i) entry.files.push_back({files[i].path, files[i].size, sha[i]});
+  for (size_t i = 0; i < run.files.size(); ++i) {
+    entry.files.push_back({run.files[i].path, run.files[i].size, run.sha[i]});
+  }
   m.ranks[c.rank] = entry;
   const std::string mkey = RankManifestKey(c.job_id, c.step, c.rank);
   if (Status s = ValidateManifest(m, mkey); !s) {
@@ -903,7 +983,7 @@ Status Uploader::Upload(const CommitRecord& c, Active& active, bool* permanent) 
     (void)PutSmallObject(store, JobOwnerKey(c.job_id), owner, topt);
   }
   Emit(c, "ckpt_uploaded", store.Describe() + "/" + RankKeyPrefix(c.job_id, c.step, c.rank) + " (" +
-                               std::to_string(total) + " bytes)");
+                               std::to_string(run.total) + " bytes)");
   // Another node may be writing its rank manifest right now, and some stores (s3rver) show a
   // half-written object to a concurrent GET: retry the completion check a few times.
   auto complete = TryCompleteStep(store, c.job_id, c.step, topt);
@@ -919,10 +999,8 @@ Status Uploader::Upload(const CommitRecord& c, Active& active, bool* permanent) 
     // Another node will complete the step. Retention on this node's disk must still happen once
     // it does: a watcher thread looks for the step manifest for a while (the rank's own upload
     // is done, so the commit is finished).
-    std::shared_ptr<ObjectStore> shared = *store_r;
-    CommitRecord copy = c;
     std::lock_guard<std::mutex> l(mu_);
-    workers_.emplace_back([this, copy, shared] { WatchForCompletion(copy, shared); });
+    workers_.emplace_back([this, copy = c, shared = run.shared] { WatchForCompletion(copy, shared); });
     return Status::Ok();
   }
   Retention(c, &store);

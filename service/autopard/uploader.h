@@ -30,12 +30,15 @@
 #include <thread>
 #include <vector>
 
+#include "core/ckpt/commit_state.h"
 #include "core/proto/protocol.h"
 #include "core/ckpt/storage.h"
 #include "config.h"
 #include "state_db.h"
 
 namespace autopar {
+
+class Latch;  // uploader.cpp: counts a pass's tasks in flight and keeps the first error
 
 // A fixed set of worker threads running queued tasks (the parts in flight of all uploads), at
 // nice +10 like all upload threads: commits and the training program get the CPU first.
@@ -121,6 +124,7 @@ class Uploader {
     std::string error;
     int large_files = -1;  // files above part_size still to send; -1 until known
     int attempt = 0;       // retries of this failed upload since autopard started (0: first try)
+    CommitState recorded = CommitState::kQueued;  // the commit's state in the database
   };
   // A failed upload waiting for its timer retry.
   struct Scheduled {
@@ -130,9 +134,29 @@ class Uploader {
   void RetryTimer();
   void Dispatch();
   void Process(int64_t commit_id, std::shared_ptr<Active> active);
+  // The one place a commit's state changes in the database (commit_state.h's table).
+  void Transition(const CommitRecord& c, Active& active, CommitEvent event, const std::string& error,
+                  bool retry);
   // `*permanent`: the failure cannot be cured by retrying later (local files missing or changed,
-  // invalid manifest, superseded step).
+  // invalid manifest, superseded step). The steps, in order: CheckRetry (a failed one), OpenFiles,
+  // ChooseSinglePuts, HashFiles (beside) and SendFiles (SendSingle, SendParts/SendPart,
+  // CompleteParts per pass), then PublishRank (manifest, owner, completion, retention).
   Status Upload(const CommitRecord& c, Active& active, bool* permanent);
+  struct Run;
+  struct Pass;
+  Status WithRetry(const std::function<StoreStatus()>& op, StoreStatus* last);
+  void AbortMultipart(Run& run);
+  Status CheckRetry(Run& run, bool* permanent);
+  Status OpenFiles(Run& run, bool* permanent);
+  void ChooseSinglePuts(Run& run);
+  void HashFiles(Run& run);
+  Status SendFiles(Run& run);
+  void SendSingle(Run& run, size_t i, Latch& latch);
+  Status SendParts(Run& run, size_t i, Pass& pass);
+  void SendPart(Run& run, size_t i, int part, Pass& pass);
+  bool CompletedBefore(Run& run, size_t i, const std::vector<Md5Digest>* md5s, std::string* etag);
+  Status CompleteParts(Run& run, size_t i, Pass& pass, int pass_no, bool* again);
+  Status PublishRank(Run& run, bool* permanent);
   // Queues the failed commits to `upload` that are to be retried, except `except`.
   void RetryFailed(const std::string& upload, int64_t except);
   Status FinishLocal(const CommitRecord& c, Active& active);
