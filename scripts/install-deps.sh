@@ -7,7 +7,7 @@ PKGS=(
   build-essential cmake pkg-config git
   slurm-wlm slurmctld slurmd slurm-client libslurm-dev munge libmunge-dev
   libpmix-dev libpmix-bin
-  libcurl4-openssl-dev libjsoncpp-dev libboost-program-options-dev
+  libcurl4-openssl-dev libjsoncpp-dev libtinyxml2-dev python3-botocore libboost-program-options-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev sqlite3 libssl-dev libhwloc-dev
   python3-torch python3-numpy

@@ -1,6 +1,5 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -63,14 +62,6 @@ Result<std::string> Sha256FileHex(const std::string& path) {
   }
   ::close(fd);
   return hash.FinishHex();
-}
-
-Sha256Digest HmacSha256(std::string_view key, std::string_view data) {
-  Sha256Digest out{};
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out.data(), &len);
-  return out;
 }
 
 Md5Digest Md5Of(std::string_view data) {

@@ -1,5 +1,5 @@
-// Digests and encodings used by checkpoints and by the SigV4 signer: SHA-256 (streaming and
-// one-shot), HMAC-SHA256, MD5 (S3's ETag of a part and Content-MD5), hex and base64.
+// Digests and encodings used by checkpoints and the S3 backend: SHA-256 (streaming and
+// one-shot), MD5 (S3's ETag of a part and Content-MD5), hex and base64.
 //
 // All are thin wrappers over OpenSSL's EVP interface (libcrypto). Free functions are pure and
 // thread-safe. A Sha256 object is thread-compatible: one thread at a time per object.
@@ -44,9 +44,6 @@ Sha256Digest Sha256Of(std::string_view data);
 
 // SHA-256 of a whole file, read in 1 MiB blocks. Error: "<path>: <strerror>".
 Result<std::string> Sha256FileHex(const std::string& path);
-
-// HMAC-SHA256(key, data).
-Sha256Digest HmacSha256(std::string_view key, std::string_view data);
 
 // MD5 of `data` (S3 uses it for ETags and Content-MD5; not for security).
 Md5Digest Md5Of(std::string_view data);

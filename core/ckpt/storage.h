@@ -2,7 +2,7 @@
 // and the transfer engine on top of it (parallel multipart upload with retries and abort, parallel
 // ranged download with SHA-256 verification, prefix listing and deletion).
 //
-// Backends (service/storage, storage_backends.h): S3 over libcurl with SigV4, and a POSIX
+// Backends (service/storage, storage_backends.h): S3 over libcurl (SigV4 signed by libcurl), and a POSIX
 // directory (file://). They implement single requests only; everything that is policy (part
 // size, concurrency, retry/backoff, abort on failure, checksums, progress, cancellation) lives in
 // the transfer functions below, in the pure core, where tests drive it with an in-memory store.

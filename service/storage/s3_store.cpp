@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/ckpt/sha256.h"
-#include "core/ckpt/sigv4.h"
 #include "service/storage/storage_backends.h"
+#include "s3_sign.h"
 #include "s3_xml.h"
 
 namespace autopar {
@@ -74,8 +74,8 @@ class CurlPool {
 struct Request {
   std::string method;  // GET HEAD PUT POST DELETE
   std::string path;    // raw, "/bucket/key"
-  std::vector<std::pair<std::string, std::string>> query;
-  std::vector<std::pair<std::string, std::string>> headers;  // signed and sent
+  HttpFields query;    // raw names and values
+  HttpFields headers;  // signed and sent; distinct names (s3_sign.h)
   std::string_view body;
   int body_fd = -1;  // >= 0: the body is [body_offset, +body_length) of this file, streamed
   uint64_t body_offset = 0;
@@ -274,8 +274,8 @@ class S3Store : public ObjectStore {
     Response resp;
     StoreStatus s = Perform(req, &resp, "CreateMultipartUpload");
     if (!s.ok()) return s;
-    auto id = s3xml::First(resp.body, "UploadId");
-    if (!id || id->empty()) {
+    auto id = s3xml::ParseUploadId(resp.body);
+    if (!id) {
       return StoreStatus::Retryable("CreateMultipartUpload: no UploadId in the reply");
     }
     *upload_id = *id;
@@ -315,7 +315,12 @@ class S3Store : public ObjectStore {
     Response resp;
     StoreStatus s = Perform(req, &resp, "CompleteMultipartUpload");
     if (!s.ok()) return s;
-    *etag = s3xml::StripQuotes(s3xml::First(resp.body, "ETag").value_or(""));
+    auto completed = s3xml::ParseCompletedEtag(resp.body);
+    if (!completed) {
+      return StoreStatus::Retryable("CompleteMultipartUpload: the reply is not a "
+                                    "CompleteMultipartUploadResult");
+    }
+    *etag = *completed;
     return StoreStatus::Ok();
   }
 
@@ -368,7 +373,9 @@ class S3Store : public ObjectStore {
       Response resp;
       StoreStatus s = Perform(req, &resp, "ListObjectsV2");
       if (!s.ok()) return s;
-      s3xml::ListPage page = s3xml::ParseListV2(resp.body);
+      std::optional<s3xml::ListPage> parsed = s3xml::ParseListV2(resp.body);
+      if (!parsed) return StoreStatus::Retryable("ListObjectsV2: the reply is not a ListBucketResult");
+      s3xml::ListPage& page = *parsed;
       for (auto& o : page.objects) {
         if (o.key.compare(0, root.size(), root) != 0) continue;
         o.key = o.key.substr(root.size());
@@ -485,37 +492,10 @@ class S3Store : public ObjectStore {
   }
 
   StoreStatus Perform(const Request& req, Response* resp, const std::string& what) {
-    std::string amz_date = AmzDate(std::chrono::system_clock::now());
-    SigV4Request sreq;
-    sreq.method = req.method;
-    sreq.path = req.path;
-    sreq.query = req.query;
-    sreq.headers = {{"host", endpoint_.host},
-                    {"x-amz-date", amz_date},
-                    {"x-amz-content-sha256", req.payload_hash}};
-    if (!config_.credentials.session_token.empty()) {
-      sreq.headers.emplace_back("x-amz-security-token", config_.credentials.session_token);
-    }
-    for (const auto& h : req.headers) sreq.headers.push_back(h);
-    sreq.payload_hash = req.payload_hash;
-    SigV4Result sig = SigV4Sign(sreq, config_.credentials, config_.region, "s3", amz_date);
-
-    std::string url = endpoint_.scheme + "://" + endpoint_.host + AwsUriEncode(req.path, true);
-    {
-      std::vector<std::pair<std::string, std::string>> q;
-      for (const auto& [k, v] : req.query)
-        q.emplace_back(AwsUriEncode(k, false), AwsUriEncode(v, false));
-      std::sort(q.begin(), q.end());
-      for (size_t i = 0; i < q.size(); ++i) url += (i ? "&" : "?") + q[i].first + "=" + q[i].second;
-    }
-
-    curl_slist* headers = nullptr;
-    for (const auto& [k, v] : sreq.headers)
-      headers = curl_slist_append(headers, (k + ": " + v).c_str());
-    headers = curl_slist_append(headers, ("Authorization: " + sig.authorization).c_str());
-    headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
-    if (req.method == "PUT")
-      headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+    std::string url = S3Url(endpoint_.scheme + "://" + endpoint_.host, req.path, req.query);
+    HttpFields fields = req.headers;
+    if (req.method == "PUT") fields.emplace_back("content-type", "application/octet-stream");
+    curl_slist* headers = S3Headers(fields, req.payload_hash, config_.credentials);
 
     CURL* h = pool_.Get();
     if (!h) {
@@ -523,6 +503,10 @@ class S3Store : public ObjectStore {
       return StoreStatus::Retryable(what + ": curl_easy_init failed");
     }
     curl_easy_reset(h);
+    SignWithSigV4(h, config_.credentials, config_.region, "s3");
+    // Curl sends "Expect: 100-continue" before large bodies; waiting 0 ms for the 100 sends the
+    // body at once (no round trip) without removing the header (s3_sign.h says why not).
+    curl_easy_setopt(h, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
     Transfer t;
     t.handle = h;
     t.request = &req;
@@ -591,8 +575,7 @@ class S3Store : public ObjectStore {
     }
     if (resp->status / 100 != 2) return FromHttp(resp->status, resp->body, what);
     // CompleteMultipartUpload (and DeleteObjects) may report errors inside a 200 reply.
-    if (req.method == "POST" && s3xml::First(resp->body, "Code") && s3xml::ParseError(resp->body) &&
-        resp->body.find("<DeleteResult") == std::string::npos) {
+    if (req.method == "POST" && s3xml::ParseError(resp->body)) {
       return FromHttp(500, resp->body, what);
     }
     return StoreStatus::Ok();

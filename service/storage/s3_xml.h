@@ -1,7 +1,9 @@
-// The few S3 XML documents autopar reads and writes (private to service/storage).
-// A deliberately small scanner: S3 responses are flat, machine-written documents; it finds
-// elements by name and never evaluates DTDs or entities beyond the five predefined ones and
-// numeric character references. Pure functions, thread-safe.
+// The few S3 XML documents autopar reads and writes (private to service/storage), over tinyxml2
+// (Debian's libtinyxml2). tinyxml2 reads no DTD and expands only the five predefined entities and
+// numeric character references, so a reply cannot make the daemon fetch or expand anything.
+// Each reader checks the document's root element and returns nullopt (or an empty list) for
+// anything else: a reply that is not the document asked for is never read as an empty one.
+// Pure functions, thread-safe.
 #pragma once
 
 #include <optional>
@@ -13,28 +15,25 @@
 
 namespace autopar::s3xml {
 
-std::string Escape(std::string_view text);
-std::string Unescape(std::string_view text);
-
-// The inner text of every <tag>...</tag> (also <tag attr="...">), raw (not unescaped), in order.
-std::vector<std::string_view> All(std::string_view xml, std::string_view tag);
-// The unescaped text of the first <tag>...</tag>; nullopt when there is none.
-std::optional<std::string> First(std::string_view xml, std::string_view tag);
-
 struct ListPage {
   std::vector<ObjectInfo> objects;  // full keys, as the server sent them
   bool truncated = false;
   std::string next_token;
 };
-// ListObjectsV2's ListBucketResult. ETags lose their quotes.
-ListPage ParseListV2(std::string_view xml);
+// ListObjectsV2's <ListBucketResult>. ETags lose their quotes.
+std::optional<ListPage> ParseListV2(std::string_view xml);
+
+// CreateMultipartUpload's <InitiateMultipartUploadResult><UploadId>.
+std::optional<std::string> ParseUploadId(std::string_view xml);
+// CompleteMultipartUpload's <CompleteMultipartUploadResult><ETag>, without quotes.
+std::optional<std::string> ParseCompletedEtag(std::string_view xml);
 
 struct S3Error {
   std::string code;
   std::string message;
   std::string key;  // DeleteObjects errors only
 };
-// The <Error> document of a failed request (also sent with HTTP 200 by CompleteMultipartUpload).
+// An <Error> document (a failed request; CompleteMultipartUpload may send one with HTTP 200).
 std::optional<S3Error> ParseError(std::string_view xml);
 // The <Error> entries of a DeleteObjects <DeleteResult>.
 std::vector<S3Error> ParseDeleteErrors(std::string_view xml);

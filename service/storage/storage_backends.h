@@ -2,7 +2,7 @@
 // (static library autopar_storage; only autopard and test/bench tools link it).
 //
 //  * S3 (s3://bucket/prefix): libcurl, path-style URLs (endpoint/bucket/key), every request signed
-//    with SigV4 (sigv4.h) and carrying x-amz-content-sha256 (UNSIGNED-PAYLOAD for part and object
+//    with SigV4 by libcurl (s3_sign.h) and carrying x-amz-content-sha256 (UNSIGNED-PAYLOAD for part and object
 //    bodies unless `sign_payload`, the SHA-256 of small XML bodies otherwise) and Content-MD5 for
 //    bodies; part/object ETags are checked against the MD5. Errors are classified for retry:
 //    connection errors, timeouts and stalls, HTTP 5xx/429/408, RequestTimeout and BadDigest are
@@ -23,16 +23,21 @@
 #include <string>
 
 #include "core/ckpt/ckpt_uri.h"
-#include "core/ckpt/sigv4.h"
 #include "autopar/status.h"
 #include "core/ckpt/storage.h"
 
 namespace autopar {
 
+struct S3Credentials {
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;  // optional (temporary credentials): sent as x-amz-security-token
+};
+
 struct S3Config {
   std::string endpoint;  // "http://127.0.0.1:18900" or "https://s3.eu-west-1.amazonaws.com"
   std::string region = "us-east-1";
-  SigV4Credentials credentials;
+  S3Credentials credentials;
   // true: x-amz-content-sha256 is the SHA-256 of each part (CPU-bound on large uploads);
   // false: UNSIGNED-PAYLOAD, each body still protected by Content-MD5.
   bool sign_payload = false;

@@ -12,7 +12,8 @@
 #                      survives a stop/start (the fault tests stop s3rver mid-upload)
 #   AUTOPAR_S3RVER     the s3rver executable (default /opt/autopar-s3rver/node_modules/.bin/s3rver)
 #
-# s3rver's credentials are fixed: access key S3RVER, secret S3RVER; it checks SigV4 signatures.
+# s3rver's credentials are fixed: access key S3RVER, secret S3RVER. It does not check SigV4
+# signatures (only V2); tests/s3/sigv4_proxy.py in front of it does, for storage_s3_test.
 # On success prints shell assignments for the tests and exits 0 once the server answers.
 set -euo pipefail
 
