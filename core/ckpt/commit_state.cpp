@@ -57,4 +57,61 @@ Result<CommitState> NextCommitState(CommitState from, CommitEvent event) {
   return to;
 }
 
+const char* FileTransferName(FileTransfer t) {
+  switch (t) {
+    case FileTransfer::kUnsent: return "unsent";
+    case FileTransfer::kMultipart: return "multipart";
+    case FileTransfer::kUploaded: return "uploaded";
+  }
+  return "?";
+}
+
+const char* FileEventName(FileEvent e) {
+  switch (e) {
+    case FileEvent::kHashed: return "hashed";
+    case FileEvent::kMultipartStarted: return "multipart-started";
+    case FileEvent::kPartSent: return "part-sent";
+    case FileEvent::kMultipartDropped: return "multipart-dropped";
+    case FileEvent::kPut: return "put";
+    case FileEvent::kMultipartCompleted: return "multipart-completed";
+  }
+  return "?";
+}
+
+Result<FileState> NextFileState(FileState from, FileEvent event) {
+  using T = FileTransfer;
+  FileState to = from;
+  bool allowed = false;
+  switch (event) {
+    case FileEvent::kHashed:
+      allowed = !from.hashed;
+      to.hashed = true;
+      break;
+    case FileEvent::kMultipartStarted:
+      allowed = from.transfer == T::kUnsent;
+      to.transfer = T::kMultipart;
+      break;
+    case FileEvent::kPartSent:
+      allowed = from.transfer == T::kMultipart;
+      break;
+    case FileEvent::kMultipartDropped:
+      allowed = from.transfer == T::kMultipart;
+      to.transfer = T::kUnsent;
+      break;
+    case FileEvent::kPut:
+      allowed = from.transfer == T::kUnsent;
+      to.transfer = T::kUploaded;
+      break;
+    case FileEvent::kMultipartCompleted:
+      allowed = from.transfer == T::kMultipart;
+      to.transfer = T::kUploaded;
+      break;
+  }
+  if (!allowed) {
+    return Status::Error(std::string("file state: no '") + FileEventName(event) + "' from " +
+                         FileTransferName(from.transfer) + (from.hashed ? " (hashed)" : ""));
+  }
+  return to;
+}
+
 }  // namespace autopar

@@ -9,9 +9,21 @@
 //     v                 v
 //   local ──failed──> failed <──failed── (queued, uploading, failed)
 //
-// A failed commit is retried (start) when it is marked for retry; uploaded is final. The files'
-// own progress (multipart upload id, parts sent, uploaded, SHA-256) is recorded per file beside
-// the commit (state_db.h). Pure; reentrant.
+// A failed commit is retried (start) when it is marked for retry; uploaded is final.
+//
+// Each of the commit's files has a transfer state and a digest, which move independently (the
+// SHA-256 is computed while the file's parts go out). The uploader records them through one place
+// too (Uploader::RecordFile), against this table:
+//
+//   unsent ──multipart-started──> multipart ──part-sent──> multipart
+//     │  ^                          │  │
+//     │  └────multipart-dropped─────┘  └──multipart-completed──> uploaded
+//     └──put──> uploaded
+//
+//   and once, in any transfer state: hashed (its SHA-256 is recorded).
+//
+// A dropped multipart upload (aborted, or gone from the store) starts over from unsent. Pure;
+// reentrant.
 #pragma once
 
 #include <string_view>
@@ -34,5 +46,24 @@ const char* CommitEventName(CommitEvent e);  // "start", "uploaded", "hashed-loc
 
 // The state after `event` in `from`; an error names a transition the table does not allow.
 Result<CommitState> NextCommitState(CommitState from, CommitEvent event);
+
+enum class FileTransfer { kUnsent, kMultipart, kUploaded };
+struct FileState {
+  FileTransfer transfer = FileTransfer::kUnsent;
+  bool hashed = false;
+};
+enum class FileEvent {
+  kHashed,              // its SHA-256 is known
+  kMultipartStarted,    // a multipart upload was created (its id is recorded)
+  kPartSent,            // one part is in the store (its number and ETag are recorded)
+  kMultipartDropped,    // the multipart upload was aborted or vanished
+  kPut,                 // sent whole in one request
+  kMultipartCompleted,  // the store assembled the parts
+};
+
+const char* FileTransferName(FileTransfer t);  // "unsent", "multipart", "uploaded"
+const char* FileEventName(FileEvent e);  // "hashed", "multipart-started", "part-sent", ...
+// The state after `event`; an error names a transition the table does not allow.
+Result<FileState> NextFileState(FileState from, FileEvent event);
 
 }  // namespace autopar

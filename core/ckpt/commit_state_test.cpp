@@ -46,5 +46,39 @@ TEST(CommitState, NamesRoundTrip) {
   EXPECT_FALSE(ParseCommitState("complete").ok());
 }
 
+TEST(FileState, TheTransitionsOfTheTable) {
+  using T = FileTransfer;
+  using Ev = FileEvent;
+  auto after = [](FileState from, Ev e) { return NextFileState(from, e).value(); };
+  FileState unsent;
+  EXPECT_EQ(after(unsent, Ev::kPut).transfer, T::kUploaded);
+  FileState multipart = after(unsent, Ev::kMultipartStarted);
+  EXPECT_EQ(multipart.transfer, T::kMultipart);
+  EXPECT_EQ(after(multipart, Ev::kPartSent).transfer, T::kMultipart);
+  EXPECT_EQ(after(multipart, Ev::kMultipartDropped).transfer, T::kUnsent);
+  EXPECT_EQ(after(multipart, Ev::kMultipartCompleted).transfer, T::kUploaded);
+  // The digest moves on its own, in any transfer state, and keeps the transfer.
+  FileState hashed = after(multipart, Ev::kHashed);
+  EXPECT_TRUE(hashed.hashed);
+  EXPECT_EQ(hashed.transfer, T::kMultipart);
+  EXPECT_TRUE(after(after(unsent, Ev::kPut), Ev::kHashed).hashed);
+  EXPECT_TRUE(after(hashed, Ev::kMultipartCompleted).hashed);
+}
+
+TEST(FileState, WhatTheTableDoesNotAllowIsNamed) {
+  using T = FileTransfer;
+  using Ev = FileEvent;
+  FileState uploaded{T::kUploaded, true};
+  auto twice = NextFileState(uploaded, Ev::kHashed);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.message(), "file state: no 'hashed' from uploaded (hashed)");
+  EXPECT_FALSE(NextFileState(uploaded, Ev::kPut).ok());
+  EXPECT_FALSE(NextFileState(uploaded, Ev::kMultipartStarted).ok());
+  EXPECT_FALSE(NextFileState(FileState{}, Ev::kPartSent).ok());
+  EXPECT_FALSE(NextFileState(FileState{}, Ev::kMultipartCompleted).ok());
+  EXPECT_FALSE(NextFileState(FileState{T::kMultipart, false}, Ev::kPut).ok());  // resume it instead
+  EXPECT_FALSE(NextFileState(FileState{T::kMultipart, false}, Ev::kMultipartStarted).ok());
+}
+
 }  // namespace
 }  // namespace autopar

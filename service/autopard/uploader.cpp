@@ -476,7 +476,7 @@ Status Uploader::FinishLocal(const CommitRecord& c, Active& active) {
   if (!files) return files.status();
   UserIdentity id{c.uid, c.gid};
   std::string dir = RankStepDir(c.ckpt_dir, c.step, c.rank);
-  for (const auto& f : *files) {
+  for (auto& f : *files) {
     active.total = std::max<uint64_t>(active.total, 0);
     if (!f.sha256.empty()) continue;
     auto fd = OpenUserFile(id, dir + "/" + f.path, static_cast<int64_t>(f.size));
@@ -487,7 +487,7 @@ Status Uploader::FinishLocal(const CommitRecord& c, Active& active) {
     FdSet guard{{*fd}};
     auto sha = Sha256OfFd(*fd, dir + "/" + f.path);
     if (!sha) return sha.status();
-    if (Status s = db_->SetFileSha256(c.id, f.path, *sha); !s) return s;
+    if (Status s = RecordFile(c.id, f, FileEvent::kHashed, *sha); !s) return s;
     active.done += f.size;
   }
   // Recorded before the count below, so that the node's last rank to get here sees every other.
@@ -568,6 +568,48 @@ void Uploader::Transition(const CommitRecord& c, Active& active, CommitEvent eve
   active.recorded = *next;
 }
 
+Status Uploader::RecordFile(int64_t commit_id, FileRecord& f, FileEvent event,
+                            const std::string& value, const PartRecord* part) {
+  std::lock_guard<std::mutex> lock(file_state_mu_);
+  FileState from{f.uploaded ? FileTransfer::kUploaded
+                            : f.upload_id.empty() ? FileTransfer::kUnsent : FileTransfer::kMultipart,
+                 !f.sha256.empty()};
+  auto next = NextFileState(from, event);
+  if (!next) {
+    // A bug in the uploader, never the user's: say so, record nothing.
+    std::fprintf(stderr, "autopard: commit %lld: %s: %s\n", static_cast<long long>(commit_id),
+                 f.path.c_str(), next.message().c_str());
+    return Status::Error(f.path + ": " + next.message());
+  }
+  Status s;
+  switch (event) {
+    case FileEvent::kHashed:
+      s = db_->SetFileSha256(commit_id, f.path, value);
+      if (s) f.sha256 = value;
+      break;
+    case FileEvent::kMultipartStarted:
+      s = db_->SetUploadId(commit_id, f.path, value);
+      if (s) f.upload_id = value;
+      break;
+    case FileEvent::kPartSent:
+      s = db_->AddPart(commit_id, f.path, *part);
+      break;
+    case FileEvent::kMultipartDropped:
+      s = db_->SetUploadId(commit_id, f.path, "");
+      if (s) f.upload_id.clear();
+      break;
+    case FileEvent::kPut:
+    case FileEvent::kMultipartCompleted:
+      s = db_->SetFileUploaded(commit_id, f.path, value);
+      if (s) {
+        f.uploaded = true;
+        f.etag = value;
+      }
+      break;
+  }
+  return s;
+}
+
 Status Uploader::Upload(const CommitRecord& c, Active& active, bool* permanent) {
   *permanent = false;
   auto store = stores_->Get(c.upload);
@@ -603,7 +645,7 @@ void Uploader::AbortMultipart(Run& run) {
     const FileRecord& f = run.files[i];
     if (!f.uploaded && !f.upload_id.empty()) {
       (void)run.store.AbortUpload(run.Key(i), f.upload_id);
-      (void)db_->SetUploadId(run.c.id, f.path, "");
+      (void)RecordFile(run.c.id, run.files[i], FileEvent::kMultipartDropped);
     }
   }
 }
@@ -691,7 +733,7 @@ void Uploader::HashFiles(Run& run) {
       return;
     }
     run.sha[i] = *h;
-    (void)db_->SetFileSha256(run.c.id, run.files[i].path, *h);
+    (void)RecordFile(run.c.id, run.files[i], FileEvent::kHashed, *h);
   }
 }
 
@@ -751,11 +793,8 @@ void Uploader::SendSingle(Run& run, size_t i, Latch& latch) {
       s = Status::Error(store.Describe() + "/" + key + ": ETag " + info.etag +
                         " does not match the MD5 of " + run.Name(i));
     }
-    if (s.ok()) s = db_->SetFileUploaded(run.c.id, f.path, info.etag);
-    if (s.ok()) {
-      run.files[i].uploaded = true;
-      run.active.done += f.size;
-    }
+    if (s.ok()) s = RecordFile(run.c.id, run.files[i], FileEvent::kPut, info.etag);
+    if (s.ok()) run.active.done += f.size;
     latch.Done(s);
   });
 }
@@ -769,9 +808,8 @@ Status Uploader::SendParts(Run& run, size_t i, Pass& pass) {
     std::string upload_id;
     StoreStatus last;
     Status s = WithRetry([&] { return run.store.CreateUpload(key, &upload_id); }, &last);
-    if (s.ok()) s = db_->SetUploadId(run.c.id, f.path, upload_id);
+    if (s.ok()) s = RecordFile(run.c.id, f, FileEvent::kMultipartStarted, upload_id);
     if (!s.ok()) return s;
-    f.upload_id = upload_id;
   }
   auto recorded = db_->Parts(run.c.id, f.path);
   if (!recorded) return recorded.status();
@@ -835,7 +873,7 @@ void Uploader::SendPart(Run& run, size_t i, int pn, Pass& pass) {
       return;
     }
     PartRecord rec{pn, etag, md5_hex};
-    if (s.ok()) s = db_->AddPart(run.c.id, run.files[i].path, rec);
+    if (s.ok()) s = RecordFile(run.c.id, run.files[i], FileEvent::kPartSent, "", &rec);
     if (s.ok()) {
       std::lock_guard<std::mutex> l(pass.parts_mu);
       pass.parts[i][static_cast<size_t>(pn - 1)] = rec;
@@ -931,8 +969,7 @@ Status Uploader::CompleteParts(Run& run, size_t i, Pass& pass, int pass_no, bool
       return Status::Error(store.Describe() + "/" + key + ": multipart upload lost twice: " + pass.restart[i]);
     }
     // Start this file over in the next pass.
-    f.upload_id.clear();
-    (void)db_->SetUploadId(run.c.id, f.path, "");
+    (void)RecordFile(run.c.id, f, FileEvent::kMultipartDropped);
     *again = true;
     return Status::Ok();
   }
@@ -947,8 +984,7 @@ Status Uploader::CompleteParts(Run& run, size_t i, Pass& pass, int pass_no, bool
     s = Status::Error(store.Describe() + "/" + key + ": size " + std::to_string(info.size) +
                       " after upload, expected " + std::to_string(f.size));
   }
-  if (s.ok()) s = db_->SetFileUploaded(run.c.id, f.path, etag);
-  if (s.ok()) f.uploaded = true;
+  if (s.ok()) s = RecordFile(run.c.id, f, FileEvent::kMultipartCompleted, etag);
   return s;
 }
 

@@ -137,6 +137,11 @@ class Uploader {
   // The one place a commit's state changes in the database (commit_state.h's table).
   void Transition(const CommitRecord& c, Active& active, CommitEvent event, const std::string& error,
                   bool retry);
+  // The one place a file's state changes (commit_state.h's file table), in the database and in
+  // `f`. `value`: the SHA-256 (hashed), the upload id (multipart-started) or the ETag (put,
+  // multipart-completed); `part` for part-sent. Safe from the hasher and the sending threads.
+  Status RecordFile(int64_t commit_id, FileRecord& f, FileEvent event,
+                    const std::string& value = "", const PartRecord* part = nullptr);
   // `*permanent`: the failure cannot be cured by retrying later (local files missing or changed,
   // invalid manifest, superseded step). The steps, in order: CheckRetry (a failed one), OpenFiles,
   // ChooseSinglePuts, HashFiles (beside) and SendFiles (SendSingle, SendParts/SendPart,
@@ -173,6 +178,7 @@ class Uploader {
   TaskPool pool_;
   std::atomic<bool> stopping_{false};
 
+  std::mutex file_state_mu_;  // RecordFile's: the file records the threads of one upload share
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<int64_t> queue_;
