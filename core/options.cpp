@@ -11,6 +11,7 @@ namespace autopar {
 namespace {
 
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxNodes = 100000;  // far above any cluster; Slurm's own node limit is lower
 
 const std::vector<OptionSpec> kOptions = {
     {OptionId::kAutoParallel, "auto-parallel", "auto|tp=T,pp=P[,dp=D]",
@@ -43,6 +44,10 @@ const std::vector<OptionSpec> kOptions = {
     {OptionId::kSpareNodes, "spare-nodes", "K",
      "Hold K of the job's nodes in reserve: a lost node is replaced by a spare, in place", false,
      "AUTOPAR_SPARE_NODES"},
+    {OptionId::kMinNodes, "min-nodes", "M",
+     "Elastic: a lost node without a spare leaves the run going, re-planned, on the nodes left "
+     "while at least M remain",
+     false, "AUTOPAR_MIN_NODES"},
 };
 
 std::string Flag(OptionId id) { return std::string("--") + GetOptionSpec(id).name; }
@@ -236,6 +241,8 @@ Status SetOption(JobOptions& opts, OptionId id, const char* value, const SiteCon
       return SetRanged(id, value, 0, site.max_restarts_in_place, &opts.restarts_in_place);
     case OptionId::kSpareNodes:
       return SetRanged(id, value, 0, site.max_spare_nodes, &opts.spare_nodes);
+    case OptionId::kMinNodes:
+      return SetRanged(id, value, 1, kMaxNodes, &opts.min_nodes);
   }
   return Status::Error("unknown option");
 }
@@ -261,6 +268,7 @@ Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site
     o.restarts_in_place = std::min(site.restarts_in_place_default, site.max_restarts_in_place);
   }
   if (!o.spare_nodes) o.spare_nodes = d.spare_nodes;
+  if (!o.min_nodes) o.min_nodes = d.min_nodes;
   if (!o.ckpt_upload) o.ckpt_upload = d.ckpt_upload;
   if (o.checkpointing()) {
     if (!o.ckpt_dir) o.ckpt_dir = d.ckpt_dir ? *d.ckpt_dir : site.builtin_ckpt_dir;
@@ -273,6 +281,16 @@ Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site
     // A spare takes a lost node's place in an in-place restart; without those it only idles.
     return Bad(OptionId::kSpareNodes,
                "needs in-place restarts (--restarts-in-place=N or --requeue-on-failure)");
+  }
+  if (o.min_nodes && o.restarts_in_place.value_or(0) == 0) {
+    // The run goes on with fewer nodes through an in-place restart (re-planned, resharded).
+    return Bad(OptionId::kMinNodes,
+               "needs in-place restarts (--restarts-in-place=N or --requeue-on-failure)");
+  }
+  if (o.min_nodes && o.ckpt_dir && !o.ckpt_upload) {
+    // The run resumes on the nodes left from every rank's files: a lost node's are gone with it.
+    return Bad(OptionId::kMinNodes,
+               "needs --ckpt-upload to checkpoint (a lost node's node-local files are gone with it)");
   }
   return o;
 }
@@ -292,6 +310,7 @@ std::vector<std::pair<std::string, std::string>> OptionsEnv(const JobOptions& o)
   if (o.heartbeat_timeout) put(OptionId::kHeartbeatTimeout, std::to_string(*o.heartbeat_timeout));
   if (o.restarts_in_place) put(OptionId::kRestartsInPlace, std::to_string(*o.restarts_in_place));
   if (o.spare_nodes) put(OptionId::kSpareNodes, std::to_string(*o.spare_nodes));
+  if (o.min_nodes) put(OptionId::kMinNodes, std::to_string(*o.min_nodes));
   return env;
 }
 

@@ -29,6 +29,7 @@ enum class OptionId : int {
   kHeartbeatTimeout,
   kRestartsInPlace,
   kSpareNodes,
+  kMinNodes,
 };
 
 struct OptionSpec {
@@ -73,6 +74,11 @@ struct JobOptions {
   // Nodes of the allocation held in reserve (docs/recovery.md): the program runs on the first
   // nodes of each step but these, and a lost node is replaced by one of them in place.
   std::optional<int64_t> spare_nodes;
+  // Elastic runs (docs/elastic.md): a lost node that no spare can replace leaves the run going,
+  // in place and re-planned, on the nodes left, as long as at least this many remain.
+  std::optional<int64_t> min_nodes;
+  // Slurm must keep the job when one of its nodes fails (--no-kill): spares or an elastic floor.
+  bool survives_node_loss() const { return spare_nodes.value_or(0) > 0 || min_nodes.has_value(); }
 
   bool checkpointing() const { return ckpt_dir.has_value() || ckpt_upload.has_value(); }
 };

@@ -24,7 +24,7 @@ TEST(OptionTable, EveryOptionOnceWithAutoparEnv) {
     EXPECT_EQ(std::string(spec.env).rfind("AUTOPAR_", 0), 0u);
     EXPECT_EQ(GetOptionSpec(spec.id).name, spec.name);
   }
-  EXPECT_EQ(names.size(), 12u);
+  EXPECT_EQ(names.size(), 13u);
   EXPECT_TRUE(GetOptionSpec(OptionId::kAutoParallel).optional_arg);
   EXPECT_TRUE(GetOptionSpec(OptionId::kRequeueOnFailure).optional_arg);
   EXPECT_FALSE(GetOptionSpec(OptionId::kModel).optional_arg);
@@ -88,6 +88,9 @@ TEST(Options, RefusesBadValuesNamingTheOption) {
       {OptionId::kSpareNodes, "5", "--spare-nodes: must be an integer in [0, 4], got '5'"},
       {OptionId::kSpareNodes, "-1", "--spare-nodes"},
       {OptionId::kSpareNodes, "one", "--spare-nodes: must be an integer"},
+      {OptionId::kMinNodes, "0", "--min-nodes: must be an integer in [1, 100000], got '0'"},
+      {OptionId::kMinNodes, "2-4", "--min-nodes: must be an integer"},
+      {OptionId::kMinNodes, "", "--min-nodes"},
   };
   const SiteConfig site = Site();
   for (const auto& c : cases) {
@@ -174,6 +177,28 @@ TEST(ResolveOptions, SpareNodesNeedInPlaceRestarts) {
   auto with_default = ParseSiteConfig({"default_spare_nodes=1", "default_requeue_on_failure=2"});
   ASSERT_TRUE(with_default.ok()) << with_default.message();
   EXPECT_EQ(ResolveOptions(JobOptions{}, *with_default)->spare_nodes, 1);
+}
+
+TEST(ResolveOptions, MinNodesNeedInPlaceRestartsAndSurviveNodeLoss) {
+  const SiteConfig site = Site();
+  JobOptions o;
+  EXPECT_FALSE(o.survives_node_loss());
+  ASSERT_TRUE(SetOption(o, OptionId::kMinNodes, "2", site).ok());
+  EXPECT_TRUE(o.survives_node_loss());
+  auto alone = ResolveOptions(o, site);
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.message(),
+            "--min-nodes: needs in-place restarts (--restarts-in-place=N or --requeue-on-failure)");
+  o.requeue_on_failure = 2;
+  auto resolved = ResolveOptions(o, site);
+  ASSERT_TRUE(resolved.ok()) << resolved.message();
+  bool exported = false;
+  for (const auto& [k, v] : OptionsEnv(*resolved)) exported |= k == "AUTOPAR_MIN_NODES" && v == "2";
+  EXPECT_TRUE(exported);
+  auto back = OptionsFromEnv([](const char* n) { return std::string(n) == "AUTOPAR_MIN_NODES" ? "2" : nullptr; },
+                             site);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->min_nodes, 2);
 }
 
 TEST(Options, SettingTwiceKeepsTheLast) {

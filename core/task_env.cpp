@@ -50,7 +50,7 @@ Result<TaskEnv> BuildTaskEnv(const TaskContext& task, const JobOptions& opts,
     if (k == GetOptionSpec(OptionId::kCkptDir).env) v = ExpandPathPattern(v, task);
     set(k, v);
   }
-  if (opts.spare_nodes.value_or(0) > 0) {
+  if (opts.survives_node_loss()) {
     // The job's steps (srun in the batch script reads it) outlive a failed node, so that the
     // launchers left can go on without it (docs/recovery.md).
     set("SLURM_NO_KILL", "set");

@@ -181,6 +181,14 @@ struct PlanEnv {
 };
 Result<PlanEnv> PlanEnvForRank(const EnvMap& env, int rank, int size);
 
+// Elastic runs (--min-nodes, docs/elastic.md): the plan for `world` ranks, `per_node` on each
+// node, made from the job's options in `env` (AUTOPAR_MODEL, AUTOPAR_GLOBAL_BATCH, ...) the way
+// srun made the step's first one (core/job_plan.h), so that every launcher computes the same
+// plan. Fails with the planner's one line.
+Result<std::string> ReplanJson(const EnvMap& env, int world, int per_node);
+// "tp=1 pp=1 dp=8 micro_batch=2 grad_accum=3" for a plan JSON; "none" without one.
+std::string PlanSummary(const std::string& plan_json);
+
 // ---- messages, exit codes, signals -----------------------------------------------------------
 
 // "autopar-launch: rank R on HOST: " (R is "?" when rank < 0, i.e. not yet known).

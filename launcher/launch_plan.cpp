@@ -1,5 +1,9 @@
 #include "launcher/launch.h"
+
+#include "core/job_plan.h"
+#include "core/options.h"
 #include "core/plan/planner.h"
+#include "core/site_config.h"
 
 namespace autopar {
 
@@ -20,6 +24,32 @@ Result<PlanEnv> PlanEnvForRank(const EnvMap& env, int rank, int size) {
   }
   for (auto& [k, v] : PlanTaskEnv(*plan, rank)) out.vars[k] = v;
   return out;
+}
+
+Result<std::string> ReplanJson(const EnvMap& env, int world, int per_node) {
+  // Only the options the planner reads: the others' site limits are not known here.
+  JobOptions opts;
+  const SiteConfig site;
+  for (OptionId id : {OptionId::kAutoParallel, OptionId::kModel, OptionId::kGpuType,
+                      OptionId::kGlobalBatch, OptionId::kSeqLen}) {
+    auto it = env.find(GetOptionSpec(id).env);
+    if (it == env.end()) continue;
+    if (Status s = SetOption(opts, id, it->second.c_str(), site); !s) return s;
+  }
+  if (!opts.auto_parallel) return Status::Error("the job has no plan (--auto-parallel)");
+  auto plan = PlanStep(opts, world, per_node);
+  if (!plan) return plan.status();
+  return PlanToJson(*plan, false);
+}
+
+std::string PlanSummary(const std::string& plan_json) {
+  if (plan_json.empty()) return "none";
+  auto plan = PlanFromJson(plan_json);
+  if (!plan) return "unreadable";
+  const Layout& l = plan->chosen.layout;
+  return "tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) + " dp=" +
+         std::to_string(l.dp) + " micro_batch=" + std::to_string(l.micro_batch) +
+         " grad_accum=" + std::to_string(l.grad_accum);
 }
 
 }  // namespace autopar

@@ -192,6 +192,7 @@ class Launcher {
   RankInfo step_;                    // this task's place in the step (info_: in the program)
   std::vector<int> active_;          // the step's nodes that run the program, in rank order
   int spares_ = 0;                   // --spare-nodes
+  int min_nodes_ = 0;                // --min-nodes (0: not elastic)
   std::string history_;  // rank 0: autopard's note about the last failure
 };
 
@@ -278,6 +279,8 @@ void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
   const auto restore_start = std::chrono::steady_clock::now();
   child_env->erase("AUTOPAR_RESUME_STEP");
   child_env->erase("AUTOPAR_RESUME_DIR");
+  child_env->erase("AUTOPAR_RESUME_STEP_DIR");
+  child_env->erase("AUTOPAR_RESUME_WORLD_SIZE");
   if (!checkpoints_) return;
   EnvMap ckpt_env = CkptEnv(*child_env);
   RestoreFn restore = RestoreForRank(Lookup(ckpt_env));
@@ -323,6 +326,10 @@ void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
   if (resume.step >= 0) {
     (*child_env)["AUTOPAR_RESUME_STEP"] = std::to_string(resume.step);
     (*child_env)["AUTOPAR_RESUME_DIR"] = resume.dir;
+    if (!resume.step_dir.empty()) (*child_env)["AUTOPAR_RESUME_STEP_DIR"] = resume.step_dir;
+    if (resume.world_size > 0) {
+      (*child_env)["AUTOPAR_RESUME_WORLD_SIZE"] = std::to_string(resume.world_size);
+    }
     if (generation_ > 0) {
       TellEvent(*child_env, info_.rank, host_, LaunchMessagePrefix(rank_, host_), verbose_,
                 event_kind::kRestored, resume.step,
@@ -457,6 +464,31 @@ RestartVerdict Launcher::Coordinate(const EnvMap& child_env, const std::optional
       fields.emplace_back("nodes", Join(hosts, ","));
     }
     Journal(child_env, event_kind::kRestarted, -1, fields);
+    if (verdict.active.size() != active_.size()) {
+      const int per_node = peers_.tasks_per_node()[verdict.active.front()];
+      const int world = static_cast<int>(verdict.active.size()) * per_node;
+      auto after = Get(child_env, "AUTOPAR_PLAN_JSON").empty()
+                       ? Result<std::string>(std::string())
+                       : ReplanJson(child_env, world, per_node);
+      std::vector<std::string> hosts, dropped;
+      for (int n : verdict.active) hosts.push_back(peers_.host_of_node(n));
+      for (int n : active_) {
+        if (std::find(verdict.active.begin(), verdict.active.end(), n) == verdict.active.end()) {
+          dropped.push_back(peers_.host_of_node(n));
+        }
+      }
+      Journal(child_env, event_kind::kResized, -1,
+              {{"generation", std::to_string(generation_ + 1)},
+               {"from_nodes", std::to_string(active_.size())},
+               {"to_nodes", std::to_string(verdict.active.size())},
+               {"from_ranks", std::to_string(info_.size)},
+               {"to_ranks", std::to_string(world)},
+               {"nodes", Join(hosts, ",")},
+               {"plan_before", PlanSummary(Get(child_env, "AUTOPAR_PLAN_JSON"))},
+               {"plan_after", after ? PlanSummary(*after) : "refused: " + after.message()},
+               {"reason", Join(dropped, ",") + " lost and no spare to replace it: the run goes on "
+                          "without it (--min-nodes=" + std::to_string(min_nodes_) + ")"}});
+    }
   }
   return verdict;
 }
@@ -490,6 +522,19 @@ RestartVerdict Launcher::Decide(const EnvMap& child_env, const PeerGroup::Report
     fields[0].second = FailureClassName(FailureClass::kNodeLoss);
     fields.emplace_back("lost", Join(lost_hosts, ","));
     fields.emplace_back("spares", std::to_string(standby.size()));
+    if (min_nodes_ > 0) {
+      // Elastic: the nodes left (spares in lost nodes' places) and whether they have a plan.
+      const std::vector<int> left =
+          ReplaceOrDropLostNodes(active_, lost, standby, peers_.tasks_per_node());
+      fields.emplace_back("remaining", std::to_string(left.size()));
+      fields.emplace_back("min_nodes", std::to_string(min_nodes_));
+      if (left.size() < active_.size() && !Get(child_env, "AUTOPAR_PLAN_JSON").empty() &&
+          !left.empty()) {
+        const int per_node = peers_.tasks_per_node()[left.front()];
+        auto plan = ReplanJson(child_env, static_cast<int>(left.size()) * per_node, per_node);
+        if (!plan) fields.emplace_back("plan_refusal", plan.message());
+      }
+    }
   }
   if (!history_.empty()) fields.emplace_back("history", history_);
   // The request names a rank (a node loss: this one's; autopard does not blame it).
@@ -501,7 +546,10 @@ RestartVerdict Launcher::Decide(const EnvMap& child_env, const PeerGroup::Report
   Say(reply->reason);
   history_ = reply->history;
   if (reply->action != RecoveryActionName(RecoveryAction::kRestartInPlace)) return verdict;
-  auto next = ReplaceLostNodes(active_, lost, standby, peers_.tasks_per_node());
+  auto next = min_nodes_ > 0
+                  ? Result<std::vector<int>>(
+                        ReplaceOrDropLostNodes(active_, lost, standby, peers_.tasks_per_node()))
+                  : ReplaceLostNodes(active_, lost, standby, peers_.tasks_per_node());
   if (!next) {
     Say("in-place restart impossible: " + next.message());
     return verdict;
@@ -651,6 +699,7 @@ int Launcher::Run(int argc, char** argv) {
   active_ = InitialActiveNodes(info_.num_nodes, 0);
   if (in_place_) {
     spares_ = std::atoi(Get(env, "AUTOPAR_SPARE_NODES", "0").c_str());
+    min_nodes_ = std::atoi(Get(env, "AUTOPAR_MIN_NODES", "0").c_str());
     if (spares_ > 0) {
       const std::vector<int>& tasks = peers_.tasks_per_node();
       if (std::count(tasks.begin(), tasks.end(), tasks.front()) != static_cast<long>(tasks.size())) {
@@ -682,14 +731,30 @@ int Launcher::Run(int argc, char** argv) {
     cpus = ChooseCpuBinding(info_, driver_ids.size() == step_gpus.size() ? driver_ids : step_gpus);
     d.cpus = cpus.cpus;
   }
-  // The program's environment for its rank (info_), rebuilt when a spare's node comes into use.
+  // The program's environment for its rank (info_), rebuilt when a spare's node comes into use or
+  // the run shrinks (its plan then made again for the ranks left).
+  const int step_world = info_.size;  // the world srun planned the step for
   auto program_env = [&]() {
     d.rank = info_;
     d.master = master_;
     auto changes = BuildLaunchEnv(d, env);
     if (!changes) Fail(changes.message(), 1);
     EnvMap out = ApplyEnvChanges(env, *changes);
-    auto plan_env = PlanEnvForRank(env, info_.rank, info_.size);
+    EnvMap plan_source = env;
+    if (min_nodes_ > 0 && info_.size != step_world && !Get(env, "AUTOPAR_PLAN_JSON").empty()) {
+      // The run shrank (--min-nodes): the plan of the nodes left, the same on every launcher.
+      auto json = ReplanJson(env, info_.size, info_.local_size);
+      if (!json) Fail("--min-nodes: no plan for " + std::to_string(info_.size) + " ranks: " + json.message(), 1);
+      plan_source["AUTOPAR_PLAN_JSON"] = *json;
+      out["AUTOPAR_PLAN_JSON"] = *json;
+      if (info_.rank == 0) {
+        Say("re-planned for " + std::to_string(info_.size) + " ranks on " +
+            std::to_string(info_.num_nodes) + " nodes: " + PlanSummary(*json) + " (global batch " +
+            Get(env, "AUTOPAR_GLOBAL_BATCH") + " kept; was " +
+            PlanSummary(Get(env, "AUTOPAR_PLAN_JSON")) + ")");
+      }
+    }
+    auto plan_env = PlanEnvForRank(plan_source, info_.rank, info_.size);
     if (!plan_env) Fail(plan_env.message(), 1);
     for (const auto& [k, v] : plan_env->vars) out[k] = v;
     if (!plan_env->warning.empty() && info_.rank == 0) Say("warning: " + plan_env->warning);
@@ -750,7 +815,8 @@ int Launcher::Run(int argc, char** argv) {
           std::to_string(ProgramRank(step_, peers_.tasks_per_node(), active_)->rank) + ")");
     }
     if (in_place_ && active_ != env_active) {
-      // The nodes in use changed (a spare took a lost node's place): this launcher's ranks may too.
+      // The nodes in use changed (a spare took a lost node's place, or the run shrank): this
+      // launcher's ranks may too.
       info_ = *ProgramRank(step_, peers_.tasks_per_node(), active_);
       child_env = program_env();
       env_active = active_;
@@ -791,10 +857,11 @@ int Launcher::Run(int argc, char** argv) {
       gone = peers_.NotifyStop(*failure);
       if (!gone.empty()) Say("the launchers of ranks " + FormatIntList(gone) + " cannot be reached");
       const bool coordinator_gone = std::find(gone.begin(), gone.end(), 0) != gone.end();
-      if (!gone.empty() && (spares_ == 0 || coordinator_gone)) {
+      if (!gone.empty() && ((spares_ == 0 && min_nodes_ == 0) || coordinator_gone)) {
         // No restart without every rank (or without rank 0's launcher, which decides): this
         // node's autopard takes the requeue path (with the failure's class: a hang stays a hang),
-        // and the step is ended below. With spare nodes rank 0 decides about the lost ones.
+        // and the step is ended below. With spare nodes or an elastic floor rank 0 decides about
+        // the lost ones.
         EventFields fields = ReportFields(*failure);
         fields.emplace_back("unreachable", FormatIntList(gone));
         auto reply = AskRecovery(Lookup(child_env), info_.rank, fields, kRecoverTimeoutMs);

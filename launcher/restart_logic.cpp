@@ -220,6 +220,28 @@ Result<std::vector<int>> ReplaceLostNodes(const std::vector<int>& active, const 
   return out;
 }
 
+std::vector<int> ReplaceOrDropLostNodes(const std::vector<int>& active, const std::vector<int>& lost,
+                                        const std::vector<int>& standby,
+                                        const std::vector<int>& tasks_per_node) {
+  std::vector<int> out;
+  std::vector<int> free = standby;
+  std::sort(free.begin(), free.end());
+  auto tasks = [&](int n) {
+    return n >= 0 && n < static_cast<int>(tasks_per_node.size()) ? tasks_per_node[n] : 0;
+  };
+  for (int n : active) {
+    if (std::find(lost.begin(), lost.end(), n) == lost.end()) {
+      out.push_back(n);
+      continue;
+    }
+    auto it = std::find_if(free.begin(), free.end(), [&](int s) { return tasks(s) == tasks(n); });
+    if (it == free.end()) continue;  // dropped: the run goes on without it
+    out.push_back(*it);
+    free.erase(it);
+  }
+  return out;
+}
+
 std::string FormatIntList(const std::vector<int>& v) {
   std::string out;
   for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);

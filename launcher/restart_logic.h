@@ -98,6 +98,12 @@ Result<std::vector<int>> ReplaceLostNodes(const std::vector<int>& active, const 
                                           const std::vector<int>& standby,
                                           const std::vector<int>& tasks_per_node);
 
+// Elastic runs (--min-nodes): as ReplaceLostNodes while spares last; a lost node no spare can
+// replace is left out, so the nodes in use shrink (ranks renumber in the order of `active`).
+std::vector<int> ReplaceOrDropLostNodes(const std::vector<int>& active, const std::vector<int>& lost,
+                                        const std::vector<int>& standby,
+                                        const std::vector<int>& tasks_per_node);
+
 std::string FormatIntList(const std::vector<int>& v);  // "0,1,3"; "" for none
 Result<std::vector<int>> ParseIntList(const std::string& text);
 

@@ -157,6 +157,22 @@ TEST(RestartLogic, SparesStartInReserveAndTakeALostNodesPlace) {
   EXPECT_EQ(*ReplaceLostNodes(active, {}, {3}, tasks), active);
 }
 
+TEST(RestartLogic, AnElasticRunDropsTheLostNodesNoSpareCanReplace) {
+  const std::vector<int> tasks{2, 2, 2, 2, 2};
+  // 4 nodes in use, no spare: node 2 is dropped, node 3's ranks become 4 and 5.
+  std::vector<int> next = ReplaceOrDropLostNodes({0, 1, 2, 3}, {2}, {}, tasks);
+  EXPECT_EQ(next, (std::vector<int>{0, 1, 3}));
+  auto moved = ProgramRank(StepRank(3, 1, 2, 4), tasks, next);
+  ASSERT_TRUE(moved.has_value());
+  EXPECT_EQ(moved->rank, 5);
+  EXPECT_EQ(moved->size, 6);
+  EXPECT_EQ(moved->node_rank, 2);
+  EXPECT_EQ(moved->num_nodes, 3);
+  // A spare replaces what it can; the rest is dropped.
+  EXPECT_EQ(ReplaceOrDropLostNodes({0, 1, 2, 3}, {1, 2}, {4}, tasks), (std::vector<int>{0, 4, 3}));
+  EXPECT_EQ(ReplaceOrDropLostNodes({0, 1}, {}, {}, tasks), (std::vector<int>{0, 1}));
+}
+
 TEST(RestartLogic, IntLists) {
   EXPECT_EQ(FormatIntList({0, 3, 2}), "0,3,2");
   EXPECT_EQ(FormatIntList({}), "");

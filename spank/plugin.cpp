@@ -58,7 +58,8 @@ int Fail(const std::string& message) {
   return -1;
 }
 
-// A spare node is no use unless Slurm keeps the job when one of its nodes fails: --no-kill, which
+// A spare node (or an elastic floor, --min-nodes) is no use unless Slurm keeps the job when one of
+// its nodes fails: --no-kill, which
 // sets the job's kill_on_node_fail at submit time (no `scontrol update` changes it later). sbatch
 // and salloc read SBATCH_NO_KILL/SALLOC_NO_KILL after a script's #SBATCH lines and before their
 // command line, and they call SPANK option callbacks at each #SBATCH line and in the command-line
@@ -70,9 +71,9 @@ void RequestNoKill() {
   setenv("SALLOC_NO_KILL", "set", 0);
 }
 
-// True when this process's own command line asks for spare nodes (--spare-nodes=K or
-// --spare-nodes K with K > 0).
-bool CommandLineAsksForSpares() {
+// True when this process's own command line asks to survive a node loss: --spare-nodes=K (or
+// --spare-nodes K) with K > 0, or --min-nodes=M.
+bool CommandLineSurvivesNodeLoss() {
   FILE* f = std::fopen("/proc/self/cmdline", "r");
   if (f == nullptr) return false;
   std::vector<std::string> args(1);
@@ -84,17 +85,19 @@ bool CommandLineAsksForSpares() {
     }
   }
   std::fclose(f);
-  const std::string flag = std::string("--") + autopar::GetOptionSpec(OptionId::kSpareNodes).name;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string value;
-    if (args[i].rfind(flag + "=", 0) == 0) {
-      value = args[i].substr(flag.size() + 1);
-    } else if (args[i] == flag && i + 1 < args.size()) {
-      value = args[i + 1];
-    } else {
-      continue;
+  for (OptionId id : {OptionId::kSpareNodes, OptionId::kMinNodes}) {
+    const std::string flag = std::string("--") + autopar::GetOptionSpec(id).name;
+    for (size_t i = 0; i < args.size(); ++i) {
+      std::string value;
+      if (args[i].rfind(flag + "=", 0) == 0) {
+        value = args[i].substr(flag.size() + 1);
+      } else if (args[i] == flag && i + 1 < args.size()) {
+        value = args[i + 1];
+      } else {
+        continue;
+      }
+      if (std::atoll(value.c_str()) > 0) return true;
     }
-    if (std::atoll(value.c_str()) > 0) return true;
   }
   return false;
 }
@@ -108,7 +111,9 @@ int OptionCallback(int val, const char* optarg, int remote) {
     if (optarg != nullptr && std::strcmp(optarg, "(null)") == 0) optarg = nullptr;
     Status s = autopar::SetOption(st.user, static_cast<OptionId>(val), optarg, st.site);
     if (s.ok()) {
-      if (!remote && val == static_cast<int>(OptionId::kSpareNodes) && *st.user.spare_nodes > 0 &&
+      const bool node_loss_option = val == static_cast<int>(OptionId::kSpareNodes) ||
+                                    val == static_cast<int>(OptionId::kMinNodes);
+      if (!remote && node_loss_option && st.user.survives_node_loss() &&
           spank_context() == S_CTX_ALLOCATOR) {
         RequestNoKill();
       }
@@ -165,7 +170,7 @@ int Init(spank_t sp, int ac, char** av) {
   }
   if (!st.site_error.empty()) return Fail(st.site_error);
   if (spank_context() == S_CTX_ALLOCATOR &&
-      (st.site.defaults.spare_nodes.value_or(0) > 0 || CommandLineAsksForSpares())) {
+      (st.site.defaults.survives_node_loss() || CommandLineSurvivesNodeLoss())) {
     RequestNoKill();
   }
   return 0;
@@ -189,7 +194,7 @@ int LocalUserInit(spank_t sp) {
   auto resolved = autopar::ResolveOptions(st.user, st.site);
   if (!resolved.ok()) return Fail(resolved.message());
   const uint32_t spares = static_cast<uint32_t>(resolved->spare_nodes.value_or(0));
-  if (!resolved->auto_parallel && spares == 0) return 0;
+  if (!resolved->auto_parallel && !resolved->survives_node_loss()) return 0;
   uint32_t tasks = 0, nodes = 0;
   if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &tasks) != ESPANK_SUCCESS ||
       spank_get_item(sp, S_JOB_NNODES, &nodes) != ESPANK_SUCCESS || tasks == 0 || nodes == 0)
@@ -207,6 +212,27 @@ int LocalUserInit(spank_t sp) {
     // The program runs on the nodes that are not held in reserve.
     tasks -= spares * (tasks / nodes);
     nodes -= spares;
+  }
+  if (resolved->min_nodes) {
+    const int64_t min_nodes = *resolved->min_nodes;
+    const std::string flag = "--min-nodes=" + std::to_string(min_nodes);
+    if (nodes < min_nodes) {
+      return Fail(flag + ": the step runs on " + std::to_string(nodes) +
+                  " node(s), fewer than the minimum it may shrink to");
+    }
+    if (tasks % nodes != 0) {
+      return Fail("--min-nodes: needs the same number of tasks on every node (the step has " +
+                  std::to_string(tasks) + " tasks on " + std::to_string(nodes) + " nodes)");
+    }
+    if (resolved->auto_parallel) {
+      // The smallest size the run may shrink to must have a plan, or shrinking would stop it.
+      const int64_t per_node = tasks / nodes;
+      auto smallest = autopar::PlanStep(*resolved, min_nodes * per_node, per_node);
+      if (!smallest.ok()) {
+        return Fail(flag + ": no plan on " + std::to_string(min_nodes) + " node(s) (" +
+                    std::to_string(min_nodes * per_node) + " GPUs): " + smallest.message());
+      }
+    }
   }
   if (!resolved->auto_parallel) return 0;
   // One task per GPU; with an uneven distribution the planner assumes the smaller share.

@@ -9,19 +9,34 @@ const char* RecoveryActionName(RecoveryAction a) {
 RecoveryDecision DecideRecovery(const RequeueSettings& settings, const Failure& failure,
                                 int64_t restart_count, int64_t generation, int64_t budget,
                                 const std::optional<PastFailure>& previous,
-                                const SpareNodes& spares) {
+                                const NodeLoss& loss) {
   RecoveryDecision d;
   d.generation = generation;
   d.budget = budget;
   const std::string what = failure.Describe();
   const bool node_loss = failure.kind == FailureClass::kNodeLoss;
-  if (node_loss && (spares.lost <= 0 || spares.available < spares.lost)) {
-    d.reason = what + (spares.available > 0
-                           ? "; " + std::to_string(spares.available) + " spare node(s) left for " +
-                                 std::to_string(spares.lost) + " lost"
-                           : std::string("; no spare node in the allocation")) +
-               ": the requeue path takes over";
-    return d;
+  const bool replaced = node_loss && loss.lost > 0 && loss.spares >= loss.lost;
+  if (node_loss && !replaced) {
+    std::string spares = loss.spares > 0 ? "; " + std::to_string(loss.spares) +
+                                               " spare node(s) left for " +
+                                               std::to_string(loss.lost) + " lost"
+                                         : std::string("; no spare node in the allocation");
+    const std::string floor = "--min-nodes=" + std::to_string(loss.min_nodes);
+    if (loss.lost <= 0 || loss.min_nodes <= 0) {
+      d.reason = what + spares + ": the requeue path takes over";
+      return d;
+    }
+    if (loss.remaining < loss.min_nodes) {
+      d.reason = what + spares + "; " + std::to_string(loss.remaining) + " node(s) left, " +
+                 floor + ": the requeue path takes over";
+      return d;
+    }
+    if (!loss.plan_refusal.empty()) {
+      d.reason = what + spares + "; no plan on the " + std::to_string(loss.remaining) +
+                 " node(s) left (" + loss.plan_refusal + "): the requeue path takes over";
+      return d;
+    }
+    d.shrink = true;
   }
   if (failure.kind == FailureClass::kTimeLimit) {
     d.reason = what + "; the requeue path takes over";
@@ -58,11 +73,16 @@ RecoveryDecision DecideRecovery(const RequeueSettings& settings, const Failure& 
   d.action = RecoveryAction::kRestartInPlace;
   d.attempt = generation + 1;
   d.history = PastFailure{generation, failure.Signature(), repeats};
+  std::string where;
+  if (replaced) {
+    where = " on " + std::to_string(loss.lost) + " of " + std::to_string(loss.spares) +
+            " spare node(s)";
+  } else if (d.shrink) {
+    where = " on the " + std::to_string(loss.remaining) + " node(s) left (--min-nodes=" +
+            std::to_string(loss.min_nodes) + ")";
+  }
   d.reason = what + "; in-place restart " + std::to_string(d.attempt) + " of " +
-             std::to_string(budget) +
-             (node_loss ? " on " + std::to_string(spares.lost) + " of " +
-                              std::to_string(spares.available) + " spare node(s)"
-                        : std::string());
+             std::to_string(budget) + where;
   return d;
 }
 

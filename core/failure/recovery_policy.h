@@ -6,8 +6,10 @@
 //
 // The rules, in order:
 //  1. A crashed rank or a hang restarts in place; so does a lost node when spare nodes in the
-//     allocation can take the place of every node lost (--spare-nodes; `spares`). A lost node
-//     without a spare and a time limit go to the requeue path.
+//     allocation can take the place of every node lost (--spare-nodes), or else when the run is
+//     elastic (--min-nodes=M) and at least M nodes in use remain, with a plan for them: it then
+//     goes on without the lost nodes (`shrink`). Any other lost node and a time limit go to the
+//     requeue path.
 //  2. Budget. Generation g (0 for the program's first start in this run of the job) may restart
 //     in place while g < N, N = --restarts-in-place (0: never; the site caps N at
 //     max_restarts_in_place). In-place restarts do not count against --requeue-on-failure.
@@ -42,13 +44,19 @@ struct RecoveryDecision {
   // kRestartInPlace: what the next generation's decision needs to know of this failure.
   // kRequeuePath after an early repeat: the history RequeuePolicy must see (rule 3); else unset.
   std::optional<PastFailure> history;
+  bool shrink = false;     // kRestartInPlace of a lost node: on the nodes left, no spare
   std::string reason;      // one line for the journal
 };
 
-// Spare nodes at a node loss: how many nodes were lost, how many are held in reserve and alive.
-struct SpareNodes {
+// A node loss as rank 0's launcher sees it: how many nodes in use were lost, how many spares are
+// held in reserve and alive, how many nodes in use are left, the elastic floor (--min-nodes; 0
+// when the run is not elastic), and why the nodes left cannot be planned for (empty: they can).
+struct NodeLoss {
   int64_t lost = 0;
-  int64_t available = 0;
+  int64_t spares = 0;
+  int64_t remaining = 0;
+  int64_t min_nodes = 0;
+  std::string plan_refusal;
 };
 
 // `previous`: the previous generation's failure as recorded in its decision's `history`
@@ -58,6 +66,6 @@ struct SpareNodes {
 RecoveryDecision DecideRecovery(const RequeueSettings& settings, const Failure& failure,
                                 int64_t restart_count, int64_t generation, int64_t budget,
                                 const std::optional<PastFailure>& previous,
-                                const SpareNodes& spares = {});
+                                const NodeLoss& loss = {});
 
 }  // namespace autopar

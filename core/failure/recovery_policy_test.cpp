@@ -74,20 +74,52 @@ TEST(RecoveryPolicy, ALostNodeRestartsInPlaceOnASpare) {
   Failure lost = Of(FailureClass::kNodeLoss);
   lost.node = "node2";
   lost.run_seconds = 3;  // early, but a lost node says nothing about the program
-  auto d = DecideRecovery(s, lost, 0, 0, 3, std::nullopt, SpareNodes{1, 1});
+  auto d = DecideRecovery(s, lost, 0, 0, 3, std::nullopt, NodeLoss{1, 1, 0, 0, ""});
   EXPECT_EQ(d.action, RecoveryAction::kRestartInPlace) << d.reason;
   EXPECT_NE(d.reason.find("in-place restart 1 of 3 on 1 of 1 spare node(s)"), std::string::npos)
       << d.reason;
-  d = DecideRecovery(s, lost, 0, 1, 3, d.history, SpareNodes{1, 1});  // again, at start
+  d = DecideRecovery(s, lost, 0, 1, 3, d.history, NodeLoss{1, 1, 0, 0, ""});  // again, at start
   EXPECT_EQ(d.action, RecoveryAction::kRestartInPlace) << d.reason;
   // More lost than spares, or none left: the requeue path.
-  d = DecideRecovery(s, lost, 0, 0, 3, std::nullopt, SpareNodes{2, 1});
+  d = DecideRecovery(s, lost, 0, 0, 3, std::nullopt, NodeLoss{2, 1, 0, 0, ""});
   EXPECT_EQ(d.action, RecoveryAction::kRequeuePath);
   EXPECT_NE(d.reason.find("1 spare node(s) left for 2 lost"), std::string::npos) << d.reason;
-  d = DecideRecovery(s, lost, 0, 0, 3, std::nullopt, SpareNodes{1, 0});
+  d = DecideRecovery(s, lost, 0, 0, 3, std::nullopt, NodeLoss{1, 0, 0, 0, ""});
   EXPECT_NE(d.reason.find("no spare node"), std::string::npos) << d.reason;
   // The in-place budget counts node losses too.
-  d = DecideRecovery(s, lost, 0, 3, 3, std::nullopt, SpareNodes{1, 1});
+  d = DecideRecovery(s, lost, 0, 3, 3, std::nullopt, NodeLoss{1, 1, 0, 0, ""});
+  EXPECT_EQ(d.action, RecoveryAction::kRequeuePath);
+}
+
+TEST(RecoveryPolicy, AnElasticRunShrinksOntoTheNodesLeft) {
+  RequeueSettings s;
+  Failure lost = Of(FailureClass::kNodeLoss);
+  lost.node = "node2";
+  // 4 nodes in use, one lost, no spare, --min-nodes=2: in place on the 3 left.
+  auto d = DecideRecovery(s, lost, 0, 0, 3, std::nullopt, NodeLoss{1, 0, 3, 2, ""});
+  EXPECT_EQ(d.action, RecoveryAction::kRestartInPlace) << d.reason;
+  EXPECT_TRUE(d.shrink);
+  EXPECT_NE(d.reason.find("in-place restart 1 of 3 on the 3 node(s) left (--min-nodes=2)"),
+            std::string::npos)
+      << d.reason;
+  // Spares first: a spare takes the place, nothing shrinks.
+  d = DecideRecovery(s, lost, 0, 0, 3, std::nullopt, NodeLoss{1, 1, 3, 2, ""});
+  EXPECT_EQ(d.action, RecoveryAction::kRestartInPlace);
+  EXPECT_FALSE(d.shrink);
+  // Below the floor, or no plan for what is left, or not elastic: the requeue path.
+  d = DecideRecovery(s, lost, 0, 0, 3, std::nullopt, NodeLoss{2, 0, 1, 2, ""});
+  EXPECT_EQ(d.action, RecoveryAction::kRequeuePath);
+  EXPECT_NE(d.reason.find("1 node(s) left, --min-nodes=2"), std::string::npos) << d.reason;
+  d = DecideRecovery(s, lost, 0, 0, 3, std::nullopt, NodeLoss{1, 0, 3, 2, "needs 90 GiB per GPU"});
+  EXPECT_EQ(d.action, RecoveryAction::kRequeuePath);
+  EXPECT_NE(d.reason.find("no plan on the 3 node(s) left (needs 90 GiB per GPU)"),
+            std::string::npos)
+      << d.reason;
+  d = DecideRecovery(s, lost, 0, 0, 3, std::nullopt, NodeLoss{1, 0, 3, 0, ""});
+  EXPECT_EQ(d.action, RecoveryAction::kRequeuePath);
+  EXPECT_NE(d.reason.find("no spare node"), std::string::npos) << d.reason;
+  // The budget holds for shrinking too.
+  d = DecideRecovery(s, lost, 0, 3, 3, std::nullopt, NodeLoss{1, 0, 3, 2, ""});
   EXPECT_EQ(d.action, RecoveryAction::kRequeuePath);
 }
 

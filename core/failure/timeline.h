@@ -69,6 +69,10 @@ inline constexpr const char* kHangStop = "hang_stop";
 inline constexpr const char* kRestarted = "restarted";
 inline constexpr const char* kRestored = "restored";
 inline constexpr const char* kFirstStep = "first_step";
+// Elastic runs (issue 12; docs/elastic.md): rank 0's launcher when the run goes on with fewer
+// nodes (generation= from_nodes= to_nodes= from_ranks= to_ranks= nodes= plan_before= plan_after=
+// reason=).
+inline constexpr const char* kResized = "resized";
 }  // namespace event_kind
 
 using EventFields = std::vector<std::pair<std::string, std::string>>;

@@ -149,6 +149,7 @@ Result<JobCkptEnv> ReadJobEnv(const GetEnv& getenv, bool need_ckpt_dir) {
   job.ckpt_dir = str("AUTOPAR_CKPT_DIR");
   job.upload = str("AUTOPAR_CKPT_UPLOAD");
   job.node = str("SLURMD_NODENAME");
+  job.elastic = !str("AUTOPAR_MIN_NODES").empty();
   if (job.job_id.empty()) return Status::Error("SLURM_JOB_ID is not set: not inside a Slurm job");
   if (need_ckpt_dir && job.ckpt_dir.empty()) {
     return Status::Error(
@@ -235,6 +236,7 @@ Result<RestoreReply> Restore(const JobCkptEnv& job, int64_t max_step, bool probe
   r.upload = job.upload;
   r.max_step = max_step;
   r.probe = probe;
+  r.reshard = job.elastic;
   r.node = job.node;
   auto reply = CallDaemonOk(job.socket, r, timeout_ms);
   if (!reply) return reply.status();
@@ -282,6 +284,8 @@ void AddSkipped(const RestoreReply& reply, ResumeDecision* d) {
 void Take(const RestoreReply& reply, ResumeDecision* d) {
   d->step = reply.step;
   d->dir = reply.dir;
+  d->step_dir = reply.step_dir;
+  d->world_size = reply.world_size;
   d->source_job = reply.source_job;
   d->bytes_local = reply.bytes_local;
   d->bytes_fetched = reply.bytes_fetched;

@@ -44,6 +44,7 @@ struct JobCkptEnv {
   int world_size = 1;      // WORLD_SIZE, else SLURM_NTASKS
   int local_world_size = 1;  // LOCAL_WORLD_SIZE, else SLURM_NTASKS_PER_NODE-ish, else 1
   std::string node;        // SLURMD_NODENAME
+  bool elastic = false;    // AUTOPAR_MIN_NODES set: restores accept another world size (reshard)
 };
 // Errors name the missing variable: "AUTOPAR_CKPT_DIR is not set: submit the job with
 // --ckpt-dir or --ckpt-upload".
@@ -104,6 +105,8 @@ struct ResumeDecision {
   bool enabled = false;   // the job checkpoints
   int64_t step = -1;      // -1: a fresh start
   std::string dir;        // this rank's restored directory (AUTOPAR_RESUME_DIR); empty after a probe
+  std::string step_dir;   // the step's directory (AUTOPAR_RESUME_STEP_DIR)
+  int world_size = 0;     // the world size that wrote the step (AUTOPAR_RESUME_WORLD_SIZE)
   std::string source_job;
   std::vector<std::string> notes;  // lines for the log (skipped steps, warnings), this rank's
   uint64_t bytes_local = 0;    // of this rank's restore: taken from the node's intact copy

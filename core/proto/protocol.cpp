@@ -181,6 +181,7 @@ std::string EncodeRequest(const Request& r) {
   if (r.step >= 0) v["step"] = Json::Int64(r.step);
   if (r.max_step >= 0) v["max_step"] = Json::Int64(r.max_step);
   if (r.probe) v["probe"] = true;
+  if (r.reshard) v["reshard"] = true;
   if (r.short_lived) v["short_lived"] = true;
   if (r.rank >= 0) v["rank"] = r.rank;
   if (r.world_size > 0) v["world_size"] = r.world_size;
@@ -220,6 +221,7 @@ Result<Request> DecodeRequest(std::string_view line) {
   r.step = g.Int("step", -1);
   r.max_step = g.Int("max_step", -1);
   r.probe = g.Bool("probe");
+  r.reshard = g.Bool("reshard");
   r.short_lived = g.Bool("short_lived");
   r.rank = g.SmallInt("rank", -1);
   r.world_size = g.SmallInt("world_size", 0);
@@ -257,6 +259,8 @@ std::string EncodeReply(Op op, const Reply& reply) {
       v["step"] = Json::Int64(reply.restore.step);
       v["source_job"] = reply.restore.source_job;
       v["dir"] = reply.restore.dir;
+      if (!reply.restore.step_dir.empty()) v["step_dir"] = reply.restore.step_dir;
+      if (reply.restore.world_size > 0) v["world_size"] = reply.restore.world_size;
       v["bytes_local"] = Json::UInt64(reply.restore.bytes_local);
       v["bytes_fetched"] = Json::UInt64(reply.restore.bytes_fetched);
       Json::Value sk(Json::arrayValue);
@@ -330,6 +334,8 @@ Result<Reply> DecodeReply(Op op, std::string_view line) {
       r.restore.step = f.Int("step", -1);
       r.restore.source_job = f.Str("source_job");
       r.restore.dir = f.Str("dir");
+      r.restore.step_dir = f.Str("step_dir");
+      r.restore.world_size = f.SmallInt("world_size", 0);
       r.restore.bytes_local = f.UInt("bytes_local");
       r.restore.bytes_fetched = f.UInt("bytes_fetched");
       auto a = array("skipped");

@@ -80,6 +80,9 @@ struct Request {
   int64_t step = -1;       // commit, heartbeat, event; restore: unused
   int64_t max_step = -1;   // restore: only steps <= max_step (-1: any)
   bool probe = false;      // restore: only decide the step; fetch nothing (see above)
+  // restore, elastic jobs (--min-nodes): a step written by another world size may be restored;
+  // every saved rank's files are then placed on the node (docs/elastic.md).
+  bool reshard = false;
   bool short_lived = false;  // heartbeat: the sender exits right after (see above)
   int rank = -1;
   int world_size = 0;
@@ -108,6 +111,10 @@ struct RestoreReply {
   // upload (issue 11).
   uint64_t bytes_local = 0;
   uint64_t bytes_fetched = 0;
+  // The step's directory (<ckpt_dir>/step-<N>, every restored rank-* below it) and the world size
+  // that wrote it: another than the job's only with `reshard`, and then every rank-* is there.
+  std::string step_dir;
+  int world_size = 0;
 };
 
 struct StepInfo {

@@ -28,6 +28,7 @@ TEST(ProtocolTest, RequestRoundTrips) {
   Request probe = restore;
   probe.max_step = -1;
   probe.probe = true;
+  probe.reshard = true;
   Request ls;
   ls.op = Op::kLs;
   ls.upload = "file:///shared/ckpt";
@@ -54,6 +55,7 @@ TEST(ProtocolTest, RequestRoundTrips) {
     EXPECT_EQ(back->step, r.step);
     EXPECT_EQ(back->max_step, r.max_step);
     EXPECT_EQ(back->probe, r.probe);
+    EXPECT_EQ(back->reshard, r.reshard);
     EXPECT_EQ(back->short_lived, r.short_lived);
     EXPECT_EQ(back->rank, r.rank);
     EXPECT_EQ(back->world_size, r.world_size);
@@ -116,10 +118,12 @@ TEST(ProtocolTest, RepliesRoundTrip) {
   EXPECT_TRUE(c->commit.duplicate);
 
   Reply restore;
-  restore.restore = {30, "1200", "/ck/step-30/rank-0", {"step 40: x: SHA-256 mismatch"}};
+  restore.restore = {30, "1200", "/ck/step-30/rank-0", {"step 40: x: SHA-256 mismatch"}, 0, 0, "/ck/step-30", 8};
   auto r = DecodeReply(Op::kRestore, EncodeReply(Op::kRestore, restore));
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(r->restore.step, 30);
+  EXPECT_EQ(r->restore.step_dir, "/ck/step-30");
+  EXPECT_EQ(r->restore.world_size, 8);
   EXPECT_EQ(r->restore.source_job, "1200");
   EXPECT_EQ(r->restore.dir, "/ck/step-30/rank-0");
   EXPECT_EQ(r->restore.skipped, std::vector<std::string>{"step 40: x: SHA-256 mismatch"});

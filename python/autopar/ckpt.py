@@ -25,7 +25,7 @@ import sys
 import time
 
 __all__ = ["AutoparError", "enabled", "rank", "step_dir", "commit", "heartbeat", "event", "uploads", "wait_uploads",
-           "resume_step", "resume_dir", "agree", "time_limit_reached", "wait_for_requeue"]
+           "resume_step", "resume_dir", "resume_step_dir", "resume_world_size", "agree", "time_limit_reached", "wait_for_requeue"]
 
 PROTOCOL_VERSION = 1
 
@@ -223,6 +223,19 @@ def resume_step():
 def resume_dir():
     """This rank's restored directory (<ckpt dir>/step-<N>/rank-<R>), or None."""
     return _env("AUTOPAR_RESUME_DIR")
+
+
+def resume_step_dir():
+    """The restored step's directory (its rank-*/ below it), or None for a fresh start. After a
+    restart on another number of ranks (an elastic run, --min-nodes) it holds every saved rank's
+    files: see resume_world_size() and autopar.reshard."""
+    return _env("AUTOPAR_RESUME_STEP_DIR")
+
+
+def resume_world_size():
+    """The world size that wrote the restored step (int), or None for a fresh start."""
+    v = _env("AUTOPAR_RESUME_WORLD_SIZE")
+    return int(v) if v is not None else None
 
 
 def uploads(job_only=True, timeout=10.0):

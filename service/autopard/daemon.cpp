@@ -554,58 +554,83 @@ Reply Daemon::Restore(const Request& r, const Peer& peer) {
       reply.restore.skipped.push_back(label + ": " + m.message());
       continue;
     }
-    if (m->world_size != r.world_size) {
+    // Another world size: only for an elastic job, which then gets every saved rank's files.
+    const bool reshard = m->world_size != r.world_size;
+    if (reshard && !r.reshard) {
       reply.restore.skipped.push_back(label + ": written by " + std::to_string(m->world_size) +
                                       " ranks, this job has " + std::to_string(r.world_size));
       continue;
     }
-    auto rank_it = m->ranks.find(r.rank);
-    if (rank_it == m->ranks.end()) {
+    std::vector<int> ranks;
+    if (reshard) {
+      for (const auto& [saved_rank, files] : m->ranks) ranks.push_back(saved_rank);
+    } else if (m->ranks.count(r.rank)) {
+      ranks.push_back(r.rank);
+    }
+    if (ranks.empty()) {
       reply.restore.skipped.push_back(label + ": no files of rank " + std::to_string(r.rank));
       continue;
     }
     if (r.probe) {  // decide only: the ranks restore this step next, each on its node
       reply.restore.step = s.step;
       reply.restore.source_job = s.job_id;
+      reply.restore.world_size = m->world_size;
       return reply;
     }
-    std::string staging = config_.state_dir + "/restore/" + s.job_id + "-" + std::to_string(s.step) +
-                          "-" + std::to_string(r.rank) + "-" + std::to_string(getpid()) + "-" +
-                          std::to_string(staging_counter_++);
-    const std::string dest = RankStepDir(r.ckpt_dir, s.step, r.rank);
-    // What the node already holds (an in-place restart, or a requeued run back on this node) is
-    // used as it is when it matches the manifest; only missing or damaged files are fetched.
-    std::vector<DownloadItem> items;
-    std::vector<std::string> paths;
+    // The node's ranks of an elastic job all want every saved rank's files: one at a time, so
+    // that the later ones find the earlier one's copies intact instead of fetching them again.
+    std::unique_lock<std::mutex> reshard_lock(reshard_mu_, std::defer_lock);
+    if (reshard) reshard_lock.lock();
     uint64_t local_bytes = 0, fetched_bytes = 0;
-    for (const auto& f : rank_it->second.files) {
-      if (LocalCopyIntact(id, dest + "/" + f.path, f.size, f.sha256)) {
-        local_bytes += f.size;
-        continue;
+    Status dl, placed;
+    for (int saved_rank : ranks) {
+      std::string staging = config_.state_dir + "/restore/" + s.job_id + "-" + std::to_string(s.step) +
+                            "-" + std::to_string(saved_rank) + "-" + std::to_string(getpid()) + "-" +
+                            std::to_string(staging_counter_++);
+      const std::string dest = RankStepDir(r.ckpt_dir, s.step, saved_rank);
+      // What the node already holds (an in-place restart, or a requeued run back on this node) is
+      // used as it is when it matches the manifest; only missing or damaged files are fetched.
+      std::vector<DownloadItem> items;
+      std::vector<std::string> paths;
+      for (const auto& f : m->ranks.at(saved_rank).files) {
+        if (LocalCopyIntact(id, dest + "/" + f.path, f.size, f.sha256)) {
+          local_bytes += f.size;
+          continue;
+        }
+        items.push_back({RankFileKey(s.job_id, s.step, saved_rank, f.path), staging + "/" + f.path,
+                         f.size, f.sha256});
+        paths.push_back(f.path);
+        fetched_bytes += f.size;
       }
-      items.push_back({RankFileKey(s.job_id, s.step, r.rank, f.path), staging + "/" + f.path, f.size, f.sha256});
-      paths.push_back(f.path);
-      fetched_bytes += f.size;
-    }
-    (void)MakeDirs(config_.state_dir + "/restore", 0700);
-    Status dl = items.empty() ? Status::Ok() : DownloadFiles(store, items, topt);
-    if (!dl.ok()) {
+      (void)MakeDirs(config_.state_dir + "/restore", 0700);
+      dl = items.empty() ? Status::Ok() : DownloadFiles(store, items, topt);
+      if (dl.ok() && !paths.empty()) placed = PlaceFilesAsUser(id, staging, paths, dest);
       (void)RemoveTreeAsUser(UserIdentity{0, 0}, staging);
+      if (!dl.ok() || !placed.ok()) break;
+    }
+    if (!dl.ok()) {
       reply.restore.skipped.push_back(label + ": " + dl.message());
       JournalEvent e{Now(), config_.node, r.job_id, "ckpt_restore_skipped", r.rank, s.step, dl.message()};
       Journal(e);
       continue;
     }
-    Status placed = paths.empty() ? Status::Ok() : PlaceFilesAsUser(id, staging, paths, dest);
-    (void)RemoveTreeAsUser(UserIdentity{0, 0}, staging);
     if (!placed.ok()) return Error("restore: " + placed.message());
+    // With another world size a rank beyond the saved ones reads rank 0's copy (replicated
+    // state is the same in every rank's; sharded state is read through the step directory).
+    const int own = m->ranks.count(r.rank) ? r.rank : 0;
+    const std::string dest = RankStepDir(r.ckpt_dir, s.step, own);
     reply.restore.step = s.step;
     reply.restore.source_job = s.job_id;
     reply.restore.dir = dest;
+    reply.restore.step_dir = dest.substr(0, dest.rfind('/'));
+    reply.restore.world_size = m->world_size;
     reply.restore.bytes_local = local_bytes;
     reply.restore.bytes_fetched = fetched_bytes;
+    std::string what = reshard ? StepKeyPrefix(s.job_id, s.step) + " (" + std::to_string(ranks.size()) +
+                                     " ranks, written by " + std::to_string(m->world_size) + ")"
+                               : RankKeyPrefix(s.job_id, s.step, r.rank);
     Journal({Now(), config_.node, r.job_id, "ckpt_restored", r.rank, s.step,
-             store.Describe() + "/" + RankKeyPrefix(s.job_id, s.step, r.rank) + " -> " + dest +
+             store.Describe() + "/" + what + " -> " + (reshard ? reply.restore.step_dir : dest) +
                  " bytes_local=" + std::to_string(local_bytes) +
                  " bytes_fetched=" + std::to_string(fetched_bytes)});
     return reply;
@@ -672,6 +697,8 @@ Reply Daemon::RestoreLocal(const Request& r, const UserIdentity& id) {
     reply.restore.step = s.step;
     reply.restore.source_job = s.job_id;
     reply.restore.dir = dir;
+    reply.restore.step_dir = dir.substr(0, dir.rfind('/'));
+    reply.restore.world_size = mine->world_size;
     Journal({Now(), config_.node, r.job_id, "ckpt_restored", r.rank, s.step, "local " + dir});
     return reply;
   }

@@ -105,6 +105,7 @@ class Daemon {
   std::atomic<bool> stop_{false};
   int wake_[2] = {-1, -1};
   std::atomic<uint64_t> staging_counter_{0};
+  std::mutex reshard_mu_;  // resharding restores, one at a time per node (Restore)
   std::shared_ptr<SlurmActions> slurm_actions_;  // shared with the owner lookups (main.cpp)
   std::unique_ptr<FailureHandler> failure_;
   std::thread failure_ticker_;

@@ -500,7 +500,7 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
   std::optional<PastFailure> previous = ParseFailureNote(field("history"));
 
   std::vector<std::string> lost_nodes;
-  SpareNodes spares;
+  NodeLoss loss;
   auto job = slurm_->LoadJob(job_id);
   if (failure.kind == FailureClass::kNodeLoss) {
     // Rank 0's launcher names the nodes whose launchers are gone and the spares left alive
@@ -510,22 +510,29 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
     if (lost_nodes.empty()) return Status::Error("recover: detail: node-loss without lost=NODES");
     failure.node = Join(lost_nodes, ",");
     failure.rank = -1;
-    spares.lost = static_cast<int64_t>(lost_nodes.size());
-    spares.available = std::max<int64_t>(0, FieldInt(in, "spares").value_or(0));
+    loss.lost = static_cast<int64_t>(lost_nodes.size());
+    loss.spares = std::max<int64_t>(0, FieldInt(in, "spares").value_or(0));
+    loss.remaining = std::max<int64_t>(0, FieldInt(in, "remaining").value_or(0));
+    loss.min_nodes = std::max<int64_t>(0, FieldInt(in, "min_nodes").value_or(0));
+    loss.plan_refusal = field("plan_refusal");
   } else if (job.ok()) {
     failure = ClassifyNodeLoss(*ctx, failure, *job, &lost_nodes);
   }
   EventFields fields = FailureFields(*ctx, failure);
   fields.emplace_back("generation", std::to_string(*generation));
-  if (spares.lost > 0) {
+  if (loss.lost > 0) {
     fields.emplace_back("lost", Join(lost_nodes, ","));
-    fields.emplace_back("spares", std::to_string(spares.available));
+    fields.emplace_back("spares", std::to_string(loss.spares));
+    if (loss.min_nodes > 0) {
+      fields.emplace_back("remaining", std::to_string(loss.remaining));
+      fields.emplace_back("min_nodes", std::to_string(loss.min_nodes));
+    }
   }
   fields.emplace_back("reason", failure.Describe());
   Emit(job_id, event_kind::kFailure, failure.rank, -1, FormatEventFields(fields));
 
   RecoveryDecision d = DecideRecovery(config_.policy, failure, ctx->restart_count, *generation,
-                                      ctx->restarts_in_place, previous, spares);
+                                      ctx->restarts_in_place, previous, loss);
   if (!field("unreachable").empty() && d.action == RecoveryAction::kRestartInPlace) {
     // The launcher that failed could not reach every other launcher (their programs ended).
     d = RecoveryDecision{};

@@ -165,19 +165,21 @@ def test_a_step_needs_more_nodes_than_its_spares():
         p.stderr
 
 
-def test_spare_nodes_ask_slurm_to_keep_the_job_when_a_node_fails(tmp_path):
-    """--spare-nodes from the command line or an #SBATCH line makes the job --no-kill (sbatch reads
-    SBATCH_NO_KILL, which the plugin sets before sbatch reads its environment) and its steps too
-    (SLURM_NO_KILL in the batch script). test_recover_in_place.py kills a node to prove it."""
+@pytest.mark.parametrize("option", ["--spare-nodes=1", "--min-nodes=1"])
+def test_spare_nodes_or_a_floor_ask_slurm_to_keep_the_job_when_a_node_fails(tmp_path, option):
+    """--spare-nodes or --min-nodes (elastic) from the command line or an #SBATCH line makes the job
+    --no-kill (sbatch reads SBATCH_NO_KILL, which the plugin sets before sbatch reads its
+    environment) and its steps too (SLURM_NO_KILL in the batch script). test_recover_in_place.py
+    and test_elastic.py kill a node to prove it."""
     script = tmp_path / "spare.sh"
-    script.write_text("#!/bin/bash\n#SBATCH --spare-nodes=1 --requeue-on-failure\n"
+    script.write_text(f"#!/bin/bash\n#SBATCH {option} --requeue-on-failure\n"
                       f"#SBATCH -N2 -o {tmp_path}/line.txt\n"
                       "echo sbatch=${SBATCH_NO_KILL:-} srun=${SLURM_NO_KILL:-}\n")
     tmp_path.chmod(0o777)
     jobs = [sbatch(script.read_text(), tmp_path),
             sbatch(f"#!/bin/bash\n#SBATCH -N2 -o {tmp_path}/cli.txt\n"
                    "echo sbatch=${SBATCH_NO_KILL:-} srun=${SLURM_NO_KILL:-}\n", tmp_path,
-                   "--spare-nodes=1", "--requeue-on-failure")]
+                   option, "--requeue-on-failure")]
     for job in jobs:
         assert wait_job(job, timeout=60) == "COMPLETED"
     for name in ("line.txt", "cli.txt"):

@@ -1,0 +1,203 @@
+"""Elastic runs (issue 12) on the local cluster, end to end, with the sharded-optimizer training of
+elastic_train.py (ZeRO-1 with autopar.reshard, gloo, 2 ranks per node, global batch 24, a plan
+from --auto-parallel=tp=1,pp=1 so that dp is the world size):
+
+- a 4-node run loses a node and no spare is left: it goes on, in place (no requeue), on the 3
+  nodes left, re-planned (dp 8 -> 6, micro-batch 3 -> 4, the global batch kept) and resharded from
+  its latest COMPLETE checkpoint; the timeline shows the size change with both plans;
+- a job submitted with a node range (--nodes=2-4) while two nodes are busy starts on 2 (dp 4),
+  and, requeued once the nodes are free, grows back to 4 (dp 8) from the checkpoint its 4 ranks
+  wrote;
+- each run's loss curve equals the uninterrupted 8-rank run's within 1e-5 (relative) and its final
+  parameters within 1e-6 (absolute): the same samples make up each step whatever the size, only
+  the order of the floating-point sums changes with the number of ranks (measured: 5e-7 and 6e-8);
+- bad input is refused with one line before anything runs.
+
+Needs the cluster with autopard on every node (as test_requeue_faults.py). About 4 min.
+"""
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PYTHON, SOURCE_DIR, job_ids, run, sbatch, wait_job
+from test_requeue_faults import (LAUNCH, cluster_script, events, kinds, need_autopard,  # noqa: F401
+                                 restarts, show_job, wait_step)
+
+TRAIN = SOURCE_DIR / "tests" / "integration" / "elastic_train.py"
+STEPS = 60
+PLAN = "--auto-parallel=tp=1,pp=1 --model=1B --gpu-type=a100-80gb --global-batch=24 --seq-len=512"
+OPTS = f"--requeue-on-failure=3 --heartbeat-timeout=20 --min-nodes=2 {PLAN}"
+LOSS_RTOL = 1e-5
+PARAM_ATOL = 1e-6
+
+
+def job_script(work: Path, nodes: str, opts: str = OPTS) -> str:
+    return f"""#!/bin/bash
+#SBATCH --nodes={nodes} --ntasks-per-node=2 --open-mode=append -o {work}/out.txt -e {work}/out.txt
+#SBATCH --ckpt-upload=file://{work}/store --ckpt-dir={work}/local/%n
+#SBATCH {opts}
+export PYTHONPATH={SOURCE_DIR}/python
+echo "batch: run ${{SLURM_RESTART_COUNT:-0}} on $SLURM_JOB_NODELIST"
+srun --mpi=pmix {LAUNCH} -- {PYTHON} {TRAIN} --steps {STEPS} --every 5 --step-sleep 0.3 --out {work}/final.pt
+"""
+
+
+def submit(work: Path, nodes: str = "4", opts: str = OPTS) -> str:
+    work.mkdir(parents=True, exist_ok=True)
+    work.chmod(0o777)
+    return sbatch(job_script(work, nodes, opts), work)
+
+
+def node_of_rank(job_id: str, rank: int) -> str:
+    """The node where `rank` of the job's training runs (root sees every node's processes)."""
+    for pid in subprocess.run(["pgrep", "-f", str(TRAIN)], capture_output=True, text=True).stdout.split():
+        try:
+            env = dict(kv.split("=", 1) for kv in
+                       Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in kv)
+        except OSError:
+            continue
+        if env.get("SLURM_JOB_ID") == job_id and env.get("RANK") == str(rank):
+            return env["SLURMD_NODENAME"]
+    raise AssertionError(f"no training process of rank {rank} of job {job_id}")
+
+
+def losses(work: Path):
+    """{step: (loss, world)} of the last run that logged each step."""
+    out = {}
+    for m in re.finditer(r"elastic: step (\d+) loss (\S+) world (\d+) dp (\d+) micro (\d+) accum (\d+)",
+                         (work / "out.txt").read_text()):
+        out[int(m.group(1))] = (float(m.group(2)), int(m.group(3)))
+    return out
+
+
+def assert_same_training(work: Path, reference: Path):
+    ref, got = losses(reference), losses(work)
+    assert sorted(got) == list(range(STEPS)) and sorted(ref) == list(range(STEPS)), (sorted(got), sorted(ref))
+    worst = max(abs(got[s][0] - ref[s][0]) / abs(ref[s][0]) for s in range(STEPS))
+    assert worst <= LOSS_RTOL, f"loss differs from the uninterrupted run by {worst:.2e} (relative)"
+    code = ("import sys, torch; a = torch.load(sys.argv[1])['params']; b = torch.load(sys.argv[2])['params']; "
+            "print((a - b).abs().max().item())")
+    p = run([PYTHON, "-c", code, str(work / "final.pt"), str(reference / "final.pt")], check=True)
+    assert float(p.stdout) <= PARAM_ATOL, f"final parameters differ by {p.stdout.strip()}"
+    return worst, float(p.stdout)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted run on 4 nodes (8 ranks)."""
+    work = tmp_path_factory.mktemp("elastic-reference")
+    job = submit(work)
+    assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    assert {w for _, w in losses(work).values()} == {8}
+    return work
+
+
+def test_a_lost_node_without_a_spare_shrinks_the_run_in_place(tmp_path, reference):
+    work = tmp_path / "shrink"
+    job = submit(work)
+    try:
+        wait_step(work, 0, 22)
+        node = node_of_rank(job, 4)
+        fault = time.time()
+        cluster_script("kill-node.sh", node)
+        try:
+            assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+        finally:
+            cluster_script("revive-node.sh", node)
+    finally:
+        run(["scancel", job])
+    assert restarts(job) == 0, show_job(job)
+    out = (work / "out.txt").read_text()
+    assert "re-planned for 6 ranks on 3 nodes: tp=1 pp=1 dp=6 micro_batch=4 grad_accum=1 " \
+           "(global batch 24 kept; was tp=1 pp=1 dp=8 micro_batch=3 grad_accum=1)" in out, out[-3000:]
+    assert re.search(r"elastic: resumed from step \d+ written by 8 ranks on 6", out), out[-3000:]
+    assert {w for _, w in losses(work).values()} == {8, 6}
+    worst, param = assert_same_training(work, reference)
+
+    evs = events(job, "first_step", "finished")
+    assert not kinds(evs, "requeue"), kinds(evs, "requeue")
+    failure = [e for e in kinds(evs, "failure") if e["fields"].get("class") == "node-loss"]
+    assert failure and failure[-1]["fields"]["lost"] == node and \
+        failure[-1]["fields"]["remaining"] == "3" and failure[-1]["fields"]["min_nodes"] == "2", failure
+    decisions = kinds(evs, "recovery")
+    assert [e["fields"]["action"] for e in decisions] == ["restart-in-place"], decisions
+    assert "on the 3 node(s) left (--min-nodes=2)" in decisions[0]["fields"]["reason"], decisions
+    resized = kinds(evs, "resized")
+    assert len(resized) == 1, resized
+    f = resized[0]["fields"]
+    assert (f["from_nodes"], f["to_nodes"], f["from_ranks"], f["to_ranks"]) == ("4", "3", "8", "6"), f
+    assert f["plan_before"] == "tp=1 pp=1 dp=8 micro_batch=3 grad_accum=1", f
+    assert f["plan_after"] == "tp=1 pp=1 dp=6 micro_batch=4 grad_accum=1", f
+    assert node not in f["nodes"].split(",") and node in f["reason"], f
+    # Every rank of the smaller run restored the whole step (all 8 saved ranks' files).
+    restored = kinds(evs, "restored")
+    assert sorted(e["rank"] for e in restored) == list(range(6)), restored
+    took = kinds(evs, "first_step")[0]["time"] - fault
+    print(f"elastic shrink: first step on 6 ranks {took:.1f} s after the node was killed; "
+          f"loss within {worst:.1e}, parameters within {param:.1e}")
+
+
+def test_a_range_starts_on_the_free_nodes_and_grows_back_when_requeued(tmp_path, reference):
+    # Two nodes busy with another job: the range job starts on the other two.
+    blocker = sbatch("#!/bin/bash\nsleep 600\n", tmp_path, "-N2", "--exclusive", "-o", "/dev/null")
+    deadline = time.time() + 30
+    while run(["squeue", "-h", "-j", blocker, "-o", "%T"]).stdout.strip() != "RUNNING":
+        assert time.time() < deadline, "the blocking job did not start"
+        time.sleep(0.2)
+    work = tmp_path / "range"
+    job = submit(work, nodes="2-4")
+    try:
+        wait_step(work, 0, 22)
+        assert re.search(r"\bNumNodes=2\b", show_job(job)), show_job(job)
+        assert {w for _, w in losses(work).values()} == {4}
+    except BaseException:
+        run(["scancel", job])
+        raise
+    finally:
+        run(["scancel", blocker])
+    # Requeued (here by hand, as an admin or a preemption would) once every node is free: the next
+    # run gets all four and goes on with 8 ranks from the checkpoint 4 ranks wrote.
+    deadline = time.time() + 30
+    while run(["squeue", "-h", "-j", blocker]).stdout.strip():
+        assert time.time() < deadline, "the blocking job did not end"
+        time.sleep(0.2)
+    run(["scontrol", "requeue", job], check=True)
+    try:
+        assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    finally:
+        run(["scancel", job])
+    assert restarts(job) == 1, show_job(job)
+    out = (work / "out.txt").read_text()
+    assert re.search(r"elastic: resumed from step \d+ written by 4 ranks on 8", out), out[-3000:]
+    assert {w for _, w in losses(work).values()} == {4, 8}
+    assert "tp=1 pp=1 dp=8" in out
+    assert_same_training(work, reference)
+
+
+@pytest.mark.parametrize("opts,error", [
+    ("--min-nodes=0 --requeue-on-failure=1", "--min-nodes: must be an integer in [1, 100000], got '0'"),
+    ("--min-nodes=2-4 --requeue-on-failure=1", "--min-nodes: must be an integer"),
+    ("--min-nodes=2", "--min-nodes: needs in-place restarts"),
+    ("--min-nodes=2 --restarts-in-place=2 --ckpt-dir=/tmp/x", "--min-nodes: needs --ckpt-upload"),
+])
+def test_bad_values_are_refused_at_submit(tmp_path, opts, error):
+    before = job_ids()
+    p = run(["sbatch", "-N2", *opts.split(), "--wrap", "true"])
+    assert p.returncode != 0 and "autopar: " + error in p.stderr, p.stderr
+    assert len([line for line in p.stderr.splitlines() if "autopar: " in line]) == 1, p.stderr
+    assert job_ids() == before
+
+
+def test_a_minimum_without_a_plan_or_above_the_step_is_refused_before_the_program_starts(tmp_path):
+    marker = tmp_path / "ran"
+    # 1 node of 2 GPUs cannot hold a 70B model: the floor would stop the run, so srun refuses.
+    p = run(["srun", "-N2", "--ntasks-per-node=2", "--min-nodes=1", "--requeue-on-failure=1",
+             "--auto-parallel", "--model=llama-2-70b", "--gpu-type=a100-40gb", "--global-batch=16",
+             "touch", str(marker)])
+    assert p.returncode != 0 and "--min-nodes=1: no plan on 1 node(s) (2 GPUs)" in p.stderr, p.stderr
+    p = run(["srun", "-N1", "--min-nodes=2", "--requeue-on-failure=1", "touch", str(marker)])
+    assert p.returncode != 0 and "--min-nodes=2: the step runs on 1 node(s)" in p.stderr, p.stderr
+    assert not marker.exists()
