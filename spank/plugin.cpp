@@ -17,12 +17,15 @@ extern "C" {
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/job_plan.h"
 #include "core/options.h"
 #include "core/site_config.h"
+#include "core/submit_geometry.h"
 #include "core/task_env.h"
 #include "spank_task.h"
 
@@ -71,12 +74,12 @@ void RequestNoKill() {
   setenv("SALLOC_NO_KILL", "set", 0);
 }
 
-// True when this process's own command line asks to survive a node loss: --spare-nodes=K (or
-// --spare-nodes K) with K > 0, or --min-nodes=M.
-bool CommandLineSurvivesNodeLoss() {
+// This process's command line (sbatch's, salloc's), argv[0] first.
+std::vector<std::string> CommandLine() {
+  std::vector<std::string> args;
   FILE* f = std::fopen("/proc/self/cmdline", "r");
-  if (f == nullptr) return false;
-  std::vector<std::string> args(1);
+  if (f == nullptr) return args;
+  args.emplace_back();
   for (int c; (c = std::fgetc(f)) != EOF;) {
     if (c == '\0') {
       args.emplace_back();
@@ -85,6 +88,14 @@ bool CommandLineSurvivesNodeLoss() {
     }
   }
   std::fclose(f);
+  if (!args.empty() && args.back().empty()) args.pop_back();
+  return args;
+}
+
+// True when this process's own command line asks to survive a node loss: --spare-nodes=K (or
+// --spare-nodes K) with K > 0, or --min-nodes=M.
+bool CommandLineSurvivesNodeLoss() {
+  const std::vector<std::string> args = CommandLine();
   for (OptionId id : {OptionId::kSpareNodes, OptionId::kMinNodes}) {
     const std::string flag = std::string("--") + autopar::GetOptionSpec(id).name;
     for (size_t i = 0; i < args.size(); ++i) {
@@ -176,6 +187,50 @@ int Init(spank_t sp, int ac, char** av) {
   return 0;
 }
 
+// sbatch's batch script among its arguments: the first that is a readable file starting with
+// "#!" ("" for salloc, --wrap or a script on stdin).
+std::string BatchScriptText(const std::vector<std::string>& args) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i].empty() || args[i][0] == '-') continue;
+    std::ifstream in(args[i]);
+    char head[2] = {0, 0};
+    if (!in.read(head, 2) || head[0] != '#' || head[1] != '!') continue;
+    std::stringstream text;
+    text << "#!" << in.rdbuf();
+    return text.str();
+  }
+  return "";
+}
+
+// An elastic job's smallest size must have a plan (docs/elastic.md): Slurm may start it with
+// the low end of its --nodes range, and --min-nodes lets it shrink to M. Slurm does not tell a
+// plugin the job's shape at submit time, so it is read where sbatch reads it (the script's
+// #SBATCH lines, then the command line); when the GPUs per node are not given there, srun checks
+// it when the step starts instead.
+int CheckSmallestPlan(const autopar::JobOptions& opts) {
+  if (!opts.auto_parallel) return 0;
+  const std::vector<std::string> args = CommandLine();
+  autopar::SubmitGeometry g;
+  autopar::ReadSubmitGeometry(autopar::SbatchLineArgs(BatchScriptText(args)), &g);
+  autopar::ReadSubmitGeometry(std::vector<std::string>(args.begin() + (args.empty() ? 0 : 1), args.end()), &g);
+  if (g.gpus_per_node <= 0) return 0;
+  int64_t nodes = 0;
+  std::string flag;
+  if (g.min_nodes > 0 && g.min_nodes < g.max_nodes) {  // a range
+    nodes = g.min_nodes - opts.spare_nodes.value_or(0);
+    flag = g.nodes_flag;
+  }
+  if (opts.min_nodes && (nodes == 0 || *opts.min_nodes < nodes)) {
+    nodes = *opts.min_nodes;
+    flag = "--min-nodes=" + std::to_string(*opts.min_nodes);
+  }
+  if (nodes <= 0) return 0;
+  auto plan = autopar::PlanStep(opts, nodes * g.gpus_per_node, g.gpus_per_node);
+  if (plan.ok()) return 0;
+  return Fail(flag + ": no plan on " + std::to_string(nodes) + " node(s) (" +
+              std::to_string(nodes * g.gpus_per_node) + " GPUs): " + plan.message());
+}
+
 // Submit time (sbatch, salloc, srun): the checks that span several options.
 int InitPostOpt() {
   PluginState& st = State();
@@ -183,6 +238,7 @@ int InitPostOpt() {
   if (ctx != S_CTX_ALLOCATOR && ctx != S_CTX_LOCAL) return 0;
   auto resolved = autopar::ResolveOptions(st.user, st.site);
   if (!resolved.ok()) return Fail(resolved.message());
+  if (ctx == S_CTX_ALLOCATOR) return CheckSmallestPlan(*resolved);
   return 0;
 }
 

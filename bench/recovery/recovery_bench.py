@@ -9,6 +9,9 @@ first training step after the recovery (rank 0's "train: ... run N" line of the 
   node    the node of ranks 2-3 killed as a whole at step 15 (tests/cluster/kill-node.sh): in place
           on 3 nodes in use plus --spare-nodes=1 (4 nodes), against the requeue path on 3 nodes
           (requeued without the dead node onto the fourth, free one)
+  shrink  the same node loss with no spare (issue 12): in place, the 4-node run goes on with 3
+          (--min-nodes=2; re-planned, every saved rank's files restored on each node), against
+          the same requeue path on 3 nodes as `node`
 
 each with in-place restarts (the default with --requeue-on-failure) and with --restarts-in-place=0
 (today's requeue path), on an idle queue and on a full one: before the fault the second test
@@ -19,7 +22,7 @@ Each row also gives the program's own start-up in that job: from rank 0's launch
 rendezvous (just before the program starts) to the first training step of the first run (import
 torch, init_process_group, one step), the floor under any restart of the program.
 
-Usage: bench/recovery/recovery_bench.py [--only crash|hang|node] [--no-full]
+Usage: bench/recovery/recovery_bench.py [--only crash|hang|node|shrink] [--no-full]
 Needs SLURM_CONF of the running test cluster (autopard on every node) and AUTOPAR_BUILD_DIR.
 Prints one row per case and the ratios; bench/RESULTS.md records a run.
 """
@@ -117,6 +120,9 @@ def one(kind: str, in_place: bool, full: bool) -> dict:
     if kind == "node":
         opts += " --spare-nodes=1" if in_place else ""
         nodes = 4 if in_place else 3
+    if kind == "shrink":
+        opts += " --min-nodes=2" if in_place else ""
+        nodes = 4 if in_place else 3
     job = submit(work, opts, nodes)
     fillers = []
     killed = None
@@ -125,9 +131,9 @@ def one(kind: str, in_place: bool, full: bool) -> dict:
         if full:
             # As many nodes as the program runs on: with a node lost, the requeued job competes
             # with them for the nodes left.
-            fillers = fill_queue(3 if kind == "node" else 4)
+            fillers = fill_queue(3 if kind in ("node", "shrink") else 4)
             time.sleep(2)  # they are pending now
-        if kind == "node":
+        if kind in ("node", "shrink"):
             killed = node_of_rank(job, 2)
             fault = time.time()
             cluster_script("kill-node.sh", killed)
@@ -158,13 +164,13 @@ def one(kind: str, in_place: bool, full: bool) -> dict:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", choices=["crash", "hang", "node"])
+    ap.add_argument("--only", choices=["crash", "hang", "node", "shrink"])
     ap.add_argument("--no-full", action="store_true")
     args = ap.parse_args()
     if not os.environ.get("SLURM_CONF"):
         sys.exit("set SLURM_CONF to the test cluster's slurm.conf")
     rows = []
-    kinds = [args.only] if args.only else ["crash", "hang", "node"]
+    kinds = [args.only] if args.only else ["crash", "hang", "node", "shrink"]
     queues = [False] if args.no_full else [False, True]
     for full in queues:
         for kind in kinds:

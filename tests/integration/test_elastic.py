@@ -191,6 +191,33 @@ def test_bad_values_are_refused_at_submit(tmp_path, opts, error):
     assert job_ids() == before
 
 
+BIG = ["--auto-parallel", "--model=llama-2-70b", "--gpu-type=a100-40gb", "--global-batch=16"]
+
+
+@pytest.mark.parametrize("where", ["command line", "script"])
+def test_a_range_or_floor_the_model_does_not_fit_is_refused_at_submit(tmp_path, where):
+    """The smallest size an elastic job may run on must have a plan: the low end of --nodes=A-B
+    and --min-nodes=M are planned for at submit (the GPUs per node read from the same options)."""
+    cases = [(["--nodes=1-2", "--ntasks-per-node=2", *BIG], "--nodes=1-2: no plan on 1 node(s) (2 GPUs): "),
+             (["-N2", "--ntasks-per-node=2", "--min-nodes=1", "--requeue-on-failure=1", *BIG],
+              "--min-nodes=1: no plan on 1 node(s) (2 GPUs): ")]
+    for args, error in cases:
+        before = job_ids()
+        if where == "script":
+            script = tmp_path / "job.sh"
+            script.write_text("#!/bin/bash\n#SBATCH " + " ".join(args) + "\ntrue\n")
+            p = run(["sbatch", str(script)])
+        else:
+            p = run(["sbatch", *args, "--wrap", "true"])
+        ours = [line for line in p.stderr.splitlines() if "autopar: " in line]
+        assert p.returncode != 0 and len(ours) == 1 and error in ours[0], p.stderr
+        assert job_ids() == before
+    # The same job on a range that fits is accepted.
+    job = sbatch("#!/bin/bash\ntrue\n", tmp_path, "--nodes=2-4", "--ntasks-per-node=2",
+                 *PLAN.split(), "-o", "/dev/null")
+    assert wait_job(job, timeout=60) == "COMPLETED"
+
+
 def test_a_minimum_without_a_plan_or_above_the_step_is_refused_before_the_program_starts(tmp_path):
     marker = tmp_path / "ran"
     # 1 node of 2 GPUs cannot hold a 70B model: the floor would stop the run, so srun refuses.
