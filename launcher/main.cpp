@@ -342,6 +342,22 @@ void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
       Say("resuming from checkpoint step " + std::to_string(resume.step) + " (job " +
           resume.source_job + ")");
       Journal(*child_env, event_kind::kResumed, resume.step, {{"from_job", resume.source_job}});
+      if (generation_ == 0 && resume.world_size > 0 && resume.world_size != info_.size) {
+        // A new run of an elastic job on another size than the one that wrote the step (a
+        // requeue or a resubmission that got more or fewer nodes): the size change of the run.
+        const int per_node = std::max(1, info_.local_size);
+        Journal(*child_env, event_kind::kResized, resume.step,
+                {{"generation", "0"},
+                 {"from_nodes", std::to_string((resume.world_size + per_node - 1) / per_node)},
+                 {"to_nodes", std::to_string(info_.num_nodes)},
+                 {"from_ranks", std::to_string(resume.world_size)},
+                 {"to_ranks", std::to_string(info_.size)},
+                 {"plan_after", PlanSummary(Get(*child_env, "AUTOPAR_PLAN_JSON"))},
+                 {"reason", "step " + std::to_string(resume.step) + " was written by " +
+                                std::to_string(resume.world_size) + " ranks; this run has " +
+                                std::to_string(info_.size) + " (its allocation " +
+                                (resume.world_size < info_.size ? "grew" : "shrank") + ")"}});
+      }
     }
   } else if (info_.rank == 0) {
     Say("no complete checkpoint to resume from: starting fresh");

@@ -295,11 +295,16 @@ int LocalUserInit(spank_t sp) {
   auto plan = autopar::PlanStep(*resolved, tasks, std::max<uint32_t>(1, tasks / nodes));
   if (!plan.ok()) return Fail(plan.message());
   const autopar::Layout& l = plan->chosen.layout;
+  // The global batch is the user's; the gradient accumulation follows the data-parallel size.
   slurm_info("autopar: plan for %s on %u GPUs: tp=%lld pp=%lld dp=%lld micro_batch=%lld "
-             "grad_accum=%lld recompute=%s optimizer_sharding=%s, %.1f GiB/GPU, %.2f s/step",
+             "grad_accum=%lld (global batch %lld = %lld x %lld x dp %lld) recompute=%s "
+             "optimizer_sharding=%s, %.1f GiB/GPU, %.2f s/step",
              plan->model_name.c_str(), tasks, static_cast<long long>(l.tp),
              static_cast<long long>(l.pp), static_cast<long long>(l.dp),
              static_cast<long long>(l.micro_batch), static_cast<long long>(l.grad_accum),
+             static_cast<long long>(l.micro_batch * l.grad_accum * l.dp),
+             static_cast<long long>(l.micro_batch), static_cast<long long>(l.grad_accum),
+             static_cast<long long>(l.dp),
              autopar::RecomputeName(l.recompute), l.optimizer_sharding ? "on" : "off",
              plan->chosen.memory.total_gib, plan->chosen.step_time_s);
   // spank_setenv is valid only in the remote context; srun passes its own environment to the

@@ -71,7 +71,8 @@ inline constexpr const char* kRestored = "restored";
 inline constexpr const char* kFirstStep = "first_step";
 // Elastic runs (issue 12; docs/elastic.md): rank 0's launcher when the run goes on with fewer
 // nodes (generation= from_nodes= to_nodes= from_ranks= to_ranks= nodes= plan_before= plan_after=
-// reason=).
+// reason=), and when a new run resumes a step written by another world size (generation=0, the
+// same fields but nodes= and plan_before=; its step is the step resumed).
 inline constexpr const char* kResized = "resized";
 }  // namespace event_kind
 

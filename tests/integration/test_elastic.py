@@ -174,6 +174,11 @@ def test_a_range_starts_on_the_free_nodes_and_grows_back_when_requeued(tmp_path,
     assert re.search(r"elastic: resumed from step \d+ written by 4 ranks on 8", out), out[-3000:]
     assert {w for _, w in losses(work).values()} == {4, 8}
     assert "tp=1 pp=1 dp=8" in out
+    grown = kinds(events(job, "resized", "finished"), "resized")
+    assert len(grown) == 1, grown
+    f = grown[0]["fields"]
+    assert (f["from_nodes"], f["to_nodes"], f["from_ranks"], f["to_ranks"]) == ("2", "4", "4", "8"), f
+    assert f["plan_after"] == "tp=1 pp=1 dp=8 micro_batch=3 grad_accum=1" and "grew" in f["reason"], f
     assert_same_training(work, reference)
 
 
