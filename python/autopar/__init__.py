@@ -7,6 +7,12 @@
     torch.save(state, os.path.join(d, "model.pt"))
     ckpt.commit(step)                            # returns in milliseconds; autopard uploads it
 
+Outside the job, autopar.jobs submits and follows jobs (docs/python.md):
+
+    from autopar import jobs
+    job = jobs.submit(command="python train.py", nodes=2, gpu_count=8, model="llama-2-7b", ...)
+    job.wait(); job.events(); job.checkpoints(); job.plan()
+
 Inside a Slurm job, importing autopar (any of its modules) also installs the Python stack dump for
 hang reports (autopar.stacks.install(): faulthandler on SIGUSR2), so a hung job's timeline shows
 where each rank's Python threads were. Opt out with AUTOPAR_STACKS=0 in the job's environment

@@ -1,0 +1,347 @@
+"""Submit and follow training jobs from Python (standard library only; Python 3.9+).
+
+    from autopar import jobs
+
+    job = jobs.submit(name="llm-training", command="python train.py",
+                      gpu_type="A100", gpu_count=8, memory="64GiB",
+                      nodes=2, time="04:00:00", requeue_on_failure=3,
+                      model="llama-2-7b", auto_parallel=True, global_batch=512,
+                      ckpt_upload="s3://bucket/ckpt")
+    job.wait(timeout=3600)          # "COMPLETED", ... (Slurm's state)
+    job.events()                    # the timeline `autopar events` prints, as Event objects
+    job.checkpoints()               # the steps in storage: step, state, bytes, where
+    job.plan()                      # the parallel plan the latest run used
+
+`submit` writes the batch script itself (the README's form: `srun --mpi=pmix autopar-launch --
+COMMAND`) and hands it to sbatch on its standard input, so nothing is left on disk; the job's
+shape and every autopar option go on sbatch's command line, where the plugin checks them. A value
+the plugin or Slurm refuses raises SubmitError with that one line, and no job exists. See
+docs/python.md for what each argument becomes on Slurm.
+"""
+import json
+import math
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+
+__all__ = ["submit", "wait_all", "Job", "Event", "SubmitError", "AUTOPAR_OPTIONS"]
+
+# The plugin's options (spank/plugin.cpp registers core/options.cpp's table): Python name ->
+# sbatch flag. test_python_jobs.py checks this against `sbatch --help`, so the two cannot drift.
+AUTOPAR_OPTIONS = {
+    "auto_parallel": "--auto-parallel",
+    "model": "--model",
+    "gpu_type": "--gpu-type",
+    "global_batch": "--global-batch",
+    "seq_len": "--seq-len",
+    "ckpt_dir": "--ckpt-dir",
+    "ckpt_upload": "--ckpt-upload",
+    "ckpt_keep": "--ckpt-keep",
+    "requeue_on_failure": "--requeue-on-failure",
+    "heartbeat_timeout": "--heartbeat-timeout",
+    "restarts_in_place": "--restarts-in-place",
+    "spare_nodes": "--spare-nodes",
+    "min_nodes": "--min-nodes",
+}
+# Options that may be given alone (True): `--auto-parallel`, `--requeue-on-failure`.
+_FLAG_ALONE = {"auto_parallel", "requeue_on_failure"}
+
+# The planner's preset for the names people use (the seed's "A100"); others pass through.
+GPU_TYPES = {"a100": "a100-80gb", "h100": "h100-80gb", "a100-80g": "a100-80gb",
+             "a100-40g": "a100-40gb", "h100-80g": "h100-80gb"}
+
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+            "PREEMPTED", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT"}
+
+
+class SubmitError(RuntimeError):
+    """sbatch (the autopar plugin or Slurm itself) refused the job; the message is its line."""
+
+
+class Event:
+    """One line of the job's timeline (`autopar events --json`)."""
+
+    __slots__ = ("time", "node", "rank", "step", "kind", "detail", "fields")
+
+    def __init__(self, d):
+        self.time = d["time"]
+        self.node = d.get("node", "")
+        self.rank = d.get("rank", -1)
+        self.step = d.get("step", -1)
+        self.kind = d["kind"]
+        self.detail = d.get("detail", "")
+        self.fields = d.get("fields", {})
+
+    def __repr__(self):
+        return f"Event({self.kind!r}, node={self.node!r}, rank={self.rank}, step={self.step}, {self.fields!r})"
+
+
+def _tool(env_name, name):
+    path = os.environ.get(env_name) or shutil.which(name)
+    if not path:
+        raise FileNotFoundError(f"{name} not found (on PATH or in ${env_name})")
+    return path
+
+
+def _run(cmd, *, input=None, check=True):
+    p = subprocess.run(cmd, input=input, capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{cmd[0]}: {_one_line(p.stderr) or 'exit status ' + str(p.returncode)}")
+    return p
+
+
+def _one_line(stderr):
+    """The line that says why: the autopar plugin's, else Slurm's first error line."""
+    lines = [l.strip() for l in stderr.splitlines() if l.strip()]
+    for line in lines:
+        if "autopar: " in line:
+            return line[line.index("autopar: "):]
+    for line in lines:
+        if "error:" in line:
+            return line[line.index("error:") + len("error:"):].strip()
+    return lines[0] if lines else ""
+
+
+def _memory_mib(value):
+    """'64GiB', '64GB', '500M', 4096 (MiB) -> MiB for --mem (Slurm's K/M/G/T are powers of 1024)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)(B?)\s*", str(value), re.I)
+    if not m or (m.group(3) and not m.group(4)):
+        raise ValueError(f"memory: '{value}' is not a size like 64GiB, 64GB or 4096 (MiB)")
+    number, unit, binary, byte = float(m.group(1)), m.group(2).upper(), m.group(3), m.group(4)
+    power = "KMGT".index(unit) + 1 if unit else 2  # a bare number is MiB, as for --mem
+    base = 1024 if (binary or not byte or not unit) else 1000
+    mib = number * base ** power / 1024 ** 2 if unit else number
+    if mib <= 0:
+        raise ValueError(f"memory: '{value}' must be more than 0")
+    return int(math.ceil(mib))
+
+
+def _positive(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}: must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _has_pyxis(sbatch):
+    return "--container-image" in _run([sbatch, "--help"], check=False).stdout
+
+
+def sbatch_arguments(*, name=None, nodes=None, tasks_per_node=None, gpu_count=None, gpu_type=None,
+                     gres_type=None, cpus_per_task=None, memory=None, time=None, partition=None,
+                     account=None, qos=None, output=None, error=None, array=None, chdir=None,
+                     image=None, sbatch=None, extra=(), **autopar):
+    """The sbatch command-line arguments for these values (what submit passes); ValueError names
+    the argument of a value that cannot be one."""
+    args = []
+    if name is not None:
+        args.append(f"--job-name={name}")
+    if nodes is not None:
+        if isinstance(nodes, str) and re.fullmatch(r"\d+-\d*", nodes):
+            args.append(f"--nodes={nodes}")
+        else:
+            args.append(f"--nodes={_positive('nodes', nodes)}")
+    if gpu_count is not None:
+        _positive("gpu_count", gpu_count)
+        args.append(f"--gpus-per-node={gres_type + ':' if gres_type else ''}{gpu_count}")
+        if tasks_per_node is None:
+            tasks_per_node = gpu_count  # one rank per GPU, as autopar-launch binds them
+    if tasks_per_node is not None:
+        args.append(f"--ntasks-per-node={_positive('tasks_per_node', tasks_per_node)}")
+    if cpus_per_task is not None:
+        args.append(f"--cpus-per-task={_positive('cpus_per_task', cpus_per_task)}")
+    if memory is not None:
+        args.append(f"--mem={_memory_mib(memory)}M")
+    for key, flag, value in (("time", "--time", time), ("partition", "--partition", partition),
+                             ("account", "--account", account), ("qos", "--qos", qos),
+                             ("output", "--output", output), ("error", "--error", error),
+                             ("array", "--array", array), ("chdir", "--chdir", chdir)):
+        if value is not None:
+            if not str(value).strip():
+                raise ValueError(f"{key}: must not be empty")
+            args.append(f"{flag}={value}")
+    if image is not None:
+        if not _has_pyxis(sbatch or _tool("AUTOPAR_SBATCH", "sbatch")):
+            raise ValueError(f"image: this site's sbatch has no --container-image (pyxis is not "
+                             f"installed), so '{image}' cannot be used")
+        args.append(f"--container-image={image}")
+    if gpu_type is not None:
+        autopar.setdefault("gpu_type", GPU_TYPES.get(str(gpu_type).lower(), str(gpu_type).lower()))
+    for key, value in autopar.items():
+        if key not in AUTOPAR_OPTIONS:
+            raise TypeError(f"submit() got an unexpected keyword argument '{key}'")
+        if value is None or value is False:
+            continue
+        flag = AUTOPAR_OPTIONS[key]
+        if value is True:
+            if key not in _FLAG_ALONE:
+                raise ValueError(f"{key}: needs a value")
+            args.append(flag)
+        elif isinstance(value, dict):  # auto_parallel={"tp": 4, "pp": 2}
+            args.append(f"{flag}=" + ",".join(f"{k}={v}" for k, v in value.items()))
+        else:
+            args.append(f"{flag}={value}")
+    args.extend(extra)
+    return args
+
+
+def batch_script(command, launcher=None, mpi="pmix"):
+    """The README's batch script: every task runs COMMAND under autopar-launch."""
+    if isinstance(command, (list, tuple)):
+        command = " ".join(shlex.quote(str(c)) for c in command)
+    if not str(command).strip():
+        raise ValueError("command: must not be empty")
+    launch = launcher or _tool("AUTOPAR_LAUNCH", "autopar-launch")
+    return (f"#!/bin/bash\n"
+            f"# written by autopar.jobs.submit\n"
+            f"srun --mpi={mpi} {shlex.quote(launch)} -- {command}\n")
+
+
+def submit(command=None, *, script=None, env=None, launcher=None, **options):
+    """Submits one job (or a job array with array="0-9") and returns its Job. `command` (a string
+    or a list) runs on every task under autopar-launch; or `script` names an sbatch script to submit
+    as it is. The other keywords are Slurm's (sbatch_arguments) and autopar's (AUTOPAR_OPTIONS).
+    Raises SubmitError with the one line that refused it; ValueError for a value that is not one."""
+    if (command is None) == (script is None):
+        raise ValueError("submit: give exactly one of command= and script=")
+    sbatch = _tool("AUTOPAR_SBATCH", "sbatch")
+    args = sbatch_arguments(sbatch=sbatch, **options)
+    if script is not None:
+        if not os.path.isfile(script):
+            raise ValueError(f"script: {script}: no such file")
+        cmd, text = [sbatch, "--parsable", *args, script], None
+    else:
+        cmd, text = [sbatch, "--parsable", *args], batch_script(command, launcher)
+    p = subprocess.run(cmd, input=text, capture_output=True, text=True,
+                       env=None if env is None else {**os.environ, **env})
+    if p.returncode != 0:
+        raise SubmitError(_one_line(p.stderr) or f"sbatch: exit status {p.returncode}")
+    job_id = p.stdout.strip().split(";")[0]
+    if not job_id.isdigit():
+        raise SubmitError(f"sbatch: unexpected reply '{p.stdout.strip()}'")
+    return Job(job_id, ckpt_upload=options.get("ckpt_upload"))
+
+
+def wait_all(jobs, timeout=None, poll=1.0):
+    """Waits for every job (a sweep, or a job array's tasks); returns {job id: final state}. Raises
+    TimeoutError naming the jobs still running when `timeout` seconds pass."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    states = {}
+    pending = list(jobs)
+    while pending:
+        for job in list(pending):
+            s = job.state()
+            if s in TERMINAL:
+                states[job.id] = s
+                pending.remove(job)
+        if not pending:
+            break
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError("jobs still running after %ss: %s" % (timeout, ", ".join(j.id for j in pending)))
+        time.sleep(poll)
+    return states
+
+
+class Job:
+    """A Slurm job, followed through Slurm (state, output) and autopard (plan, events,
+    checkpoints). `socket`: a node's autopard (default $AUTOPAR_SOCKET, else autopard's)."""
+
+    def __init__(self, job_id, socket=None, ckpt_upload=None):
+        self.id = str(job_id)
+        self.socket = socket or os.environ.get("AUTOPAR_SOCKET") or "/run/autopard/autopard.sock"
+        self.ckpt_upload = ckpt_upload  # where checkpoints() looks; else autopard's record of the job
+
+    def __repr__(self):
+        return f"Job({self.id!r})"
+
+    def _records(self):
+        """scontrol's records of the job: one, or one per task of a job array."""
+        p = _run([_tool("AUTOPAR_SCONTROL", "scontrol"), "show", "job", "-o", self.id], check=False)
+        if p.returncode != 0:
+            return []
+        records = []
+        for line in p.stdout.splitlines():
+            fields = {}
+            for m in re.finditer(r"(\w+(?:/\w+)?)=(\S*)", line):
+                fields.setdefault(m.group(1), m.group(2))
+            if fields:
+                records.append(fields)
+        return records
+
+    def state(self):
+        """Slurm's state: PENDING, RUNNING, REQUEUED, COMPLETING, COMPLETED, FAILED, CANCELLED, ...
+        From scontrol while the controller knows the job, then from sacct (accounting); UNKNOWN
+        when neither does (a job ended longer ago than MinJobAge, without accounting). For a job
+        array: a task's state that is not final while any is, else COMPLETED when every task
+        completed, else the first other final state."""
+        states = [r["JobState"] for r in self._records() if "JobState" in r]
+        if not states:
+            sacct = shutil.which("sacct")
+            if sacct:
+                p = _run([sacct, "-n", "-X", "-P", "-o", "State", "-j", self.id], check=False)
+                states = [line.split()[0] for line in p.stdout.splitlines() if line.strip()] \
+                    if p.returncode == 0 else []
+        if not states:
+            return "UNKNOWN"
+        running = [s for s in states if s not in TERMINAL]
+        if running:
+            return running[0]
+        failed = [s for s in states if s != "COMPLETED"]
+        return failed[0] if failed else "COMPLETED"
+
+    def wait(self, timeout=None, poll=1.0):
+        """Blocks until the job has ended (across requeues and in-place restarts); returns its
+        final state. TimeoutError after `timeout` seconds."""
+        return wait_all([self], timeout, poll)[self.id]
+
+    def cancel(self):
+        """Cancels the job (pending or running); nothing to do for one that has ended."""
+        p = _run([_tool("AUTOPAR_SCANCEL", "scancel"), self.id], check=False)
+        if p.returncode != 0 and self.state() not in TERMINAL:
+            raise RuntimeError(f"scancel {self.id}: {_one_line(p.stderr)}")
+
+    def output(self, lines=50):
+        """The last `lines` lines of the job's standard output file."""
+        records = self._records()
+        path = records[0].get("StdOut") if records else None
+        if not path or not os.path.exists(path):
+            return ""
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+
+    def events(self):
+        """The job's timeline across requeues and in-place restarts (every node's journal,
+        merged), as Event objects in time order."""
+        p = _run([_tool("AUTOPAR_CLI", "autopar"), "events", self.id, "--json", "--socket", self.socket])
+        return [Event(e) for e in json.loads(p.stdout)["events"]]
+
+    def plan(self):
+        """The parallel plan of the latest run, as the timeline holds it: the fields of its
+        `submitted` event (model, gpus, tp, pp, dp, micro_batch, grad_accum, ...), updated by a later
+        `resized` (plan_after); None when the job has no plan (no --auto-parallel) or has not
+        started."""
+        plan = None
+        for e in self.events():
+            if e.kind == "submitted" and e.fields.get("plan") != "none":
+                plan = dict(e.fields)
+            elif e.kind == "resized" and plan is not None and "plan_after" in e.fields:
+                plan.update(kv.split("=", 1) for kv in e.fields["plan_after"].split() if "=" in kv)
+        return plan
+
+    def checkpoints(self):
+        """The job's checkpoint steps in its --ckpt-upload storage, newest first: dicts with step,
+        job_id, state (COMPLETE, INCOMPLETE), bytes, ranks and uri (`autopar ckpt ls --json` of the
+        job's upload URI when submit knew it, else of the job id: what node's autopard knows);
+        [] while there is none."""
+        cli = _tool("AUTOPAR_CLI", "autopar")
+        where = self.ckpt_upload or self.id
+        p = _run([cli, "ckpt", "ls", where, "--json", "--socket", self.socket], check=False)
+        if p.returncode != 0:
+            if "no checkpoints of job" in p.stderr:
+                return []
+            raise RuntimeError(f"autopar ckpt ls: {_one_line(p.stderr)}")
+        return [s for s in json.loads(p.stdout) if s.get("job_id") == self.id]
