@@ -16,7 +16,6 @@ from --auto-parallel=tp=1,pp=1 so that dp is the world size):
 Needs the cluster with autopard on every node (as test_requeue_faults.py). About 4 min.
 """
 import re
-import subprocess
 import time
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import pytest
 
 from conftest import PYTHON, SOURCE_DIR, job_ids, run, sbatch, wait_job
 from test_requeue_faults import (LAUNCH, cluster_script, events, kinds, need_autopard,  # noqa: F401
-                                 restarts, show_job, wait_step)
+                                 node_of_rank, restarts, show_job, wait_step)
 
 TRAIN = SOURCE_DIR / "tests" / "integration" / "elastic_train.py"
 STEPS = 60
@@ -49,19 +48,6 @@ def submit(work: Path, nodes: str = "4", opts: str = OPTS) -> str:
     work.mkdir(parents=True, exist_ok=True)
     work.chmod(0o777)
     return sbatch(job_script(work, nodes, opts), work)
-
-
-def node_of_rank(job_id: str, rank: int) -> str:
-    """The node where `rank` of the job's training runs (root sees every node's processes)."""
-    for pid in subprocess.run(["pgrep", "-f", str(TRAIN)], capture_output=True, text=True).stdout.split():
-        try:
-            env = dict(kv.split("=", 1) for kv in
-                       Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in kv)
-        except OSError:
-            continue
-        if env.get("SLURM_JOB_ID") == job_id and env.get("RANK") == str(rank):
-            return env["SLURMD_NODENAME"]
-    raise AssertionError(f"no training process of rank {rank} of job {job_id}")
 
 
 def losses(work: Path):
@@ -100,7 +86,7 @@ def test_a_lost_node_without_a_spare_shrinks_the_run_in_place(tmp_path, referenc
     job = submit(work)
     try:
         wait_step(work, 0, 22)
-        node = node_of_rank(job, 4)
+        node = node_of_rank(job, 4, TRAIN)
         fault = time.time()
         cluster_script("kill-node.sh", node)
         try:

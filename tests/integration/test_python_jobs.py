@@ -10,13 +10,12 @@ Needs the cluster with autopard on every node (as test_requeue_faults.py). About
 import os
 import re
 import signal
-import subprocess
 import time
 
 import pytest
 
 from conftest import PYTHON, SOURCE_DIR, job_ids, run
-from test_requeue_faults import CLI, LAUNCH, need_autopard, sockets  # noqa: F401
+from test_requeue_faults import CLI, LAUNCH, need_autopard, rank_pid, sockets  # noqa: F401
 
 import sys
 sys.path.insert(0, str(SOURCE_DIR / "python"))
@@ -40,21 +39,6 @@ def shared(tmp_path):
 DEMO = SOURCE_DIR / "etc" / "examples" / "train_ddp.py"
 
 
-def demo_rank_pid(job_id, rank):
-    """The PID of the demo training's process of `rank` (every node is this host), or None."""
-    for pid in subprocess.run(["pgrep", "-f", str(DEMO)], capture_output=True, text=True).stdout.split():
-        try:
-            if open(f"/proc/{pid}/comm").read().strip() != "python3":
-                continue  # the launcher's command line names the script too
-            env = dict(kv.split("=", 1) for kv in
-                       open(f"/proc/{pid}/environ", "rb").read().decode().split("\0") if "=" in kv)
-        except OSError:
-            continue
-        if env.get("SLURM_JOB_ID") == job_id and env.get("RANK") == str(rank):
-            return int(pid)
-    return None
-
-
 def test_the_demo_training_submitted_from_python_is_followed_to_its_end(tmp_path):
     """The README's demo job (etc/examples/train.sbatch's options and training) from Python: once
     a checkpoint is COMPLETE (seen through job.checkpoints()) rank 5 is killed; the job object
@@ -74,9 +58,7 @@ def test_the_demo_training_submitted_from_python_is_followed_to_its_end(tmp_path
                 job.output(40)
             time.sleep(0.5)
         assert job.state() == "RUNNING"
-        pid = demo_rank_pid(job.id, 5)
-        assert pid, job.output(40)
-        os.kill(pid, signal.SIGKILL)
+        os.kill(rank_pid(job.id, 5, DEMO), signal.SIGKILL)
         assert job.wait(timeout=300) == "COMPLETED", job.output(40)
     finally:
         job.cancel()

@@ -93,9 +93,10 @@ def wait_step(work: Path, run_no: int, step: int, timeout=120):
     raise AssertionError(f"run {run_no} did not reach step {step} in {timeout}s:\n{tail}")
 
 
-def rank_pid(job_id: str, rank: int) -> int:
-    """The host PID of the Python process of `rank` of the job (root sees every node's PIDs)."""
-    for pid in map(int, subprocess.run(["pgrep", "-f", str(TRAIN)], capture_output=True,
+def rank_pid(job_id: str, rank: int, script: Path = TRAIN) -> int:
+    """The host PID of the Python process (running `script`) of `rank` of the job (root sees every
+    node's PIDs)."""
+    for pid in map(int, subprocess.run(["pgrep", "-f", str(script)], capture_output=True,
                                        text=True).stdout.split()):
         try:
             if Path(f"/proc/{pid}/comm").read_text().strip() != "python3":
@@ -109,9 +110,9 @@ def rank_pid(job_id: str, rank: int) -> int:
     raise AssertionError(f"no Python process of rank {rank} of job {job_id}")
 
 
-def node_of_rank(job_id: str, rank: int) -> str:
+def node_of_rank(job_id: str, rank: int, script: Path = TRAIN) -> str:
     env = dict(kv.split("=", 1) for kv in
-               Path(f"/proc/{rank_pid(job_id, rank)}/environ").read_bytes().decode().split("\0")
+               Path(f"/proc/{rank_pid(job_id, rank, script)}/environ").read_bytes().decode().split("\0")
                if "=" in kv)
     return env["SLURMD_NODENAME"]
 
