@@ -193,6 +193,14 @@ class Launcher {
   std::vector<int> active_;          // the step's nodes that run the program, in rank order
   int spares_ = 0;                   // --spare-nodes
   int min_nodes_ = 0;                // --min-nodes (0: not elastic)
+  // Elastic: the plans for the world sizes the run shrank to (the options and the ranks per node
+  // are the step's), so that rank 0's decision, its journal and its program share one planning.
+  std::map<int, Result<std::string>> replans_;
+  const Result<std::string>& Replan(const EnvMap& env, int world, int per_node) {
+    auto it = replans_.find(world);
+    if (it == replans_.end()) it = replans_.emplace(world, ReplanJson(env, world, per_node)).first;
+    return it->second;
+  }
   std::string history_;  // rank 0: autopard's note about the last failure
 };
 
@@ -485,7 +493,7 @@ RestartVerdict Launcher::Coordinate(const EnvMap& child_env, const std::optional
       const int world = static_cast<int>(verdict.active.size()) * per_node;
       auto after = Get(child_env, "AUTOPAR_PLAN_JSON").empty()
                        ? Result<std::string>(std::string())
-                       : ReplanJson(child_env, world, per_node);
+                       : Replan(child_env, world, per_node);
       std::vector<std::string> hosts, dropped;
       for (int n : verdict.active) hosts.push_back(peers_.host_of_node(n));
       for (int n : active_) {
@@ -534,20 +542,22 @@ RestartVerdict Launcher::Decide(const EnvMap& child_env, const PeerGroup::Report
   FailureReport f = first ? *first : FailureReport{};
   f.generation = generation_;
   EventFields fields = ReportFields(f);
+  // Elastic runs go on without what no spare replaces; the others need a spare for each.
+  const std::vector<int> left =
+      min_nodes_ > 0 ? ReplaceOrDropLostNodes(active_, lost, standby, peers_.tasks_per_node())
+                     : std::vector<int>{};
   if (!lost.empty()) {
     fields[0].second = FailureClassName(FailureClass::kNodeLoss);
     fields.emplace_back("lost", Join(lost_hosts, ","));
     fields.emplace_back("spares", std::to_string(standby.size()));
     if (min_nodes_ > 0) {
       // Elastic: the nodes left (spares in lost nodes' places) and whether they have a plan.
-      const std::vector<int> left =
-          ReplaceOrDropLostNodes(active_, lost, standby, peers_.tasks_per_node());
       fields.emplace_back("remaining", std::to_string(left.size()));
       fields.emplace_back("min_nodes", std::to_string(min_nodes_));
       if (left.size() < active_.size() && !Get(child_env, "AUTOPAR_PLAN_JSON").empty() &&
           !left.empty()) {
         const int per_node = peers_.tasks_per_node()[left.front()];
-        auto plan = ReplanJson(child_env, static_cast<int>(left.size()) * per_node, per_node);
+        const auto& plan = Replan(child_env, static_cast<int>(left.size()) * per_node, per_node);
         if (!plan) fields.emplace_back("plan_refusal", plan.message());
       }
     }
@@ -562,10 +572,8 @@ RestartVerdict Launcher::Decide(const EnvMap& child_env, const PeerGroup::Report
   Say(reply->reason);
   history_ = reply->history;
   if (reply->action != RecoveryActionName(RecoveryAction::kRestartInPlace)) return verdict;
-  auto next = min_nodes_ > 0
-                  ? Result<std::vector<int>>(
-                        ReplaceOrDropLostNodes(active_, lost, standby, peers_.tasks_per_node()))
-                  : ReplaceLostNodes(active_, lost, standby, peers_.tasks_per_node());
+  auto next = min_nodes_ > 0 ? Result<std::vector<int>>(left)
+                             : ReplaceLostNodes(active_, lost, standby, peers_.tasks_per_node());
   if (!next) {
     Say("in-place restart impossible: " + next.message());
     return verdict;
@@ -759,7 +767,7 @@ int Launcher::Run(int argc, char** argv) {
     EnvMap plan_source = env;
     if (min_nodes_ > 0 && info_.size != step_world && !Get(env, "AUTOPAR_PLAN_JSON").empty()) {
       // The run shrank (--min-nodes): the plan of the nodes left, the same on every launcher.
-      auto json = ReplanJson(env, info_.size, info_.local_size);
+      const auto& json = Replan(env, info_.size, info_.local_size);
       if (!json) Fail("--min-nodes: no plan for " + std::to_string(info_.size) + " ranks: " + json.message(), 1);
       plan_source["AUTOPAR_PLAN_JSON"] = *json;
       out["AUTOPAR_PLAN_JSON"] = *json;

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PYTHON, SOURCE_DIR, job_ids, run, sbatch, wait_job
-from test_requeue_faults import (LAUNCH, cluster_script, events, kinds, need_autopard,  # noqa: F401
+from test_requeue_faults import (LAUNCH, end_with_node_lost, events, kinds, need_autopard,  # noqa: F401
                                  node_of_rank, restarts, show_job, wait_step)
 
 TRAIN = SOURCE_DIR / "tests" / "integration" / "elastic_train.py"
@@ -87,12 +87,8 @@ def test_a_lost_node_without_a_spare_shrinks_the_run_in_place(tmp_path, referenc
     try:
         wait_step(work, 0, 22)
         node = node_of_rank(job, 4, TRAIN)
-        fault = time.time()
-        cluster_script("kill-node.sh", node)
-        try:
-            assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
-        finally:
-            cluster_script("revive-node.sh", node)
+        state, fault = end_with_node_lost(job, node, 300)
+        assert state == "COMPLETED", (work / "out.txt").read_text()[-3000:]
     finally:
         run(["scancel", job])
     assert restarts(job) == 0, show_job(job)

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from conftest import PYTHON, job_state, run, slurm_conf, wait_job
-from test_requeue_faults import (cluster_script, events, kinds, need_autopard, node_of_rank,  # noqa: F401
+from test_requeue_faults import (end_with_node_lost, events, kinds, need_autopard, node_of_rank,  # noqa: F401
                                  rank_pid, record, recovery, reference, restarts, same_model,
                                  show_job, steps_logged, stop_rank_mid_training, submit, train_cmd,
                                  wait_step)
@@ -146,12 +146,8 @@ def test_a_lost_node_is_replaced_by_a_spare_in_place(tmp_path, reference, waitin
     assert node == hosts[1] and node_of_rank(job, 0) == hosts[0], (node, hosts)
     # A busy cluster: another user's jobs want as many nodes as the training holds.
     fill_queue(waiting, "-N3")
-    fault = time.time()
-    cluster_script("kill-node.sh", node)
-    try:
-        assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
-    finally:
-        cluster_script("revive-node.sh", node)
+    state, fault = end_with_node_lost(job, node, 300)
+    assert state == "COMPLETED", (work / "out.txt").read_text()[-3000:]
     assert same_model(work / "final.pt", reference), "the model differs from an uninterrupted run"
     assert restarts(job) == 0, show_job(job)
     assert "held in reserve" in (work / "out.txt").read_text()

@@ -50,6 +50,17 @@ def cluster_script(name: str, node: str):
     run([str(SOURCE_DIR / "tests" / "cluster" / name), node], env=env, timeout=180, check=True)
 
 
+def end_with_node_lost(job_id: str, node: str, timeout: float):
+    """Kills `node` as a whole (kill-node.sh), waits for the job to end and brings the node back;
+    returns (the job's final state, the time of the kill)."""
+    fault = time.time()
+    cluster_script("kill-node.sh", node)
+    try:
+        return wait_job(job_id, timeout=timeout), fault
+    finally:
+        cluster_script("revive-node.sh", node)
+
+
 def job_script(work: Path, *, sbatch_opts: str, program: str, after: str = "", nodes: int = 2) -> str:
     return f"""#!/bin/bash
 #SBATCH -N{nodes} --ntasks-per-node=2 --open-mode=append -o {work}/out.txt -e {work}/out.txt
@@ -316,12 +327,7 @@ def kill_node_mid_training(tmp_path, name, opts, after=""):
     job = submit(work, opts=opts, program=train_cmd(work), after=after)
     wait_step(work, 0, 22)
     node = node_of_rank(job, 2)
-    fault = time.time()
-    cluster_script("kill-node.sh", node)
-    try:
-        state = wait_job(job, timeout=400)
-    finally:
-        cluster_script("revive-node.sh", node)
+    state, fault = end_with_node_lost(job, node, 400)
     assert state == "COMPLETED", (work / "out.txt").read_text()[-3000:]
     return work, job, node, fault
 
