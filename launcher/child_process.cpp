@@ -94,6 +94,7 @@ Result<pid_t> StartChild(const ChildSpec& spec, int* exec_errno) {
       }
     }
     if (!e->spec->cpus.empty()) sched_setaffinity(0, sizeof(*e->cpus), e->cpus);
+    for (int fd : e->spec->inherit_fds) fcntl(fd, F_SETFD, 0);  // the child's own descriptor table
     sigprocmask(SIG_SETMASK, &e->spec->mask, nullptr);
     int err = ENOENT;
     for (const auto& c : *e->candidates) {
@@ -144,11 +145,17 @@ ChildOutcome SuperviseChild(pid_t pid, const SuperviseOptions& options) {
       out.wait_status = 1 << 8;  // lost the child (cannot happen unless someone reaped it)
       break;
     }
-    pollfd fds[2] = {{sfd, POLLIN, 0}, {options.wake_fd, POLLIN, 0}};
-    int n = poll(fds, options.wake_fd >= 0 ? 2 : 1, sfd < 0 ? 100 : -1);
+    // A negative descriptor is ignored by poll().
+    pollfd fds[3] = {{sfd, POLLIN, 0}, {options.wake_fd, POLLIN, 0}, {options.timer_fd, POLLIN, 0}};
+    int n = poll(fds, 3, sfd < 0 ? 100 : -1);
     if (n < 0 && errno != EINTR) break;
-    if (n > 0 && (fds[1].revents & POLLIN) && options.wake_fd >= 0) {
+    if (n > 0 && (fds[1].revents & POLLIN)) {
       out.exited = false;
+      break;
+    }
+    if (n > 0 && (fds[2].revents & POLLIN)) {
+      out.exited = false;
+      out.timer = true;
       break;
     }
     if (sfd < 0 || n <= 0 || !(fds[0].revents & POLLIN)) continue;

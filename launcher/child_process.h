@@ -26,6 +26,7 @@ struct ChildSpec {
   EnvMap env;
   std::vector<int> cpus;          // empty: inherit the affinity
   sigset_t mask;                  // signal mask for the program
+  std::vector<int> inherit_fds;   // kept open in the program (its FD_CLOEXEC cleared there)
 };
 
 // Starts the program. Fails when fork fails or the program cannot be executed (the message
@@ -41,10 +42,14 @@ struct SuperviseOptions {
   // HungProgramSignal() carrying `generation` (autopard: the program hung).
   int wake_fd = -1;
   int64_t generation = -1;
+  // The wait also ends, with the program still running, when `timer_fd` (a timerfd) is readable;
+  // the caller reads it.
+  int timer_fd = -1;
 };
 struct ChildOutcome {
   bool exited = true;          // false: woken (see SuperviseOptions); the program still runs
   bool hung = false;           // woken by autopard's HungProgramSignal
+  bool timer = false;          // woken by SuperviseOptions::timer_fd
   int wait_status = 0;
   int termination_signal = 0;  // SIGINT/SIGTERM the launcher received while waiting, else 0
 };

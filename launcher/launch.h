@@ -26,6 +26,10 @@ struct LaunchOptions {
   bool nccl_check = false;    // --nccl-check: all-reduce preflight before the program starts
   double nccl_min_ratio = 0.5;  // --nccl-min-ratio=R: a node below R x median bus bandwidth fails
   bool verbose = false;       // --verbose: one line per rank describing identity and binding
+  // In-place restarts of a Python program: the next generation's interpreter is prepared once the
+  // program has run this long (--prewarm-after=SECONDS); --no-prewarm: never (prewarm.h).
+  bool prewarm = true;
+  int prewarm_after_s = 5;
   bool help = false;          // --help: print usage, exit 0
   bool version = false;       // --version
   std::vector<std::string> program;  // the program and its arguments (never empty on success)

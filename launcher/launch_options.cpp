@@ -13,6 +13,10 @@ std::string LaunchUsage() {
          "  --nccl-check         all-reduce preflight over every GPU of the step before PROGRAM\n"
          "  --nccl-min-ratio=R   fail the preflight when a node's bus bandwidth is below R x median"
          " (default 0.5)\n"
+         "  --prewarm-after=S    with in-place restarts of a Python program, prepare the next\n"
+         "                       generation's interpreter (its imports done) once the program has\n"
+         "                       run S seconds (default 5)\n"
+         "  --no-prewarm         restart the program with a fresh interpreter\n"
          "  --verbose            print each rank's identity and binding\n"
          "  --help, --version\n";
 }
@@ -41,6 +45,18 @@ Result<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args) {
                              "' (expected a number in (0, 1])");
       }
       opts.nccl_min_ratio = r;
+    } else if (a == "--no-prewarm") {
+      opts.prewarm = false;
+    } else if (a.rfind("--prewarm-after=", 0) == 0) {
+      std::string v = a.substr(16);
+      char* end = nullptr;
+      errno = 0;
+      long s = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || errno != 0 || s < 0 || s > 86400) {
+        return Status::Error("--prewarm-after: invalid value '" + v +
+                             "' (expected whole seconds in [0, 86400])");
+      }
+      opts.prewarm_after_s = static_cast<int>(s);
     } else if (a == "--verbose" || a == "-v") {
       opts.verbose = true;
     } else if (a == "--help" || a == "-h") {

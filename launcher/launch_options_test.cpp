@@ -52,6 +52,22 @@ TEST(ParseLaunchArgs, Rejects) {
   }
 }
 
+TEST(ParseLaunchArgs, Prewarm) {
+  auto d = ParseLaunchArgs({"python3", "train.py"});
+  EXPECT_TRUE(d->prewarm);
+  EXPECT_EQ(d->prewarm_after_s, 5);
+  auto off = ParseLaunchArgs({"--no-prewarm", "python3", "train.py"});
+  EXPECT_FALSE(off->prewarm);
+  EXPECT_EQ(ParseLaunchArgs({"--prewarm-after=0", "python3", "t.py"})->prewarm_after_s, 0);
+  EXPECT_EQ(ParseLaunchArgs({"--prewarm-after=120", "python3", "t.py"})->prewarm_after_s, 120);
+  for (const char* bad : {"--prewarm-after=", "--prewarm-after=-1", "--prewarm-after=1.5",
+                          "--prewarm-after=86401", "--prewarm-after=x"}) {
+    auto r = ParseLaunchArgs({bad, "python3", "t.py"});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.message().rfind("--prewarm-after: invalid value", 0), 0u) << r.message();
+  }
+}
+
 TEST(ParseLaunchArgs, HelpAndVersionNeedNoProgram) {
   EXPECT_TRUE(ParseLaunchArgs({"--help"})->help);
   EXPECT_TRUE(ParseLaunchArgs({"--version"})->version);

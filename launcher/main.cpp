@@ -11,6 +11,7 @@
 // (restart_logic.h).
 // The pure decisions live in autopar/launch.h; this file only wires the edges together.
 #include <limits.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +35,7 @@
 #include "pmix_client.h"
 #include "port_reservation.h"
 #include "peer_group.h"
+#include "prewarm.h"
 #include "restart_logic.h"
 
 extern char** environ;
@@ -156,6 +158,15 @@ class Launcher {
   RestartVerdict Decide(const EnvMap& child_env, const PeerGroup::Reports& reports);
   // The next generation's rendezvous in a restart verdict: a fresh port, the resume step.
   void PrepareRestart(const EnvMap& child_env, RestartVerdict* verdict);
+  // The environment a warm interpreter starts with: this generation's, numbered as the next.
+  // Whoever reads a program's /proc/PID/environ (autopard: the generation a hang is handed to)
+  // sees the environment it was started with, not the one it is given when activated.
+  EnvMap NextGenerationEnv(EnvMap env) const {
+    env["AUTOPAR_RESTART_GENERATION"] = std::to_string(generation_ + 1);
+    env["TORCHELASTIC_RESTART_COUNT"] =
+        std::to_string(std::atoll(Get(env, "TORCHELASTIC_RESTART_COUNT", "0").c_str()) + 1);
+    return env;
+  }
   bool ActiveNode(int node) const {
     return std::find(active_.begin(), active_.end(), node) != active_.end();
   }
@@ -187,6 +198,11 @@ class Launcher {
 
   // In-place restarts (issue 11).
   bool in_place_ = false;
+  // A Python program's next interpreter (prewarm.h): the command, the delay (-1: never), the one
+  // prepared.
+  std::optional<PythonCommand> python_;
+  int prewarm_after_s_ = -1;
+  WarmInterpreter warm_;
   int64_t generation_ = 0;
   PeerGroup peers_;                  // every launcher of the step
   RankInfo step_;                    // this task's place in the step (info_: in the program)
@@ -344,7 +360,8 @@ void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
                 {{"generation", std::to_string(generation_)},
                  {"bytes_local", std::to_string(resume.bytes_local)},
                  {"bytes_fetched", std::to_string(resume.bytes_fetched)},
-                 {"restore_s", FormatFixed(SecondsSince(restore_start), 3)}});
+                 {"restore_s", FormatFixed(SecondsSince(restore_start), 3)},
+                 {"interpreter", !warm_.started() ? "cold" : warm_.Ready() ? "warm" : "warming"}});
     }
     if (info_.rank == 0) {
       Say("resuming from checkpoint step " + std::to_string(resume.step) + " (job " +
@@ -374,7 +391,7 @@ void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
 
 int Launcher::RunChild(const std::vector<std::string>& argv, const EnvMap& env,
                        const std::vector<int>& cpus, bool forward_from_parent, bool* terminated) {
-  ChildSpec spec{argv, env, cpus, program_mask_};
+  ChildSpec spec{argv, env, cpus, program_mask_, {}};
   int exec_errno = 0;
   auto pid = StartChild(spec, &exec_errno);
   if (!pid) Fail(pid.message(), exec_errno == ENOENT ? 127 : 126);
@@ -388,15 +405,32 @@ int Launcher::RunChild(const std::vector<std::string>& argv, const EnvMap& env,
 ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const EnvMap& env,
                                      const std::vector<int>& cpus, bool forward_from_parent,
                                      std::optional<FailureReport>* failure, bool* told) {
-  ChildSpec spec{argv, env, cpus, program_mask_};
-  int exec_errno = 0;
   const auto start = std::chrono::steady_clock::now();
-  auto pid = StartChild(spec, &exec_errno);
-  if (!pid) Fail(pid.message(), exec_errno == ENOENT ? 127 : 126);
+  Result<pid_t> pid = Status::Error("not started");
+  if (warm_.started()) {
+    // The interpreter prepared during the last generation becomes this one's program.
+    pid = warm_.Activate(env);
+    if (!pid) Say("starting the program cold: " + pid.message());
+  }
+  if (!pid) {
+    ChildSpec spec{argv, env, cpus, program_mask_, {}};
+    int exec_errno = 0;
+    pid = StartChild(spec, &exec_errno);
+    if (!pid) Fail(pid.message(), exec_errno == ENOENT ? 127 : 126);
+  }
   SuperviseOptions options;
   options.forward_from_parent = forward_from_parent;
   options.wake_fd = peers_.fd();
   options.generation = generation_;
+  // The next generation's interpreter, prepared once this program is past its own start-up.
+  if (python_ && prewarm_after_s_ >= 0 && !warm_.started()) {
+    const int timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    itimerspec when{};
+    when.it_value.tv_sec = prewarm_after_s_;
+    when.it_value.tv_nsec = prewarm_after_s_ == 0 ? 1 : 0;  // 0 would disarm it
+    if (timer >= 0 && timerfd_settime(timer, 0, &when, nullptr) == 0) options.timer_fd = timer;
+    else if (timer >= 0) close(timer);
+  }
   ChildOutcome out;
   *told = false;
   for (;;) {
@@ -407,8 +441,17 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
       break;
     }
     out = SuperviseChild(*pid, options);
+    if (out.timer) {
+      close(options.timer_fd);
+      options.timer_fd = -1;
+      if (Status st = warm_.Start(*python_, NextGenerationEnv(env), cpus, program_mask_); !st) {
+        Say(st.message());
+      }
+      continue;
+    }
     if (out.exited || out.hung) break;
   }
+  if (options.timer_fd >= 0) close(options.timer_fd);
   FailureReport report;
   report.generation = generation_;
   report.rank = info_.rank;
@@ -736,6 +779,10 @@ int Launcher::Run(int argc, char** argv) {
       active_ = InitialActiveNodes(info_.num_nodes, spares_);
     }
   }
+  if (in_place_ && opts->prewarm) {
+    python_ = ParsePythonCommand(opts->program);
+    prewarm_after_s_ = opts->prewarm_after_s;
+  }
   if (in_place_) {
     // The program's ranks number the nodes in use only (ProgramRank); a spare's are its step's.
     if (auto program = ProgramRank(step_, peers_.tasks_per_node(), active_)) info_ = *program;
@@ -904,6 +951,7 @@ int Launcher::Run(int argc, char** argv) {
     }
     ++generation_;
   }
+  warm_.Discard();  // no next generation
   port_.Release();
   if (in_place_ && step_.rank == 0 && code == 0 && !decided && spares_ > 0) {
     // The program is done: the launchers of the nodes still in reserve end too.

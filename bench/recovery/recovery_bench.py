@@ -4,9 +4,9 @@ cluster: a 4-node x 2-rank PyTorch DDP training (tests/integration/requeue_train
 checkpoint every 5 steps) under autopar-launch, one fault per job, timed from the fault to the
 first training step after the recovery (rank 0's "train: ... run N" line of the next run).
 
-  crash   kill -9 of rank 5 at step 15
-  hang    SIGSTOP of rank 5 at step 15, --heartbeat-timeout=10 (the timeout is subtracted)
-  node    the node of ranks 2-3 killed as a whole at step 15 (tests/cluster/kill-node.sh): in place
+  crash   kill -9 of rank 5 at step 30
+  hang    SIGSTOP of rank 5 at step 30, --heartbeat-timeout=10 (the timeout is subtracted)
+  node    the node of ranks 2-3 killed as a whole at step 30 (tests/cluster/kill-node.sh): in place
           on 3 nodes in use plus --spare-nodes=1 (4 nodes), against the requeue path on 3 nodes
           (requeued without the dead node onto the fourth, free one)
   shrink  the same node loss with no spare (issue 12): in place, the 4-node run goes on with 3
@@ -22,7 +22,10 @@ Each row also gives the program's own start-up in that job: from rank 0's launch
 rendezvous (just before the program starts) to the first training step of the first run (import
 torch, init_process_group, one step), the floor under any restart of the program.
 
-Usage: bench/recovery/recovery_bench.py [--only crash|hang|node|shrink] [--no-full]
+With --cold, crash and hang also run in place with a fresh interpreter for the restarted program
+(autopar-launch --no-prewarm): what the warm interpreter (launcher/prewarm.h) saves.
+
+Usage: bench/recovery/recovery_bench.py [--only crash|hang|node|shrink] [--no-full] [--cold]
 Needs SLURM_CONF of the running test cluster (autopard on every node) and AUTOPAR_BUILD_DIR.
 Prints one row per case and the ratios; bench/RESULTS.md records a run.
 """
@@ -45,20 +48,22 @@ TRAIN = REPO / "tests" / "integration" / "requeue_train.py"
 LAUNCH = BUILD / "launcher" / "autopar-launch"
 PYTHON = "/usr/bin/python3"
 OTHER_USER = "autopar-test2"
-FAULT_STEP = 15
+# Late enough that the next generation's interpreter is ready (autopar-launch prepares it 5 s after
+# the program starts, then 8 ranks import torch at once on the 2 cores).
+FAULT_STEP = 30
 
 
 def sh(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, check=True, **kw).stdout
 
 
-def submit(work: Path, opts: str, nodes: int = 4) -> str:
+def submit(work: Path, opts: str, nodes: int = 4, launch_opts: str = "") -> str:
     script = f"""#!/bin/bash
 #SBATCH -N{nodes} --ntasks-per-node=2 --open-mode=append -o {work}/out.txt -e {work}/out.txt
 #SBATCH --ckpt-upload=file://{work}/store --ckpt-dir={work}/local/%n
 #SBATCH {opts}
 export PYTHONPATH={REPO}/python
-srun --mpi=pmix {LAUNCH} -- {PYTHON} {TRAIN} --steps 40 --every 5 --step-sleep 0.2 --out {work}/final.pt
+srun --mpi=pmix {LAUNCH} {launch_opts} -- {PYTHON} {TRAIN} --steps 50 --every 5 --step-sleep 0.2 --out {work}/final.pt
 """
     (work / "job.sh").write_text(script)
     return sh(["sbatch", "--parsable", str(work / "job.sh")]).strip().split(";")[0]
@@ -109,7 +114,16 @@ def fill_queue(nodes: int, n=3):
     return ids
 
 
-def one(kind: str, in_place: bool, full: bool) -> dict:
+def interpreters(job: str) -> str:
+    """How the restarted programs started (the restored events' interpreter=): "warm 8", ..."""
+    sock = Path(os.environ["SLURM_CONF"]).parent.parent / "run" / "autopard-node1.sock"
+    evs = json.loads(sh([str(BUILD / "cli" / "autopar"), "events", job, "--json", "--socket",
+                         str(sock)]))["events"]
+    seen = [e["fields"].get("interpreter", "?") for e in evs if e["kind"] == "restored"]
+    return ", ".join(f"{k} {seen.count(k)}" for k in sorted(set(seen))) or "-"
+
+
+def one(kind: str, in_place: bool, full: bool, cold: bool = False) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"autopar-recovery-{kind}-", dir="/tmp"))
     work.chmod(0o777)
     timeout = 10
@@ -123,7 +137,7 @@ def one(kind: str, in_place: bool, full: bool) -> dict:
     if kind == "shrink":
         opts += " --min-nodes=2" if in_place else ""
         nodes = 4 if in_place else 3
-    job = submit(work, opts, nodes)
+    job = submit(work, opts, nodes, "--no-prewarm" if cold else "")
     fillers = []
     killed = None
     try:
@@ -152,8 +166,9 @@ def one(kind: str, in_place: bool, full: bool) -> dict:
         wait_for(lambda: state(job) not in ("RUNNING", "PENDING", "CONFIGURING", "COMPLETING",
                                             "REQUEUED"), 600, "the job's end")
         took = first - fault - (timeout if kind == "hang" else 0)
-        return {"kind": kind, "in_place": in_place, "full": full, "s": took,
-                "restarts": restarts, "end": state(job), "startup_s": startup(job, work)}
+        return {"kind": kind, "in_place": in_place, "full": full, "s": took, "cold": cold,
+                "restarts": restarts, "end": state(job), "startup_s": startup(job, work),
+                "interpreters": interpreters(job) if in_place else "-"}
     finally:
         if killed:
             cluster_script("revive-node.sh", killed)
@@ -166,6 +181,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", choices=["crash", "hang", "node", "shrink"])
     ap.add_argument("--no-full", action="store_true")
+    ap.add_argument("--cold", action="store_true",
+                    help="crash and hang also in place with a fresh interpreter (--no-prewarm)")
     args = ap.parse_args()
     if not os.environ.get("SLURM_CONF"):
         sys.exit("set SLURM_CONF to the test cluster's slurm.conf")
@@ -174,19 +191,23 @@ def main():
     queues = [False] if args.no_full else [False, True]
     for full in queues:
         for kind in kinds:
-            for in_place in (True, False):
-                r = one(kind, in_place, full)
+            modes = [(True, False), (False, False)]
+            if args.cold and kind in ("crash", "hang"):
+                modes.insert(1, (True, True))
+            for in_place, cold in modes:
+                r = one(kind, in_place, full, cold)
                 rows.append(r)
-                print(f"{kind:6} {'in place' if in_place else 'requeue':9} "
+                how = ("in place, cold" if cold else "in place") if in_place else "requeue"
+                print(f"{kind:6} {how:15} "
                       f"{'full' if full else 'idle'} queue: {r['s']:6.1f} s to the first step "
                       f"(Restarts={r['restarts']}, {r['end']}; the program's start-up "
-                      f"{r['startup_s']:.1f} s)", flush=True)
-    by = {(r["kind"], r["full"], r["in_place"]): r["s"] for r in rows}
+                      f"{r['startup_s']:.1f} s; interpreters: {r['interpreters']})", flush=True)
+    by = {(r["kind"], r["full"], r["in_place"], r["cold"]): r["s"] for r in rows}
     print()
-    for (kind, full, ip), s in sorted(by.items()):
-        if ip and (kind, full, False) in by:
-            print(f"{kind} on {'a full' if full else 'an idle'} queue: in place / requeue = "
-                  f"{s / by[(kind, full, False)]:.2f}")
+    for (kind, full, ip, cold), s in sorted(by.items()):
+        if ip and (kind, full, False, False) in by:
+            print(f"{kind} on {'a full' if full else 'an idle'} queue: in place"
+                  f"{' (cold)' if cold else ''} / requeue = {s / by[(kind, full, False, False)]:.2f}")
 
 
 if __name__ == "__main__":

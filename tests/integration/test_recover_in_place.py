@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -83,9 +84,28 @@ def test_killed_rank_restarts_in_place(tmp_path, reference):
     failure = kinds(evs, "failure")
     assert len(failure) == 1 and failure[0]["fields"]["class"] == "rank-crash", failure
     assert failure[0]["fields"]["signal"] == "9" and failure[0]["rank"] == 1, failure
+    # Every rank's new program was the interpreter its launcher had prepared (launcher/prewarm.h),
+    # "warming" when it was still importing; none is left once the job has ended.
+    started = {e["fields"]["interpreter"] for e in kinds(evs, "restored")}
+    assert started <= {"warm", "warming"}, kinds(evs, "restored")
+    assert not warm_interpreters_of(job)
     took, lost = recovery(work, fault, 0)
-    record("crashed rank (kill -9), in place", recovery_s=round(took, 1), steps_lost=lost)
+    record("crashed rank (kill -9), in place", recovery_s=round(took, 1), steps_lost=lost,
+           interpreters=sorted(started))
     assert took < 60, f"resumed {took:.1f}s after the fault"
+
+
+def warm_interpreters_of(job: str):
+    """The PIDs of the job's waiting warm interpreters (their name is autopar-warm)."""
+    found = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == "autopar-warm" and \
+                    f"SLURM_JOB_ID={job}\0".encode() in (comm.parent / "environ").read_bytes():
+                found.append(int(comm.parent.name))
+        except OSError:
+            continue
+    return found
 
 
 def test_stopped_rank_restarts_in_place(tmp_path, reference, waiting):
@@ -130,6 +150,38 @@ def test_two_failures_in_place_on_different_nodes(tmp_path, reference):
     assert ["attempt=1 of=3" in e["detail"] for e in decisions] == [True, False], decisions
     assert "attempt=2 of=3" in decisions[1]["detail"], decisions
     assert len({e["node"] for e in kinds(evs, "rank_exit")}) == 2, kinds(evs, "rank_exit")
+
+
+def test_a_hang_of_a_warm_started_program_restarts_in_place(tmp_path, reference):
+    """The second generation's programs are the interpreters prepared during the first: a hang
+    of one of them is still found (autopard reads the generation from /proc/PID/environ, which
+    shows what the interpreter was started with) and handed to its launcher."""
+    work = tmp_path / "warmhang"
+    job = submit(work, opts="--requeue-on-failure=3 --heartbeat-timeout=10", program=train_cmd(work))
+    wait_step(work, 0, 22)
+    os.kill(rank_pid(job, 0), signal.SIGKILL)
+    wait_step(work, 1, 0, timeout=120)
+    resumed = min(s for r, _, s, _ in steps_logged(work) if r == 1)
+    wait_step(work, 1, resumed + 20)  # past --prewarm-after: generation 2 is being prepared
+    pid = rank_pid(job, 1)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert same_model(work / "final.pt", reference)
+    evs = events(job, "finished")
+    assert_recovered_in_place(job, evs, 2)
+    assert [e["fields"]["class"] for e in kinds(evs, "failure")] == ["rank-crash", "hang"], \
+        kinds(evs, "failure")
+    told = kinds(evs, "hang_stop")
+    assert told and all(e["fields"]["result"] == "told" and e["fields"]["generation"] == "1"
+                        for e in told), told
+    assert {e["fields"]["interpreter"] for e in kinds(evs, "restored")} <= {"warm", "warming"}, \
+        kinds(evs, "restored")
 
 
 def test_a_lost_node_is_replaced_by_a_spare_in_place(tmp_path, reference, waiting):
