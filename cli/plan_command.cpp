@@ -99,7 +99,9 @@ int RunPlanCommand(int argc, char** argv) {
       "pin layers per chunk recomputed in full (0 = all)")(
       "optimizer-sharding", po::value<std::string>(), "pin the distributed optimizer: on, off")(
       "allow-cross-node-tp", "let tensor parallelism span nodes")(
-      "allow-uneven-stages", "let pipeline stages hold different numbers of layers");
+      "even-stages", "pipeline stages must hold the same number of layers (default: uneven"
+                     " stages are considered, the first and last holding fewer)")(
+      "allow-uneven-stages", "uneven pipeline stages (the default; kept for old scripts)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
@@ -213,7 +215,10 @@ int RunPlanCommand(int argc, char** argv) {
     }
   }
   req.allow_cross_node_tp = vm.count("allow-cross-node-tp") > 0;
-  req.allow_uneven_stages = vm.count("allow-uneven-stages") > 0;
+  if (vm.count("even-stages") && vm.count("allow-uneven-stages")) {
+    return UsageError("--even-stages: contradicts --allow-uneven-stages");
+  }
+  req.allow_uneven_stages = vm.count("even-stages") == 0;
 
   auto plan = PlanJob(req);
   if (!plan.ok()) {

@@ -181,6 +181,7 @@ std::string PlanToJson(const Plan& plan, bool with_alternatives) {
     Json::Value alts(Json::arrayValue);
     for (const auto& a : plan.alternatives) alts.append(CandidateToJson(a));
     v["alternatives"] = alts;
+    if (plan.unpinned) v["unpinned"] = CandidateToJson(*plan.unpinned);
   }
   return Write(v, false);
 }
@@ -216,6 +217,7 @@ Result<Plan> PlanFromJson(const std::string& json) {
           CandidateFromJson(alts[i], "alternatives[" + std::to_string(i) + "].", r, &error));
     }
   }
+  if (root.isMember("unpinned")) plan.unpinned = CandidateFromJson(root["unpinned"], "unpinned.", r, &error);
   if (!error.empty()) return Status::Error(error);
   const Layout& l = plan.chosen.layout;
   if (l.tp * l.pp * l.dp != plan.gpus) {
@@ -244,6 +246,24 @@ std::string MegatronArgs(const Plan& plan) {
   }
   if (l.vpp > 1 && plan.layers % (l.pp * l.vpp) == 0) {
     os << " --num-layers-per-virtual-pipeline-stage " << plan.layers / (l.pp * l.vpp);
+  } else if (l.pp > 1 && plan.layers % (l.pp * l.vpp) != 0) {
+    const std::vector<int64_t> chunks = ChunkLayers(plan.layers, l.pp, l.vpp);
+    if (l.vpp == 1 && !chunks.empty()) {
+      // Uneven stages: the first and last hold fewer (Megatron-Core 0.9+).
+      os << " --decoder-first-pipeline-num-layers " << chunks.front()
+         << " --decoder-last-pipeline-num-layers " << chunks.back();
+    } else if (!chunks.empty()) {
+      // Uneven and interleaved: every virtual stage spelled out (Megatron-Core's layout string;
+      // E = embedding, t = a transformer layer, L = the loss; chunk c runs on stage c % pp).
+      std::string layout;
+      for (size_t c = 0; c < chunks.size(); ++c) {
+        if (c > 0) layout += "|";
+        if (c == 0) layout += "E";
+        layout += "t*" + std::to_string(chunks[c]);
+        if (c + 1 == chunks.size()) layout += "L";
+      }
+      os << " --pipeline-model-parallel-layout \"" << layout << "\"";
+    }
   }
   if (l.optimizer_sharding) os << " --use-distributed-optimizer --overlap-param-gather";
   if (l.dp > 1) os << " --overlap-grad-reduce";
@@ -295,11 +315,36 @@ std::vector<std::pair<std::string, std::string>> PlanTaskEnv(const Plan& plan, i
     env.emplace_back("AUTOPAR_DP_RANK", std::to_string((r / l.tp) % l.dp));
     env.emplace_back("AUTOPAR_PP_RANK", std::to_string(r / (l.tp * l.dp)));
   }
+  // The layers of each pipeline stage, in stage order ("7,8,8,...,7"): for frameworks that take
+  // a partition of their own (DeepSpeed's PipelineModule).
+  std::vector<std::string> per_stage;
+  for (int64_t n : StageLayerCounts(plan.layers, l.pp, l.vpp)) per_stage.push_back(std::to_string(n));
+  if (!per_stage.empty()) env.emplace_back("AUTOPAR_STAGE_LAYERS", Join(per_stage, ","));
   env.emplace_back("AUTOPAR_PLAN_JSON", PlanToJson(plan, false));
   env.emplace_back("AUTOPAR_MEGATRON_ARGS", MegatronArgs(plan));
   env.emplace_back("AUTOPAR_DEEPSPEED_CONFIG", DeepSpeedConfigJson(plan));
   return env;
 }
+
+namespace {
+// "stages:      7 + 8 x 14 + 7 layers (uneven: ...)\n" for uneven pipelines, else "".
+std::string StagesLine(const Plan& plan) {
+  const Layout& l = plan.chosen.layout;
+  if (l.pp < 2 || plan.layers % (l.pp * l.vpp) == 0) return "";
+  const std::vector<int64_t> stages = StageLayerCounts(plan.layers, l.pp, l.vpp);
+  if (stages.empty()) return "";
+  std::string text;
+  for (size_t i = 0; i < stages.size();) {
+    size_t j = i;
+    while (j < stages.size() && stages[j] == stages[i]) ++j;
+    if (!text.empty()) text += " + ";
+    text += (j - i > 1 ? std::to_string(j - i) + " x " : "") + std::to_string(stages[i]);
+    i = j;
+  }
+  return "stages:      " + text + " layers (uneven: the stages with the embedding and the output" +
+         " layer hold fewer; costed as the largest)\n";
+}
+}  // namespace
 
 std::string PlanToText(const Plan& plan) {
   const PlanCandidate& c = plan.chosen;
@@ -324,6 +369,7 @@ std::string PlanToText(const Plan& plan) {
      << " per node)\n"
      << "batch:       " << plan.global_batch << " sequences x " << plan.seq_len << " tokens\n"
      << "layout:      " << knobs(l) << "\n"
+     << StagesLine(plan)
      << "memory/GPU:  " << FormatFixed(c.memory.total_gib, 1) << " GiB of "
      << FormatFixed(plan.mem_usable_gib, 1) << " usable = weights " << FormatFixed(c.memory.weights_gib, 1)
      << " + grads " << FormatFixed(c.memory.grads_gib, 1) << " + optimizer "
@@ -346,6 +392,16 @@ std::string PlanToText(const Plan& plan) {
          << FormatFixed(a.memory.total_gib, 1) << " GiB, MFU " << FormatFixed(a.mfu * 100, 1) << "% -- "
          << a.reason << "\n";
     }
+  }
+  if (plan.unpinned) {
+    const PlanCandidate& b = *plan.unpinned;
+    const double pct = (c.step_time_s / b.step_time_s - 1.0) * 100.0;
+    os << "best found:  " << knobs(b.layout) << ": " << FormatFixed(b.step_time_s, 3) << " s, "
+       << FormatFixed(b.memory.total_gib, 1) << " GiB, MFU " << FormatFixed(b.mfu * 100, 1)
+       << "% -- the pinned layout is "
+       << (std::abs(pct) < 0.05 ? std::string("as fast")
+                                : FormatFixed(std::abs(pct), 1) + (pct > 0 ? "% slower" : "% faster"))
+       << "\n";
   }
   return os.str();
 }

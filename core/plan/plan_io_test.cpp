@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <json/json.h>
 
 #include <map>
@@ -201,12 +203,13 @@ TEST(PlanTaskEnv, HasEveryVariable) {
       {"AUTOPAR_PP_RANK", "0"},
   };
   for (const auto& [k, v] : expected) EXPECT_EQ(env[k], v) << k;
+  EXPECT_FALSE(env["AUTOPAR_STAGE_LAYERS"].empty());
   auto parsed = PlanFromJson(env["AUTOPAR_PLAN_JSON"]);
   ASSERT_TRUE(parsed.ok()) << parsed.message();
   EXPECT_EQ(parsed->chosen.layout.vpp, 3);
   EXPECT_EQ(env["AUTOPAR_MEGATRON_ARGS"], MegatronArgs(plan));
   EXPECT_EQ(env["AUTOPAR_DEEPSPEED_CONFIG"], DeepSpeedConfigJson(plan));
-  EXPECT_EQ(env.size(), expected.size() + 3);
+  EXPECT_EQ(env.size(), expected.size() + 4);
 }
 
 TEST(MegatronArgs, Flags) {
@@ -237,6 +240,34 @@ TEST(MegatronArgs, Flags) {
                 " --recompute-granularity full --recompute-method block --recompute-num-layers 3 "),
             std::string::npos)
       << MegatronArgs(block);
+}
+
+TEST(MegatronArgs, UnevenStages) {
+  // 70 layers (BLOOM) on 12 stages: the first and last hold 5, the others 6.
+  Plan bloom = FixedPlan(4, 12, 8, Recompute::kSelective, true, 1);
+  bloom.layers = 70;
+  EXPECT_NE(MegatronArgs(bloom).find(" --decoder-first-pipeline-num-layers 5"
+                                     " --decoder-last-pipeline-num-layers 5 "),
+            std::string::npos)
+      << MegatronArgs(bloom);
+  EXPECT_NE(PlanToText(bloom).find("stages:      5 + 10 x 6 + 5 layers"), std::string::npos)
+      << PlanToText(bloom);
+  auto env = PlanTaskEnv(bloom, 0);
+  EXPECT_NE(std::find(env.begin(), env.end(),
+                      std::make_pair(std::string("AUTOPAR_STAGE_LAYERS"),
+                                     std::string("5,6,6,6,6,6,6,6,6,6,6,5"))),
+            env.end());
+  // Interleaved: every virtual stage in Megatron-Core's layout string (126 layers, 16 x 4 chunks:
+  // the first and last chunk hold 1 layer, the others 2).
+  Plan llama = FixedPlan(8, 16, 128, Recompute::kFull, true, 4);
+  llama.layers = 126;
+  const std::string args = MegatronArgs(llama);
+  EXPECT_NE(args.find(" --pipeline-model-parallel-layout \"Et*1|t*2|"), std::string::npos) << args;
+  EXPECT_NE(args.find("|t*2|t*1L\" "), std::string::npos) << args;
+  EXPECT_EQ(args.find("--num-layers-per-virtual-pipeline-stage"), std::string::npos) << args;
+  // Even stages keep the old flags only.
+  EXPECT_EQ(MegatronArgs(FixedPlan(8, 4, 4, Recompute::kSelective, true, 2)).find("decoder-first"),
+            std::string::npos);
 }
 
 TEST(DeepSpeedConfig, BatchArithmeticAndZeroStage) {

@@ -5,10 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
+
+#include "core/text.h"
 
 namespace autopar {
 namespace {
@@ -145,6 +149,40 @@ double ModelFlopsPerStep(const ModelArch& m, int64_t seq_len, int64_t batch) {
                 LogitForwardFlops(m, seq_len, batch));
 }
 
+std::optional<StageLayers> SplitStages(int64_t layers, int64_t pp) {
+  if (pp < 1 || layers < pp) return std::nullopt;
+  StageLayers s;
+  if (layers % pp == 0 || pp == 1) {
+    s.first = s.middle = s.last = layers / pp;
+    return s;
+  }
+  s.middle = CeilDiv(layers, pp);
+  const int64_t ends = pp == 2 ? layers : layers - (pp - 2) * s.middle;  // first + last
+  s.first = CeilDiv(ends, 2);
+  s.last = ends / 2;
+  if (pp == 2) s.middle = s.first;
+  if (s.last < 1) return std::nullopt;
+  return s;
+}
+
+std::vector<int64_t> ChunkLayers(int64_t layers, int64_t pp, int64_t vpp) {
+  const int64_t n = pp * std::max<int64_t>(1, vpp);
+  auto split = SplitStages(layers, n);
+  if (!split) return {};
+  std::vector<int64_t> out(static_cast<size_t>(n), split->middle);
+  out.front() = split->first;
+  out.back() = split->last;
+  return out;
+}
+
+std::vector<int64_t> StageLayerCounts(int64_t layers, int64_t pp, int64_t vpp) {
+  std::vector<int64_t> chunks = ChunkLayers(layers, pp, vpp);
+  if (chunks.empty()) return {};
+  std::vector<int64_t> out(static_cast<size_t>(pp), 0);
+  for (size_t c = 0; c < chunks.size(); ++c) out[c % static_cast<size_t>(pp)] += chunks[c];
+  return out;
+}
+
 PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   const ModelArch& m = req.model;
   const GpuSpec& g = req.gpu;
@@ -158,7 +196,10 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   const int64_t t = l.tp, p = l.pp, d = l.dp, b = l.micro_batch, v = std::max<int64_t>(1, l.vpp);
   const int64_t mb = l.grad_accum;
   const ParamCount pc = CountParams(m);
-  const int64_t layers_per_stage = CeilDiv(m.layers, p);
+  // Every stage is costed as the one holding the most layers (with uneven stages an upper bound).
+  const std::vector<int64_t> stages = StageLayerCounts(m.layers, p, v);
+  const int64_t layers_per_stage =
+      stages.empty() ? CeilDiv(m.layers, p) : *std::max_element(stages.begin(), stages.end());
   const double tied_copy = (m.tied_embeddings && p > 1) ? D(m.vocab) * D(m.hidden) : 0.0;
 
   // --- memory ---------------------------------------------------------------------------
@@ -403,7 +444,11 @@ std::string PinnedConstraintError(const PlanRequest& r, int64_t s) {
     }
     if (m.layers % p != 0 && !r.allow_uneven_stages) {
       return label + ": pp=" + std::to_string(p) + " does not divide the model's " +
-             std::to_string(m.layers) + " layers";
+             std::to_string(m.layers) + " layers and uneven stages are off (--even-stages)";
+    }
+    if (!SplitStages(m.layers, p)) {
+      return label + ": pp=" + std::to_string(p) + " stages cannot hold the model's " +
+             std::to_string(m.layers) + " layers (the first or last stage would hold none)";
     }
   }
   const int64_t tp = r.tp.value_or(1), pp = r.pp.value_or(1);
@@ -431,6 +476,13 @@ struct SearchSpace {
   std::vector<Layout> layouts;
 };
 
+// Whether p stages of v chunks each can hold the model's layers under the request: evenly, or
+// (allow_uneven_stages) as ChunkLayers splits them.
+bool StagesAllowed(const PlanRequest& r, int64_t p, int64_t v) {
+  if (r.model.layers % (p * v) == 0) return true;
+  return r.allow_uneven_stages && !ChunkLayers(r.model.layers, p, v).empty();
+}
+
 // Enumerates every valid layout of the request; `memory_only` keeps, for each (t, p, d), only
 // the least-memory knobs (micro-batch 1, full recompute, sharding) and ignores batch divisibility.
 void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector<Layout>* out) {
@@ -444,7 +496,7 @@ void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector
     for (int64_t p : Divisors(gpus / t)) {
       if (r.pp && p != *r.pp) continue;
       if (p > m.layers) break;
-      if (m.layers % p != 0 && !r.allow_uneven_stages) continue;
+      if (!StagesAllowed(r, p, 1)) continue;
       const int64_t d = gpus / (t * p);
       if (r.dp && d != *r.dp) continue;
       if (memory_only) {
@@ -468,9 +520,7 @@ void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector
         std::vector<int64_t> vpps = {1};
         if (p > 1) {
           for (int64_t v : Divisors(CeilDiv(m.layers, p))) {
-            if (v > 1 && mb % p == 0 && (m.layers % (p * v) == 0 || r.allow_uneven_stages)) {
-              vpps.push_back(v);
-            }
+            if (v > 1 && mb % p == 0 && StagesAllowed(r, p, v)) vpps.push_back(v);
           }
         }
         for (int64_t v : vpps) {
@@ -524,6 +574,68 @@ std::string DescribeKnobs(const Layout& l) {
          (l.optimizer_sharding ? ", distributed optimizer" : "");
 }
 
+Result<Plan> Search(const PlanRequest& request, bool explain);
+
+// Whether the request plans: how every change a refusal suggests is checked before it is printed.
+bool Plans(const PlanRequest& r) { return Search(r, false).ok(); }
+
+std::string Nodes(int64_t gpus, int64_t per_node) {
+  return std::to_string(gpus) + " GPUs (" + std::to_string(CeilDiv(gpus, per_node)) + " nodes of " +
+         std::to_string(per_node) + ")";
+}
+
+// A request without the pinned layout sizes and knobs: what the search finds on its own.
+PlanRequest Unpinned(PlanRequest q) {
+  q.tp.reset();
+  q.pp.reset();
+  q.dp.reset();
+  q.micro_batch.reset();
+  q.vpp.reset();
+  q.recompute.reset();
+  q.recompute_layers.reset();
+  q.optimizer_sharding.reset();
+  q.pin_label.clear();
+  return q;
+}
+
+// The changes that make a request which fits no layout plan, each planned before it is named:
+// uneven stages (when forbidden), more nodes, a GPU type with more memory.
+std::vector<std::string> FitFixes(const PlanRequest& r, double usable) {
+  std::vector<std::string> fixes;
+  if (!r.allow_uneven_stages) {
+    PlanRequest q = r;
+    q.allow_uneven_stages = true;
+    if (Plans(q)) fixes.push_back("uneven pipeline stages (without --even-stages)");
+  }
+  // More nodes: the first node count whose smallest layout fits (a cheap walk, steps growing
+  // with the count), then the first count from there that plans (batch split included).
+  const int64_t g = r.gpus_per_node;
+  int64_t k = CeilDiv(r.gpus, g) + 1;
+  for (; k <= 1000000; k += std::max<int64_t>(1, k / 16)) {
+    PlanCandidate c;
+    if (SmallestMemory(r, k * g, &c) && c.memory.total_gib <= usable) break;
+  }
+  for (int tries = 0; k <= 1000000 && tries < 64; ++tries, k += std::max<int64_t>(1, k / 64)) {
+    PlanRequest q = r;
+    q.gpus = k * g;
+    if (Plans(q)) {
+      fixes.push_back(Nodes(k * g, g));
+      break;
+    }
+  }
+  for (const auto& name : GpuTypeNames()) {
+    auto gpu = ResolveGpuType(name);
+    if (!gpu.ok() || gpu->mem_gib <= r.gpu.mem_gib) continue;
+    PlanRequest q = r;
+    q.gpu = *gpu;
+    if (Plans(q)) {
+      fixes.push_back("a GPU type with more memory (" + name + ")");
+      break;
+    }
+  }
+  return fixes;
+}
+
 std::string CannotFitMessage(const PlanRequest& r, const PlanCandidate& smallest, double usable) {
   std::ostringstream os;
   os << r.model.name << " (" << Fixed(CountParams(r.model).total / 1e9, 1)
@@ -531,41 +643,59 @@ std::string CannotFitMessage(const PlanRequest& r, const PlanCandidate& smallest
      << ": the smallest layout (" << DescribeKnobs(smallest.layout) << ") needs "
      << Fixed(smallest.memory.total_gib, 1) << " GiB per GPU, " << Fixed(usable, 1)
      << " GiB usable";
-  // More nodes: walk node counts upward (steps grow with the count) until a layout fits.
-  const int64_t g = r.gpus_per_node;
-  const int64_t nodes = CeilDiv(r.gpus, g);
-  std::string more;
-  for (int64_t k = nodes + 1; k <= 1000000; k += std::max<int64_t>(1, k / 16)) {
-    PlanCandidate c;
-    if (SmallestMemory(r, k * g, &c) && c.memory.total_gib <= usable) {
-      more = "at least " + std::to_string(k * g) + " GPUs (" + std::to_string(k) + " nodes of " +
-             std::to_string(g) + ")";
-      break;
-    }
-  }
-  // Bigger GPUs: a preset with more memory on which the same GPU count fits.
-  std::string bigger;
-  for (const auto& name : GpuTypeNames()) {
-    auto gpu = ResolveGpuType(name);
-    if (!gpu.ok() || gpu->mem_gib <= r.gpu.mem_gib) continue;
-    PlanRequest q = r;
-    q.gpu = *gpu;
-    PlanCandidate c;
-    if (SmallestMemory(q, r.gpus, &c) &&
-        c.memory.total_gib <= gpu->mem_gib * (1 - r.headroom_fraction)) {
-      bigger = name;
-      break;
-    }
-  }
-  const double need_gib = std::ceil(smallest.memory.total_gib / (1 - r.headroom_fraction));
-  os << "; use ";
-  if (!more.empty()) os << more << " or ";
-  if (!bigger.empty()) {
-    os << "a GPU type with more memory (" << bigger << ")";
+  const std::vector<std::string> fixes = FitFixes(r, usable);
+  if (fixes.empty()) {
+    os << "; no change found that fits (tried " << (r.allow_uneven_stages ? "" : "uneven stages, ")
+       << "more nodes and every GPU type with more memory)";
   } else {
-    os << "GPUs with >= " << Fixed(need_gib, 0) << " GiB";
+    os << "; it plans with " << Join(fixes, " or with ");
   }
   return os.str();
+}
+
+// Why no layout splits the global batch, with the data-parallel sizes possible and changes that
+// plan.
+std::string BatchMessage(const PlanRequest& r, const std::vector<Layout>& any) {
+  std::set<int64_t> dps;
+  for (const Layout& l : any) dps.insert(l.dp);
+  std::vector<std::string> listed;
+  for (int64_t d : dps) {
+    if (listed.size() == 8) {
+      listed.push_back("...");
+      break;
+    }
+    listed.push_back(std::to_string(d));
+  }
+  std::string out = "--global-batch: " + std::to_string(r.global_batch) +
+                    " is not divisible by any data-parallel size possible on " +
+                    std::to_string(r.gpus) + " GPUs (dp = " + Join(listed, ", ") +
+                    (r.allow_uneven_stages ? "" : "; even pipeline stages only") + ")";
+  // The nearest batches some possible dp divides, nearest first, the first that plans.
+  std::vector<int64_t> batches;
+  for (int64_t d : dps) {
+    batches.push_back(CeilDiv(r.global_batch, d) * d);
+    if (r.global_batch / d > 0) batches.push_back(r.global_batch / d * d);
+  }
+  std::sort(batches.begin(), batches.end(), [&](int64_t a, int64_t b) {
+    const int64_t da = std::llabs(a - r.global_batch), db = std::llabs(b - r.global_batch);
+    return da != db ? da < db : a < b;
+  });
+  std::vector<std::string> fixes;
+  for (size_t i = 0; i < batches.size() && i < 16; ++i) {
+    PlanRequest q = r;
+    q.global_batch = batches[i];
+    if (Plans(q)) {
+      fixes.push_back("--global-batch=" + std::to_string(batches[i]));
+      break;
+    }
+  }
+  if (!r.allow_uneven_stages) {
+    PlanRequest q = r;
+    q.allow_uneven_stages = true;
+    if (Plans(q)) fixes.push_back("uneven pipeline stages (without --even-stages)");
+  }
+  if (!fixes.empty()) out += "; it plans with " + Join(fixes, " or with ");
+  return out;
 }
 
 // Names the component that grew most between the chosen plan and `c`.
@@ -600,7 +730,13 @@ bool Better(const PlanCandidate& a, const PlanCandidate& b) {
 
 }  // namespace
 
-Result<Plan> PlanJob(const PlanRequest& request) {
+Result<Plan> PlanJob(const PlanRequest& request) { return Search(request, true); }
+
+namespace {
+
+// The search; `explain`: refusals name changes that plan, and a pinned plan is compared with the
+// best one found without its pins (both plan again, with explain off).
+Result<Plan> Search(const PlanRequest& request, bool explain) {
   Status valid = ValidateRequest(request);
   if (!valid.ok()) return valid;
   PlanRequest r = request;
@@ -628,13 +764,8 @@ Result<Plan> PlanJob(const PlanRequest& request) {
                            std::to_string(r.gpus_per_node) + "; pp must divide " +
                            std::to_string(r.model.layers) + " layers)");
     }
-    int64_t smallest_dp = any.front().dp;
-    for (const Layout& l : any) smallest_dp = std::min(smallest_dp, l.dp);
-    const int64_t suggestion = CeilDiv(r.global_batch, smallest_dp) * smallest_dp;
-    return Status::Error("--global-batch: " + std::to_string(r.global_batch) +
-                         " is not divisible by any possible data-parallel size on " +
-                         std::to_string(r.gpus) + " GPUs (smallest is " +
-                         std::to_string(smallest_dp) + "); use e.g. " + std::to_string(suggestion));
+    if (!explain) return Status::Error("--global-batch: no data-parallel size divides it");
+    return Status::Error(BatchMessage(r, any));
   }
   Plan plan;
   plan.model_name = r.model.name;
@@ -696,11 +827,18 @@ Result<Plan> PlanJob(const PlanRequest& request) {
     }
   }
   if (best_per_layout.empty()) {
+    if (!explain) return Status::Error("does not fit");
     if (Pinned(r)) {
-      return Status::Error(PinnedLabel(r) + ": does not fit: the smallest configuration (" +
-                           DescribeKnobs(smallest.layout) + ") needs " +
-                           Fixed(smallest.memory.total_gib, 1) + " GiB per GPU, " +
-                           Fixed(usable, 1) + " GiB usable on " + r.gpu.name);
+      std::string msg = PinnedLabel(r) + ": does not fit: the smallest configuration (" +
+                        DescribeKnobs(smallest.layout) + ") needs " +
+                        Fixed(smallest.memory.total_gib, 1) + " GiB per GPU, " +
+                        Fixed(usable, 1) + " GiB usable on " + r.gpu.name;
+      auto free = Search(Unpinned(r), false);
+      if (free.ok()) {
+        msg += "; without the pins it plans: " + DescribeKnobs(free->chosen.layout) + " (" +
+               Fixed(free->chosen.memory.total_gib, 1) + " GiB per GPU)";
+      }
+      return Status::Error(msg);
     }
     return Status::Error(CannotFitMessage(r, smallest, usable));
   }
@@ -733,7 +871,14 @@ Result<Plan> PlanJob(const PlanRequest& request) {
         Fixed((1.0 - closest_unfit.step_time_s / plan.chosen.step_time_s) * 100.0, 1) + "% faster)";
     plan.alternatives.push_back(closest_unfit);
   }
+  if (explain && Pinned(r)) {
+    PlanRequest q = Unpinned(r);
+    q.top_k = 0;
+    auto free = Search(q, false);
+    if (free.ok()) plan.unpinned = free->chosen;
+  }
   return plan;
 }
 
+}  // namespace
 }  // namespace autopar

@@ -3,20 +3,26 @@
 // of memory and time (every formula and its source: docs/planner.md).
 //
 // PlanJob() searches every layout that satisfies the constraints (t*p*d = gpus, heads % t == 0,
-// kv_heads % t == 0, gpus_per_node % t == 0 unless allow_cross_node_tp, layers % (p*v) == 0 unless
-// allow_uneven_stages, global_batch % (micro_batch*d) == 0, interleaving needs p > 1 and the
-// number of micro-batches to be a multiple of p) and returns the fastest that fits in memory,
-// plus up to top_k ranked alternatives, each with the reason it lost.
+// kv_heads % t == 0, gpus_per_node % t == 0 unless allow_cross_node_tp, p stages hold the layers
+// (SplitStages; evenly only when allow_uneven_stages is off), global_batch % (micro_batch*d) ==
+// 0, interleaving needs p > 1, the number of micro-batches to be a multiple of p and v to divide
+// every stage's layers) and returns the fastest that fits in memory, plus up to top_k ranked
+// alternatives, each with the reason it lost. With pinned sizes it also returns the best layout
+// found without them (Plan::unpinned), so that a given layout can be checked against it.
 //
 // On failure the Result carries one line ready to print after "autopar: ":
 //   - invalid request: names the field/option ("--gpus: must be >= 1", "--global-batch: ...");
 //   - pinned sizes that cannot work: "--auto-parallel=tp=3: tp=3 does not divide heads (32)" or
 //     "--auto-parallel=tp=4,pp=2: does not fit: needs 95.1 GiB per GPU, 72.0 GiB usable ...";
 //   - a model that fits no layout: how much memory per GPU the smallest layout needs and what
-//     would make it fit (more GPUs/nodes, a GPU type with more memory).
+//     would make it fit (uneven stages when forbidden, more GPUs/nodes, a GPU type with more
+//     memory);
+//   - a global batch no data-parallel size divides: the sizes possible and a batch that works.
+// Every change a refusal suggests was planned with that change before it is printed.
 // PlanJob is pure (no I/O) and thread-safe; it takes well under 50 ms for a 1T model on 3072 GPUs.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -53,7 +59,9 @@ struct PlanRequest {
   int top_k = 3;  // alternatives to return
   bool allow_cross_node_tp =
       false;  // t may exceed gpus_per_node (TP traffic then uses the network)
-  bool allow_uneven_stages = false;  // layers need not divide p*v (the largest stage counts)
+  // Pipeline stages may hold different numbers of layers (SplitStages; the largest stage is
+  // costed for every stage, an upper bound); off: p must divide the layers.
+  bool allow_uneven_stages = true;
   // A layout fits when its memory (including framework_gib) <= gpu.mem_gib * (1 -
   // headroom_fraction), the "usable" memory.
   double headroom_fraction = 0.10;  // allocator fragmentation
@@ -121,7 +129,28 @@ struct Plan {
   int64_t candidates_evaluated = 0;
   PlanCandidate chosen;
   std::vector<PlanCandidate> alternatives;  // ranked, best first
+  // With pinned sizes (tp/pp/dp): the best layout found without the pins, when one plans.
+  std::optional<PlanCandidate> unpinned;
 };
+
+// How p pipeline stages hold L layers: evenly when p divides L; otherwise every middle stage holds
+// ceil(L/p) and the first and last stages what is left (the first one more when it is odd): the
+// split Llama 3 405B (126 layers, 16 stages: 7, 8 x 14, 7) and BLOOM 176B (70 layers, 12 stages:
+// 5, 6 x 10, 5) trained with, and what Megatron-LM's --decoder-first-pipeline-num-layers /
+// --decoder-last-pipeline-num-layers express. The first and last stages carry the embedding and
+// the output layer, so holding fewer layers there also balances them.
+struct StageLayers {
+  int64_t first = 0, middle = 0, last = 0;  // middle: each of the p-2 others (p > 2)
+  bool even() const { return first == middle && last == middle; }
+  int64_t largest() const { return std::max(first, std::max(middle, last)); }
+};
+// nullopt when p < 1 or p > L, or when the first or last stage would be left without a layer.
+std::optional<StageLayers> SplitStages(int64_t layers, int64_t pp);
+// The layers of each of the p*v model chunks, in Megatron's order (chunk c runs on stage c % p):
+// SplitStages over p*v chunks; empty when they cannot hold the layers that way.
+std::vector<int64_t> ChunkLayers(int64_t layers, int64_t pp, int64_t vpp);
+// The layers of each pipeline stage (the sum of its v chunks); empty as above.
+std::vector<int64_t> StageLayerCounts(int64_t layers, int64_t pp, int64_t vpp);
 
 Result<Plan> PlanJob(const PlanRequest& request);
 

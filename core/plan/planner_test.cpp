@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <numeric>
+
 #include <cmath>
 #include <regex>
 #include <string>
@@ -207,7 +210,9 @@ TEST(PlanJob, EveryPlanSatisfiesTheConstraints) {
       EXPECT_EQ(r.model.kv_heads % l.tp, 0);
       EXPECT_LE(l.tp, c.gpus_per_node);
       EXPECT_EQ(c.gpus_per_node % l.tp, 0);
-      EXPECT_EQ(r.model.layers % (l.pp * l.vpp), 0);
+      const std::vector<int64_t> chunks = ChunkLayers(r.model.layers, l.pp, l.vpp);
+      ASSERT_EQ(chunks.size(), static_cast<size_t>(l.pp * l.vpp));
+      EXPECT_EQ(std::accumulate(chunks.begin(), chunks.end(), int64_t{0}), r.model.layers);
       EXPECT_EQ(l.micro_batch * l.grad_accum * l.dp, c.batch);
       if (l.vpp > 1) {
         EXPECT_GT(l.pp, 1);
@@ -329,7 +334,7 @@ TEST(PlanJob, PinnedSizesAreRefusedWithTheReason) {
       {"llama-2-7b", 12, 48, 8, std::nullopt, std::nullopt,
        "--auto-parallel=tp=8: tp=8 does not divide the job's 12 GPUs"},
       {"llama-2-7b", 8, 64, 2, 3, std::nullopt,
-       "--auto-parallel=tp=2,pp=3: pp=3 does not divide the model's 32 layers"},
+       "--auto-parallel=tp=2,pp=3: tp*pp=6 does not divide the job's 8 GPUs"},
       {"llama-2-7b", 16, 64, 4, 2, 4,
        "--auto-parallel=tp=4,pp=2,dp=4: tp*pp*dp=32 but the job has 16 GPUs"},
       {"llama-2-7b", 16, 60, 2, 1, std::nullopt,
@@ -365,7 +370,7 @@ TEST(PlanJob, ModelThatCannotFitSaysWhatWouldMakeItFit) {
           "^llama-3-405b \\(405\\.9B parameters\\) does not fit on 8 x a100-80gb: the smallest "
           "layout "
           "\\(tp=8, pp=1, dp=1, micro-batch 1, full recompute\\) needs ([0-9.]+) GiB per GPU, "
-          "72\\.0 GiB usable; use at least ([0-9]+) GPUs \\(([0-9]+) nodes of 8\\)")))
+          "72\\.0 GiB usable; it plans with ([0-9]+) GPUs \\(([0-9]+) nodes of 8\\)")))
       << msg;
   EXPECT_GT(std::stod(m[1].str()), 72.0);
   // The suggested GPU count does fit (with a batch every data-parallel size divides).
@@ -407,7 +412,7 @@ TEST(PlanJob, RecomputesJustEnoughLayersInFull) {
 TEST(PlanJob, SuggestsABiggerGpuWhenOneWouldDo) {
   auto plan = PlanJob(Request("megatron-22b", 4, "a100-80gb", 16));
   ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.message().find("or a GPU type with more memory (h200-141gb)"), std::string::npos)
+  EXPECT_NE(plan.message().find("or with a GPU type with more memory (h200-141gb)"), std::string::npos)
       << plan.message();
   EXPECT_TRUE(PlanJob(Request("megatron-22b", 4, "h200-141gb", 16)).ok());
 }
@@ -438,12 +443,107 @@ TEST(PlanJob, InvalidRequestsNameTheOption) {
 }
 
 TEST(PlanJob, GlobalBatchThatNoDataParallelSizeDivides) {
-  // BLOOM's 70 layers and 112 heads on 384 GPUs leave d in {24, 48, 96, 192, 384}.
-  auto plan = PlanJob(Request("bloom-176b", 384, "a100-80gb", 2048));
+  // BLOOM's 70 layers and 112 heads on 384 GPUs with even stages only leave d in {24, 48, 96,
+  // 192, 384} (p divides 70 and 384/t: 1 or 2); uneven stages give BLOOM's own dp=8 (issue 16).
+  PlanRequest r = Request("bloom-176b", 384, "a100-80gb", 2048);
+  r.allow_uneven_stages = false;
+  auto plan = PlanJob(r);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.message(),
-            "--global-batch: 2048 is not divisible by any possible data-parallel size on 384 GPUs "
-            "(smallest is 24); use e.g. 2064");
+            "--global-batch: 2048 is not divisible by any data-parallel size possible on 384 GPUs "
+            "(dp = 24, 48, 96, 192, 384; even pipeline stages only); it plans with "
+            "--global-batch=2040 or with uneven pipeline stages (without --even-stages)");
+  // Each change it names plans.
+  r.global_batch = 2040;
+  EXPECT_TRUE(PlanJob(r).ok()) << PlanJob(r).message();
+  r.global_batch = 2048;
+  r.allow_uneven_stages = true;
+  EXPECT_TRUE(PlanJob(r).ok()) << PlanJob(r).message();
+}
+
+TEST(PlanJob, PublishedRunsPlanWithoutFlags) {
+  // The refusals issue 16 reported: Meta's Llama 3 405B (TP8 PP16 DP128 on 16,384 H100s, 8K
+  // tokens, 2048 sequences; 126 layers: 7 + 8 x 14 + 7) and BLOOM 176B (TP4 PP12 DP8 on 384 A100s;
+  // 70 layers: 5 + 6 x 10 + 5) plan with default options, and their published layouts pinned fit.
+  struct Case {
+    const char* model;
+    int64_t gpus;
+    const char* gpu;
+    int64_t batch, seq, tp, pp, dp;
+    std::vector<int64_t> stages;
+  } cases[] = {
+      {"llama-3-405b", 16384, "h100-80gb", 2048, 8192, 8, 16, 128,
+       {7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7}},
+      {"bloom-176b", 384, "a100-80gb", 2048, 2048, 4, 12, 8, {5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5}},
+  };
+  for (const auto& c : cases) {
+    PlanRequest r = Request(c.model, c.gpus, c.gpu, c.batch);
+    r.seq_len = c.seq;
+    auto plan = PlanJob(r);
+    ASSERT_TRUE(plan.ok()) << c.model << ": " << plan.message();
+    EXPECT_TRUE(plan->chosen.fits);
+    EXPECT_FALSE(plan->unpinned);  // nothing pinned
+    r.tp = c.tp;
+    r.pp = c.pp;
+    r.dp = c.dp;
+    auto pinned = PlanJob(r);
+    ASSERT_TRUE(pinned.ok()) << c.model << " pinned: " << pinned.message();
+    EXPECT_EQ(StageLayerCounts(r.model.layers, c.pp, 1), c.stages) << c.model;
+    // The pinned layout is shown beside the best one found, which is at least as fast.
+    ASSERT_TRUE(pinned->unpinned) << c.model;
+    EXPECT_LE(pinned->unpinned->step_time_s, pinned->chosen.step_time_s * (1 + 1e-9)) << c.model;
+    EXPECT_NE(PlanToText(*pinned).find("best found:"), std::string::npos);
+  }
+}
+
+TEST(SplitStages, FirstAndLastHoldWhatIsLeft) {
+  struct Case {
+    int64_t layers, pp;
+    std::optional<std::array<int64_t, 3>> split;  // first, middle, last
+  } cases[] = {
+      {32, 4, {{8, 8, 8}}},   {126, 16, {{7, 8, 7}}}, {70, 12, {{5, 6, 5}}},
+      {33, 4, {{8, 9, 7}}},   {7, 2, {{4, 4, 3}}},    {5, 1, {{5, 5, 5}}},
+      {3, 4, std::nullopt},   // more stages than layers
+      {10, 8, std::nullopt},  // 6 middle stages of 2 layers leave nothing for the ends
+      {9, 8, std::nullopt},
+  };
+  for (const auto& c : cases) {
+    auto s = SplitStages(c.layers, c.pp);
+    SCOPED_TRACE(std::to_string(c.layers) + " layers, pp=" + std::to_string(c.pp));
+    ASSERT_EQ(s.has_value(), c.split.has_value());
+    if (!s) continue;
+    EXPECT_EQ(s->first, (*c.split)[0]);
+    EXPECT_EQ(s->middle, (*c.split)[1]);
+    EXPECT_EQ(s->last, (*c.split)[2]);
+    const auto stages = StageLayerCounts(c.layers, c.pp, 1);
+    EXPECT_EQ(std::accumulate(stages.begin(), stages.end(), int64_t{0}), c.layers);
+  }
+  // Interleaved: 126 layers in 16 x 2 chunks, split as 32 stages would be.
+  const auto chunks = ChunkLayers(126, 16, 2);
+  ASSERT_EQ(chunks.size(), 32u);
+  EXPECT_EQ(std::accumulate(chunks.begin(), chunks.end(), int64_t{0}), 126);
+}
+
+TEST(PlanJob, EvenStagesForbidUnevenOnes) {
+  PlanRequest r = Request("llama-3-405b", 16384, "h100-80gb", 2048);
+  r.seq_len = 8192;
+  r.allow_uneven_stages = false;
+  auto plan = PlanJob(r);
+  ASSERT_FALSE(plan.ok());
+  // The binding constraint and a change that works, which plans.
+  EXPECT_NE(plan.message().find("does not fit on 16384 x h100-80gb"), std::string::npos)
+      << plan.message();
+  EXPECT_NE(plan.message().find("it plans with uneven pipeline stages (without --even-stages)"),
+            std::string::npos)
+      << plan.message();
+  r.tp = 8;
+  r.pp = 16;
+  auto pinned = PlanJob(r);
+  ASSERT_FALSE(pinned.ok());
+  EXPECT_NE(pinned.message().find("pp=16 does not divide the model's 126 layers and uneven stages "
+                                  "are off (--even-stages)"),
+            std::string::npos)
+      << pinned.message();
 }
 
 TEST(PlanJob, MoreMemoryNeverMakesThePlanSlower) {
