@@ -90,6 +90,7 @@ int RunPlanCommand(int argc, char** argv) {
       "gpu-efficiency", po::value<std::string>(), "override: fraction of peak large GEMMs reach")(
       "headroom", po::value<std::string>(), "fraction of memory kept free (default 0.10)")(
       "tp", po::value<std::string>(), "pin the tensor-parallel size")(
+      "cp", po::value<std::string>(), "pin the context-parallel size")(
       "pp", po::value<std::string>(), "pin the pipeline-parallel size")(
       "dp", po::value<std::string>(), "pin the data-parallel size")(
       "micro-batch", po::value<std::string>(), "pin the micro-batch size")(
@@ -178,6 +179,7 @@ int RunPlanCommand(int argc, char** argv) {
     const char* key;
     std::optional<int64_t>* out;
   } pins[] = {{"tp", &req.tp},
+              {"cp", &req.cp},
               {"pp", &req.pp},
               {"dp", &req.dp},
               {"micro-batch", &req.micro_batch},
@@ -188,7 +190,7 @@ int RunPlanCommand(int argc, char** argv) {
     if (!v.ok()) return UsageError(v.message());
     *p.out = *v;
   }
-  for (const char* key : {"tp", "pp", "dp"}) {
+  for (const char* key : {"tp", "cp", "pp", "dp"}) {
     if (!vm.count(key)) continue;
     req.pin_label += (req.pin_label.empty() ? "--" : " --") + std::string(key) + " " + str(key);
   }

@@ -27,6 +27,7 @@ Result<PlanRequest> StepPlanRequest(const JobOptions& opts, int64_t gpus, int64_
   req.seq_len = opts.seq_len.value_or(0);
   const ParallelSpec& pin = *opts.auto_parallel;
   if (pin.tp) req.tp = pin.tp;
+  if (pin.cp) req.cp = pin.cp;
   if (pin.pp) req.pp = pin.pp;
   if (pin.dp) req.dp = pin.dp;
   if (pin.pinned()) req.pin_label = "--auto-parallel=" + pin.ToString();
@@ -48,9 +49,9 @@ Result<EnvList> PlanEnvForTask(const std::string& plan_json, int64_t rank, int64
   auto plan = PlanFromJson(plan_json);
   if (!plan) return Status::Error("AUTOPAR_PLAN_JSON: " + plan.message());
   const Layout& l = plan->chosen.layout;
-  if (l.tp * l.pp * l.dp != world_size)
+  if (l.tp * l.cp * l.pp * l.dp != world_size)
     return Status::Error("AUTOPAR_PLAN_JSON: the plan is for " +
-                         std::to_string(l.tp * l.pp * l.dp) + " ranks, the step has " +
+                         std::to_string(l.tp * l.cp * l.pp * l.dp) + " ranks, the step has " +
                          std::to_string(world_size));
   return PlanTaskEnv(*plan, static_cast<int>(rank));
 }

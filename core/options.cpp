@@ -14,7 +14,7 @@ constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxNodes = 100000;  // far above any cluster; Slurm's own node limit is lower
 
 const std::vector<OptionSpec> kOptions = {
-    {OptionId::kAutoParallel, "auto-parallel", "auto|tp=T,pp=P[,dp=D]",
+    {OptionId::kAutoParallel, "auto-parallel", "auto|tp=T,pp=P[,cp=C][,dp=D]",
      "Plan tensor/pipeline/data parallelism for the job (auto) or pin sizes", true,
      "AUTOPAR_AUTO_PARALLEL"},
     {OptionId::kModel, "model", "PRESET|SIZE|FILE.json",
@@ -162,6 +162,7 @@ std::string ParallelSpec::ToString() const {
   if (!pinned()) return "auto";
   std::vector<std::string> parts;
   if (tp) parts.push_back("tp=" + std::to_string(tp));
+  if (cp) parts.push_back("cp=" + std::to_string(cp));
   if (pp) parts.push_back("pp=" + std::to_string(pp));
   if (dp) parts.push_back("dp=" + std::to_string(dp));
   return Join(parts, ",");
@@ -171,7 +172,7 @@ Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
   ParallelSpec spec;
   if (text.empty() || text == "auto") return spec;
   auto bad = [&](const std::string& why) {
-    return Bad(OptionId::kAutoParallel, why + " (expected auto or tp=T,pp=P[,dp=D])");
+    return Bad(OptionId::kAutoParallel, why + " (expected auto or tp=T,pp=P[,cp=C][,dp=D])");
   };
   for (const std::string& item : Split(text, ',')) {
     const size_t eq = item.find('=');
@@ -179,7 +180,11 @@ Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
     const std::string key = item.substr(0, eq);
     auto v = ParseInt(item.substr(eq + 1), 1, 65536);
     if (!v) return bad(key + " must be an integer in [1, 65536], got '" + item.substr(eq + 1) + "'");
-    int64_t* slot = key == "tp" ? &spec.tp : key == "pp" ? &spec.pp : key == "dp" ? &spec.dp : nullptr;
+    int64_t* slot = key == "tp"   ? &spec.tp
+                    : key == "cp" ? &spec.cp
+                    : key == "pp" ? &spec.pp
+                    : key == "dp" ? &spec.dp
+                                  : nullptr;
     if (!slot) return bad("unknown key '" + key + "'");
     if (*slot) return bad("'" + key + "' given twice");
     *slot = *v;

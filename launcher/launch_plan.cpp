@@ -14,10 +14,12 @@ Result<PlanEnv> PlanEnvForRank(const EnvMap& env, int rank, int size) {
   auto plan = PlanFromJson(it->second);
   if (!plan) return Status::Error("AUTOPAR_PLAN_JSON: " + plan.message());
   const Layout& l = plan->chosen.layout;
-  const int64_t ranks = l.tp * l.pp * l.dp;
+  const int64_t ranks = l.tp * l.cp * l.pp * l.dp;
   if (ranks != size) {
-    out.warning = "the plan's layout tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) +
-                  " dp=" + std::to_string(l.dp) + " has " + std::to_string(ranks) +
+    out.warning = "the plan's layout tp=" + std::to_string(l.tp) +
+                  (l.cp > 1 ? " cp=" + std::to_string(l.cp) : std::string()) +
+                  " pp=" + std::to_string(l.pp) + " dp=" + std::to_string(l.dp) + " has " +
+                  std::to_string(ranks) +
                   " ranks but the step has " + std::to_string(size) +
                   " tasks: AUTOPAR_TP_RANK/PP_RANK/DP_RANK are not set";
     return out;
@@ -47,7 +49,8 @@ std::string PlanSummary(const std::string& plan_json) {
   auto plan = PlanFromJson(plan_json);
   if (!plan) return "unreadable";
   const Layout& l = plan->chosen.layout;
-  return "tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) + " dp=" +
+  return "tp=" + std::to_string(l.tp) + (l.cp > 1 ? " cp=" + std::to_string(l.cp) : "") +
+         " pp=" + std::to_string(l.pp) + " dp=" +
          std::to_string(l.dp) + " micro_batch=" + std::to_string(l.micro_batch) +
          " grad_accum=" + std::to_string(l.grad_accum);
 }

@@ -296,10 +296,11 @@ int LocalUserInit(spank_t sp) {
   if (!plan.ok()) return Fail(plan.message());
   const autopar::Layout& l = plan->chosen.layout;
   // The global batch is the user's; the gradient accumulation follows the data-parallel size.
-  slurm_info("autopar: plan for %s on %u GPUs: tp=%lld pp=%lld dp=%lld micro_batch=%lld "
+  const std::string cp = l.cp > 1 ? " cp=" + std::to_string(l.cp) : "";
+  slurm_info("autopar: plan for %s on %u GPUs: tp=%lld%s pp=%lld dp=%lld micro_batch=%lld "
              "grad_accum=%lld (global batch %lld = %lld x %lld x dp %lld) recompute=%s "
              "optimizer_sharding=%s, %.1f GiB/GPU, %.2f s/step",
-             plan->model_name.c_str(), tasks, static_cast<long long>(l.tp),
+             plan->model_name.c_str(), tasks, static_cast<long long>(l.tp), cp.c_str(),
              static_cast<long long>(l.pp), static_cast<long long>(l.dp),
              static_cast<long long>(l.micro_batch), static_cast<long long>(l.grad_accum),
              static_cast<long long>(l.micro_batch * l.grad_accum * l.dp),

@@ -94,6 +94,7 @@ EventFields SubmittedFields(const GetEnv& getenv) {
   return {{"model", plan->model_name},
           {"gpus", std::to_string(plan->gpus)},
           {"tp", std::to_string(l.tp)},
+          {"cp", std::to_string(l.cp)},
           {"pp", std::to_string(l.pp)},
           {"dp", std::to_string(l.dp)},
           {"micro_batch", std::to_string(l.micro_batch)},

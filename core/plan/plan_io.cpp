@@ -36,6 +36,7 @@ Json::Value CandidateToJson(const PlanCandidate& c) {
   Json::Value v(Json::objectValue);
   const Layout& l = c.layout;
   v["tp"] = Json::Int64(l.tp);
+  v["cp"] = Json::Int64(l.cp);
   v["pp"] = Json::Int64(l.pp);
   v["dp"] = Json::Int64(l.dp);
   v["micro_batch"] = Json::Int64(l.micro_batch);
@@ -65,6 +66,7 @@ Json::Value CandidateToJson(const PlanCandidate& c) {
   time["elementwise_s"] = c.time.elementwise_s;
   time["recompute_s"] = c.time.recompute_s;
   time["tp_comm_s"] = c.time.tp_comm_s;
+  time["cp_comm_s"] = c.time.cp_comm_s;
   time["bubble_s"] = c.time.bubble_s;
   time["p2p_s"] = c.time.p2p_s;
   time["dp_comm_s"] = c.time.dp_comm_s;
@@ -115,6 +117,7 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
   PlanCandidate c;
   Layout& l = c.layout;
   l.tp = r.Int(v, path, "tp");
+  l.cp = v.isMember("cp") ? r.Int(v, path, "cp") : 1;  // plans written before context parallelism
   l.pp = r.Int(v, path, "pp");
   l.dp = r.Int(v, path, "dp");
   l.micro_batch = r.Int(v, path, "micro_batch");
@@ -149,6 +152,7 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
   c.time.elementwise_s = r.Num(time, tp, "elementwise_s");
   c.time.recompute_s = r.Num(time, tp, "recompute_s");
   c.time.tp_comm_s = r.Num(time, tp, "tp_comm_s");
+  c.time.cp_comm_s = time.isMember("cp_comm_s") ? r.Num(time, tp, "cp_comm_s") : 0.0;
   c.time.bubble_s = r.Num(time, tp, "bubble_s");
   c.time.p2p_s = r.Num(time, tp, "p2p_s");
   c.time.dp_comm_s = r.Num(time, tp, "dp_comm_s");
@@ -157,8 +161,10 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
   c.time.total_s = r.Num(time, tp, "total_s");
   if (v.isMember("reason")) c.reason = r.Str(v, path, "reason");
   if (error->empty() &&
-      (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1 || l.grad_accum < 1 || l.vpp < 1)) {
-    *error = "plan JSON: '" + path + "': tp, pp, dp, micro_batch, grad_accum and vpp must be >= 1";
+      (l.tp < 1 || l.cp < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1 || l.grad_accum < 1 ||
+       l.vpp < 1)) {
+    *error = "plan JSON: '" + path +
+             "': tp, cp, pp, dp, micro_batch, grad_accum and vpp must be >= 1";
   }
   return c;
 }
@@ -220,8 +226,8 @@ Result<Plan> PlanFromJson(const std::string& json) {
   if (root.isMember("unpinned")) plan.unpinned = CandidateFromJson(root["unpinned"], "unpinned.", r, &error);
   if (!error.empty()) return Status::Error(error);
   const Layout& l = plan.chosen.layout;
-  if (l.tp * l.pp * l.dp != plan.gpus) {
-    return Status::Error("plan JSON: tp*pp*dp=" + std::to_string(l.tp * l.pp * l.dp) +
+  if (l.tp * l.cp * l.pp * l.dp != plan.gpus) {
+    return Status::Error("plan JSON: tp*cp*pp*dp=" + std::to_string(l.tp * l.cp * l.pp * l.dp) +
                          " but gpus=" + std::to_string(plan.gpus));
   }
   return plan;
@@ -233,6 +239,7 @@ std::string MegatronArgs(const Plan& plan) {
   os << "--tensor-model-parallel-size " << l.tp << " --pipeline-model-parallel-size " << l.pp
      << " --micro-batch-size " << l.micro_batch << " --global-batch-size " << plan.global_batch
      << " --seq-length " << plan.seq_len;
+  if (l.cp > 1) os << " --context-parallel-size " << l.cp << " --cp-comm-type p2p";
   if (l.sequence_parallel) os << " --sequence-parallel";
   if (l.recompute == Recompute::kSelective) {
     os << " --recompute-granularity selective";
@@ -297,6 +304,7 @@ std::vector<std::pair<std::string, std::string>> PlanTaskEnv(const Plan& plan, i
   const Layout& l = plan.chosen.layout;
   std::vector<std::pair<std::string, std::string>> env = {
       {"AUTOPAR_TP", std::to_string(l.tp)},
+      {"AUTOPAR_CP", std::to_string(l.cp)},
       {"AUTOPAR_PP", std::to_string(l.pp)},
       {"AUTOPAR_DP", std::to_string(l.dp)},
       {"AUTOPAR_MICRO_BATCH", std::to_string(l.micro_batch)},
@@ -308,12 +316,14 @@ std::vector<std::pair<std::string, std::string>> PlanTaskEnv(const Plan& plan, i
       {"AUTOPAR_OPTIMIZER_SHARDING", l.optimizer_sharding ? "1" : "0"},
       {"AUTOPAR_VPP", std::to_string(l.vpp)},
   };
-  const int64_t world = l.tp * l.pp * l.dp;
+  const int64_t world = l.tp * l.cp * l.pp * l.dp;
   if (rank >= 0 && rank < world) {
+    // Megatron-LM's order: tp fastest, then cp, dp, pp.
     const int64_t r = rank;
     env.emplace_back("AUTOPAR_TP_RANK", std::to_string(r % l.tp));
-    env.emplace_back("AUTOPAR_DP_RANK", std::to_string((r / l.tp) % l.dp));
-    env.emplace_back("AUTOPAR_PP_RANK", std::to_string(r / (l.tp * l.dp)));
+    env.emplace_back("AUTOPAR_CP_RANK", std::to_string((r / l.tp) % l.cp));
+    env.emplace_back("AUTOPAR_DP_RANK", std::to_string((r / (l.tp * l.cp)) % l.dp));
+    env.emplace_back("AUTOPAR_PP_RANK", std::to_string(r / (l.tp * l.cp * l.dp)));
   }
   // The layers of each pipeline stage, in stage order ("7,8,8,...,7"): for frameworks that take
   // a partition of their own (DeepSpeed's PipelineModule).
@@ -350,7 +360,9 @@ std::string PlanToText(const Plan& plan) {
   const PlanCandidate& c = plan.chosen;
   const Layout& l = c.layout;
   auto knobs = [](const Layout& x) {
-    std::string s = "tp=" + std::to_string(x.tp) + " pp=" + std::to_string(x.pp) +
+    std::string s = "tp=" + std::to_string(x.tp) +
+                    (x.cp > 1 ? " cp=" + std::to_string(x.cp) : std::string()) +
+                    " pp=" + std::to_string(x.pp) +
                     " dp=" + std::to_string(x.dp) + ", micro-batch " +
                     std::to_string(x.micro_batch) + " x " + std::to_string(x.grad_accum) +
                     " accumulation steps, " + RecomputeName(x.recompute) + " recompute";
@@ -378,7 +390,8 @@ std::string PlanToText(const Plan& plan) {
      << FormatFixed(c.memory.framework_gib, 1) << "\n"
      << "step time:   " << FormatFixed(c.step_time_s, 3) << " s = compute " << FormatFixed(c.time.compute_s, 3)
      << " + element-wise " << FormatFixed(c.time.elementwise_s, 3) << " + recompute "
-     << FormatFixed(c.time.recompute_s, 3) << " + TP comm " << FormatFixed(c.time.tp_comm_s, 3) << " + bubble "
+     << FormatFixed(c.time.recompute_s, 3) << " + TP comm " << FormatFixed(c.time.tp_comm_s, 3)
+     << (l.cp > 1 ? " + CP comm " + FormatFixed(c.time.cp_comm_s, 3) : std::string()) << " + bubble "
      << FormatFixed(c.time.bubble_s, 3) << " + p2p " << FormatFixed(c.time.p2p_s, 3) << " + DP comm "
      << FormatFixed(c.time.dp_comm_exposed_s, 3) << " (of " << FormatFixed(c.time.dp_comm_s, 3)
      << ") + optimizer " << FormatFixed(c.time.optimizer_s, 3) << "\n"

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <json/json.h>
 
 #include <map>
@@ -147,7 +149,7 @@ TEST(PlanJson, ErrorsNameTheKey) {
          c["gpus"] = 7;
          return Json::FastWriter().write(c);
        }(),
-       "plan JSON: tp*pp*dp="},
+       "plan JSON: tp*cp*pp*dp="},
       {[&] {
          Json::Value c = v;
          c["alternatives"] = 3;
@@ -188,6 +190,8 @@ TEST(PlanTaskEnv, HasEveryVariable) {
   for (const auto& [k, v] : PlanTaskEnv(plan, 5)) env[k] = v;
   const std::map<std::string, std::string> expected = {
       {"AUTOPAR_TP", "4"},
+      {"AUTOPAR_CP", "1"},
+      {"AUTOPAR_CP_RANK", "0"},
       {"AUTOPAR_PP", "2"},
       {"AUTOPAR_DP", "4"},
       {"AUTOPAR_MICRO_BATCH", "2"},
@@ -240,6 +244,31 @@ TEST(MegatronArgs, Flags) {
                 " --recompute-granularity full --recompute-method block --recompute-num-layers 3 "),
             std::string::npos)
       << MegatronArgs(block);
+}
+
+TEST(PlanTaskEnv, ContextParallelRanksFollowTensorParallelOnes) {
+  Plan plan = FixedPlan(2, 2, 2, Recompute::kSelective, true, 1);
+  plan.chosen.layout.cp = 2;
+  plan.gpus = 16;
+  std::set<std::string> coords;
+  for (int rank = 0; rank < 16; ++rank) {
+    std::map<std::string, std::string> env;
+    for (const auto& [k, v] : PlanTaskEnv(plan, rank)) env[k] = v;
+    coords.insert(env["AUTOPAR_TP_RANK"] + env["AUTOPAR_CP_RANK"] + env["AUTOPAR_DP_RANK"] +
+                  env["AUTOPAR_PP_RANK"]);
+    if (rank == 3) {  // tp 1, cp 1, dp 0, pp 0 (Megatron's order: tp, cp, dp, pp)
+      EXPECT_EQ(env["AUTOPAR_CP"], "2");
+      EXPECT_EQ(env["AUTOPAR_TP_RANK"] + env["AUTOPAR_CP_RANK"] + env["AUTOPAR_DP_RANK"] +
+                    env["AUTOPAR_PP_RANK"],
+                "1100");
+    }
+  }
+  EXPECT_EQ(coords.size(), 16u);
+  EXPECT_NE(MegatronArgs(plan).find(" --context-parallel-size 2 --cp-comm-type p2p"),
+            std::string::npos);
+  auto parsed = PlanFromJson(PlanToJson(plan));
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  EXPECT_EQ(parsed->chosen.layout.cp, 2);
 }
 
 TEST(MegatronArgs, UnevenStages) {

@@ -110,10 +110,11 @@ double ModelStateBytesPerParam(bool optimizer_sharding, int64_t dp) {
 }
 
 double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micro_batch, int64_t tp,
-                               bool sequence_parallel, Recompute recompute) {
-  const double s = D(seq_len), b = D(micro_batch), h = D(m.hidden), a = D(m.heads);
+                               bool sequence_parallel, Recompute recompute, int64_t cp) {
+  const double c = D(std::max<int64_t>(1, cp));
+  const double s = D(seq_len) / c, b = D(micro_batch), h = D(m.hidden), a = D(m.heads);
   const double t = D(std::max<int64_t>(1, tp));
-  const double sb = s * b;
+  const double sb = s * b;  // this rank's tokens
   if (recompute == Recompute::kFull) {
     // Only each layer's input (2 bytes/value) is kept; sharded over t with sequence parallelism.
     return 2 * sb * h / (sequence_parallel ? t : 1.0);
@@ -135,7 +136,9 @@ double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micr
   const double mlp = (3 - no_dropout) * sb * h + (m.gated_mlp ? 6.0 : 4.0) * sb * f;
   const double norms = 4 * sb * h;
   const double linear = attention_linear + mlp + norms;
-  const double quadratic = recompute == Recompute::kSelective ? 0.0 : scores;
+  // Context parallelism runs attention as fused (flash) attention, as Megatron's CP requires
+  // Transformer Engine's: the scores are never stored.
+  const double quadratic = recompute == Recompute::kSelective || cp > 1 ? 0.0 : scores;
   if (tp <= 1) return linear + quadratic;
   if (sequence_parallel) return (linear + quadratic) / t;
   // Tensor parallel without sequence parallelism: norms, dropout masks and the inputs of the
@@ -194,6 +197,8 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   l.grad_accum =
       std::max<int64_t>(1, req.global_batch / std::max<int64_t>(1, l.micro_batch * l.dp));
   const int64_t t = l.tp, p = l.pp, d = l.dp, b = l.micro_batch, v = std::max<int64_t>(1, l.vpp);
+  const int64_t cx = std::max<int64_t>(1, l.cp);  // context parallel: this rank holds s/cx tokens
+  l.cp = cx;
   const int64_t mb = l.grad_accum;
   const ParamCount pc = CountParams(m);
   // Every stage is costed as the one holding the most layers (with uneven stages an upper bound).
@@ -218,19 +223,20 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   const int64_t other_layers = layers_per_stage - full_layers;
   const Recompute other_rc = l.recompute == Recompute::kFull ? Recompute::kSelective : l.recompute;
   const double act_stage =
-      D(full_layers) * ActivationBytesPerLayer(m, s, b, t, l.sequence_parallel, Recompute::kFull) +
-      D(other_layers) * ActivationBytesPerLayer(m, s, b, t, l.sequence_parallel, other_rc);
+      D(full_layers) * ActivationBytesPerLayer(m, s, b, t, l.sequence_parallel, Recompute::kFull, cx) +
+      D(other_layers) * ActivationBytesPerLayer(m, s, b, t, l.sequence_parallel, other_rc, cx);
   double recompute_working = 0;  // one layer's activations rebuilt during backward
   if (full_layers > 0) {
-    recompute_working = ActivationBytesPerLayer(m, s, b, t, l.sequence_parallel, Recompute::kNone);
-  } else if (l.recompute == Recompute::kSelective) {
+    recompute_working =
+        ActivationBytesPerLayer(m, s, b, t, l.sequence_parallel, Recompute::kNone, cx);
+  } else if (l.recompute == Recompute::kSelective && cx == 1) {
     recompute_working = (m.dropout ? 5.0 : 2.0) * D(m.heads) * D(s) * D(s) * D(b) / D(t);
   }
   // Korthikanti et al. 2022 Sec. 4.2.3: with 1F1B the first stage holds min(p, m) micro-batches;
   // interleaving multiplies that by (1 + (p-1)/(p*v)).
   const double in_flight = D(std::min(p, mb)) * (v > 1 ? 1.0 + D(p - 1) / D(p * v) : 1.0);
   // Cross-entropy logits in fp32 (Korthikanti et al. 2022 Sec. 4.3: 4sbv/t).
-  const double logits = 4 * D(s) * D(b) * D(m.vocab) / D(t);
+  const double logits = 4 * D(s / cx) * D(b) * D(m.vocab) / D(t);
   StageMemory first, last;
   first.params = (D(layers_per_stage) * pc.per_layer + pc.embedding) / D(t);
   first.activations = act_stage * in_flight;
@@ -243,7 +249,9 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   last.params = (D(layers_per_stage) * pc.per_layer + pc.output + tied_copy) / D(t);
   last.activations = act_stage * (v > 1 ? 1.0 + D(p - 1) / D(p * v) : 1.0);
   last.transient = recompute_working + logits;
-  const double state_bytes = ModelStateBytesPerParam(l.optimizer_sharding, d);
+  // Gradients are reduced, and the distributed optimizer shards, over the d*c ranks that hold
+  // the same weights (Megatron's data-parallel group with context parallelism).
+  const double state_bytes = ModelStateBytesPerParam(l.optimizer_sharding, d * cx);
   auto stage_total = [&](const StageMemory& sm) {
     return sm.params * state_bytes + sm.activations + sm.transient;
   };
@@ -260,23 +268,25 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   // --- time -----------------------------------------------------------------------------
   const double peak = g.bf16_tflops * 1e12;
   const double width = D(m.hidden) / D(t);
-  const double tokens = D(b * s);
+  const double tokens = D(b * s / cx);
   const double eff =
       g.matmul_efficiency * (width / (width + kWidthHalf)) * (tokens / (tokens + kTokensHalf));
   const double gpu_flops = peak * eff;
-  const double layer_fwd = LayerForwardFlops(m, s, b);
+  // Context parallelism splits every layer's work c ways (attention too: Megatron balances the
+  // causal mask by giving each rank two chunks of the sequence).
+  const double layer_fwd = LayerForwardFlops(m, s, b) / D(cx);
   // The slowest stage: with p > 1 the last stage also runs the output layer; p == 1 runs all.
-  const double stage_fwd = D(layers_per_stage) * layer_fwd + LogitForwardFlops(m, s, b);
+  const double stage_fwd = D(layers_per_stage) * layer_fwd + LogitForwardFlops(m, s / cx, b);
   const double compute_mb = 3.0 * stage_fwd / (D(t) * gpu_flops);
   // Memory-bound element-wise work (norms, activation function, dropout, residual adds, rotary):
   // about kElementwisePasses passes of HBM traffic over the layer's stored (linear) activations;
   // it is what makes small hidden sizes less efficient than their GEMMs alone.
   const double hbm = g.hbm_gbps * 1e9 * kLinkEfficiency;
   const double elementwise_layer =
-      kElementwisePasses * ActivationBytesPerLayer(m, s, b, t, t > 1, Recompute::kSelective) / hbm;
+      kElementwisePasses * ActivationBytesPerLayer(m, s, b, t, t > 1, Recompute::kSelective, cx) / hbm;
   const double elementwise_mb = D(layers_per_stage) * elementwise_layer;
   // Full recompute repeats a layer's forward; selective repeats the attention core (QK^T, AV).
-  const double attention_core = 4 * D(b) * D(s) * D(s) * D(m.hidden);
+  const double attention_core = 4 * D(b) * D(s) * D(s) * D(m.hidden) / D(cx);
   const double recompute_mb =
       (D(full_layers) * layer_fwd +
        (other_rc == Recompute::kSelective ? D(other_layers) * attention_core : 0.0)) /
@@ -290,25 +300,44 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
     const bool tp_in_node = t <= req.gpus_per_node;
     const double bw = tp_in_node ? g.nvlink_gbps : g.net_gbps;
     const double lat = tp_in_node ? g.nvlink_latency_us : g.net_latency_us;
-    const double one = AllReduceSeconds(2.0 * D(b * s) * D(m.hidden), t, bw, lat);
+    const double one = AllReduceSeconds(2.0 * D(b * s / cx) * D(m.hidden), t, bw, lat);
     tp_mb = (6.0 * D(full_layers) + 4.0 * D(other_layers)) * one;
+  }
+  // Context parallelism (ring attention, Liu et al. 2023; Megatron-LM's p2p CP): per layer, each
+  // rank passes its K/V chunk (2 x b*s/c*kv_width bf16 values, split over t) around the ring in
+  // c-1 steps while it computes attention on the chunk it holds; the backward pass moves K/V and
+  // their gradients (2x). Only what the attention compute does not hide counts; full recompute
+  // repeats the forward exchange. CP groups are t ranks apart: on NVLink while t*c fits a node.
+  double cp_mb = 0;
+  if (cx > 1) {
+    const bool cp_in_node = t * cx <= req.gpus_per_node;
+    const double bw = (cp_in_node ? g.nvlink_gbps : g.net_gbps) * 1e9 * kLinkEfficiency;
+    const double lat = (cp_in_node ? g.nvlink_latency_us : g.net_latency_us) * 1e-6;
+    const double kv_width = D(m.kv_heads * m.head_dim());
+    const double chunk_bytes = 2.0 * 2.0 * D(b * s / cx) * kv_width / D(t);
+    const double ring = D(cx - 1) * (chunk_bytes / bw + lat);
+    const double attention = 4 * D(b) * D(s) * D(s) * D(m.hidden) / D(cx * t) / gpu_flops;
+    const double fwd = std::max(0.0, ring - attention);
+    const double bwd = std::max(0.0, 2.0 * ring - 2.0 * attention);
+    cp_mb = D(layers_per_stage) * (fwd + bwd) + D(full_layers) * fwd;
   }
   // Pipeline point-to-point: one activation and one gradient of 2*b*s*h bytes per micro-batch and
   // stage boundary, split over the t ranks (scatter/gather, Narayanan et al. 2021 Sec. 4.1),
   // v times as many with interleaving. Stages are t*d ranks apart (rank order tp, dp, pp).
   double p2p_mb = 0;
   if (p > 1) {
-    const bool crosses_nodes = t * d >= req.gpus_per_node;
+    const bool crosses_nodes = t * cx * d >= req.gpus_per_node;
     const double bw = crosses_nodes ? g.net_gbps : g.nvlink_gbps;
     const double lat = crosses_nodes ? g.net_latency_us : g.nvlink_latency_us;
-    const double bytes = 2.0 * D(b * s) * D(m.hidden) / D(t);
+    const double bytes = 2.0 * D(b * s / cx) * D(m.hidden) / D(t);
     p2p_mb = 2.0 * D(v) * (bytes / (bw * 1e9 * kLinkEfficiency) + lat * 1e-6);
   }
-  const double stage_mb = compute_mb + elementwise_mb + recompute_mb + tp_mb;
+  const double stage_mb = compute_mb + elementwise_mb + recompute_mb + tp_mb + cp_mb;
   c.time.compute_s = D(mb) * compute_mb;
   c.time.elementwise_s = D(mb) * elementwise_mb;
   c.time.recompute_s = D(mb) * recompute_mb;
   c.time.tp_comm_s = D(mb) * tp_mb;
+  c.time.cp_comm_s = D(mb) * cp_mb;
   c.time.p2p_s = D(mb) * p2p_mb;
   // Pipeline bubble (Narayanan et al. 2021): (p-1)/v micro-batch slots of fill and drain.
   c.time.bubble_s = D(p - 1) / D(v) * (stage_mb + p2p_mb);
@@ -316,11 +345,11 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   // + all-gather with the distributed optimizer: the same volume). The reduction overlaps with
   // the backward pass of the last micro-batch; the distributed optimizer's parameter all-gather
   // overlaps with the first forward pass (Megatron's --overlap-grad-reduce/--overlap-param-gather).
-  if (d > 1) {
-    const bool dp_in_node = t * d <= req.gpus_per_node;
+  if (d * cx > 1) {
+    const bool dp_in_node = t * cx * d <= req.gpus_per_node;
     const double bw = dp_in_node ? g.nvlink_gbps : g.net_gbps;
     const double lat = dp_in_node ? g.nvlink_latency_us : g.net_latency_us;
-    c.time.dp_comm_s = AllReduceSeconds(2.0 * worst.params, d, bw, lat);
+    c.time.dp_comm_s = AllReduceSeconds(2.0 * worst.params, d * cx, bw, lat);
     const double backward_window = (2.0 / 3.0) * (compute_mb + elementwise_mb) + recompute_mb;
     const double forward_window = (1.0 / 3.0) * (compute_mb + elementwise_mb);
     if (l.optimizer_sharding) {
@@ -330,10 +359,10 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
       c.time.dp_comm_exposed_s = std::max(0.0, c.time.dp_comm_s - backward_window);
     }
   }
-  const double shard = worst.params / D(l.optimizer_sharding ? d : 1);
+  const double shard = worst.params / D(l.optimizer_sharding ? d * cx : 1);
   c.time.optimizer_s = kOptimizerBytesPerParam * shard / (g.hbm_gbps * 1e9 * kLinkEfficiency);
   c.time.total_s = c.time.compute_s + c.time.elementwise_s + c.time.recompute_s + c.time.tp_comm_s +
-                   c.time.bubble_s + c.time.p2p_s + c.time.dp_comm_exposed_s + c.time.optimizer_s;
+                   c.time.cp_comm_s + c.time.bubble_s + c.time.p2p_s + c.time.dp_comm_exposed_s + c.time.optimizer_s;
   c.step_time_s = c.time.total_s;
   c.samples_per_s = D(req.global_batch) / c.step_time_s;
   c.tokens_per_s = c.samples_per_s * D(s);
@@ -351,12 +380,13 @@ std::string PinnedLabel(const PlanRequest& r) {
     out += (out.empty() ? "" : ",") + std::string(key) + "=" + std::to_string(*v);
   };
   add("tp", r.tp);
+  add("cp", r.cp);
   add("pp", r.pp);
   add("dp", r.dp);
   return "--auto-parallel=" + out;
 }
 
-bool Pinned(const PlanRequest& r) { return r.tp || r.pp || r.dp; }
+bool Pinned(const PlanRequest& r) { return r.tp || r.cp || r.pp || r.dp; }
 
 Status ValidateRequest(const PlanRequest& r) {
   if (r.gpus < 1) return Status::Error("--gpus: must be >= 1 (got " + std::to_string(r.gpus) + ")");
@@ -392,6 +422,7 @@ Status ValidateRequest(const PlanRequest& r) {
   if (r.top_k < 0) return Status::Error("--top: must be >= 0");
   const std::pair<const char*, const std::optional<int64_t>*> pins[] = {
       {"tp", &r.tp},
+      {"cp", &r.cp},
       {"pp", &r.pp},
       {"dp", &r.dp},
       {"micro_batch", &r.micro_batch},
@@ -451,30 +482,40 @@ std::string PinnedConstraintError(const PlanRequest& r, int64_t s) {
              std::to_string(m.layers) + " layers (the first or last stage would hold none)";
     }
   }
-  const int64_t tp = r.tp.value_or(1), pp = r.pp.value_or(1);
-  if (r.gpus % (tp * pp) != 0) {
-    return label + ": tp*pp=" + std::to_string(tp * pp) + " does not divide the job's " +
+  if (r.cp && *r.cp > 1 && s % (2 * *r.cp) != 0) {
+    return label + ": cp=" + std::to_string(*r.cp) + " needs a sequence length divisible by " +
+           std::to_string(2 * *r.cp) + " (got " + std::to_string(s) + ")";
+  }
+  const int64_t tp = r.tp.value_or(1), pp = r.pp.value_or(1), cp = r.cp.value_or(1);
+  const std::string tpp = cp > 1 ? "tp*cp*pp" : "tp*pp";
+  if (r.gpus % (tp * cp * pp) != 0) {
+    return label + ": " + tpp + "=" + std::to_string(tp * cp * pp) + " does not divide the job's " +
            std::to_string(r.gpus) + " GPUs";
   }
-  if (r.tp && r.pp && r.dp && tp * pp * *r.dp != r.gpus) {
-    return label + ": tp*pp*dp=" + std::to_string(tp * pp * *r.dp) + " but the job has " +
-           std::to_string(r.gpus) + " GPUs";
+  if (r.tp && r.pp && r.dp && tp * cp * pp * *r.dp != r.gpus) {
+    return label + ": " + tpp + "*dp=" + std::to_string(tp * cp * pp * *r.dp) +
+           " but the job has " + std::to_string(r.gpus) + " GPUs";
   }
   if (r.dp && r.global_batch % *r.dp != 0) {
     return label + ": dp=" + std::to_string(*r.dp) + " does not divide the global batch (" +
            std::to_string(r.global_batch) + ")";
   }
-  if (r.tp && r.pp && !r.dp && r.global_batch % (r.gpus / (tp * pp)) != 0) {
-    return label + ": the resulting dp=" + std::to_string(r.gpus / (tp * pp)) +
+  if (r.tp && r.pp && !r.dp && r.global_batch % (r.gpus / (tp * cp * pp)) != 0) {
+    return label + ": the resulting dp=" + std::to_string(r.gpus / (tp * cp * pp)) +
            " does not divide the global batch (" + std::to_string(r.global_batch) + ")";
   }
-  (void)s;
   return "";
 }
 
 struct SearchSpace {
   std::vector<Layout> layouts;
 };
+
+// Whether the search tries context parallelism cx for sequences of s tokens: 1 always; more only
+// where every rank keeps at least kContextParallelMinTokens tokens, s divisible by 2*cx.
+bool ContextParallelSearched(int64_t s, int64_t cx) {
+  return cx == 1 || (s % (2 * cx) == 0 && s / cx >= kContextParallelMinTokens);
+}
 
 // Whether p stages of v chunks each can hold the model's layers under the request: evenly, or
 // (allow_uneven_stages) as ChunkLayers splits them.
@@ -493,20 +534,23 @@ void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector
     if (m.heads % t != 0 || m.kv_heads % t != 0) continue;
     // Tensor-parallel groups stay inside a node: t divides the GPUs of a node.
     if ((t > r.gpus_per_node || r.gpus_per_node % t != 0) && !r.allow_cross_node_tp) continue;
-    for (int64_t p : Divisors(gpus / t)) {
+    for (int64_t cx : Divisors(gpus / t)) {
+    if (r.cp ? cx != *r.cp : !ContextParallelSearched(r.seq_len, cx)) continue;
+    for (int64_t p : Divisors(gpus / (t * cx))) {
       if (r.pp && p != *r.pp) continue;
       if (p > m.layers) break;
       if (!StagesAllowed(r, p, 1)) continue;
-      const int64_t d = gpus / (t * p);
+      const int64_t d = gpus / (t * cx * p);
       if (r.dp && d != *r.dp) continue;
       if (memory_only) {
         Layout l;
         l.tp = t;
+        l.cp = cx;
         l.pp = p;
         l.dp = d;
         l.micro_batch = 1;
         l.recompute = r.recompute.value_or(Recompute::kFull);
-        l.optimizer_sharding = r.optimizer_sharding.value_or(d > 1);
+        l.optimizer_sharding = r.optimizer_sharding.value_or(d * cx > 1);
         l.vpp = 1;
         out->push_back(l);
         continue;
@@ -527,10 +571,11 @@ void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector
           if (r.vpp && v != *r.vpp) continue;
           for (Recompute rc : all_rc) {
             if (r.recompute && rc != *r.recompute) continue;
-            for (int sh = 0; sh < (d > 1 ? 2 : 1); ++sh) {
+            for (int sh = 0; sh < (d * cx > 1 ? 2 : 1); ++sh) {
               if (r.optimizer_sharding && (sh == 1) != *r.optimizer_sharding) continue;
               Layout l;
               l.tp = t;
+              l.cp = cx;
               l.pp = p;
               l.dp = d;
               l.micro_batch = b;
@@ -544,6 +589,7 @@ void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector
           }
         }
       }
+    }
     }
   }
 }
@@ -566,7 +612,8 @@ bool SmallestMemory(const PlanRequest& r, int64_t gpus, PlanCandidate* best) {
 }
 
 std::string DescribeKnobs(const Layout& l) {
-  return "tp=" + std::to_string(l.tp) + ", pp=" + std::to_string(l.pp) +
+  return "tp=" + std::to_string(l.tp) + (l.cp > 1 ? ", cp=" + std::to_string(l.cp) : "") +
+         ", pp=" + std::to_string(l.pp) +
          ", dp=" + std::to_string(l.dp) + ", micro-batch " + std::to_string(l.micro_batch) + ", " +
          RecomputeName(l.recompute) + " recompute" +
          (l.recompute_layers > 0 ? " of " + std::to_string(l.recompute_layers) + " layers per chunk"
@@ -587,6 +634,7 @@ std::string Nodes(int64_t gpus, int64_t per_node) {
 // A request without the pinned layout sizes and knobs: what the search finds on its own.
 PlanRequest Unpinned(PlanRequest q) {
   q.tp.reset();
+  q.cp.reset();
   q.pp.reset();
   q.dp.reset();
   q.micro_batch.reset();
@@ -779,8 +827,8 @@ Result<Plan> Search(const PlanRequest& request, bool explain) {
   plan.mem_usable_gib = usable;
   plan.candidates_evaluated = static_cast<int64_t>(layouts.size());
 
-  // Best fitting candidate per (t, p, d), the fastest one that does not fit, the smallest one.
-  std::map<std::tuple<int64_t, int64_t, int64_t>, PlanCandidate> best_per_layout;
+  // Best fitting candidate per (t, cp, p, d), the fastest one that does not fit, the smallest one.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, PlanCandidate> best_per_layout;
   PlanCandidate smallest;
   bool have_smallest = false;
   std::vector<PlanCandidate> unfit;
@@ -794,7 +842,7 @@ Result<Plan> Search(const PlanRequest& request, bool explain) {
       return;
     }
     const Layout& l = c.layout;
-    auto key = std::make_tuple(l.tp, l.pp, l.dp);
+    auto key = std::make_tuple(l.tp, l.cp, l.pp, l.dp);
     auto it = best_per_layout.find(key);
     if (it == best_per_layout.end()) {
       best_per_layout.emplace(key, c);

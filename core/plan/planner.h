@@ -46,8 +46,9 @@ struct PlanRequest {
   int64_t gpus_per_node = 8;
   int64_t global_batch = 0;  // sequences per optimizer step
   int64_t seq_len = 0;       // 0: model.seq_len
-  // Pinned sizes (--auto-parallel=tp=T,pp=P[,dp=D]); unset = searched.
+  // Pinned sizes (--auto-parallel=tp=T,pp=P[,cp=C][,dp=D]); unset = searched.
   std::optional<int64_t> tp, pp, dp;
+  std::optional<int64_t> cp;  // context parallelism (searched for long sequences, see Layout)
   // How the pinned sizes were given, for error messages; empty: "--auto-parallel=tp=T,pp=P".
   std::string pin_label;
   // Further restrictions, mainly to evaluate a published layout; unset = searched.
@@ -70,6 +71,11 @@ struct PlanRequest {
 
 struct Layout {
   int64_t tp = 1, pp = 1, dp = 1;
+  // Context parallelism (Megatron-LM's --context-parallel-size): each of the cp ranks holds s/cp
+  // tokens of every sequence, K/V travel around the ring overlapped with attention; searched
+  // where every rank keeps at least kContextParallelMinTokens tokens (long sequences only).
+  // t*cp*p*d = gpus; rank order tp, cp, dp, pp.
+  int64_t cp = 1;
   int64_t micro_batch = 1;
   int64_t grad_accum = 1;  // micro-batches per step per data-parallel rank
   int64_t vpp = 1;         // interleaved (virtual) pipeline chunks per stage; 1 = not interleaved
@@ -92,13 +98,14 @@ struct MemoryBreakdown {
   double total_gib = 0;
 };
 
-// Time of one optimizer step, seconds. total = compute + elementwise + recompute + tp_comm + bubble
-// + p2p + dp_comm_exposed + optimizer.
+// Time of one optimizer step, seconds. total = compute + elementwise + recompute + tp_comm +
+// cp_comm + bubble + p2p + dp_comm_exposed + optimizer.
 struct TimeBreakdown {
   double compute_s = 0;          // model FLOPs of the slowest stage, all micro-batches
   double elementwise_s = 0;      // memory-bound element-wise kernels (norms, activations, ...)
   double recompute_s = 0;        // extra forward work of activation recompute
   double tp_comm_s = 0;          // tensor-parallel all-gather/reduce-scatter, not overlapped
+  double cp_comm_s = 0;          // context-parallel K/V ring exchange, the part attention does not hide
   double bubble_s = 0;           // pipeline fill/drain: (p-1)/(m*v) of the steady state
   double p2p_s = 0;              // pipeline point-to-point sends
   double dp_comm_s = 0;          // data-parallel gradient reduction (whole)
@@ -166,8 +173,13 @@ double ModelStateBytesPerParam(bool optimizer_sharding, int64_t dp);
 // Activation bytes of one transformer layer for one micro-batch of b sequences of length s on one
 // GPU (Korthikanti et al. 2022, generalized to GQA and gated MLPs; equals s*b*h*(34 + 5*a*s/h)
 // for a GPT layer without parallelism or recompute).
+// With context parallelism (cp > 1) each rank stores the linear terms of its s/cp tokens and no
+// attention scores (fused attention, as Megatron's context parallelism requires).
 double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micro_batch, int64_t tp,
-                               bool sequence_parallel, Recompute recompute);
+                               bool sequence_parallel, Recompute recompute, int64_t cp = 1);
+// Context parallelism is searched only where every rank keeps at least this many tokens of a
+// sequence (so from 16K tokens on), and with s divisible by 2*cp (Megatron's load balancing).
+inline constexpr int64_t kContextParallelMinTokens = 8192;
 // Model FLOPs of one step (forward + backward, no recompute) for `batch` sequences: 3 * (L * (2 *
 // b*s * W + 4 * b * s^2 * h) + 2 * b*s*h*V) (Narayanan et al. 2021, generalized).
 double ModelFlopsPerStep(const ModelArch& m, int64_t seq_len, int64_t batch);
