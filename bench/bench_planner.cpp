@@ -1,4 +1,5 @@
-// Planning time of autopar's planner (issue 3: < 50 ms for a 1T model on 3072 GPUs, full search).
+// Planning time of autopar's planner (issue 3: < 50 ms for a 1T model on 3072 GPUs, full search;
+// issue 16: also for a mixture of experts on 2048 GPUs and a 128K-token context).
 #include <benchmark/benchmark.h>
 
 #include "core/plan/planner.h"
@@ -37,6 +38,19 @@ void BM_Plan_175B_1024GPUs(benchmark::State& state) {
   Plan(state, Request("gpt3-175b", 1024, 1536));
 }
 void BM_Plan_7B_8GPUs(benchmark::State& state) { Plan(state, Request("llama-2-7b", 8, 512)); }
+// Expert parallelism in the search (every ep dividing the experts and d*c).
+void BM_Plan_MoE_GptOss120B_2048GPUs(benchmark::State& state) {
+  auto r = Request("gpt-oss-120b", 2048, 4096);
+  r.gpu = autopar::ResolveGpuType("h100-80gb").value();
+  Plan(state, r);
+}
+// Context parallelism in the search (128K tokens: cp up to 16).
+void BM_Plan_405B_128K_16384GPUs(benchmark::State& state) {
+  auto r = Request("llama-3-405b", 16384, 128);
+  r.gpu = autopar::ResolveGpuType("h100-80gb").value();
+  r.seq_len = 131072;
+  Plan(state, r);
+}
 // The refusal path: walks node counts to say how many GPUs would fit.
 void BM_Refuse_405B_8GPUs(benchmark::State& state) {
   auto r = Request("llama-3-405b", 8, 64);
@@ -49,6 +63,8 @@ void BM_Refuse_405B_8GPUs(benchmark::State& state) {
 BENCHMARK(BM_Plan_1T_3072GPUs)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Plan_175B_1024GPUs)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Plan_7B_8GPUs)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Plan_MoE_GptOss120B_2048GPUs)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Plan_405B_128K_16384GPUs)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Refuse_405B_8GPUs)->Unit(benchmark::kMillisecond);
 
 }  // namespace

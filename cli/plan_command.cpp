@@ -91,6 +91,7 @@ int RunPlanCommand(int argc, char** argv) {
       "headroom", po::value<std::string>(), "fraction of memory kept free (default 0.10)")(
       "tp", po::value<std::string>(), "pin the tensor-parallel size")(
       "cp", po::value<std::string>(), "pin the context-parallel size")(
+      "ep", po::value<std::string>(), "pin the expert-parallel size (mixtures of experts)")(
       "pp", po::value<std::string>(), "pin the pipeline-parallel size")(
       "dp", po::value<std::string>(), "pin the data-parallel size")(
       "micro-batch", po::value<std::string>(), "pin the micro-batch size")(
@@ -180,6 +181,7 @@ int RunPlanCommand(int argc, char** argv) {
     std::optional<int64_t>* out;
   } pins[] = {{"tp", &req.tp},
               {"cp", &req.cp},
+              {"ep", &req.ep},
               {"pp", &req.pp},
               {"dp", &req.dp},
               {"micro-batch", &req.micro_batch},
@@ -190,7 +192,7 @@ int RunPlanCommand(int argc, char** argv) {
     if (!v.ok()) return UsageError(v.message());
     *p.out = *v;
   }
-  for (const char* key : {"tp", "cp", "pp", "dp"}) {
+  for (const char* key : {"tp", "cp", "ep", "pp", "dp"}) {
     if (!vm.count(key)) continue;
     req.pin_label += (req.pin_label.empty() ? "--" : " --") + std::string(key) + " " + str(key);
   }

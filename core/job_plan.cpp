@@ -28,6 +28,7 @@ Result<PlanRequest> StepPlanRequest(const JobOptions& opts, int64_t gpus, int64_
   const ParallelSpec& pin = *opts.auto_parallel;
   if (pin.tp) req.tp = pin.tp;
   if (pin.cp) req.cp = pin.cp;
+  if (pin.ep) req.ep = pin.ep;
   if (pin.pp) req.pp = pin.pp;
   if (pin.dp) req.dp = pin.dp;
   if (pin.pinned()) req.pin_label = "--auto-parallel=" + pin.ToString();

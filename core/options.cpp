@@ -14,7 +14,7 @@ constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxNodes = 100000;  // far above any cluster; Slurm's own node limit is lower
 
 const std::vector<OptionSpec> kOptions = {
-    {OptionId::kAutoParallel, "auto-parallel", "auto|tp=T,pp=P[,cp=C][,dp=D]",
+    {OptionId::kAutoParallel, "auto-parallel", "auto|tp=T,pp=P[,cp=C][,ep=E][,dp=D]",
      "Plan tensor/pipeline/data parallelism for the job (auto) or pin sizes", true,
      "AUTOPAR_AUTO_PARALLEL"},
     {OptionId::kModel, "model", "PRESET|SIZE|FILE.json",
@@ -163,6 +163,7 @@ std::string ParallelSpec::ToString() const {
   std::vector<std::string> parts;
   if (tp) parts.push_back("tp=" + std::to_string(tp));
   if (cp) parts.push_back("cp=" + std::to_string(cp));
+  if (ep) parts.push_back("ep=" + std::to_string(ep));
   if (pp) parts.push_back("pp=" + std::to_string(pp));
   if (dp) parts.push_back("dp=" + std::to_string(dp));
   return Join(parts, ",");
@@ -172,7 +173,7 @@ Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
   ParallelSpec spec;
   if (text.empty() || text == "auto") return spec;
   auto bad = [&](const std::string& why) {
-    return Bad(OptionId::kAutoParallel, why + " (expected auto or tp=T,pp=P[,cp=C][,dp=D])");
+    return Bad(OptionId::kAutoParallel, why + " (expected auto or tp=T,pp=P[,cp=C][,ep=E][,dp=D])");
   };
   for (const std::string& item : Split(text, ',')) {
     const size_t eq = item.find('=');
@@ -182,6 +183,7 @@ Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
     if (!v) return bad(key + " must be an integer in [1, 65536], got '" + item.substr(eq + 1) + "'");
     int64_t* slot = key == "tp"   ? &spec.tp
                     : key == "cp" ? &spec.cp
+                    : key == "ep" ? &spec.ep
                     : key == "pp" ? &spec.pp
                     : key == "dp" ? &spec.dp
                                   : nullptr;

@@ -48,11 +48,11 @@ const OptionSpec& GetOptionSpec(OptionId id);
 // `--auto-parallel` alone or `=auto` lets the planner choose; `=tp=4,pp=2[,dp=8]` pins sizes
 // (0 = not pinned).
 struct ParallelSpec {
-  int64_t tp = 0, cp = 0, pp = 0, dp = 0;
-  bool pinned() const { return tp || cp || pp || dp; }
+  int64_t tp = 0, cp = 0, ep = 0, pp = 0, dp = 0;
+  bool pinned() const { return tp || cp || ep || pp || dp; }
   std::string ToString() const;  // "auto" or "tp=4,pp=2"
   bool operator==(const ParallelSpec& o) const {
-    return tp == o.tp && cp == o.cp && pp == o.pp && dp == o.dp;
+    return tp == o.tp && cp == o.cp && ep == o.ep && pp == o.pp && dp == o.dp;
   }
 };
 Result<ParallelSpec> ParseParallelSpec(const std::string& text);

@@ -283,6 +283,7 @@ TEST(ParallelSpec, ToStringAndParse) {
   EXPECT_EQ(ParseParallelSpec("")->ToString(), "auto");
   EXPECT_EQ(ParseParallelSpec("pp=2,tp=4")->ToString(), "tp=4,pp=2");
   EXPECT_EQ(ParseParallelSpec("dp=2,cp=16,tp=8,pp=16")->ToString(), "tp=8,cp=16,pp=16,dp=2");
+  EXPECT_EQ(ParseParallelSpec("ep=8,tp=1,pp=4")->ToString(), "tp=1,ep=8,pp=4");
   EXPECT_FALSE(ParseParallelSpec("cp=0").ok());
   EXPECT_EQ(ParseParallelSpec("dp=8")->ToString(), "dp=8");
 }

@@ -30,6 +30,8 @@ struct Preset {
   int64_t layers, hidden, heads, kv_heads, vocab, ffn_hidden, seq_len;
   bool gated_mlp, tied_embeddings, learned_pos_emb, bias;
   const char* source;
+  // Mixtures of experts (and heads not hidden/heads wide); 0 for the others.
+  int64_t head_dim = 0, experts = 0, experts_per_token = 0, expert_ffn_hidden = 0;
 };
 
 constexpr char kGpt3[] = "Brown et al. 2020, Language Models are Few-Shot Learners, Table 2.1";
@@ -68,6 +70,15 @@ const Preset kPresets[] = {
     {"mt-nlg-530b", 105, 20480, 128, 128, 51200, 81920, 2048, false, true, true, true,
      "Smith et al. 2022, Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B, Sec. 3"},
     {"megatron-1t", 128, 25600, 160, 160, 51200, 102400, 2048, false, true, true, true, kMegatron},
+    // Mixtures of experts.
+    {"mixtral-8x7b", 32, 4096, 32, 8, 32000, 14336, 32768, true, false, false, false,
+     "Jiang et al. 2024, Mixtral of Experts, Table 1", 0, 8, 2, 14336},
+    // 36 layers alternating full and 128-token sliding-window attention (costed as full here),
+    // attention biases and sinks left out; 5.1B parameters active per token.
+    {"gpt-oss-120b", 36, 2880, 64, 8, 201088, 2880, 4096, true, false, false, false,
+     "OpenAI 2025, gpt-oss-120b & gpt-oss-20b Model Card, Table 1 (config.json of the released "
+     "weights)",
+     64, 128, 4, 2880},
 };
 
 // SIZE -> architecture: nominal sizes people type, and the preset each means.
@@ -100,6 +111,10 @@ ModelArch FromPreset(const Preset& p) {
   m.bias = p.bias;
   m.source = p.source;
   m.dropout = !p.gated_mlp;  // the Llama families train without dropout
+  m.explicit_head_dim = p.head_dim;
+  m.experts = p.experts;
+  m.experts_per_token = p.experts_per_token;
+  m.expert_ffn_hidden = p.expert_ffn_hidden;
   return m;
 }
 
@@ -148,21 +163,35 @@ Result<ModelArch> ModelPreset(const std::string& name) {
 ParamCount CountParams(const ModelArch& m) {
   const double h = static_cast<double>(m.hidden);
   const double kv_width = static_cast<double>(m.kv_heads * m.head_dim());
-  const double ffn = static_cast<double>(m.ffn_hidden);
+  const double q_width = static_cast<double>(m.q_width());
   const double bias = m.bias ? 1.0 : 0.0;
-  // Attention: Q and output projections are h x h, K and V are h x (kv_heads * head_dim).
-  const double attention = 2 * h * h + 2 * h * kv_width + bias * (2 * h + 2 * kv_width);
-  // MLP: up (+ gate) h x ffn and down ffn x h.
-  const double mlp = (m.gated_mlp ? 3.0 : 2.0) * h * ffn + bias * ((m.gated_mlp ? 2 : 1) * ffn + h);
+  // Attention: Q and output projections are h x (heads * head_dim), K and V are
+  // h x (kv_heads * head_dim).
+  const double attention = 2 * h * q_width + 2 * h * kv_width + bias * (q_width + h + 2 * kv_width);
+  // MLP of width f: up (+ gate) h x f and down f x h.
+  auto mlp = [&](double f) {
+    return (m.gated_mlp ? 3.0 : 2.0) * h * f + bias * ((m.gated_mlp ? 2 : 1) * f + h);
+  };
   // Two norms per block: LayerNorm (scale + bias) or RMSNorm (scale only).
   const double norms = 2 * h * (m.bias ? 2.0 : 1.0);
   ParamCount c;
-  c.per_layer = attention + mlp + norms;
+  if (m.moe()) {
+    const double fe = static_cast<double>(m.expert_ffn_hidden);
+    const double router = h * static_cast<double>(m.experts);
+    c.per_layer = attention + norms + router + static_cast<double>(m.shared_experts) * mlp(fe);
+    c.expert = mlp(fe);
+    c.routed_per_layer = static_cast<double>(m.experts) * c.expert;
+  } else {
+    c.per_layer = attention + mlp(static_cast<double>(m.ffn_hidden)) + norms;
+  }
   c.embedding = static_cast<double>(m.vocab) * h +
                 (m.learned_pos_emb ? static_cast<double>(m.seq_len) * h : 0.0);
   c.output =
       (m.tied_embeddings ? 0.0 : static_cast<double>(m.vocab) * h) + h * (m.bias ? 2.0 : 1.0);
-  c.total = static_cast<double>(m.layers) * c.per_layer + c.embedding + c.output;
+  const double layers = static_cast<double>(m.layers);
+  c.total = layers * (c.per_layer + c.routed_per_layer) + c.embedding + c.output;
+  c.active = layers * (c.per_layer + static_cast<double>(m.experts_per_token) * c.expert) +
+             c.embedding + c.output;
   return c;
 }
 
@@ -181,13 +210,32 @@ Status ValidateModel(const ModelArch& m) {
                            std::to_string(f.value));
     }
   }
-  if (m.hidden % m.heads != 0) {
+  if (m.explicit_head_dim < 0) return Status::Error("head_dim: must be a positive integer");
+  if (m.explicit_head_dim == 0 && m.hidden % m.heads != 0) {
     return Status::Error("hidden: " + std::to_string(m.hidden) + " is not divisible by heads (" +
                          std::to_string(m.heads) + ")");
   }
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
     return Status::Error("kv_heads: " + std::to_string(m.kv_heads) + " does not divide heads (" +
                          std::to_string(m.heads) + ")");
+  }
+  if (m.experts < 0 || m.shared_experts < 0) {
+    return Status::Error(std::string(m.experts < 0 ? "experts" : "shared_experts") +
+                         ": must not be negative");
+  }
+  if (m.moe()) {
+    if (m.experts_per_token < 1 || m.experts_per_token > m.experts) {
+      return Status::Error("experts_per_token: must be in [1, experts=" +
+                           std::to_string(m.experts) + "], got " +
+                           std::to_string(m.experts_per_token));
+    }
+    if (m.expert_ffn_hidden <= 0) {
+      return Status::Error("expert_ffn_hidden: must be a positive integer, got " +
+                           std::to_string(m.expert_ffn_hidden));
+    }
+  } else if (m.experts_per_token != 0 || m.shared_experts != 0) {
+    return Status::Error(std::string(m.experts_per_token ? "experts_per_token" : "shared_experts") +
+                         ": needs experts");
   }
   return Status::Ok();
 }
@@ -293,7 +341,8 @@ Result<ModelArch> ModelFromJson(const std::string& json_text, const std::string&
   static const char* const kKnown[] = {"name",      "layers",          "hidden",          "heads",
                                        "kv_heads",  "vocab",           "ffn_hidden",      "seq_len",
                                        "gated_mlp", "tied_embeddings", "learned_pos_emb", "bias",
-                                       "dropout",   "source"};
+                                       "dropout",   "source",          "head_dim",        "experts",
+                                       "experts_per_token", "expert_ffn_hidden", "shared_experts"};
   for (const auto& key : root.getMemberNames()) {
     if (std::find_if(std::begin(kKnown), std::end(kKnown),
                      [&](const char* k) { return key == k; }) == std::end(kKnown)) {
@@ -337,6 +386,31 @@ Result<ModelArch> ModelFromJson(const std::string& json_text, const std::string&
   auto seq = get_int("seq_len", false, 2048);
   if (!seq.ok()) return seq.status();
   m.seq_len = *seq;
+  auto head_dim = get_int("head_dim", false, 0);
+  if (!head_dim.ok()) return head_dim.status();
+  m.explicit_head_dim = *head_dim;
+  if (root.isMember("experts")) {
+    for (auto [key, field] : {std::pair<const char*, int64_t*>{"experts", &m.experts},
+                              {"experts_per_token", &m.experts_per_token}}) {
+      auto v = get_int(key, true, 0);
+      if (!v.ok()) return v.status();
+      *field = *v;
+    }
+    auto fe = get_int("expert_ffn_hidden", false, m.ffn_hidden);
+    if (!fe.ok()) return fe.status();
+    m.expert_ffn_hidden = *fe;
+    if (root.isMember("shared_experts")) {
+      const Json::Value& v = root["shared_experts"];
+      if (!v.isIntegral() || v.asInt64() < 0) {
+        return Status::Error(origin + ": shared_experts: must be an integer >= 0");
+      }
+      m.shared_experts = v.asInt64();
+    }
+  } else {
+    for (const char* key : {"experts_per_token", "expert_ffn_hidden", "shared_experts"}) {
+      if (root.isMember(key)) return Status::Error(origin + ": " + key + ": needs experts");
+    }
+  }
   const std::pair<const char*, bool*> flags[] = {{"gated_mlp", &m.gated_mlp},
                                                  {"tied_embeddings", &m.tied_embeddings},
                                                  {"learned_pos_emb", &m.learned_pos_emb},

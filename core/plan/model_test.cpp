@@ -31,6 +31,8 @@ TEST(CountParams, MatchesPublishedCounts) {
       {"mt-nlg-530b", 530e9, 0.01},
       {"megatron-1t", 1008e9, 0.01},  // Narayanan et al. Table 1: 1008.0B
       {"megatron-22b", 22e9, 0.03},
+      {"mixtral-8x7b", 46.7e9, 0.002},   // Jiang et al. 2024: 47B; HF card: 46.7B
+      {"gpt-oss-120b", 116.8e9, 0.002},  // OpenAI model card, Table 1: 116.83B
   };
   for (const auto& c : cases) {
     auto m = ModelPreset(c.model);
@@ -178,12 +180,47 @@ TEST(ModelFromJson, Errors) {
        "m.json: kv_heads: 3 does not divide heads (4)"},
       {R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 10, "gated_mlp": 1})",
        "m.json: gated_mlp: must be true or false"},
+      {R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 10, "experts": 8})",
+       "m.json: missing required key 'experts_per_token'"},
+      {R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 10, "experts": 8,
+           "experts_per_token": 9})",
+       "m.json: experts_per_token: must be in [1, experts=8], got 9"},
+      {R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 10, "experts_per_token": 2})",
+       "m.json: experts_per_token: needs experts"},
+      {R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 10, "experts": 8,
+           "experts_per_token": 2, "shared_experts": -1})",
+       "m.json: shared_experts: must be an integer >= 0"},
+      {R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 10, "head_dim": 0})",
+       "m.json: head_dim: must be a positive integer"},
   };
   for (const auto& c : cases) {
     auto m = ModelFromJson(c.json, "m.json");
     ASSERT_FALSE(m.ok()) << c.json;
     EXPECT_EQ(m.message().rfind(c.expected, 0), 0u) << m.message();
   }
+}
+
+TEST(CountParams, MixtureOfExperts) {
+  // Active parameters per token: Mixtral "13B" (Jiang et al. 2024, Sec. 2: 13B active); gpt-oss
+  // "5.1B" without its 0.58B embedding (OpenAI model card, Table 1), 5.71B with it.
+  const ParamCount mixtral = CountParams(*ModelPreset("mixtral-8x7b"));
+  EXPECT_NEAR(mixtral.active / 12.88e9, 1.0, 0.005);
+  EXPECT_DOUBLE_EQ(mixtral.routed_per_layer, 8 * mixtral.expert);
+  const ModelArch oss = *ModelPreset("gpt-oss-120b");
+  EXPECT_EQ(oss.q_width(), 64 * 64);  // heads wider than hidden / heads
+  const ParamCount p = CountParams(oss);
+  EXPECT_NEAR((p.active - p.embedding) / 5.13e9, 1.0, 0.01);
+  // A dense model's active parameters are all of them.
+  const ParamCount dense = CountParams(*ModelPreset("llama-2-7b"));
+  EXPECT_DOUBLE_EQ(dense.active, dense.total);
+  // The same architecture from JSON, with a shared expert added.
+  auto json = ModelFromJson(R"({"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
+      "vocab": 32000, "ffn_hidden": 14336, "gated_mlp": true, "experts": 8,
+      "experts_per_token": 2, "shared_experts": 1})", "moe.json");
+  ASSERT_TRUE(json.ok()) << json.message();
+  EXPECT_EQ(json->expert_ffn_hidden, 14336);
+  EXPECT_EQ(json->active_ffn(), 3 * 14336);
+  EXPECT_NEAR(CountParams(*json).total - mixtral.total, 32 * mixtral.expert + 0.0, 1e6);
 }
 
 TEST(ResolveModel, ReadsJsonFile) {

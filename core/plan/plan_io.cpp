@@ -37,6 +37,7 @@ Json::Value CandidateToJson(const PlanCandidate& c) {
   const Layout& l = c.layout;
   v["tp"] = Json::Int64(l.tp);
   v["cp"] = Json::Int64(l.cp);
+  v["ep"] = Json::Int64(l.ep);
   v["pp"] = Json::Int64(l.pp);
   v["dp"] = Json::Int64(l.dp);
   v["micro_batch"] = Json::Int64(l.micro_batch);
@@ -67,6 +68,7 @@ Json::Value CandidateToJson(const PlanCandidate& c) {
   time["recompute_s"] = c.time.recompute_s;
   time["tp_comm_s"] = c.time.tp_comm_s;
   time["cp_comm_s"] = c.time.cp_comm_s;
+  time["ep_comm_s"] = c.time.ep_comm_s;
   time["bubble_s"] = c.time.bubble_s;
   time["p2p_s"] = c.time.p2p_s;
   time["dp_comm_s"] = c.time.dp_comm_s;
@@ -118,6 +120,7 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
   Layout& l = c.layout;
   l.tp = r.Int(v, path, "tp");
   l.cp = v.isMember("cp") ? r.Int(v, path, "cp") : 1;  // plans written before context parallelism
+  l.ep = v.isMember("ep") ? r.Int(v, path, "ep") : 1;  // and before expert parallelism
   l.pp = r.Int(v, path, "pp");
   l.dp = r.Int(v, path, "dp");
   l.micro_batch = r.Int(v, path, "micro_batch");
@@ -153,6 +156,7 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
   c.time.recompute_s = r.Num(time, tp, "recompute_s");
   c.time.tp_comm_s = r.Num(time, tp, "tp_comm_s");
   c.time.cp_comm_s = time.isMember("cp_comm_s") ? r.Num(time, tp, "cp_comm_s") : 0.0;
+  c.time.ep_comm_s = time.isMember("ep_comm_s") ? r.Num(time, tp, "ep_comm_s") : 0.0;
   c.time.bubble_s = r.Num(time, tp, "bubble_s");
   c.time.p2p_s = r.Num(time, tp, "p2p_s");
   c.time.dp_comm_s = r.Num(time, tp, "dp_comm_s");
@@ -161,10 +165,10 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
   c.time.total_s = r.Num(time, tp, "total_s");
   if (v.isMember("reason")) c.reason = r.Str(v, path, "reason");
   if (error->empty() &&
-      (l.tp < 1 || l.cp < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1 || l.grad_accum < 1 ||
+      (l.tp < 1 || l.cp < 1 || l.ep < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1 || l.grad_accum < 1 ||
        l.vpp < 1)) {
     *error = "plan JSON: '" + path +
-             "': tp, cp, pp, dp, micro_batch, grad_accum and vpp must be >= 1";
+             "': tp, cp, ep, pp, dp, micro_batch, grad_accum and vpp must be >= 1";
   }
   return c;
 }
@@ -176,6 +180,15 @@ std::string PlanToJson(const Plan& plan, bool with_alternatives) {
   v["model"] = plan.model_name;
   v["params"] = plan.params;
   v["layers"] = Json::Int64(plan.layers);
+  if (plan.experts > 0) {
+    Json::Value moe(Json::objectValue);
+    moe["experts"] = Json::Int64(plan.experts);
+    moe["experts_per_token"] = Json::Int64(plan.experts_per_token);
+    moe["expert_ffn_hidden"] = Json::Int64(plan.expert_ffn_hidden);
+    moe["shared_experts"] = Json::Int64(plan.shared_experts);
+    moe["active_params"] = plan.active_params;
+    v["moe"] = moe;
+  }
   v["gpu"] = plan.gpu_name;
   v["gpus"] = Json::Int64(plan.gpus);
   v["gpus_per_node"] = Json::Int64(plan.gpus_per_node);
@@ -208,6 +221,15 @@ Result<Plan> PlanFromJson(const std::string& json) {
   plan.model_name = r.Str(root, "", "model");
   plan.params = r.Num(root, "", "params");
   plan.layers = r.Int(root, "", "layers");
+  plan.active_params = plan.params;
+  if (root.isMember("moe")) {
+    const Json::Value& moe = root["moe"];
+    plan.experts = r.Int(moe, "moe.", "experts");
+    plan.experts_per_token = r.Int(moe, "moe.", "experts_per_token");
+    plan.expert_ffn_hidden = r.Int(moe, "moe.", "expert_ffn_hidden");
+    plan.shared_experts = r.Int(moe, "moe.", "shared_experts");
+    plan.active_params = r.Num(moe, "moe.", "active_params");
+  }
   plan.gpu_name = r.Str(root, "", "gpu");
   plan.gpus = r.Int(root, "", "gpus");
   plan.gpus_per_node = r.Int(root, "", "gpus_per_node");
@@ -226,6 +248,10 @@ Result<Plan> PlanFromJson(const std::string& json) {
   if (root.isMember("unpinned")) plan.unpinned = CandidateFromJson(root["unpinned"], "unpinned.", r, &error);
   if (!error.empty()) return Status::Error(error);
   const Layout& l = plan.chosen.layout;
+  if (l.ep > 1 && (plan.experts % l.ep != 0 || (l.dp * l.cp) % l.ep != 0)) {
+    return Status::Error("plan JSON: ep=" + std::to_string(l.ep) +
+                         " must divide the experts and dp*cp");
+  }
   if (l.tp * l.cp * l.pp * l.dp != plan.gpus) {
     return Status::Error("plan JSON: tp*cp*pp*dp=" + std::to_string(l.tp * l.cp * l.pp * l.dp) +
                          " but gpus=" + std::to_string(plan.gpus));
@@ -240,6 +266,15 @@ std::string MegatronArgs(const Plan& plan) {
      << " --micro-batch-size " << l.micro_batch << " --global-batch-size " << plan.global_batch
      << " --seq-length " << plan.seq_len;
   if (l.cp > 1) os << " --context-parallel-size " << l.cp << " --cp-comm-type p2p";
+  if (plan.experts > 0) {
+    os << " --num-experts " << plan.experts << " --moe-router-topk " << plan.experts_per_token
+       << " --moe-ffn-hidden-size " << plan.expert_ffn_hidden;
+    if (plan.shared_experts > 0) {
+      os << " --moe-shared-expert-intermediate-size " << plan.shared_experts * plan.expert_ffn_hidden;
+    }
+    os << " --expert-model-parallel-size " << l.ep
+       << " --moe-token-dispatcher-type alltoall --moe-grouped-gemm";
+  }
   if (l.sequence_parallel) os << " --sequence-parallel";
   if (l.recompute == Recompute::kSelective) {
     os << " --recompute-granularity selective";
@@ -305,6 +340,7 @@ std::vector<std::pair<std::string, std::string>> PlanTaskEnv(const Plan& plan, i
   std::vector<std::pair<std::string, std::string>> env = {
       {"AUTOPAR_TP", std::to_string(l.tp)},
       {"AUTOPAR_CP", std::to_string(l.cp)},
+      {"AUTOPAR_EP", std::to_string(l.ep)},
       {"AUTOPAR_PP", std::to_string(l.pp)},
       {"AUTOPAR_DP", std::to_string(l.dp)},
       {"AUTOPAR_MICRO_BATCH", std::to_string(l.micro_batch)},
@@ -322,6 +358,9 @@ std::vector<std::pair<std::string, std::string>> PlanTaskEnv(const Plan& plan, i
     const int64_t r = rank;
     env.emplace_back("AUTOPAR_TP_RANK", std::to_string(r % l.tp));
     env.emplace_back("AUTOPAR_CP_RANK", std::to_string((r / l.tp) % l.cp));
+    // Expert-parallel ranks: ep consecutive ranks of the cp x dp block (Megatron's expert order
+    // tp, ep, expert-dp, pp with the expert tensor-parallel size = tp).
+    env.emplace_back("AUTOPAR_EP_RANK", std::to_string((r / l.tp) % l.ep));
     env.emplace_back("AUTOPAR_DP_RANK", std::to_string((r / (l.tp * l.cp)) % l.dp));
     env.emplace_back("AUTOPAR_PP_RANK", std::to_string(r / (l.tp * l.cp * l.dp)));
   }
@@ -362,6 +401,7 @@ std::string PlanToText(const Plan& plan) {
   auto knobs = [](const Layout& x) {
     std::string s = "tp=" + std::to_string(x.tp) +
                     (x.cp > 1 ? " cp=" + std::to_string(x.cp) : std::string()) +
+                    (x.ep > 1 ? " ep=" + std::to_string(x.ep) : std::string()) +
                     " pp=" + std::to_string(x.pp) +
                     " dp=" + std::to_string(x.dp) + ", micro-batch " +
                     std::to_string(x.micro_batch) + " x " + std::to_string(x.grad_accum) +
@@ -391,7 +431,8 @@ std::string PlanToText(const Plan& plan) {
      << "step time:   " << FormatFixed(c.step_time_s, 3) << " s = compute " << FormatFixed(c.time.compute_s, 3)
      << " + element-wise " << FormatFixed(c.time.elementwise_s, 3) << " + recompute "
      << FormatFixed(c.time.recompute_s, 3) << " + TP comm " << FormatFixed(c.time.tp_comm_s, 3)
-     << (l.cp > 1 ? " + CP comm " + FormatFixed(c.time.cp_comm_s, 3) : std::string()) << " + bubble "
+     << (l.cp > 1 ? " + CP comm " + FormatFixed(c.time.cp_comm_s, 3) : std::string())
+     << (l.ep > 1 ? " + EP comm " + FormatFixed(c.time.ep_comm_s, 3) : std::string()) << " + bubble "
      << FormatFixed(c.time.bubble_s, 3) << " + p2p " << FormatFixed(c.time.p2p_s, 3) << " + DP comm "
      << FormatFixed(c.time.dp_comm_exposed_s, 3) << " (of " << FormatFixed(c.time.dp_comm_s, 3)
      << ") + optimizer " << FormatFixed(c.time.optimizer_s, 3) << "\n"

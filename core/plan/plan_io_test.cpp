@@ -192,6 +192,8 @@ TEST(PlanTaskEnv, HasEveryVariable) {
       {"AUTOPAR_TP", "4"},
       {"AUTOPAR_CP", "1"},
       {"AUTOPAR_CP_RANK", "0"},
+      {"AUTOPAR_EP", "1"},
+      {"AUTOPAR_EP_RANK", "0"},
       {"AUTOPAR_PP", "2"},
       {"AUTOPAR_DP", "4"},
       {"AUTOPAR_MICRO_BATCH", "2"},

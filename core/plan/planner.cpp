@@ -53,16 +53,19 @@ std::vector<int64_t> Divisors(int64_t n) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Matmul weights of one layer (no norms/biases): what the layer's GEMMs multiply by.
+// Matmul weights of one layer a token passes through (no norms/biases): what the layer's GEMMs
+// multiply it by (a mixture of experts: its k routed and the shared experts, and the router).
 double MatmulWeightsPerLayer(const ModelArch& m) {
   const double h = D(m.hidden);
   const double kv_width = D(m.kv_heads * m.head_dim());
-  return 2 * h * h + 2 * h * kv_width + (m.gated_mlp ? 3.0 : 2.0) * h * D(m.ffn_hidden);
+  return 2 * h * D(m.q_width()) + 2 * h * kv_width +
+         (m.gated_mlp ? 3.0 : 2.0) * h * D(m.active_ffn()) + h * D(m.experts);
 }
 
-// Forward FLOPs of one layer for one micro-batch: 2*b*s*W + 4*b*s^2*h (Narayanan et al. 2021).
+// Forward FLOPs of one layer for one micro-batch: 2*b*s*W + 4*b*s^2*h (Narayanan et al. 2021;
+// h: the attention width heads * head_dim).
 double LayerForwardFlops(const ModelArch& m, int64_t s, int64_t b) {
-  return 2 * D(b * s) * MatmulWeightsPerLayer(m) + 4 * D(b) * D(s) * D(s) * D(m.hidden);
+  return 2 * D(b * s) * MatmulWeightsPerLayer(m) + 4 * D(b) * D(s) * D(s) * D(m.q_width());
 }
 
 double LogitForwardFlops(const ModelArch& m, int64_t s, int64_t b) {
@@ -77,7 +80,8 @@ double AllReduceSeconds(double bytes, int64_t n, double gbps, double latency_us)
 }
 
 struct StageMemory {
-  double params = 0;  // parameters per GPU on this stage
+  double params = 0;  // dense parameters per GPU on this stage
+  double experts = 0;  // routed experts' parameters per GPU (mixtures of experts)
   double activations = 0;
   double transient = 0;
 };
@@ -120,7 +124,11 @@ double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micr
     return 2 * sb * h / (sequence_parallel ? t : 1.0);
   }
   const double kv_width = D(m.kv_heads * m.head_dim());
-  const double f = D(m.ffn_hidden);
+  const double q = D(m.q_width());  // h, unless heads are not hidden/heads wide
+  // A mixture of experts runs each token through its k experts (and the shared ones): their
+  // activations, and the k copies of the token the dispatch makes, 2*k*sbh.
+  const double f = D(m.active_ffn());
+  const double dispatch = m.moe() ? 2 * D(m.experts_per_token) * sb * h : 0.0;
   // Korthikanti et al. 2022, Sec. 4.1, per term (bytes), generalized to GQA and gated MLPs:
   //  attention: QKV input 2sbh, Q 2sbh, K and V 2*2sb*kv, output-proj input 2sbh, dropout mask sbh
   //             -> 7sbh + 4sb*kv (= 11sbh without GQA); scores: softmax out 2as^2b, dropout mask
@@ -131,9 +139,9 @@ double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micr
   // Without dropout (Llama) the three masks and the dropout output are not stored: -sbh in
   // attention, -sbh in the MLP, scores 2as^2b (the softmax output only).
   const double no_dropout = m.dropout ? 0.0 : 1.0;
-  const double attention_linear = (7 - no_dropout) * sb * h + 4 * sb * kv_width;
+  const double attention_linear = (3 - no_dropout) * sb * h + 4 * sb * q + 4 * sb * kv_width;
   const double scores = (m.dropout ? 5.0 : 2.0) * a * s * s * b;
-  const double mlp = (3 - no_dropout) * sb * h + (m.gated_mlp ? 6.0 : 4.0) * sb * f;
+  const double mlp = (3 - no_dropout) * sb * h + (m.gated_mlp ? 6.0 : 4.0) * sb * f + dispatch;
   const double norms = 4 * sb * h;
   const double linear = attention_linear + mlp + norms;
   // Context parallelism runs attention as fused (flash) attention, as Megatron's CP requires
@@ -199,6 +207,8 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   const int64_t t = l.tp, p = l.pp, d = l.dp, b = l.micro_batch, v = std::max<int64_t>(1, l.vpp);
   const int64_t cx = std::max<int64_t>(1, l.cp);  // context parallel: this rank holds s/cx tokens
   l.cp = cx;
+  const int64_t ep = m.moe() ? std::max<int64_t>(1, l.ep) : 1;
+  l.ep = ep;
   const int64_t mb = l.grad_accum;
   const ParamCount pc = CountParams(m);
   // Every stage is costed as the one holding the most layers (with uneven stages an upper bound).
@@ -239,10 +249,12 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   const double logits = 4 * D(s / cx) * D(b) * D(m.vocab) / D(t);
   StageMemory first, last;
   first.params = (D(layers_per_stage) * pc.per_layer + pc.embedding) / D(t);
+  first.experts = last.experts = D(layers_per_stage) * pc.routed_per_layer / D(t * ep);
   first.activations = act_stage * in_flight;
   first.transient = recompute_working;
   if (p == 1) {
-    first.params = pc.total / D(t);
+    first.params = (pc.total - D(m.layers) * pc.routed_per_layer) / D(t);
+    first.experts = D(m.layers) * pc.routed_per_layer / D(t * ep);
     first.transient += logits;
   }
   // With uneven stages every stage is costed as the largest one (an upper bound).
@@ -252,13 +264,17 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   // Gradients are reduced, and the distributed optimizer shards, over the d*c ranks that hold
   // the same weights (Megatron's data-parallel group with context parallelism).
   const double state_bytes = ModelStateBytesPerParam(l.optimizer_sharding, d * cx);
+  // Expert weights are shared by the d*c/ep ranks that hold the same experts.
+  const double expert_state_bytes = ModelStateBytesPerParam(l.optimizer_sharding, d * cx / ep);
   auto stage_total = [&](const StageMemory& sm) {
-    return sm.params * state_bytes + sm.activations + sm.transient;
+    return sm.params * state_bytes + sm.experts * expert_state_bytes + sm.activations +
+           sm.transient;
   };
   const StageMemory& worst = (p == 1 || stage_total(first) >= stage_total(last)) ? first : last;
-  c.memory.weights_gib = worst.params * 2.0 / kGiB;
-  c.memory.grads_gib = worst.params * 2.0 / kGiB;
-  c.memory.optimizer_gib = worst.params * (state_bytes - 4.0) / kGiB;
+  c.memory.weights_gib = (worst.params + worst.experts) * 2.0 / kGiB;
+  c.memory.grads_gib = (worst.params + worst.experts) * 2.0 / kGiB;
+  c.memory.optimizer_gib =
+      (worst.params * (state_bytes - 4.0) + worst.experts * (expert_state_bytes - 4.0)) / kGiB;
   c.memory.activations_gib = worst.activations / kGiB;
   c.memory.transient_gib = worst.transient / kGiB;
   c.memory.framework_gib = req.framework_gib;
@@ -286,7 +302,7 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
       kElementwisePasses * ActivationBytesPerLayer(m, s, b, t, t > 1, Recompute::kSelective, cx) / hbm;
   const double elementwise_mb = D(layers_per_stage) * elementwise_layer;
   // Full recompute repeats a layer's forward; selective repeats the attention core (QK^T, AV).
-  const double attention_core = 4 * D(b) * D(s) * D(s) * D(m.hidden) / D(cx);
+  const double attention_core = 4 * D(b) * D(s) * D(s) * D(m.q_width()) / D(cx);
   const double recompute_mb =
       (D(full_layers) * layer_fwd +
        (other_rc == Recompute::kSelective ? D(other_layers) * attention_core : 0.0)) /
@@ -316,10 +332,25 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
     const double kv_width = D(m.kv_heads * m.head_dim());
     const double chunk_bytes = 2.0 * 2.0 * D(b * s / cx) * kv_width / D(t);
     const double ring = D(cx - 1) * (chunk_bytes / bw + lat);
-    const double attention = 4 * D(b) * D(s) * D(s) * D(m.hidden) / D(cx * t) / gpu_flops;
+    const double attention = 4 * D(b) * D(s) * D(s) * D(m.q_width()) / D(cx * t) / gpu_flops;
     const double fwd = std::max(0.0, ring - attention);
     const double bwd = std::max(0.0, 2.0 * ring - 2.0 * attention);
     cp_mb = D(layers_per_stage) * (fwd + bwd) + D(full_layers) * fwd;
+  }
+  // Expert parallelism (Lepikhin et al. 2020; Megatron-Core's all-to-all dispatcher): per MoE
+  // layer and micro-batch, each rank sends its tokens' k copies (b*s/c/t tokens of 2h bytes) to
+  // the ranks of their experts and gets them back: 2 all-to-alls forward, 2 backward, (ep-1)/ep
+  // of the bytes leaving the rank; full recompute repeats the forward ones. Not overlapped.
+  // Expert-parallel ranks are t*c apart: on NVLink while t*c*ep fits a node.
+  double ep_mb = 0;
+  if (ep > 1) {
+    const bool ep_in_node = t * cx * ep <= req.gpus_per_node;
+    const double bw = (ep_in_node ? g.nvlink_gbps : g.net_gbps) * 1e9 * kLinkEfficiency;
+    const double lat = (ep_in_node ? g.nvlink_latency_us : g.net_latency_us) * 1e-6;
+    const double bytes = 2.0 * D(b * s / cx) * D(m.experts_per_token) * D(m.hidden) / D(t) *
+                         D(ep - 1) / D(ep);
+    const double one = bytes / bw + D(ep - 1) * lat;
+    ep_mb = (4.0 * D(layers_per_stage) + 2.0 * D(full_layers)) * one;
   }
   // Pipeline point-to-point: one activation and one gradient of 2*b*s*h bytes per micro-batch and
   // stage boundary, split over the t ranks (scatter/gather, Narayanan et al. 2021 Sec. 4.1),
@@ -332,12 +363,13 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
     const double bytes = 2.0 * D(b * s / cx) * D(m.hidden) / D(t);
     p2p_mb = 2.0 * D(v) * (bytes / (bw * 1e9 * kLinkEfficiency) + lat * 1e-6);
   }
-  const double stage_mb = compute_mb + elementwise_mb + recompute_mb + tp_mb + cp_mb;
+  const double stage_mb = compute_mb + elementwise_mb + recompute_mb + tp_mb + cp_mb + ep_mb;
   c.time.compute_s = D(mb) * compute_mb;
   c.time.elementwise_s = D(mb) * elementwise_mb;
   c.time.recompute_s = D(mb) * recompute_mb;
   c.time.tp_comm_s = D(mb) * tp_mb;
   c.time.cp_comm_s = D(mb) * cp_mb;
+  c.time.ep_comm_s = D(mb) * ep_mb;
   c.time.p2p_s = D(mb) * p2p_mb;
   // Pipeline bubble (Narayanan et al. 2021): (p-1)/v micro-batch slots of fill and drain.
   c.time.bubble_s = D(p - 1) / D(v) * (stage_mb + p2p_mb);
@@ -349,7 +381,8 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
     const bool dp_in_node = t * cx * d <= req.gpus_per_node;
     const double bw = dp_in_node ? g.nvlink_gbps : g.net_gbps;
     const double lat = dp_in_node ? g.nvlink_latency_us : g.net_latency_us;
-    c.time.dp_comm_s = AllReduceSeconds(2.0 * worst.params, d * cx, bw, lat);
+    c.time.dp_comm_s = AllReduceSeconds(2.0 * worst.params, d * cx, bw, lat) +
+                       AllReduceSeconds(2.0 * worst.experts, d * cx / ep, bw, lat);
     const double backward_window = (2.0 / 3.0) * (compute_mb + elementwise_mb) + recompute_mb;
     const double forward_window = (1.0 / 3.0) * (compute_mb + elementwise_mb);
     if (l.optimizer_sharding) {
@@ -359,10 +392,11 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
       c.time.dp_comm_exposed_s = std::max(0.0, c.time.dp_comm_s - backward_window);
     }
   }
-  const double shard = worst.params / D(l.optimizer_sharding ? d * cx : 1);
+  const double shard = worst.params / D(l.optimizer_sharding ? d * cx : 1) +
+                       worst.experts / D(l.optimizer_sharding ? d * cx / ep : 1);
   c.time.optimizer_s = kOptimizerBytesPerParam * shard / (g.hbm_gbps * 1e9 * kLinkEfficiency);
   c.time.total_s = c.time.compute_s + c.time.elementwise_s + c.time.recompute_s + c.time.tp_comm_s +
-                   c.time.cp_comm_s + c.time.bubble_s + c.time.p2p_s + c.time.dp_comm_exposed_s + c.time.optimizer_s;
+                   c.time.cp_comm_s + c.time.ep_comm_s + c.time.bubble_s + c.time.p2p_s + c.time.dp_comm_exposed_s + c.time.optimizer_s;
   c.step_time_s = c.time.total_s;
   c.samples_per_s = D(req.global_batch) / c.step_time_s;
   c.tokens_per_s = c.samples_per_s * D(s);
@@ -381,12 +415,13 @@ std::string PinnedLabel(const PlanRequest& r) {
   };
   add("tp", r.tp);
   add("cp", r.cp);
+  add("ep", r.ep);
   add("pp", r.pp);
   add("dp", r.dp);
   return "--auto-parallel=" + out;
 }
 
-bool Pinned(const PlanRequest& r) { return r.tp || r.cp || r.pp || r.dp; }
+bool Pinned(const PlanRequest& r) { return r.tp || r.cp || r.ep || r.pp || r.dp; }
 
 Status ValidateRequest(const PlanRequest& r) {
   if (r.gpus < 1) return Status::Error("--gpus: must be >= 1 (got " + std::to_string(r.gpus) + ")");
@@ -423,6 +458,7 @@ Status ValidateRequest(const PlanRequest& r) {
   const std::pair<const char*, const std::optional<int64_t>*> pins[] = {
       {"tp", &r.tp},
       {"cp", &r.cp},
+      {"ep", &r.ep},
       {"pp", &r.pp},
       {"dp", &r.dp},
       {"micro_batch", &r.micro_batch},
@@ -482,6 +518,14 @@ std::string PinnedConstraintError(const PlanRequest& r, int64_t s) {
              std::to_string(m.layers) + " layers (the first or last stage would hold none)";
     }
   }
+  if (r.ep && *r.ep > 1 && !m.moe()) {
+    return label + ": ep=" + std::to_string(*r.ep) + " needs a mixture-of-experts model (" +
+           m.name + " has no experts)";
+  }
+  if (r.ep && m.moe() && m.experts % *r.ep != 0) {
+    return label + ": ep=" + std::to_string(*r.ep) + " does not divide the model's " +
+           std::to_string(m.experts) + " experts";
+  }
   if (r.cp && *r.cp > 1 && s % (2 * *r.cp) != 0) {
     return label + ": cp=" + std::to_string(*r.cp) + " needs a sequence length divisible by " +
            std::to_string(2 * *r.cp) + " (got " + std::to_string(s) + ")";
@@ -524,8 +568,56 @@ bool StagesAllowed(const PlanRequest& r, int64_t p, int64_t v) {
   return r.allow_uneven_stages && !ChunkLayers(r.model.layers, p, v).empty();
 }
 
-// Enumerates every valid layout of the request; `memory_only` keeps, for each (t, p, d), only
-// the least-memory knobs (micro-batch 1, full recompute, sharding) and ignores batch divisibility.
+// Every micro-batch, interleaving, recompute and sharding choice for the sizes in `base`.
+void EnumerateKnobs(const PlanRequest& r, const Layout& base, const Recompute (&all_rc)[3],
+                    std::vector<Layout>* out) {
+  const int64_t p = base.pp, d = base.dp;
+  const int64_t per_replica = r.global_batch / d;
+  for (int64_t b : Divisors(per_replica)) {
+    if (r.micro_batch && b != *r.micro_batch) continue;
+    if (b > 64) break;
+    const int64_t mb = per_replica / b;
+    std::vector<int64_t> vpps = {1};
+    if (p > 1) {
+      for (int64_t v : Divisors(CeilDiv(r.model.layers, p))) {
+        if (v > 1 && mb % p == 0 && StagesAllowed(r, p, v)) vpps.push_back(v);
+      }
+    }
+    for (int64_t v : vpps) {
+      if (r.vpp && v != *r.vpp) continue;
+      for (Recompute rc : all_rc) {
+        if (r.recompute && rc != *r.recompute) continue;
+        for (int sh = 0; sh < (d * base.cp > 1 ? 2 : 1); ++sh) {
+          if (r.optimizer_sharding && (sh == 1) != *r.optimizer_sharding) continue;
+          Layout l = base;
+          l.micro_batch = b;
+          l.grad_accum = mb;
+          l.vpp = v;
+          l.recompute = rc;
+          l.recompute_layers = rc == Recompute::kFull ? r.recompute_layers.value_or(0) : 0;
+          l.optimizer_sharding = sh == 1;
+          out->push_back(l);
+        }
+      }
+    }
+  }
+}
+
+// The expert-parallel sizes the search tries for d*c ranks that hold the same dense weights: 1
+// for a dense model; for a mixture of experts every ep dividing both the experts and d*c
+// (Megatron carves expert parallelism out of the data- and context-parallel ranks).
+std::vector<int64_t> ExpertSizes(const PlanRequest& r, int64_t replicas) {
+  if (!r.model.moe()) return {1};
+  std::vector<int64_t> out;
+  for (int64_t ep : Divisors(r.model.experts)) {
+    if (replicas % ep == 0 && (!r.ep || ep == *r.ep)) out.push_back(ep);
+  }
+  return out;
+}
+
+// Enumerates every valid layout of the request; `memory_only` keeps, for each (t, c, p, d, ep),
+// only the least-memory knobs (micro-batch 1, full recompute, sharding) and ignores batch
+// divisibility.
 void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector<Layout>* out) {
   const ModelArch& m = r.model;
   const Recompute all_rc[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
@@ -535,61 +627,32 @@ void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector
     // Tensor-parallel groups stay inside a node: t divides the GPUs of a node.
     if ((t > r.gpus_per_node || r.gpus_per_node % t != 0) && !r.allow_cross_node_tp) continue;
     for (int64_t cx : Divisors(gpus / t)) {
-    if (r.cp ? cx != *r.cp : !ContextParallelSearched(r.seq_len, cx)) continue;
-    for (int64_t p : Divisors(gpus / (t * cx))) {
-      if (r.pp && p != *r.pp) continue;
-      if (p > m.layers) break;
-      if (!StagesAllowed(r, p, 1)) continue;
-      const int64_t d = gpus / (t * cx * p);
-      if (r.dp && d != *r.dp) continue;
-      if (memory_only) {
-        Layout l;
-        l.tp = t;
-        l.cp = cx;
-        l.pp = p;
-        l.dp = d;
-        l.micro_batch = 1;
-        l.recompute = r.recompute.value_or(Recompute::kFull);
-        l.optimizer_sharding = r.optimizer_sharding.value_or(d * cx > 1);
-        l.vpp = 1;
-        out->push_back(l);
-        continue;
-      }
-      if (r.global_batch % d != 0) continue;
-      const int64_t per_replica = r.global_batch / d;
-      for (int64_t b : Divisors(per_replica)) {
-        if (r.micro_batch && b != *r.micro_batch) continue;
-        if (b > 64) break;
-        const int64_t mb = per_replica / b;
-        std::vector<int64_t> vpps = {1};
-        if (p > 1) {
-          for (int64_t v : Divisors(CeilDiv(m.layers, p))) {
-            if (v > 1 && mb % p == 0 && StagesAllowed(r, p, v)) vpps.push_back(v);
+      if (r.cp ? cx != *r.cp : !ContextParallelSearched(r.seq_len, cx)) continue;
+      for (int64_t p : Divisors(gpus / (t * cx))) {
+        if (r.pp && p != *r.pp) continue;
+        if (p > m.layers) break;
+        if (!StagesAllowed(r, p, 1)) continue;
+        const int64_t d = gpus / (t * cx * p);
+        if (r.dp && d != *r.dp) continue;
+        for (int64_t ep : ExpertSizes(r, d * cx)) {
+          Layout base;
+          base.tp = t;
+          base.cp = cx;
+          base.pp = p;
+          base.dp = d;
+          base.ep = ep;
+          if (memory_only) {
+            Layout l = base;
+            l.micro_batch = 1;
+            l.recompute = r.recompute.value_or(Recompute::kFull);
+            l.optimizer_sharding = r.optimizer_sharding.value_or(d * cx > 1);
+            out->push_back(l);
+            continue;
           }
-        }
-        for (int64_t v : vpps) {
-          if (r.vpp && v != *r.vpp) continue;
-          for (Recompute rc : all_rc) {
-            if (r.recompute && rc != *r.recompute) continue;
-            for (int sh = 0; sh < (d * cx > 1 ? 2 : 1); ++sh) {
-              if (r.optimizer_sharding && (sh == 1) != *r.optimizer_sharding) continue;
-              Layout l;
-              l.tp = t;
-              l.cp = cx;
-              l.pp = p;
-              l.dp = d;
-              l.micro_batch = b;
-              l.grad_accum = mb;
-              l.vpp = v;
-              l.recompute = rc;
-              l.recompute_layers = rc == Recompute::kFull ? r.recompute_layers.value_or(0) : 0;
-              l.optimizer_sharding = sh == 1;
-              out->push_back(l);
-            }
-          }
+          if (r.global_batch % d != 0) continue;
+          EnumerateKnobs(r, base, all_rc, out);
         }
       }
-    }
     }
   }
 }
@@ -613,6 +676,7 @@ bool SmallestMemory(const PlanRequest& r, int64_t gpus, PlanCandidate* best) {
 
 std::string DescribeKnobs(const Layout& l) {
   return "tp=" + std::to_string(l.tp) + (l.cp > 1 ? ", cp=" + std::to_string(l.cp) : "") +
+         (l.ep > 1 ? ", ep=" + std::to_string(l.ep) : "") +
          ", pp=" + std::to_string(l.pp) +
          ", dp=" + std::to_string(l.dp) + ", micro-batch " + std::to_string(l.micro_batch) + ", " +
          RecomputeName(l.recompute) + " recompute" +
@@ -635,6 +699,7 @@ std::string Nodes(int64_t gpus, int64_t per_node) {
 PlanRequest Unpinned(PlanRequest q) {
   q.tp.reset();
   q.cp.reset();
+  q.ep.reset();
   q.pp.reset();
   q.dp.reset();
   q.micro_batch.reset();
@@ -819,6 +884,11 @@ Result<Plan> Search(const PlanRequest& request, bool explain) {
   plan.model_name = r.model.name;
   plan.params = CountParams(r.model).total;
   plan.layers = r.model.layers;
+  plan.experts = r.model.experts;
+  plan.experts_per_token = r.model.experts_per_token;
+  plan.expert_ffn_hidden = r.model.expert_ffn_hidden;
+  plan.shared_experts = r.model.shared_experts;
+  plan.active_params = CountParams(r.model).active;
   plan.gpu_name = r.gpu.name;
   plan.gpus = r.gpus;
   plan.gpus_per_node = r.gpus_per_node;
@@ -828,7 +898,7 @@ Result<Plan> Search(const PlanRequest& request, bool explain) {
   plan.candidates_evaluated = static_cast<int64_t>(layouts.size());
 
   // Best fitting candidate per (t, cp, p, d), the fastest one that does not fit, the smallest one.
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, PlanCandidate> best_per_layout;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, PlanCandidate> best_per_layout;
   PlanCandidate smallest;
   bool have_smallest = false;
   std::vector<PlanCandidate> unfit;
@@ -842,7 +912,7 @@ Result<Plan> Search(const PlanRequest& request, bool explain) {
       return;
     }
     const Layout& l = c.layout;
-    auto key = std::make_tuple(l.tp, l.cp, l.pp, l.dp);
+    auto key = std::make_tuple(l.tp, l.cp, l.pp, l.dp, l.ep);
     auto it = best_per_layout.find(key);
     if (it == best_per_layout.end()) {
       best_per_layout.emplace(key, c);

@@ -46,9 +46,10 @@ struct PlanRequest {
   int64_t gpus_per_node = 8;
   int64_t global_batch = 0;  // sequences per optimizer step
   int64_t seq_len = 0;       // 0: model.seq_len
-  // Pinned sizes (--auto-parallel=tp=T,pp=P[,cp=C][,dp=D]); unset = searched.
+  // Pinned sizes (--auto-parallel=tp=T,pp=P[,cp=C][,ep=E][,dp=D]); unset = searched.
   std::optional<int64_t> tp, pp, dp;
   std::optional<int64_t> cp;  // context parallelism (searched for long sequences, see Layout)
+  std::optional<int64_t> ep;  // expert parallelism (mixtures of experts, see Layout)
   // How the pinned sizes were given, for error messages; empty: "--auto-parallel=tp=T,pp=P".
   std::string pin_label;
   // Further restrictions, mainly to evaluate a published layout; unset = searched.
@@ -76,6 +77,10 @@ struct Layout {
   // where every rank keeps at least kContextParallelMinTokens tokens (long sequences only).
   // t*cp*p*d = gpus; rank order tp, cp, dp, pp.
   int64_t cp = 1;
+  // Expert parallelism (mixtures of experts; Megatron-LM's --expert-model-parallel-size): the
+  // routed experts are split over ep of the d*cp ranks that share the dense weights; tokens
+  // reach their experts by all-to-all. Expert weights are also split over t (ETP = TP).
+  int64_t ep = 1;
   int64_t micro_batch = 1;
   int64_t grad_accum = 1;  // micro-batches per step per data-parallel rank
   int64_t vpp = 1;         // interleaved (virtual) pipeline chunks per stage; 1 = not interleaved
@@ -99,13 +104,14 @@ struct MemoryBreakdown {
 };
 
 // Time of one optimizer step, seconds. total = compute + elementwise + recompute + tp_comm +
-// cp_comm + bubble + p2p + dp_comm_exposed + optimizer.
+// cp_comm + ep_comm + bubble + p2p + dp_comm_exposed + optimizer.
 struct TimeBreakdown {
   double compute_s = 0;          // model FLOPs of the slowest stage, all micro-batches
   double elementwise_s = 0;      // memory-bound element-wise kernels (norms, activations, ...)
   double recompute_s = 0;        // extra forward work of activation recompute
   double tp_comm_s = 0;          // tensor-parallel all-gather/reduce-scatter, not overlapped
   double cp_comm_s = 0;          // context-parallel K/V ring exchange, the part attention does not hide
+  double ep_comm_s = 0;          // expert-parallel all-to-all (dispatch and combine), not overlapped
   double bubble_s = 0;           // pipeline fill/drain: (p-1)/(m*v) of the steady state
   double p2p_s = 0;              // pipeline point-to-point sends
   double dp_comm_s = 0;          // data-parallel gradient reduction (whole)
@@ -130,6 +136,9 @@ struct Plan {
   std::string model_name;
   double params = 0;   // counted from the architecture
   int64_t layers = 0;  // transformer layers (for per-virtual-stage layer counts)
+  // A mixture of experts (for the framework arguments); 0 for a dense model.
+  int64_t experts = 0, experts_per_token = 0, expert_ffn_hidden = 0, shared_experts = 0;
+  double active_params = 0;  // per token (dense: params)
   std::string gpu_name;
   int64_t gpus = 0, gpus_per_node = 0, global_batch = 0, seq_len = 0;
   double mem_usable_gib = 0;

@@ -564,6 +564,52 @@ TEST(PlanJob, Llama3PublishedLayoutsWithinTolerance) {
   }
 }
 
+TEST(PlanJob, MixtureOfExpertsUsesExpertParallelism) {
+  // NVIDIA NeMo Megatron-Bridge performance summary (docs/performance-summary.md, 25.11
+  // container, DGX-H100): gpt-oss-120b, 64 H100, BF16, GBS 512, MBS 4, 4096 tokens, TP1 PP4 CP1
+  // VP1 EP8, 5,630 tokens/s/GPU. It plans without flags with expert parallelism; the published
+  // layout pinned fits and is predicted within 25% of its throughput.
+  PlanRequest r = Request("gpt-oss-120b", 64, "h100-80gb", 512);
+  r.seq_len = 4096;
+  auto plan = PlanJob(r);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_TRUE(plan->chosen.fits);
+  EXPECT_GT(plan->chosen.layout.ep, 1);
+  EXPECT_EQ(128 % plan->chosen.layout.ep, 0);
+  EXPECT_GT(plan->chosen.time.ep_comm_s, 0);
+  const std::string args = MegatronArgs(*plan);
+  EXPECT_NE(args.find("--num-experts 128 --moe-router-topk 4 --moe-ffn-hidden-size 2880"),
+            std::string::npos)
+      << args;
+  EXPECT_NE(args.find("--expert-model-parallel-size " + std::to_string(plan->chosen.layout.ep)),
+            std::string::npos);
+  r.tp = 1;
+  r.pp = 4;
+  r.ep = 8;
+  r.micro_batch = 4;
+  r.vpp = 1;
+  auto published = PlanJob(r);
+  ASSERT_TRUE(published.ok()) << published.message();
+  EXPECT_TRUE(published->chosen.fits);
+  EXPECT_NEAR(published->chosen.tokens_per_s / 64 / 5630, 1.0, 0.25)
+      << published->chosen.tokens_per_s / 64;
+  // Expert parallelism divides the expert weights: ep=8 holds an eighth of ep=1's per GPU.
+  Layout one = published->chosen.layout;
+  one.ep = 1;
+  EXPECT_GT(EvaluateLayout(r, one).memory.weights_gib, 4 * published->chosen.memory.weights_gib);
+  // A dense model refuses an expert-parallel pin; a size that does not divide the experts too.
+  PlanRequest dense = Request("llama-2-7b", 8, "a100-80gb", 64);
+  dense.ep = 2;
+  EXPECT_EQ(PlanJob(dense).message(),
+            "--auto-parallel=ep=2: ep=2 needs a mixture-of-experts model (llama-2-7b has no "
+            "experts)");
+  PlanRequest odd = Request("mixtral-8x7b", 48, "h100-80gb", 96);
+  odd.seq_len = 4096;
+  odd.ep = 3;
+  EXPECT_EQ(PlanJob(odd).message(),
+            "--auto-parallel=ep=3: ep=3 does not divide the model's 8 experts");
+}
+
 TEST(SplitStages, FirstAndLastHoldWhatIsLeft) {
   struct Case {
     int64_t layers, pp;
