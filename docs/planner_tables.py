@@ -39,31 +39,31 @@ def hfu_to_mfu(model, seq, tflops, gpu):
 RUNS = [
     dict(name="Megatron 22B (Korthikanti+ 2022)", model="megatron-22b", gpus=8, gpu="a100-80gb",
          batch=4, seq=2048, tp=8, pp=1, dp=1, extra=["--recompute", "selective"],
-         metric=("mfu", 0.415), src="[K22]"),
+         metric=("mfu", 0.415), src="[K22], MFU: Megatron-LM README table"),
     dict(name="GPT-3 175B (Korthikanti+ 2022)", model="gpt3-175b", gpus=64, gpu="a100-80gb",
          batch=64, seq=2048, tp=8, pp=8, dp=1, extra=["--recompute", "selective"],
-         metric=("mfu", 0.514), src="[K22]"),
+         metric=("mfu", 0.514), src="[K22], MFU: Megatron-LM README table"),
     dict(name="MT-NLG 530B arch. (Korthikanti+ 2022)", model="mt-nlg-530b", gpus=280, gpu="a100-80gb",
          batch=280, seq=2048, tp=8, pp=35, dp=1, extra=["--recompute", "selective"],
-         metric=("mfu", 0.560), src="[K22]"),
+         metric=("mfu", 0.560), src="[K22], MFU: Megatron-LM README table"),
     dict(name="Megatron 1T (Korthikanti+ 2022)", model="megatron-1t", gpus=512, gpu="a100-80gb",
          batch=512, seq=2048, tp=8, pp=64, dp=1, extra=["--recompute", "selective"],
-         metric=("mfu", 0.563), src="[K22]"),
+         metric=("mfu", 0.563), src="[K22], MFU: Megatron-LM README table"),
     dict(name="Megatron 145.6B (Narayanan+ 2021)", model="megatron-145b", gpus=1536, gpu="a100-80gb",
          batch=2304, seq=2048, tp=8, pp=8, dp=24, extra=["--recompute", "full", "--recompute-layers", "0"],
-         metric=("hfu_tflops", 148.0), src="[N21]"),
+         metric=("hfu_tflops", 148.0), src="[N21] Table 1"),
     dict(name="Megatron 310.1B (Narayanan+ 2021)", model="megatron-310b", gpus=1920, gpu="a100-80gb",
          batch=2160, seq=2048, tp=8, pp=16, dp=15, extra=["--recompute", "full", "--recompute-layers", "0"],
-         metric=("hfu_tflops", 155.0), src="[N21]"),
+         metric=("hfu_tflops", 155.0), src="[N21] Table 1"),
     dict(name="Megatron 1T (Narayanan+ 2021)", model="megatron-1t", gpus=3072, gpu="a100-80gb",
          batch=3072, seq=2048, tp=8, pp=64, dp=6, extra=["--recompute", "full", "--recompute-layers", "0"],
-         metric=("hfu_tflops", 163.0), src="[N21]"),
+         metric=("hfu_tflops", 163.0), src="[N21] Table 1"),
     dict(name="MT-NLG 530B (Smith+ 2022)", model="mt-nlg-530b", gpus=2240, gpu="a100-80gb",
          batch=1920, seq=2048, tp=8, pp=35, dp=8, extra=["--recompute", "full", "--recompute-layers", "0"],
-         metric=("hfu_tflops", 126.0), src="[S22]"),
+         metric=("hfu_tflops", 126.0), src="[S22] §2.4"),
     dict(name="BLOOM-176B (BigScience 2022)", model="bloom-176b", gpus=384, gpu="a100-80gb",
          batch=2048, seq=2048, tp=4, pp=12, dp=8,
-         extra=["--net-gbps", "6.25", "--optimizer-sharding", "on", "--allow-uneven-stages",
+         extra=["--net-gbps", "6.25", "--optimizer-sharding", "on",
                 "--recompute", "full", "--recompute-layers", "0"],
          metric=("hfu_tflops", 150.0), src="[B22]"),
     dict(name="OPT-175B (Zhang+ 2022)", model="opt-175b", gpus=992, gpu="a100-80gb",
@@ -72,9 +72,18 @@ RUNS = [
     dict(name="Llama-2-70B (Touvron+ 2023)", model="llama-2-70b", gpus=2048, gpu="a100-80gb",
          batch=1024, seq=4096, tp=None, pp=None, dp=None, extra=[],
          metric=("derived_mfu", 0.43), src="[T23]", gpus_note=" (assumed)"),
+    dict(name="Llama-3-405B (Llama Team 2024)", model="llama-3-405b", gpus=8192, gpu="h100-80gb",
+         batch=2048, seq=8192, tp=8, pp=16, dp=64, extra=[],
+         metric=("tflops_mfu", 430.0, 0.43), src="[L24] Table 4"),
     dict(name="Llama-3-405B (Llama Team 2024)", model="llama-3-405b", gpus=16384, gpu="h100-80gb",
-         batch=2048, seq=8192, tp=8, pp=16, dp=128, extra=["--allow-uneven-stages"],
-         metric=("tflops_mfu", 400.0, 0.41), src="[L24]"),
+         batch=2048, seq=8192, tp=8, pp=16, dp=128, extra=[],
+         metric=("tflops_mfu", 400.0, 0.41), src="[L24] Table 4"),
+    dict(name="Llama-3-405B, 128K context (Llama Team 2024)", model="llama-3-405b", gpus=16384,
+         gpu="h100-80gb", batch=128, seq=131072, tp=8, cp=16, pp=16, dp=8, extra=[],
+         metric=("tflops_mfu", 380.0, 0.38), src="[L24] Table 4"),
+    dict(name="gpt-oss-120b, MoE (NVIDIA NeMo 25.11)", model="gpt-oss-120b", gpus=64, gpu="h100-80gb",
+         batch=512, seq=4096, tp=1, ep=8, pp=4, dp=16, extra=["--micro-batch", "4", "--vpp", "1"],
+         metric=("tokens_per_gpu", 5630.0, 153.0), src="[NM25] DGX-H100 table"),
 ]
 
 SEED_CASES = [
@@ -99,8 +108,18 @@ def plan(autopar, model, gpus, gpu, batch, seq, extra):
     return json.loads(p.stdout), None
 
 
+def sizes(r):
+    """t8 c16 p16 d8: the sizes of a run or a plan (c and e only when used)."""
+    s = f"t{r['tp']}"
+    if r.get("cp", 1) > 1:
+        s += f" c{r['cp']}"
+    if r.get("ep", 1) > 1:
+        s += f" e{r['ep']}"
+    return s + f" p{r['pp']} d{r['dp']}"
+
+
 def layout(j):
-    s = f"t{j['tp']} p{j['pp']} d{j['dp']}, mb {j['micro_batch']}, {j['recompute']}"
+    s = f"{sizes(j)}, mb {j['micro_batch']}, {j['recompute']}"
     if j["recompute_layers"]:
         s += f" ({j['recompute_layers']}/chunk)"
     if j["vpp"] > 1:
@@ -112,6 +131,8 @@ def layout(j):
 
 def published(run):
     kind, value = run["metric"][:2]
+    if kind == "tokens_per_gpu":
+        return f"{value:,.0f} tokens/s/GPU ({run['metric'][2]:.0f} model TFLOP/s)"
     if kind == "derived_mfu":
         return f"MFU ≈ {value * 100:.0f}% (derived)"
     if kind == "tflops_mfu":
@@ -128,28 +149,35 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     autopar = sys.argv[1]
-    print("| run | GPUs, batch | published layout | published throughput | planner on the published layout | planner's choice | planner's predicted MFU |")
+    print("| run (source) | GPUs, batch | published layout | published throughput | planner on the published layout | planner's choice | planner's predicted MFU |")
     print("|---|---|---|---|---|---|---|")
     for r in RUNS:
         pins = []
         if r["tp"]:
             pins = ["--tp", str(r["tp"]), "--pp", str(r["pp"]), "--dp", str(r["dp"])]
-        pub_layout = f"t{r['tp']} p{r['pp']} d{r['dp']}" if r["tp"] else "not published"
+            for key in ("cp", "ep"):
+                if r.get(key):
+                    pins += [f"--{key}", str(r[key])]
+        pub_layout = sizes(r) if r["tp"] else "not published"
         if r.get("note"):
             pub_layout += " " + r["note"]
         if pins:
             j, err = plan(autopar, r["model"], r["gpus"], r["gpu"], r["batch"], r["seq"], pins + r["extra"])
             on_pub = (f"MFU {j['mfu'] * 100:.1f}%, {j['mem_per_gpu_gib']:.0f} GiB ({layout(j)})"
                       if j else "refused: " + err.split(": ", 1)[-1])
+            if j and r["metric"][0] == "tokens_per_gpu":
+                on_pub = f"{j['tokens_per_s'] / r['gpus']:,.0f} tokens/s/GPU, " + on_pub
         else:
             on_pub = "-"
-        free_extra = [x for x in r["extra"] if x in ("--allow-uneven-stages",)]
+        free_extra = []
         if "--net-gbps" in r["extra"]:
             i = r["extra"].index("--net-gbps")
             free_extra += r["extra"][i:i + 2]
         j, err = plan(autopar, r["model"], r["gpus"], r["gpu"], r["batch"], r["seq"], free_extra)
         choice = f"{layout(j)}; {j['mem_per_gpu_gib']:.0f} GiB" if j else f"refused: {err}"
         mfu = f"{j['mfu'] * 100:.1f}%" if j else "-"
+        if j and r["metric"][0] == "tokens_per_gpu":
+            mfu += f" ({j['tokens_per_s'] / r['gpus']:,.0f} tokens/s/GPU)"
         print(f"| {r['name']} {r['src']} | {r['gpus']}{r.get('gpus_note', '')} x {r['gpu']}, {r['batch']} x {r['seq']} | "
               f"{pub_layout} | {published(r)} | {on_pub} | {choice} | {mfu} |")
     print()
