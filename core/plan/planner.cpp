@@ -711,6 +711,22 @@ PlanRequest Unpinned(PlanRequest q) {
   return q;
 }
 
+// "; without the pins it plans: <layout> (<GiB> GiB per GPU)" when the search on its own finds a
+// plan for a pinned request that cannot work, else "".
+std::vector<std::string> FitFixes(const PlanRequest& r, double usable);
+
+std::string WithoutPins(const PlanRequest& r) {
+  const PlanRequest q = Unpinned(r);
+  auto free = Search(q, false);
+  if (free.ok()) {
+    return "; without the pins it plans: " + DescribeKnobs(free->chosen.layout) + " (" +
+           Fixed(free->chosen.memory.total_gib, 1) + " GiB per GPU)";
+  }
+  const std::vector<std::string> fixes = FitFixes(q, q.gpu.mem_gib * (1.0 - q.headroom_fraction));
+  return "; nothing plans without the pins either" +
+         (fixes.empty() ? std::string() : "; it plans with " + Join(fixes, " or with "));
+}
+
 // The changes that make a request which fits no layout plan, each planned before it is named:
 // uneven stages (when forbidden), more nodes, a GPU type with more memory.
 std::vector<std::string> FitFixes(const PlanRequest& r, double usable) {
@@ -857,7 +873,7 @@ Result<Plan> Search(const PlanRequest& request, bool explain) {
   const double usable = r.gpu.mem_gib * (1.0 - r.headroom_fraction);
   if (Pinned(r)) {
     std::string why = PinnedConstraintError(r, r.seq_len);
-    if (!why.empty()) return Status::Error(why);
+    if (!why.empty()) return Status::Error(why + (explain ? WithoutPins(r) : ""));
   }
   std::vector<Layout> layouts;
   layouts.reserve(4096);
@@ -869,7 +885,7 @@ Result<Plan> Search(const PlanRequest& request, bool explain) {
     if (any.empty()) {
       if (Pinned(r))
         return Status::Error(PinnedLabel(r) + ": no valid layout of " + std::to_string(r.gpus) +
-                             " GPUs");
+                             " GPUs" + (explain ? WithoutPins(r) : ""));
       return Status::Error("--gpus: no layout of " + std::to_string(r.gpus) +
                            " GPUs satisfies the constraints (tp must divide " +
                            std::to_string(r.model.heads) + " heads and " +
@@ -947,16 +963,10 @@ Result<Plan> Search(const PlanRequest& request, bool explain) {
   if (best_per_layout.empty()) {
     if (!explain) return Status::Error("does not fit");
     if (Pinned(r)) {
-      std::string msg = PinnedLabel(r) + ": does not fit: the smallest configuration (" +
-                        DescribeKnobs(smallest.layout) + ") needs " +
-                        Fixed(smallest.memory.total_gib, 1) + " GiB per GPU, " +
-                        Fixed(usable, 1) + " GiB usable on " + r.gpu.name;
-      auto free = Search(Unpinned(r), false);
-      if (free.ok()) {
-        msg += "; without the pins it plans: " + DescribeKnobs(free->chosen.layout) + " (" +
-               Fixed(free->chosen.memory.total_gib, 1) + " GiB per GPU)";
-      }
-      return Status::Error(msg);
+      return Status::Error(PinnedLabel(r) + ": does not fit: the smallest configuration (" +
+                           DescribeKnobs(smallest.layout) + ") needs " +
+                           Fixed(smallest.memory.total_gib, 1) + " GiB per GPU, " +
+                           Fixed(usable, 1) + " GiB usable on " + r.gpu.name + WithoutPins(r));
     }
     return Status::Error(CannotFitMessage(r, smallest, usable));
   }
