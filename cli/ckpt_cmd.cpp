@@ -1,7 +1,7 @@
 // `autopar ckpt commit|ls|status`, `autopar heartbeat` and `autopar events`: the user's view of
 // autopard.
 //   autopar ckpt commit --step N [--rank R] [--socket PATH]
-//   autopar heartbeat --step N [--rank R] [--socket PATH]
+//   autopar heartbeat --step N [--rank R] [--samples S] [--tokens T] [--loss L] [--socket PATH]
 //   autopar ckpt ls URI|JOBID [--json] [--socket PATH]
 //   autopar ckpt status [--job JOBID] [--json] [--socket PATH]
 //   autopar events JOBID [--json] [--all] [--socket PATH]
@@ -18,6 +18,7 @@
 #include "core/site_config.h"
 #include "core/text.h"
 #include "core/failure/timeline.h"
+#include "core/health/report.h"
 #include "commands.h"
 
 namespace autopar::cli {
@@ -29,6 +30,7 @@ struct Args {
   std::string job;
   int64_t step = -1;
   int rank = -1;
+  StepProgress progress;  // heartbeat: --samples, --tokens, --loss
   bool json = false;
   bool all = false;  // events: every per-rank row
   bool help = false;
@@ -66,6 +68,21 @@ Result<Args> ParseArgs(int argc, char** argv) {
       a.json = true;
     } else if (s == "--all") {
       a.all = true;
+    } else if (s == "--loss") {
+      auto v = take();
+      if (!v) return v.status();
+      char* end = nullptr;
+      const double loss = std::strtod(v->c_str(), &end);
+      if (v->empty() || *end != '\0') {
+        return Status::Error("--loss: invalid value '" + *v + "' (expected a number, nan or inf)");
+      }
+      a.progress.loss = loss;
+    } else if (s == "--samples" || s == "--tokens") {
+      auto v = take();
+      if (!v) return v.status();
+      auto n = ParseNonNegative(s, *v);
+      if (!n) return n.status();
+      (s == "--samples" ? a.progress.samples : a.progress.tokens) = *n;
     } else if (s == "--socket" || s == "--job" || s == "--step" || s == "--rank") {
       auto v = take();
       if (!v) return v.status();
@@ -222,10 +239,13 @@ int RunCkptCommand(int argc, char** argv) {
 // autopard asks the program to checkpoint now (the job's time limit is near).
 int RunHeartbeatCommand(int argc, char** argv) {
   constexpr char kUsage[] =
-      "usage: autopar heartbeat --step N [--rank R] [--socket PATH]\n"
+      "usage: autopar heartbeat --step N [--rank R] [--samples S] [--tokens T] [--loss L]\n"
+      "                         [--socket PATH]\n"
       "  tells the node's autopard that this rank reached training step N (hang detection,\n"
       "  --heartbeat-timeout); prints 'checkpoint_requested' when the job's time limit is near\n"
-      "  and the program should checkpoint now. R defaults to $RANK, else $SLURM_PROCID.\n";
+      "  and the program should checkpoint now. R defaults to $RANK, else $SLURM_PROCID.\n"
+      "  S, T: the step's samples and tokens over the whole job, L: its loss (rank 0's give\n"
+      "  the job's measured throughput and MFU, docs/health.md).\n";
   auto args = ParseArgs(argc, argv);
   if (!args) return Fail("heartbeat", args.message(), 2);
   if (args->help) {
@@ -240,9 +260,31 @@ int RunHeartbeatCommand(int argc, char** argv) {
   if (!job) return Fail("heartbeat", job.message(), 2);
   if (args->rank >= 0) job->rank = args->rank;
   job->socket = args->socket;
-  auto requested = SendHeartbeat(*job, args->step, /*short_lived=*/true);
+  auto requested = SendHeartbeat(*job, args->step, /*short_lived=*/true, 5000, args->progress);
   if (!requested) return Fail("heartbeat", requested.message(), 1);
   if (*requested) std::puts("checkpoint_requested");
+  return 0;
+}
+
+int RunReportCommand(int argc, char** argv) {
+  auto args = ParseArgs(argc, argv);
+  if (!args) return Fail("report", args.message(), 2);
+  if (args->help || args->positional.size() != 1) {
+    std::fputs("usage: autopar report JOBID [--json] [--socket PATH]\n"
+               "  what the job did, from its timeline (every node's journal): the plan's step\n"
+               "  time and MFU against the measured ones, throughput over time, and each recovery\n"
+               "  with the time it cost (docs/health.md); as text or --json\n",
+               args->help ? stdout : stderr);
+    return args->help ? 0 : 2;
+  }
+  Request r;
+  r.op = Op::kEvents;
+  r.job_id = args->positional[0];
+  auto reply = CallDaemonOk(args->socket, r);
+  if (!reply) return Fail("report", reply.message(), 1);
+  for (const auto& note : reply->notes) std::fprintf(stderr, "autopar: report: %s\n", note.c_str());
+  const JobReport report = BuildReport(r.job_id, MergeTimelines({reply->events}));
+  std::fputs((args->json ? ReportToJson(report) : ReportToText(report)).c_str(), stdout);
   return 0;
 }
 

@@ -9,6 +9,7 @@ namespace autopar::cli {
 int RunPlanCommand(int argc, char** argv);
 int RunCkptCommand(int argc, char** argv);    // ckpt_cmd.cpp
 int RunEventsCommand(int argc, char** argv);  // ckpt_cmd.cpp
+int RunReportCommand(int argc, char** argv);  // ckpt_cmd.cpp
 int RunHeartbeatCommand(int argc, char** argv);  // ckpt_cmd.cpp
 
 }  // namespace autopar::cli

@@ -18,6 +18,7 @@ const Subcommand kSubcommands[] = {
     {"ckpt", autopar::cli::RunCkptCommand, "commit, list and watch checkpoints (autopard)"},
     {"heartbeat", autopar::cli::RunHeartbeatCommand, "tell autopard this rank reached a step"},
     {"events", autopar::cli::RunEventsCommand, "a job's events from every node, in time order"},
+    {"report", autopar::cli::RunReportCommand, "a job's planned and measured progress, recoveries"},
 };
 
 void Usage(std::FILE* out) {

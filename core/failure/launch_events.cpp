@@ -102,7 +102,8 @@ EventFields SubmittedFields(const GetEnv& getenv) {
           {"recompute", RecomputeName(l.recompute)},
           {"optimizer_sharding", l.optimizer_sharding ? "1" : "0"},
           {"mem_gib", FormatFixed(c.memory.total_gib, 1)},
-          {"step_s", FormatFixed(c.step_time_s, 3)}};
+          {"step_s", FormatFixed(c.step_time_s, 3)},
+          {"mfu", FormatFixed(c.mfu, 4)}};
 }
 
 EventFields StepStartedFields(const GetEnv& getenv) {

@@ -74,6 +74,10 @@ inline constexpr const char* kFirstStep = "first_step";
 // reason=), and when a new run resumes a step written by another world size (generation=0, the
 // same fields but nodes= and plan_before=; its step is the step resumed).
 inline constexpr const char* kResized = "resized";
+// Training health (issue 13; docs/health.md): rank 0's measured progress against the plan (steps=
+// step_s= [samples_per_s=] [tokens_per_s=] [loss=] [loss_last=] [planned_step_s= planned_mfu= mfu=
+// vs_plan=]), at most once per autopard's progress_interval_s.
+inline constexpr const char* kProgress = "progress";
 }  // namespace event_kind
 
 using EventFields = std::vector<std::pair<std::string, std::string>>;

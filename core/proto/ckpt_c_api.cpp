@@ -43,15 +43,26 @@ extern "C" int autopar_ckpt_commit(long long step, char* err, size_t errlen) {
   return 0;
 }
 
-extern "C" int autopar_ckpt_heartbeat_check(long long step, int* checkpoint_requested, char* err,
-                                            size_t errlen) {
+extern "C" int autopar_ckpt_heartbeat_progress(long long step, long long samples,
+                                               long long tokens, int has_loss, double loss,
+                                               int* checkpoint_requested, char* err,
+                                               size_t errlen) {
   if (checkpoint_requested) *checkpoint_requested = 0;
   auto job = autopar::JobTaskEnvFrom([](const char* k) { return std::getenv(k); });
   if (!job) return Fail(job.message(), err, errlen);
-  auto requested = autopar::SendHeartbeat(*job, step);
+  autopar::StepProgress progress;
+  progress.samples = samples < 0 ? -1 : samples;
+  progress.tokens = tokens < 0 ? -1 : tokens;
+  if (has_loss) progress.loss = loss;
+  auto requested = autopar::SendHeartbeat(*job, step, false, 5000, progress);
   if (!requested) return Fail(requested.message(), err, errlen);
   if (checkpoint_requested) *checkpoint_requested = *requested ? 1 : 0;
   return 0;
+}
+
+extern "C" int autopar_ckpt_heartbeat_check(long long step, int* checkpoint_requested, char* err,
+                                            size_t errlen) {
+  return autopar_ckpt_heartbeat_progress(step, -1, -1, 0, 0.0, checkpoint_requested, err, errlen);
 }
 
 extern "C" int autopar_ckpt_heartbeat(long long step, char* err, size_t errlen) {

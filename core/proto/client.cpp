@@ -211,7 +211,8 @@ Result<CommitReply> CommitStep(const JobCkptEnv& job, int64_t step, int timeout_
   return reply->commit;
 }
 
-Result<bool> SendHeartbeat(const JobCkptEnv& job, int64_t step, bool short_lived, int timeout_ms) {
+Result<bool> SendHeartbeat(const JobCkptEnv& job, int64_t step, bool short_lived, int timeout_ms,
+                           const StepProgress& progress) {
   Request r;
   r.op = Op::kHeartbeat;
   r.job_id = job.job_id;
@@ -219,6 +220,9 @@ Result<bool> SendHeartbeat(const JobCkptEnv& job, int64_t step, bool short_lived
   r.step = step;
   r.node = job.node;
   r.short_lived = short_lived;
+  r.samples = progress.samples;
+  r.tokens = progress.tokens;
+  r.loss = progress.loss;
   auto reply = CallDaemonOk(job.socket, r, timeout_ms);
   if (!reply) return reply.status();
   return reply->checkpoint_requested;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <functional>
 #include <string>
 #include <vector>
@@ -57,8 +58,14 @@ Result<JobCkptEnv> JobTaskEnvFrom(const GetEnv& getenv);
 // reply's checkpoint_requested: true when the program is asked to checkpoint now because the
 // job's time limit is near. `short_lived`: the calling process exits right after (the
 // `autopar heartbeat` command); the rank is then alive as long as its Slurm task (protocol.h).
+// `progress` (optional, issue 13): the step's samples and tokens over the job and its loss.
+struct StepProgress {
+  int64_t samples = -1;  // -1: not given
+  int64_t tokens = -1;
+  std::optional<double> loss;
+};
 Result<bool> SendHeartbeat(const JobCkptEnv& job, int64_t step, bool short_lived = false,
-                           int timeout_ms = 5000);
+                           int timeout_ms = 5000, const StepProgress& progress = {});
 
 // Commits `step` for the calling rank (the files under <ckpt_dir>/step-<step>/rank-<rank>/).
 Result<CommitReply> CommitStep(const JobCkptEnv& job, int64_t step,

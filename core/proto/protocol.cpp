@@ -3,6 +3,7 @@
 
 #include <json/json.h>
 
+#include <cmath>
 #include <memory>
 #include <sstream>
 
@@ -183,6 +184,17 @@ std::string EncodeRequest(const Request& r) {
   if (r.probe) v["probe"] = true;
   if (r.reshard) v["reshard"] = true;
   if (r.short_lived) v["short_lived"] = true;
+  if (r.samples >= 0) v["samples"] = Json::Int64(r.samples);
+  if (r.tokens >= 0) v["tokens"] = Json::Int64(r.tokens);
+  if (r.loss) {
+    // JSON has no NaN or infinity: those travel as strings.
+    const double l = *r.loss;
+    if (std::isfinite(l)) {
+      v["loss"] = l;
+    } else {
+      v["loss"] = std::isnan(l) ? "nan" : l > 0 ? "inf" : "-inf";
+    }
+  }
   if (r.rank >= 0) v["rank"] = r.rank;
   if (r.world_size > 0) v["world_size"] = r.world_size;
   if (r.local_world_size > 0) v["local_world_size"] = r.local_world_size;
@@ -223,6 +235,26 @@ Result<Request> DecodeRequest(std::string_view line) {
   r.probe = g.Bool("probe");
   r.reshard = g.Bool("reshard");
   r.short_lived = g.Bool("short_lived");
+  for (auto [key, field] : {std::pair<const char*, int64_t*>{"samples", &r.samples},
+                            {"tokens", &r.tokens}}) {
+    *field = g.Int(key, -1);
+    if (v.isMember(key) && g.status() && *field < 0) {
+      return Status::Error(std::string(OpName(r.op)) + ": " + key + ": must be >= 0");
+    }
+  }
+  if (v.isMember("loss")) {
+    const Json::Value& loss = v["loss"];
+    if (loss.isNumeric()) {
+      r.loss = loss.asDouble();
+    } else if (loss.isString() && (loss.asString() == "nan" || loss.asString() == "inf" ||
+                                   loss.asString() == "-inf")) {
+      const std::string s = loss.asString();
+      r.loss = s == "nan" ? std::nan("") : s == "inf" ? HUGE_VAL : -HUGE_VAL;
+    } else {
+      return Status::Error(std::string(OpName(r.op)) +
+                           ": loss: must be a number, \"nan\", \"inf\" or \"-inf\"");
+    }
+  }
   r.rank = g.SmallInt("rank", -1);
   r.world_size = g.SmallInt("world_size", 0);
   r.local_world_size = g.SmallInt("local_world_size", 0);

@@ -19,6 +19,7 @@
 //                                                               bytes_done bytes_total
 //                                                               throughput_bps eta_s error}
 //   heartbeat  job_id rank step [node] [short_lived]            [checkpoint_requested]
+//              [samples] [tokens] [loss]
 //   event      job_id kind [rank] [step] [detail] [node]        -
 //   events     job_id                                           events[] {time node job_id kind
 //                                                               rank step detail} (every node's
@@ -38,6 +39,11 @@
 // `autopar heartbeat` command): the rank stays alive as long as its Slurm task does (the sender's
 // ancestor directly below slurmstepd or autopar-launch), not the sender. Without it the sender is
 // the rank's process (the Python module, libautopar): the rank has ended when it is gone.
+//
+// heartbeat's "samples" and "tokens" (integers >= 0) are the step's over the whole job (its global
+// batch, as any rank knows it) and "loss" its loss (a number, or "nan", "inf", "-inf"); all
+// optional (issue 13). Rank 0's, on its node's autopard, become the job's measured step time,
+// throughput and MFU against the plan ("progress" events, docs/health.md).
 //
 // heartbeat's reply: "checkpoint_requested": true (absent or false otherwise) asks the program to
 // checkpoint now because the job's time limit is near (issue 6; only for jobs submitted with
@@ -59,6 +65,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -84,6 +91,9 @@ struct Request {
   // every saved rank's files are then placed on the node (docs/elastic.md).
   bool reshard = false;
   bool short_lived = false;  // heartbeat: the sender exits right after (see above)
+  int64_t samples = -1;      // heartbeat: the step's samples over the job; -1: not given
+  int64_t tokens = -1;       // heartbeat: the step's tokens over the job; -1: not given
+  std::optional<double> loss;  // heartbeat: the step's loss (may be NaN or infinite)
   int rank = -1;
   int world_size = 0;
   int local_world_size = 0;  // commit: ranks of the job on this node (local-only completeness)

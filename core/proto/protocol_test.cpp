@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace autopar {
 namespace {
 
@@ -69,6 +71,44 @@ TEST(ProtocolTest, RequestRoundTrips) {
   }
 }
 
+TEST(ProtocolTest, HeartbeatProgressRoundTrips) {
+  Request r;
+  r.op = Op::kHeartbeat;
+  r.job_id = "7";
+  r.rank = 0;
+  r.step = 12;
+  r.samples = 64;
+  r.tokens = 262144;
+  r.loss = 1.25;
+  auto back = DecodeRequest(EncodeRequest(r));
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->samples, 64);
+  EXPECT_EQ(back->tokens, 262144);
+  ASSERT_TRUE(back->loss);
+  EXPECT_DOUBLE_EQ(*back->loss, 1.25);
+  // Not finite: sent as a string, read back as such.
+  r.loss = std::nan("");
+  EXPECT_NE(EncodeRequest(r).find(R"("loss":"nan")"), std::string::npos) << EncodeRequest(r);
+  back = DecodeRequest(EncodeRequest(r));
+  ASSERT_TRUE(back.ok() && back->loss);
+  EXPECT_TRUE(std::isnan(*back->loss));
+  r.loss = -HUGE_VAL;
+  back = DecodeRequest(EncodeRequest(r));
+  ASSERT_TRUE(back.ok() && back->loss);
+  EXPECT_TRUE(std::isinf(*back->loss) && *back->loss < 0);
+  // Without them: nothing sent, nothing read.
+  Request plain;
+  plain.op = Op::kHeartbeat;
+  plain.job_id = "7";
+  plain.rank = 0;
+  plain.step = 1;
+  EXPECT_EQ(EncodeRequest(plain).find("samples"), std::string::npos);
+  back = DecodeRequest(EncodeRequest(plain));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->samples, -1);
+  EXPECT_FALSE(back->loss);
+}
+
 TEST(ProtocolTest, BadRequestsNameTheProblem) {
   struct Case {
     const char* line;
@@ -95,6 +135,12 @@ TEST(ProtocolTest, BadRequestsNameTheProblem) {
       {R"({"v":1,"op":"ls"})", "ls: give exactly one of uri and job_id"},
       {R"({"v":1,"op":"event","job_id":"1"})", "event: kind: must be 1-64 characters"},
       {R"({"v":1,"op":"events"})", "events: job_id: missing"},
+      {R"({"v":1,"op":"heartbeat","job_id":"1","rank":0,"step":1,"samples":-2})",
+       "heartbeat: samples: must be >= 0"},
+      {R"({"v":1,"op":"heartbeat","job_id":"1","rank":0,"step":1,"tokens":"many"})",
+       "heartbeat: tokens: must be an integer"},
+      {R"({"v":1,"op":"heartbeat","job_id":"1","rank":0,"step":1,"loss":"low"})",
+       "heartbeat: loss: must be a number, \"nan\", \"inf\" or \"-inf\""},
   };
   for (const auto& c : cases) {
     auto r = DecodeRequest(c.line);

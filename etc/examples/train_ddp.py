@@ -101,7 +101,7 @@ def main() -> int:
             if rank == 0:
                 print(f"train: step {step:4d} loss {mean.item() / world:.6f}", flush=True)
         if use_ckpt:
-            ckpt.heartbeat(step)
+            ckpt.heartbeat(step, samples=args.batch, loss=loss.item())  # progress (docs/health.md)
             if (step + 1) % args.ckpt_every == 0:
                 d = ckpt.step_dir(step)
                 torch.save({"model": model.state_dict(), "opt": opt.state_dict()},

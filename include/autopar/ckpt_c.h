@@ -27,6 +27,12 @@ int autopar_ckpt_heartbeat(long long step, char* err, size_t errlen);
  * to be ended by the requeue instead of exiting (docs/checkpoints.md, "Time limits"). */
 int autopar_ckpt_heartbeat_check(long long step, int* checkpoint_requested, char* err,
                                  size_t errlen);
+/* The same with the step's progress (issue 13; docs/health.md): `samples` and `tokens` over the
+ * whole job (the global batch; -1: not given) and its `loss` (pass NAN when not given and
+ * `has_loss` = 0). Rank 0's become the job's measured step time, throughput and MFU. */
+int autopar_ckpt_heartbeat_progress(long long step, long long samples, long long tokens,
+                                    int has_loss, double loss, int* checkpoint_requested,
+                                    char* err, size_t errlen);
 /* The step restored before the program started (AUTOPAR_RESUME_STEP), or -1 for a fresh start. */
 long long autopar_ckpt_resume_step(void);
 

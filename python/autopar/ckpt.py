@@ -19,6 +19,7 @@ Only the standard library is used. Errors raise ``AutoparError`` with autopard's
 """
 import atexit
 import json
+import math
 import os
 import socket
 import sys
@@ -123,15 +124,28 @@ def commit(step, timeout=30.0):
     return _call(req, timeout)
 
 
-def heartbeat(step, timeout=5.0):
+def heartbeat(step, samples=None, tokens=None, loss=None, timeout=5.0):
     """Tells autopard this rank made progress (reached `step`). Returns True when autopard asks
     the program to checkpoint now because the job's time limit is near (the reply's
     ``checkpoint_requested``; only for jobs with --requeue-on-failure), else False. Pass the value
-    to time_limit_reached() on every rank."""
+    to time_limit_reached() on every rank.
+
+    Optional (docs/health.md): `samples` and `tokens`, the step's over the whole job (the global
+    batch), and `loss` (a float or a 0-d tensor; NaN and infinities are sent as such). Rank 0's
+    become the job's measured step time, throughput and MFU against its plan."""
     f = _job_fields()
     req = {"op": "heartbeat", "job_id": f["job_id"], "rank": f["rank"], "step": int(step)}
     if "node" in f:
         req["node"] = f["node"]
+    if samples is not None:
+        req["samples"] = int(samples)
+    if tokens is not None:
+        req["tokens"] = int(tokens)
+    if loss is not None:
+        value = float(loss)
+        # JSON has no NaN or infinity: those travel as strings.
+        req["loss"] = value if math.isfinite(value) else \
+            ("nan" if math.isnan(value) else "inf" if value > 0 else "-inf")
     return bool(_call(req, timeout).get("checkpoint_requested", False))
 
 

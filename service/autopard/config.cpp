@@ -192,6 +192,8 @@ Result<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::strin
       st = integer(0, 86400, &c.owner_cache_s);
     } else if (key == "restore_timeout_s") {
       st = integer(1, 86400, &c.restore_timeout_s);
+    } else if (key == "progress_interval_s") {
+      st = integer(1, 86400, &c.progress_interval_s);
     } else if (key == "state_keep_days") {
       st = integer(0, 36500, &c.state_keep_days);
     } else if (key == "journal_uri") {

@@ -46,6 +46,9 @@ struct DaemonConfig {
   std::chrono::seconds upload_retry_max{1800};
   int owner_cache_s = 300;       // how long a job's owner is cached
   int restore_timeout_s = 3600;  // the longest a restore may take before the client gives up
+  // Training health (issue 13): a job's measured step time, throughput and MFU are journalled
+  // ("progress") at most once per this many seconds, from rank 0's heartbeats.
+  int progress_interval_s = 30;
   // Where every node publishes its journal per job (journal_publisher.h): "file:///shared/dir"
   // or "s3://bucket/prefix" (canonical form); empty: `autopar events` shows this node's only.
   std::string journal_uri;

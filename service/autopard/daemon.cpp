@@ -119,6 +119,7 @@ void Daemon::EnableFailureHandling(std::shared_ptr<SlurmActions> slurm) {
   FailureHandlerConfig fc;
   fc.node = config_.node;
   fc.lock_dir = config_.state_dir;
+  fc.progress_interval_s = config_.progress_interval_s;
   failure_ = std::make_unique<FailureHandler>(
       fc, slurm_actions_.get(), RealProcAccess(), [this](const JournalEvent& e) { Journal(e); },
       [] { return Now(); });
@@ -403,7 +404,8 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
       Reply reply;
       if (failure_) {
         reply.checkpoint_requested = failure_->OnHeartbeat(r.job_id, r.rank, r.step, peer.pid,
-                                                              r.short_lived);
+                                                              r.short_lived, r.samples, r.tokens,
+                                                              r.loss);
       }
       return reply;
     }

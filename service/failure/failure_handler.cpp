@@ -64,6 +64,8 @@ Result<JobContext> JobContextFromEnviron(const std::string& environ) {
       auto v = ParseInt(value, 0, 1000000);
       if (!v) return Status::Error("AUTOPAR_RESTARTS_IN_PLACE: not a count: '" + value + "'");
       c.restarts_in_place = *v;
+    } else if (name == "AUTOPAR_PLAN_JSON") {
+      c.plan = PlanTargetFromJson(value);
     } else if (name == "AUTOPAR_RESTART_GENERATION") {
       auto v = ParseInt(value, 0, 1000000);
       if (!v) return Status::Error("AUTOPAR_RESTART_GENERATION: not a count: '" + value + "'");
@@ -126,7 +128,8 @@ bool FailureHandler::Alive(const RankProcess& p) const {
 }
 
 bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid,
-                                 bool short_lived) {
+                                 bool short_lived, int64_t samples, int64_t tokens,
+                                 std::optional<double> loss) {
   // The rank's process: the sender, or the task process of a sender that exits right away.
   auto process = short_lived ? TaskProcessOf(pid, proc_) : ReadProcStat(pid, proc_);
   if (!process) return false;
@@ -134,6 +137,7 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
   if (!ctx || ctx->job_id != job_id) return false;  // not a task of that job: nothing to watch
   const double now = clock_();
   std::optional<EventFields> first_step;  // journalled below, outside the lock
+  std::optional<EventFields> progress;
   bool requested = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -163,6 +167,11 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
         recovering_since_.erase(since);  // the recovery is over: nothing kept per job
       }
     }
+    if (rank == 0) {
+      // The job's measured progress against its plan (issue 13), a window per run.
+      if (!run.progress) run.progress = std::make_unique<ProgressTracker>(config_.progress_interval_s);
+      progress = run.progress->Add(ProgressSample{now, step, samples, tokens, loss}, ctx->plan);
+    }
     run.rank_procs[rank] = RankProcess{process->pid, process->start_ticks};
     run.heartbeats = true;
     if (run.hang) run.hang->Heartbeat(rank, step, now);
@@ -183,6 +192,7 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
   }
   // The journal writes to the state database and calls back into OnEvent: never under mu_.
   if (first_step) Emit(job_id, event_kind::kFirstStep, 0, step, FormatEventFields(*first_step));
+  if (progress) Emit(job_id, event_kind::kProgress, 0, step, FormatEventFields(*progress));
   return requested;
 }
 

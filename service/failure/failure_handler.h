@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "core/failure/hang_detector.h"
+#include "core/health/progress.h"
 #include "core/proto/protocol.h"
 #include "core/failure/recovery_policy.h"
 #include "core/failure/requeue_policy.h"
@@ -81,6 +82,8 @@ struct JobContext {
   // AUTOPAR_RESTART_GENERATION, which autopar-launch gives the program when the job restarts in
   // place (-1: the program was not started by such a launcher).
   int64_t generation = -1;
+  // AUTOPAR_PLAN_JSON's prediction (issue 13: measured against it); nullopt without a plan.
+  std::optional<PlanTarget> plan;
   // In-place restarts are carried out by the launchers: a hang on this node is handed to them.
   bool in_place() const { return restarts_in_place > 0 && generation >= 0; }
 };
@@ -94,6 +97,7 @@ struct FailureHandlerConfig {
   RequeueSettings policy;  // backoff and immediate-failure rules; max_restarts comes per job
   double first_step_factor = kDefaultFirstStepFactor;
   int python_stack_wait_ms = 2000;
+  double progress_interval_s = 30;  // "progress" events: at most one per job per interval
   // After a hang is detected and this node's stacks are captured, the requeue waits this long:
   // every node of the job detects the same hang, each on its own 1 s tick, and the node that
   // holds the stopped rank must capture its stack before the requeue ends the job's tasks.
@@ -114,8 +118,11 @@ class FailureHandler {
   // A heartbeat of `rank` at `step`, sent by process `pid`; `short_lived`: the sender exits right
   // after (protocol.h). Returns true when the program is asked to checkpoint now because the
   // job's time limit is near (the reply's checkpoint_requested).
+  // `samples`, `tokens`, `loss`: the step's progress when the program sends it (issue 13; -1 /
+  // nullopt: not given); rank 0's become "progress" events at most once per progress_interval_s.
   bool OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid,
-                   bool short_lived = false);
+                   bool short_lived = false, int64_t samples = -1, int64_t tokens = -1,
+                   std::optional<double> loss = std::nullopt);
   // A journal event; `pid` is the sender's (0: from the daemon itself, e.g. the uploader's
   // ckpt_* events, which the time-limit handling needs).
   void OnEvent(const JournalEvent& event, pid_t pid);
@@ -169,6 +176,7 @@ class FailureHandler {
     std::optional<int> hang_rank;           // its single suspect, if one
     bool hang_progress = false;             // the run made progress before it hung
     bool first_step_told = false;           // first_step journalled for this generation
+    std::unique_ptr<ProgressTracker> progress;  // rank 0's steps (issue 13)
   };
 
   // The job context for `pid` (cached per process), or nullopt when unreadable.

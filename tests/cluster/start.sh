@@ -148,6 +148,8 @@ slurm_user = root
 # Every node publishes its journal here (a directory all nodes share, like a site's shared
 # filesystem): autopar events JOBID on any node merges them. Root-only, like the state.
 journal_uri = file://$CLUSTER_DIR/journal
+# The local cluster's jobs last seconds: a progress window (docs/health.md) every 2 s.
+progress_interval_s = 2
 EOF
   # autopard's keys for the checkpoint tests: s3rver's endpoint (its fixed credentials S3RVER),
   # and extra "key = value" lines from AUTOPAR_AUTOPARD_CONF_EXTRA. Root-only: it holds a secret.

@@ -78,6 +78,7 @@ class Trainer:
         loss = nn.functional.mse_loss(self.ddp(self.x[idx]), self.y[idx])
         loss.backward()
         self.opt.step()
+        return loss.item()  # this rank's loss of the step
 
     def save(self, step, pad=b""):
         """Checkpoints `step` (with `pad` as an extra file when given) and commits it."""

@@ -34,10 +34,11 @@ def main():
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT",
                                  os.environ.get("SLURM_RESTART_COUNT", "0")))
     for step in range(trainer.start, args.steps):
-        trainer.step(step)
+        loss = trainer.step(step)
         print(f"train: rank {rank} step {step} time {time.time():.3f} run {restart} "
               f"port {os.environ.get('MASTER_PORT', '')}", flush=True)
-        requested = ckpt.heartbeat(step) if ckpt.enabled() else False
+        # The step's samples over the job and (this rank's) loss: the job's progress (health).
+        requested = ckpt.heartbeat(step, samples=args.batch, loss=loss) if ckpt.enabled() else False
         if args.step_sleep:
             time.sleep(args.step_sleep)
         time_limit = args.obey_time_limit and ckpt.time_limit_reached(requested, step)

@@ -1,0 +1,47 @@
+// `autopar report JOBID` (issue 13, docs/health.md): what a job did, from its timeline alone:
+// planned against measured step time and MFU, throughput over time, and each recovery with the
+// time it cost. Pure: built from the merged journal (every node's events), rendered as text or
+// JSON. Thread-compatible values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/proto/protocol.h"
+
+namespace autopar {
+
+struct JobReport {
+  std::string job_id;
+  std::string model;        // from the "submitted" event; empty without a plan
+  std::string layout;       // "tp=1 cp=1 pp=2 dp=4 micro_batch=..." (the plan's)
+  std::optional<double> planned_step_s, planned_mfu;
+  struct Window {           // one "progress" event
+    double time = 0;
+    int64_t step = -1;
+    double step_s = 0;
+    std::optional<double> samples_per_s, tokens_per_s, mfu, loss;
+  };
+  std::vector<Window> progress;
+  // Medians over the windows (nullopt without any).
+  std::optional<double> step_s, mfu, tokens_per_s, samples_per_s;
+  struct Recovery {
+    double time = 0;            // the failure
+    std::string failure_class;  // rank-crash, hang, node-loss, time-limit, ...
+    std::string action;         // restart-in-place, requeue, stop, ...
+    std::optional<double> lost_s;  // failure to the first step after it (in place), or to the
+                                   // next run's resume (requeue)
+  };
+  std::vector<Recovery> recoveries;
+  double lost_s = 0;  // the recoveries' total
+  double first_time = 0, last_time = 0;
+  std::string end;  // "finished exit=0", "stopped: ...", "" (still running or unknown)
+};
+
+JobReport BuildReport(const std::string& job_id, const std::vector<JournalEvent>& events);
+std::string ReportToText(const JobReport& report);
+std::string ReportToJson(const JobReport& report);  // one object, pretty-printed
+
+}  // namespace autopar

@@ -1,0 +1,72 @@
+"""Training health, plan against reality (issue 13, first part), on the local cluster: the
+deterministic DDP training of test_requeue_faults.py sends the step's samples and loss with each
+heartbeat; rank 0's node journals "progress" windows (step time, throughput, MFU against the job's
+plan; progress_interval_s = 2 on this cluster), and `autopar report` shows the plan against the
+measured numbers, the same numbers the timeline has, and the recovery with its cost.
+
+Needs the cluster as test_requeue_faults.py does. About 1 min.
+"""
+import json
+import os
+import signal
+
+from conftest import run, wait_job
+from test_requeue_faults import (CLI, events, kinds, rank_pid, sockets, submit, train_cmd,  # noqa: F401
+                                 wait_step)
+
+
+def report(job: str, *extra: str):
+    return run([str(CLI), "report", job, "--socket", str(sockets()[0]), *extra], check=True).stdout
+
+
+def test_report_has_the_plan_the_timelines_progress_and_the_recovery(tmp_path):
+    # A small planned model (GPT-3 1.3B at 128 tokens: ~0.1 s per step planned), so that the toy
+    # training (0.3 s of sleep per step) is slower than its plan and the measured MFU is a real
+    # number rather than "faster than the planned model can run".
+    work = tmp_path / "health"
+    opts = ("--requeue-on-failure=3 --heartbeat-timeout=20 --auto-parallel --model=gpt3-1.3b "
+            "--gpu-type=a100-80gb --global-batch=64 --seq-len=128")
+    job = submit(work, opts=opts, program=train_cmd(work))
+    wait_step(work, 0, 22)
+    os.kill(rank_pid(job, 1), signal.SIGKILL)
+    assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    evs = events(job, "finished", "first_step")
+    progress = kinds(evs, "progress")
+    assert len(progress) >= 4, progress
+    submitted = kinds(evs, "submitted")[0]["fields"]
+    r = json.loads(report(job, "--json"))
+    # The plan, as the job was submitted with it.
+    assert r["model"] == "gpt3-1.3b" and r["planned"]["step_s"] == float(submitted["step_s"]), r
+    assert r["planned"]["step_s"] > 0.01, r["planned"]
+    assert r["planned"]["mfu"] == float(submitted["mfu"]), r
+    # Every window is the timeline's, and its numbers are consistent: 64 samples per step, the
+    # MFU the plan's scaled by planned / measured step time.
+    assert [(w["step"], w["step_s"], w["samples_per_s"], w["mfu"]) for w in r["progress"]] == \
+        [(e["step"], float(e["fields"]["step_s"]), float(e["fields"]["samples_per_s"]),
+          float(e["fields"]["mfu"])) for e in progress], (r["progress"], progress)
+    planned_s, planned_mfu = r["planned"]["step_s"], r["planned"]["mfu"]
+    for w in r["progress"]:
+        assert abs(w["samples_per_s"] * w["step_s"] / 64 - 1) < 0.02, w
+        assert abs(w["mfu"] / (planned_mfu * planned_s / w["step_s"]) - 1) < 0.02, w
+        assert w["loss"] is not None and w["loss"] >= 0, w
+    assert 0 < r["measured"]["mfu"] < planned_mfu, r["measured"]  # the toy is slower than planned
+    # The recovery and what it cost: the first_step's time since the failure.
+    first = kinds(evs, "first_step")[0]
+    assert len(r["recoveries"]) == 1, r["recoveries"]
+    rec = r["recoveries"][0]
+    assert rec["class"] == "rank-crash" and rec["action"] == "restart-in-place", rec
+    assert rec["lost_s"] == float(first["fields"]["since_failure_s"]), (rec, first)
+    assert r["end"] == "finished exit=0", r
+    text = report(job)
+    assert f"job {job}: gpt3-1.3b (tp=" in text, text
+    assert "planned:     " in text and "measured:    " in text and "windows)" in text, text
+    assert "recoveries:  1 (1 in place, 0 requeued)" in text, text
+
+
+def test_bad_progress_values_are_refused_with_one_line():
+    env = dict(os.environ, SLURM_JOB_ID="1", RANK="0", AUTOPAR_SOCKET=str(sockets()[0]))
+    for args, expected in ((["--loss", "abc"], "autopar heartbeat: --loss: invalid value 'abc'"),
+                           (["--tokens", "-3"], "autopar heartbeat: --tokens: invalid value '-3'")):
+        p = run([str(CLI), "heartbeat", "--step", "1", *args], env=env)
+        assert p.returncode == 2 and p.stderr.startswith(expected) and \
+            p.stderr.count("\n") == 1, (args, p.returncode, p.stderr)
