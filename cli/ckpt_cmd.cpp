@@ -266,6 +266,18 @@ int RunHeartbeatCommand(int argc, char** argv) {
   return 0;
 }
 
+// The job's events from every node (autopard's `events`), merged again so that the order is
+// defined whatever the daemon's version; autopard's notes go to stderr as "autopar: CMD: ...".
+Result<std::vector<JournalEvent>> FetchJobEvents(const char* cmd, const Args& args) {
+  Request r;
+  r.op = Op::kEvents;
+  r.job_id = args.positional[0];
+  auto reply = CallDaemonOk(args.socket, r);
+  if (!reply) return reply.status();
+  for (const auto& note : reply->notes) std::fprintf(stderr, "autopar: %s: %s\n", cmd, note.c_str());
+  return MergeTimelines({reply->events});
+}
+
 int RunReportCommand(int argc, char** argv) {
   auto args = ParseArgs(argc, argv);
   if (!args) return Fail("report", args.message(), 2);
@@ -277,13 +289,9 @@ int RunReportCommand(int argc, char** argv) {
                args->help ? stdout : stderr);
     return args->help ? 0 : 2;
   }
-  Request r;
-  r.op = Op::kEvents;
-  r.job_id = args->positional[0];
-  auto reply = CallDaemonOk(args->socket, r);
-  if (!reply) return Fail("report", reply.message(), 1);
-  for (const auto& note : reply->notes) std::fprintf(stderr, "autopar: report: %s\n", note.c_str());
-  const JobReport report = BuildReport(r.job_id, MergeTimelines({reply->events}));
+  auto events = FetchJobEvents("report", *args);
+  if (!events) return Fail("report", events.message(), 1);
+  const JobReport report = BuildReport(args->positional[0], *events);
   std::fputs((args->json ? ReportToJson(report) : ReportToText(report)).c_str(), stdout);
   return 0;
 }
@@ -299,17 +307,12 @@ int RunEventsCommand(int argc, char** argv) {
                args->help ? stdout : stderr);
     return args->help ? 0 : 2;
   }
-  Request r;
-  r.op = Op::kEvents;
-  r.job_id = args->positional[0];
-  auto reply = CallDaemonOk(args->socket, r);
-  if (!reply) return Fail("events", reply.message(), 1);
-  for (const auto& note : reply->notes) std::fprintf(stderr, "autopar: events: %s\n", note.c_str());
-  // The daemon merged every node's journal; merging again keeps the output's order defined
-  // whatever the daemon's version.
-  std::vector<JournalEvent> events = MergeTimelines({reply->events});
-  const std::string out = args->json ? EncodeEventsJson(r.job_id, events)
-                                     : RenderEventsTable(r.job_id, events, !args->all);
+  auto fetched = FetchJobEvents("events", *args);
+  if (!fetched) return Fail("events", fetched.message(), 1);
+  const std::vector<JournalEvent>& events = *fetched;
+  const std::string& job = args->positional[0];
+  const std::string out = args->json ? EncodeEventsJson(job, events)
+                                     : RenderEventsTable(job, events, !args->all);
   std::fputs(out.c_str(), stdout);
   return 0;
 }

@@ -20,8 +20,8 @@ import pytest
 from conftest import PYTHON, job_state, run, slurm_conf, wait_job
 from test_requeue_faults import (end_with_node_lost, events, kinds, need_autopard, node_of_rank,  # noqa: F401
                                  rank_pid, record, recovery, reference, restarts, same_model,
-                                 show_job, steps_logged, stop_rank_mid_training, submit, train_cmd,
-                                 wait_step)
+                                 show_job, steps_logged, stop_rank_mid_training,
+                                 stop_rank_until_the_end, submit, train_cmd, wait_step)
 
 OPTS = "--requeue-on-failure=3 --heartbeat-timeout=20"
 
@@ -163,15 +163,7 @@ def test_a_hang_of_a_warm_started_program_restarts_in_place(tmp_path, reference)
     wait_step(work, 1, 0, timeout=120)
     resumed = min(s for r, _, s, _ in steps_logged(work) if r == 1)
     wait_step(work, 1, resumed + 20)  # past --prewarm-after: generation 2 is being prepared
-    pid = rank_pid(job, 1)
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    stop_rank_until_the_end(work, job, 1)
     assert same_model(work / "final.pt", reference)
     evs = events(job, "finished")
     assert_recovered_in_place(job, evs, 2)

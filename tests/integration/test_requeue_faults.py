@@ -307,8 +307,15 @@ def stop_rank_mid_training(tmp_path, name, opts, before_fault=None):
     wait_step(work, 0, 22)
     if before_fault:
         before_fault(job)
-    pid = rank_pid(job, 1)
     fault = time.time()
+    stop_rank_until_the_end(work, job, 1)
+    return work, job, fault
+
+
+def stop_rank_until_the_end(work, job, rank):
+    """SIGSTOPs `rank`'s program (a hang) and waits for the job to end COMPLETED; the stopped
+    process is killed whatever happens."""
+    pid = rank_pid(job, rank)
     os.kill(pid, signal.SIGSTOP)
     try:
         assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
@@ -317,7 +324,6 @@ def stop_rank_mid_training(tmp_path, name, opts, before_fault=None):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    return work, job, fault
 
 
 def kill_node_mid_training(tmp_path, name, opts, after=""):
