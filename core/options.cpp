@@ -1,5 +1,8 @@
 #include "core/options.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "core/plan/hardware.h"
@@ -48,6 +51,13 @@ const std::vector<OptionSpec> kOptions = {
      "Elastic: a lost node without a spare leaves the run going, re-planned, on the nodes left "
      "while at least M remain",
      false, "AUTOPAR_MIN_NODES"},
+    {OptionId::kOnBadLoss, "on-bad-loss", "warn|rollback[:N]|stop",
+     "When the loss turns NaN/Inf or spikes: journal it, roll back to the last complete "
+     "checkpoint before it (up to N times), or end the job",
+     false, "AUTOPAR_ON_BAD_LOSS"},
+    {OptionId::kLossSpike, "loss-spike", "FACTOR",
+     "A loss above FACTOR times its recent mean is bad, like NaN (0: only NaN/Inf)", false,
+     "AUTOPAR_LOSS_SPIKE"},
 };
 
 std::string Flag(OptionId id) { return std::string("--") + GetOptionSpec(id).name; }
@@ -73,6 +83,12 @@ Status SetRanged(OptionId id, const char* value, int64_t min, int64_t max,
   if (!v) return v.status();
   *field = *v;
   return Status::Ok();
+}
+
+std::string ShortNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 bool HasDotDot(const std::string& path) {
@@ -169,6 +185,52 @@ std::string ParallelSpec::ToString() const {
   return Join(parts, ",");
 }
 
+std::string BadLossPolicy::ToString() const {
+  switch (action) {
+    case BadLossAction::kWarn: return "warn";
+    case BadLossAction::kStop: return "stop";
+    case BadLossAction::kRollback: return "rollback:" + std::to_string(rollbacks);
+  }
+  return "warn";
+}
+
+Result<BadLossPolicy> ParseBadLossPolicy(const std::string& text, int64_t default_rollbacks,
+                                         int64_t max_rollbacks) {
+  BadLossPolicy p;
+  const size_t colon = text.find(':');
+  const std::string word = text.substr(0, colon);
+  if (word == "warn" || word == "stop") {
+    if (colon != std::string::npos)
+      return Bad(OptionId::kOnBadLoss, "'" + word + "' takes no count, got '" + text + "'");
+    p.action = word == "warn" ? BadLossAction::kWarn : BadLossAction::kStop;
+    return p;
+  }
+  if (word != "rollback")
+    return Bad(OptionId::kOnBadLoss, "must be warn, rollback[:N] or stop, got '" + text + "'");
+  p.action = BadLossAction::kRollback;
+  if (colon == std::string::npos) {
+    p.rollbacks = std::min(default_rollbacks, max_rollbacks);
+    if (p.rollbacks < 1)
+      return Bad(OptionId::kOnBadLoss, "rollbacks are off on this site (max_rollbacks=0)");
+    return p;
+  }
+  auto n = ParseInt(text.substr(colon + 1), 1, max_rollbacks);
+  if (!n)
+    return Bad(OptionId::kOnBadLoss, "rollback:N needs N in [1, " + std::to_string(max_rollbacks) +
+                                         "], got '" + text.substr(colon + 1) + "'");
+  p.rollbacks = *n;
+  return p;
+}
+
+Result<double> ParseLossSpike(const std::string& text) {
+  char* end = nullptr;
+  const double f = std::strtod(text.c_str(), &end);
+  if (text.empty() || end == text.c_str() || *end != '\0' || !(f == 0 || (f > 1 && f <= 1000)))
+    return Bad(OptionId::kLossSpike,
+               "must be 0 (off) or a factor in (1, 1000], got '" + text + "'");
+  return f;
+}
+
 Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
   ParallelSpec spec;
   if (text.empty() || text == "auto") return spec;
@@ -250,6 +312,18 @@ Status SetOption(JobOptions& opts, OptionId id, const char* value, const SiteCon
       return SetRanged(id, value, 0, site.max_spare_nodes, &opts.spare_nodes);
     case OptionId::kMinNodes:
       return SetRanged(id, value, 1, kMaxNodes, &opts.min_nodes);
+    case OptionId::kOnBadLoss: {
+      auto p = ParseBadLossPolicy(text, site.rollbacks_default, site.max_rollbacks);
+      if (!p) return p.status();
+      opts.on_bad_loss = *p;
+      return Status::Ok();
+    }
+    case OptionId::kLossSpike: {
+      auto f = ParseLossSpike(text);
+      if (!f) return f.status();
+      opts.loss_spike = *f;
+      return Status::Ok();
+    }
   }
   return Status::Error("unknown option");
 }
@@ -276,6 +350,8 @@ Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site
   }
   if (!o.spare_nodes) o.spare_nodes = d.spare_nodes;
   if (!o.min_nodes) o.min_nodes = d.min_nodes;
+  if (!o.on_bad_loss) o.on_bad_loss = d.on_bad_loss;
+  if (!o.loss_spike) o.loss_spike = d.loss_spike;
   if (!o.ckpt_upload) o.ckpt_upload = d.ckpt_upload;
   if (o.checkpointing()) {
     if (!o.ckpt_dir) o.ckpt_dir = d.ckpt_dir ? *d.ckpt_dir : site.builtin_ckpt_dir;
@@ -299,6 +375,14 @@ Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site
     return Bad(OptionId::kMinNodes,
                "needs --ckpt-upload to checkpoint (a lost node's node-local files are gone with it)");
   }
+  if (o.on_bad_loss && o.on_bad_loss->action == BadLossAction::kRollback) {
+    // The run goes back through an in-place restart that restores an earlier complete step.
+    if (!o.checkpointing())
+      return Bad(OptionId::kOnBadLoss, "rollback needs checkpoints (--ckpt-dir or --ckpt-upload)");
+    if (o.restarts_in_place.value_or(0) == 0)
+      return Bad(OptionId::kOnBadLoss,
+                 "rollback needs in-place restarts (--restarts-in-place=N or --requeue-on-failure)");
+  }
   return o;
 }
 
@@ -318,6 +402,8 @@ std::vector<std::pair<std::string, std::string>> OptionsEnv(const JobOptions& o)
   if (o.restarts_in_place) put(OptionId::kRestartsInPlace, std::to_string(*o.restarts_in_place));
   if (o.spare_nodes) put(OptionId::kSpareNodes, std::to_string(*o.spare_nodes));
   if (o.min_nodes) put(OptionId::kMinNodes, std::to_string(*o.min_nodes));
+  if (o.on_bad_loss) put(OptionId::kOnBadLoss, o.on_bad_loss->ToString());
+  if (o.loss_spike) put(OptionId::kLossSpike, ShortNumber(*o.loss_spike));
   return env;
 }
 

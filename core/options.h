@@ -30,6 +30,8 @@ enum class OptionId : int {
   kRestartsInPlace,
   kSpareNodes,
   kMinNodes,
+  kOnBadLoss,
+  kLossSpike,
 };
 
 struct OptionSpec {
@@ -57,6 +59,25 @@ struct ParallelSpec {
 };
 Result<ParallelSpec> ParseParallelSpec(const std::string& text);
 
+// --on-bad-loss (docs/health.md): what autopard does when rank 0's reported loss goes bad (NaN or
+// infinite, or a spike above --loss-spike times its recent mean): journal it (warn), roll the run
+// back in place to the last COMPLETE checkpoint before the bad step at most `rollbacks` times
+// (rollback[:N]), or end the job (stop).
+enum class BadLossAction { kWarn, kRollback, kStop };
+struct BadLossPolicy {
+  BadLossAction action = BadLossAction::kWarn;
+  int64_t rollbacks = 0;  // kRollback: the budget N
+  std::string ToString() const;  // "warn", "stop", "rollback:N"
+  bool operator==(const BadLossPolicy& o) const {
+    return action == o.action && rollbacks == o.rollbacks;
+  }
+};
+// "warn", "stop", "rollback" (N = default_rollbacks) or "rollback:N" (1 <= N <= max_rollbacks).
+Result<BadLossPolicy> ParseBadLossPolicy(const std::string& text, int64_t default_rollbacks,
+                                         int64_t max_rollbacks);
+// --loss-spike: FACTOR is 0 (spikes are not looked for; NaN/Inf always are) or in (1, 1000].
+Result<double> ParseLossSpike(const std::string& text);
+
 // Each field is set only when the user (or the site's default) gave it.
 struct JobOptions {
   std::optional<ParallelSpec> auto_parallel;
@@ -79,6 +100,9 @@ struct JobOptions {
   // Elastic runs (docs/elastic.md): a lost node that no spare can replace leaves the run going,
   // in place and re-planned, on the nodes left, as long as at least this many remain.
   std::optional<int64_t> min_nodes;
+  // Training health (docs/health.md): what a bad loss does, and what a spike is.
+  std::optional<BadLossPolicy> on_bad_loss;
+  std::optional<double> loss_spike;
   // Slurm must keep the job when one of its nodes fails (--no-kill): spares or an elastic floor.
   bool survives_node_loss() const { return spare_nodes.value_or(0) > 0 || min_nodes.has_value(); }
 

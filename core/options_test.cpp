@@ -24,7 +24,7 @@ TEST(OptionTable, EveryOptionOnceWithAutoparEnv) {
     EXPECT_EQ(std::string(spec.env).rfind("AUTOPAR_", 0), 0u);
     EXPECT_EQ(GetOptionSpec(spec.id).name, spec.name);
   }
-  EXPECT_EQ(names.size(), 13u);
+  EXPECT_EQ(names.size(), 15u);
   EXPECT_TRUE(GetOptionSpec(OptionId::kAutoParallel).optional_arg);
   EXPECT_TRUE(GetOptionSpec(OptionId::kRequeueOnFailure).optional_arg);
   EXPECT_FALSE(GetOptionSpec(OptionId::kModel).optional_arg);
@@ -91,6 +91,15 @@ TEST(Options, RefusesBadValuesNamingTheOption) {
       {OptionId::kMinNodes, "0", "--min-nodes: must be an integer in [1, 100000], got '0'"},
       {OptionId::kMinNodes, "2-4", "--min-nodes: must be an integer"},
       {OptionId::kMinNodes, "", "--min-nodes"},
+      {OptionId::kOnBadLoss, "ignore", "--on-bad-loss: must be warn, rollback[:N] or stop, got 'ignore'"},
+      {OptionId::kOnBadLoss, "rollback:0", "--on-bad-loss: rollback:N needs N in [1, 5], got '0'"},
+      {OptionId::kOnBadLoss, "rollback:6", "--on-bad-loss: rollback:N needs N in [1, 5], got '6'"},
+      {OptionId::kOnBadLoss, "stop:2", "--on-bad-loss: 'stop' takes no count"},
+      {OptionId::kOnBadLoss, "", "--on-bad-loss: needs a value"},
+      {OptionId::kLossSpike, "1", "--loss-spike: must be 0 (off) or a factor in (1, 1000], got '1'"},
+      {OptionId::kLossSpike, "-3", "--loss-spike: must be 0 (off) or a factor"},
+      {OptionId::kLossSpike, "3x", "got '3x'"},
+      {OptionId::kLossSpike, "nan", "--loss-spike"},
   };
   const SiteConfig site = Site();
   for (const auto& c : cases) {
@@ -199,6 +208,44 @@ TEST(ResolveOptions, MinNodesNeedInPlaceRestartsAndSurviveNodeLoss) {
                              site);
   ASSERT_TRUE(back.ok()) << back.message();
   EXPECT_EQ(back->min_nodes, 2);
+}
+
+TEST(ResolveOptions, BadLossRollbackNeedsCheckpointsAndInPlaceRestarts) {
+  const SiteConfig site = Site();
+  JobOptions o;
+  ASSERT_TRUE(SetOption(o, OptionId::kOnBadLoss, "rollback", site).ok());
+  EXPECT_EQ(o.on_bad_loss->ToString(), "rollback:2");  // the site's rollbacks_default
+  auto no_ckpt = ResolveOptions(o, site);
+  ASSERT_FALSE(no_ckpt.ok());
+  EXPECT_EQ(no_ckpt.message(), "--on-bad-loss: rollback needs checkpoints (--ckpt-dir or --ckpt-upload)");
+  o.ckpt_dir = "/tmp/c";
+  auto no_restarts = ResolveOptions(o, site);
+  ASSERT_FALSE(no_restarts.ok());
+  EXPECT_EQ(no_restarts.message(),
+            "--on-bad-loss: rollback needs in-place restarts (--restarts-in-place=N or --requeue-on-failure)");
+  o.requeue_on_failure = 1;
+  ASSERT_TRUE(SetOption(o, OptionId::kLossSpike, "4.5", site).ok());
+  auto resolved = ResolveOptions(o, site);
+  ASSERT_TRUE(resolved.ok()) << resolved.message();
+  std::map<std::string, std::string> env;
+  for (const auto& [k, v] : OptionsEnv(*resolved)) env[k] = v;
+  EXPECT_EQ(env["AUTOPAR_ON_BAD_LOSS"], "rollback:2");
+  EXPECT_EQ(env["AUTOPAR_LOSS_SPIKE"], "4.5");
+  auto back = OptionsFromEnv(
+      [&](const char* n) { return env.count(n) ? env.at(n).c_str() : nullptr; }, site);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_TRUE(back->on_bad_loss == resolved->on_bad_loss);
+  EXPECT_EQ(back->loss_spike, 4.5);
+  // warn and stop need nothing else; a site with no rollbacks refuses a bare rollback.
+  JobOptions plain;
+  ASSERT_TRUE(SetOption(plain, OptionId::kOnBadLoss, "stop", site).ok());
+  ASSERT_TRUE(SetOption(plain, OptionId::kLossSpike, "0", site).ok());
+  EXPECT_TRUE(ResolveOptions(plain, site).ok());
+  SiteConfig none = site;
+  none.max_rollbacks = 0;
+  JobOptions r;
+  Status s = SetOption(r, OptionId::kOnBadLoss, "rollback", none);
+  EXPECT_EQ(s.message(), "--on-bad-loss: rollbacks are off on this site (max_rollbacks=0)");
 }
 
 TEST(Options, SettingTwiceKeepsTheLast) {

@@ -56,6 +56,8 @@ const std::map<std::string, Setter>& Setters() {
     m["restarts_in_place_default"] = IntSetter(&SiteConfig::restarts_in_place_default, 0, 1000);
     m["max_restarts_in_place"] = IntSetter(&SiteConfig::max_restarts_in_place, 0, 1000);
     m["max_spare_nodes"] = IntSetter(&SiteConfig::max_spare_nodes, 0, 1000);
+    m["rollbacks_default"] = IntSetter(&SiteConfig::rollbacks_default, 0, 1000);
+    m["max_rollbacks"] = IntSetter(&SiteConfig::max_rollbacks, 0, 1000);
     m["max_ckpt_keep"] = IntSetter(&SiteConfig::max_ckpt_keep, 1, 100000);
     m["min_heartbeat_timeout"] = IntSetter(&SiteConfig::min_heartbeat_timeout, 1, 86400 * 7);
     m["max_heartbeat_timeout"] = IntSetter(&SiteConfig::max_heartbeat_timeout, 1, 86400 * 7);

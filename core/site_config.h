@@ -20,6 +20,8 @@ struct SiteConfig {
   int64_t restarts_in_place_default = 3;  // --restarts-in-place of a job with --requeue-on-failure
   int64_t max_restarts_in_place = 20;     // most in-place restarts a user may ask for
   int64_t max_spare_nodes = 4;            // most --spare-nodes a user may ask for
+  int64_t rollbacks_default = 2;          // N of a bare --on-bad-loss=rollback
+  int64_t max_rollbacks = 5;              // most rollbacks a user may ask for
   int64_t max_ckpt_keep = 100;
   int64_t min_heartbeat_timeout = 10;     // seconds
   int64_t max_heartbeat_timeout = 86400;  // seconds

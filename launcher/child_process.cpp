@@ -27,6 +27,7 @@ sigset_t ForwardedSignals() {
 sigset_t BlockForwardedSignals() {
   sigset_t set = ForwardedSignals(), old;
   sigaddset(&set, HungProgramSignal());
+  sigaddset(&set, BadLossSignal());
   sigemptyset(&old);
   pthread_sigmask(SIG_BLOCK, &set, &old);
   return old;
@@ -129,7 +130,10 @@ Result<pid_t> StartChild(const ChildSpec& spec, int* exec_errno) {
 ChildOutcome SuperviseChild(pid_t pid, const SuperviseOptions& options) {
   ChildOutcome out;
   sigset_t set = ForwardedSignals();
-  if (options.generation >= 0) sigaddset(&set, HungProgramSignal());
+  if (options.generation >= 0) {
+    sigaddset(&set, HungProgramSignal());
+    sigaddset(&set, BadLossSignal());
+  }
   // Blocked since main() (BlockForwardedSignals), so they queue for this descriptor only.
   int sfd = signalfd(-1, &set, SFD_CLOEXEC);
   pid_t parent = getppid();
@@ -163,11 +167,12 @@ ChildOutcome SuperviseChild(pid_t pid, const SuperviseOptions& options) {
     if (read(sfd, &si, sizeof(si)) != static_cast<ssize_t>(sizeof(si))) continue;
     int sig = static_cast<int>(si.ssi_signo);
     if (sig == SIGCHLD) continue;
-    if (sig == HungProgramSignal()) {
-      // Only autopard (root) may say the program hung, and only about this generation.
+    if (sig == HungProgramSignal() || sig == BadLossSignal()) {
+      // Only autopard (root) may say the program hung or its loss went bad, and only about this
+      // generation.
       if (si.ssi_uid == 0 && si.ssi_code == SI_QUEUE && si.ssi_int == options.generation) {
         out.exited = false;
-        out.hung = true;
+        (sig == HungProgramSignal() ? out.hung : out.bad_loss) = true;
         break;
       }
       continue;

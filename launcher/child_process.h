@@ -17,7 +17,7 @@ namespace autopar {
 
 // The signals forwarded to the program, plus SIGCHLD.
 sigset_t ForwardedSignals();
-// Blocks ForwardedSignals() and HungProgramSignal() (launch_events.h; autopard's, never
+// Blocks ForwardedSignals(), HungProgramSignal() and BadLossSignal() (launch_events.h; autopard's, never
 // forwarded) in the calling thread; returns the previous mask (the program's).
 sigset_t BlockForwardedSignals();
 
@@ -49,6 +49,7 @@ struct SuperviseOptions {
 struct ChildOutcome {
   bool exited = true;          // false: woken (see SuperviseOptions); the program still runs
   bool hung = false;           // woken by autopard's HungProgramSignal
+  bool bad_loss = false;       // woken by autopard's BadLossSignal (a rollback)
   bool timer = false;          // woken by SuperviseOptions::timer_fd
   int wait_status = 0;
   int termination_signal = 0;  // SIGINT/SIGTERM the launcher received while waiting, else 0

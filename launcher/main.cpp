@@ -187,6 +187,7 @@ class Launcher {
   bool checkpoints_ = false;
   int64_t resume_step_ = -1;                 // rank 0's decision, from the rendezvous
   std::optional<ResumeDecision> own_resume_;  // rank 0: its DecideResume (a probe)
+  int64_t resume_max_step_ = -1;  // rank 0: autopard's limit for the next generation (a rollback)
   RankInfo info_;
   MasterEndpoint master_;
   int rank_ = -1;
@@ -449,7 +450,7 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
       }
       continue;
     }
-    if (out.exited || out.hung) break;
+    if (out.exited || out.hung || out.bad_loss) break;
   }
   if (options.timer_fd >= 0) close(options.timer_fd);
   FailureReport report;
@@ -461,12 +462,17 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
     // autopard captured its stacks already; nothing to wait for.
     out.wait_status = StopChild(*pid, 0);
     report.kind = "hang";
+  } else if (out.bad_loss) {
+    // Its loss went bad (autopard, --on-bad-loss=rollback): nothing it could still save is wanted.
+    out.wait_status = StopChild(*pid, 0);
+    report.kind = FailureClassName(FailureClass::kBadLoss);
   } else if (*told) {
     out.wait_status = StopChild(*pid, kStopGraceMs);
   }
   report.exit_status = ExitCodeFromWaitStatus(out.wait_status);
   report.run_s = SecondsSince(start);
-  if (out.hung || (out.exited && report.exit_status != 0 && out.termination_signal == 0)) {
+  if (out.hung || out.bad_loss ||
+      (out.exited && report.exit_status != 0 && out.termination_signal == 0)) {
     *failure = report;
   }
   return out;
@@ -614,6 +620,7 @@ RestartVerdict Launcher::Decide(const EnvMap& child_env, const PeerGroup::Report
   }
   Say(reply->reason);
   history_ = reply->history;
+  resume_max_step_ = reply->resume_max_step;
   if (reply->action != RecoveryActionName(RecoveryAction::kRestartInPlace)) return verdict;
   auto next = min_nodes_ > 0 ? Result<std::vector<int>>(left)
                              : ReplaceLostNodes(active_, lost, standby, peers_.tasks_per_node());
@@ -639,7 +646,8 @@ void Launcher::PrepareRestart(const EnvMap& child_env, RestartVerdict* verdict) 
   verdict->master = {*addr, port_.port()};
   if (checkpoints_) {
     EnvMap ckpt_env = CkptEnv(child_env);
-    own_resume_ = DecideResume(ProbeForRank(Lookup(ckpt_env)));
+    // A rollback (a bad loss) resumes no later than the step before the bad one.
+    own_resume_ = DecideResume(ProbeForRank(Lookup(ckpt_env)), resume_max_step_);
     verdict->resume_step = own_resume_->step;
   }
 }
@@ -910,7 +918,7 @@ int Launcher::Run(int argc, char** argv) {
     ChildOutcome out = RunGeneration(opts->program, child_env, d.cpus, forward_from_parent, &failure, &told);
     code = ExitCodeFromWaitStatus(out.wait_status);
     terminated = out.termination_signal != 0;
-    if (failure && code == 128 + SIGTERM && !out.hung) {
+    if (failure && code == 128 + SIGTERM && !out.hung && !out.bad_loss) {
       // Slurm ends a step with SIGTERM to every process of it (SIGKILL only KillWait later, when
       // this launcher has its SIGTERM already): the program may end before this launcher reads
       // its own. A moment tells that apart from a real failure.

@@ -61,6 +61,7 @@ Status ReportRankExit(const GetEnv& getenv, int rank, const std::string& node, i
 }
 
 int HungProgramSignal() { return SIGRTMIN + 3; }
+int BadLossSignal() { return SIGRTMIN + 4; }
 
 std::optional<Request> RecoverRequest(const GetEnv& getenv, int rank, const EventFields& failure) {
   auto r = JobEventRequest(getenv, "recover", rank, -1, "", failure);

@@ -53,6 +53,11 @@ Status ReportRankExit(const GetEnv& getenv, int rank, const std::string& node, i
 // that rank's program hung in a job that restarts in place: the launcher then stops its program
 // and starts the in-place restart as for a crash. SIGRTMIN + 3; autopar-launch blocks it.
 int HungProgramSignal();
+// The signal autopard sends to rank 0's autopar-launch (sigqueue, value = the generation) when the
+// program's loss went bad and the job rolls back (--on-bad-loss=rollback, docs/health.md): the
+// launcher stops its program and starts an in-place restart as for a crash, class bad-loss.
+// SIGRTMIN + 4; autopar-launch blocks it.
+int BadLossSignal();
 
 // rank 0's `recover` request (protocol.h) for a failed generation; nullopt without AUTOPAR_SOCKET
 // or SLURM_JOB_ID. `failure`: class exit signal run_s progress generation node history (the

@@ -19,6 +19,7 @@ constexpr struct {
     {FailureClass::kRankCrash, "rank-crash"},
     {FailureClass::kHang, "hang"},
     {FailureClass::kTimeLimit, "time-limit"},
+    {FailureClass::kBadLoss, "bad-loss"},
 };
 
 std::string Seconds(double s) {
@@ -53,7 +54,7 @@ Result<FailureClass> ParseFailureClass(std::string_view name) {
     if (name == e.name) return e.c;
   }
   return Status::Error("failure class: unknown '" + std::string(name) +
-                       "' (node-loss, rank-crash, hang, time-limit)");
+                       "' (node-loss, rank-crash, hang, time-limit, bad-loss)");
 }
 
 std::string Failure::Signature() const {
@@ -88,6 +89,9 @@ std::string Failure::Describe() const {
       break;
     case FailureClass::kTimeLimit:
       what = "the job reached its time limit";
+      break;
+    case FailureClass::kBadLoss:
+      what = who + " reported a bad loss" + (note.empty() ? "" : " (" + note + ")");
       break;
   }
   if (run_seconds >= 0) what += " after " + Seconds(run_seconds);

@@ -78,6 +78,10 @@ inline constexpr const char* kResized = "resized";
 // step_s= [samples_per_s=] [tokens_per_s=] [loss=] [loss_last=] [planned_step_s= planned_mfu= mfu=
 // vs_plan=]), at most once per autopard's progress_interval_s.
 inline constexpr const char* kProgress = "progress";
+// A NaN/Inf or spiking loss of rank 0 (kind= loss= [mean= factor=] action=warn|rollback|stop
+// reason=); the step is the bad one. A rollback follows as failure class=bad-loss and recovery
+// (rollback= of= resume_max_step=).
+inline constexpr const char* kBadLoss = "bad_loss";
 }  // namespace event_kind
 
 using EventFields = std::vector<std::pair<std::string, std::string>>;

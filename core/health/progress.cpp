@@ -37,13 +37,16 @@ std::optional<EventFields> ProgressTracker::Add(const ProgressSample& s,
     return std::nullopt;
   }
   if (s.step == last_.step) return std::nullopt;  // the same step again: nothing new
+  // A program may send a heartbeat every few steps: each step since the last one did the work
+  // this one reports for its step.
+  const int64_t stepped = s.step - last_.step;
   last_ = s;
   if (s.samples >= 0) {
-    samples_ += s.samples;
+    samples_ += s.samples * stepped;
     have_samples_ = true;
   }
   if (s.tokens >= 0) {
-    tokens_ += s.tokens;
+    tokens_ += s.tokens * stepped;
     have_tokens_ = true;
   }
   if (s.loss) {

@@ -44,6 +44,18 @@ TEST(ProgressTracker, OneEventPerIntervalWithStepTimeThroughputAndMfu) {
   EXPECT_TRUE(tracker.Add(At(120, 8, 65536), plan));
 }
 
+TEST(ProgressTracker, AHeartbeatEveryFewStepsCountsTheWorkOfEveryStep) {
+  ProgressTracker tracker(10);
+  PlanTarget plan{2.0, 0.40, 64, 1024};
+  EXPECT_FALSE(tracker.Add(At(100, 0, 65536), plan));
+  EXPECT_FALSE(tracker.Add(At(105, 2, 65536), plan));
+  auto f = tracker.Add(At(110, 4, 65536), plan);  // heartbeats at steps 0, 2, 4: 4 steps in 10 s
+  ASSERT_TRUE(f);
+  auto m = AsMap(*f);
+  EXPECT_EQ(m["tokens_per_s"], "26214.4");  // 4 x 65536 tokens in 10 s, as with every step's
+  EXPECT_EQ(m["mfu"], "0.3200");
+}
+
 TEST(ProgressTracker, ReportedWorkScalesTheMfuAndNoPlanNoMfu) {
   ProgressTracker tracker(1);
   PlanTarget plan{1.0, 0.5, 64, 1024};

@@ -301,10 +301,10 @@ constexpr int kMaxAgreeRounds = 16;
 
 }  // namespace
 
-ResumeDecision DecideResume(const RestoreFn& ask) {
+ResumeDecision DecideResume(const RestoreFn& ask, int64_t max_step) {
   ResumeDecision d;
   d.enabled = true;
-  auto r = ask(-1);
+  auto r = ask(max_step);
   if (!r) {
     d.notes.push_back("warning: cannot restore a checkpoint: " + r.message());
     return d;

@@ -125,8 +125,9 @@ bool CheckpointsEnabled(const GetEnv& getenv);
 // The restore / probe request of the calling rank (with its JobCkptEnvFrom).
 RestoreFn RestoreForRank(const GetEnv& getenv);
 RestoreFn ProbeForRank(const GetEnv& getenv);
-// Asks `ask(-1)` and takes its reply: the step, and its skipped steps as notes.
-ResumeDecision DecideResume(const RestoreFn& ask);
+// Asks `ask(max_step)` and takes its reply: the step, and its skipped steps as notes. max_step
+// >= 0 (a rollback, --on-bad-loss) leaves out every later step.
+ResumeDecision DecideResume(const RestoreFn& ask, int64_t max_step = -1);
 // `own` is rank 0's DecideResume (its probe: only its notes are kept); nullptr on every other
 // rank. `restore` is the calling rank's RestoreForRank.
 Result<ResumeDecision> RestoreDecided(int64_t decided, const ResumeDecision* own,

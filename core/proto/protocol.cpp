@@ -332,6 +332,8 @@ std::string EncodeReply(Op op, const Reply& reply) {
       v["action"] = reply.recover.action;
       v["reason"] = reply.recover.reason;
       if (!reply.recover.history.empty()) v["history"] = reply.recover.history;
+      if (reply.recover.resume_max_step >= 0)
+        v["resume_max_step"] = Json::Int64(reply.recover.resume_max_step);
       break;
   }
   return CompactJson(v);
@@ -455,6 +457,7 @@ Result<Reply> DecodeReply(Op op, std::string_view line) {
       r.recover.action = f.Str("action", true);
       r.recover.reason = f.Str("reason");
       r.recover.history = f.Str("history");
+      r.recover.resume_max_step = f.Int("resume_max_step", -1);
       break;
   }
   if (!f.status()) return f.status();

@@ -27,7 +27,7 @@
 //                                                               [notes[]] (what is missing or
 //                                                               was cut to fit one line, for
 //                                                               stderr)
-//   recover    job_id rank detail [node]                        action reason
+//   recover    job_id rank detail [node]                        action reason [history] [resume_max_step]
 //
 // restore with "probe": true only decides: the step a restore would pick (the latest COMPLETE
 // step of the upload URI whose manifest is readable and fits this rank, or the latest
@@ -168,6 +168,9 @@ struct RecoverReply {
   // restart-in-place: the decision's memory of this failure (an opaque note), sent back with the
   // next generation's failure ("history" in detail) so that a repeated failure at start is seen.
   std::string history;
+  // restart-in-place of a bad loss (--on-bad-loss=rollback): the next generation resumes the
+  // latest COMPLETE step at or before this one (-1: the latest COMPLETE step).
+  int64_t resume_max_step = -1;
 };
 
 // A reply: `status` says ok/error; the member for the request's op is filled.

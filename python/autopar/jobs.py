@@ -45,6 +45,8 @@ AUTOPAR_OPTIONS = {
     "restarts_in_place": "--restarts-in-place",
     "spare_nodes": "--spare-nodes",
     "min_nodes": "--min-nodes",
+    "on_bad_loss": "--on-bad-loss",
+    "loss_spike": "--loss-spike",
 }
 # Options that may be given alone (True): `--auto-parallel`, `--requeue-on-failure`.
 _FLAG_ALONE = {"auto_parallel", "requeue_on_failure"}

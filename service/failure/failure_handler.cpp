@@ -60,6 +60,16 @@ Result<JobContext> JobContextFromEnviron(const std::string& environ) {
       c.stack_dir = value;
     } else if (name == "AUTOPAR_CKPT_UPLOAD") {
       c.ckpt_upload = !value.empty();
+    } else if (name == "AUTOPAR_CKPT_DIR") {
+      c.checkpoints = !value.empty();
+    } else if (name == "AUTOPAR_ON_BAD_LOSS") {
+      auto p = ParseBadLossPolicy(value, 1, 1000000);
+      if (!p) return Status::Error("AUTOPAR_ON_BAD_LOSS: " + p.message());
+      c.bad_loss = *p;
+    } else if (name == "AUTOPAR_LOSS_SPIKE") {
+      auto f = ParseLossSpike(value);
+      if (!f) return Status::Error("AUTOPAR_LOSS_SPIKE: " + f.message());
+      c.loss_spike = *f;
     } else if (name == "AUTOPAR_RESTARTS_IN_PLACE") {
       auto v = ParseInt(value, 0, 1000000);
       if (!v) return Status::Error("AUTOPAR_RESTARTS_IN_PLACE: not a count: '" + value + "'");
@@ -138,6 +148,7 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
   const double now = clock_();
   std::optional<EventFields> first_step;  // journalled below, outside the lock
   std::optional<EventFields> progress;
+  std::optional<LossAnomaly> bad_loss;
   bool requested = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -171,6 +182,14 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
       // The job's measured progress against its plan (issue 13), a window per run.
       if (!run.progress) run.progress = std::make_unique<ProgressTracker>(config_.progress_interval_s);
       progress = run.progress->Add(ProgressSample{now, step, samples, tokens, loss}, ctx->plan);
+      if (loss) {
+        if (!run.loss_guard) {
+          LossGuardSettings ls;
+          ls.spike_factor = ctx->loss_spike;
+          run.loss_guard = std::make_unique<LossGuard>(ls);
+        }
+        bad_loss = run.loss_guard->Add(step, *loss);
+      }
     }
     run.rank_procs[rank] = RankProcess{process->pid, process->start_ticks};
     run.heartbeats = true;
@@ -193,6 +212,7 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
   // The journal writes to the state database and calls back into OnEvent: never under mu_.
   if (first_step) Emit(job_id, event_kind::kFirstStep, 0, step, FormatEventFields(*first_step));
   if (progress) Emit(job_id, event_kind::kProgress, 0, step, FormatEventFields(*progress));
+  if (bad_loss) OnBadLoss(*ctx, *bad_loss, RankProcess{process->pid, process->start_ticks});
   return requested;
 }
 
@@ -324,16 +344,8 @@ void FailureHandler::Tick() {
 void FailureHandler::HandHangToLaunchers(const JobContext& ctx,
                                          const std::map<int, RankProcess>& procs) {
   for (const auto& [rank, process] : procs) {
-    if (!Alive(process)) continue;
-    // The rank's launcher: the nearest ancestor named autopar-launch, of the same job (a
-    // program may run under a wrapper such as bash).
-    std::optional<ProcStat> p = ReadProcStat(process.pid, proc_);
-    for (int depth = 0; p && depth < 8 && p->comm != "autopar-launch"; ++depth) {
-      p = p->ppid > 1 ? ReadProcStat(p->ppid, proc_) : std::nullopt;
-    }
-    if (!p || p->comm != "autopar-launch") continue;
-    auto launcher_ctx = ContextOf(*p);
-    if (!launcher_ctx || launcher_ctx->job_id != ctx.job_id) continue;
+    std::optional<ProcStat> p = LauncherOf(ctx, process);
+    if (!p) continue;
     Status st = proc_.queue_signal
                     ? proc_.queue_signal(p->pid, HungProgramSignal(), static_cast<int>(ctx.generation))
                     : Status::Error("no way to signal the launcher");
@@ -342,6 +354,21 @@ void FailureHandler::HandHangToLaunchers(const JobContext& ctx,
                      {"result", st.ok() ? "told" : st.message()}};
     Emit(ctx.job_id, event_kind::kHangStop, rank, -1, FormatEventFields(f));
   }
+}
+
+std::optional<ProcStat> FailureHandler::LauncherOf(const JobContext& ctx,
+                                                  const RankProcess& process) {
+  if (!Alive(process)) return std::nullopt;
+  // The nearest ancestor named autopar-launch, of the same job (a program may run under a
+  // wrapper such as bash).
+  std::optional<ProcStat> p = ReadProcStat(process.pid, proc_);
+  for (int depth = 0; p && depth < 8 && p->comm != "autopar-launch"; ++depth) {
+    p = p->ppid > 1 ? ReadProcStat(p->ppid, proc_) : std::nullopt;
+  }
+  if (!p || p->comm != "autopar-launch") return std::nullopt;
+  auto launcher_ctx = ContextOf(*p);
+  if (!launcher_ctx || launcher_ctx->job_id != ctx.job_id) return std::nullopt;
+  return p;
 }
 
 RequeueDecision FailureHandler::DecideFor(const JobContext& ctx, const Failure& f,
@@ -490,6 +517,7 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
   if (!generation || *generation < 0) {
     return Status::Error("recover: detail: generation: missing or negative");
   }
+  if (*kind == FailureClass::kBadLoss) return RecoverBadLoss(*ctx, *generation);
   Failure failure;
   failure.kind = *kind;
   failure.node = field("node").empty() ? config_.node : field("node");
@@ -541,7 +569,15 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
   fields.emplace_back("reason", failure.Describe());
   Emit(job_id, event_kind::kFailure, failure.rank, -1, FormatEventFields(fields));
 
-  RecoveryDecision d = DecideRecovery(config_.policy, failure, ctx->restart_count, *generation,
+  // Rollbacks (a bad loss) have a budget of their own: the generations they took do not count
+  // against --restarts-in-place.
+  int64_t rolled_back = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = rollbacks_.find(job_id); it != rollbacks_.end()) rolled_back = it->second;
+  }
+  RecoveryDecision d = DecideRecovery(config_.policy, failure, ctx->restart_count,
+                                      std::max<int64_t>(0, *generation - rolled_back),
                                       ctx->restarts_in_place, previous, loss);
   if (!field("unreachable").empty() && d.action == RecoveryAction::kRestartInPlace) {
     // The launcher that failed could not reach every other launcher (their programs ended).

@@ -34,6 +34,12 @@
 //    --requeue-on-failure=N like every automatic restart: requeue_policy.h rule 2). A run that
 //    ends TIMEOUT after a request without such a step journals "time_limit_missed".
 //
+//  - Bad losses (issue 13, docs/health.md): rank 0's reported loss goes through a LossGuard per
+//    run; a NaN/Inf or a spike (AUTOPAR_LOSS_SPIKE) is journalled ("bad_loss") and, by
+//    AUTOPAR_ON_BAD_LOSS, left alone (warn), stopped (StopOnce) or rolled back: rank 0's launcher
+//    gets BadLossSignal, restarts the program in place and asks Recover(), whose reply limits the
+//    next generation's resume to the steps before the bad one. Rollbacks have their own budget
+//    (rollback:N) and do not count against --restarts-in-place.
 //  - In place (issue 11, docs/recovery.md): for a job whose ranks run under autopar-launch with
 //    AUTOPAR_RESTARTS_IN_PLACE, a hang is handed to the hung ranks' launchers after the stacks
 //    and the grace (HungProgramSignal), a rank_exit with generation= is journalled only, and rank
@@ -59,6 +65,7 @@
 #include <vector>
 
 #include "core/failure/hang_detector.h"
+#include "core/health/loss_guard.h"
 #include "core/health/progress.h"
 #include "core/proto/protocol.h"
 #include "core/failure/recovery_policy.h"
@@ -78,6 +85,10 @@ struct JobContext {
   double heartbeat_timeout_s = 0;             // 0: no hang detection
   std::string stack_dir;                      // AUTOPAR_STACK_DIR or DefaultStackDir(job)
   bool ckpt_upload = false;  // AUTOPAR_CKPT_UPLOAD is set: a COMPLETE step is in shared storage
+  bool checkpoints = false;  // AUTOPAR_CKPT_DIR is set: the job checkpoints
+  // Bad losses (issue 13): AUTOPAR_ON_BAD_LOSS (unset: warn) and AUTOPAR_LOSS_SPIKE (0: off).
+  BadLossPolicy bad_loss;
+  double loss_spike = 0;
   int64_t restarts_in_place = 0;  // AUTOPAR_RESTARTS_IN_PLACE (issue 11)
   // AUTOPAR_RESTART_GENERATION, which autopar-launch gives the program when the job restarts in
   // place (-1: the program was not started by such a launcher).
@@ -177,6 +188,14 @@ class FailureHandler {
     bool hang_progress = false;             // the run made progress before it hung
     bool first_step_told = false;           // first_step journalled for this generation
     std::unique_ptr<ProgressTracker> progress;  // rank 0's steps (issue 13)
+    std::unique_ptr<LossGuard> loss_guard;      // rank 0's losses (issue 13)
+  };
+  // A rollback handed to rank 0's launcher, waiting for its `recover` request.
+  struct PendingRollback {
+    int64_t restart_count = 0;
+    int64_t generation = 0;
+    LossAnomaly anomaly;
+    BadLossDecision decision;
   };
 
   // The job context for `pid` (cached per process), or nullopt when unreadable.
@@ -212,6 +231,12 @@ class FailureHandler {
   // A hang in a job that restarts in place: tells the launchers of this node's ranks (their
   // programs hung) with HungProgramSignal, so that they stop and restart the program.
   void HandHangToLaunchers(const JobContext& ctx, const std::map<int, RankProcess>& procs);
+  // The launcher (autopar-launch) of a rank's process, of the same job; nullopt when none.
+  std::optional<ProcStat> LauncherOf(const JobContext& ctx, const RankProcess& process);
+  // A bad loss of rank 0 (failure_handler_loss.cpp): journals it and acts by --on-bad-loss.
+  void OnBadLoss(const JobContext& ctx, const LossAnomaly& anomaly, const RankProcess& rank0);
+  // Recover() for a generation that rank 0's launcher stopped for a rollback.
+  Result<RecoverReply> RecoverBadLoss(const JobContext& ctx, int64_t generation);
   void Emit(const std::string& job_id, const std::string& kind, int rank, int64_t step,
             const std::string& detail);
 
@@ -229,6 +254,9 @@ class FailureHandler {
   // Per job: when its last in-place recovery's failure was detected (the launcher's clock), for
   // first_step's since_failure_s.
   std::map<std::string, double> recovering_since_;
+  // Per job: rollbacks carried out (--on-bad-loss=rollback:N's budget), and the one under way.
+  std::map<std::string, int64_t> rollbacks_;
+  std::map<std::string, PendingRollback> pending_rollbacks_;
   // Per job: step -> earliest commit and latest upload/completion seen on this node (the
   // checkpoint durations), kept across runs, bounded.
   struct CkptTimes {

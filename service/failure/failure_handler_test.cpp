@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
+#include <tuple>
 #include <string>
 
 #include "core/failure/launch_events.h"
@@ -251,10 +253,12 @@ TEST_F(FailureHandlerTest, HangIsDetectedStacksCapturedAndRequeued) {
 }
 
 // In place (issue 11): a rank's program (pid) under its autopar-launch (pid - 50) of job 42.
-void InPlaceTask(FakeProc& proc, int pid, int generation, const char* in_place = "3") {
+void InPlaceTask(FakeProc& proc, int pid, int generation, const char* in_place = "3",
+                 const std::vector<std::string>& extra = {}) {
   std::vector<std::string> env = {"SLURM_JOB_ID=42", "SLURM_RESTART_COUNT=0",
                                   "AUTOPAR_REQUEUE_ON_FAILURE=3", "AUTOPAR_HEARTBEAT_TIMEOUT=60",
                                   std::string("AUTOPAR_RESTARTS_IN_PLACE=") + in_place};
+  env.insert(env.end(), extra.begin(), extra.end());
   proc.files["/proc/" + std::to_string(pid - 50) + "/environ"] = Environ(env);
   proc.Process(pid - 50, "autopar-launch", 1);
   env.push_back("AUTOPAR_RESTART_GENERATION=" + std::to_string(generation));
@@ -314,6 +318,68 @@ TEST_F(FailureHandlerTest, RecoverDecidesInPlaceThenHandsOverWhenTheBudgetIsSpen
   EXPECT_EQ(second->action, "requeue");
   EXPECT_EQ(slurm_.requeues, 1);
   EXPECT_NE(events_.back().detail.find("attempt=1"), std::string::npos) << events_.back().detail;
+}
+
+TEST_F(FailureHandlerTest, ABadLossRollsBackInPlaceOnItsOwnBudgetThenStops) {
+  const std::vector<std::string> opts = {"AUTOPAR_CKPT_DIR=/ck", "AUTOPAR_ON_BAD_LOSS=rollback:1"};
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  slurm_.job.job_id = "42";
+  slurm_.job.state = "RUNNING";
+  InPlaceTask(proc_, 100, 0, "1", opts);
+  InPlaceTask(proc_, 101, 0, "1", opts);
+  handler_->OnHeartbeat("42", 1, 10, 101, false, -1, -1, nan);  // only rank 0's loss counts
+  handler_->OnHeartbeat("42", 0, 5, 100, false, 64, -1, 1.5);
+  EXPECT_TRUE(proc_.queued.empty());
+  handler_->OnHeartbeat("42", 0, 10, 100, false, 64, -1, nan);
+  ASSERT_EQ(proc_.queued.size(), 1u);
+  EXPECT_EQ(std::get<0>(proc_.queued[0]), 50);  // rank 0's launcher
+  EXPECT_EQ(std::get<1>(proc_.queued[0]), BadLossSignal());
+  EXPECT_EQ(std::get<2>(proc_.queued[0]), 0);  // the generation
+  const JournalEvent* bad = Find("bad_loss");
+  ASSERT_NE(bad, nullptr);
+  EXPECT_EQ(bad->step, 10);
+  EXPECT_NE(bad->detail.find("kind=nan loss=nan action=rollback"), std::string::npos) << bad->detail;
+  handler_->OnHeartbeat("42", 0, 11, 100, false, 64, -1, nan);  // the same streak, under way
+  EXPECT_EQ(proc_.queued.size(), 1u);
+  // Rank 0's launcher asks: restart in place, resuming no later than the last good loss's step.
+  auto r = handler_->Recover("42", 0, "class=bad-loss exit=137 signal=9 run_s=40 generation=0", 50);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->action, "restart-in-place");
+  EXPECT_EQ(r->resume_max_step, 5);
+  EXPECT_NE(Find("failure")->detail.find("class=bad-loss"), std::string::npos);
+  EXPECT_NE(Find("recovery")->detail.find("rollback=1 of=1 resume_max_step=5"), std::string::npos)
+      << Find("recovery")->detail;
+  // A second `recover` of the same generation has no rollback behind it.
+  EXPECT_FALSE(handler_->Recover("42", 0, "class=bad-loss generation=0", 50).ok());
+  // Generation 1 crashes: --restarts-in-place=1 is not spent by the rollback.
+  InPlaceTask(proc_, 200, 1, "1", opts);
+  handler_->OnHeartbeat("42", 0, 6, 200, false, 64, -1, 1.4);
+  auto crash = handler_->Recover("42", 0, "class=rank-crash exit=1 run_s=40 generation=1", 150);
+  ASSERT_TRUE(crash.ok()) << crash.message();
+  EXPECT_EQ(crash->action, "restart-in-place");
+  EXPECT_EQ(crash->resume_max_step, -1);
+  // Generation 2's loss goes bad: the one rollback is used, the job is stopped.
+  InPlaceTask(proc_, 300, 2, "1", opts);
+  handler_->OnHeartbeat("42", 0, 7, 300, false, 64, -1, 1.3);
+  handler_->OnHeartbeat("42", 0, 8, 300, false, 64, -1, nan);
+  EXPECT_EQ(proc_.queued.size(), 1u);
+  EXPECT_EQ(slurm_.job.state, "CANCELLED");
+  EXPECT_NE(slurm_.job.admin_comment.find("all 1 rollbacks of --on-bad-loss=rollback:1 are used"),
+            std::string::npos)
+      << slurm_.job.admin_comment;
+  EXPECT_EQ(Kinds().back(), "stopped");
+}
+
+TEST_F(FailureHandlerTest, ABadLossIsOnlyJournalledByDefault) {
+  InPlaceTask(proc_, 100, 0, "1", {"AUTOPAR_LOSS_SPIKE=3"});
+  for (int step = 0; step < 12; ++step) handler_->OnHeartbeat("42", 0, step, 100, false, -1, -1, 1.0);
+  handler_->OnHeartbeat("42", 0, 12, 100, false, -1, -1, 3.5);
+  const JournalEvent* bad = Find("bad_loss");
+  ASSERT_NE(bad, nullptr);
+  EXPECT_NE(bad->detail.find("kind=spike loss=3.5 mean=1 factor=3 action=warn"), std::string::npos)
+      << bad->detail;
+  EXPECT_TRUE(proc_.queued.empty());
+  EXPECT_EQ(slurm_.requeues, 0);
 }
 
 TEST_F(FailureHandlerTest, RecoverIsRefusedForAnotherJobsProcess) {

@@ -80,6 +80,12 @@ class Trainer:
         self.opt.step()
         return loss.item()  # this rank's loss of the step
 
+    def poison(self):
+        """Every weight NaN: the loss is NaN from the next step on (a diverged run)."""
+        with torch.no_grad():
+            for p in self.model.parameters():
+                p.fill_(float("nan"))
+
     def save(self, step, pad=b""):
         """Checkpoints `step` (with `pad` as an extra file when given) and commits it."""
         d = ckpt.step_dir(step)

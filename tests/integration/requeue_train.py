@@ -4,12 +4,16 @@ checkpointing training of ckpt_train.py (ddp_train.py: same model, data and bit-
 plus a fixed pause per step (so faults land mid-run) and one line per step on stdout ("train: rank
 R step S time T run N port P", T = seconds since the epoch, N = TORCHELASTIC_RESTART_COUNT: requeues
 and in-place restarts, else SLURM_RESTART_COUNT, P = MASTER_PORT) from which the tests
-and bench/failure measure recovery time and steps lost. It sends a heartbeat after every step.
+and bench/failure measure recovery time and steps lost. It sends a heartbeat after every step (every K-th with --heartbeat-every K).
 With --obey-time-limit it follows autopard's time-limit request (docs/checkpoints.md): the ranks
 agree on the step, checkpoint it and wait for the requeue.
 
+With --nan-at STEP the first program of the job (in-place generation 0 of its first run) turns
+every weight into NaN before that step, so that its loss is NaN from that step on (the bad-loss
+tests, docs/health.md); a restarted program trains normally.
+
 Usage: requeue_train.py --steps N [--every K] [--out FILE] [--seed S] [--step-sleep SECONDS] [--wait]
-                        [--obey-time-limit]
+                        [--obey-time-limit] [--nan-at STEP] [--heartbeat-every K]
 """
 import argparse
 import os
@@ -26,6 +30,8 @@ def main():
     ddp_train.add_arguments(ap)
     ap.add_argument("--step-sleep", type=float, default=0.0)
     ap.add_argument("--obey-time-limit", action="store_true")
+    ap.add_argument("--nan-at", type=int, default=-1)
+    ap.add_argument("--heartbeat-every", type=int, default=1)
     args = ap.parse_args()
 
     stacks.install()  # SIGUSR2 -> Python stacks into the hang report
@@ -33,12 +39,18 @@ def main():
     rank = trainer.rank
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT",
                                  os.environ.get("SLURM_RESTART_COUNT", "0")))
+    first_program = (os.environ.get("AUTOPAR_RESTART_GENERATION", "0") == "0"
+                     and os.environ.get("SLURM_RESTART_COUNT", "0") == "0")
     for step in range(trainer.start, args.steps):
+        if step == args.nan_at and first_program:
+            trainer.poison()
         loss = trainer.step(step)
         print(f"train: rank {rank} step {step} time {time.time():.3f} run {restart} "
               f"port {os.environ.get('MASTER_PORT', '')}", flush=True)
         # The step's samples over the job and (this rank's) loss: the job's progress (health).
-        requested = ckpt.heartbeat(step, samples=args.batch, loss=loss) if ckpt.enabled() else False
+        requested = False
+        if ckpt.enabled() and step % args.heartbeat_every == 0:
+            requested = ckpt.heartbeat(step, samples=args.batch, loss=loss)
         if args.step_sleep:
             time.sleep(args.step_sleep)
         time_limit = args.obey_time_limit and ckpt.time_limit_reached(requested, step)
