@@ -1,17 +1,20 @@
-// `autopar ckpt commit|ls|status`, `autopar heartbeat` and `autopar events`: the user's view of
-// autopard.
+// `autopar ckpt commit|ls|status`, `autopar heartbeat`, `autopar events` and `autopar report`:
+// the user's view of autopard.
 //   autopar ckpt commit --step N [--rank R] [--socket PATH]
 //   autopar heartbeat --step N [--rank R] [--samples S] [--tokens T] [--loss L] [--socket PATH]
 //   autopar ckpt ls URI|JOBID [--json] [--socket PATH]
 //   autopar ckpt status [--job JOBID] [--json] [--socket PATH]
 //   autopar events JOBID [--json] [--all] [--socket PATH]
+//   autopar report JOBID [--json | --html FILE] [--socket PATH]
 // The socket defaults to AUTOPAR_SOCKET (set inside jobs), then /run/autopard/autopard.sock.
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/proto/proto_client.h"
@@ -19,7 +22,9 @@
 #include "core/text.h"
 #include "core/failure/timeline.h"
 #include "core/health/report.h"
+#include "core/health/report_html.h"
 #include "commands.h"
+#include "replacing_file.h"
 
 namespace autopar::cli {
 namespace {
@@ -33,6 +38,7 @@ struct Args {
   StepProgress progress;  // heartbeat: --samples, --tokens, --loss
   bool json = false;
   bool all = false;  // events: every per-rank row
+  std::optional<std::string> html;  // report: the page's file, "-" for stdout
   bool help = false;
 };
 
@@ -83,6 +89,11 @@ Result<Args> ParseArgs(int argc, char** argv) {
       auto n = ParseNonNegative(s, *v);
       if (!n) return n.status();
       (s == "--samples" ? a.progress.samples : a.progress.tokens) = *n;
+    } else if (s == "--html") {
+      auto v = take();
+      if (!v) return v.status();
+      if (v->empty()) return Status::Error("--html: needs a file name (or - for standard output)");
+      a.html = *v;
     } else if (s == "--socket" || s == "--job" || s == "--step" || s == "--rank") {
       auto v = take();
       if (!v) return v.status();
@@ -282,17 +293,33 @@ int RunReportCommand(int argc, char** argv) {
   auto args = ParseArgs(argc, argv);
   if (!args) return Fail("report", args.message(), 2);
   if (args->help || args->positional.size() != 1) {
-    std::fputs("usage: autopar report JOBID [--json] [--socket PATH]\n"
+    std::fputs("usage: autopar report JOBID [--json | --html FILE] [--socket PATH]\n"
                "  what the job did, from its timeline (every node's journal): the plan's step\n"
                "  time and MFU against the measured ones, throughput over time, and each recovery\n"
-               "  with the time it cost (docs/health.md); as text or --json\n",
+               "  with the time it cost (docs/health.md); as text, --json, or --html: one\n"
+               "  self-contained page with plots written to FILE (- for standard output)\n",
                args->help ? stdout : stderr);
     return args->help ? 0 : 2;
+  }
+  if (args->json && args->html) return Fail("report", "--html: cannot be combined with --json", 2);
+  // The page's file is opened first: an unwritable one fails before autopard is asked.
+  std::optional<ReplacingFile> page;
+  if (args->html && *args->html != "-") {
+    auto opened = ReplacingFile::Open(*args->html);
+    if (!opened) return Fail("report", "--html: " + opened.message(), 1);
+    page.emplace(std::move(*opened));
   }
   auto events = FetchJobEvents("report", *args);
   if (!events) return Fail("report", events.message(), 1);
   const JobReport report = BuildReport(args->positional[0], *events);
-  std::fputs((args->json ? ReportToJson(report) : ReportToText(report)).c_str(), stdout);
+  if (page) {
+    Status written = page->Commit(ReportToHtml(report));
+    return written ? 0 : Fail("report", "--html: " + written.message(), 1);
+  }
+  const std::string out = args->html   ? ReportToHtml(report)
+                          : args->json ? ReportToJson(report)
+                                       : ReportToText(report);
+  std::fputs(out.c_str(), stdout);
   return 0;
 }
 

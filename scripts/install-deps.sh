@@ -12,6 +12,7 @@ PKGS=(
   libsqlite3-dev sqlite3 libssl-dev libhwloc-dev
   python3-torch python3-numpy
   hyperfine awscli curl util-linux procps iproute2 jq python3-pytest shellcheck
+  chromium  # tests/integration/test_health.py renders the --html report headless
 )
 
 missing=()

@@ -117,6 +117,15 @@ JobReport BuildReport(const std::string& job_id, const std::vector<JournalEvent>
   return r;
 }
 
+RecoveryCounts CountRecoveries(const JobReport& r) {
+  RecoveryCounts c;
+  for (const auto& rec : r.recoveries) {
+    c.in_place += rec.action == "restart-in-place";
+    c.requeued += rec.action == "requeue" || rec.action == "requeue-path";
+  }
+  return c;
+}
+
 std::string ReportToText(const JobReport& r) {
   std::ostringstream os;
   os << "job " << r.job_id;
@@ -152,13 +161,9 @@ std::string ReportToText(const JobReport& r) {
       os << "\n";
     }
   }
-  int in_place = 0, requeues = 0;
-  for (const auto& rec : r.recoveries) {
-    in_place += rec.action == "restart-in-place";
-    requeues += rec.action == "requeue" || rec.action == "requeue-path";
-  }
-  os << "recoveries:  " << r.recoveries.size() << " (" << in_place << " in place, " << requeues
-     << " requeued), " << FormatFixed(r.lost_s, 1) << " s lost\n";
+  const RecoveryCounts counts = CountRecoveries(r);
+  os << "recoveries:  " << r.recoveries.size() << " (" << counts.in_place << " in place, "
+     << counts.requeued << " requeued), " << FormatFixed(r.lost_s, 1) << " s lost\n";
   for (const auto& rec : r.recoveries) {
     os << "  " << FormatEventTime(rec.time, false) << "  " << rec.failure_class << "  "
        << (rec.action.empty() ? "-" : rec.action) << "  "

@@ -40,6 +40,11 @@ struct JobReport {
   std::string end;  // "finished exit=0", "stopped: ...", "" (still running or unknown)
 };
 
+struct RecoveryCounts {
+  int in_place = 0, requeued = 0;
+};
+RecoveryCounts CountRecoveries(const JobReport& report);
+
 JobReport BuildReport(const std::string& job_id, const std::vector<JournalEvent>& events);
 std::string ReportToText(const JobReport& report);
 std::string ReportToJson(const JobReport& report);  // one object, pretty-printed
