@@ -1,5 +1,7 @@
 #include "core/job_plan.h"
 
+#include <algorithm>
+
 #include "core/text.h"
 
 namespace autopar {
@@ -35,9 +37,13 @@ Result<PlanRequest> StepPlanRequest(const JobOptions& opts, int64_t gpus, int64_
   return req;
 }
 
-Result<Plan> PlanStep(const JobOptions& opts, int64_t gpus, int64_t gpus_per_node) {
+Result<Plan> PlanStep(const JobOptions& opts, int64_t gpus, int64_t gpus_per_node,
+                      double max_mem_gib) {
   auto req = StepPlanRequest(opts, gpus, gpus_per_node);
   if (!req) return req.status();
+  if (max_mem_gib > 0 && req->gpu.mem_gib > 0) {
+    req->headroom_fraction = std::max(req->headroom_fraction, 1.0 - max_mem_gib / req->gpu.mem_gib);
+  }
   auto plan = PlanJob(*req);
   if (!plan) {
     const std::string& m = plan.message();

@@ -18,8 +18,10 @@ namespace autopar {
 Result<PlanRequest> StepPlanRequest(const JobOptions& opts, int64_t gpus, int64_t gpus_per_node);
 
 // StepPlanRequest + PlanJob: the step's plan, or the planner's one-line refusal prefixed with
-// "--auto-parallel: " when it does not name the option itself.
-Result<Plan> PlanStep(const JobOptions& opts, int64_t gpus, int64_t gpus_per_node);
+// "--auto-parallel: " when it does not name the option itself. `max_mem_gib` > 0: every layout
+// must also fit in that much memory per GPU (a re-plan after an out-of-memory failure).
+Result<Plan> PlanStep(const JobOptions& opts, int64_t gpus, int64_t gpus_per_node,
+                      double max_mem_gib = 0);
 
 // One task's AUTOPAR_* plan variables from the plan JSON its step carries (AUTOPAR_PLAN_JSON).
 // Fails when the JSON is malformed or was made for another world size.

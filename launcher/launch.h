@@ -188,8 +188,11 @@ Result<PlanEnv> PlanEnvForRank(const EnvMap& env, int rank, int size);
 // Elastic runs (--min-nodes, docs/elastic.md): the plan for `world` ranks, `per_node` on each
 // node, made from the job's options in `env` (AUTOPAR_MODEL, AUTOPAR_GLOBAL_BATCH, ...) the way
 // srun made the step's first one (core/job_plan.h), so that every launcher computes the same
-// plan. Fails with the planner's one line.
-Result<std::string> ReplanJson(const EnvMap& env, int world, int per_node);
+// plan. Fails with the planner's one line. `max_mem_gib` > 0: within that memory per GPU (after
+// an out-of-memory failure, docs/health.md).
+Result<std::string> ReplanJson(const EnvMap& env, int world, int per_node, double max_mem_gib = 0);
+// The plan's predicted memory per GPU in GiB (0 without a readable plan).
+double PlanMemGib(const std::string& plan_json);
 // "tp=1 pp=1 dp=8 micro_batch=2 grad_accum=3" for a plan JSON; "none" without one.
 std::string PlanSummary(const std::string& plan_json);
 

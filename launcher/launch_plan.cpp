@@ -28,7 +28,7 @@ Result<PlanEnv> PlanEnvForRank(const EnvMap& env, int rank, int size) {
   return out;
 }
 
-Result<std::string> ReplanJson(const EnvMap& env, int world, int per_node) {
+Result<std::string> ReplanJson(const EnvMap& env, int world, int per_node, double max_mem_gib) {
   // Only the options the planner reads: the others' site limits are not known here.
   JobOptions opts;
   const SiteConfig site;
@@ -39,9 +39,14 @@ Result<std::string> ReplanJson(const EnvMap& env, int world, int per_node) {
     if (Status s = SetOption(opts, id, it->second.c_str(), site); !s) return s;
   }
   if (!opts.auto_parallel) return Status::Error("the job has no plan (--auto-parallel)");
-  auto plan = PlanStep(opts, world, per_node);
+  auto plan = PlanStep(opts, world, per_node, max_mem_gib);
   if (!plan) return plan.status();
   return PlanToJson(*plan, false);
+}
+
+double PlanMemGib(const std::string& plan_json) {
+  auto plan = PlanFromJson(plan_json);
+  return plan ? plan->chosen.memory.total_gib : 0;
 }
 
 std::string PlanSummary(const std::string& plan_json) {

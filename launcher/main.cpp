@@ -36,6 +36,7 @@
 #include "port_reservation.h"
 #include "peer_group.h"
 #include "prewarm.h"
+#include "program_errors.h"
 #include "restart_logic.h"
 
 extern char** environ;
@@ -204,6 +205,7 @@ class Launcher {
   std::optional<PythonCommand> python_;
   int prewarm_after_s_ = -1;
   WarmInterpreter warm_;
+  ProgramErrors errors_;  // out of memory (docs/health.md)
   int64_t generation_ = 0;
   PeerGroup peers_;                  // every launcher of the step
   RankInfo step_;                    // this task's place in the step (info_: in the program)
@@ -212,12 +214,19 @@ class Launcher {
   int min_nodes_ = 0;                // --min-nodes (0: not elastic)
   // Elastic: the plans for the world sizes the run shrank to (the options and the ranks per node
   // are the step's), so that rank 0's decision, its journal and its program share one planning.
-  std::map<int, Result<std::string>> replans_;
-  const Result<std::string>& Replan(const EnvMap& env, int world, int per_node) {
-    auto it = replans_.find(world);
-    if (it == replans_.end()) it = replans_.emplace(world, ReplanJson(env, world, per_node)).first;
+  // After an out-of-memory failure (docs/health.md) the plans must also fit in max_mem_gib_.
+  std::map<std::pair<int, double>, Result<std::string>> replans_;
+  const Result<std::string>& Replan(const EnvMap& env, int world, int per_node,
+                                    double max_mem_gib = -1) {
+    if (max_mem_gib < 0) max_mem_gib = max_mem_gib_;
+    const auto key = std::make_pair(world, max_mem_gib);
+    auto it = replans_.find(key);
+    if (it == replans_.end()) {
+      it = replans_.emplace(key, ReplanJson(env, world, per_node, max_mem_gib)).first;
+    }
     return it->second;
   }
+  double max_mem_gib_ = 0;  // the memory the program's plan must fit in (0: the step's plan)
   std::string history_;  // rank 0: autopard's note about the last failure
 };
 
@@ -471,6 +480,10 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
   }
   report.exit_status = ExitCodeFromWaitStatus(out.wait_status);
   report.run_s = SecondsSince(start);
+  if (out.exited && out.termination_signal == 0) {
+    report.error = errors_.OutOfMemory(report.exit_status);
+    if (!report.error.empty()) report.kind = FailureClassName(FailureClass::kOom);
+  }
   if (out.hung || out.bad_loss ||
       (out.exited && report.exit_status != 0 && out.termination_signal == 0)) {
     *failure = report;
@@ -504,6 +517,7 @@ RestartVerdict Launcher::AgreeOnRestart(const EnvMap& child_env,
     master_ = verdict.master;
     resume_step_ = verdict.resume_step;
     active_ = verdict.active;
+    if (verdict.max_mem_gib > 0) max_mem_gib_ = verdict.max_mem_gib;
   }
   return verdict;
 }
@@ -537,6 +551,22 @@ RestartVerdict Launcher::Coordinate(const EnvMap& child_env, const std::optional
       fields.emplace_back("nodes", Join(hosts, ","));
     }
     Journal(child_env, event_kind::kRestarted, -1, fields);
+    if (verdict.max_mem_gib > 0) {
+      // Out of memory (docs/health.md): the plan the next generation runs with.
+      const int per_node = peers_.tasks_per_node()[verdict.active.front()];
+      const int world = static_cast<int>(verdict.active.size()) * per_node;
+      const std::string before = Get(child_env, "AUTOPAR_PLAN_JSON");
+      const auto& after = Replan(child_env, world, per_node, verdict.max_mem_gib);
+      Journal(child_env, event_kind::kReplanned, -1,
+              {{"generation", std::to_string(generation_ + 1)},
+               {"max_mem_gib", FormatFixed(verdict.max_mem_gib, 2)},
+               {"plan_before", PlanSummary(before)},
+               {"mem_before_gib", FormatFixed(PlanMemGib(before), 2)},
+               {"plan_after", after ? PlanSummary(*after) : "refused: " + after.message()},
+               {"mem_after_gib", FormatFixed(after ? PlanMemGib(*after) : 0, 2)},
+               {"reason", first ? first->kind + (first->error.empty() ? "" : ": " + first->error)
+                                : std::string("oom")}});
+    }
     if (verdict.active.size() != active_.size()) {
       const int per_node = peers_.tasks_per_node()[verdict.active.front()];
       const int world = static_cast<int>(verdict.active.size()) * per_node;
@@ -621,6 +651,27 @@ RestartVerdict Launcher::Decide(const EnvMap& child_env, const PeerGroup::Report
   Say(reply->reason);
   history_ = reply->history;
   resume_max_step_ = reply->resume_max_step;
+  if (reply->max_mem_gib > 0 && reply->action == RecoveryActionName(RecoveryAction::kRestartInPlace) &&
+      !Get(child_env, "AUTOPAR_PLAN_JSON").empty()) {
+    // Out of memory: the next generation's plan must fit in less; checked here, before anyone
+    // restarts, so that a plan that cannot be made ends the job with that reason instead.
+    const std::vector<int>& nodes = lost.empty() ? active_ : left;
+    const int per_node = peers_.tasks_per_node()[nodes.empty() ? 0 : nodes.front()];
+    const int world = nodes.empty() ? info_.size : static_cast<int>(nodes.size()) * per_node;
+    const auto& plan = Replan(child_env, world, per_node, reply->max_mem_gib);
+    if (!plan) {
+      Say("no in-place restart: no plan fits in " + FormatFixed(reply->max_mem_gib, 1) +
+          " GiB per GPU: " + plan.message());
+      Journal(child_env, event_kind::kReplanned, -1,
+              {{"generation", std::to_string(generation_ + 1)},
+               {"max_mem_gib", FormatFixed(reply->max_mem_gib, 2)},
+               {"plan_before", PlanSummary(Get(child_env, "AUTOPAR_PLAN_JSON"))},
+               {"plan_after", "refused: " + plan.message()},
+               {"reason", f.kind}});
+      return verdict;
+    }
+    verdict.max_mem_gib = reply->max_mem_gib;
+  }
   if (reply->action != RecoveryActionName(RecoveryAction::kRestartInPlace)) return verdict;
   auto next = min_nodes_ > 0 ? Result<std::vector<int>>(left)
                              : ReplaceLostNodes(active_, lost, standby, peers_.tasks_per_node());
@@ -673,6 +724,7 @@ bool Launcher::Standby(int timeout_s, int* code) {
     master_ = (*v)->master;
     resume_step_ = (*v)->resume_step;
     active_ = (*v)->active;
+    if ((*v)->max_mem_gib > 0) max_mem_gib_ = (*v)->max_mem_gib;
     ++generation_;
     if (ActiveNode(step_.node_rank)) return true;
   }
@@ -820,10 +872,15 @@ int Launcher::Run(int argc, char** argv) {
     if (!changes) Fail(changes.message(), 1);
     EnvMap out = ApplyEnvChanges(env, *changes);
     EnvMap plan_source = env;
-    if (min_nodes_ > 0 && info_.size != step_world && !Get(env, "AUTOPAR_PLAN_JSON").empty()) {
-      // The run shrank (--min-nodes): the plan of the nodes left, the same on every launcher.
+    const bool shrunk = min_nodes_ > 0 && info_.size != step_world;
+    if ((shrunk || max_mem_gib_ > 0) && !Get(env, "AUTOPAR_PLAN_JSON").empty()) {
+      // The run shrank (--min-nodes), or ran out of memory: the plan of the nodes left, within
+      // the memory allowed, the same on every launcher.
       const auto& json = Replan(env, info_.size, info_.local_size);
-      if (!json) Fail("--min-nodes: no plan for " + std::to_string(info_.size) + " ranks: " + json.message(), 1);
+      if (!json) {
+        Fail(std::string(shrunk ? "--min-nodes" : "out of memory") + ": no plan for " +
+                 std::to_string(info_.size) + " ranks: " + json.message(), 1);
+      }
       plan_source["AUTOPAR_PLAN_JSON"] = *json;
       out["AUTOPAR_PLAN_JSON"] = *json;
       if (info_.rank == 0) {
@@ -882,6 +939,7 @@ int Launcher::Run(int argc, char** argv) {
   bool reported = false;  // in place impossible: this node's autopard has decided already
   const int64_t restart_base = std::atoll(Get(env, "SLURM_RESTART_COUNT", "0").c_str());
   std::vector<int> env_active = active_;  // the nodes in use that child_env was made for
+  double env_mem = max_mem_gib_;          // ... and the memory its plan was made within
   for (;;) {
     if (in_place_ && !ActiveNode(step_.node_rank)) {
       // Held in reserve (--spare-nodes) until a verdict puts this node in use.
@@ -893,13 +951,15 @@ int Launcher::Run(int argc, char** argv) {
       Say("taking the place of a lost node (program ranks from " +
           std::to_string(ProgramRank(step_, peers_.tasks_per_node(), active_)->rank) + ")");
     }
-    if (in_place_ && active_ != env_active) {
+    if (in_place_ && (active_ != env_active || max_mem_gib_ != env_mem)) {
       // The nodes in use changed (a spare took a lost node's place, or the run shrank): this
-      // launcher's ranks may too.
+      // launcher's ranks may too. Or the program ran out of memory: a plan within less.
       info_ = *ProgramRank(step_, peers_.tasks_per_node(), active_);
       child_env = program_env();
       env_active = active_;
+      env_mem = max_mem_gib_;
     }
+    errors_.Prepare(&child_env);
     if (in_place_) {
       resume_round_ = 0;
       child_env["AUTOPAR_RESTART_GENERATION"] = std::to_string(generation_);
@@ -932,7 +992,7 @@ int Launcher::Run(int argc, char** argv) {
     std::vector<int> gone;  // the launchers this one's stop notice could not reach
     if (failure) {
       (void)ReportRankExit(Lookup(child_env), info_.rank, host_, failure->exit_status,
-                           failure->run_s, 3000, generation_);
+                           failure->run_s, 3000, generation_, failure->error);
       gone = peers_.NotifyStop(*failure);
       if (!gone.empty()) Say("the launchers of ranks " + FormatIntList(gone) + " cannot be reached");
       const bool coordinator_gone = std::find(gone.begin(), gone.end(), 0) != gone.end();
@@ -986,7 +1046,7 @@ int Launcher::Run(int argc, char** argv) {
           auto it = child_env.find(k);
           return it == child_env.end() ? nullptr : it->second.c_str();
         },
-        info_.rank, host_, code, run_s);
+        info_.rank, host_, code, run_s, 3000, -1, in_place_ ? "" : errors_.OutOfMemory(code));
     if (!st) Say(st.message());
   }
   if (code == 128 + SIGKILL && !terminated && use_pmix && info_.size > 1) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/failure/requeue_policy.h"
 #include "core/text.h"
 
 namespace autopar {
@@ -37,6 +38,7 @@ EventFields ReportFields(const FailureReport& r) {
   f.emplace_back("node", r.node);
   f.emplace_back("generation", std::to_string(r.generation));
   f.emplace_back("detected", FormatFixed(r.detected, 3));
+  if (!r.error.empty()) f.emplace_back("error", r.error);
   return f;
 }
 
@@ -44,9 +46,10 @@ Result<FailureReport> ReportFromFields(const EventFields& fields, int rank) {
   FailureReport r;
   r.rank = rank;
   r.kind = FieldOf(fields, "class");
-  if (r.kind != "rank-crash" && r.kind != "hang") {
+  if (!ParseFailureClass(r.kind).ok()) {
     return Status::Error("failure report: class: unknown '" + r.kind + "'");
   }
+  r.error = FieldOf(fields, "error");
   auto exit_status = ParseInt(FieldOf(fields, "exit"), 0, 255);
   auto generation = ParseInt(FieldOf(fields, "generation"), 0, INT32_MAX);
   if (!exit_status || !generation) {
@@ -141,6 +144,7 @@ PeerMessage VerdictMessage(const RestartVerdict& v, int64_t generation) {
               {"master", v.master.addr + ":" + std::to_string(v.master.port)},
               {"resume", std::to_string(v.resume_step)},
               {"active", FormatIntList(v.active)}};
+  if (v.max_mem_gib > 0) m.fields.emplace_back("max_mem_gib", FormatFixed(v.max_mem_gib, 3));
   return m;
 }
 
@@ -169,6 +173,12 @@ Result<RestartVerdict> VerdictOf(const PeerMessage& m) {
   v.master = {master.substr(0, colon), static_cast<int>(*port)};
   v.resume_step = *resume;
   v.active = *active;
+  const std::string mem = PeerField(m, "max_mem_gib");
+  if (!mem.empty()) {
+    char* end = nullptr;
+    v.max_mem_gib = std::strtod(mem.c_str(), &end);
+    if (*end != '\0' || !(v.max_mem_gib > 0)) return Status::Error("restart verdict: max_mem_gib: not a size");
+  }
   return v;
 }
 

@@ -33,10 +33,12 @@ struct FailureReport {
   int64_t generation = 0;
   int rank = -1;
   std::string node;
-  std::string kind = "rank-crash";  // FailureClassName: rank-crash or hang
+  std::string kind = "rank-crash";  // FailureClassName: rank-crash, hang, oom or bad-loss
   int exit_status = 0;              // the shell's convention: 128+S for signal S
   double run_s = -1;                // how long this generation's program ran
   double detected = 0;              // seconds since the epoch, when the launcher saw it
+  std::string error;                // oom: what ran out ("killed by the kernel's OOM killer", the
+                                    // program's error message), one line
 };
 // The report as event fields (class exit [signal] run_s node generation detected), the form it
 // takes in the stop notice, the report and autopard's `recover` request.
@@ -80,6 +82,9 @@ struct RestartVerdict {
   MasterEndpoint master;     // restart: the next generation's rendezvous
   int64_t resume_step = -1;  // restart: rank 0's resume decision (-1: none)
   std::vector<int> active;   // restart: the step's node indexes that run the program, in order
+  // restart after an out-of-memory failure: every launcher re-plans within this many GiB per GPU
+  // (0: the plan stays).
+  double max_mem_gib = 0;
 };
 PeerMessage VerdictMessage(const RestartVerdict& v, int64_t generation);
 Result<RestartVerdict> VerdictOf(const PeerMessage& m);

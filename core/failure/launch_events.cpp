@@ -41,19 +41,21 @@ Status SendJobEvent(const GetEnv& getenv, const std::optional<Request>& request,
 }
 
 std::optional<Request> RankExitRequest(const GetEnv& getenv, int rank, const std::string& node,
-                                       int exit_status, double run_s, int64_t generation) {
+                                       int exit_status, double run_s, int64_t generation,
+                                       const std::string& oom) {
   EventFields f = {{"exit", std::to_string(exit_status)}};
   if (exit_status > 128 && exit_status < 128 + 65) {
     f.emplace_back("signal", std::to_string(exit_status - 128));
   }
   f.emplace_back("run_s", FormatFixed(run_s, 1));
   if (generation >= 0) f.emplace_back("generation", std::to_string(generation));
+  if (!oom.empty()) f.emplace_back("oom", oom);
   return JobEventRequest(getenv, event_kind::kRankExit, rank, -1, node, f);
 }
 
 Status ReportRankExit(const GetEnv& getenv, int rank, const std::string& node, int exit_status,
-                      double run_s, int timeout_ms, int64_t generation) {
-  auto r = RankExitRequest(getenv, rank, node, exit_status, run_s, generation);
+                      double run_s, int timeout_ms, int64_t generation, const std::string& oom) {
+  auto r = RankExitRequest(getenv, rank, node, exit_status, run_s, generation, oom);
   if (!r) return Status::Ok();
   auto reply = CallDaemonOk(Var(getenv, "AUTOPAR_SOCKET"), *r, timeout_ms);
   if (!reply.ok()) return Status::Error("reporting the exit to " + reply.message());

@@ -43,11 +43,14 @@ std::optional<Request> JobEventRequest(const GetEnv& getenv, const std::string& 
 // Sends it (at most `timeout_ms`); OK when `request` is nullopt. Errors name the socket.
 Status SendJobEvent(const GetEnv& getenv, const std::optional<Request>& request, int timeout_ms);
 
-// `generation` >= 0: the job restarts in place (see rank_exit above); -1: it does not.
+// `generation` >= 0: the job restarts in place (see rank_exit above); -1: it does not. `oom`:
+// the program ran out of memory, this says how (core/failure/oom.h; field oom=).
 std::optional<Request> RankExitRequest(const GetEnv& getenv, int rank, const std::string& node,
-                                       int exit_status, double run_s, int64_t generation = -1);
+                                       int exit_status, double run_s, int64_t generation = -1,
+                                       const std::string& oom = "");
 Status ReportRankExit(const GetEnv& getenv, int rank, const std::string& node, int exit_status,
-                      double run_s, int timeout_ms = 3000, int64_t generation = -1);
+                      double run_s, int timeout_ms = 3000, int64_t generation = -1,
+                      const std::string& oom = "");
 
 // The signal autopard sends to a rank's autopar-launch (sigqueue, value = the generation) when
 // that rank's program hung in a job that restarts in place: the launcher then stops its program

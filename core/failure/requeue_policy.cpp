@@ -20,6 +20,7 @@ constexpr struct {
     {FailureClass::kHang, "hang"},
     {FailureClass::kTimeLimit, "time-limit"},
     {FailureClass::kBadLoss, "bad-loss"},
+    {FailureClass::kOom, "oom"},
 };
 
 std::string Seconds(double s) {
@@ -35,7 +36,7 @@ std::string SignalName(int sig) {
 }
 
 bool IsProgramError(FailureClass c) {
-  return c == FailureClass::kRankCrash || c == FailureClass::kHang;
+  return c == FailureClass::kRankCrash || c == FailureClass::kHang || c == FailureClass::kOom;
 }
 
 constexpr const char* kNoteTag = "autopar-failure ";
@@ -54,7 +55,7 @@ Result<FailureClass> ParseFailureClass(std::string_view name) {
     if (name == e.name) return e.c;
   }
   return Status::Error("failure class: unknown '" + std::string(name) +
-                       "' (node-loss, rank-crash, hang, time-limit, bad-loss)");
+                       "' (node-loss, rank-crash, hang, time-limit, bad-loss, oom)");
 }
 
 std::string Failure::Signature() const {
@@ -92,6 +93,9 @@ std::string Failure::Describe() const {
       break;
     case FailureClass::kBadLoss:
       what = who + " reported a bad loss" + (note.empty() ? "" : " (" + note + ")");
+      break;
+    case FailureClass::kOom:
+      what = who + " ran out of memory" + (note.empty() ? "" : " (" + note + ")");
       break;
   }
   if (run_seconds >= 0) what += " after " + Seconds(run_seconds);

@@ -41,11 +41,13 @@
 
 namespace autopar {
 
-// kBadLoss: the program's loss went bad and the job rolls back (--on-bad-loss=rollback,
-// docs/health.md); it only ever restarts in place, never through the requeue path.
-enum class FailureClass { kNodeLoss, kRankCrash, kHang, kTimeLimit, kBadLoss };
+// kOom: a rank's program ran out of memory (core/failure/oom.h), a program error like a crash;
+// an in-place restart re-plans with more headroom (docs/health.md). kBadLoss: the program's loss
+// went bad and the job rolls back (--on-bad-loss=rollback); it only ever restarts in place, never
+// through the requeue path.
+enum class FailureClass { kNodeLoss, kRankCrash, kHang, kTimeLimit, kBadLoss, kOom };
 
-// "node-loss", "rank-crash", "hang", "time-limit", "bad-loss".
+// "node-loss", "rank-crash", "hang", "time-limit", "bad-loss", "oom".
 const char* FailureClassName(FailureClass c);
 // The inverse of FailureClassName; the error names the text.
 Result<FailureClass> ParseFailureClass(std::string_view name);
@@ -60,7 +62,7 @@ struct Failure {
   double run_seconds = -1; // how long this run of the job had run when it failed (-1: unknown)
   bool ckpt_progress = false;  // time limit: a checkpoint became COMPLETE during this run
   bool made_progress = false;  // the run reported training progress (a heartbeat) before failing
-  std::string note;            // bad loss: what was bad ("loss nan at step 35")
+  std::string note;            // bad loss: what was bad ("loss nan at step 35"); oom: what ran out
 
   // What "the same error" means: "rank-crash exit=1", "rank-crash signal=9", "hang", ...
   std::string Signature() const;

@@ -56,14 +56,21 @@ Failure TimeLimit(bool progress) {
 
 TEST(FailureClassTest, NamesRoundTrip) {
   for (auto c : {FailureClass::kNodeLoss, FailureClass::kRankCrash, FailureClass::kHang,
-                 FailureClass::kTimeLimit}) {
+                 FailureClass::kTimeLimit, FailureClass::kBadLoss, FailureClass::kOom}) {
     auto parsed = ParseFailureClass(FailureClassName(c));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, c);
   }
-  auto bad = ParseFailureClass("oom");
+  auto bad = ParseFailureClass("segfault");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.message().find("'oom'"), std::string::npos);
+  EXPECT_NE(bad.message().find("'segfault'"), std::string::npos);
+  Failure oom;
+  oom.kind = FailureClass::kOom;
+  oom.rank = 1;
+  oom.node = "node2";
+  oom.note = "MemoryError";
+  EXPECT_EQ(oom.Describe(), "rank 1 on node2 ran out of memory (MemoryError)");
+  EXPECT_EQ(oom.Signature(), "oom");
 }
 
 TEST(FailureTest, SignatureAndDescription) {

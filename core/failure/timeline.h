@@ -82,6 +82,10 @@ inline constexpr const char* kProgress = "progress";
 // reason=); the step is the bad one. A rollback follows as failure class=bad-loss and recovery
 // (rollback= of= resume_max_step=).
 inline constexpr const char* kBadLoss = "bad_loss";
+// The program ran out of memory and the next generation runs with another plan (rank 0's
+// launcher: generation= max_mem_gib= plan_before= mem_before_gib= plan_after= mem_after_gib=
+// reason=; plan_after "refused: ..." when no plan fits and the job ends instead).
+inline constexpr const char* kReplanned = "replanned";
 }  // namespace event_kind
 
 using EventFields = std::vector<std::pair<std::string, std::string>>;

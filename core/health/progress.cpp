@@ -16,6 +16,7 @@ std::optional<PlanTarget> PlanTargetFromJson(const std::string& plan_json) {
   t.mfu = plan->chosen.mfu;
   t.global_batch = plan->global_batch;
   t.seq_len = plan->seq_len;
+  t.mem_gib = plan->chosen.memory.total_gib;
   return t;
 }
 

@@ -22,6 +22,7 @@ struct PlanTarget {
   double mfu = 0;     // predicted model FLOPs utilization
   int64_t global_batch = 0;
   int64_t seq_len = 0;
+  double mem_gib = 0;  // predicted memory per GPU
 };
 // The plan's prediction, or nullopt when the JSON is not a readable plan.
 std::optional<PlanTarget> PlanTargetFromJson(const std::string& plan_json);

@@ -334,6 +334,7 @@ std::string EncodeReply(Op op, const Reply& reply) {
       if (!reply.recover.history.empty()) v["history"] = reply.recover.history;
       if (reply.recover.resume_max_step >= 0)
         v["resume_max_step"] = Json::Int64(reply.recover.resume_max_step);
+      if (reply.recover.max_mem_gib > 0) v["max_mem_gib"] = reply.recover.max_mem_gib;
       break;
   }
   return CompactJson(v);
@@ -458,6 +459,7 @@ Result<Reply> DecodeReply(Op op, std::string_view line) {
       r.recover.reason = f.Str("reason");
       r.recover.history = f.Str("history");
       r.recover.resume_max_step = f.Int("resume_max_step", -1);
+      r.recover.max_mem_gib = f.Real("max_mem_gib", 0);
       break;
   }
   if (!f.status()) return f.status();

@@ -171,6 +171,9 @@ struct RecoverReply {
   // restart-in-place of a bad loss (--on-bad-loss=rollback): the next generation resumes the
   // latest COMPLETE step at or before this one (-1: the latest COMPLETE step).
   int64_t resume_max_step = -1;
+  // restart-in-place of an out-of-memory failure of a planned job: the next generation's plan
+  // must fit in this many GiB per GPU (0: keep the plan).
+  double max_mem_gib = 0;
 };
 
 // A reply: `status` says ok/error; the member for the request's op is filled.

@@ -16,11 +16,14 @@ Outside the job, autopar.jobs submits and follows jobs (docs/python.md):
 Inside a Slurm job, importing autopar (any of its modules) also installs the Python stack dump for
 hang reports (autopar.stacks.install(): faulthandler on SIGUSR2), so a hung job's timeline shows
 where each rank's Python threads were. Opt out with AUTOPAR_STACKS=0 in the job's environment
-(e.g. when the program uses SIGUSR2 itself).
+(e.g. when the program uses SIGUSR2 itself). It also writes an uncaught exception to
+TORCHELASTIC_ERROR_FILE (autopar.errors), so that autopar-launch can tell an out-of-memory failure.
 """
 from . import ckpt  # noqa: F401
+from . import errors
 from . import stacks
 
-__all__ = ["ckpt", "stacks"]
+__all__ = ["ckpt", "errors", "stacks"]
 
 stacks.install_by_default()
+errors.install_by_default()

@@ -6,6 +6,7 @@
 
 #include "core/hostlist.h"
 #include "core/failure/launch_events.h"
+#include "core/failure/oom.h"
 #include "core/text.h"
 #include "core/failure/timeline.h"
 
@@ -17,6 +18,13 @@ std::optional<int64_t> FieldInt(const EventFields& f, const char* key) {
     if (k == key) return ParseInt(v, INT64_MIN, INT64_MAX);
   }
   return std::nullopt;
+}
+
+std::string FieldOf(const EventFields& f, const char* key) {
+  for (const auto& [k, v] : f) {
+    if (k == key) return v;
+  }
+  return "";
 }
 
 std::optional<double> FieldReal(const EventFields& f, const char* key) {
@@ -247,7 +255,8 @@ void FailureHandler::OnEvent(const JournalEvent& e, pid_t pid) {
     return;
   }
   Failure failure;
-  failure.kind = FailureClass::kRankCrash;
+  failure.kind = FieldOf(f, "oom").empty() ? FailureClass::kRankCrash : FailureClass::kOom;
+  failure.note = FieldOf(f, "oom");
   failure.node = e.node.empty() ? config_.node : e.node;
   failure.rank = e.rank;
   failure.exit_code = exit_code ? static_cast<int>(*exit_code) : -1;
@@ -525,6 +534,7 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
   failure.exit_code = static_cast<int>(FieldInt(in, "exit").value_or(-1));
   failure.signal = static_cast<int>(FieldInt(in, "signal").value_or(0));
   failure.run_seconds = FieldReal(in, "run_s").value_or(-1);
+  if (failure.kind == FailureClass::kOom) failure.note = field("error");
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto detected = FieldReal(in, "detected")) recovering_since_[job_id] = *detected;
@@ -593,6 +603,14 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
   if (d.action == RecoveryAction::kRestartInPlace) {
     out.emplace_back("attempt", std::to_string(d.attempt));
     out.emplace_back("of", std::to_string(d.budget));
+    if (failure.kind == FailureClass::kOom && ctx->plan && ctx->plan->mem_gib > 0) {
+      // The plan that ran out predicted too little: the next one must fit in less (docs/health.md).
+      reply.max_mem_gib = OomReplanMemGib(ctx->plan->mem_gib);
+      d.reason += "; re-planned within " + FormatFixed(reply.max_mem_gib, 1) + " GiB per GPU (the plan that ran out: " +
+                  FormatFixed(ctx->plan->mem_gib, 1) + " GiB)";
+      out.emplace_back("max_mem_gib", FormatFixed(reply.max_mem_gib, 2));
+    }
+    reply.reason = d.reason;
     out.emplace_back("reason", d.reason);
     Emit(job_id, event_kind::kRecovery, -1, -1, FormatEventFields(out));
     reply.action = RecoveryActionName(d.action);

@@ -8,12 +8,17 @@ and bench/failure measure recovery time and steps lost. It sends a heartbeat aft
 With --obey-time-limit it follows autopard's time-limit request (docs/checkpoints.md): the ranks
 agree on the step, checkpoint it and wait for the requeue.
 
+With --oom-at STEP rank --oom-rank (1) of the first program allocates 4 GiB at that step: past its
+memory cgroup's limit (--oom-by kernel, the job puts it in one) or past an address-space limit it
+sets (--oom-by rlimit). Rank 0 prints the plan it runs with ("train: plan run N: micro_batch=...").
+
 With --nan-at STEP the first program of the job (in-place generation 0 of its first run) turns
 every weight into NaN before that step, so that its loss is NaN from that step on (the bad-loss
 tests, docs/health.md); a restarted program trains normally.
 
 Usage: requeue_train.py --steps N [--every K] [--out FILE] [--seed S] [--step-sleep SECONDS] [--wait]
                         [--obey-time-limit] [--nan-at STEP] [--heartbeat-every K]
+                        [--oom-at STEP [--oom-rank R] [--oom-by kernel|rlimit]]
 """
 import argparse
 import os
@@ -25,6 +30,19 @@ from autopar import ckpt, stacks
 import ddp_train
 
 
+def run_out_of_memory(how):
+    """Allocates past a limit: the memory cgroup's (the kernel's OOM killer ends the process), or
+    an address-space limit set here (the allocation fails: PyTorch raises an out-of-memory error)."""
+    import torch
+    if how == "rlimit":
+        import resource
+        with open("/proc/self/statm") as f:
+            vm = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (vm + (256 << 20), resource.RLIM_INFINITY))
+    hog = torch.ones(1 << 30, dtype=torch.float32)  # 4 GiB, written
+    print(f"train: allocated {hog.numel()} floats", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ddp_train.add_arguments(ap)
@@ -32,6 +50,9 @@ def main():
     ap.add_argument("--obey-time-limit", action="store_true")
     ap.add_argument("--nan-at", type=int, default=-1)
     ap.add_argument("--heartbeat-every", type=int, default=1)
+    ap.add_argument("--oom-at", type=int, default=-1)
+    ap.add_argument("--oom-rank", type=int, default=1)
+    ap.add_argument("--oom-by", choices=["kernel", "rlimit"], default="kernel")
     args = ap.parse_args()
 
     stacks.install()  # SIGUSR2 -> Python stacks into the hang report
@@ -41,9 +62,18 @@ def main():
                                  os.environ.get("SLURM_RESTART_COUNT", "0")))
     first_program = (os.environ.get("AUTOPAR_RESTART_GENERATION", "0") == "0"
                      and os.environ.get("SLURM_RESTART_COUNT", "0") == "0")
+    if rank == 0:
+        plan = " ".join(f"{k[8:].lower()}={os.environ[k]}" for k in
+                        ("AUTOPAR_TP", "AUTOPAR_PP", "AUTOPAR_DP", "AUTOPAR_MICRO_BATCH",
+                         "AUTOPAR_GRAD_ACCUM", "AUTOPAR_RECOMPUTE", "AUTOPAR_RECOMPUTE_LAYERS",
+                         "AUTOPAR_OPTIMIZER_SHARDING", "AUTOPAR_VPP")
+                        if k in os.environ)
+        print(f"train: plan run {restart}: {plan}", flush=True)
     for step in range(trainer.start, args.steps):
         if step == args.nan_at and first_program:
             trainer.poison()
+        if step == args.oom_at and first_program and rank == args.oom_rank:
+            run_out_of_memory(args.oom_by)
         loss = trainer.step(step)
         print(f"train: rank {rank} step {step} time {time.time():.3f} run {restart} "
               f"port {os.environ.get('MASTER_PORT', '')}", flush=True)

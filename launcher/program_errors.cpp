@@ -1,0 +1,70 @@
+#include "launcher/program_errors.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "core/failure/oom.h"
+
+namespace autopar {
+namespace {
+
+std::optional<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Var(const EnvMap& env, const char* key, const char* dflt) {
+  auto it = env.find(key);
+  return it == env.end() || it->second.empty() ? dflt : it->second;
+}
+
+}  // namespace
+
+void ProgramErrors::Prepare(EnvMap* env, const std::string& cgroup_root) {
+  auto user = env->find("TORCHELASTIC_ERROR_FILE");
+  if (error_file_.empty() && user != env->end() && !user->second.empty()) {
+    error_file_ = user->second;  // the job's own: read, never removed
+  } else if (error_file_.empty()) {
+    own_file_ = true;
+    error_file_ = Var(*env, "TMPDIR", "/tmp") + "/autopar-error-" + Var(*env, "SLURM_JOB_ID", "0") +
+                  "." + Var(*env, "SLURM_STEP_ID", "0") + "-" + Var(*env, "SLURM_PROCID", "0") + ".json";
+  }
+  if (own_file_) {
+    (*env)["TORCHELASTIC_ERROR_FILE"] = error_file_;
+    unlink(error_file_.c_str());
+  }
+  if (counter_file_.empty()) {
+    // The program runs in the launcher's memory cgroup (Slurm's task/cgroup puts the task there).
+    for (const std::string& f : OomCounterFiles(ReadFile("/proc/self/cgroup").value_or(""), cgroup_root)) {
+      auto text = ReadFile(f);
+      if (text && OomKillCount(*text)) {
+        counter_file_ = f;
+        break;
+      }
+    }
+  }
+  kills_before_.reset();
+  if (!counter_file_.empty()) kills_before_ = OomKillCount(ReadFile(counter_file_).value_or(""));
+}
+
+std::string ProgramErrors::OutOfMemory(int exit_code) {
+  if (exit_code == 0) return "";
+  if (!error_file_.empty()) {
+    const std::string message = ErrorFileMessage(ReadFile(error_file_).value_or(""));
+    if (own_file_) unlink(error_file_.c_str());
+    if (IsOutOfMemoryMessage(message)) return message;
+  }
+  if (exit_code == 128 + SIGKILL && kills_before_) {
+    auto now = OomKillCount(ReadFile(counter_file_).value_or(""));
+    if (now && *now > *kills_before_) return "killed by the kernel's OOM killer (memory cgroup)";
+  }
+  return "";
+}
+
+}  // namespace autopar

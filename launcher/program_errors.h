@@ -1,0 +1,33 @@
+// Why a rank's program ended, beyond its exit status (issue 13, docs/health.md): out of memory,
+// told by the kernel (the memory cgroup's oom_kill count went up while the program ran and it died
+// of SIGKILL) or by the program itself (its error in TORCHELASTIC_ERROR_FILE, the file torchrun's
+// @record writes and autopar's Python module writes for an uncaught exception). The pure part is
+// core/failure/oom.h. One per launcher; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "launcher/launch.h"
+
+namespace autopar {
+
+class ProgramErrors {
+ public:
+  // Before each program start: gives the program its TORCHELASTIC_ERROR_FILE (unless the job set
+  // its own: that one is read, never removed), removes what an earlier program left there, and
+  // notes the memory cgroup's OOM kills so far. `cgroup_root`: for tests.
+  void Prepare(EnvMap* env, const std::string& cgroup_root = "/sys/fs/cgroup");
+  // After the program ended on its own with `exit_code` (the shell's: 128+S for signal S): how it
+  // ran out of memory, one line, or "" when it did not.
+  std::string OutOfMemory(int exit_code);
+
+ private:
+  std::string error_file_;
+  bool own_file_ = false;
+  std::string counter_file_;  // the memory cgroup's, "" when none could be read
+  std::optional<int64_t> kills_before_;
+};
+
+}  // namespace autopar

@@ -1,0 +1,87 @@
+#include "launcher/program_errors.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/failure/oom.h"
+
+namespace autopar {
+namespace {
+
+class ProgramErrorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/program-errors-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    env_ = {{"TMPDIR", dir_}, {"SLURM_JOB_ID", "7"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "3"}};
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  static void Write(const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(path.substr(0, path.rfind('/')));
+    std::ofstream(path) << text;
+  }
+  // The file ProgramErrors reads the OOM kills from, under dir_ as the cgroup root.
+  std::string CounterFile() {
+    std::ifstream in("/proc/self/cgroup");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto files = OomCounterFiles(ss.str(), dir_ + "/cg");
+    return files.empty() ? "" : files.front();
+  }
+
+  std::string dir_;
+  EnvMap env_;
+};
+
+TEST_F(ProgramErrorsTest, TheProgramsOwnOutOfMemoryErrorFromItsErrorFile) {
+  ProgramErrors e;
+  e.Prepare(&env_, dir_ + "/cg");
+  const std::string file = env_["TORCHELASTIC_ERROR_FILE"];
+  EXPECT_EQ(file, dir_ + "/autopar-error-7.0-3.json");
+  Write(file, R"({"message": {"message": "torch.OutOfMemoryError: CUDA out of memory.\nTraceback"}})");
+  EXPECT_EQ(e.OutOfMemory(1), "torch.OutOfMemoryError: CUDA out of memory.");
+  EXPECT_NE(access(file.c_str(), F_OK), 0) << "read once, then removed";
+  // Another error is not an OOM; a stale file is removed before the next program starts.
+  Write(file, R"({"message": {"message": "ValueError: bad shape"}})");
+  EXPECT_EQ(e.OutOfMemory(1), "");
+  Write(file, R"({"message": "MemoryError"})");
+  e.Prepare(&env_, dir_ + "/cg");
+  EXPECT_EQ(e.OutOfMemory(1), "");
+  EXPECT_EQ(e.OutOfMemory(0), "");
+}
+
+TEST_F(ProgramErrorsTest, TheJobsOwnErrorFileIsReadAndKept) {
+  env_["TORCHELASTIC_ERROR_FILE"] = dir_ + "/mine.json";
+  ProgramErrors e;
+  e.Prepare(&env_, dir_ + "/cg");
+  EXPECT_EQ(env_["TORCHELASTIC_ERROR_FILE"], dir_ + "/mine.json");
+  Write(dir_ + "/mine.json", R"({"message": {"message": "MemoryError: "}})");
+  EXPECT_EQ(e.OutOfMemory(1), "MemoryError: ");
+  EXPECT_EQ(access((dir_ + "/mine.json").c_str(), F_OK), 0);
+}
+
+TEST_F(ProgramErrorsTest, TheKernelsOomKillCountedByTheMemoryCgroup) {
+  const std::string counter = CounterFile();
+  if (counter.empty()) GTEST_SKIP() << "no memory cgroup in /proc/self/cgroup";
+  Write(counter, "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
+  ProgramErrors e;
+  e.Prepare(&env_, dir_ + "/cg");
+  EXPECT_EQ(e.OutOfMemory(128 + SIGKILL), "") << "no kill since the start";
+  Write(counter, "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
+  EXPECT_EQ(e.OutOfMemory(1), "") << "not killed: another error";
+  EXPECT_EQ(e.OutOfMemory(128 + SIGKILL), "killed by the kernel's OOM killer (memory cgroup)");
+  e.Prepare(&env_, dir_ + "/cg");  // the next program: counted from 3
+  EXPECT_EQ(e.OutOfMemory(128 + SIGKILL), "");
+}
+
+}  // namespace
+}  // namespace autopar
