@@ -24,6 +24,7 @@
 #include "core/health/report.h"
 #include "core/health/report_html.h"
 #include "commands.h"
+#include "job_events.h"
 #include "replacing_file.h"
 
 namespace autopar::cli {
@@ -113,10 +114,7 @@ Result<Args> ParseArgs(int argc, char** argv) {
       a.positional.push_back(s);
     }
   }
-  if (a.socket.empty()) {
-    const char* env = std::getenv("AUTOPAR_SOCKET");
-    a.socket = env && *env ? env : SiteConfig().socket;
-  }
+  if (a.socket.empty()) a.socket = DefaultSocket();
   return a;
 }
 
@@ -277,13 +275,17 @@ int RunHeartbeatCommand(int argc, char** argv) {
   return 0;
 }
 
-// The job's events from every node (autopard's `events`), merged again so that the order is
-// defined whatever the daemon's version; autopard's notes go to stderr as "autopar: CMD: ...".
-Result<std::vector<JournalEvent>> FetchJobEvents(const char* cmd, const Args& args) {
+std::string DefaultSocket() {
+  const char* env = std::getenv("AUTOPAR_SOCKET");
+  return env && *env ? env : SiteConfig().socket;
+}
+
+Result<std::vector<JournalEvent>> FetchJobEvents(const char* cmd, const std::string& job_id,
+                                                 const std::string& socket) {
   Request r;
   r.op = Op::kEvents;
-  r.job_id = args.positional[0];
-  auto reply = CallDaemonOk(args.socket, r);
+  r.job_id = job_id;
+  auto reply = CallDaemonOk(socket, r);
   if (!reply) return reply.status();
   for (const auto& note : reply->notes) std::fprintf(stderr, "autopar: %s: %s\n", cmd, note.c_str());
   return MergeTimelines({reply->events});
@@ -309,7 +311,7 @@ int RunReportCommand(int argc, char** argv) {
     if (!opened) return Fail("report", "--html: " + opened.message(), 1);
     page.emplace(std::move(*opened));
   }
-  auto events = FetchJobEvents("report", *args);
+  auto events = FetchJobEvents("report", args->positional[0], args->socket);
   if (!events) return Fail("report", events.message(), 1);
   const JobReport report = BuildReport(args->positional[0], *events);
   if (page) {
@@ -334,7 +336,7 @@ int RunEventsCommand(int argc, char** argv) {
                args->help ? stdout : stderr);
     return args->help ? 0 : 2;
   }
-  auto fetched = FetchJobEvents("events", *args);
+  auto fetched = FetchJobEvents("events", args->positional[0], args->socket);
   if (!fetched) return Fail("events", fetched.message(), 1);
   const std::vector<JournalEvent>& events = *fetched;
   const std::string& job = args->positional[0];

@@ -11,5 +11,6 @@ int RunCkptCommand(int argc, char** argv);    // ckpt_cmd.cpp
 int RunEventsCommand(int argc, char** argv);  // ckpt_cmd.cpp
 int RunReportCommand(int argc, char** argv);  // ckpt_cmd.cpp
 int RunHeartbeatCommand(int argc, char** argv);  // ckpt_cmd.cpp
+int RunCalibrateCommand(int argc, char** argv);  // calibrate_command.cpp
 
 }  // namespace autopar::cli

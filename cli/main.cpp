@@ -19,6 +19,8 @@ const Subcommand kSubcommands[] = {
     {"heartbeat", autopar::cli::RunHeartbeatCommand, "tell autopard this rank reached a step"},
     {"events", autopar::cli::RunEventsCommand, "a job's events from every node, in time order"},
     {"report", autopar::cli::RunReportCommand, "a job's planned and measured progress, recoveries"},
+    {"calibrate", autopar::cli::RunCalibrateCommand,
+     "learn a GPU type's efficiency from a job, into a site calibration file"},
 };
 
 void Usage(std::FILE* out) {

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/plan/calibration.h"
 #include "core/plan/hardware.h"
 #include "core/plan/model.h"
 #include "core/plan/planner.h"
@@ -89,6 +90,8 @@ int RunPlanCommand(int argc, char** argv) {
       "hbm-gbps", po::value<std::string>(), "override: HBM bandwidth, GB/s")(
       "gpu-efficiency", po::value<std::string>(), "override: fraction of peak large GEMMs reach")(
       "headroom", po::value<std::string>(), "fraction of memory kept free (default 0.10)")(
+      "calibration", po::value<std::string>(),
+      "a site calibration file (autopar calibrate): plans for a GPU type in it use its factor")(
       "tp", po::value<std::string>(), "pin the tensor-parallel size")(
       "cp", po::value<std::string>(), "pin the context-parallel size")(
       "ep", po::value<std::string>(), "pin the expert-parallel size (mixtures of experts)")(
@@ -223,6 +226,11 @@ int RunPlanCommand(int argc, char** argv) {
     return UsageError("--even-stages: contradicts --allow-uneven-stages");
   }
   req.allow_uneven_stages = vm.count("even-stages") == 0;
+  if (vm.count("calibration")) {
+    auto file = ReadCalibrationFile(str("calibration"));
+    if (!file.ok()) return UsageError("--calibration: " + file.message());
+    req.calibration = file->For(gpu->name);  // the preset's name, also with overrides
+  }
 
   auto plan = PlanJob(req);
   if (!plan.ok()) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/options.h"
+#include "core/plan/calibration.h"
 #include "core/plan/planner.h"
 #include "autopar/status.h"
 #include "core/task_env.h"
@@ -14,14 +15,16 @@ namespace autopar {
 
 // The planner's request for a step of `gpus` tasks, `gpus_per_node` of them on each node.
 // Fails with one line naming the missing or inconsistent option ("--auto-parallel: needs
-// --global-batch ...").
-Result<PlanRequest> StepPlanRequest(const JobOptions& opts, int64_t gpus, int64_t gpus_per_node);
+// --global-batch ..."). `calibration` (the site's, plugstack.conf calibration=PATH): when it has
+// the job's GPU type, the request carries that calibration.
+Result<PlanRequest> StepPlanRequest(const JobOptions& opts, int64_t gpus, int64_t gpus_per_node,
+                                    const CalibrationFile* calibration = nullptr);
 
 // StepPlanRequest + PlanJob: the step's plan, or the planner's one-line refusal prefixed with
 // "--auto-parallel: " when it does not name the option itself. `max_mem_gib` > 0: every layout
 // must also fit in that much memory per GPU (a re-plan after an out-of-memory failure).
 Result<Plan> PlanStep(const JobOptions& opts, int64_t gpus, int64_t gpus_per_node,
-                      double max_mem_gib = 0);
+                      double max_mem_gib = 0, const CalibrationFile* calibration = nullptr);
 
 // One task's AUTOPAR_* plan variables from the plan JSON its step carries (AUTOPAR_PLAN_JSON).
 // Fails when the JSON is malformed or was made for another world size.

@@ -99,6 +99,14 @@ const std::map<std::string, Setter>& Setters() {
       c.nccl_env.emplace_back(name, v.substr(eq + 1));
       return Status::Ok();
     };
+    m["calibration"] = [](SiteConfig& c, const std::string& v) -> Status {
+      if (v.empty() || v[0] != '/') return Status::Error("must be an absolute path, got '" + v + "'");
+      auto file = ReadCalibrationFile(v);
+      if (!file) return file.status();
+      c.calibration_path = v;
+      c.calibration = *file;
+      return Status::Ok();
+    };
     m["master_ifname"] = [](SiteConfig& c, const std::string& v) -> Status {
       if (v.empty() || v.size() > 15) return Status::Error("must be an interface name, got '" + v + "'");
       c.master_ifname = v;

@@ -1,6 +1,7 @@
 // The site administrator's settings: the arguments after the plugin's path in plugstack.conf
 // (`required autopar.so max_requeue=5 ckpt_upload_prefixes=s3://ckpt/ ...`). Every key is listed,
-// with its default and meaning, in etc/plugstack.conf.d/autopar.conf. Pure; thread-compatible.
+// with its default and meaning, in etc/plugstack.conf.d/autopar.conf. Pure but for calibration=PATH
+// (which reads that file); thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "core/options.h"
+#include "core/plan/calibration.h"
 #include "autopar/status.h"
 
 namespace autopar {
@@ -34,11 +36,16 @@ struct SiteConfig {
   std::string master_ifname;            // interface for rank 0's address (launcher); empty: route
   int64_t master_port_base = 29500;     // MASTER_PORT = base + job_id % range
   int64_t master_port_range = 2000;
+  // calibration=PATH (docs/planner.md, "Calibration"): read when the arguments are parsed; plans
+  // for a GPU type in it are calibrated. Empty path: no calibration.
+  std::string calibration_path;
+  CalibrationFile calibration;
 };
 
 // Parses plugstack.conf arguments ("key=value" each). Unknown keys, malformed values and values
 // outside their range fail with one message naming the key: "plugstack.conf: max_requeue: must
 // be an integer in [0, 1000], got 'x'". Defaults are checked like the user's options are.
+// calibration=PATH reads that file (the only I/O here): "plugstack.conf: calibration: PATH: why".
 Result<SiteConfig> ParseSiteConfig(const std::vector<std::string>& args);
 
 // The names of all keys, for messages and docs.

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+
 namespace autopar {
 namespace {
 
@@ -84,6 +87,31 @@ TEST(SiteConfig, KeysCoverEveryOptionDefault) {
       if (ch == '-') ch = '_';
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
+}
+
+TEST(SiteConfig, CalibrationFileIsReadAndCheckedWhenParsed) {
+  const std::string path = ::testing::TempDir() + "site_config_test_calibration.json";
+  std::ofstream(path) << R"({"gpus": {"a100-80gb": {"factor": 0.5, "job": "1234"}}})";
+  auto c = ParseSiteConfig({"calibration=" + path});
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ(c->calibration_path, path);
+  ASSERT_TRUE(c->calibration.For("a100-80gb"));
+  EXPECT_DOUBLE_EQ(c->calibration.For("a100-80gb")->factor, 0.5);
+  EXPECT_FALSE(ParseSiteConfig({})->calibration.For("a100-80gb"));  // unset: no calibration
+  // One line naming the key and the file.
+  std::ofstream(path) << R"({"gpus": {"v99": {"factor": 0.5, "job": "1234"}}})";
+  auto bad = ParseSiteConfig({"calibration=" + path});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.message().rfind("plugstack.conf: calibration: " + path + ": 'gpus.v99': unknown GPU "
+                                "type 'v99'", 0), 0u) << bad.message();
+  std::ofstream(path) << R"({"gpus": {"a100-80gb": {"factor": 0.5, "job": "1234"})";
+  EXPECT_EQ(ParseSiteConfig({"calibration=" + path}).message().rfind(
+                "plugstack.conf: calibration: " + path + ": not valid JSON: ", 0), 0u);
+  std::remove(path.c_str());
+  EXPECT_EQ(ParseSiteConfig({"calibration=" + path}).message(),
+            "plugstack.conf: calibration: " + path + ": cannot read: No such file or directory");
+  EXPECT_EQ(ParseSiteConfig({"calibration=cal.json"}).message(),
+            "plugstack.conf: calibration: must be an absolute path, got 'cal.json'");
 }
 
 }  // namespace

@@ -225,7 +225,8 @@ int CheckSmallestPlan(const autopar::JobOptions& opts) {
     flag = "--min-nodes=" + std::to_string(*opts.min_nodes);
   }
   if (nodes <= 0) return 0;
-  auto plan = autopar::PlanStep(opts, nodes * g.gpus_per_node, g.gpus_per_node);
+  auto plan = autopar::PlanStep(opts, nodes * g.gpus_per_node, g.gpus_per_node, 0,
+                                &State().site.calibration);
   if (plan.ok()) return 0;
   return Fail(flag + ": no plan on " + std::to_string(nodes) + " node(s) (" +
               std::to_string(nodes * g.gpus_per_node) + " GPUs): " + plan.message());
@@ -283,7 +284,8 @@ int LocalUserInit(spank_t sp) {
     if (resolved->auto_parallel) {
       // The smallest size the run may shrink to must have a plan, or shrinking would stop it.
       const int64_t per_node = tasks / nodes;
-      auto smallest = autopar::PlanStep(*resolved, min_nodes * per_node, per_node);
+      auto smallest =
+          autopar::PlanStep(*resolved, min_nodes * per_node, per_node, 0, &st.site.calibration);
       if (!smallest.ok()) {
         return Fail(flag + ": no plan on " + std::to_string(min_nodes) + " node(s) (" +
                     std::to_string(min_nodes * per_node) + " GPUs): " + smallest.message());
@@ -292,14 +294,18 @@ int LocalUserInit(spank_t sp) {
   }
   if (!resolved->auto_parallel) return 0;
   // One task per GPU; with an uneven distribution the planner assumes the smaller share.
-  auto plan = autopar::PlanStep(*resolved, tasks, std::max<uint32_t>(1, tasks / nodes));
+  auto plan = autopar::PlanStep(*resolved, tasks, std::max<uint32_t>(1, tasks / nodes), 0,
+                                &st.site.calibration);
   if (!plan.ok()) return Fail(plan.message());
   const autopar::Layout& l = plan->chosen.layout;
   // The global batch is the user's; the gradient accumulation follows the data-parallel size.
   const std::string cp = l.cp > 1 ? " cp=" + std::to_string(l.cp) : "";
+  // A calibrated plan says so (plugstack.conf calibration=PATH, docs/planner.md).
+  const std::string calibrated =
+      plan->calibration ? " (" + autopar::CalibrationLabel(*plan->calibration) + ")" : "";
   slurm_info("autopar: plan for %s on %u GPUs: tp=%lld%s pp=%lld dp=%lld micro_batch=%lld "
              "grad_accum=%lld (global batch %lld = %lld x %lld x dp %lld) recompute=%s "
-             "optimizer_sharding=%s, %.1f GiB/GPU, %.2f s/step",
+             "optimizer_sharding=%s, %.1f GiB/GPU, %.2f s/step%s",
              plan->model_name.c_str(), tasks, static_cast<long long>(l.tp), cp.c_str(),
              static_cast<long long>(l.pp), static_cast<long long>(l.dp),
              static_cast<long long>(l.micro_batch), static_cast<long long>(l.grad_accum),
@@ -307,7 +313,7 @@ int LocalUserInit(spank_t sp) {
              static_cast<long long>(l.micro_batch), static_cast<long long>(l.grad_accum),
              static_cast<long long>(l.dp),
              autopar::RecomputeName(l.recompute), l.optimizer_sharding ? "on" : "off",
-             plan->chosen.memory.total_gib, plan->chosen.step_time_s);
+             plan->chosen.memory.total_gib, plan->chosen.step_time_s, calibrated.c_str());
   // spank_setenv is valid only in the remote context; srun passes its own environment to the
   // step's tasks, so set it there. (With --export=NONE it does not travel, and task_init plans the
   // step itself: the same inputs give the same plan.)
@@ -330,7 +336,8 @@ autopar::Result<autopar::EnvList> TaskPlanEnv(spank_t sp, const autopar::JobOpti
   if (world <= 0) return autopar::Status::Error("--spare-nodes: the step has no node to run on");
   std::string json = autopar::spank::JobGetenv(sp, "AUTOPAR_PLAN_JSON");
   if (json.empty()) {
-    auto plan = autopar::PlanStep(opts, world, task.local_world_size);
+    auto plan =
+        autopar::PlanStep(opts, world, task.local_world_size, 0, &State().site.calibration);
     if (!plan.ok()) return plan.status();
     json = autopar::PlanToJson(*plan, false);
   }

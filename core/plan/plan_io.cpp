@@ -25,6 +25,13 @@ std::string Thousands(double v) {
   return out;
 }
 
+// 0.87 -> "0.87", 0.3125 -> "0.312": three significant digits, as the factor is measured.
+std::string FormatFactor(double f) {
+  char buf[32];
+  (void)std::snprintf(buf, sizeof(buf), "%.3g", f);
+  return buf;
+}
+
 std::string Write(const Json::Value& v, bool pretty) {
   Json::StreamWriterBuilder w;
   w["indentation"] = pretty ? "  " : "";
@@ -175,6 +182,10 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
 
 }  // namespace
 
+std::string CalibrationLabel(const PlanCalibration& calibration) {
+  return "calibrated x" + FormatFactor(calibration.factor) + " from job " + calibration.job;
+}
+
 std::string PlanToJson(const Plan& plan, bool with_alternatives) {
   Json::Value v = CandidateToJson(plan.chosen);
   v["model"] = plan.model_name;
@@ -196,6 +207,10 @@ std::string PlanToJson(const Plan& plan, bool with_alternatives) {
   v["seq_len"] = Json::Int64(plan.seq_len);
   v["mem_usable_gib"] = plan.mem_usable_gib;
   v["candidates_evaluated"] = Json::Int64(plan.candidates_evaluated);
+  if (plan.calibration) {
+    v["calibration"]["factor"] = plan.calibration->factor;
+    v["calibration"]["job"] = plan.calibration->job;
+  }
   if (with_alternatives) {
     Json::Value alts(Json::arrayValue);
     for (const auto& a : plan.alternatives) alts.append(CandidateToJson(a));
@@ -246,6 +261,12 @@ Result<Plan> PlanFromJson(const std::string& json) {
     }
   }
   if (root.isMember("unpinned")) plan.unpinned = CandidateFromJson(root["unpinned"], "unpinned.", r, &error);
+  if (root.isMember("calibration")) {  // plans made with a site calibration file
+    PlanCalibration cal;
+    cal.factor = r.Num(root["calibration"], "calibration.", "factor");
+    cal.job = r.Str(root["calibration"], "calibration.", "job");
+    plan.calibration = cal;
+  }
   if (!error.empty()) return Status::Error(error);
   const Layout& l = plan.chosen.layout;
   if (l.ep > 1 && (plan.experts % l.ep != 0 || (l.dp * l.cp) % l.ep != 0)) {
@@ -438,6 +459,11 @@ std::string PlanToText(const Plan& plan) {
      << ") + optimizer " << FormatFixed(c.time.optimizer_s, 3) << "\n"
      << "throughput:  " << Thousands(c.tokens_per_s) << " tokens/s, " << FormatFixed(c.samples_per_s, 2)
      << " samples/s, MFU " << FormatFixed(c.mfu * 100, 1) << "%\n";
+  if (plan.calibration) {
+    os << "calibration: " << CalibrationLabel(*plan.calibration) << " (the site's measured "
+       << plan.gpu_name << " efficiency: every predicted time / "
+       << FormatFactor(plan.calibration->factor) << ")\n";
+  }
   if (!plan.alternatives.empty()) {
     os << "alternatives (" << plan.candidates_evaluated << " configurations evaluated):\n";
     int i = 1;

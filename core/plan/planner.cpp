@@ -397,6 +397,17 @@ PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   c.time.optimizer_s = kOptimizerBytesPerParam * shard / (g.hbm_gbps * 1e9 * kLinkEfficiency);
   c.time.total_s = c.time.compute_s + c.time.elementwise_s + c.time.recompute_s + c.time.tp_comm_s +
                    c.time.cp_comm_s + c.time.ep_comm_s + c.time.bubble_s + c.time.p2p_s + c.time.dp_comm_exposed_s + c.time.optimizer_s;
+  if (req.calibration) {
+    // Every rate at `factor` of the preset's: each time, the exposed parts included
+    // (max(0, a/f - b/f) = max(0, a - b)/f), is divided by it; the step time exactly so.
+    const double f = req.calibration->factor;
+    for (double* x : {&c.time.compute_s, &c.time.elementwise_s, &c.time.recompute_s,
+                      &c.time.tp_comm_s, &c.time.cp_comm_s, &c.time.ep_comm_s, &c.time.bubble_s,
+                      &c.time.p2p_s, &c.time.dp_comm_s, &c.time.dp_comm_exposed_s,
+                      &c.time.optimizer_s, &c.time.total_s}) {
+      *x /= f;
+    }
+  }
   c.step_time_s = c.time.total_s;
   c.samples_per_s = D(req.global_batch) / c.step_time_s;
   c.tokens_per_s = c.samples_per_s * D(s);
@@ -455,6 +466,10 @@ Status ValidateRequest(const PlanRequest& r) {
     return Status::Error("headroom_fraction: must be in [0, 1)");
   }
   if (r.top_k < 0) return Status::Error("--top: must be >= 0");
+  if (r.calibration && !(r.calibration->factor > 0 && r.calibration->factor <= 2)) {
+    return Status::Error("calibration: the factor must be in (0, 2] (got " +
+                         Fixed(r.calibration->factor, 3) + ")");
+  }
   const std::pair<const char*, const std::optional<int64_t>*> pins[] = {
       {"tp", &r.tp},
       {"cp", &r.cp},
@@ -912,6 +927,7 @@ Result<Plan> Search(const PlanRequest& request, bool explain) {
   plan.seq_len = r.seq_len;
   plan.mem_usable_gib = usable;
   plan.candidates_evaluated = static_cast<int64_t>(layouts.size());
+  plan.calibration = r.calibration;
 
   // Best fitting candidate per (t, cp, p, d), the fastest one that does not fit, the smallest one.
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, PlanCandidate> best_per_layout;

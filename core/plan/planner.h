@@ -39,6 +39,17 @@ enum class Recompute { kNone, kSelective, kFull };
 const char* RecomputeName(Recompute r);  // "none", "selective", "full"
 Result<Recompute> ParseRecompute(const std::string& name);
 
+// A site calibration of the time model (docs/planner.md, "Calibration"): a finished job on this
+// GPU type trained at `factor` times the MFU its plan predicted, so every predicted time of a plan
+// for it is divided by `factor` (as if every rate of the GPU type, FLOP/s and bandwidths alike,
+// were `factor` times the preset's). The layouts' order, and so the chosen layout, is unchanged.
+struct PlanCalibration {
+  double factor = 1.0;  // (0, 2]
+  std::string job;      // the job it was measured on
+};
+// "calibrated x0.87 from job 1234"
+std::string CalibrationLabel(const PlanCalibration& calibration);
+
 struct PlanRequest {
   ModelArch model;
   GpuSpec gpu;       // a preset from ResolveGpuType, with any numbers overridden
@@ -68,6 +79,8 @@ struct PlanRequest {
   // headroom_fraction), the "usable" memory.
   double headroom_fraction = 0.10;  // allocator fragmentation
   double framework_gib = 1.5;       // CUDA context, cuBLAS workspace, NCCL buffers
+  // The site's calibration for gpu (CalibrationFile::For); unset: the time model as it is.
+  std::optional<PlanCalibration> calibration;
 };
 
 struct Layout {
@@ -147,6 +160,8 @@ struct Plan {
   std::vector<PlanCandidate> alternatives;  // ranked, best first
   // With pinned sizes (tp/pp/dp): the best layout found without the pins, when one plans.
   std::optional<PlanCandidate> unpinned;
+  // The calibration every time of this plan was divided by (PlanRequest::calibration).
+  std::optional<PlanCalibration> calibration;
 };
 
 // How p pipeline stages hold L layers: evenly when p divides L; otherwise every middle stage holds
