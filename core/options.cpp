@@ -58,6 +58,9 @@ const std::vector<OptionSpec> kOptions = {
     {OptionId::kLossSpike, "loss-spike", "FACTOR",
      "A loss above FACTOR times its recent mean is bad, like NaN (0: only NaN/Inf)", false,
      "AUTOPAR_LOSS_SPIKE"},
+    {OptionId::kIdleTimeout, "idle-timeout", "SECONDS",
+     "Flag the job as idle after SECONDS without progress or use of its CPUs and GPUs (0: never)",
+     false, "AUTOPAR_IDLE_TIMEOUT"},
 };
 
 std::string Flag(OptionId id) { return std::string("--") + GetOptionSpec(id).name; }
@@ -318,6 +321,13 @@ Status SetOption(JobOptions& opts, OptionId id, const char* value, const SiteCon
       opts.on_bad_loss = *p;
       return Status::Ok();
     }
+    case OptionId::kIdleTimeout: {
+      auto v = ParseRanged(id, value, 0, 7 * 86400);
+      if (!v) return v.status();
+      if (*v != 0 && *v < 10) return Bad(id, "must be 0 (never) or at least 10 seconds, got '" + text + "'");
+      opts.idle_timeout = *v;
+      return Status::Ok();
+    }
     case OptionId::kLossSpike: {
       auto f = ParseLossSpike(text);
       if (!f) return f.status();
@@ -352,6 +362,7 @@ Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site
   if (!o.min_nodes) o.min_nodes = d.min_nodes;
   if (!o.on_bad_loss) o.on_bad_loss = d.on_bad_loss;
   if (!o.loss_spike) o.loss_spike = d.loss_spike;
+  if (!o.idle_timeout) o.idle_timeout = d.idle_timeout;
   if (!o.ckpt_upload) o.ckpt_upload = d.ckpt_upload;
   if (o.checkpointing()) {
     if (!o.ckpt_dir) o.ckpt_dir = d.ckpt_dir ? *d.ckpt_dir : site.builtin_ckpt_dir;
@@ -404,6 +415,7 @@ std::vector<std::pair<std::string, std::string>> OptionsEnv(const JobOptions& o)
   if (o.min_nodes) put(OptionId::kMinNodes, std::to_string(*o.min_nodes));
   if (o.on_bad_loss) put(OptionId::kOnBadLoss, o.on_bad_loss->ToString());
   if (o.loss_spike) put(OptionId::kLossSpike, ShortNumber(*o.loss_spike));
+  if (o.idle_timeout) put(OptionId::kIdleTimeout, std::to_string(*o.idle_timeout));
   return env;
 }
 

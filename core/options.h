@@ -32,6 +32,7 @@ enum class OptionId : int {
   kMinNodes,
   kOnBadLoss,
   kLossSpike,
+  kIdleTimeout,
 };
 
 struct OptionSpec {
@@ -103,6 +104,9 @@ struct JobOptions {
   // Training health (docs/health.md): what a bad loss does, and what a spike is.
   std::optional<BadLossPolicy> on_bad_loss;
   std::optional<double> loss_spike;
+  // Seconds without progress or use of the job's CPUs/GPUs on a node before it is flagged idle
+  // (docs/health.md); 0: never.
+  std::optional<int64_t> idle_timeout;
   // Slurm must keep the job when one of its nodes fails (--no-kill): spares or an elastic floor.
   bool survives_node_loss() const { return spare_nodes.value_or(0) > 0 || min_nodes.has_value(); }
 

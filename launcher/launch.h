@@ -30,6 +30,9 @@ struct LaunchOptions {
   // program has run this long (--prewarm-after=SECONDS); --no-prewarm: never (prewarm.h).
   bool prewarm = true;
   int prewarm_after_s = 5;
+  // How often the program's use of its CPUs, memory and GPU is sent to the node's autopard
+  // (--usage-interval=SECONDS, 0: never; docs/health.md).
+  int usage_interval_s = 10;
   bool help = false;          // --help: print usage, exit 0
   bool version = false;       // --version
   std::vector<std::string> program;  // the program and its arguments (never empty on success)

@@ -17,6 +17,8 @@ std::string LaunchUsage() {
          "                       generation's interpreter (its imports done) once the program has\n"
          "                       run S seconds (default 5)\n"
          "  --no-prewarm         restart the program with a fresh interpreter\n"
+         "  --usage-interval=S   send the program's CPU, memory and GPU use to autopard every S\n"
+         "                       seconds (default 10; 0: never)\n"
          "  --verbose            print each rank's identity and binding\n"
          "  --help, --version\n";
 }
@@ -57,6 +59,16 @@ Result<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args) {
                              "' (expected whole seconds in [0, 86400])");
       }
       opts.prewarm_after_s = static_cast<int>(s);
+    } else if (a.rfind("--usage-interval=", 0) == 0) {
+      std::string v = a.substr(17);
+      char* end = nullptr;
+      errno = 0;
+      long s = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || errno != 0 || s < 0 || s > 3600) {
+        return Status::Error("--usage-interval: invalid value '" + v +
+                             "' (expected whole seconds in [0, 3600])");
+      }
+      opts.usage_interval_s = static_cast<int>(s);
     } else if (a == "--verbose" || a == "-v") {
       opts.verbose = true;
     } else if (a == "--help" || a == "-h") {

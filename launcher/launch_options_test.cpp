@@ -68,6 +68,18 @@ TEST(ParseLaunchArgs, Prewarm) {
   }
 }
 
+TEST(ParseLaunchArgs, UsageInterval) {
+  EXPECT_EQ(ParseLaunchArgs({"python3", "t.py"})->usage_interval_s, 10);
+  EXPECT_EQ(ParseLaunchArgs({"--usage-interval=0", "python3", "t.py"})->usage_interval_s, 0);
+  EXPECT_EQ(ParseLaunchArgs({"--usage-interval=2", "python3", "t.py"})->usage_interval_s, 2);
+  for (const char* bad : {"--usage-interval=", "--usage-interval=-1", "--usage-interval=3601",
+                          "--usage-interval=2s"}) {
+    auto r = ParseLaunchArgs({bad, "python3", "t.py"});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.message().rfind("--usage-interval: invalid value", 0), 0u) << r.message();
+  }
+}
+
 TEST(ParseLaunchArgs, HelpAndVersionNeedNoProgram) {
   EXPECT_TRUE(ParseLaunchArgs({"--help"})->help);
   EXPECT_TRUE(ParseLaunchArgs({"--version"})->version);

@@ -37,6 +37,7 @@
 #include "peer_group.h"
 #include "prewarm.h"
 #include "program_errors.h"
+#include "usage_reporter.h"
 #include "restart_logic.h"
 
 extern char** environ;
@@ -206,6 +207,9 @@ class Launcher {
   int prewarm_after_s_ = -1;
   WarmInterpreter warm_;
   ProgramErrors errors_;  // out of memory (docs/health.md)
+  UsageReporter usage_;   // the program's use of CPUs, memory and GPU (docs/health.md)
+  int usage_interval_s_ = 10;
+  std::string gpu_device_;  // the rank's GPU as CUDA_VISIBLE_DEVICES names it ("" when none)
   int64_t generation_ = 0;
   PeerGroup peers_;                  // every launcher of the step
   RankInfo step_;                    // this task's place in the step (info_: in the program)
@@ -405,9 +409,11 @@ int Launcher::RunChild(const std::vector<std::string>& argv, const EnvMap& env,
   int exec_errno = 0;
   auto pid = StartChild(spec, &exec_errno);
   if (!pid) Fail(pid.message(), exec_errno == ENOENT ? 127 : 126);
+  usage_.Start(*pid, env, info_.rank, host_, gpu_device_, usage_interval_s_, -1);
   SuperviseOptions options;
   options.forward_from_parent = forward_from_parent;
   ChildOutcome out = SuperviseChild(*pid, options);
+  usage_.Stop();
   *terminated = out.termination_signal != 0;
   return ExitCodeFromWaitStatus(out.wait_status);
 }
@@ -428,6 +434,7 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
     pid = StartChild(spec, &exec_errno);
     if (!pid) Fail(pid.message(), exec_errno == ENOENT ? 127 : 126);
   }
+  usage_.Start(*pid, env, info_.rank, host_, gpu_device_, usage_interval_s_, generation_);
   SuperviseOptions options;
   options.forward_from_parent = forward_from_parent;
   options.wake_fd = peers_.fd();
@@ -462,6 +469,7 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
     if (out.exited || out.hung || out.bad_loss) break;
   }
   if (options.timer_fd >= 0) close(options.timer_fd);
+  usage_.Stop();
   FailureReport report;
   report.generation = generation_;
   report.rank = info_.rank;
@@ -750,6 +758,7 @@ int Launcher::Run(int argc, char** argv) {
     return 0;
   }
   verbose_ = opts->verbose;
+  usage_interval_s_ = opts->usage_interval_s;
   if (rank_ == 0 && env.count("AUTOPAR_SOCKET") && env.count("SLURM_JOB_ID")) {
     // Told in the background, so that the rendezvous never waits for autopard (autopard asks
     // Slurm for the submit time); joined once the rendezvous is done.
@@ -857,6 +866,7 @@ int Launcher::Run(int argc, char** argv) {
   CpuBinding cpus;
   if (opts->bind) {
     d.gpu = SelectGpu(step_gpus, info_.local_rank, info_.local_size);
+    if (d.gpu) gpu_device_ = d.gpu->device;
     // Slurm's real GPU ids when it renumbered CUDA_VISIBLE_DEVICES (ConstrainDevices).
     std::vector<std::string> driver_ids = SplitDeviceList(Get(env, "SLURM_STEP_GPUS", Get(env, "SLURM_JOB_GPUS")));
     cpus = ChooseCpuBinding(info_, driver_ids.size() == step_gpus.size() ? driver_ids : step_gpus);

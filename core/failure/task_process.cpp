@@ -30,6 +30,9 @@ std::optional<ProcStat> ParseProcStat(const std::string& text) {
   if (*end != '\0' || s.ppid < 0) return std::nullopt;
   s.start_ticks = std::strtoull(start.c_str(), &end, 10);
   if (*end != '\0') return std::nullopt;
+  s.pgrp = static_cast<pid_t>(std::strtol(rest[2].c_str(), nullptr, 10));
+  for (size_t i = 11; i <= 14; ++i) s.cpu_ticks += std::strtoull(rest[i].c_str(), nullptr, 10);
+  if (rest.size() > 21) s.rss_pages = std::strtoll(rest[21].c_str(), nullptr, 10);
   return s;
 }
 

@@ -22,6 +22,9 @@ struct ProcStat {
   std::string comm;         // the name between the parentheses (may contain spaces or ')')
   pid_t ppid = 0;
   uint64_t start_ticks = 0;  // field 22: start time since boot; with pid, unique over time
+  pid_t pgrp = 0;            // field 5: process group
+  uint64_t cpu_ticks = 0;    // fields 14-17: utime + stime + cutime + cstime (its reaped children)
+  int64_t rss_pages = 0;     // field 24
 };
 // Parses /proc/PID/stat; nullopt when malformed.
 std::optional<ProcStat> ParseProcStat(const std::string& text);

@@ -86,6 +86,14 @@ inline constexpr const char* kBadLoss = "bad_loss";
 // launcher: generation= max_mem_gib= plan_before= mem_before_gib= plan_after= mem_after_gib=
 // reason=; plan_after "refused: ..." when no plan fits and the job ends instead).
 inline constexpr const char* kReplanned = "replanned";
+// Utilisation (issue 13, docs/health.md): every rank's autopar-launch sends "usage_sample"
+// (cpu_cores= rss_gib= processes= [gpu_util= gpu_mem_gib=] [generation=]) to its node's autopard,
+// which does not journal it but summarises a node's share of the job as "usage" (core/health/
+// usage.h) at most once per progress_interval_s, and "idle" when it shows neither progress nor
+// use for the job's --idle-timeout.
+inline constexpr const char* kUsageSample = "usage_sample";
+inline constexpr const char* kUsage = "usage";
+inline constexpr const char* kIdle = "idle";
 }  // namespace event_kind
 
 using EventFields = std::vector<std::pair<std::string, std::string>>;

@@ -104,12 +104,35 @@ JobReport BuildReport(const std::string& job_id, const std::vector<JournalEvent>
       rec.lost_s = since && e.kind == event_kind::kFirstStep ? *since : e.time - rec.time;
       r.lost_s += *rec.lost_s;
       open = 0;
+    } else if (e.kind == event_kind::kUsage) {
+      const std::string node = f.count("node") ? f.at("node") : e.node;
+      auto it = std::find_if(r.utilisation.begin(), r.utilisation.end(),
+                             [&](const JobReport::NodeUse& u) { return u.node == node; });
+      if (it == r.utilisation.end()) {
+        r.utilisation.push_back(JobReport::NodeUse{node});
+        it = r.utilisation.end() - 1;
+      }
+      it->ranks = std::max(it->ranks, static_cast<int>(Number(f, "ranks").value_or(0)));
+      it->cpu_cores += Number(f, "cpu_cores").value_or(0);  // a sum here, a mean below
+      it->rss_gib = std::max(it->rss_gib, Number(f, "rss_gib").value_or(0));
+      if (auto g = Number(f, "gpu_util")) it->gpu_util = it->gpu_util.value_or(0) + *g;
+      if (auto g = Number(f, "gpu_mem_gib")) it->gpu_mem_gib = std::max(it->gpu_mem_gib.value_or(0), *g);
+      ++it->summaries;
+    } else if (e.kind == event_kind::kIdle) {
+      r.idle.push_back({e.time, f.count("node") ? f.at("node") : e.node,
+                        Number(f, "idle_s").value_or(0)});
     } else if (e.kind == event_kind::kFinished) {
       r.end = "finished exit=" + (f.count("exit") ? f.at("exit") : std::string("?"));
     } else if (e.kind == event_kind::kStopped) {
       r.end = "stopped: " + (f.count("reason") ? f.at("reason") : e.detail);
     }
   }
+  for (auto& u : r.utilisation) {
+    u.cpu_cores /= u.summaries;
+    if (u.gpu_util) *u.gpu_util /= u.summaries;
+  }
+  std::sort(r.utilisation.begin(), r.utilisation.end(),
+            [](const JobReport::NodeUse& a, const JobReport::NodeUse& b) { return a.node < b.node; });
   r.step_s = Median(step_s);
   r.mfu = Median(mfu);
   r.tokens_per_s = Median(tokens);
@@ -170,6 +193,19 @@ std::string ReportToText(const JobReport& r) {
        << (rec.lost_s ? FormatFixed(*rec.lost_s, 1) + " s to the next step" : std::string("not resumed"))
        << "\n";
   }
+  if (!r.utilisation.empty()) {
+    os << "utilisation:\n";
+    for (const auto& u : r.utilisation) {
+      os << "  " << u.node << "  " << u.ranks << (u.ranks == 1 ? " rank  " : " ranks  ")
+         << FormatFixed(u.cpu_cores, 2) << " CPU cores  " << FormatFixed(u.rss_gib, 2) << " GiB";
+      if (u.gpu_util) os << "  GPU " << FormatFixed(*u.gpu_util, 1) << "%, " << FormatFixed(*u.gpu_mem_gib, 1) << " GiB";
+      os << "\n";
+    }
+  }
+  for (const auto& i : r.idle) {
+    os << "idle:        " << i.node << " at " << FormatEventTime(i.time, false) << ", no progress or use for "
+       << FormatFixed(i.idle_s, 0) << " s\n";
+  }
   os << "end:         " << (r.end.empty() ? "running (or not told)" : r.end) << " after "
      << FormatFixed(r.last_time - r.first_time, 1) << " s\n";
   return os.str();
@@ -210,6 +246,27 @@ std::string ReportToJson(const JobReport& r) {
     recs.append(x);
   }
   v["recoveries"] = recs;
+  Json::Value use(Json::arrayValue);
+  for (const auto& u : r.utilisation) {
+    Json::Value x(Json::objectValue);
+    x["node"] = u.node;
+    x["ranks"] = u.ranks;
+    x["cpu_cores"] = u.cpu_cores;
+    x["rss_gib"] = u.rss_gib;
+    x["gpu_util"] = opt(u.gpu_util);
+    x["gpu_mem_gib"] = opt(u.gpu_mem_gib);
+    use.append(x);
+  }
+  v["utilisation"] = use;
+  Json::Value idle(Json::arrayValue);
+  for (const auto& i : r.idle) {
+    Json::Value x(Json::objectValue);
+    x["time"] = i.time;
+    x["node"] = i.node;
+    x["idle_s"] = i.idle_s;
+    idle.append(x);
+  }
+  v["idle"] = idle;
   v["lost_s"] = r.lost_s;
   v["duration_s"] = r.last_time - r.first_time;
   v["end"] = r.end;

@@ -36,6 +36,22 @@ struct JobReport {
   };
   std::vector<Recovery> recoveries;
   double lost_s = 0;  // the recoveries' total
+  // Utilisation per node ("usage" summaries; means over them) and idle stretches ("idle").
+  struct NodeUse {
+    std::string node;
+    int ranks = 0;
+    double cpu_cores = 0;  // mean over the node's summaries, summed over its ranks
+    double rss_gib = 0;    // the largest
+    std::optional<double> gpu_util, gpu_mem_gib;
+    int summaries = 0;
+  };
+  std::vector<NodeUse> utilisation;  // by node name
+  struct Idle {
+    double time = 0;
+    std::string node;
+    double idle_s = 0;
+  };
+  std::vector<Idle> idle;
   double first_time = 0, last_time = 0;
   std::string end;  // "finished exit=0", "stopped: ...", "" (still running or unknown)
 };

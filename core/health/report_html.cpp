@@ -362,6 +362,26 @@ std::string RecoveryTableHtml(const JobReport& r) {
   return os.str();
 }
 
+std::string UtilisationTableHtml(const JobReport& r) {
+  if (r.utilisation.empty() && r.idle.empty()) return "<p>No utilisation reported.</p>\n";
+  std::ostringstream os;
+  os << "<table class=\"utilisation\">\n<tr><th>node</th><th>ranks</th><th>CPU cores</th>"
+        "<th>memory</th><th>GPU</th></tr>\n";
+  for (const auto& u : r.utilisation) {
+    os << "<tr><td>" << Escape(u.node) << "</td><td>" << u.ranks << "</td><td>"
+       << FormatFixed(u.cpu_cores, 2) << "</td><td>" << FormatFixed(u.rss_gib, 2) << " GiB</td><td>"
+       << (u.gpu_util ? FormatFixed(*u.gpu_util, 1) + "%, " + FormatFixed(*u.gpu_mem_gib, 1) + " GiB"
+                      : std::string("&ndash;"))
+       << "</td></tr>\n";
+  }
+  os << "</table>\n";
+  for (const auto& i : r.idle) {
+    os << "<p class=\"idle\">idle: " << Escape(i.node) << " at " << FormatEventTime(i.time, false)
+       << " UTC, no progress or use for " << FormatFixed(i.idle_s, 0) << " s</p>\n";
+  }
+  return os.str();
+}
+
 constexpr char kStyle[] =
     "body{font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;color:#222;"
     "background:#fff;max-width:1000px;margin:16px auto;padding:0 16px}\n"
@@ -393,7 +413,8 @@ std::string ReportToHtml(const JobReport& r) {
   }
   const TimeAxis time = MakeTimeAxis(r);
   for (const PlotSpec& p : plots) os << PlotHtml(p, time, r.recoveries);
-  os << "<h2>Recoveries</h2>\n" << RecoveryTableHtml(r) << "</body>\n</html>\n";
+  os << "<h2>Recoveries</h2>\n" << RecoveryTableHtml(r) << "<h2>Utilisation</h2>\n"
+     << UtilisationTableHtml(r) << "</body>\n</html>\n";
   return os.str();
 }
 

@@ -72,5 +72,35 @@ TEST(JobReport, ARequeueCostsUntilTheNextRunResumes) {
   EXPECT_NE(ReportToText(r).find("no progress reported"), std::string::npos);
 }
 
+TEST(JobReport, UtilisationPerNodeAndIdleStretches) {
+  std::vector<JournalEvent> evs = {
+      Ev(1000, "usage", -1, "node=node2 ranks=2 cpu_cores=1.80 cpu_cores_min=0.80 cpu_cores_max=1.00 rss_gib=1.20 heartbeats=9"),
+      Ev(1000, "usage", -1, "node=node1 ranks=2 cpu_cores=0.02 cpu_cores_min=0.01 cpu_cores_max=0.01 rss_gib=0.30 gpu_util=3.0 gpu_mem_gib=1.00 heartbeats=0"),
+      Ev(1010, "usage", -1, "node=node2 ranks=2 cpu_cores=2.00 cpu_cores_min=1.00 cpu_cores_max=1.00 rss_gib=1.40 heartbeats=9"),
+      Ev(1012, "idle", -1, "node=node1 idle_s=600.0 cpu_cores=0.02 reason=x"),
+  };
+  JobReport r = BuildReport("7", evs);
+  ASSERT_EQ(r.utilisation.size(), 2u);
+  EXPECT_EQ(r.utilisation[0].node, "node1");
+  EXPECT_DOUBLE_EQ(*r.utilisation[0].gpu_util, 3.0);
+  EXPECT_EQ(r.utilisation[1].node, "node2");
+  EXPECT_EQ(r.utilisation[1].ranks, 2);
+  EXPECT_DOUBLE_EQ(r.utilisation[1].cpu_cores, 1.9);  // the mean of its summaries
+  EXPECT_DOUBLE_EQ(r.utilisation[1].rss_gib, 1.4);    // the largest
+  EXPECT_FALSE(r.utilisation[1].gpu_util);
+  ASSERT_EQ(r.idle.size(), 1u);
+  EXPECT_EQ(r.idle[0].node, "node1");
+  EXPECT_DOUBLE_EQ(r.idle[0].idle_s, 600);
+  const std::string text = ReportToText(r);
+  EXPECT_NE(text.find("  node2  2 ranks  1.90 CPU cores  1.40 GiB\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("GPU 3.0%, 1.0 GiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("idle:        node1 at"), std::string::npos) << text;
+  Json::Value v;
+  ASSERT_TRUE(Json::Reader().parse(ReportToJson(r), v));
+  EXPECT_EQ(v["utilisation"][1]["node"].asString(), "node2");
+  EXPECT_TRUE(v["utilisation"][1]["gpu_util"].isNull());
+  EXPECT_EQ(v["idle"][0]["idle_s"].asDouble(), 600);
+}
+
 }  // namespace
 }  // namespace autopar

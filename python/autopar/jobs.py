@@ -47,6 +47,7 @@ AUTOPAR_OPTIONS = {
     "min_nodes": "--min-nodes",
     "on_bad_loss": "--on-bad-loss",
     "loss_spike": "--loss-spike",
+    "idle_timeout": "--idle-timeout",
 }
 # Options that may be given alone (True): `--auto-parallel`, `--requeue-on-failure`.
 _FLAG_ALONE = {"auto_parallel", "requeue_on_failure"}

@@ -412,6 +412,11 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
     case Op::kEvent: {
       if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
       JournalEvent e{Now(), r.node.empty() ? config_.node : r.node, r.job_id, r.kind, r.rank, r.step, r.detail};
+      if (r.kind == event_kind::kUsageSample) {
+        // A measurement, not a story: summarised per node by the failure handler.
+        if (failure_) failure_->OnUsageSample(e, peer.pid);
+        return Reply{};
+      }
       if (r.kind == event_kind::kSubmitted && slurm_actions_) {
         // The launcher tells it when the first step starts; the story begins at submission.
         auto job = slurm_actions_->LoadJob(r.job_id);

@@ -74,6 +74,10 @@ Result<JobContext> JobContextFromEnviron(const std::string& environ) {
       auto p = ParseBadLossPolicy(value, 1, 1000000);
       if (!p) return Status::Error("AUTOPAR_ON_BAD_LOSS: " + p.message());
       c.bad_loss = *p;
+    } else if (name == "AUTOPAR_IDLE_TIMEOUT") {
+      auto v = ParseInt(value, 0, 100000000);
+      if (!v) return Status::Error("AUTOPAR_IDLE_TIMEOUT: not a number of seconds: '" + value + "'");
+      c.idle_timeout_s = static_cast<double>(*v);
     } else if (name == "AUTOPAR_LOSS_SPIKE") {
       auto f = ParseLossSpike(value);
       if (!f) return Status::Error("AUTOPAR_LOSS_SPIKE: " + f.message());
@@ -201,6 +205,7 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
     }
     run.rank_procs[rank] = RankProcess{process->pid, process->start_ticks};
     run.heartbeats = true;
+    if (auto u = usage_.find(job_id); u != usage_.end() && u->second.usage) u->second.usage->Progress(now);
     if (run.hang) run.hang->Heartbeat(rank, step, now);
     TimeLimitWatch& tl = run.tl;
     if (tl.first_step < 0) {
@@ -276,6 +281,7 @@ void FailureHandler::OnEvent(const JournalEvent& e, pid_t pid) {
 void FailureHandler::Tick() {
   const double now = clock_();
   TickTimeLimits(now);
+  TickUsage(now);
   struct Hung {
     JobContext ctx;
     HangVerdict verdict;

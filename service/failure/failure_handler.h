@@ -67,6 +67,7 @@
 #include "core/failure/hang_detector.h"
 #include "core/health/loss_guard.h"
 #include "core/health/progress.h"
+#include "core/health/usage.h"
 #include "core/proto/protocol.h"
 #include "core/failure/recovery_policy.h"
 #include "core/failure/requeue_policy.h"
@@ -89,6 +90,7 @@ struct JobContext {
   // Bad losses (issue 13): AUTOPAR_ON_BAD_LOSS (unset: warn) and AUTOPAR_LOSS_SPIKE (0: off).
   BadLossPolicy bad_loss;
   double loss_spike = 0;
+  double idle_timeout_s = 0;  // AUTOPAR_IDLE_TIMEOUT (0: never flagged idle)
   int64_t restarts_in_place = 0;  // AUTOPAR_RESTARTS_IN_PLACE (issue 11)
   // AUTOPAR_RESTART_GENERATION, which autopar-launch gives the program when the job restarts in
   // place (-1: the program was not started by such a launcher).
@@ -137,7 +139,10 @@ class FailureHandler {
   // A journal event; `pid` is the sender's (0: from the daemon itself, e.g. the uploader's
   // ckpt_* events, which the time-limit handling needs).
   void OnEvent(const JournalEvent& event, pid_t pid);
-  // Checks for hangs and time limits; call about once a second.
+  // A rank's usage_sample (autopar-launch, launcher/usage_reporter.h), not journalled: this node's
+  // share of the job is summarised ("usage") and checked for idleness ("idle") in Tick().
+  void OnUsageSample(const JournalEvent& sample, pid_t pid);
+  // Checks for hangs, time limits and idle allocations; call about once a second.
   void Tick();
 
   // A failed generation of a job that restarts in place: rank 0's launcher's `recover` request
@@ -239,6 +244,8 @@ class FailureHandler {
   Result<RecoverReply> RecoverBadLoss(const JobContext& ctx, int64_t generation);
   void Emit(const std::string& job_id, const std::string& kind, int rank, int64_t step,
             const std::string& detail);
+  // Usage summaries and idle flags due (failure_handler_usage.cpp, from Tick).
+  void TickUsage(double now);
 
   FailureHandlerConfig config_;
   SlurmActions* slurm_;
@@ -257,6 +264,13 @@ class FailureHandler {
   // Per job: rollbacks carried out (--on-bad-loss=rollback:N's budget), and the one under way.
   std::map<std::string, int64_t> rollbacks_;
   std::map<std::string, PendingRollback> pending_rollbacks_;
+  // Per job: this node's share of it (utilisation and idleness), per run of the job.
+  struct UsageWatch {
+    int64_t restart_count = 0;
+    double last_sample = 0;
+    std::unique_ptr<NodeUsage> usage;
+  };
+  std::map<std::string, UsageWatch> usage_;
   // Per job: step -> earliest commit and latest upload/completion seen on this node (the
   // checkpoint durations), kept across runs, bounded.
   struct CkptTimes {
