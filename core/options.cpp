@@ -61,6 +61,9 @@ const std::vector<OptionSpec> kOptions = {
     {OptionId::kIdleTimeout, "idle-timeout", "SECONDS",
      "Flag the job as idle after SECONDS without progress or use of its CPUs and GPUs (0: never)",
      false, "AUTOPAR_IDLE_TIMEOUT"},
+    {OptionId::kExcludeStragglers, "exclude-stragglers", "yes|no",
+     "Leave a node flagged as a straggler out of the job's next restart (yes when given alone)",
+     true, "AUTOPAR_EXCLUDE_STRAGGLERS"},
 };
 
 std::string Flag(OptionId id) { return std::string("--") + GetOptionSpec(id).name; }
@@ -328,6 +331,16 @@ Status SetOption(JobOptions& opts, OptionId id, const char* value, const SiteCon
       opts.idle_timeout = *v;
       return Status::Ok();
     }
+    case OptionId::kExcludeStragglers: {
+      if (value == nullptr || text.empty() || text == "yes") {
+        opts.exclude_stragglers = true;
+      } else if (text == "no") {
+        opts.exclude_stragglers = false;
+      } else {
+        return Bad(id, "must be yes or no, got '" + text + "'");
+      }
+      return Status::Ok();
+    }
     case OptionId::kLossSpike: {
       auto f = ParseLossSpike(text);
       if (!f) return f.status();
@@ -363,6 +376,7 @@ Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site
   if (!o.on_bad_loss) o.on_bad_loss = d.on_bad_loss;
   if (!o.loss_spike) o.loss_spike = d.loss_spike;
   if (!o.idle_timeout) o.idle_timeout = d.idle_timeout;
+  if (!o.exclude_stragglers) o.exclude_stragglers = d.exclude_stragglers;
   if (!o.ckpt_upload) o.ckpt_upload = d.ckpt_upload;
   if (o.checkpointing()) {
     if (!o.ckpt_dir) o.ckpt_dir = d.ckpt_dir ? *d.ckpt_dir : site.builtin_ckpt_dir;
@@ -416,6 +430,7 @@ std::vector<std::pair<std::string, std::string>> OptionsEnv(const JobOptions& o)
   if (o.on_bad_loss) put(OptionId::kOnBadLoss, o.on_bad_loss->ToString());
   if (o.loss_spike) put(OptionId::kLossSpike, ShortNumber(*o.loss_spike));
   if (o.idle_timeout) put(OptionId::kIdleTimeout, std::to_string(*o.idle_timeout));
+  if (o.exclude_stragglers) put(OptionId::kExcludeStragglers, *o.exclude_stragglers ? "yes" : "no");
   return env;
 }
 

@@ -33,6 +33,7 @@ enum class OptionId : int {
   kOnBadLoss,
   kLossSpike,
   kIdleTimeout,
+  kExcludeStragglers,
 };
 
 struct OptionSpec {
@@ -107,6 +108,8 @@ struct JobOptions {
   // Seconds without progress or use of the job's CPUs/GPUs on a node before it is flagged idle
   // (docs/health.md); 0: never.
   std::optional<int64_t> idle_timeout;
+  // A node flagged as a straggler is left out of the job's next restart (docs/health.md).
+  std::optional<bool> exclude_stragglers;
   // Slurm must keep the job when one of its nodes fails (--no-kill): spares or an elastic floor.
   bool survives_node_loss() const { return spare_nodes.value_or(0) > 0 || min_nodes.has_value(); }
 

@@ -24,7 +24,7 @@ TEST(OptionTable, EveryOptionOnceWithAutoparEnv) {
     EXPECT_EQ(std::string(spec.env).rfind("AUTOPAR_", 0), 0u);
     EXPECT_EQ(GetOptionSpec(spec.id).name, spec.name);
   }
-  EXPECT_EQ(names.size(), 16u);
+  EXPECT_EQ(names.size(), 17u);
   EXPECT_TRUE(GetOptionSpec(OptionId::kAutoParallel).optional_arg);
   EXPECT_TRUE(GetOptionSpec(OptionId::kRequeueOnFailure).optional_arg);
   EXPECT_FALSE(GetOptionSpec(OptionId::kModel).optional_arg);
@@ -103,6 +103,7 @@ TEST(Options, RefusesBadValuesNamingTheOption) {
       {OptionId::kIdleTimeout, "5", "--idle-timeout: must be 0 (never) or at least 10 seconds, got '5'"},
       {OptionId::kIdleTimeout, "-1", "--idle-timeout: must be an integer in [0, 604800], got '-1'"},
       {OptionId::kIdleTimeout, "1h", "--idle-timeout: must be an integer"},
+      {OptionId::kExcludeStragglers, "maybe", "--exclude-stragglers: must be yes or no, got 'maybe'"},
   };
   const SiteConfig site = Site();
   for (const auto& c : cases) {
@@ -229,6 +230,7 @@ TEST(ResolveOptions, BadLossRollbackNeedsCheckpointsAndInPlaceRestarts) {
   o.requeue_on_failure = 1;
   ASSERT_TRUE(SetOption(o, OptionId::kLossSpike, "4.5", site).ok());
   ASSERT_TRUE(SetOption(o, OptionId::kIdleTimeout, "600", site).ok());
+  ASSERT_TRUE(SetOption(o, OptionId::kExcludeStragglers, nullptr, site).ok());
   auto resolved = ResolveOptions(o, site);
   ASSERT_TRUE(resolved.ok()) << resolved.message();
   std::map<std::string, std::string> env;
@@ -236,12 +238,14 @@ TEST(ResolveOptions, BadLossRollbackNeedsCheckpointsAndInPlaceRestarts) {
   EXPECT_EQ(env["AUTOPAR_ON_BAD_LOSS"], "rollback:2");
   EXPECT_EQ(env["AUTOPAR_LOSS_SPIKE"], "4.5");
   EXPECT_EQ(env["AUTOPAR_IDLE_TIMEOUT"], "600");
+  EXPECT_EQ(env["AUTOPAR_EXCLUDE_STRAGGLERS"], "yes");
   auto back = OptionsFromEnv(
       [&](const char* n) { return env.count(n) ? env.at(n).c_str() : nullptr; }, site);
   ASSERT_TRUE(back.ok()) << back.message();
   EXPECT_TRUE(back->on_bad_loss == resolved->on_bad_loss);
   EXPECT_EQ(back->loss_spike, 4.5);
   EXPECT_EQ(back->idle_timeout, 600);
+  EXPECT_EQ(back->exclude_stragglers, true);
   // warn and stop need nothing else; a site with no rollbacks refuses a bare rollback.
   JobOptions plain;
   ASSERT_TRUE(SetOption(plain, OptionId::kOnBadLoss, "stop", site).ok());

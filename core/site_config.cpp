@@ -1,6 +1,7 @@
 #include "core/site_config.h"
 
 #include <cctype>
+#include <cstdlib>
 #include <functional>
 #include <map>
 
@@ -58,6 +59,15 @@ const std::map<std::string, Setter>& Setters() {
     m["max_spare_nodes"] = IntSetter(&SiteConfig::max_spare_nodes, 0, 1000);
     m["rollbacks_default"] = IntSetter(&SiteConfig::rollbacks_default, 0, 1000);
     m["max_rollbacks"] = IntSetter(&SiteConfig::max_rollbacks, 0, 1000);
+    m["straggler_windows"] = IntSetter(&SiteConfig::straggler_windows, 1, 1000);
+    m["straggler_margin"] = [](SiteConfig& c, const std::string& v) -> Status {
+      char* end = nullptr;
+      const double margin = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(margin > 0 && margin <= 10))
+        return Status::Error("must be a fraction in (0, 10], got '" + v + "'");
+      c.straggler_margin = margin;
+      return Status::Ok();
+    };
     m["max_ckpt_keep"] = IntSetter(&SiteConfig::max_ckpt_keep, 1, 100000);
     m["min_heartbeat_timeout"] = IntSetter(&SiteConfig::min_heartbeat_timeout, 1, 86400 * 7);
     m["max_heartbeat_timeout"] = IntSetter(&SiteConfig::max_heartbeat_timeout, 1, 86400 * 7);

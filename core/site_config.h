@@ -24,6 +24,8 @@ struct SiteConfig {
   int64_t max_spare_nodes = 4;            // most --spare-nodes a user may ask for
   int64_t rollbacks_default = 2;          // N of a bare --on-bad-loss=rollback
   int64_t max_rollbacks = 5;              // most rollbacks a user may ask for
+  double straggler_margin = 0.25;         // a rank this much slower than the median ...
+  int64_t straggler_windows = 3;          // ... for this many progress windows is a straggler
   int64_t max_ckpt_keep = 100;
   int64_t min_heartbeat_timeout = 10;     // seconds
   int64_t max_heartbeat_timeout = 86400;  // seconds

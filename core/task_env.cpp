@@ -1,5 +1,7 @@
 #include "core/task_env.h"
 
+#include <cstdio>
+
 #include "core/hostlist.h"
 
 namespace autopar {
@@ -57,6 +59,11 @@ Result<TaskEnv> BuildTaskEnv(const TaskContext& task, const JobOptions& opts,
   }
   set("AUTOPAR_SOCKET", SocketPathForNode(site, task.node_name));
   if (!site.master_ifname.empty()) set("AUTOPAR_MASTER_IFNAME", site.master_ifname);
+  // The site's straggler thresholds, read by autopard from rank 0's environment (docs/health.md).
+  char margin[32];
+  std::snprintf(margin, sizeof margin, "%g", site.straggler_margin);
+  set("AUTOPAR_STRAGGLER_MARGIN", margin);
+  set("AUTOPAR_STRAGGLER_WINDOWS", num(site.straggler_windows));
   env.unless_present = site.nccl_env;
   return env;
 }

@@ -1,6 +1,7 @@
 #include "launcher/launch.h"
 
 #include "core/job_plan.h"
+#include "core/plan/calibration.h"
 #include "core/options.h"
 #include "core/plan/planner.h"
 #include "core/site_config.h"
@@ -39,7 +40,19 @@ Result<std::string> ReplanJson(const EnvMap& env, int world, int per_node, doubl
     if (Status s = SetOption(opts, id, it->second.c_str(), site); !s) return s;
   }
   if (!opts.auto_parallel) return Status::Error("the job has no plan (--auto-parallel)");
-  auto plan = PlanStep(opts, world, per_node, max_mem_gib);
+  // The step's plan was made with the site's calibration (docs/planner.md): the new one too.
+  CalibrationFile calibration;
+  if (auto it = env.find("AUTOPAR_PLAN_JSON"); it != env.end()) {
+    auto step_plan = PlanFromJson(it->second);
+    if (step_plan && step_plan->calibration) {
+      CalibrationEntry entry;
+      entry.factor = step_plan->calibration->factor;
+      entry.job = step_plan->calibration->job;
+      calibration.gpus[step_plan->gpu_name] = entry;
+    }
+  }
+  auto plan = PlanStep(opts, world, per_node, max_mem_gib,
+                       calibration.gpus.empty() ? nullptr : &calibration);
   if (!plan) return plan.status();
   return PlanToJson(*plan, false);
 }

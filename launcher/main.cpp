@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -232,6 +233,7 @@ class Launcher {
   }
   double max_mem_gib_ = 0;  // the memory the program's plan must fit in (0: the step's plan)
   std::string history_;  // rank 0: autopard's note about the last failure
+  std::set<int> excluded_;  // rank 0: nodes left out as stragglers, never spares again
 };
 
 void Launcher::Fail(const std::string& message, int code) {
@@ -619,7 +621,10 @@ RestartVerdict Launcher::Decide(const EnvMap& child_env, const PeerGroup::Report
   }
   for (int n = 0; n < static_cast<int>(peers_.tasks_per_node().size()); ++n) {
     const auto& gone = reports.lost_nodes;
-    if (!ActiveNode(n) && std::find(gone.begin(), gone.end(), n) == gone.end()) standby.push_back(n);
+    if (!ActiveNode(n) && std::find(gone.begin(), gone.end(), n) == gone.end() &&
+        !excluded_.count(n)) {
+      standby.push_back(n);
+    }
   }
   if (!first && lost.empty()) {
     verdict.restart = true;  // told, but no rank says it failed (cannot happen): start again
@@ -689,6 +694,29 @@ RestartVerdict Launcher::Decide(const EnvMap& child_env, const PeerGroup::Report
   }
   verdict.restart = true;
   verdict.active = *next;
+  // Stragglers autopard names (--exclude-stragglers, docs/health.md) leave the nodes in use where
+  // spares can take their places; they are never used as spares afterwards.
+  std::vector<int> slow;
+  for (const std::string& host : reply->exclude_nodes) {
+    for (int n : verdict.active) {
+      if (peers_.host_of_node(n) == host) slow.push_back(n);
+    }
+  }
+  if (!slow.empty() && min_nodes_ == 0) {
+    std::vector<int> left_standby;
+    for (int n : standby) {
+      if (std::find(verdict.active.begin(), verdict.active.end(), n) == verdict.active.end()) {
+        left_standby.push_back(n);
+      }
+    }
+    auto without = ReplaceLostNodes(verdict.active, slow, left_standby, peers_.tasks_per_node());
+    if (without) {
+      verdict.active = *without;
+      excluded_.insert(slow.begin(), slow.end());
+    } else {
+      Say("straggler node(s) kept: " + without.message());
+    }
+  }
   return verdict;
 }
 

@@ -94,7 +94,7 @@ EventFields SubmittedFields(const GetEnv& getenv) {
   if (!plan) return {{"plan_error", plan.message()}};
   const PlanCandidate& c = plan->chosen;
   const Layout& l = c.layout;
-  return {{"model", plan->model_name},
+  EventFields f = {{"model", plan->model_name},
           {"gpus", std::to_string(plan->gpus)},
           {"tp", std::to_string(l.tp)},
           {"cp", std::to_string(l.cp)},
@@ -106,7 +106,14 @@ EventFields SubmittedFields(const GetEnv& getenv) {
           {"optimizer_sharding", l.optimizer_sharding ? "1" : "0"},
           {"mem_gib", FormatFixed(c.memory.total_gib, 1)},
           {"step_s", FormatFixed(c.step_time_s, 3)},
-          {"mfu", FormatFixed(c.mfu, 4)}};
+          {"mfu", FormatFixed(c.mfu, 4)},
+          {"gpu", plan->gpu_name}};
+  // A calibrated plan names its calibration (docs/planner.md), which autopar calibrate composes.
+  if (plan->calibration) {
+    f.emplace_back("calibration", FormatFixed(plan->calibration->factor, 6));
+    f.emplace_back("calibration_job", plan->calibration->job);
+  }
+  return f;
 }
 
 EventFields StepStartedFields(const GetEnv& getenv) {

@@ -94,6 +94,9 @@ inline constexpr const char* kReplanned = "replanned";
 inline constexpr const char* kUsageSample = "usage_sample";
 inline constexpr const char* kUsage = "usage";
 inline constexpr const char* kIdle = "idle";
+// A straggler (issue 13, docs/health.md), on rank 0's node: rank= node= compute_s= median_s= ratio=
+// windows= margin= excluded_next=yes|no; once per rank per run.
+inline constexpr const char* kStraggler = "straggler";
 }  // namespace event_kind
 
 using EventFields = std::vector<std::pair<std::string, std::string>>;

@@ -109,7 +109,9 @@ JobReport BuildReport(const std::string& job_id, const std::vector<JournalEvent>
       auto it = std::find_if(r.utilisation.begin(), r.utilisation.end(),
                              [&](const JobReport::NodeUse& u) { return u.node == node; });
       if (it == r.utilisation.end()) {
-        r.utilisation.push_back(JobReport::NodeUse{node});
+        JobReport::NodeUse use;
+        use.node = node;
+        r.utilisation.push_back(use);
         it = r.utilisation.end() - 1;
       }
       it->ranks = std::max(it->ranks, static_cast<int>(Number(f, "ranks").value_or(0)));

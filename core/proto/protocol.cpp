@@ -9,6 +9,7 @@
 
 #include "core/ckpt/ckpt_layout.h"
 #include "core/json_fields.h"
+#include "core/text.h"
 
 namespace autopar {
 namespace {
@@ -195,6 +196,16 @@ std::string EncodeRequest(const Request& r) {
       v["loss"] = std::isnan(l) ? "nan" : l > 0 ? "inf" : "-inf";
     }
   }
+  if (!r.rank_compute_s.empty()) {
+    Json::Value a(Json::arrayValue);
+    for (double s : r.rank_compute_s) a.append(s);
+    v["rank_compute_s"] = a;
+  }
+  if (!r.rank_nodes.empty()) {
+    Json::Value a(Json::arrayValue);
+    for (const auto& n : r.rank_nodes) a.append(n);
+    v["rank_nodes"] = a;
+  }
   if (r.rank >= 0) v["rank"] = r.rank;
   if (r.world_size > 0) v["world_size"] = r.world_size;
   if (r.local_world_size > 0) v["local_world_size"] = r.local_world_size;
@@ -253,6 +264,30 @@ Result<Request> DecodeRequest(std::string_view line) {
     } else {
       return Status::Error(std::string(OpName(r.op)) +
                            ": loss: must be a number, \"nan\", \"inf\" or \"-inf\"");
+    }
+  }
+  if (v.isMember("rank_compute_s")) {
+    const Json::Value& a = v["rank_compute_s"];
+    bool ok = a.isArray() && a.size() <= kMaxRanksPerHeartbeat;
+    for (Json::ArrayIndex i = 0; ok && i < a.size(); ++i) {
+      ok = a[i].isNumeric() && std::isfinite(a[i].asDouble()) && a[i].asDouble() >= 0;
+      if (ok) r.rank_compute_s.push_back(a[i].asDouble());
+    }
+    if (!ok) {
+      return Status::Error(std::string(OpName(r.op)) +
+                           ": rank_compute_s: must be a list of seconds >= 0, one per rank");
+    }
+  }
+  if (v.isMember("rank_nodes")) {
+    const Json::Value& a = v["rank_nodes"];
+    bool ok = a.isArray() && a.size() <= kMaxRanksPerHeartbeat;
+    for (Json::ArrayIndex i = 0; ok && i < a.size(); ++i) {
+      ok = a[i].isString() && !a[i].asString().empty() && a[i].asString().size() <= 255;
+      if (ok) r.rank_nodes.push_back(a[i].asString());
+    }
+    if (!ok) {
+      return Status::Error(std::string(OpName(r.op)) +
+                           ": rank_nodes: must be a list of node names, one per rank");
     }
   }
   r.rank = g.SmallInt("rank", -1);
@@ -335,6 +370,7 @@ std::string EncodeReply(Op op, const Reply& reply) {
       if (reply.recover.resume_max_step >= 0)
         v["resume_max_step"] = Json::Int64(reply.recover.resume_max_step);
       if (reply.recover.max_mem_gib > 0) v["max_mem_gib"] = reply.recover.max_mem_gib;
+      if (!reply.recover.exclude_nodes.empty()) v["exclude_nodes"] = Join(reply.recover.exclude_nodes, ",");
       break;
   }
   return CompactJson(v);
@@ -460,6 +496,9 @@ Result<Reply> DecodeReply(Op op, std::string_view line) {
       r.recover.history = f.Str("history");
       r.recover.resume_max_step = f.Int("resume_max_step", -1);
       r.recover.max_mem_gib = f.Real("max_mem_gib", 0);
+      for (const std::string& n : Split(f.Str("exclude_nodes"), ',')) {
+        if (!n.empty()) r.recover.exclude_nodes.push_back(n);
+      }
       break;
   }
   if (!f.status()) return f.status();

@@ -19,7 +19,7 @@
 //                                                               bytes_done bytes_total
 //                                                               throughput_bps eta_s error}
 //   heartbeat  job_id rank step [node] [short_lived]            [checkpoint_requested]
-//              [samples] [tokens] [loss]
+//              [samples] [tokens] [loss] [rank_compute_s[]] [rank_nodes[]]
 //   event      job_id kind [rank] [step] [detail] [node]        -
 //   events     job_id                                           events[] {time node job_id kind
 //                                                               rank step detail} (every node's
@@ -43,7 +43,10 @@
 // heartbeat's "samples" and "tokens" (integers >= 0) are the step's over the whole job (its global
 // batch, as any rank knows it) and "loss" its loss (a number, or "nan", "inf", "-inf"); all
 // optional (issue 13). Rank 0's, on its node's autopard, become the job's measured step time,
-// throughput and MFU against the plan ("progress" events, docs/health.md).
+// throughput and MFU against the plan ("progress" events, docs/health.md). Rank 0's may also carry
+// every rank's compute time of the step ("rank_compute_s": seconds >= 0, index = rank; the time
+// each rank worked before it waited for the others, autopar.health.watch_ddp) and, once per run,
+// the node of each rank ("rank_nodes"): its node's autopard looks for stragglers in them.
 //
 // heartbeat's reply: "checkpoint_requested": true (absent or false otherwise) asks the program to
 // checkpoint now because the job's time limit is near (issue 6; only for jobs submitted with
@@ -76,6 +79,8 @@ namespace autopar {
 
 inline constexpr int kProtocolVersion = 1;
 inline constexpr size_t kMaxLineBytes = 1 << 20;
+// The most ranks a heartbeat's rank_compute_s or rank_nodes may list (a line stays under 1 MiB).
+inline constexpr unsigned kMaxRanksPerHeartbeat = 32768;
 
 enum class Op { kCommit, kRestore, kLs, kStatus, kHeartbeat, kEvent, kEvents, kRecover };
 const char* OpName(Op op);
@@ -94,6 +99,8 @@ struct Request {
   int64_t samples = -1;      // heartbeat: the step's samples over the job; -1: not given
   int64_t tokens = -1;       // heartbeat: the step's tokens over the job; -1: not given
   std::optional<double> loss;  // heartbeat: the step's loss (may be NaN or infinite)
+  std::vector<double> rank_compute_s;   // heartbeat (rank 0): every rank's compute time
+  std::vector<std::string> rank_nodes;  // heartbeat (rank 0): every rank's node
   int rank = -1;
   int world_size = 0;
   int local_world_size = 0;  // commit: ranks of the job on this node (local-only completeness)
@@ -174,6 +181,9 @@ struct RecoverReply {
   // restart-in-place of an out-of-memory failure of a planned job: the next generation's plan
   // must fit in this many GiB per GPU (0: keep the plan).
   double max_mem_gib = 0;
+  // restart-in-place of a job with --exclude-stragglers: nodes flagged as stragglers, to be left
+  // out if spare nodes can take their places.
+  std::vector<std::string> exclude_nodes;
 };
 
 // A reply: `status` says ok/error; the member for the request's op is filled.

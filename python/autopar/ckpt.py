@@ -146,7 +146,18 @@ def heartbeat(step, samples=None, tokens=None, loss=None, timeout=5.0):
         # JSON has no NaN or infinity: those travel as strings.
         req["loss"] = value if math.isfinite(value) else \
             ("nan" if math.isnan(value) else "inf" if value > 0 else "-inf")
+    report = _ranks_report
+    if report is not None:
+        # Every rank's compute time (autopar.health.watch_ddp, rank 0 only): stragglers.
+        compute, nodes = report()
+        if compute:
+            req["rank_compute_s"] = compute
+        if nodes:
+            req["rank_nodes"] = nodes
     return bool(_call(req, timeout).get("checkpoint_requested", False))
+
+
+_ranks_report = None  # autopar.health's watch on rank 0: () -> (compute seconds, nodes or None)
 
 
 def agree(flag):

@@ -48,6 +48,7 @@ AUTOPAR_OPTIONS = {
     "on_bad_loss": "--on-bad-loss",
     "loss_spike": "--loss-spike",
     "idle_timeout": "--idle-timeout",
+    "exclude_stragglers": "--exclude-stragglers",
 }
 # Options that may be given alone (True): `--auto-parallel`, `--requeue-on-failure`.
 _FLAG_ALONE = {"auto_parallel", "requeue_on_failure"}

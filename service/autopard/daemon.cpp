@@ -405,7 +405,7 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
       if (failure_) {
         reply.checkpoint_requested = failure_->OnHeartbeat(r.job_id, r.rank, r.step, peer.pid,
                                                               r.short_lived, r.samples, r.tokens,
-                                                              r.loss);
+                                                              r.loss, {r.rank_compute_s, r.rank_nodes});
       }
       return reply;
     }
@@ -433,7 +433,8 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
       if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
       Reply reply;
       if (!failure_) {
-        reply.recover = {"none", "this node's autopard has no failure handling", ""};
+        reply.recover.action = "none";
+        reply.recover.reason = "this node's autopard has no failure handling";
         return reply;
       }
       auto d = failure_->Recover(r.job_id, r.rank, r.detail, peer.pid);

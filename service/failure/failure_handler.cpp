@@ -74,6 +74,19 @@ Result<JobContext> JobContextFromEnviron(const std::string& environ) {
       auto p = ParseBadLossPolicy(value, 1, 1000000);
       if (!p) return Status::Error("AUTOPAR_ON_BAD_LOSS: " + p.message());
       c.bad_loss = *p;
+    } else if (name == "AUTOPAR_STRAGGLER_MARGIN") {
+      char* end = nullptr;
+      const double m = std::strtod(value.c_str(), &end);
+      if (end == value.c_str() || *end != '\0' || !(m > 0 && m <= 10)) {
+        return Status::Error("AUTOPAR_STRAGGLER_MARGIN: not a fraction in (0, 10]: '" + value + "'");
+      }
+      c.straggler_margin = m;
+    } else if (name == "AUTOPAR_STRAGGLER_WINDOWS") {
+      auto v = ParseInt(value, 1, 1000);
+      if (!v) return Status::Error("AUTOPAR_STRAGGLER_WINDOWS: not a count in [1, 1000]: '" + value + "'");
+      c.straggler_windows = static_cast<int>(*v);
+    } else if (name == "AUTOPAR_EXCLUDE_STRAGGLERS") {
+      c.exclude_stragglers = value == "yes";
     } else if (name == "AUTOPAR_IDLE_TIMEOUT") {
       auto v = ParseInt(value, 0, 100000000);
       if (!v) return Status::Error("AUTOPAR_IDLE_TIMEOUT: not a number of seconds: '" + value + "'");
@@ -151,7 +164,7 @@ bool FailureHandler::Alive(const RankProcess& p) const {
 
 bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid,
                                  bool short_lived, int64_t samples, int64_t tokens,
-                                 std::optional<double> loss) {
+                                 std::optional<double> loss, const RanksReport& ranks) {
   // The rank's process: the sender, or the task process of a sender that exits right away.
   auto process = short_lived ? TaskProcessOf(pid, proc_) : ReadProcStat(pid, proc_);
   if (!process) return false;
@@ -161,6 +174,7 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
   std::optional<EventFields> first_step;  // journalled below, outside the lock
   std::optional<EventFields> progress;
   std::optional<LossAnomaly> bad_loss;
+  std::vector<StragglerFlag> stragglers;
   bool requested = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -202,6 +216,20 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
         }
         bad_loss = run.loss_guard->Add(step, *loss);
       }
+      if (!ranks.compute_s.empty()) {
+        if (!run.stragglers) {
+          StragglerSettings ss;
+          ss.margin = ctx->straggler_margin;
+          ss.windows = ctx->straggler_windows;
+          ss.window_s = config_.progress_interval_s;
+          run.stragglers = std::make_unique<StragglerDetector>(ss);
+        }
+        if (!ranks.nodes.empty()) run.stragglers->SetNodes(ranks.nodes);
+        stragglers = run.stragglers->Add(now, ranks.compute_s);
+        for (const auto& f : stragglers) {
+          if (!f.node.empty()) straggler_nodes_[job_id].insert(f.node);
+        }
+      }
     }
     run.rank_procs[rank] = RankProcess{process->pid, process->start_ticks};
     run.heartbeats = true;
@@ -226,6 +254,12 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
   if (first_step) Emit(job_id, event_kind::kFirstStep, 0, step, FormatEventFields(*first_step));
   if (progress) Emit(job_id, event_kind::kProgress, 0, step, FormatEventFields(*progress));
   if (bad_loss) OnBadLoss(*ctx, *bad_loss, RankProcess{process->pid, process->start_ticks});
+  for (const auto& f : stragglers) {
+    EventFields fields = f.Fields();
+    fields.emplace_back("margin", FormatFixed(ctx->straggler_margin, 2));
+    fields.emplace_back("excluded_next", ctx->exclude_stragglers ? "yes" : "no");
+    Emit(job_id, event_kind::kStraggler, f.rank, step, FormatEventFields(fields));
+  }
   return requested;
 }
 
@@ -396,6 +430,16 @@ RequeueDecision FailureHandler::DecideFor(const JobContext& ctx, const Failure& 
   }
   RequeueSettings settings = config_.policy;
   settings.max_restarts = *ctx.requeue_on_failure;
+  if (ctx.exclude_stragglers) {
+    // The next run leaves out the nodes flagged as stragglers (this node knows them when it
+    // holds rank 0: it decides every in-place job's requeue).
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = straggler_nodes_.find(ctx.job_id); it != straggler_nodes_.end()) {
+      for (const auto& n : it->second) {
+        if (std::find(excluded.begin(), excluded.end(), n) == excluded.end()) excluded.push_back(n);
+      }
+    }
+  }
   return DecideRequeue(settings, f, ctx.restart_count,
                        history ? history : ParseFailureNote(job.admin_comment), excluded);
 }
@@ -615,6 +659,17 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
       d.reason += "; re-planned within " + FormatFixed(reply.max_mem_gib, 1) + " GiB per GPU (the plan that ran out: " +
                   FormatFixed(ctx->plan->mem_gib, 1) + " GiB)";
       out.emplace_back("max_mem_gib", FormatFixed(reply.max_mem_gib, 2));
+    }
+    if (ctx->exclude_stragglers) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = straggler_nodes_.find(job_id); it != straggler_nodes_.end()) {
+        reply.exclude_nodes.assign(it->second.begin(), it->second.end());
+      }
+    }
+    if (!reply.exclude_nodes.empty()) {
+      d.reason += "; leaving out the straggler node(s) " + Join(reply.exclude_nodes, ",") +
+                  " where a spare node can take their place (--exclude-stragglers)";
+      out.emplace_back("exclude", Join(reply.exclude_nodes, ","));
     }
     reply.reason = d.reason;
     out.emplace_back("reason", d.reason);

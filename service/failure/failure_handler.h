@@ -67,6 +67,7 @@
 #include "core/failure/hang_detector.h"
 #include "core/health/loss_guard.h"
 #include "core/health/progress.h"
+#include "core/health/straggler.h"
 #include "core/health/usage.h"
 #include "core/proto/protocol.h"
 #include "core/failure/recovery_policy.h"
@@ -91,6 +92,11 @@ struct JobContext {
   BadLossPolicy bad_loss;
   double loss_spike = 0;
   double idle_timeout_s = 0;  // AUTOPAR_IDLE_TIMEOUT (0: never flagged idle)
+  // Stragglers (issue 13): AUTOPAR_STRAGGLER_MARGIN and _WINDOWS (the site's plugstack settings),
+  // and whether a flagged node is left out of the job's next restart (AUTOPAR_EXCLUDE_STRAGGLERS).
+  double straggler_margin = 0.25;
+  int straggler_windows = 3;
+  bool exclude_stragglers = false;
   int64_t restarts_in_place = 0;  // AUTOPAR_RESTARTS_IN_PLACE (issue 11)
   // AUTOPAR_RESTART_GENERATION, which autopar-launch gives the program when the job restarts in
   // place (-1: the program was not started by such a launcher).
@@ -120,6 +126,12 @@ struct FailureHandlerConfig {
   double job_refresh_s = 30;         // how often a watched job's end time is read from Slurm
 };
 
+// Rank 0's heartbeat's view of every rank (issue 13): compute times of the step and nodes.
+struct RanksReport {
+  std::vector<double> compute_s;
+  std::vector<std::string> nodes;
+};
+
 class FailureHandler {
  public:
   using Journal = std::function<void(const JournalEvent&)>;
@@ -135,7 +147,7 @@ class FailureHandler {
   // nullopt: not given); rank 0's become "progress" events at most once per progress_interval_s.
   bool OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid,
                    bool short_lived = false, int64_t samples = -1, int64_t tokens = -1,
-                   std::optional<double> loss = std::nullopt);
+                   std::optional<double> loss = std::nullopt, const RanksReport& ranks = {});
   // A journal event; `pid` is the sender's (0: from the daemon itself, e.g. the uploader's
   // ckpt_* events, which the time-limit handling needs).
   void OnEvent(const JournalEvent& event, pid_t pid);
@@ -194,6 +206,7 @@ class FailureHandler {
     bool first_step_told = false;           // first_step journalled for this generation
     std::unique_ptr<ProgressTracker> progress;  // rank 0's steps (issue 13)
     std::unique_ptr<LossGuard> loss_guard;      // rank 0's losses (issue 13)
+    std::unique_ptr<StragglerDetector> stragglers;  // every rank's compute times (issue 13)
   };
   // A rollback handed to rank 0's launcher, waiting for its `recover` request.
   struct PendingRollback {
@@ -264,6 +277,9 @@ class FailureHandler {
   // Per job: rollbacks carried out (--on-bad-loss=rollback:N's budget), and the one under way.
   std::map<std::string, int64_t> rollbacks_;
   std::map<std::string, PendingRollback> pending_rollbacks_;
+  // Per job: the nodes flagged as stragglers in its runs on this node (rank 0's), kept across
+  // runs until the job's restart leaves them out.
+  std::map<std::string, std::set<std::string>> straggler_nodes_;
   // Per job: this node's share of it (utilisation and idleness), per run of the job.
   struct UsageWatch {
     int64_t restart_count = 0;

@@ -370,6 +370,32 @@ TEST_F(FailureHandlerTest, ABadLossRollsBackInPlaceOnItsOwnBudgetThenStops) {
   EXPECT_EQ(Kinds().back(), "stopped");
 }
 
+TEST_F(FailureHandlerTest, AStragglerIsFlaggedWithItsNodeAndLeftOutOfTheNextRestart) {
+  InPlaceTask(proc_, 100, 0, "3",
+              {"AUTOPAR_EXCLUDE_STRAGGLERS=yes", "AUTOPAR_STRAGGLER_MARGIN=0.5",
+               "AUTOPAR_STRAGGLER_WINDOWS=2"});
+  const RanksReport first{{0.1, 0.1, 0.3, 0.1}, {"node1", "node1", "node2", "node2"}};
+  handler_->OnHeartbeat("42", 0, 0, 100, false, -1, -1, std::nullopt, first);
+  for (int step = 1; step <= 120; ++step) {
+    now_ += 1;  // windows of progress_interval_s (30 s)
+    handler_->OnHeartbeat("42", 0, step, 100, false, -1, -1, std::nullopt,
+                          RanksReport{{0.1, 0.11, 0.3, 0.1}, {}});
+  }
+  std::vector<const JournalEvent*> flags;
+  for (const auto& e : events_) {
+    if (e.kind == "straggler") flags.push_back(&e);
+  }
+  ASSERT_EQ(flags.size(), 1u);  // once, after two slow windows
+  EXPECT_EQ(flags[0]->rank, 2);
+  EXPECT_NE(flags[0]->detail.find("node=node2 compute_s=0.3000"), std::string::npos) << flags[0]->detail;
+  EXPECT_NE(flags[0]->detail.find("margin=0.50 excluded_next=yes"), std::string::npos) << flags[0]->detail;
+  auto r = handler_->Recover("42", 1, "class=rank-crash exit=1 run_s=40 generation=0", 50);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->action, "restart-in-place");
+  EXPECT_EQ(r->exclude_nodes, std::vector<std::string>{"node2"});
+  EXPECT_NE(Find("recovery")->detail.find("exclude=node2"), std::string::npos);
+}
+
 TEST_F(FailureHandlerTest, ABadLossIsOnlyJournalledByDefault) {
   InPlaceTask(proc_, 100, 0, "1", {"AUTOPAR_LOSS_SPIKE=3"});
   for (int step = 0; step < 12; ++step) handler_->OnHeartbeat("42", 0, step, 100, false, -1, -1, 1.0);

@@ -12,6 +12,10 @@ With --oom-at STEP rank --oom-rank (1) of the first program allocates 4 GiB at t
 memory cgroup's limit (--oom-by kernel, the job puts it in one) or past an address-space limit it
 sets (--oom-by rlimit). Rank 0 prints the plan it runs with ("train: plan run N: micro_batch=...").
 
+With --watch every rank's compute time per step goes to rank 0's heartbeat
+(autopar.health.watch_ddp); with --slow-rank R the first program's rank R spends --slow-s (0.1)
+seconds more in each forward pass (a straggler).
+
 With --nan-at STEP the first program of the job (in-place generation 0 of its first run) turns
 every weight into NaN before that step, so that its loss is NaN from that step on (the bad-loss
 tests, docs/health.md); a restarted program trains normally.
@@ -25,7 +29,7 @@ import os
 import sys
 import time
 
-from autopar import ckpt, stacks
+from autopar import ckpt, health, stacks
 
 import ddp_train
 
@@ -53,6 +57,9 @@ def main():
     ap.add_argument("--oom-at", type=int, default=-1)
     ap.add_argument("--oom-rank", type=int, default=1)
     ap.add_argument("--oom-by", choices=["kernel", "rlimit"], default="kernel")
+    ap.add_argument("--watch", action="store_true")
+    ap.add_argument("--slow-rank", type=int, default=-1)
+    ap.add_argument("--slow-s", type=float, default=0.1)
     args = ap.parse_args()
 
     stacks.install()  # SIGUSR2 -> Python stacks into the hang report
@@ -62,6 +69,11 @@ def main():
                                  os.environ.get("SLURM_RESTART_COUNT", "0")))
     first_program = (os.environ.get("AUTOPAR_RESTART_GENERATION", "0") == "0"
                      and os.environ.get("SLURM_RESTART_COUNT", "0") == "0")
+    if args.watch:
+        health.watch_ddp(trainer.ddp)
+    if args.slow_rank == rank and first_program:
+        # A slow rank: its forward pass takes slow_s longer (an overloaded node, a slow GPU).
+        trainer.model.register_forward_pre_hook(lambda module, inputs: time.sleep(args.slow_s))
     if rank == 0:
         plan = " ".join(f"{k[8:].lower()}={os.environ[k]}" for k in
                         ("AUTOPAR_TP", "AUTOPAR_PP", "AUTOPAR_DP", "AUTOPAR_MICRO_BATCH",

@@ -1,0 +1,55 @@
+#include "core/health/straggler.h"
+
+#include <gtest/gtest.h>
+
+namespace autopar {
+namespace {
+
+StragglerSettings Settings() {
+  StragglerSettings s;
+  s.margin = 0.25;
+  s.windows = 2;
+  s.window_s = 10;
+  return s;
+}
+
+TEST(StragglerDetectorTest, ARankSlowerThanTheMedianForWindowsInARowIsFlaggedOnce) {
+  StragglerDetector d(Settings());
+  d.SetNodes({"node1", "node1", "node2", "node2"});
+  std::vector<StragglerFlag> flags;
+  for (int t = 0; t <= 40; ++t) {
+    // Rank 2 is 1.5x slower from t = 10 on; the others jitter around 0.100 s.
+    const double slow = t >= 10 ? 0.150 : 0.101;
+    auto f = d.Add(1000 + t, {0.100, 0.102, slow, 0.099});
+    flags.insert(flags.end(), f.begin(), f.end());
+    if (t < 30) {
+      EXPECT_TRUE(flags.empty()) << t;  // windows closing at 1010, 1020: one slow, then two
+    }
+  }
+  ASSERT_EQ(flags.size(), 1u);
+  EXPECT_EQ(flags[0].rank, 2);
+  EXPECT_EQ(flags[0].node, "node2");
+  EXPECT_DOUBLE_EQ(flags[0].compute_s, 0.150);
+  EXPECT_EQ(FormatEventFields(flags[0].Fields()),
+            "node=node2 compute_s=0.1500 median_s=0.1010 ratio=1.49 windows=2");
+}
+
+TEST(StragglerDetectorTest, JitterWithinTheMarginAnInterruptedStreakOrNoWorkIsNot) {
+  StragglerDetector d(Settings());
+  for (int t = 0; t <= 60; ++t) {
+    // Rank 1: 20% slower (within 25%); rank 3: slow in every other window only.
+    const bool odd_window = (t / 10) % 2 == 1;
+    EXPECT_TRUE(d.Add(1000 + t, {0.100, 0.120, 0.100, odd_window ? 0.2 : 0.1}).empty()) << t;
+  }
+  StragglerDetector idle(Settings());
+  for (int t = 0; t <= 40; ++t) EXPECT_TRUE(idle.Add(1000 + t, {0.0001, 0.0009, 0.0001}).empty());
+}
+
+TEST(StragglerDetectorTest, AnotherWorldSizeStartsOver) {
+  StragglerDetector d(Settings());
+  for (int t = 0; t <= 15; ++t) d.Add(1000 + t, {0.1, 0.1, 0.3, 0.1});  // one slow window
+  for (int t = 16; t <= 35; ++t) EXPECT_TRUE(d.Add(1000 + t, {0.1, 0.1}).empty()) << t;
+}
+
+}  // namespace
+}  // namespace autopar
