@@ -69,6 +69,12 @@ TEST(SiteConfig, RefusesBadInputNamingTheKey) {
       {{"min_heartbeat_timeout=100", "max_heartbeat_timeout=50"}, "min_heartbeat_timeout: is above"},
       {{"master_port_base=80"}, "plugstack.conf: master_port_base"},
       {{"builtin_ckpt_dir=tmp"}, "plugstack.conf: builtin_ckpt_dir: --ckpt-dir: must be an absolute"},
+      {{"straggler_margin=0"}, "plugstack.conf: straggler_margin: must be a fraction in (0, 10], got '0'"},
+      {{"straggler_margin=1/4"}, "plugstack.conf: straggler_margin: must be a fraction"},
+      {{"straggler_windows=0"}, "plugstack.conf: straggler_windows: must be an integer in [1, 1000]"},
+      {{"max_rollbacks=-1"}, "plugstack.conf: max_rollbacks: must be an integer in [0, 1000]"},
+      {{"default_on_bad_loss=sometimes"}, "plugstack.conf: default_on_bad_loss: --on-bad-loss: must be"},
+      {{"default_idle_timeout=3"}, "plugstack.conf: default_idle_timeout: --idle-timeout: must be 0"},
   };
   for (const auto& c : cases) {
     auto r = ParseSiteConfig(c.args);
