@@ -190,14 +190,33 @@ def recovery(work: Path, fault_time: float, fault_run: int):
     return first_time - fault_time, max(0, last_done - first_step + 1)
 
 
+def reference_run(tmp_path_factory, name: str, extra: str = "") -> Path:
+    """The final model of an uninterrupted run of train_cmd(work) + `extra` (same seed, 2 nodes x 2
+    ranks). Made once per cluster and kept in its directory, keyed by the training's sources and
+    arguments, so that every test file comparing with it does not train it again."""
+    import hashlib
+    key = hashlib.sha256()
+    for f in (TRAIN, SOURCE_DIR / "tests" / "integration" / "ddp_train.py"):
+        key.update(f.read_bytes())
+    key.update(f"{STEPS} {STEP_SLEEP} {extra}".encode())
+    cached = cluster_dir() / "reference" / f"{name}-{key.hexdigest()[:16]}.pt"
+    if cached.exists():
+        return cached
+    work = tmp_path_factory.mktemp(name)
+    job = submit(work, opts="--requeue-on-failure=3 --heartbeat-timeout=20",
+                 program=train_cmd(work) + extra)
+    assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(".tmp")
+    tmp.write_bytes((work / "final.pt").read_bytes())
+    tmp.replace(cached)
+    return cached
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The final model of an uninterrupted run with the same seed (and the same options)."""
-    work = tmp_path_factory.mktemp("reference")
-    job = submit(work, opts="--requeue-on-failure=3 --heartbeat-timeout=20",
-                 program=train_cmd(work))
-    assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
-    return work / "final.pt"
+    return reference_run(tmp_path_factory, "reference")
 
 
 def test_killed_rank_resumes(tmp_path, reference):

@@ -16,7 +16,8 @@ import pytest
 
 from conftest import job_ids, run, wait_job
 from test_requeue_faults import (events, kinds, need_autopard, node_of_rank, rank_pid,  # noqa: F401
-                                 restarts, same_model, show_job, submit, train_cmd, wait_step)
+                                 reference_run, restarts, same_model, show_job, submit, train_cmd,
+                                 wait_step)
 
 OPTS = "--requeue-on-failure=3 --heartbeat-timeout=20"
 
@@ -24,12 +25,7 @@ OPTS = "--requeue-on-failure=3 --heartbeat-timeout=20"
 @pytest.fixture(scope="module")
 def reference_watched(tmp_path_factory):
     """An uninterrupted run with the watch (its communication hook) and nothing slow."""
-    work = tmp_path_factory.mktemp("reference-watched")
-    job = submit(work, opts=OPTS, program=train_cmd(work) + " --watch")
-    assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
-    evs = events(job, "finished")
-    assert not kinds(evs, "straggler"), kinds(evs, "straggler")  # even ranks: nobody flagged
-    return work / "final.pt"
+    return reference_run(tmp_path_factory, "reference-watched", " --watch")
 
 
 def wait_event(job, kind, timeout=90):
