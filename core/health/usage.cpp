@@ -58,8 +58,10 @@ std::vector<std::pair<std::string, EventFields>> NodeUsage::Due(double now) {
   if (now - window_start_ >= interval_s_ && !ranks_.empty()) {
     double cpu = 0, cpu_min = 1e300, cpu_max = 0, rss = 0, gpu = 0, gpu_mem = 0;
     int gpu_ranks = 0;
+    std::vector<std::string> per_rank;
     for (const auto& [rank, r] : ranks_) {
       const double mean = r.n > 0 ? r.cpu_sum / r.n : 0;
+      per_rank.push_back(std::to_string(rank) + ":" + FormatFixed(mean, 2));
       cpu += mean;
       cpu_min = std::min(cpu_min, mean);
       cpu_max = std::max(cpu_max, mean);
@@ -80,6 +82,7 @@ std::vector<std::pair<std::string, EventFields>> NodeUsage::Due(double now) {
       f.emplace_back("gpu_mem_gib", FormatFixed(gpu_mem, 2));
     }
     f.emplace_back("heartbeats", std::to_string(heartbeats_));
+    f.emplace_back("rank_cpu_cores", Join(per_rank, ","));
     out.emplace_back("usage", std::move(f));
     ranks_.clear();
     heartbeats_ = 0;

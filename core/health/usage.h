@@ -39,8 +39,8 @@ class NodeUsage {
   void Progress(double time);  // a heartbeat of a rank on this node: training moves
   // The events due at `now`, in order: {"usage", fields} (ranks= cpu_cores= (sum over ranks,
   // mean over the interval) cpu_cores_min= cpu_cores_max= (per rank) rss_gib= [gpu_util=
-  // gpu_mem_gib=] heartbeats=) and {"idle", fields} (idle_s= since= cpu_cores= [gpu_util=]
-  // reason=), the latter once per idle stretch.
+  // gpu_mem_gib=] heartbeats= rank_cpu_cores=RANK:CORES,... (each rank's)) and {"idle", fields}
+  // (idle_s= cpu_cores= [gpu_util=] reason=), the latter once per idle stretch.
   std::vector<std::pair<std::string, EventFields>> Due(double now);
 
  private:

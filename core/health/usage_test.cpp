@@ -39,6 +39,7 @@ TEST(NodeUsageTest, ASummaryPerIntervalOverTheRanksOfTheNode) {
   EXPECT_EQ(m["gpu_util"], "77.5");        // (85 + 70) / 2
   EXPECT_EQ(m["gpu_mem_gib"], "20.00");
   EXPECT_EQ(m["heartbeats"], "1");
+  EXPECT_EQ(m["rank_cpu_cores"], "0:0.90,1:0.50");
   EXPECT_TRUE(u.Due(115).empty()) << "nothing new";
 }
 
