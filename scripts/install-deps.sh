@@ -13,6 +13,7 @@ PKGS=(
   python3-torch python3-numpy
   hyperfine awscli curl util-linux procps iproute2 jq python3-pytest shellcheck
   chromium  # tests/integration/test_health.py renders the --html report headless
+  mandoc  # tests/man/lint_man_pages.sh lints the man pages (docs/man)
 )
 
 missing=()

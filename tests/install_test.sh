@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # `cmake --install` puts autopar.so in Slurm's plugin directory, the programs in bin and the
-# configuration examples under etc/autopar. Installs into a DESTDIR staging tree and checks.
-# Usage: install_test.sh BUILD_DIR PLUGIN_DIR PREFIX ETC_DIR
+# configuration examples under etc/autopar, the man pages by section under MAN_DIR. Installs into a
+# DESTDIR staging tree and checks.
+# Usage: install_test.sh BUILD_DIR PLUGIN_DIR PREFIX ETC_DIR MAN_DIR
 set -euo pipefail
-build=$1 plugin_dir=$2 prefix=$3 etc_dir=$4
+build=$1 plugin_dir=$2 prefix=$3 etc_dir=$4 man_dir=$5
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 DESTDIR=$stage cmake --install "$build" >/dev/null
 fail=0
 for f in "$plugin_dir/autopar.so" "$prefix/bin/autopar" "$prefix/bin/autopar-launch" \
   "$etc_dir/plugstack.conf.d/autopar.conf" "$etc_dir/examples/train.sbatch" \
-  "$etc_dir/examples/train_ddp.py"; do
+  "$etc_dir/examples/train_ddp.py" "$man_dir/man1/autopar.1" "$man_dir/man1/autopar-launch.1" \
+  "$man_dir/man5/autopard.conf.5" "$man_dir/man8/autopard.8" "$man_dir/man8/autopar.spank.8"; do
   if [[ -e $stage$f ]]; then echo "installed: $f"; else echo "MISSING: $f"; fail=1; fi
 done
 # Exactly the public headers (the C APIs, nccl.h and the status.h it needs), each usable alone

@@ -4,11 +4,16 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace autopar {
 namespace {
@@ -36,6 +41,216 @@ Result<bool> ParseBool(const std::string& v) {
   if (v == "true" || v == "yes" || v == "1" || v == "on") return true;
   if (v == "false" || v == "no" || v == "0" || v == "off") return false;
   return Status::Error("must be true or false, got '" + v + "'");
+}
+
+// The setters below get a key's trimmed value and fail with a reason that ParseDaemonConfig
+// prefixes with the file, line and key.
+template <typename T>
+Status SetInteger(const std::string& v, int64_t lo, int64_t hi, T* out) {
+  auto x = ParseInt(v, lo, hi);
+  if (!x) return x.status();
+  *out = static_cast<T>(*x);
+  return Status::Ok();
+}
+
+// A duration key counted in `Unit`s (seconds, milliseconds) into a std::chrono field.
+template <typename Unit, typename Duration>
+Status SetDuration(const std::string& v, int64_t lo, int64_t hi, Duration* out) {
+  int64_t x = 0;
+  if (Status st = SetInteger(v, lo, hi, &x); !st) return st;
+  *out = Unit(x);
+  return Status::Ok();
+}
+
+Status SetBool(const std::string& v, bool* out) {
+  auto x = ParseBool(v);
+  if (!x) return x.status();
+  *out = *x;
+  return Status::Ok();
+}
+
+Status SetPath(const std::string& v, bool allow_empty, std::string* out) {
+  if (v.empty() && allow_empty) {
+    out->clear();
+    return Status::Ok();
+  }
+  if (v.empty() || v[0] != '/') return Status::Error("must be an absolute path, got '" + v + "'");
+  *out = v;
+  return Status::Ok();
+}
+
+Status SetSize(const std::string& v, bool allow_auto, uint64_t* out) {
+  if (allow_auto && v == "auto") {
+    *out = 0;
+    return Status::Ok();
+  }
+  auto x = ParseByteSize(v);
+  if (!x) return Status::Error(x.message() + (allow_auto ? " (or auto)" : ""));
+  if (*x < (5ull << 20) || *x > (5ull << 30)) {
+    return Status::Error(allow_auto
+                             ? "must be auto or between 5M and 5G (S3's single PUT limit), got '" + v + "'"
+                             : "must be between 5M and 5G (S3's part limits), got '" + v + "'");
+  }
+  *out = *x;
+  return Status::Ok();
+}
+
+// Every key of autopard.conf, in etc/autopard.conf's order: the parser knows exactly these, and
+// DaemonConfigKeys() lists them for the man page's check (docs/man/autopard.conf.5).
+struct ConfigKey {
+  const char* name;
+  Status (*set)(DaemonConfig& c, const std::string& v);
+};
+
+const ConfigKey kKeys[] = {
+    {"socket", [](DaemonConfig& c, const std::string& v) { return SetPath(v, false, &c.socket); }},
+    {"socket_mode",
+     [](DaemonConfig& c, const std::string& v) {
+       char* end = nullptr;
+       unsigned long m = std::strtoul(v.c_str(), &end, 8);
+       if (v.empty() || *end != '\0' || m > 0777)
+         return Status::Error("must be an octal mode like 0666, got '" + v + "'");
+       c.socket_mode = static_cast<mode_t>(m);
+       return Status::Ok();
+     }},
+    {"state_dir",
+     [](DaemonConfig& c, const std::string& v) { return SetPath(v, false, &c.state_dir); }},
+    {"commit_sync",
+     [](DaemonConfig& c, const std::string& v) {
+       if (v == "normal") {
+         c.commit_sync = CommitSync::kNormal;
+       } else if (v == "full") {
+         c.commit_sync = CommitSync::kFull;
+       } else {
+         return Status::Error("must be normal or full, got '" + v + "'");
+       }
+       return Status::Ok();
+     }},
+    {"state_keep_days",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetInteger(v, 0, 36500, &c.state_keep_days);
+     }},
+    {"node",
+     [](DaemonConfig& c, const std::string& v) {
+       c.node = v;
+       return Status::Ok();
+     }},
+    {"slurm_conf",
+     [](DaemonConfig& c, const std::string& v) { return SetPath(v, true, &c.slurm_conf); }},
+    {"slurm_user",
+     [](DaemonConfig& c, const std::string& v) {
+       c.slurm_user = v;
+       return Status::Ok();
+     }},
+    {"owner_cache_s",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetInteger(v, 0, 86400, &c.owner_cache_s);
+     }},
+    {"s3_endpoint",
+     [](DaemonConfig& c, const std::string& v) {
+       c.s3.endpoint = v;
+       if (!v.empty() && v.rfind("http://", 0) != 0 && v.rfind("https://", 0) != 0)
+         return Status::Error("must start with http:// or https://, got '" + v + "'");
+       return Status::Ok();
+     }},
+    {"s3_region",
+     [](DaemonConfig& c, const std::string& v) {
+       c.s3.region = v;
+       return Status::Ok();
+     }},
+    {"s3_access_key",
+     [](DaemonConfig& c, const std::string& v) {
+       c.s3.credentials.access_key_id = v;
+       return Status::Ok();
+     }},
+    {"s3_secret_key",
+     [](DaemonConfig& c, const std::string& v) {
+       c.s3.credentials.secret_access_key = v;
+       return Status::Ok();
+     }},
+    {"s3_session_token",
+     [](DaemonConfig& c, const std::string& v) {
+       c.s3.credentials.session_token = v;
+       return Status::Ok();
+     }},
+    {"s3_sign_payload",
+     [](DaemonConfig& c, const std::string& v) { return SetBool(v, &c.s3.sign_payload); }},
+    {"s3_verify_tls",
+     [](DaemonConfig& c, const std::string& v) { return SetBool(v, &c.s3.verify_tls); }},
+    {"s3_ca_file",
+     [](DaemonConfig& c, const std::string& v) { return SetPath(v, true, &c.s3.ca_file); }},
+    {"s3_connect_timeout_ms",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetInteger(v, 1, 600000, &c.s3.connect_timeout_ms);
+     }},
+    {"s3_stall_timeout_s",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetInteger(v, 1, 3600, &c.s3.stall_timeout_s);
+     }},
+    {"posix_fsync",
+     [](DaemonConfig& c, const std::string& v) { return SetBool(v, &c.posix.fsync); }},
+    {"journal_uri",
+     [](DaemonConfig& c, const std::string& v) {
+       if (v.empty()) return Status::Ok();
+       auto uri = ParseCheckpointUri(v);
+       if (!uri) {
+         std::string m = uri.message();
+         if (m.rfind("--ckpt-upload: ", 0) == 0) m = m.substr(15);
+         return Status::Error(m);
+       }
+       c.journal_uri = uri->ToString();
+       return Status::Ok();
+     }},
+    {"part_size",
+     [](DaemonConfig& c, const std::string& v) { return SetSize(v, false, &c.part_size); }},
+    {"multipart_threshold",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetSize(v, true, &c.multipart_threshold);
+     }},
+    {"concurrency",
+     [](DaemonConfig& c, const std::string& v) { return SetInteger(v, 1, 256, &c.concurrency); }},
+    {"max_active_uploads",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetInteger(v, 1, 1024, &c.max_active_uploads);
+     }},
+    {"retry_initial_ms",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetDuration<std::chrono::milliseconds>(v, 1, 600000, &c.retry.initial);
+     }},
+    {"retry_max_delay_ms",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetDuration<std::chrono::milliseconds>(v, 1, 3600000, &c.retry.max_delay);
+     }},
+    {"retry_max_attempts",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetInteger(v, 0, 1000000, &c.retry.max_attempts);
+     }},
+    {"retry_max_elapsed_s",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetDuration<std::chrono::seconds>(v, 0, 7 * 86400, &c.retry.max_elapsed);
+     }},
+    {"upload_retry_initial_s",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetDuration<std::chrono::seconds>(v, 1, 86400, &c.upload_retry_initial);
+     }},
+    {"upload_retry_max_s",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetDuration<std::chrono::seconds>(v, 1, 7 * 86400, &c.upload_retry_max);
+     }},
+    {"restore_timeout_s",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetInteger(v, 1, 86400, &c.restore_timeout_s);
+     }},
+    {"progress_interval_s",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetInteger(v, 1, 86400, &c.progress_interval_s);
+     }},
+};
+
+const ConfigKey* FindKey(const std::string& name) {
+  for (const ConfigKey& k : kKeys)
+    if (name == k.name) return &k;
+  return nullptr;
 }
 
 }  // namespace
@@ -72,145 +287,11 @@ Result<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::strin
     std::string key = Trim(t.substr(0, eq));
     std::string v = Trim(t.substr(eq + 1));
     if (!seen.insert(key).second) return Status::Error(where + key + ": given twice");
-    auto bad = [&](const std::string& why) { return Status::Error(where + key + ": " + why); };
-    auto integer = [&](int64_t lo, int64_t hi, auto* out) -> Status {
-      auto x = ParseInt(v, lo, hi);
-      if (!x) return bad(x.message());
-      *out = static_cast<std::remove_pointer_t<decltype(out)>>(*x);
-      return Status::Ok();
-    };
-    auto boolean = [&](bool* out) -> Status {
-      auto x = ParseBool(v);
-      if (!x) return bad(x.message());
-      *out = *x;
-      return Status::Ok();
-    };
-    auto path = [&](std::string* out, bool allow_empty) -> Status {
-      if (v.empty() && allow_empty) {
-        out->clear();
-        return Status::Ok();
-      }
-      if (v.empty() || v[0] != '/') return bad("must be an absolute path, got '" + v + "'");
-      *out = v;
-      return Status::Ok();
-    };
-    Status st;
-    if (key == "socket") {
-      st = path(&c.socket, false);
-    } else if (key == "socket_mode") {
-      char* end = nullptr;
-      unsigned long m = std::strtoul(v.c_str(), &end, 8);
-      if (v.empty() || *end != '\0' || m > 0777) st = bad("must be an octal mode like 0666, got '" + v + "'");
-      c.socket_mode = static_cast<mode_t>(m);
-    } else if (key == "state_dir") {
-      st = path(&c.state_dir, false);
-    } else if (key == "commit_sync") {
-      if (v == "normal") {
-        c.commit_sync = CommitSync::kNormal;
-      } else if (v == "full") {
-        c.commit_sync = CommitSync::kFull;
-      } else {
-        st = bad("must be normal or full, got '" + v + "'");
-      }
-    } else if (key == "node") {
-      c.node = v;
-    } else if (key == "slurm_conf") {
-      st = path(&c.slurm_conf, true);
-    } else if (key == "slurm_user") {
-      c.slurm_user = v;
-    } else if (key == "s3_endpoint") {
-      if (!v.empty() && v.rfind("http://", 0) != 0 && v.rfind("https://", 0) != 0) {
-        st = bad("must start with http:// or https://, got '" + v + "'");
-      }
-      c.s3.endpoint = v;
-    } else if (key == "s3_region") {
-      c.s3.region = v;
-    } else if (key == "s3_access_key") {
-      c.s3.credentials.access_key_id = v;
-    } else if (key == "s3_secret_key") {
-      c.s3.credentials.secret_access_key = v;
-    } else if (key == "s3_session_token") {
-      c.s3.credentials.session_token = v;
-    } else if (key == "s3_sign_payload") {
-      st = boolean(&c.s3.sign_payload);
-    } else if (key == "s3_verify_tls") {
-      st = boolean(&c.s3.verify_tls);
-    } else if (key == "s3_ca_file") {
-      st = path(&c.s3.ca_file, true);
-    } else if (key == "s3_connect_timeout_ms") {
-      st = integer(1, 600000, &c.s3.connect_timeout_ms);
-    } else if (key == "s3_stall_timeout_s") {
-      st = integer(1, 3600, &c.s3.stall_timeout_s);
-    } else if (key == "posix_fsync") {
-      st = boolean(&c.posix.fsync);
-    } else if (key == "part_size") {
-      auto x = ParseByteSize(v);
-      if (!x) {
-        st = bad(x.message());
-      } else if (*x < (5ull << 20) || *x > (5ull << 30)) {
-        st = bad("must be between 5M and 5G (S3's part limits), got '" + v + "'");
-      } else {
-        c.part_size = *x;
-      }
-    } else if (key == "multipart_threshold") {
-      if (v == "auto") {
-        c.multipart_threshold = 0;
-      } else if (auto x = ParseByteSize(v); !x) {
-        st = bad(x.message() + " (or auto)");
-      } else if (*x < (5ull << 20) || *x > (5ull << 30)) {
-        st = bad("must be auto or between 5M and 5G (S3's single PUT limit), got '" + v + "'");
-      } else {
-        c.multipart_threshold = *x;
-      }
-    } else if (key == "concurrency") {
-      st = integer(1, 256, &c.concurrency);
-    } else if (key == "max_active_uploads") {
-      st = integer(1, 1024, &c.max_active_uploads);
-    } else if (key == "retry_initial_ms") {
-      int64_t x = 0;
-      st = integer(1, 600000, &x);
-      c.retry.initial = std::chrono::milliseconds(x);
-    } else if (key == "retry_max_delay_ms") {
-      int64_t x = 0;
-      st = integer(1, 3600000, &x);
-      c.retry.max_delay = std::chrono::milliseconds(x);
-    } else if (key == "retry_max_attempts") {
-      st = integer(0, 1000000, &c.retry.max_attempts);
-    } else if (key == "retry_max_elapsed_s") {
-      int64_t x = 0;
-      st = integer(0, 7 * 86400, &x);
-      c.retry.max_elapsed = std::chrono::seconds(x);
-    } else if (key == "upload_retry_initial_s") {
-      int64_t x = 0;
-      st = integer(1, 86400, &x);
-      c.upload_retry_initial = std::chrono::seconds(x);
-    } else if (key == "upload_retry_max_s") {
-      int64_t x = 0;
-      st = integer(1, 7 * 86400, &x);
-      c.upload_retry_max = std::chrono::seconds(x);
-    } else if (key == "owner_cache_s") {
-      st = integer(0, 86400, &c.owner_cache_s);
-    } else if (key == "restore_timeout_s") {
-      st = integer(1, 86400, &c.restore_timeout_s);
-    } else if (key == "progress_interval_s") {
-      st = integer(1, 86400, &c.progress_interval_s);
-    } else if (key == "state_keep_days") {
-      st = integer(0, 36500, &c.state_keep_days);
-    } else if (key == "journal_uri") {
-      if (!v.empty()) {
-        auto uri = ParseCheckpointUri(v);
-        if (!uri) {
-          std::string m = uri.message();
-          if (m.rfind("--ckpt-upload: ", 0) == 0) m = m.substr(15);
-          st = bad(m);
-        } else {
-          c.journal_uri = uri->ToString();
-        }
-      }
-    } else {
+    const ConfigKey* known = FindKey(key);
+    if (known == nullptr) {
       return Status::Error(where + key + ": unknown key (etc/autopard.conf lists every key)");
     }
-    if (!st) return st;
+    if (Status st = known->set(c, v); !st) return Status::Error(where + key + ": " + st.message());
   }
   if (c.journal_uri.rfind("s3://", 0) == 0 && c.s3.endpoint.empty()) {
     return Status::Error(origin + ": journal_uri: " + c.journal_uri + " needs s3_endpoint");
@@ -224,6 +305,12 @@ Result<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::strin
     return Status::Error(origin + ": s3_secret_key is set but s3_access_key is not");
   }
   return c;
+}
+
+std::vector<std::string> DaemonConfigKeys() {
+  std::vector<std::string> keys;
+  for (const ConfigKey& k : kKeys) keys.emplace_back(k.name);
+  return keys;
 }
 
 Status CheckConfigFilePermissions(const struct stat& st, bool has_secret, const std::string& path) {

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/ckpt/ckpt_backoff.h"
 #include "autopar/status.h"
@@ -61,6 +62,10 @@ struct DaemonConfig {
 // Parses the text of a configuration file; `origin` names it in errors
 // ("autopard.conf:7: part_size: must be between 5M and 5G, got '1k'").
 Result<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::string& origin);
+
+// Every key ParseDaemonConfig accepts, in etc/autopard.conf's order (for the man page's check,
+// docs/man/autopard.conf.5).
+std::vector<std::string> DaemonConfigKeys();
 
 // Reads, checks permissions (see above) and parses a configuration file.
 Result<DaemonConfig> LoadDaemonConfig(const std::string& path);

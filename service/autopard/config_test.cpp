@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
 namespace autopar {
 namespace {
 
@@ -78,6 +83,17 @@ TEST(DaemonConfigTest, ErrorsNameFileLineAndKey) {
     auto r = ParseDaemonConfig(c.text, "a.conf");
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_NE(r.message().find(c.error), std::string::npos) << r.message();
+  }
+}
+
+TEST(DaemonConfigTest, KeysAreExactlyWhatTheParserKnows) {
+  const std::vector<std::string> keys = DaemonConfigKeys();
+  EXPECT_EQ(keys.size(), std::set<std::string>(keys.begin(), keys.end()).size());
+  for (const char* key : {"socket", "journal_uri", "progress_interval_s", "state_keep_days"})
+    EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
+  for (const std::string& key : keys) {
+    auto r = ParseDaemonConfig(key + " = \x01\n", "a.conf");
+    EXPECT_TRUE(r.ok() || r.message().find("unknown key") == std::string::npos) << r.message();
   }
 }
 
