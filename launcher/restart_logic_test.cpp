@@ -72,6 +72,14 @@ TEST(RestartLogic, ReportFieldsNameTheSignal) {
   for (const auto& [k, v] : f) has_signal = has_signal || (k == "signal" && v == "9");
   EXPECT_TRUE(has_signal);
   EXPECT_FALSE(ReportFromFields({{"class", "node-loss"}, {"exit", "1"}, {"generation", "0"}}, 0).ok());
+  // An out-of-memory report keeps its error through the stop notice and the report to rank 0.
+  FailureReport oom = Report(2, 5, 128 + 9);
+  oom.kind = "oom";
+  oom.error = "killed by the kernel's OOM killer (memory cgroup)";
+  auto back = ReportFromFields(ReportFields(oom), 2);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->kind, "oom");
+  EXPECT_EQ(back->error, oom.error);
 }
 
 TEST(RestartLogic, TheFirstFailureIsTheEarliestThenTheLowestRank) {
