@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#define FUZZ_CHECK(cond)                                                      \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
+#define FUZZ_CHECK(cond)                                                                \
+  do {                                                                                  \
+    if (!(cond)) {                                                                      \
       std::fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                           \
-    }                                                                         \
+      std::abort();                                                                     \
+    }                                                                                   \
   } while (0)
 
 namespace autopar::fuzz {

@@ -133,6 +133,10 @@ std::vector<JournalEvent> MergeTimelines(const std::vector<std::vector<JournalEv
 }
 
 std::string FormatEventTime(double epoch_s, bool iso) {
+  // A time read from storage or a client may be anything: converting one beyond time_t (or NaN)
+  // is undefined (found by fuzz/journal_fuzz), so it is clamped to the years 1..9999, NaN to 0.
+  if (std::isnan(epoch_s)) epoch_s = 0;
+  epoch_s = std::clamp(epoch_s, -62135596800.0, 253402300799.0);
   double whole = std::floor(epoch_s);
   auto ms = static_cast<int>(std::lround((epoch_s - whole) * 1000));
   auto t = static_cast<time_t>(whole);
@@ -307,10 +311,13 @@ Result<std::vector<JournalEvent>> EventsFromJson(const Json::Value& v) {
     ev.kind = e["kind"].asString();
     ev.detail = e["detail"].asString();
     if (ev.kind.empty()) return Status::Error(where + "kind: missing");
-    for (const char* key : {"rank", "step"}) {
-      if (!e[key].isNull() && !e[key].isIntegral()) {
-        return Status::Error(where + key + ": not an integer");
-      }
+    // isInt/isInt64, not isIntegral: asInt/asInt64 throw on an integer beyond their range
+    // (found by fuzz/journal_fuzz).
+    if (!e["rank"].isNull() && !e["rank"].isInt()) {
+      return Status::Error(where + "rank: not an integer");
+    }
+    if (!e["step"].isNull() && !e["step"].isInt64()) {
+      return Status::Error(where + "step: not an integer");
     }
     ev.rank = e["rank"].isNull() ? -1 : e["rank"].asInt();
     ev.step = e["step"].isNull() ? -1 : e["step"].asInt64();
@@ -448,7 +455,7 @@ Result<PublishedJournal> DecodePublishedJournal(std::string_view text) {
   }
   j.job_id = (*v)["job_id"].asString();
   j.node = (*v)["node"].asString();
-  if (!(*v)["uid"].isIntegral()) return Status::Error("published journal: uid: not an integer");
+  if (!(*v)["uid"].isInt64()) return Status::Error("published journal: uid: not an integer");
   j.uid = (*v)["uid"].asInt64();
   if (!(*v)["updated"].isNull() && !(*v)["updated"].isNumeric()) {
     return Status::Error("published journal: updated: not a number");

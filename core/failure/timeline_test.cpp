@@ -1,5 +1,7 @@
 #include "core/failure/timeline.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 namespace autopar {
@@ -62,6 +64,9 @@ TEST(TimelineTest, TimeFormat) {
   EXPECT_EQ(FormatEventTime(0, true), "1970-01-01T00:00:00.000Z");
   EXPECT_EQ(FormatEventTime(1796029262.345, false), "2026-11-30 09:01:02.345");
   EXPECT_EQ(FormatEventTime(59.9996, true), "1970-01-01T00:01:00.000Z");  // rounds up
+  // Times read from storage may be anything (fuzz/journal_fuzz): clamped, never undefined.
+  EXPECT_EQ(FormatEventTime(1.7e128, true), "9999-12-31T23:59:59.000Z");
+  EXPECT_EQ(FormatEventTime(std::nan(""), true), "1970-01-01T00:00:00.000Z");
 }
 
 TEST(TimelineTest, TableRendering) {
@@ -283,6 +288,13 @@ TEST(PublishedJournalTest, ErrorsNameTheField) {
       {"{\"job_id\": \"4\", \"node\": \"n\", \"uid\": 0}", "no \"events\" array"},
       {"{\"job_id\": \"4\", \"node\": \"n\", \"uid\": 0, \"events\": [{\"time\": 1}]}",
        "events[0]: kind: missing"},
+      // Integers beyond their field's range (fuzz/journal_fuzz: they used to throw).
+      {"{\"job_id\": \"4\", \"node\": \"n\", \"uid\": 17055555555555555555, "
+       "\"events\": []}",
+       "uid: not an integer"},
+      {"{\"job_id\": \"4\", \"node\": \"n\", \"uid\": 0, \"events\": [{\"time\": 1, "
+       "\"kind\": \"k\", \"rank\": 4294967296}]}",
+       "events[0]: rank: not an integer"},
   };
   for (const auto& c : cases) {
     auto r = DecodePublishedJournal(c.text);
