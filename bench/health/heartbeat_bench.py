@@ -4,13 +4,24 @@
 
   plain  ckpt.heartbeat(step)                                   C: autopar_ckpt_heartbeat
   full   ckpt.heartbeat(step, samples=, tokens=, loss=)         C: autopar_ckpt_heartbeat_progress
+         (both hand the heartbeat to the library's background thread and return: the program's
+         cost; the thread sends it while the program's next step runs)
+  sync   the full heartbeat with wait=True                      C: autopar_ckpt_heartbeat_sync
+         (the synchronous round trip, as every heartbeat was before 2026-12-02: for comparison;
+         the background sends are flushed first, untimed, so that it measures its own trip)
   floor  one request line that autopard rejects right after decoding it (connect, accept, a line
          each way; no authorization, state database or failure handling): the round trip alone
+  noop   a call that does nothing (Python: an empty function; C: nothing between the two clock
+         readings): the machine's own noise for a call at that point of the loop
 
 from Python (autopar.ckpt, as users call it) and from C (libautopar.so, bench/health/heartbeat_c.c),
-interleaved in rounds whose order rotates (plain full floor, full floor plain, ...) so that the
-machine's noise falls on all three alike. Prints p50 / p99 / p99.9 in microseconds, full/plain,
-and whether full's p99 is under 100 us.
+interleaved in rounds whose order rotates (plain full sync floor noop, full sync floor noop plain, ...) so
+that the machine's noise falls on all of them alike. Before each call the program sleeps
+--step-us (default 1000 us, untimed): a training step, during which the background thread sends
+the previous heartbeat; --step-us 0 calls back to back (a program calling faster than a round trip:
+the latest heartbeat wins, and the caller shares the cores, and in Python the GIL, with that
+thread). Prints p50 / p99 / p99.9 in microseconds, full/plain, and whether full's p99 is under
+100 us.
 
 Modes:
   srun     (default when the local cluster answers) the program is a Slurm task (srun -N1 -n1 with
@@ -21,16 +32,18 @@ Modes:
   private  (fallback) a private autopard (build tree, state on this machine's disk, tracing on:
            AUTOPARD_TRACE_REQUESTS) and the program as its child with a task's environment. Without
            a Slurm configuration autopard has no failure handling: the heartbeat is authorized,
-           written to the state database and answered, but OnHeartbeat does not run; with
-           --slurm-conf PATH (libslurm must find a slurmctld) it runs as for a task. Also prints
-           autopard's own time per request from its trace.
+           recorded and answered, but OnHeartbeat does not run; with --slurm-conf PATH (libslurm
+           must find a slurmctld) it runs as for a task. Also prints autopard's own time per
+           request from its trace, and how many of the heartbeats reached it.
 
-    bench/health/heartbeat_bench.py [--rounds 5000] [--warmup 200] [--mode auto|srun|private]
-                                    [--slurm-conf PATH] [--no-c] [--json FILE]
+    bench/health/heartbeat_bench.py [--rounds 5000] [--warmup 200] [--step-us 1000]
+                                    [--mode auto|srun|private] [--slurm-conf PATH] [--no-c]
+                                    [--json FILE]
 
 Environment: AUTOPAR_BUILD_DIR (default <repo>/build; read only: autopard, libautopar.so, the CLI),
 AUTOPAR_CLUSTER_DIR (default /tmp/autopar-cluster: its etc/slurm.conf and run/autopard-*.sock).
-The C program is compiled with `cc` into the bench's temporary directory. About 10 s on 2 cores.
+The C program is compiled with `cc` into the bench's temporary directory. About 1 min on 2 cores
+(10 s with --step-us 0).
 """
 import argparse
 import json
@@ -48,7 +61,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOPAR_BUILD_DIR", REPO / "build"))
 CLUSTER = Path(os.environ.get("AUTOPAR_CLUSTER_DIR", "/tmp/autopar-cluster"))
-VARIANTS = ("plain", "full", "floor")
+VARIANTS = ("plain", "full", "sync", "floor", "noop")
+HEARTBEATS = ("plain", "full", "sync")
 # The full heartbeat's numbers: a global batch of 64 sequences of 128 tokens, a falling loss.
 SAMPLES, TOKENS = 64, 64 * 128
 # The srun mode's job options: every per-heartbeat check of OnHeartbeat is on.
@@ -57,9 +71,10 @@ JOB_OPTIONS = ["--heartbeat-timeout=600", "--loss-spike=10", "--auto-parallel", 
 
 
 def order(rounds, warmup):
-    """Every call's variant in sending order, the warm-up's first: round j runs j, j+1, j+2 mod 3
+    """Every call's variant in calling order, the warm-up's first: round j runs j, j+1, ... mod 5
     (heartbeat_c.c does the same)."""
-    return [VARIANTS[(j + k) % 3] for j in range(warmup + rounds) for k in range(3)]
+    n = len(VARIANTS)
+    return [VARIANTS[(j + k) % n] for j in range(warmup + rounds) for k in range(n)]
 
 
 def pct(values, p):
@@ -71,6 +86,10 @@ def pct(values, p):
 # The program's side (runs as the task)
 
 
+def _noop():
+    pass
+
+
 def worker(args):
     sys.path.insert(0, str(REPO / "python"))
     from autopar import ckpt
@@ -80,18 +99,27 @@ def worker(args):
     step = 0
     floor_error = None
     clock = time.perf_counter_ns
+    pause = args.step_us / 1e6
     for i, v in enumerate(calls):
+        if v == "sync":
+            ckpt.flush_heartbeats(5.0)  # untimed: the background thread is idle
+        if pause:
+            time.sleep(pause)
         if v == "plain":
             t0 = clock()
             ckpt.heartbeat(step)
             dt = clock() - t0
             step += 1
-        elif v == "full":
+        elif v == "full" or v == "sync":
             loss = 2.0 + 1.0 / (step + 1)
             t0 = clock()
-            ckpt.heartbeat(step, samples=SAMPLES, tokens=TOKENS, loss=loss)
+            ckpt.heartbeat(step, samples=SAMPLES, tokens=TOKENS, loss=loss, wait=v == "sync")
             dt = clock() - t0
             step += 1
+        elif v == "noop":
+            t0 = clock()
+            _noop()
+            dt = clock() - t0
         else:
             # ckpt's own client code (_call: the same socket, JSON and reply handling as a
             # heartbeat) with a request autopard refuses at decoding.
@@ -101,16 +129,19 @@ def worker(args):
             except ckpt.AutoparError as e:
                 floor_error = str(e)
             dt = clock() - t0
-        if i >= 3 * args.warmup:
+        if i >= len(VARIANTS) * args.warmup:
             ns[v].append(dt)
     if not floor_error or "unknown operation" not in floor_error:
         sys.exit(f"heartbeat_bench: the floor request was not refused at decoding: {floor_error!r}")
+    if not ckpt.flush_heartbeats(10.0) or ckpt.heartbeat_error():
+        sys.exit(f"heartbeat_bench: background heartbeats failed: {ckpt.heartbeat_error()}")
     out = {"job_id": os.environ.get("SLURM_JOB_ID"), "node": os.environ.get("SLURMD_NODENAME"),
-           "socket": os.environ["AUTOPAR_SOCKET"], "python": ns, "steps": [0, step]}
+           "socket": os.environ["AUTOPAR_SOCKET"], "python": ns, "steps": [0, step],
+           "calls": {"python": step}}
     if args.c_bin:
         samples = Path(args.out).with_suffix(".c.txt")
-        p = subprocess.run([args.c_bin, str(args.rounds), str(args.warmup), str(step), str(samples)],
-                           stdout=subprocess.PIPE, text=True)
+        p = subprocess.run([args.c_bin, str(args.rounds), str(args.warmup), str(step), str(samples),
+                            str(args.step_us)], stdout=subprocess.PIPE, text=True)
         if p.returncode != 0:
             sys.exit(f"heartbeat_bench: {args.c_bin} failed ({p.returncode})")
         c = {v: [] for v in VARIANTS}
@@ -119,6 +150,7 @@ def worker(args):
             c[v].append(int(t))
         out["c"] = c
         out["steps"][1] = int(p.stdout.strip())
+        out["calls"]["c"] = out["steps"][1] - step
     Path(args.out).write_text(json.dumps(out))
 
 
@@ -153,7 +185,8 @@ def build_c(work):
 
 def worker_cmd(args, work, c_bin):
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--rounds", str(args.rounds),
-           "--warmup", str(args.warmup), "--out", str(work / "samples.json")]
+           "--warmup", str(args.warmup), "--step-us", str(args.step_us), "--out",
+           str(work / "samples.json")]
     return cmd + (["--c-bin", str(c_bin)] if c_bin else [])
 
 
@@ -204,23 +237,16 @@ def run_private(args, work, c_bin):
     res = json.loads((work / "samples.json").read_text())
     log_text = log_path.read_text()
     res["failure_handling"] = "failure handling (requeue) is off" not in log_text
-    # autopard's time per request from its trace, in the order the requests were accepted.
-    traces = []
+    # autopard's time per request from its trace: heartbeats (of every variant: the background
+    # thread skips some when the program calls faster than a round trip) and the floor.
+    split = {op: {"handle": [], "daemon": []} for op in ("heartbeat", "floor")}
     for m in re.finditer(r"autopard: trace (\S+) at=(\d+):(.*)", log_text):
+        op = "floor" if m.group(1) == "bad" else m.group(1)
         marks = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", m.group(3)))
-        traces.append((int(m.group(2)), m.group(1), marks))
-    traces.sort(key=lambda t: t[0])
-    sent = order(args.rounds, args.warmup) * (2 if c_bin else 1)
-    timed = [i % (3 * (args.warmup + args.rounds)) >= 3 * args.warmup for i in range(len(sent))]
-    if len(traces) == len(sent):
-        split = {v: {"handle": [], "daemon": []} for v in VARIANTS}
-        for (at, op, marks), v, keep in zip(traces, sent, timed):
-            if keep and "encode" in marks and "decode" in marks:
-                split[v]["handle"].append(1000 * (marks["encode"] - marks["decode"]))
-                split[v]["daemon"].append(1000 * marks.get("sent", marks["encode"]))
-        res["autopard"] = split
-    else:
-        print(f"heartbeat_bench: {len(traces)} traced requests for {len(sent)} sent: no split", flush=True)
+        if op in split and "encode" in marks and "decode" in marks:
+            split[op]["handle"].append(1000 * (marks["encode"] - marks["decode"]))
+            split[op]["daemon"].append(1000 * marks.get("sent", marks["encode"]))
+    res["autopard"] = split
     return res
 
 
@@ -242,12 +268,19 @@ def report(res, mode):
         a, b = s["plain"], s["full"]
         lines.append(f"{lang:6} full/plain: p50 {b['p50'] / a['p50']:.2f}x  p99 {b['p99'] / a['p99']:.2f}x  "
                      f"p99.9 {b['p999'] / a['p999']:.2f}x;  full p99 {b['p99']:.1f} us "
-                     f"{'<' if b['p99'] < 100 else '>='} 100 us: {'met' if b['p99'] < 100 else 'NOT met'}")
+                     f"{'<' if b['p99'] < 100 else '>='} 100 us: {'met' if b['p99'] < 100 else 'NOT met'}"
+                     f"  (sync p99 {s['sync']['p99']:.1f} us)")
     if "autopard" in res:
-        for v in ("plain", "full", "floor"):
-            h, d = summary(res["autopard"][v]["handle"]), summary(res["autopard"][v]["daemon"])
-            lines.append(f"autopard {v:5}: Handle p50 {h['p50']:6.1f} p99 {h['p99']:6.1f} us; accept..reply "
-                         f"sent p50 {d['p50']:6.1f} p99 {d['p99']:6.1f} us (trace, us resolution)")
+        for op, split in res["autopard"].items():
+            if not split["handle"]:
+                continue
+            h, d = summary(split["handle"]), summary(split["daemon"])
+            lines.append(f"autopard {op:9}: n={h['n']:5}  Handle p50 {h['p50']:6.1f} p99 {h['p99']:6.1f} "
+                         f"p99.9 {h['p999']:7.1f} us; accept..reply sent p50 {d['p50']:6.1f} "
+                         f"p99 {d['p99']:6.1f} p99.9 {d['p999']:7.1f} us (trace, us resolution)")
+        sent = sum(res.get("calls", {}).values())
+        got = len(res["autopard"]["heartbeat"]["handle"])
+        lines.append(f"autopard received {got} of the {sent} heartbeats called (the latest wins)")
     if mode == "srun":
         lines.append(f"job {res['job_id']} on {res['node']}: steps {res['steps'][0]}..{res['steps'][1] - 1}; "
                      f"progress windows journalled by autopard: {res.get('progress_events')}")
@@ -261,6 +294,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=5000, help="timed calls per variant and language")
     ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--step-us", type=int, default=1000,
+                    help="untimed sleep before each call (a training step); 0: back to back")
     ap.add_argument("--mode", choices=("auto", "srun", "private"), default="auto")
     ap.add_argument("--slurm-conf", help="private mode: the autopard's slurm_conf (failure handling on)")
     ap.add_argument("--no-c", action="store_true", help="Python only")
@@ -284,18 +319,19 @@ def main():
         load = os.getloadavg()
         t0 = time.time()
         res = run_srun(args, work, c_bin, conf) if mode == "srun" else run_private(args, work, c_bin)
-        print(f"heartbeat_bench: mode {mode}, {args.rounds} rounds of plain/full/floor per language "
-              f"(+{args.warmup} warm-up), {time.time() - t0:.1f} s, load average before "
+        print(f"heartbeat_bench: mode {mode}, {args.rounds} rounds of {'/'.join(VARIANTS)} per language "
+              f"(+{args.warmup} warm-up), step {args.step_us} us, {time.time() - t0:.1f} s, load average before "
               f"{load[0]:.2f} after {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs", flush=True)
         for line in report(res, mode):
             print(line, flush=True)
         if args.json:
             summ = {lang: {v: summary(res[lang][v]) for v in VARIANTS} for lang in ("python", "c") if lang in res}
             if "autopard" in res:
-                summ["autopard"] = {v: {part: summary(ns) for part, ns in split.items()}
-                                    for v, split in res["autopard"].items()}
+                summ["autopard"] = {op: {part: summary(ns) for part, ns in split.items()}
+                                    for op, split in res["autopard"].items() if split["handle"]}
             meta = {k: v for k, v in res.items() if k not in ("python", "c", "autopard")}
-            Path(args.json).write_text(json.dumps({"mode": mode, "summary": summ, **meta}, indent=1) + "\n")
+            Path(args.json).write_text(json.dumps({"mode": mode, "step_us": args.step_us, "summary": summ,
+                                                   **meta}, indent=1) + "\n")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -1,15 +1,19 @@
 /* The C side of bench/health/heartbeat_bench.py: times the checkpoint C API's heartbeat as a
- * program sees it (autopar/ckpt_c.h, libautopar.so), interleaved with the same request carrying
- * the step's samples, tokens and loss, and with a floor: one request line that autopard answers
- * with an error right after decoding it (connect, accept, one line each way; no authorization,
- * no state database, no failure handling).
+ * program sees it (autopar/ckpt_c.h, libautopar.so; handed to the library's background thread),
+ * interleaved with the same heartbeat carrying the step's samples, tokens and loss, with that one
+ * sent synchronously (autopar_ckpt_heartbeat_sync, after an untimed flush of the background
+ * thread), and with a floor: one request line that autopard answers with an error right after
+ * decoding it (connect, accept, one line each way; no authorization, no state database, no
+ * failure handling), and with a no-op (nothing between the two clock readings: the machine's
+ * noise).
  *
- *     heartbeat_c ROUNDS WARMUP FIRST_STEP OUT
+ *     heartbeat_c ROUNDS WARMUP FIRST_STEP OUT [STEP_US]
  *
- * Needs the task's environment (AUTOPAR_SOCKET, SLURM_JOB_ID, RANK). Writes one line per timed
- * call to OUT, "<variant> <nanoseconds>", variant plain|full|floor; each round runs the three in
- * a rotated order (plain full floor, full floor plain, ...) so that the machine's noise falls on
- * all of them alike. Exits 1 on the first failed call. */
+ * Needs the task's environment (AUTOPAR_SOCKET, SLURM_JOB_ID, RANK). Before each call it sleeps
+ * STEP_US microseconds (default 0; untimed: a training step). Writes one line per timed call to
+ * OUT, "<variant> <nanoseconds>", variant plain|full|sync|floor|noop; each round runs the five in
+ * a rotated order (plain full sync floor noop, full sync floor noop plain, ...) so that the
+ * machine's noise falls on all of them alike. Exits 1 on the first failed call. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,11 +72,13 @@ static int floor_call(const char* path, char* err, size_t errlen) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: heartbeat_c ROUNDS WARMUP FIRST_STEP OUT\n");
+  if (argc != 5 && argc != 6) {
+    fprintf(stderr, "usage: heartbeat_c ROUNDS WARMUP FIRST_STEP OUT [STEP_US]\n");
     return 2;
   }
   const long rounds = atol(argv[1]), warmup = atol(argv[2]);
+  const long step_us = argc == 6 ? atol(argv[5]) : 0;
+  const struct timespec pause = {step_us / 1000000, (step_us % 1000000) * 1000};
   long long step = atoll(argv[3]);
   const char* socket_path = getenv("AUTOPAR_SOCKET");
   if (!socket_path || !*socket_path) {
@@ -84,27 +90,37 @@ int main(int argc, char** argv) {
     fprintf(stderr, "heartbeat_c: %s: %s\n", argv[4], strerror(errno));
     return 1;
   }
-  static const char* const kNames[3] = {"plain", "full", "floor"};
+  enum { kVariants = 5 };
+  static const char* const kNames[kVariants] = {"plain", "full", "sync", "floor", "noop"};
   /* Kept in memory and written at the end: no file I/O between the timed calls. */
-  long long* ns = malloc(sizeof(long long) * 3 * (size_t)rounds);
-  int* variant = malloc(sizeof(int) * 3 * (size_t)rounds);
+  long long* ns = malloc(sizeof(long long) * kVariants * (size_t)rounds);
+  int* variant = malloc(sizeof(int) * kVariants * (size_t)rounds);
   if (!ns || !variant) return 1;
   size_t n = 0;
   char err[512];
   for (long r = -warmup; r < rounds; ++r) {
-    for (int k = 0; k < 3; ++k) {
-      const int v = (int)((r + warmup + k) % 3);
-      int rc;
+    for (int k = 0; k < kVariants; ++k) {
+      const int v = (int)((r + warmup + k) % kVariants);
+      int rc = 0;
+      if (v == 2 && autopar_ckpt_heartbeat_flush(5000, err, sizeof err) != 0) {
+        fprintf(stderr, "heartbeat_c: flush: %s\n", err);
+        return 1;
+      }
+      if (step_us > 0) nanosleep(&pause, NULL);
+      /* Samples and tokens of a global batch of 64 sequences of 128 tokens; a slowly falling
+       * loss (no spike). */
+      const double loss = 2.0 + 1.0 / (double)(step + 1);
+      int requested = 0;
       const long long t0 = now_ns();
       if (v == 0) {
         rc = autopar_ckpt_heartbeat(step, err, sizeof err);
       } else if (v == 1) {
-        /* Samples and tokens of a global batch of 64 sequences of 128 tokens; a slowly falling
-         * loss (no spike). */
-        int requested = 0;
-        rc = autopar_ckpt_heartbeat_progress(step, 64, 64 * 128, 1, 2.0 + 1.0 / (double)(step + 1),
-                                             &requested, err, sizeof err);
-      } else {
+        rc = autopar_ckpt_heartbeat_progress(step, 64, 64 * 128, 1, loss, &requested, err,
+                                             sizeof err);
+      } else if (v == 2) {
+        rc = autopar_ckpt_heartbeat_sync(step, 64, 64 * 128, 1, loss, &requested, err,
+                                         sizeof err);
+      } else if (v == 3) {
         rc = floor_call(socket_path, err, sizeof err);
       }
       const long long dt = now_ns() - t0;
@@ -112,13 +128,19 @@ int main(int argc, char** argv) {
         fprintf(stderr, "heartbeat_c: %s: %s\n", kNames[v], err);
         return 1;
       }
-      if (v != 2) ++step;
+      if (v < 3) ++step;
       if (r >= 0) {
         ns[n] = dt;
         variant[n++] = v;
       }
     }
   }
+  if (autopar_ckpt_heartbeat_flush(10000, err, sizeof err) != 0 ||
+      autopar_ckpt_heartbeat(step, err, sizeof err) != 0) {  /* reports a failed last send */
+    fprintf(stderr, "heartbeat_c: the last heartbeats: %s\n", err);
+    return 1;
+  }
+  ++step;
   for (size_t i = 0; i < n; ++i) fprintf(out, "%s %lld\n", kNames[variant[i]], ns[i]);
   free(ns);
   free(variant);

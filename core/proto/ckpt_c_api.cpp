@@ -2,10 +2,13 @@
 // libautopar (launcher/nccl/CMakeLists.txt adds this file to its sources).
 #include "autopar/ckpt_c.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
+#include "core/proto/heartbeat_sender.h"
 #include "core/proto/proto_client.h"
 
 namespace {
@@ -43,21 +46,51 @@ extern "C" int autopar_ckpt_commit(long long step, char* err, size_t errlen) {
   return 0;
 }
 
+namespace {
+
+autopar::HeartbeatSender::Beat MakeBeat(long long step, long long samples, long long tokens,
+                                        int has_loss, double loss) {
+  autopar::HeartbeatSender::Beat beat;
+  beat.step = step;
+  beat.progress.samples = samples < 0 ? -1 : samples;
+  beat.progress.tokens = tokens < 0 ? -1 : tokens;
+  if (has_loss) beat.progress.loss = loss;
+  return beat;
+}
+
+}  // namespace
+
 extern "C" int autopar_ckpt_heartbeat_progress(long long step, long long samples,
                                                long long tokens, int has_loss, double loss,
                                                int* checkpoint_requested, char* err,
                                                size_t errlen) {
   if (checkpoint_requested) *checkpoint_requested = 0;
+  auto sender = autopar::ProcessHeartbeatSender();  // the task's variables, read once
+  if (!sender) return Fail(sender.message(), err, errlen);
+  auto posted = (*sender)->Post(MakeBeat(step, samples, tokens, has_loss, loss));
+  if (checkpoint_requested) *checkpoint_requested = posted.checkpoint_requested ? 1 : 0;
+  if (!posted.error.empty()) return Fail(posted.error, err, errlen);
+  return 0;
+}
+
+extern "C" int autopar_ckpt_heartbeat_sync(long long step, long long samples, long long tokens,
+                                           int has_loss, double loss, int* checkpoint_requested,
+                                           char* err, size_t errlen) {
+  if (checkpoint_requested) *checkpoint_requested = 0;
   auto job = autopar::JobTaskEnvFrom([](const char* k) { return std::getenv(k); });
   if (!job) return Fail(job.message(), err, errlen);
-  autopar::StepProgress progress;
-  progress.samples = samples < 0 ? -1 : samples;
-  progress.tokens = tokens < 0 ? -1 : tokens;
-  if (has_loss) progress.loss = loss;
-  auto requested = autopar::SendHeartbeat(*job, step, false, 5000, progress);
+  auto sender = autopar::ProcessHeartbeatSender();
+  if (!sender) return Fail(sender.message(), err, errlen);
+  auto requested = (*sender)->Send(*job, MakeBeat(step, samples, tokens, has_loss, loss));
   if (!requested) return Fail(requested.message(), err, errlen);
   if (checkpoint_requested) *checkpoint_requested = *requested ? 1 : 0;
   return 0;
+}
+
+extern "C" int autopar_ckpt_heartbeat_flush(int timeout_ms, char* err, size_t errlen) {
+  autopar::HeartbeatSender* sender = autopar::ExistingProcessHeartbeatSender();
+  if (!sender || sender->Flush(timeout_ms < 0 ? 0 : timeout_ms)) return 0;
+  return Fail("heartbeats still unsent after " + std::to_string(timeout_ms) + " ms", err, errlen);
 }
 
 extern "C" int autopar_ckpt_heartbeat_check(long long step, int* checkpoint_requested, char* err,

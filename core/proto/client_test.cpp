@@ -98,7 +98,8 @@ TEST(ClientTest, CommitStepSendsTheJobsFieldsAndReadsTheReply) {
   EXPECT_EQ(req->node, "node2");
 }
 
-// The C API's heartbeat passes the time-limit request on (reply field checkpoint_requested).
+// The C API's synchronous heartbeat passes the time-limit request on (reply field
+// checkpoint_requested); the background one is tested in heartbeat_sender_test.cpp.
 TEST(ClientTest, CApiHeartbeatReportsTheCheckpointRequest) {
   struct Case {
     const char* reply;
@@ -113,7 +114,8 @@ TEST(ClientTest, CApiHeartbeatReportsTheCheckpointRequest) {
     setenv("WORLD_SIZE", "2", 1);
     int requested = -1;
     char err[256] = {};
-    ASSERT_EQ(autopar_ckpt_heartbeat_check(17, &requested, err, sizeof(err)), 0) << err;
+    ASSERT_EQ(autopar_ckpt_heartbeat_sync(17, -1, -1, 0, 0.0, &requested, err, sizeof(err)), 0)
+        << err;
     EXPECT_EQ(requested, c.want) << c.reply;
     auto req = DecodeRequest(daemon.received());
     ASSERT_TRUE(req.ok()) << req.message();

@@ -8,14 +8,19 @@ verified; only complete steps are restored. After a restart, ``resume_step()`` i
 autopar-launch restored before the program started (``None`` for a fresh start) and
 ``resume_dir()`` holds this rank's files of it.
 
-Time limits (jobs submitted with ``--requeue-on-failure``): near the job's end time autopard asks
-the program to checkpoint: ``heartbeat(step)`` returns True. The ranks agree on one step with
-``time_limit_reached(requested, step)`` (any rank's request counts; through torch.distributed when
-it is initialized), checkpoint and commit that step as usual, and then call
-``wait_for_requeue()``, which holds until autopard has requeued the job once the step is COMPLETE
-(Slurm then ends the task; the next run resumes from that step). See docs/checkpoints.md.
+Heartbeats (``heartbeat(step)``, hang detection and progress) do not wait for autopard: a daemon
+thread of this module sends the latest one in the background (see heartbeat()).
 
-Only the standard library is used. Errors raise ``AutoparError`` with autopard's message.
+Time limits (jobs submitted with ``--requeue-on-failure``): near the job's end time autopard asks
+the program to checkpoint: ``heartbeat(step)`` returns True (at the heartbeat after the one that
+autopard answered so). The ranks agree on one step with ``time_limit_reached(requested, step)``
+(any rank's request counts; through torch.distributed when it is initialized), checkpoint and
+commit that step as usual, and then call ``wait_for_requeue()``, which holds until autopard has
+requeued the job once the step is COMPLETE (Slurm then ends the task; the next run resumes from
+that step). See docs/checkpoints.md.
+
+Only the standard library is used. Errors raise ``AutoparError`` with autopard's message (except a
+background heartbeat's: see heartbeat()).
 """
 import atexit
 import json
@@ -23,9 +28,11 @@ import math
 import os
 import socket
 import sys
+import threading
 import time
 
-__all__ = ["AutoparError", "enabled", "rank", "step_dir", "commit", "heartbeat", "event", "uploads", "wait_uploads",
+__all__ = ["AutoparError", "enabled", "rank", "step_dir", "commit", "heartbeat", "flush_heartbeats",
+           "heartbeat_error", "event", "uploads", "wait_uploads",
            "resume_step", "resume_dir", "resume_step_dir", "resume_world_size", "agree", "time_limit_reached", "wait_for_requeue"]
 
 PROTOCOL_VERSION = 1
@@ -72,8 +79,8 @@ def step_dir(step, create=True, rank_=None):
     return d
 
 
-def _call(request, timeout):
-    path = _require("AUTOPAR_SOCKET")
+def _call(request, timeout, path=None):
+    path = path or _require("AUTOPAR_SOCKET")
     request = {"v": PROTOCOL_VERSION, **request}
     line = (json.dumps(request, separators=(",", ":")) + "\n").encode()
     deadline = time.monotonic() + timeout
@@ -124,28 +131,58 @@ def commit(step, timeout=30.0):
     return _call(req, timeout)
 
 
-def heartbeat(step, samples=None, tokens=None, loss=None, timeout=5.0):
+def heartbeat(step, samples=None, tokens=None, loss=None, timeout=5.0, wait=False):
     """Tells autopard this rank made progress (reached `step`). Returns True when autopard asks
     the program to checkpoint now because the job's time limit is near (the reply's
     ``checkpoint_requested``; only for jobs with --requeue-on-failure), else False. Pass the value
     to time_limit_reached() on every rank.
 
+    It does not wait for autopard: the heartbeat is handed to a daemon thread of this module
+    (started on the first call, and again in a forked child) that sends it, so the call costs the
+    program microseconds, not a round trip (while heartbeats keep coming, the thread looks for a
+    new one every 20 ms instead of being woken by each). The returned flag therefore comes from the
+    replies received so far: it may lag one heartbeat (True at the heartbeat after the one whose
+    reply asked, so the time-limit checkpoint comes one step later than with wait=True). When the
+    program calls faster than the thread sends, the heartbeats in between are skipped (the latest
+    wins; a NaN or infinite loss of a skipped one is carried to the next): hang detection and
+    progress measure the steps between the heartbeats that arrive. A failed background send never
+    raises: the first error is printed to stderr ("autopar: rank R: heartbeat ...") and returned
+    by heartbeat_error(); the next heartbeats are sent as usual.
+
+    ``wait=True``: the synchronous heartbeat, for a caller that needs the fresh reply: waits for
+    the background send in flight, if any, sends this one and returns its reply's flag; errors
+    raise AutoparError, as every other call of this module.
+
     Optional (docs/health.md): `samples` and `tokens`, the step's over the whole job (the global
     batch), and `loss` (a float or a 0-d tensor; NaN and infinities are sent as such). Rank 0's
-    become the job's measured step time, throughput and MFU against its plan."""
+    become the job's measured step time, throughput and MFU against its plan.
+
+    The job's variables (SLURM_JOB_ID, RANK, AUTOPAR_SOCKET, ...) are read when the heartbeat is
+    sent. Outside a job (no SLURM_JOB_ID or AUTOPAR_SOCKET) a process's first heartbeat raises
+    AutoparError, as does every synchronous one."""
+    beat = (int(step), None if samples is None else int(samples),
+            None if tokens is None else int(tokens), None if loss is None else float(loss), timeout)
+    s = _sender
+    if s is None or s.pid != os.getpid():
+        s = _heartbeat_sender()
+    return s.send(beat) if wait else s.post(beat)
+
+
+def _heartbeat_request(beat):
+    """The request of a heartbeat (step, samples, tokens, loss, timeout), with the job's fields."""
+    step, samples, tokens, loss, _ = beat
     f = _job_fields()
-    req = {"op": "heartbeat", "job_id": f["job_id"], "rank": f["rank"], "step": int(step)}
+    req = {"op": "heartbeat", "job_id": f["job_id"], "rank": f["rank"], "step": step}
     if "node" in f:
         req["node"] = f["node"]
     if samples is not None:
-        req["samples"] = int(samples)
+        req["samples"] = samples
     if tokens is not None:
-        req["tokens"] = int(tokens)
+        req["tokens"] = tokens
     if loss is not None:
-        value = float(loss)
         # JSON has no NaN or infinity: those travel as strings.
-        req["loss"] = value if math.isfinite(value) else \
-            ("nan" if math.isnan(value) else "inf" if value > 0 else "-inf")
+        req["loss"] = loss if math.isfinite(loss) else \
+            ("nan" if math.isnan(loss) else "inf" if loss > 0 else "-inf")
     report = _ranks_report
     if report is not None:
         # Every rank's compute time (autopar.health.watch_ddp, rank 0 only): stragglers.
@@ -154,10 +191,225 @@ def heartbeat(step, samples=None, tokens=None, loss=None, timeout=5.0):
             req["rank_compute_s"] = compute
         if nodes:
             req["rank_nodes"] = nodes
-    return bool(_call(req, timeout).get("checkpoint_requested", False))
+    return req
 
 
 _ranks_report = None  # autopar.health's watch on rank 0: () -> (compute seconds, nodes or None)
+
+
+def flush_heartbeats(timeout=5.0):
+    """Waits until the heartbeats handed to the background thread so far are sent (or failed);
+    returns False when `timeout` seconds passed first. Called at exit (at most 1 s); call it
+    yourself before os._exit() or exec."""
+    s = _sender
+    return True if s is None or s.pid != os.getpid() else s.flush(timeout)
+
+
+def heartbeat_error():
+    """The first error of a background heartbeat of this process (a str), or None."""
+    s = _sender
+    return None if s is None or s.pid != os.getpid() else s.error
+
+
+# While heartbeats keep coming, the thread looks for a new one every _LOOK_EVERY_S instead of
+# being woken by each (a wake-up is a futex call and, when the thread's core is idle, an
+# inter-processor interrupt: tens of us for the caller on a VM); after _QUIET_LOOKS looks without
+# one it waits to be woken. core/proto/heartbeat_sender.h does the same for the C API.
+_LOOK_EVERY_S = 0.02
+_QUIET_LOOKS = 500
+
+
+class _HeartbeatSender:
+    """The latest heartbeat, sent by one daemon thread (per process). `lock` guards the fields;
+    `send_lock` is held for each send, background or synchronous, so that autopard receives a
+    rank's steps in order. The thread waits on `wake`, a lock used as a semaphore: released by
+    whoever sets `signalled`, which the thread clears when it took it (a Condition would cost the
+    caller more Python code)."""
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self.send_lock = threading.Lock()
+        self.wake = threading.Lock()
+        self.wake.acquire()
+        self.signalled = False
+        self.idle = False  # the thread no longer looks by itself: post() wakes it
+        self.pending = None  # (step, samples, tokens, loss, timeout) not sent yet
+        self.sending = False
+        self.sync_waiting = 0  # send() calls waiting for send_lock: the pending one is theirs
+        self.requested = False  # a reply since the last call asked for a checkpoint
+        self.error = None
+        self.thread = None
+
+    def _signal(self):
+        # self.lock held; True: the caller releases `wake` once it unlocked.
+        if self.signalled:
+            return False
+        self.signalled = True
+        return True
+
+    @staticmethod
+    def _replace(old, new):
+        # The latest wins, but a bad loss must reach the loss guard: a NaN or infinity of a
+        # heartbeat that is replaced before it was sent goes with the one that replaces it.
+        if old is None or old[3] is None or math.isfinite(old[3]) or \
+                (new[3] is not None and not math.isfinite(new[3])):
+            return new
+        return new[:3] + (old[3],) + new[4:]
+
+    def post(self, item):
+        with self.lock:
+            self.pending = item if self.pending is None else self._replace(self.pending, item)
+            requested, self.requested = self.requested, False
+            wake = self.idle and self._signal()
+            if self.thread is None:
+                self._start()
+        if wake:
+            self.wake.release()
+        return requested
+
+    def _start(self):
+        # self.lock held. Without a thread (e.g. at interpreter shutdown) the heartbeat is sent
+        # here and now, its errors reported as the thread's would be.
+        try:
+            self.thread = threading.Thread(target=self._run, name="autopar-heartbeat", daemon=True)
+            self.thread.start()
+        except RuntimeError:
+            self.thread = None
+            item, self.pending = self.pending, None
+            self.lock.release()
+            try:
+                with self.send_lock:
+                    self._send_one(item)
+            finally:
+                self.lock.acquire()
+
+    def send(self, item):
+        with self.lock:
+            self.sync_waiting += 1
+        waiting = True
+        try:
+            with self.send_lock:
+                with self.lock:
+                    self.sync_waiting -= 1
+                    waiting = False
+                    old, self.pending = self.pending, None  # older than this one: superseded
+                    item = self._replace(old, item)
+                    requested, self.requested = self.requested, False
+                reply = _call(_heartbeat_request(item), item[4])
+        finally:
+            with self.lock:
+                if waiting:  # interrupted while waiting
+                    self.sync_waiting -= 1
+                wake = self.pending is not None and self.idle and self._signal()  # posted meanwhile
+            if wake:
+                self.wake.release()
+        return bool(reply.get("checkpoint_requested", False)) or requested
+
+    def flush(self, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                if self.pending is None and not self.sending:
+                    return True
+                if self.thread is None:
+                    return False
+                wake = self.pending is not None and self._signal()  # now, not at the next look
+            if wake:
+                self.wake.release()
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.0005)
+
+    def _run(self):
+        # SCHED_BATCH (this thread only): no wake-up preemption, so that post()'s wake-up does not
+        # hand the program's core to this thread mid-call (core/proto/heartbeat_sender.cpp).
+        try:
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        except (AttributeError, OSError):
+            pass
+        quiet = 0  # looks in a row that found nothing to send
+        while True:
+            with self.lock:
+                ready = self.pending is not None and not self.sync_waiting
+                self.idle = not ready and quiet >= _QUIET_LOOKS
+            if not ready:
+                if self.idle:
+                    got = self.wake.acquire()
+                else:
+                    quiet += 1
+                    got = self.wake.acquire(timeout=_LOOK_EVERY_S)
+                if got:
+                    with self.lock:
+                        self.signalled = False
+                continue
+            quiet = 0
+            with self.send_lock:
+                with self.lock:
+                    item, self.pending = self.pending, None
+                    if item is None:  # a synchronous heartbeat took it
+                        continue
+                    self.sending = True
+                try:
+                    self._send_one(item)
+                finally:
+                    with self.lock:
+                        self.sending = False
+
+    def _send_one(self, item):
+        try:
+            flag = bool(_call(_heartbeat_request(item), item[4]).get("checkpoint_requested", False))
+        except Exception as e:  # never raised in the program: the first one is reported
+            with self.lock:
+                first = self.error is None
+                if first:
+                    self.error = f"heartbeat of step {item[0]}: {e}"
+            if first:
+                who = _env("RANK", _env("SLURM_PROCID", "0"))
+                print(f"autopar: rank {who}: {self.error} (training goes on; later heartbeat "
+                      "errors are not printed: ckpt.heartbeat_error())", file=sys.stderr,
+                      flush=True)
+            return
+        if flag:
+            with self.lock:
+                self.requested = True
+
+
+_sender = None  # this process's _HeartbeatSender (another process's after a fork: replaced)
+_sender_lock = threading.Lock()
+_flush_registered = False
+
+
+def _heartbeat_sender():
+    global _sender, _flush_registered
+    s = _sender
+    if s is not None and s.pid == os.getpid():
+        return s
+    with _sender_lock:
+        if _sender is None or _sender.pid != os.getpid():
+            _job_fields()  # outside a job: AutoparError now, not in the background
+            _require("AUTOPAR_SOCKET")
+            if not _flush_registered:  # inherited by a forked child, as the handler is
+                atexit.register(_flush_at_exit)
+                _flush_registered = True
+            _sender = _HeartbeatSender()
+        return _sender
+
+
+def _forget_sender_in_child():
+    # The parent's thread does not exist here and its locks may be held: start afresh.
+    global _sender, _sender_lock
+    _sender_lock = threading.Lock()
+    _sender = None
+
+
+os.register_at_fork(after_in_child=_forget_sender_in_child)
+
+
+def _flush_at_exit():
+    # The last step's heartbeat (and its loss) still reaches autopard when the program ends right
+    # after it; bounded, so an unreachable autopard never holds the exit.
+    flush_heartbeats(1.0)
 
 
 def agree(flag):

@@ -1,10 +1,12 @@
 """python/autopar/ckpt.py's time-limit side against a fake autopard on a Unix socket (no cluster):
-heartbeat() returns the reply's checkpoint_requested, time_limit_reached() agrees across ranks
+heartbeat() returns the reply's checkpoint_requested (wait=True: this heartbeat's; by default, a
+background thread's latest reply, one heartbeat late), time_limit_reached() agrees across ranks
 (all_reduce MAX through torch.distributed, gloo, 2 processes) and announces the step, and a
 program that exits after it holds instead (atexit). The module itself never imports torch."""
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -18,9 +20,11 @@ TORCH_PYTHON = "/usr/bin/python3"  # Debian's interpreter, the one with torch
 
 
 class FakeAutopard:
-    def __init__(self, path, requested):
+    def __init__(self, path, requested, delay=0.0):
         self.requested = requested
+        self.delay = delay  # seconds before each reply
         self.requests = []
+        self.pids = []  # each request's sender (SO_PEERCRED)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(str(path))
         self.sock.listen(16)
@@ -43,7 +47,10 @@ class FakeAutopard:
                     return
                 buf += chunk
             req = json.loads(buf.split(b"\n", 1)[0])
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            self.pids.append(struct.unpack("3i", creds)[0])
             self.requests.append(req)
+            time.sleep(self.delay)
             reply = {"ok": True}
             if req["op"] == "heartbeat" and self.requested(req["rank"]):
                 reply["checkpoint_requested"] = True
@@ -62,15 +69,99 @@ def env_for(tmp_path, rank, world):
 
 
 def test_heartbeat_returns_the_request(tmp_path, monkeypatch):
+    """wait=True: the synchronous heartbeat returns its own reply's flag."""
     daemon = FakeAutopard(tmp_path / "d.sock", lambda rank: rank == 1)
     sys.path.insert(0, str(PYTHON_DIR))
     from autopar import ckpt
     for k, v in env_for(tmp_path, 0, 2).items():
         monkeypatch.setenv(k, v)
-    assert ckpt.heartbeat(3) is False
+    assert ckpt.heartbeat(3, wait=True) is False
     monkeypatch.setenv("RANK", "1")
-    assert ckpt.heartbeat(4) is True
+    assert ckpt.heartbeat(4, wait=True) is True
     assert [r["op"] for r in daemon.requests] == ["heartbeat", "heartbeat"]
+
+
+def test_heartbeat_does_not_wait_and_its_flag_lags_one_heartbeat(tmp_path, monkeypatch):
+    """The default heartbeat returns before autopard answers (here after 0.3 s); the request
+    comes with the next call; the latest heartbeat wins, a NaN loss is not lost on the way."""
+    daemon = FakeAutopard(tmp_path / "d.sock", lambda rank: True, delay=0.3)
+    from autopar import ckpt
+    for k, v in env_for(tmp_path, 1, 2).items():
+        monkeypatch.setenv(k, v)
+    t0 = time.monotonic()
+    assert ckpt.heartbeat(10, samples=8) is False  # no reply yet
+    assert time.monotonic() - t0 < 0.1
+    while not daemon.requests:  # 10 is in flight (its reply comes 0.3 s after it arrived)
+        time.sleep(0.001)
+    t0 = time.monotonic()
+    assert ckpt.heartbeat(11, loss=float("nan")) is False  # pending
+    assert ckpt.heartbeat(12, loss=1.5) is False  # replaces 11, keeping its NaN
+    assert time.monotonic() - t0 < 0.1
+    assert ckpt.flush_heartbeats(5.0)
+    assert [(r["step"], r.get("loss")) for r in daemon.requests] == [(10, None), (12, "nan")]
+    assert daemon.requests[0]["samples"] == 8
+    assert ckpt.heartbeat(13) is True  # the replies to 10 and 12 asked
+    assert ckpt.flush_heartbeats(5.0)
+    assert ckpt.heartbeat_error() is None
+    assert set(daemon.pids) == {os.getpid()}
+
+
+def test_background_errors_never_raise(tmp_path, monkeypatch, capfd):
+    """Without autopard the background send fails: the program goes on; the first error is
+    printed once and kept; the synchronous heartbeat raises as before."""
+    from autopar import ckpt
+    for k, v in env_for(tmp_path, 0, 1).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("AUTOPAR_SOCKET", str(tmp_path / "nobody.sock"))
+    monkeypatch.setattr(ckpt, "_sender", None)
+    for step in range(3):
+        assert ckpt.heartbeat(step) is False
+        assert ckpt.flush_heartbeats(5.0)
+    err = capfd.readouterr().err
+    assert err.count("autopar: rank 0: heartbeat of step 0: autopard (") == 1, err
+    assert "heartbeat of step 1" not in err
+    assert ckpt.heartbeat_error().startswith("heartbeat of step 0: autopard (")
+    with pytest.raises(ckpt.AutoparError, match="is autopard running"):
+        ckpt.heartbeat(3, wait=True)
+    # Outside a job: the synchronous heartbeat and a process's first one raise; later ones are
+    # sends that fail (the first error stays the one reported).
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert ckpt.heartbeat(4) is False
+    assert ckpt.flush_heartbeats(5.0)
+    assert ckpt.heartbeat_error().startswith("heartbeat of step 0: ")
+    with pytest.raises(ckpt.AutoparError, match="SLURM_JOB_ID is not set"):
+        ckpt.heartbeat(5, wait=True)
+    monkeypatch.setattr(ckpt, "_sender", None)
+    with pytest.raises(ckpt.AutoparError, match="SLURM_JOB_ID is not set"):
+        ckpt.heartbeat(6)
+
+
+FORKED = """
+import os, sys
+from autopar import ckpt
+ckpt.heartbeat(1)  # starts the parent's thread
+assert ckpt.flush_heartbeats(5.0)
+pid = os.fork()
+if pid == 0:
+    ckpt.heartbeat(2)  # a thread of the child's own
+    os._exit(0 if ckpt.flush_heartbeats(5.0) else 1)
+_, status = os.waitpid(pid, 0)
+ckpt.heartbeat(3)
+print(os.getpid(), pid, status, flush=True)
+"""
+
+
+def test_heartbeats_after_fork(tmp_path):
+    """A forked child (a DataLoader worker, say) that sends heartbeats starts its own thread;
+    the parent's keeps working; the last heartbeat is sent at exit."""
+    daemon = FakeAutopard(tmp_path / "d.sock", lambda rank: False)
+    p = subprocess.run([sys.executable, "-c", FORKED], env=env_for(tmp_path, 0, 1),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    parent, child, status = map(int, p.stdout.split())
+    assert status == 0, p.stderr
+    assert [r["step"] for r in daemon.requests] == [1, 2, 3]
+    assert daemon.pids == [parent, child, parent]
 
 
 def test_module_does_not_import_torch(tmp_path):
@@ -79,31 +170,41 @@ def test_module_does_not_import_torch(tmp_path):
 
 
 AGREE = """
-import os, sys, torch, torch.distributed as dist
+import os, sys, time, torch, torch.distributed as dist
 from autopar import ckpt
 rank = int(sys.argv[1])
 dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=rank, world_size=2)
 got = [ckpt.agree(rank == 1 and s == 2) for s in range(4)]
 print("agree", rank, got, flush=True)
-if ckpt.time_limit_reached(ckpt.heartbeat(7), 7):
-    print("reached", rank, flush=True)
+for step in range(7, 100):  # a training loop: the request arrives one heartbeat late
+    requested = ckpt.heartbeat(step)
+    time.sleep(0.1)  # the step's work
+    if ckpt.time_limit_reached(requested, step):
+        print("reached", rank, step, flush=True)
+        break
 os._exit(0)  # skips the hold at exit (test_exit_after_the_request_holds)
 """
 
 
 def test_ranks_agree_and_announce_the_step(tmp_path):
-    """Only rank 1 is asked; both ranks see True at the same step and announce it."""
+    """Only rank 1 is asked; both ranks see True at the same step (a later one than the first
+    heartbeat's: the flag lags) and announce it."""
     daemon = FakeAutopard(tmp_path / "d.sock", lambda rank: rank == 1)
     procs = [subprocess.Popen([TORCH_PYTHON, "-c", AGREE, str(r), str(tmp_path / "store")],
                               env=env_for(tmp_path, r, 2), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
     outs = [p.communicate(timeout=120)[0] for p in procs]
+    steps = set()
     for r, out in enumerate(outs):
         assert f"agree {r} [False, False, True, False]" in out, out
-        assert f"reached {r}" in out, out
+        reached = [line.split() for line in out.splitlines() if line.startswith("reached")]
+        assert len(reached) == 1 and reached[0][1] == str(r), out
+        steps.add(int(reached[0][2]))
+    assert len(steps) == 1 and steps.pop() > 7
     announced = sorted(q["rank"] for q in daemon.requests if q["op"] == "event")
     assert announced == [0, 1]
-    assert all(q["kind"] == "time_limit_checkpoint" and q["step"] == 7
+    step = next(q["step"] for q in daemon.requests if q["op"] == "event")
+    assert all(q["kind"] == "time_limit_checkpoint" and q["step"] == step
                for q in daemon.requests if q["op"] == "event")
 
 
@@ -112,7 +213,7 @@ def test_exit_after_the_request_holds(tmp_path):
     it holds until the requeue ends it (here: until the test kills it)."""
     FakeAutopard(tmp_path / "d.sock", lambda rank: True)
     code = ("from autopar import ckpt\n"
-            "assert ckpt.time_limit_reached(ckpt.heartbeat(5), 5)\n"
+            "assert ckpt.time_limit_reached(ckpt.heartbeat(5, wait=True), 5)\n"
             "print('returning', flush=True)\n")
     p = subprocess.Popen([TORCH_PYTHON, "-c", code], env=env_for(tmp_path, 0, 1),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -135,6 +135,7 @@ Daemon::~Daemon() {
   Stop();
   if (failure_ticker_.joinable()) failure_ticker_.join();
   if (retention_.joinable()) retention_.join();
+  if (heartbeat_flusher_.joinable()) heartbeat_flusher_.join();
   uploader_->Stop();
   publisher_.reset();  // publishes what is still pending
   for (int fd : wake_) {
@@ -217,6 +218,21 @@ Daemon::PruneSummary Daemon::PruneState(double now) {
 
 Status Daemon::Serve() {
   if (Status st = uploader_->ResumePending(); !st) return st;
+  if (!heartbeat_flusher_.joinable()) {
+    heartbeat_flusher_ = std::thread([this] {
+      std::string last_error;
+      std::unique_lock<std::mutex> l(retention_mu_);
+      while (!retention_cv_.wait_for(l, std::chrono::seconds(1), [this] { return stop_.load(); })) {
+        l.unlock();
+        Status st = db_->FlushHeartbeats();
+        if (!st && st.message() != last_error) {
+          std::fprintf(stderr, "autopard: heartbeats: %s\n", st.message().c_str());
+        }
+        last_error = st.message();
+        l.lock();
+      }
+    });
+  }
   if (config_.state_keep_days > 0 && !retention_.joinable()) {
     retention_ = std::thread([this] {
       std::unique_lock<std::mutex> l(retention_mu_);

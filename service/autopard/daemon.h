@@ -35,7 +35,9 @@ class Daemon {
   ~Daemon();
 
   // Resumes pending uploads, binds the socket and serves until Stop() (from a signal handler
-  // thread or a test). Errors: the socket cannot be created.
+  // thread or a test); writes the heartbeats to the state database every second meanwhile
+  // (StateDb::FlushHeartbeats: never on a heartbeat's reply path). Errors: the socket cannot be
+  // created.
   Status Serve();
   // Stops serving; uploads in flight stay pending in the database for the next start.
   void Stop();
@@ -109,9 +111,10 @@ class Daemon {
   std::shared_ptr<SlurmActions> slurm_actions_;  // shared with the owner lookups (main.cpp)
   std::unique_ptr<FailureHandler> failure_;
   std::thread failure_ticker_;
-  std::mutex retention_mu_;               // guards nothing but the wait below
+  std::mutex retention_mu_;               // guards nothing but the waits below
   std::condition_variable retention_cv_;  // notified by Stop()
   std::thread retention_;                 // the hourly PruneState pass (Serve)
+  std::thread heartbeat_flusher_;         // StateDb::FlushHeartbeats every second (Serve)
 };
 
 }  // namespace autopar

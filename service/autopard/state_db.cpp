@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 #include <utility>
 
@@ -234,6 +235,10 @@ Result<std::unique_ptr<StateDb>> StateDb::Open(const std::string& path, CommitSy
 }
 
 StateDb::~StateDb() {
+  if (Status st = FlushHeartbeats(); !st) {
+    std::fprintf(stderr, "autopard: %s\n", st.message().c_str());
+  }
+  sqlite3_finalize(heartbeat_stmt_);
   sqlite3_close(commit_db_);
   sqlite3_close(db_);
 }
@@ -508,6 +513,7 @@ Status StateDb::SetJournalSegments(const std::string& job_id,
 }
 
 Result<std::vector<std::string>> StateDb::InactiveJobs(double before) {
+  if (Status st = FlushHeartbeats(); !st) return st;
   DbLock lock(mu_);
   Stmt s(db_,
          "SELECT job_id FROM ("
@@ -563,7 +569,9 @@ Result<StateDb::PruneResult> StateDb::PruneJob(
   // One round: a transaction that checks the job and deletes a batch of its rows. Returns
   // whether the job still has rows to delete (another round).
   auto round = [&]() -> Result<bool> {
-    // Checked in every transaction: an event or commit arriving meanwhile keeps the job.
+    // Checked in every transaction: an event, commit or heartbeat arriving meanwhile keeps the
+    // job (the heartbeats recorded so far are written in this transaction first).
+    if (Status st = WritePendingHeartbeats(); !st) return st;
     Stmt act(db_,
              "SELECT MAX(t) FROM ("
              " SELECT MAX(time) t FROM journal WHERE job_id=?1"
@@ -675,10 +683,55 @@ Result<StateDb::PruneResult> StateDb::PruneJob(
 }
 
 Status StateDb::Heartbeat(const std::string& job_id, int rank, int64_t step, double time) {
+  std::lock_guard<std::mutex> lock(heartbeats_mu_);
+  heartbeats_[{job_id, rank}] = {step, time};
+  return Status::Ok();
+}
+
+Status StateDb::FlushHeartbeats() {
+  {
+    std::lock_guard<std::mutex> lock(heartbeats_mu_);
+    if (heartbeats_.empty()) return Status::Ok();
+  }
   DbLock lock(mu_);
-  Stmt s(db_, "INSERT OR REPLACE INTO heartbeats(job_id, rank, step, time) VALUES(?,?,?,?)");
-  s.Bind(job_id).Bind(int64_t{rank}).Bind(step).Bind(time);
-  return Run(s, "heartbeat");
+  if (Status st = Exec(db_, "BEGIN IMMEDIATE"); !st) return st;
+  Status st = WritePendingHeartbeats();
+  if (Status end = Exec(db_, st.ok() ? "COMMIT" : "ROLLBACK"); !end && st.ok()) st = end;
+  return st;
+}
+
+Status StateDb::WritePendingHeartbeats() {
+  std::map<std::pair<std::string, int>, HeartbeatRow> rows;
+  {
+    std::lock_guard<std::mutex> lock(heartbeats_mu_);
+    rows.swap(heartbeats_);
+  }
+  if (rows.empty()) return Status::Ok();
+  Status st = Status::Ok();
+  if (!heartbeat_stmt_ &&
+      sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO heartbeats(job_id, rank, step, time) "
+                              "VALUES(?,?,?,?)", -1, &heartbeat_stmt_, nullptr) != SQLITE_OK) {
+    st = Status::Error(std::string("state database: heartbeat: ") + sqlite3_errmsg(db_));
+  }
+  for (auto it = rows.begin(); st.ok() && it != rows.end(); ++it) {
+    const auto& [key, row] = *it;
+    sqlite3_bind_text(heartbeat_stmt_, 1, key.first.data(), static_cast<int>(key.first.size()),
+                      SQLITE_TRANSIENT);
+    sqlite3_bind_int64(heartbeat_stmt_, 2, key.second);
+    sqlite3_bind_int64(heartbeat_stmt_, 3, row.step);
+    sqlite3_bind_double(heartbeat_stmt_, 4, row.time);
+    if (sqlite3_step(heartbeat_stmt_) != SQLITE_DONE) {
+      st = Status::Error(std::string("state database: heartbeat: ") + sqlite3_errmsg(db_));
+    }
+    sqlite3_reset(heartbeat_stmt_);
+  }
+  if (!st.ok()) {
+    // The caller's transaction is rolled back: every row stays pending, unless a newer one of
+    // the same job and rank came meanwhile.
+    std::lock_guard<std::mutex> lock(heartbeats_mu_);
+    heartbeats_.merge(rows);
+  }
+  return st;
 }
 
 }  // namespace autopar

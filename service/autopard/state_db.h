@@ -9,12 +9,19 @@
 //
 // Thread safety: a StateDb may be used from several threads at once (one connection behind a
 // mutex).
+//
+// Heartbeats are kept in memory and written once a second (FlushHeartbeats, from autopard's
+// heartbeat flusher), so that a heartbeat's reply never waits for SQLite: its write lock, a
+// fresh statement, or the WAL checkpoint that a write on the uploader's connection runs every
+// ~1000 pages. Their rows only date a job's last activity for retention (InactiveJobs,
+// PruneJob), which writes the pending ones first; a daemon crash loses the last second's.
 #pragma once
 
 #include <sqlite3.h>
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -134,7 +141,11 @@ class StateDb {
 
   Status AddEvent(const JournalEvent& event);
   Result<std::vector<JournalEvent>> Events(const std::string& job_id);
+  // Records the heartbeat in memory (the newest per job and rank; no database access).
   Status Heartbeat(const std::string& job_id, int rank, int64_t step, double time);
+  // Writes the heartbeats recorded since the last flush, in one transaction; on an error they
+  // stay pending for the next one. Also run by the destructor.
+  Status FlushHeartbeats();
 
   // A journal event with its local id (increasing in the order events were added, across jobs).
   struct EventRow {
@@ -190,6 +201,15 @@ class StateDb {
   std::mutex commit_mu_;
   sqlite3* db_;
   std::mutex mu_;
+  // Writes the pending heartbeats on db_ (mu_ held; inside the caller's transaction, if any).
+  Status WritePendingHeartbeats();
+  sqlite3_stmt* heartbeat_stmt_ = nullptr;  // on db_, prepared once (under mu_)
+  struct HeartbeatRow {
+    int64_t step = 0;
+    double time = 0;
+  };
+  std::mutex heartbeats_mu_;  // guards heartbeats_ only; taken after mu_, never before it
+  std::map<std::pair<std::string, int>, HeartbeatRow> heartbeats_;  // not written yet
 };
 
 }  // namespace autopar

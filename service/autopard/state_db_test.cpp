@@ -5,10 +5,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <map>
 #include <thread>
+#include <vector>
 
 namespace autopar {
 namespace {
@@ -177,6 +179,57 @@ TEST_F(StateDbTest, JournalOwnersAndSegmentsSurviveReopen) {
   EXPECT_EQ((*rows)[0].id, 3);
   EXPECT_EQ((*rows)[1].id, 4);
   EXPECT_EQ((*rows)[1].event.job_id, "7");
+}
+
+// Heartbeats stay in memory until flushed: a heartbeat never waits for the database (here: another
+// connection holds its write lock, which a write would wait for up to ~10 s); the flush writes the
+// newest per job and rank; retention sees the pending ones; the destructor writes the rest.
+TEST_F(StateDbTest, HeartbeatsAreWrittenByTheFlushNotOnTheirPath) {
+  auto count = [&](const char* where) {
+    sqlite3* raw = nullptr;
+    EXPECT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+    sqlite3_stmt* s = nullptr;
+    std::string sql = std::string("SELECT COUNT(*) FROM heartbeats WHERE ") + where;
+    EXPECT_EQ(sqlite3_prepare_v2(raw, sql.c_str(), -1, &s, nullptr), SQLITE_OK) << sql;
+    EXPECT_EQ(sqlite3_step(s), SQLITE_ROW);
+    int64_t n = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    sqlite3_close(raw);
+    return n;
+  };
+  {
+    auto db = StateDb::Open(path_, CommitSync::kNormal);
+    ASSERT_TRUE(db.ok()) << db.message();
+    sqlite3* writer = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &writer), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(writer, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int step = 0; step < 1000; ++step) {
+      ASSERT_TRUE((*db)->Heartbeat("7", step % 2, step, 100.0 + step).ok());
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+    ASSERT_EQ(sqlite3_exec(writer, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(writer);
+    EXPECT_EQ(count("1"), 0);
+    ASSERT_TRUE((*db)->FlushHeartbeats().ok());
+    EXPECT_EQ(count("job_id='7'"), 2);
+    EXPECT_EQ(count("rank=0 AND step=998 AND time=1098"), 1);
+    EXPECT_EQ(count("rank=1 AND step=999 AND time=1099"), 1);
+    ASSERT_TRUE((*db)->FlushHeartbeats().ok());  // nothing new
+    // Retention: a job whose only activity is a pending heartbeat is active.
+    ASSERT_TRUE((*db)->SetJobOwner("8", 1001).ok());
+    ASSERT_TRUE((*db)->Heartbeat("8", 0, 5, 5000.0).ok());
+    auto inactive = (*db)->InactiveJobs(2000.0);
+    ASSERT_TRUE(inactive.ok()) << inactive.message();
+    EXPECT_EQ(*inactive, std::vector<std::string>{"7"});
+    ASSERT_TRUE((*db)->Heartbeat("7", 0, 1000, 6000.0).ok());
+    auto r = (*db)->PruneJob("7", 2000.0, false, {});
+    ASSERT_TRUE(r.ok()) << r.message();
+    EXPECT_FALSE(r->pruned);
+    EXPECT_EQ(r->kept_because, "recently active");
+    ASSERT_TRUE((*db)->Heartbeat("9", 3, 1, 7000.0).ok());
+  }
+  EXPECT_EQ(count("job_id='9' AND rank=3"), 1);  // written when the StateDb closed
 }
 
 // ---- retention (PruneJob) -----------------------------------------------------------------------
