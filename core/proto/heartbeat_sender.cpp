@@ -177,6 +177,14 @@ namespace {
 
 std::mutex g_mu;  // held while g_sender is made, and across fork()
 std::atomic<HeartbeatSender*> g_sender{nullptr};
+// Senders left alone (a forked child's parent's, a restarted one's) stay reachable from here, so
+// that leak checkers do not report them: they are never deleted (their thread may still hold their
+// locks). A fixed array: the child of a fork must not allocate. Guarded by g_mu.
+HeartbeatSender* g_retired[64];
+size_t g_retired_n = 0;
+void Retire(HeartbeatSender* s) {
+  if (s != nullptr && g_retired_n < sizeof g_retired / sizeof g_retired[0]) g_retired[g_retired_n++] = s;
+}
 
 void StopAtExit() {
   if (HeartbeatSender* s = g_sender.load()) s->Stop(1000);
@@ -187,7 +195,7 @@ void UnlockInParent() { g_mu.unlock(); }
 void ForgetInChild() {
   // The parent's thread does not exist here and the sender's locks may be held by it: that
   // sender is left alone (leaked); the next heartbeat makes the child's own.
-  g_sender.store(nullptr);
+  Retire(g_sender.exchange(nullptr));
   g_mu.unlock();
 }
 
@@ -228,7 +236,10 @@ HeartbeatSender* ExistingProcessHeartbeatSender() { return g_sender.load(); }
 
 void RestartProcessHeartbeatSender() {
   std::lock_guard<std::mutex> l(g_mu);
-  if (HeartbeatSender* s = g_sender.exchange(nullptr)) s->Stop(1000);  // left alone, stopped
+  if (HeartbeatSender* s = g_sender.exchange(nullptr)) {
+    s->Stop(1000);  // left alone, stopped
+    Retire(s);
+  }
 }
 
 }  // namespace autopar
