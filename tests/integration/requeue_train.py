@@ -92,7 +92,10 @@ def main():
         # The step's samples over the job and (this rank's) loss: the job's progress (health).
         requested = False
         if ckpt.enabled() and step % args.heartbeat_every == 0:
-            requested = ckpt.heartbeat(step, samples=args.batch, loss=loss)
+            # A program that obeys the time limit wants the reply of this step's heartbeat (the
+            # flag of the background one comes a heartbeat late): wait=True.
+            requested = ckpt.heartbeat(step, samples=args.batch, loss=loss,
+                                       wait=args.obey_time_limit)
         if args.step_sleep:
             time.sleep(args.step_sleep)
         time_limit = args.obey_time_limit and ckpt.time_limit_reached(requested, step)
