@@ -51,6 +51,16 @@ def job_ids() -> set:
     return set(re.findall(r"JobId=(\d+)", p.stdout))
 
 
+def assert_refused_at_submit(opts: str, error: str, nodes: int = 2):
+    """sbatch with `opts` fails with exactly one autopar line that contains `error`, and nothing is
+    submitted (the contract for every bad option value)."""
+    before = job_ids()
+    p = run(["sbatch", f"-N{nodes}", *opts.split(), "--wrap", "true"])
+    assert p.returncode != 0 and "autopar: " + error in p.stderr, p.stderr
+    assert len([line for line in p.stderr.splitlines() if "autopar: " in line]) == 1, p.stderr
+    assert job_ids() == before
+
+
 def job_state(job_id: str) -> str:
     p = run(["scontrol", "-o", "show", "job", job_id])
     m = re.search(r"JobState=(\S+)", p.stdout)

@@ -15,7 +15,7 @@ Needs the cluster as test_requeue_faults.py does. About 2 min.
 """
 import pytest
 
-from conftest import job_ids, run, wait_job
+from conftest import assert_refused_at_submit, wait_job
 from test_requeue_faults import (events, kinds, need_autopard, reference, restarts,  # noqa: F401
                                  same_model, show_job, submit, train_cmd)
 
@@ -93,8 +93,4 @@ def test_by_default_a_nan_loss_is_told_once_and_the_run_goes_on(tmp_path):
     ("--loss-spike=0.5", "--loss-spike: must be 0 (off) or a factor in (1, 1000], got '0.5'"),
 ])
 def test_bad_values_are_refused_at_submit(tmp_path, opts, error):
-    before = job_ids()
-    p = run(["sbatch", "-N2", *opts.split(), "--wrap", "true"])
-    assert p.returncode != 0 and "autopar: " + error in p.stderr, p.stderr
-    assert len([line for line in p.stderr.splitlines() if "autopar: " in line]) == 1, p.stderr
-    assert job_ids() == before
+    assert_refused_at_submit(opts, error, nodes=2)

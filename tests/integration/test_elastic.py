@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, SOURCE_DIR, job_ids, run, sbatch, wait_job
+from conftest import PYTHON, SOURCE_DIR, assert_refused_at_submit, job_ids, run, sbatch, wait_job
 from test_requeue_faults import (LAUNCH, end_with_node_lost, events, kinds, need_autopard,  # noqa: F401
                                  node_of_rank, restarts, show_job, wait_step)
 
@@ -171,11 +171,7 @@ def test_a_range_starts_on_the_free_nodes_and_grows_back_when_requeued(tmp_path,
     ("--min-nodes=2 --restarts-in-place=2 --ckpt-dir=/tmp/x", "--min-nodes: needs --ckpt-upload"),
 ])
 def test_bad_values_are_refused_at_submit(tmp_path, opts, error):
-    before = job_ids()
-    p = run(["sbatch", "-N2", *opts.split(), "--wrap", "true"])
-    assert p.returncode != 0 and "autopar: " + error in p.stderr, p.stderr
-    assert len([line for line in p.stderr.splitlines() if "autopar: " in line]) == 1, p.stderr
-    assert job_ids() == before
+    assert_refused_at_submit(opts, error, nodes=2)
 
 
 BIG = ["--auto-parallel", "--model=llama-2-70b", "--gpu-type=a100-40gb", "--global-batch=16"]

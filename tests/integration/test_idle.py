@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import PYTHON, SOURCE_DIR, job_ids, run, sbatch, wait_job
+from conftest import PYTHON, SOURCE_DIR, assert_refused_at_submit, run, sbatch, wait_job
 from test_requeue_faults import CLI, LAUNCH, events, kinds, need_autopard, sockets, train_cmd  # noqa: F401
 
 
@@ -78,8 +78,4 @@ def test_a_training_job_is_not_idle_and_its_use_is_measured(tmp_path):
     ("--idle-timeout=ten", "--idle-timeout: must be an integer in [0, 604800], got 'ten'"),
 ])
 def test_bad_values_are_refused_at_submit(tmp_path, opts, error):
-    before = job_ids()
-    p = run(["sbatch", "-N1", opts, "--wrap", "true"])
-    assert p.returncode != 0 and "autopar: " + error in p.stderr, p.stderr
-    assert len([line for line in p.stderr.splitlines() if "autopar: " in line]) == 1, p.stderr
-    assert job_ids() == before
+    assert_refused_at_submit(opts, error, nodes=1)

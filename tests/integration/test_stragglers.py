@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import job_ids, run, wait_job
+from conftest import assert_refused_at_submit, wait_job
 from test_requeue_faults import (events, kinds, need_autopard, node_of_rank, rank_pid,  # noqa: F401
                                  reference_run, restarts, same_model, show_job, submit, train_cmd,
                                  wait_step)
@@ -70,8 +70,4 @@ def test_a_slow_rank_is_flagged_and_its_node_left_out_at_the_next_restart(tmp_pa
     ("--exclude-stragglers=maybe", "--exclude-stragglers: must be yes or no, got 'maybe'"),
 ])
 def test_bad_values_are_refused_at_submit(tmp_path, opts, error):
-    before = job_ids()
-    p = run(["sbatch", "-N1", opts, "--wrap", "true"])
-    assert p.returncode != 0 and "autopar: " + error in p.stderr, p.stderr
-    assert len([line for line in p.stderr.splitlines() if "autopar: " in line]) == 1, p.stderr
-    assert job_ids() == before
+    assert_refused_at_submit(opts, error, nodes=1)
