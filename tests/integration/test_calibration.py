@@ -13,6 +13,7 @@ About 1 min.
 import json
 import re
 from pathlib import Path
+import pytest
 
 from conftest import BUILD_DIR, SOURCE_DIR, cluster_dir, run, sbatch, wait_job
 from test_requeue_faults import CLI, LAUNCH, TRAIN, events, kinds, sockets, submit, train_cmd  # noqa: F401
@@ -72,7 +73,9 @@ def test_a_job_calibrates_the_plans_of_later_jobs(tmp_path):
     assert abs(factor / (measured / planned) - 1) < 1e-5 and 0 < factor < 1, (entry, report)
     assert entry["job"] == job and entry["model"] == "gpt3-1.3b", entry
     assert entry["layout"] == report["layout"] and entry["windows"] == len(windows), entry
-    assert (entry["planned_mfu"], entry["measured_mfu"]) == (planned, measured), entry
+    # The same numbers: the file has 6 significant digits, the report's JSON the rounded double.
+    assert entry["planned_mfu"] == pytest.approx(planned, rel=1e-6), entry
+    assert entry["measured_mfu"] == pytest.approx(measured, rel=1e-6), entry
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", entry["date"]), entry
     assert json.loads(cal.read_text())["gpus"]["h100-80gb"] == other
     assert p.stdout.startswith(f"a100-80gb: calibrated x{factor:.3g} from job {job} "), p.stdout
