@@ -14,6 +14,7 @@ PKGS=(
   hyperfine awscli curl util-linux procps iproute2 jq python3-pytest shellcheck
   chromium  # tests/integration/test_health.py renders the --html report headless
   mandoc  # tests/man/lint_man_pages.sh lints the man pages (docs/man)
+  prometheus  # promtool checks autopard's metrics in the integration tests (docs/metrics.md)
 )
 
 missing=()
@@ -23,7 +24,17 @@ done
 if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # No package's service (prometheus, the system's munge and Slurm daemons) is started by the
+  # install: the tests run their own. policy-rc.d is Debian's switch for that, removed after.
+  policy=/usr/sbin/policy-rc.d
+  own_policy=0
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && own_policy=1
+  fi
+  rc=0
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" || rc=$?
+  if ((own_policy)); then rm -f "$policy"; fi
+  ((rc == 0)) || exit "$rc"
 fi
 
 # Node.js with npm: this machine's image may already ship one (nodesource, npm bundled); Debian's

@@ -46,6 +46,9 @@ namespace autopar {
 // went bad and the job rolls back (--on-bad-loss=rollback); it only ever restarts in place, never
 // through the requeue path.
 enum class FailureClass { kNodeLoss, kRankCrash, kHang, kTimeLimit, kBadLoss, kOom };
+inline constexpr FailureClass kFailureClasses[] = {FailureClass::kNodeLoss, FailureClass::kRankCrash,
+                                                    FailureClass::kHang,     FailureClass::kTimeLimit,
+                                                    FailureClass::kBadLoss,  FailureClass::kOom};
 
 // "node-loss", "rank-crash", "hang", "time-limit", "bad-loss", "oom".
 const char* FailureClassName(FailureClass c);

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "core/ckpt/ckpt_uri.h"
+#include "metrics_server.h"
 
 #include <unistd.h>
 
@@ -244,6 +245,14 @@ const ConfigKey kKeys[] = {
     {"progress_interval_s",
      [](DaemonConfig& c, const std::string& v) {
        return SetInteger(v, 1, 86400, &c.progress_interval_s);
+     }},
+    {"metrics_listen",
+     [](DaemonConfig& c, const std::string& v) {
+       if (v.empty()) return Status::Ok();
+       auto a = ParseListenAddress(v);
+       if (!a) return a.status();
+       c.metrics_listen = v;
+       return Status::Ok();
      }},
 };
 

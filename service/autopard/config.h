@@ -50,6 +50,9 @@ struct DaemonConfig {
   // Training health (issue 13): a job's measured step time, throughput and MFU are journalled
   // ("progress") at most once per this many seconds, from rank 0's heartbeats.
   int progress_interval_s = 30;
+  // Prometheus metrics (metrics_server.h, docs/metrics.md): "ADDRESS:PORT" to serve GET /metrics
+  // on; empty (the default): no listener.
+  std::string metrics_listen;
   // Where every node publishes its journal per job (journal_publisher.h): "file:///shared/dir"
   // or "s3://bucket/prefix" (canonical form); empty: `autopar events` shows this node's only.
   std::string journal_uri;

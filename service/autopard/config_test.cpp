@@ -27,7 +27,8 @@ TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
       "commit_sync = full\n"
       "multipart_threshold = 64M\n"
       "journal_uri = s3://site-bucket/journal/\n"
-      "state_keep_days = 30\n",
+      "state_keep_days = 30\n"
+      "metrics_listen = [::1]:9464\n",
       "a.conf");
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_EQ(c->socket, "/run/x/autopard.sock");
@@ -41,11 +42,13 @@ TEST(DaemonConfigTest, ParsesEveryKindOfKey) {
   EXPECT_EQ(c->commit_sync, CommitSync::kFull);
   EXPECT_EQ(c->multipart_threshold, 64ull << 20);
   EXPECT_EQ(c->state_keep_days, 30);
+  EXPECT_EQ(c->metrics_listen, "[::1]:9464");
   auto defaults = ParseDaemonConfig("multipart_threshold = auto\n", "b.conf");
   ASSERT_TRUE(defaults.ok()) << defaults.message();
   EXPECT_EQ(defaults->commit_sync, CommitSync::kNormal);
   EXPECT_EQ(defaults->multipart_threshold, 0u);
   EXPECT_EQ(defaults->state_keep_days, 14);
+  EXPECT_EQ(defaults->metrics_listen, "");  // off unless configured
   EXPECT_EQ(ParseDaemonConfig("state_keep_days = 0\n", "b.conf")->state_keep_days, 0);
   EXPECT_EQ(c->journal_uri, "s3://site-bucket/journal");
   auto f = ParseDaemonConfig("journal_uri = file:///shared/autopar/journal\n", "b.conf");
@@ -78,6 +81,13 @@ TEST(DaemonConfigTest, ErrorsNameFileLineAndKey) {
        "a.conf:1: state_keep_days: must be an integer in [0, 36500], got '-1'"},
       {"state_keep_days = 2w\n",
        "a.conf:1: state_keep_days: must be an integer in [0, 36500], got '2w'"},
+      {"metrics_listen = 9464\n", "a.conf:1: metrics_listen: must be ADDRESS:PORT, got '9464'"},
+      {"metrics_listen = localhost:9464\n",
+       "a.conf:1: metrics_listen: not a numeric IPv4 address, got 'localhost:9464'"},
+      {"metrics_listen = 127.0.0.1:99999\n",
+       "a.conf:1: metrics_listen: the port must be an integer in [0, 65535], got '127.0.0.1:99999'"},
+      {"metrics_listen = [::1:9464\n", "a.conf:1: metrics_listen: must be [IPV6]:PORT"},
+      {"metrics_listen = [x]:9464\n", "a.conf:1: metrics_listen: not a numeric IPv6 address"},
   };
   for (const auto& c : cases) {
     auto r = ParseDaemonConfig(c.text, "a.conf");

@@ -98,8 +98,10 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
   d->auth_ = std::make_unique<Authorizer>(d->owners_.get(), PrivilegedUids(d->config_.slurm_user));
   d->stores_ = std::make_unique<StoreCache>(d->config_);
   Daemon* self = d.get();
+  d->metrics_ = std::make_unique<NodeMetrics>(AUTOPAR_VERSION, Now());
   d->uploader_ = std::make_unique<Uploader>(d->db_.get(), d->config_, d->stores_.get(),
-                                            [self](const JournalEvent& e) { self->Journal(e); });
+                                            [self](const JournalEvent& e) { (void)self->Journal(e); });
+  d->uploader_->OnUploaded([self](uint64_t bytes, double seconds) { self->metrics_->ObserveUpload(bytes, seconds); });
   if (!d->config_.journal_uri.empty()) {
     auto store = d->stores_->Get(d->config_.journal_uri);
     if (!store) return Status::Error("journal_uri: " + store.message());
@@ -121,7 +123,7 @@ void Daemon::EnableFailureHandling(std::shared_ptr<SlurmActions> slurm) {
   fc.lock_dir = config_.state_dir;
   fc.progress_interval_s = config_.progress_interval_s;
   failure_ = std::make_unique<FailureHandler>(
-      fc, slurm_actions_.get(), RealProcAccess(), [this](const JournalEvent& e) { Journal(e); },
+      fc, slurm_actions_.get(), RealProcAccess(), [this](const JournalEvent& e) { (void)Journal(e); },
       [] { return Now(); });
   failure_ticker_ = std::thread([this] {
     while (!stop_) {
@@ -133,6 +135,7 @@ void Daemon::EnableFailureHandling(std::shared_ptr<SlurmActions> slurm) {
 
 Daemon::~Daemon() {
   Stop();
+  metrics_server_.Stop();
   if (failure_ticker_.joinable()) failure_ticker_.join();
   if (retention_.joinable()) retention_.join();
   if (heartbeat_flusher_.joinable()) heartbeat_flusher_.join();
@@ -143,13 +146,22 @@ Daemon::~Daemon() {
   }
 }
 
-void Daemon::Journal(const JournalEvent& e) {
-  if (Status st = db_->AddEvent(e); !st) {
+Status Daemon::Journal(const JournalEvent& e, pid_t pid, bool own) {
+  Status st = db_->AddEvent(e);
+  if (!st) {
+    if (!own) return st;
     std::fprintf(stderr, "autopard: journal: %s\n", st.message().c_str());
   }
-  // The uploader's ckpt_* events time the checkpoints and complete time-limit requeues.
-  if (failure_) failure_->OnEvent(e, 0);
+  if (own) metrics_->Observe(e);
   if (publisher_) publisher_->Changed(e.job_id);
+  // The uploader's ckpt_* events time the checkpoints and complete time-limit requeues.
+  if (failure_) failure_->OnEvent(e, pid);
+  return Status::Ok();
+}
+
+std::string Daemon::RenderMetrics() {
+  const Uploader::Counts c = uploader_->CurrentCounts();
+  return metrics_->Render({c.queued, c.running, c.waiting_retry, c.bytes_sent}, Now());
 }
 
 Status Daemon::FlushJournal() { return publisher_ ? publisher_->Flush() : Status::Ok(); }
@@ -273,6 +285,17 @@ Status Daemon::Serve() {
   }
   std::fprintf(stderr, "autopard: node %s serving on %s (state %s)\n", config_.node.c_str(),
                path.c_str(), config_.state_dir.c_str());
+  if (!config_.metrics_listen.empty() && metrics_server_.port() == 0) {
+    // Checkpoints and recovery matter more than metrics: a listener that cannot start is one
+    // line in the log, not a node without autopard.
+    auto address = ParseListenAddress(config_.metrics_listen);
+    Status ms = address ? metrics_server_.Start(*address, [this] { return RenderMetrics(); }) : address.status();
+    if (ms) {
+      std::fprintf(stderr, "autopard: metrics on http://%s/metrics\n", config_.metrics_listen.c_str());
+    } else {
+      std::fprintf(stderr, "autopard: metrics_listen: %s (no metrics)\n", ms.message().c_str());
+    }
+  }
   auto listener = std::make_shared<Listener>(lfd);
   for (int i = 0; i < kIdleAcceptors; ++i) StartAcceptor(listener);
   while (!stop_) {
@@ -417,6 +440,7 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
     case Op::kHeartbeat: {
       if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
       if (Status st = db_->Heartbeat(r.job_id, r.rank, r.step, Now()); !st) return Error(st.message());
+      metrics_->CountHeartbeat();
       Reply reply;
       if (failure_) {
         reply.checkpoint_requested = failure_->OnHeartbeat(r.job_id, r.rank, r.step, peer.pid,
@@ -438,9 +462,8 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
         auto job = slurm_actions_->LoadJob(r.job_id);
         if (job.ok() && job->submit_time > 0 && job->submit_time < e.time) e.time = job->submit_time;
       }
-      if (Status st = db_->AddEvent(e); !st) return Error(st.message());
-      if (publisher_) publisher_->Changed(e.job_id);
-      if (failure_) failure_->OnEvent(e, peer.pid);
+      // Not counted in the metrics: a job's programs may send any kind and fields.
+      if (Status st = Journal(e, peer.pid, false); !st) return Error(st.message());
       return Reply{};
     }
     case Op::kEvents:
@@ -635,7 +658,7 @@ Reply Daemon::Restore(const Request& r, const Peer& peer) {
     if (!dl.ok()) {
       reply.restore.skipped.push_back(label + ": " + dl.message());
       JournalEvent e{Now(), config_.node, r.job_id, "ckpt_restore_skipped", r.rank, s.step, dl.message()};
-      Journal(e);
+      (void)Journal(e);
       continue;
     }
     if (!placed.ok()) return Error("restore: " + placed.message());
@@ -653,13 +676,13 @@ Reply Daemon::Restore(const Request& r, const Peer& peer) {
     std::string what = reshard ? StepKeyPrefix(s.job_id, s.step) + " (" + std::to_string(ranks.size()) +
                                      " ranks, written by " + std::to_string(m->world_size) + ")"
                                : RankKeyPrefix(s.job_id, s.step, r.rank);
-    Journal({Now(), config_.node, r.job_id, "ckpt_restored", r.rank, s.step,
+    (void)Journal({Now(), config_.node, r.job_id, "ckpt_restored", r.rank, s.step,
              store.Describe() + "/" + what + " -> " + (reshard ? reply.restore.step_dir : dest) +
                  " bytes_local=" + std::to_string(local_bytes) +
                  " bytes_fetched=" + std::to_string(fetched_bytes)});
     return reply;
   }
-  Journal({Now(), config_.node, r.job_id, "fresh_start", r.rank, -1,
+  (void)Journal({Now(), config_.node, r.job_id, "fresh_start", r.rank, -1,
            "no complete checkpoint in " + store.Describe()});
   return reply;
 }
@@ -723,10 +746,10 @@ Reply Daemon::RestoreLocal(const Request& r, const UserIdentity& id) {
     reply.restore.dir = dir;
     reply.restore.step_dir = dir.substr(0, dir.rfind('/'));
     reply.restore.world_size = mine->world_size;
-    Journal({Now(), config_.node, r.job_id, "ckpt_restored", r.rank, s.step, "local " + dir});
+    (void)Journal({Now(), config_.node, r.job_id, "ckpt_restored", r.rank, s.step, "local " + dir});
     return reply;
   }
-  Journal({Now(), config_.node, r.job_id, "fresh_start", r.rank, -1,
+  (void)Journal({Now(), config_.node, r.job_id, "fresh_start", r.rank, -1,
            "no complete local checkpoint in " + ckpt_dir});
   return reply;
 }

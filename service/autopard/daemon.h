@@ -18,7 +18,9 @@
 #include "core/proto/protocol.h"
 #include "config.h"
 #include "failure_handler.h"
+#include "core/metrics/node_metrics.h"
 #include "journal_publisher.h"
+#include "metrics_server.h"
 #include "state_db.h"
 #include "uploader.h"
 #include "user_fs.h"
@@ -64,6 +66,10 @@ class Daemon {
   };
   PruneSummary PruneState(double now);
   Uploader& uploader() { return *uploader_; }
+  // The Prometheus text of this node (what GET /metrics on metrics_listen answers).
+  std::string RenderMetrics();
+  // The port metrics_listen is bound to (0: no listener).
+  int metrics_port() const { return metrics_server_.port(); }
   const DaemonConfig& config() const { return config_; }
 
  private:
@@ -86,7 +92,10 @@ class Daemon {
   // others wait exits.
   void Accept(std::shared_ptr<Listener> l);
   void ServeConnection(int fd);
-  void Journal(const JournalEvent& e);
+  // Records an event in this node's journal and hands it to failure handling (`pid`: the peer
+  // that sent it, 0 for autopard's own) and to publication; autopard's own events (`own`) are
+  // also counted in the metrics. Errors: the database refused it.
+  Status Journal(const JournalEvent& e, pid_t pid = 0, bool own = true);
   Reply Commit(const Request& r, const Peer& peer);
   Reply Restore(const Request& r, const Peer& peer);
   Reply RestoreLocal(const Request& r, const UserIdentity& id);
@@ -104,6 +113,8 @@ class Daemon {
   std::unique_ptr<StoreCache> stores_;
   std::unique_ptr<Uploader> uploader_;
   std::unique_ptr<JournalPublisher> publisher_;  // null without journal_uri
+  std::unique_ptr<NodeMetrics> metrics_;
+  MetricsServer metrics_server_;  // started by Serve() with metrics_listen
   std::atomic<bool> stop_{false};
   int wake_[2] = {-1, -1};
   std::atomic<uint64_t> staging_counter_{0};

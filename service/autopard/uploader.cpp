@@ -349,6 +349,15 @@ void Uploader::WaitIdle() {
   cv_.wait(l, [&] { return (queue_.empty() && running_ == 0) || stopping_; });
 }
 
+Uploader::Counts Uploader::CurrentCounts() {
+  Counts c;
+  c.bytes_sent = bytes_sent_.load();
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& [id, a] : active_) ++(a->state == "queued" ? c.queued : c.running);
+  c.waiting_retry = static_cast<int64_t>(retrying_.size());
+  return c;
+}
+
 std::vector<UploadInfo> Uploader::Progress(const std::string& job_id) {
   std::vector<UploadInfo> out;
   std::lock_guard<std::mutex> l(mu_);
@@ -442,6 +451,9 @@ void Uploader::Process(int64_t commit_id, std::shared_ptr<Active> active) {
       Transition(*c, *active, CommitEvent::kFailed, st.message(), retry);
     } else if (!c->upload.empty()) {
       Transition(*c, *active, CommitEvent::kUploaded, "", false);
+      if (on_uploaded_) {
+        on_uploaded_(c->bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - active->start).count());
+      }
     }
     if (!st.ok()) {
       // A timer retry that fails again on storage is not a new failure: its error is in the next
@@ -794,7 +806,10 @@ void Uploader::SendSingle(Run& run, size_t i, Latch& latch) {
                         " does not match the MD5 of " + run.Name(i));
     }
     if (s.ok()) s = RecordFile(run.c.id, run.files[i], FileEvent::kPut, info.etag);
-    if (s.ok()) run.active.done += f.size;
+    if (s.ok()) {
+      run.active.done += f.size;
+      bytes_sent_ += f.size;
+    }
     latch.Done(s);
   });
 }
@@ -879,6 +894,7 @@ void Uploader::SendPart(Run& run, size_t i, int pn, Pass& pass) {
       pass.parts[i][static_cast<size_t>(pn - 1)] = rec;
       run.active.done += len;
     }
+    if (s.ok()) bytes_sent_ += len;
     pass.latch.Done(s);
   });
 }

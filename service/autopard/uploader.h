@@ -112,6 +112,17 @@ class Uploader {
 
   TransferOptions Transfer() const;
 
+  // For metrics (core/metrics/node_metrics.h): uploads queued, running and waiting for a retry,
+  // and the bytes sent to storage since start.
+  struct Counts {
+    int64_t queued = 0, running = 0, waiting_retry = 0;
+    uint64_t bytes_sent = 0;
+  };
+  Counts CurrentCounts();
+  // Called after each rank upload to storage that succeeded, with the commit's bytes and the
+  // upload's wall time. Set once, before uploads start.
+  void OnUploaded(std::function<void(uint64_t bytes, double seconds)> f) { on_uploaded_ = std::move(f); }
+
  private:
   struct Active {
     std::string job_id;
@@ -177,6 +188,8 @@ class Uploader {
   Journal journal_;
   TaskPool pool_;
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> bytes_sent_{0};
+  std::function<void(uint64_t, double)> on_uploaded_;
 
   std::mutex file_state_mu_;  // RecordFile's: the file records the threads of one upload share
   std::mutex mu_;

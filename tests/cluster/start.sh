@@ -8,7 +8,8 @@
 #   --restart   stop a running cluster first and start it again
 # Environment:
 #   AUTOPAR_CLUSTER_DIR        state directory (default /tmp/autopar-cluster)
-#   AUTOPAR_CLUSTER_PORT_BASE  slurmctld port; nodes use +1..+4, srun +100..+499 (default 17817)
+#   AUTOPAR_CLUSTER_PORT_BASE  slurmctld port; nodes use +1..+4, their autopard metrics +61..+64,
+#                              srun +100..+499 (default 17817)
 #   AUTOPAR_PLUGIN             SPANK plugin (default <repo>/build/spank/autopar.so)
 #   AUTOPAR_PLUGSTACK_ARGS     arguments for the plugin in plugstack.conf (default: none)
 #   AUTOPAR_AUTOPARD           autopard executable to run on every node (default: none)
@@ -150,6 +151,8 @@ slurm_user = root
 journal_uri = file://$CLUSTER_DIR/journal
 # The local cluster's jobs last seconds: a progress window (docs/health.md) every 2 s.
 progress_interval_s = 2
+# Prometheus metrics (docs/metrics.md) on loopback, one port per node.
+metrics_listen = 127.0.0.1:$((PORT_BASE + 60 + ${node#node}))
 EOF
   # autopard's keys for the checkpoint tests: s3rver's endpoint (its fixed credentials S3RVER),
   # and extra "key = value" lines from AUTOPAR_AUTOPARD_CONF_EXTRA. Root-only: it holds a secret.

@@ -102,3 +102,40 @@ def shared_tmp(tmp_path):
     """A temporary directory every node of the cluster can read and write (all nodes are this host)."""
     tmp_path.chmod(0o777)
     return tmp_path
+
+
+# ---- Prometheus metrics (docs/metrics.md) -----------------------------------------------------
+# Every node's autopard serves them on loopback (tests/cluster/start.sh: metrics_listen).
+
+def metrics_address(node: str) -> str:
+    conf = (cluster_dir() / "etc" / f"autopard-{node}.conf").read_text()
+    return re.search(r"^metrics_listen = (\S+)$", conf, re.M).group(1)
+
+
+def scrape(node: str) -> str:
+    """GET /metrics from `node`'s autopard, checked with Prometheus' own linter (promtool)."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://{metrics_address(node)}/metrics", timeout=10) as r:
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4"), r.headers
+        text = r.read().decode()
+    p = subprocess.run(["promtool", "check", "metrics"], input=text, text=True, capture_output=True)
+    assert p.returncode == 0, f"promtool check metrics on {node}:\n{p.stdout}{p.stderr}"
+    return text
+
+
+def metric_samples(text: str) -> dict:
+    """{(name, ((label, value), ...)): value} of an exposition text (labels sorted)."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.fullmatch(r'([A-Za-z_:][\w:]*)(?:\{(.*)\})? (\S+)', line)
+        assert m, line
+        labels = tuple(sorted(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or "")))
+        out[(m.group(1), labels)] = float(m.group(3))
+    return out
+
+
+def metric(samples: dict, name: str, **labels) -> float:
+    """One sample's value (0 when absent: a counter not yet seen)."""
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)

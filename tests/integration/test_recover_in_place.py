@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, job_state, run, slurm_conf, wait_job
+from conftest import PYTHON, job_state, metric, metric_samples, run, scrape, slurm_conf, wait_job
 from test_requeue_faults import (end_with_node_lost, events, kinds, need_autopard, node_of_rank,  # noqa: F401
                                  rank_pid, record, recovery, reference, restarts, same_model,
                                  show_job, steps_logged, stop_rank_mid_training,
@@ -68,8 +68,12 @@ def assert_recovered_in_place(job, evs, generations):
                for e in restored), restored
 
 
+NODES = ["node1", "node2", "node3", "node4"]
+
+
 def test_killed_rank_restarts_in_place(tmp_path, reference):
     work = tmp_path / "kill"
+    before = {n: metric_samples(scrape(n)) for n in NODES}
     job = submit(work, opts=OPTS, program=train_cmd(work))
     wait_step(work, 0, 22)
     nodes = node_list(job)
@@ -93,6 +97,36 @@ def test_killed_rank_restarts_in_place(tmp_path, reference):
     record("crashed rank (kill -9), in place", recovery_s=round(took, 1), steps_lost=lost,
            interpreters=sorted(started))
     assert took < 60, f"resumed {took:.1f}s after the fault"
+    assert_metrics_tell_the_job(job, before, events(job, "ckpt_complete", "progress"))
+
+
+def assert_metrics_tell_the_job(job, before, evs):
+    """Every node's Prometheus metrics (docs/metrics.md; promtool-checked by scrape) grew by what
+    its journal says the job did there: commits, uploads, the crash and its restart in place,
+    heartbeats; rank 0's node shows the job's step time from its last progress window."""
+    after = {n: metric_samples(scrape(n)) for n in NODES}
+
+    def grew(node, name, **labels):
+        return metric(after[node], name, **labels) - metric(before[node], name, **labels)
+
+    for node in NODES:
+        mine = [e for e in evs if e["node"] == node]
+        for kind, name in (("ckpt_committed", "autopard_checkpoint_commits_total"),
+                           ("ckpt_uploaded", "autopard_checkpoint_uploads_total")):
+            assert grew(node, name) == len(kinds(mine, kind)), (node, name, kinds(mine, kind))
+        assert grew(node, "autopard_upload_duration_seconds_count") == len(kinds(mine, "ckpt_uploaded"))
+        assert (grew(node, "autopard_upload_bytes_total") > 0) == bool(kinds(mine, "ckpt_uploaded")), node
+    assert sum(grew(n, "autopard_failures_total", **{"class": "rank-crash"}) for n in NODES) == 1
+    assert sum(grew(n, "autopard_restarts_in_place_total", **{"class": "rank-crash"}) for n in NODES) == 1
+    assert sum(grew(n, "autopard_requeues_total", **{"class": c})
+               for n in NODES for c in ("rank-crash", "hang", "node-loss")) == 0
+    progress = kinds(evs, "progress")
+    rank0 = progress[-1]["node"]
+    assert grew(rank0, "autopard_heartbeats_total") > 0
+    # The last window journalled is what the gauges hold (one more may have come since: retry).
+    step_s = metric(after[rank0], "autopard_job_step_seconds", job=job)
+    assert step_s in [float(e["fields"]["step_s"]) for e in progress], (step_s, progress[-3:])
+    assert metric(after[rank0], "autopard_job_step", job=job) in [e["step"] for e in progress]
 
 
 def warm_interpreters_of(job: str):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import assert_refused_at_submit, wait_job
+from conftest import assert_refused_at_submit, metric, metric_samples, scrape, wait_job
 from test_requeue_faults import (events, kinds, need_autopard, node_of_rank, rank_pid,  # noqa: F401
                                  reference_run, restarts, same_model, show_job, submit, train_cmd,
                                  wait_step)
@@ -49,6 +49,10 @@ def test_a_slow_rank_is_flagged_and_its_node_left_out_at_the_next_restart(tmp_pa
     f = flagged[0]["fields"]
     assert float(f["ratio"]) > 1.25 and float(f["compute_s"]) >= 0.1, f
     assert int(f["windows"]) == 3 and f["excluded_next"] == "yes", f
+    # ... and in the metrics of the node that flagged it (rank 0's: docs/metrics.md).
+    samples = metric_samples(scrape(flagged[0]["node"]))
+    ratio = metric(samples, "autopard_job_straggler_ratio", job=job, rank="3", node=slow_node)
+    assert ratio == float(f["ratio"]), (ratio, f)
     # A crash after the flag: the in-place restart leaves the straggler's node out.
     os.kill(rank_pid(job, 1), signal.SIGKILL)
     assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
