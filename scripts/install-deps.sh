@@ -14,6 +14,7 @@ PKGS=(
   hyperfine awscli curl util-linux procps iproute2 jq python3-pytest shellcheck
   chromium  # tests/integration/test_health.py renders the --html report headless
   mandoc  # tests/man/lint_man_pages.sh lints the man pages (docs/man)
+  file  # CPack's DEB generator finds the binaries to give to dpkg-shlibdeps (scripts/package.sh)
   prometheus  # promtool checks autopard's metrics in the integration tests (docs/metrics.md)
 )
 

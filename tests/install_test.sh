@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
-# `cmake --install` puts autopar.so in Slurm's plugin directory, the programs in bin and the
-# configuration examples under etc/autopar, the man pages by section under MAN_DIR. Installs into a
-# DESTDIR staging tree and checks.
-# Usage: install_test.sh BUILD_DIR PLUGIN_DIR PREFIX ETC_DIR MAN_DIR
+# `cmake --install` puts autopar.so in Slurm's plugin directory, the programs in bin, the
+# plugstack.conf snippet under <sysconfdir>/slurm/plugstack.conf.d, the examples under
+# etc/autopar, the man pages by section under MAN_DIR. Installs into a DESTDIR staging tree and
+# checks.
+# Usage: install_test.sh BUILD_DIR PLUGIN_DIR PREFIX ETC_DIR MAN_DIR   (ETC_DIR: <sysconfdir>/autopar)
 set -euo pipefail
 build=$1 plugin_dir=$2 prefix=$3 etc_dir=$4 man_dir=$5
+snippet=$(dirname -- "$etc_dir")/slurm/plugstack.conf.d/autopar.conf
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 DESTDIR=$stage cmake --install "$build" >/dev/null
 fail=0
 for f in "$plugin_dir/autopar.so" "$prefix/bin/autopar" "$prefix/bin/autopar-launch" \
-  "$etc_dir/plugstack.conf.d/autopar.conf" "$etc_dir/examples/train.sbatch" \
+  "$snippet" "$etc_dir/examples/train.sbatch" \
   "$etc_dir/examples/train_ddp.py" "$man_dir/man1/autopar.1" "$man_dir/man1/autopar-launch.1" \
   "$man_dir/man5/autopard.conf.5" "$man_dir/man8/autopard.8" "$man_dir/man8/autopar.spank.8"; do
   if [[ -e $stage$f ]]; then echo "installed: $f"; else echo "MISSING: $f"; fail=1; fi
 done
+# The Python module, where that prefix's python3 finds it (python/CMakeLists.txt).
+if compgen -G "$stage$prefix/lib/python3*/dist-packages/autopar/ckpt.py" >/dev/null; then
+  echo "installed: the Python module autopar"
+else
+  echo "MISSING: $prefix/lib/python3*/dist-packages/autopar"
+  fail=1
+fi
 # Exactly the public headers (the C APIs, nccl.h and the status.h it needs), each usable alone
 # from the installed tree: internal headers stay beside their sources (issue 17).
 headers=$(cd "$stage$prefix/include" && find . -type f | sort | tr '\n' ' ')

@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# The Debian packages end to end (issue 14): builds them with CPack from the build directory,
+# installs them with dpkg, enables the plugin the way an admin does (uncommenting the line of the
+# installed /etc/slurm/plugstack.conf.d/autopar.conf), runs a job on a local cluster of its own
+# that uses only installed files (Debian's /etc/slurm/plugstack.conf, the plugin in Slurm's plugin
+# directory, /usr/sbin/autopard, /usr/bin/autopar-launch and /usr/bin/autopar, the Python module
+# from dist-packages), then removes the packages (the conffiles stay) and purges them (nothing
+# stays). Prints one line per check.
+#
+# Usage: test_packages.sh BUILD_DIR PLUGIN_DIR   (ctest: integration.packages; run as root)
+#   BUILD_DIR is configured for the /usr prefix (scripts/build.sh) and built.
+# Refuses to run when autopar is already on this machine (a package, or files where the packages
+# go): it would replace that installation and then purge it.
+# Environment:
+#   AUTOPAR_PACKAGES_DIR        the cluster's directory (default /tmp/autopar-cluster-packages)
+#   AUTOPAR_PACKAGES_PORT_BASE  default: the first of 47817, 48817, ... whose ports are all free
+set -euo pipefail
+
+build=$(cd -- "${1:?usage: test_packages.sh BUILD_DIR PLUGIN_DIR}" && pwd)
+plugin_dir=${2:?usage: test_packages.sh BUILD_DIR PLUGIN_DIR}
+cluster_scripts=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../cluster" && pwd)
+export AUTOPAR_CLUSTER_DIR=${AUTOPAR_PACKAGES_DIR:-/tmp/autopar-cluster-packages}
+export SLURM_CONF=$AUTOPAR_CLUSTER_DIR/etc/slurm.conf
+snippet=/etc/slurm/plugstack.conf.d/autopar.conf
+# Every place the packages put something of their own: none may exist before, or after the purge.
+own_paths=(/usr/bin/autopar /usr/bin/autopar-launch /usr/sbin/autopard "$plugin_dir/autopar.so"
+  /usr/lib/python3/dist-packages/autopar /usr/include/autopar /usr/libexec/autopar /etc/autopar
+  "$snippet" /usr/lib/systemd/system/autopard.service /var/lib/autopard /run/autopard)
+
+say() { printf 'packages: %s\n' "$*"; }
+failures=0
+ok() { printf 'ok   %s\n' "$*"; }
+bad() {
+  failures=$((failures + 1))
+  printf 'FAIL %s\n' "$*"
+}
+# check DESCRIPTION COMMAND...: ok if the command succeeds.
+check() {
+  local what=$1
+  shift
+  if "$@"; then ok "$what"; else bad "$what"; fi
+}
+# stop_here MESSAGE: a failure the later steps cannot go on from.
+stop_here() {
+  bad "$*"
+  exit 1
+}
+
+# --- refuse to touch an existing installation ------------------------------------------------
+
+((EUID == 0)) || { say "error: run as root (dpkg -i, the cluster)" >&2; exit 1; }
+for p in autopar autopard; do
+  # db:Status-Abbrev is "un " for a package dpkg knows but that is not installed.
+  status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null) || status=""
+  if [[ -n $status && $status != "un " ]]; then
+    say "error: the package $p is already on this machine (dpkg status '$status'); this test" \
+      "installs and purges its own build: remove it first (dpkg -P $p) or run the test elsewhere" >&2
+    exit 1
+  fi
+done
+for f in "${own_paths[@]}"; do
+  if [[ -e $f ]]; then
+    say "error: $f exists but belongs to no autopar package (cmake --install?); this test would" \
+      "overwrite it and then purge it: remove that installation first" >&2
+    exit 1
+  fi
+done
+
+# free_port_base: the first base of 47817, 48817, ... where nothing listens on base..base+499
+# (slurmctld, slurmd, autopard metrics and srun ports), as selftest.sh picks its own.
+free_port_base() {
+  local base listening
+  listening=$(ss -Hltn | awk '{ n = split($4, a, ":"); print a[n] }')
+  for ((base = 47817; base <= 63817; base += 1000)); do
+    if ! awk -v lo="$base" -v hi="$((base + 499))" '$1 >= lo && $1 <= hi { found = 1 } END { exit !found }' \
+      <<<"$listening"; then
+      printf '%s' "$base"
+      return 0
+    fi
+  done
+  return 1
+}
+export AUTOPAR_CLUSTER_PORT_BASE=${AUTOPAR_PACKAGES_PORT_BASE:-$(free_port_base)}
+
+work=$(mktemp -d /tmp/autopar-packages-test.XXXXXX)
+chmod 0755 "$work"
+installed=0 cluster=0
+cleanup() {
+  local rc=$?
+  if ((cluster)); then
+    if ((rc || failures)); then
+      "$cluster_scripts/stop.sh" >/dev/null 2>&1 || true
+      say "logs kept in $AUTOPAR_CLUSTER_DIR/log" >&2
+    else
+      "$cluster_scripts/stop.sh" --clean >/dev/null 2>&1 || true
+    fi
+  fi
+  # Whatever failed, leave the machine as it was: this test installed them, nobody else had them.
+  if ((installed)); then dpkg -P autopard autopar >/dev/null 2>&1 || true; fi
+  rm -rf "$work"
+  if ((rc == 0 && failures)); then rc=1; fi
+  if ((rc)); then say "FAILED ($failures failed checks)" >&2; else say "passed"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+t0=$SECONDS
+
+# --- build and inspect the packages ----------------------------------------------------------
+
+# From the build directory as it is (cpack's preinstall step builds nothing after scripts/build.sh).
+(cd "$build" && cpack -G DEB -B "$work/packages") >"$work/cpack.log" 2>&1 ||
+  { cat "$work/cpack.log" >&2; stop_here "cpack -G DEB"; }
+shopt -s nullglob
+debs=("$work"/packages/autopar_*.deb "$work"/packages/autopard_*.deb)
+shopt -u nullglob
+((${#debs[@]} == 2)) || stop_here "cpack made autopar_*.deb and autopard_*.deb (got: ${debs[*]})"
+ok "cpack -G DEB made $(basename "${debs[0]}") and $(basename "${debs[1]}") in $((SECONDS - t0))s"
+
+# contents DEB: its files and links (not directories), one path a line.
+contents() { dpkg-deb -c "$1" | awk '$1 !~ /^d/ { print $6 }' | sed 's|^\.||' | sort; }
+has_all() { # has_all LIST PATH...: every PATH is a line of LIST.
+  local list=$1 f
+  shift
+  for f in "$@"; do grep -qxF -- "$f" <<<"$list" || { echo "  missing: $f"; return 1; }; done
+}
+autopar_files=$(contents "${debs[0]}")
+autopard_files=$(contents "${debs[1]}")
+check "autopar holds the plugin, launcher, CLI, library, Python module and snippet" \
+  has_all "$autopar_files" "$plugin_dir/autopar.so" /usr/bin/autopar-launch /usr/bin/autopar \
+  /usr/lib/python3/dist-packages/autopar/__init__.py /usr/lib/python3/dist-packages/autopar/ckpt.py "$snippet" \
+  /usr/share/man/man8/autopar.spank.8
+check "autopar holds libautopar" grep -q '^/usr/lib/.*/libautopar\.so\.[0-9]*$' <<<"$autopar_files"
+check "autopard holds the daemon, its unit, configuration and man pages" \
+  has_all "$autopard_files" /usr/sbin/autopard /usr/lib/systemd/system/autopard.service \
+  /etc/autopar/autopard.conf /usr/share/man/man8/autopard.8 /usr/share/man/man5/autopard.conf.5
+check "the two share no file" test -z "$(comm -12 <(printf '%s\n' "$autopar_files") <(printf '%s\n' "$autopard_files"))"
+depends=$(dpkg-deb -f "${debs[0]}" Depends)
+check "autopar depends on Slurm's plugin package and python3 ($depends)" \
+  grep -qE 'slurm-wlm-basic-plugins \(>= [0-9.]+\).*python3.*libpmix' <<<"$depends"
+version=$(dpkg-deb -f "${debs[0]}" Version)
+check "autopard depends on autopar $version and libslurm" \
+  grep -qE "autopar \(= $version\).*libslurm" <<<"$(dpkg-deb -f "${debs[1]}" Depends)"
+
+# --- install ---------------------------------------------------------------------------------
+
+installed=1
+dpkg -i "${debs[@]}" >"$work/dpkg-i.log" 2>&1 || { cat "$work/dpkg-i.log" >&2; stop_here "dpkg -i (every dependency is in scripts/install-deps.sh)"; }
+ok "dpkg -i installed both"
+dpkg -L autopar autopard | sort -u >"$work/installed-files"
+conffiles() { dpkg-query -W -f='${Conffiles}\n' "$1" | awk 'NF { print $1 }'; }
+check "autopard's conffile: /etc/autopar/autopard.conf" has_all "$(conffiles autopard)" /etc/autopar/autopard.conf
+check "autopar's conffile: the snippet" has_all "$(conffiles autopar)" "$snippet"
+check "the snippet is installed off (no plugin line)" \
+  test -z "$(grep -E '^[[:space:]]*(required|optional)[[:space:]]' "$snippet" || true)"
+check "autopard.conf is root-only (0600)" test "$(stat -c %a /etc/autopar/autopard.conf)" = 600
+check "postinst made /var/lib/autopard (0700)" test "$(stat -c %a /var/lib/autopard 2>/dev/null)" = 700
+started=""
+for exe in /proc/[0-9]*/exe; do
+  [[ $(readlink "$exe" 2>/dev/null) == /usr/sbin/autopard ]] && started+=" ${exe//[^0-9]/}"
+done
+check "postinst started no autopard" test -z "$started"
+check "ldconfig knows libautopar" grep -q 'libautopar\.so\.[0-9]' <<<"$(ldconfig -p)"
+module=$(cd / && env -i PATH=/usr/bin:/bin /usr/bin/python3 -c 'import autopar; print(autopar.__file__)')
+check "python3 imports autopar from dist-packages ($module)" \
+  test "$module" = /usr/lib/python3/dist-packages/autopar/__init__.py
+
+# --- a job on a cluster of its own, from the installed files only ----------------------------
+
+# The admin's step: uncomment the plugin line, with this cluster's per-node autopard sockets.
+sed -i -E "s|^#[[:space:]]*(required [^ ]*/autopar\.so)\$|\1 socket=$AUTOPAR_CLUSTER_DIR/run/autopard-%n.sock|" "$snippet"
+check "the admin's edit enabled the snippet's line" grep -qE "^required $plugin_dir/autopar\.so socket=" "$snippet"
+# The nodes read Debian's own /etc/slurm/plugstack.conf, which includes plugstack.conf.d/*.conf.
+# Nothing of the caller's environment (another cluster's settings, the build tree) reaches them.
+t=$SECONDS
+cluster=1
+env -u AUTOPAR_PLUGSTACK_ARGS -u AUTOPAR_S3_ENDPOINT -u AUTOPAR_AUTOPARD_CONF_EXTRA -u PYTHONPATH \
+  AUTOPAR_PLUGSTACK_INCLUDE=/etc/slurm/plugstack.conf AUTOPAR_AUTOPARD=/usr/sbin/autopard \
+  AUTOPAR_PLUGIN=/nonexistent "$cluster_scripts/start.sh" --restart >"$work/start.log" 2>&1 ||
+  { cat "$work/start.log" >&2; stop_here "start.sh (its own cluster, $AUTOPAR_CLUSTER_DIR)"; }
+ok "a cluster of its own started in $((SECONDS - t))s ($AUTOPAR_CLUSTER_DIR, port $AUTOPAR_CLUSTER_PORT_BASE)"
+
+cat >"$work/job.py" <<'EOF'
+# One rank: import autopar (from wherever python3 finds it) and commit a checkpoint of step 0.
+import os
+import autopar
+from autopar import ckpt
+with open(os.path.join(ckpt.step_dir(0), "rank.txt"), "w") as f:
+    f.write(f"rank {ckpt.rank()}\n")
+reply = ckpt.commit(0)
+print(f"RANK {ckpt.rank()} world={os.environ['WORLD_SIZE']} pp={os.environ.get('AUTOPAR_PP')} "
+      f"files={reply['files']} module={autopar.__file__}", flush=True)
+EOF
+cat >"$work/job.sh" <<EOF
+#!/bin/bash
+#SBATCH -N 2 --ntasks-per-node=1 -o $work/job.out
+#SBATCH --ckpt-dir=$work/ckpt/%j/%n
+#SBATCH --auto-parallel=tp=1,pp=2 --model=llama-2-7b --gpu-type=a100-80gb --global-batch=64 --seq-len=2048
+echo "LAUNCHER \$(command -v autopar-launch)"
+srun --mpi=pmix autopar-launch -- /usr/bin/python3 $work/job.py
+EOF
+mkdir -m 0755 "$work/ckpt"
+job=$(cd "$work" && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin SLURM_CONF="$SLURM_CONF" \
+  sbatch --parsable job.sh 2>"$work/sbatch.err") || { cat "$work/sbatch.err" >&2; stop_here "sbatch with autopar's options"; }
+job=${job%%;*}
+state=""
+for ((i = 0; i < 240; i++)); do
+  state=$(scontrol -o show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2) || state=""
+  case $state in PENDING | RUNNING | CONFIGURING | COMPLETING | "") sleep 0.5 ;; *) break ;; esac
+done
+out=$(cat "$work/job.out" 2>/dev/null || true)
+check "job $job with --ckpt-dir and --auto-parallel COMPLETED (state $state)" test "$state" = COMPLETED
+[[ $state == COMPLETED ]] || printf 'its output:\n%s\n' "$out"
+check "the job ran /usr/bin/autopar-launch" grep -qx 'LAUNCHER /usr/bin/autopar-launch' <<<"$out"
+ranks=$(grep -c "^RANK [01] world=2 pp=2 files=1 module=/usr/lib/python3/dist-packages/autopar/__init__.py\$" <<<"$out" || true)
+check "both ranks got the plan, imported autopar from dist-packages and committed step 0" test "$ranks" = 2
+steps=$(/usr/bin/autopar ckpt ls "$job" --json --socket "$AUTOPAR_CLUSTER_DIR/run/autopard-node1.sock" 2>&1 || true)
+check "/usr/bin/autopar ckpt ls shows the job's step 0 ($steps)" \
+  /usr/bin/python3 -c 'import json, sys; sys.exit(0 if [s["step"] for s in json.loads(sys.argv[1])] == [0] else 1)' \
+  "$steps" 2>/dev/null
+t=$SECONDS
+"$cluster_scripts/stop.sh" >"$work/stop.log" 2>&1 || { cat "$work/stop.log" >&2; stop_here "stop.sh"; }
+ok "its cluster stopped in $((SECONDS - t))s"
+
+# --- remove: the conffiles (the admin's edit too) and the state stay -------------------------
+
+dpkg -r autopard autopar >"$work/dpkg-r.log" 2>&1 || { cat "$work/dpkg-r.log" >&2; stop_here "dpkg -r"; }
+ok "dpkg -r removed both"
+for p in autopar autopard; do
+  check "$p is left with its configuration only" test "$(dpkg-query -W -f='${db:Status-Abbrev}' "$p")" = "rc "
+done
+check "the conffiles stay, the admin's edit with them" \
+  grep -qE "^required $plugin_dir/autopar\.so socket=" "$snippet"
+check "autopard.conf stays" test -f /etc/autopar/autopard.conf
+check "autopard's state stays until the purge" test -d /var/lib/autopard
+check "the programs are gone" test ! -e /usr/bin/autopar -a ! -e /usr/sbin/autopard -a ! -e "$plugin_dir/autopar.so"
+
+# --- purge: nothing stays --------------------------------------------------------------------
+
+dpkg -P autopard autopar >"$work/dpkg-p.log" 2>&1 || { cat "$work/dpkg-p.log" >&2; stop_here "dpkg -P"; }
+installed=0
+ok "dpkg -P purged both"
+for p in autopar autopard; do
+  status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null) || status=""
+  check "dpkg forgot $p" test -z "$status" -o "$status" = "un "
+done
+left=()
+while read -r f; do
+  [[ -e $f || -L $f ]] || continue
+  # Directories shared with other packages (/usr/bin, /etc/slurm/plugstack.conf.d, ...) stay.
+  [[ -d $f && ! -L $f ]] && dpkg -S "$f" >/dev/null 2>&1 && continue
+  left+=("$f")
+done <"$work/installed-files"
+for f in "${own_paths[@]}"; do [[ -e $f ]] && left+=("$f"); done
+left_list=none
+((${#left[@]} == 0)) || left_list=$(printf '%s\n' "${left[@]}" | sort -u | tr '\n' ' ')
+check "no file of either package is left ($left_list)" test "$left_list" = none
+check "ldconfig forgot libautopar" test -z "$(ldconfig -p | grep libautopar || true)"
+say "wall time $((SECONDS - t0))s"
