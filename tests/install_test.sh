@@ -14,7 +14,8 @@ fail=0
 for f in "$plugin_dir/autopar.so" "$prefix/bin/autopar" "$prefix/bin/autopar-launch" \
   "$snippet" "$etc_dir/examples/train.sbatch" \
   "$etc_dir/examples/train_ddp.py" "$man_dir/man1/autopar.1" "$man_dir/man1/autopar-launch.1" \
-  "$man_dir/man5/autopard.conf.5" "$man_dir/man8/autopard.8" "$man_dir/man8/autopar.spank.8"; do
+  "$man_dir/man5/autopard.conf.5" "$man_dir/man8/autopard.8" "$man_dir/man8/autopar.spank.8" \
+  "$prefix/share/autopar/grafana/autopar.json"; do
   if [[ -e $stage$f ]]; then echo "installed: $f"; else echo "MISSING: $f"; fail=1; fi
 done
 # The Python module, where that prefix's python3 finds it (python/CMakeLists.txt).

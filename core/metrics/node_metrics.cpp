@@ -5,7 +5,6 @@
 
 #include "core/failure/requeue_policy.h"
 #include "core/failure/timeline.h"
-#include "core/text.h"
 
 namespace autopar {
 namespace {
@@ -137,11 +136,10 @@ void NodeMetrics::Observe(const JournalEvent& e) {
   } else if (e.kind == event_kind::kStraggler) {
     ++counters_[{"autopard_stragglers_total", ""}];
     double ratio = 0;
-    const auto rank = ParseInt(Field(f, "rank"), 0, 1 << 24);
-    if (rank && ParseNumber(Field(f, "ratio"), &ratio)) {
+    if (e.rank >= 0 && ParseNumber(Field(f, "ratio"), &ratio)) {  // the event's rank is the straggler
       JobSeries& j = jobs_[e.job_id];
       j.updated = e.time;
-      j.stragglers[{static_cast<int>(*rank), Field(f, "node")}] = ratio;
+      j.stragglers[{e.rank, Field(f, "node")}] = ratio;
     }
   } else if (e.kind == event_kind::kProgress) {
     JobSeries& j = jobs_[e.job_id];

@@ -91,7 +91,9 @@ TEST(NodeMetricsTest, JobSeriesFollowProgressAndStragglersThenExpire) {
   m.Observe(Ev("42", "progress", "steps=10 step_s=0.250 samples_per_s=64.00 loss=2.500000 "
                                  "planned_step_s=0.200 planned_mfu=0.4000 mfu=0.3200 vs_plan=1.250",
                1000, 30));
-  m.Observe(Ev("42", "straggler", "rank=3 node=node2 compute_s=0.4 median_s=0.2 ratio=2.00 windows=3", 1001));
+  JournalEvent straggler = Ev("42", "straggler", "node=node2 compute_s=0.4 median_s=0.2 ratio=2.00 windows=3", 1001);
+  straggler.rank = 3;
+  m.Observe(straggler);
   std::string text = m.Render({}, 1002);
   EXPECT_EQ(Sample(text, "autopard_job_step{job=\"42\"}"), 30);
   EXPECT_EQ(Sample(text, "autopard_job_step_seconds{job=\"42\"}"), 0.25);
