@@ -196,7 +196,7 @@ std::optional<RankInfo> ProgramRank(const RankInfo& step, const std::vector<int>
   std::optional<int> position;
   for (size_t i = 0; i < active.size(); ++i) {
     const int n = active[i];
-    const int tasks = n >= 0 && n < static_cast<int>(tasks_per_node.size()) ? tasks_per_node[n] : 0;
+    const int tasks = n >= 0 && n < static_cast<int>(tasks_per_node.size()) ? tasks_per_node[static_cast<size_t>(n)] : 0;
     if (n == step.node_rank) position = static_cast<int>(i);
     if (!position) before += tasks;
     size += tasks;
@@ -216,7 +216,7 @@ Result<std::vector<int>> ReplaceLostNodes(const std::vector<int>& active, const 
   std::vector<int> free = standby;
   std::sort(free.begin(), free.end());
   auto tasks = [&](int n) {
-    return n >= 0 && n < static_cast<int>(tasks_per_node.size()) ? tasks_per_node[n] : 0;
+    return n >= 0 && n < static_cast<int>(tasks_per_node.size()) ? tasks_per_node[static_cast<size_t>(n)] : 0;
   };
   for (int& n : out) {
     if (std::find(lost.begin(), lost.end(), n) == lost.end()) continue;
@@ -238,7 +238,7 @@ std::vector<int> ReplaceOrDropLostNodes(const std::vector<int>& active, const st
   std::vector<int> free = standby;
   std::sort(free.begin(), free.end());
   auto tasks = [&](int n) {
-    return n >= 0 && n < static_cast<int>(tasks_per_node.size()) ? tasks_per_node[n] : 0;
+    return n >= 0 && n < static_cast<int>(tasks_per_node.size()) ? tasks_per_node[static_cast<size_t>(n)] : 0;
   };
   for (int n : active) {
     if (std::find(lost.begin(), lost.end(), n) == lost.end()) {

@@ -19,8 +19,12 @@ for tool in clang clang++; do
   command -v "${tool}" >/dev/null || { echo "fuzz.sh: ${tool} not found (apt-get install clang)" >&2; exit 1; }
 done
 
-CC=clang CXX=clang++ cmake -S "${root}" -B "${build}" -DAUTOPAR_FUZZ=ON -DAUTOPAR_BUILD_TESTS=OFF \
-  -DAUTOPAR_BUILD_BENCH=OFF -DAUTOPAR_WITH_CUDA=OFF >/dev/null
+# A build directory configured already keeps its settings (scripts/test.sh's sanitizer build has
+# the unit tests in it too).
+if ! grep -q '^AUTOPAR_FUZZ:BOOL=ON$' "${build}/CMakeCache.txt" 2>/dev/null; then
+  CC=clang CXX=clang++ cmake -S "${root}" -B "${build}" -DAUTOPAR_FUZZ=ON -DAUTOPAR_BUILD_TESTS=OFF \
+    -DAUTOPAR_BUILD_BENCH=OFF -DAUTOPAR_WITH_CUDA=OFF >/dev/null
+fi
 cmake --build "${build}" -j "${jobs}" --target autopar_fuzz_targets
 
 if [[ -n "${AUTOPAR_FUZZ_TARGETS:-}" ]]; then

@@ -16,6 +16,7 @@ PKGS=(
   mandoc  # tests/man/lint_man_pages.sh lints the man pages (docs/man)
   file  # CPack's DEB generator finds the binaries to give to dpkg-shlibdeps (scripts/package.sh)
   prometheus  # promtool checks autopard's metrics in the integration tests (docs/metrics.md)
+  clang libclang-rt-14-dev  # scripts/test.sh's sanitizer + libFuzzer build (fuzz/)
 )
 
 missing=()

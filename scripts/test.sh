@@ -10,12 +10,16 @@ cd "$AUTOPAR_REPO"
 bash scripts/install-deps.sh
 bash scripts/build.sh
 
-# The unit tests once more under AddressSanitizer + UndefinedBehaviorSanitizer (CONVENTIONS.md).
-asan=$AUTOPAR_BUILD_DIR-asan
-cmake -S . -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DAUTOPAR_SANITIZE=ON -DAUTOPAR_BUILD_BENCH=OFF >/dev/null
-cmake --build "$asan" -j"$(nproc)" --target autopar_unit_tests
+# One clang build with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer's coverage
+# (-DAUTOPAR_FUZZ=ON): the unit tests once more under the sanitizers (CONVENTIONS.md), then every
+# fuzz target for a few seconds on its seed corpus (scripts/fuzz.sh; longer runs: bench/RESULTS.md).
+san=$AUTOPAR_BUILD_DIR-san
+CC=clang CXX=clang++ cmake -S . -B "$san" -DCMAKE_BUILD_TYPE=Debug -DAUTOPAR_FUZZ=ON \
+  -DAUTOPAR_BUILD_BENCH=OFF -DAUTOPAR_WITH_CUDA=OFF >/dev/null
+cmake --build "$san" -j"$(nproc)" --target autopar_unit_tests autopar_fuzz_targets
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest --test-dir "$asan" -L unit -LE program --output-on-failure -j2
+  ctest --test-dir "$san" -L unit -LE program --output-on-failure -j2
+AUTOPAR_FUZZ_BUILD=$san bash scripts/fuzz.sh 5
 
 # The services the tests use: the local Slurm cluster and an S3 server on loopback.
 s3_state=$AUTOPAR_CLUSTER_DIR-s3

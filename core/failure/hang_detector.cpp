@@ -22,7 +22,7 @@ std::string HangVerdict::Describe() const {
 }
 
 HangDetector::HangDetector(HangSettings settings, double start_s, std::vector<int> expected_ranks)
-    : settings_(settings), start_s_(start_s), last_progress_s_(start_s) {
+    : settings_(settings), last_progress_s_(start_s) {
   for (int r : expected_ranks) ranks_[r];
 }
 

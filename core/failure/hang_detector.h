@@ -70,7 +70,6 @@ class HangDetector {
   };
   double LimitS() const;
   HangSettings settings_;
-  double start_s_;
   double last_progress_s_;
   bool progressed_ = false;
   std::map<int, RankState> ranks_;

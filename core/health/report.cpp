@@ -40,7 +40,7 @@ std::string Percent(double v) { return FormatFixed(v * 100, 1) + "%"; }
 // 1234567.8 -> "1,234,568"
 std::string Thousands(double v) {
   std::string digits = std::to_string(static_cast<long long>(v + 0.5));
-  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
   return digits;
 }
 
