@@ -114,6 +114,16 @@ const ConfigKey kKeys[] = {
        c.socket_mode = static_cast<mode_t>(m);
        return Status::Ok();
      }},
+    {"max_connections",
+     [](DaemonConfig& c, const std::string& v) { return SetInteger(v, 1, 65536, &c.max_connections); }},
+    {"max_connections_per_uid",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetInteger(v, 1, 65536, &c.max_connections_per_uid);
+     }},
+    {"request_timeout_s",
+     [](DaemonConfig& c, const std::string& v) { return SetInteger(v, 1, 3600, &c.request_timeout_s); }},
+    {"idle_timeout_s",
+     [](DaemonConfig& c, const std::string& v) { return SetInteger(v, 1, 86400, &c.idle_timeout_s); }},
     {"state_dir",
      [](DaemonConfig& c, const std::string& v) { return SetPath(v, false, &c.state_dir); }},
     {"commit_sync",

@@ -24,6 +24,14 @@ namespace autopar {
 struct DaemonConfig {
   std::string socket = "/run/autopard/autopard.sock";
   mode_t socket_mode = 0666;  // every user may connect; each request is authorized inside
+  // Connections served at once (connection_limits.h): in all, and per peer uid; over a limit a
+  // connection gets one error line and is closed. A request must arrive whole within
+  // request_timeout_s of its first byte (also the longest a reply may wait for the peer to read
+  // it); a connection without a request for idle_timeout_s is closed.
+  int max_connections = 1024;
+  int max_connections_per_uid = 128;
+  int request_timeout_s = 10;
+  int idle_timeout_s = 600;
   std::string state_dir = "/var/lib/autopard";
   // commit_sync: kNormal (default) acknowledges a commit once it is in SQLite's WAL file (any
   // crash or restart of autopard keeps it); kFull also waits for the disk flush (power loss).

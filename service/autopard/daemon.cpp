@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -80,6 +81,7 @@ std::vector<uid_t> PrivilegedUids(const std::string& slurm_user) {
 
 Daemon::Daemon(const DaemonConfig& config, std::unique_ptr<JobOwnerLookup> owners)
     : config_(config),
+      limits_(config.max_connections, config.max_connections_per_uid),
       owners_(std::make_unique<CachedJobOwners>(std::move(owners),
                                                 std::chrono::seconds(config.owner_cache_s))) {}
 
@@ -342,6 +344,17 @@ void Daemon::Accept(std::shared_ptr<Listener> l) {
       close(cfd);
       break;
     }
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      close(cfd);
+      continue;
+    }
+    // Over a limit: one error line and closed by this thread, which goes on accepting.
+    if (std::string refused = limits_.Admit(cred.uid); !refused.empty()) {
+      RefuseConnection(cfd, cred, refused);
+      continue;
+    }
     Trace t{std::chrono::steady_clock::now(), {}};
     if (kTrace) g_trace = &t;
     bool last;
@@ -352,7 +365,8 @@ void Daemon::Accept(std::shared_ptr<Listener> l) {
     // Never leave the socket without an acceptor while this connection is served (a restore
     // may take minutes): the next request must not wait for it.
     if (last && !l->stopped) StartAcceptor(l);
-    ServeConnection(cfd);
+    ServeConnection(cfd, Peer{cred.pid, cred.uid, cred.gid});
+    limits_.Release(cred.uid);
     g_trace = nullptr;
     std::lock_guard<std::mutex> lock(l->mu);
     if (l->idle >= kIdleAcceptors) return;  // enough are waiting
@@ -362,41 +376,104 @@ void Daemon::Accept(std::shared_ptr<Listener> l) {
   --l->idle;
 }
 
-void Daemon::ServeConnection(int fd) {
-  ucred cred{};
-  socklen_t len = sizeof(cred);
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-    close(fd);
-    return;
+void Daemon::RefuseConnection(int fd, const ucred& cred, const std::string& why) {
+  std::string e = EncodeErrorReply(why) + "\n";
+  (void)!send(fd, e.data(), e.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  close(fd);
+  // One log line per 10 s at most: a flood must not fill the log either.
+  const int64_t now = static_cast<int64_t>(Now());
+  int64_t last = last_refusal_log_.load();
+  if (now - last >= 10 && last_refusal_log_.compare_exchange_strong(last, now)) {
+    std::fprintf(stderr, "autopard: refused a connection of uid %u (pid %d): %s\n",
+                 static_cast<unsigned>(cred.uid), static_cast<int>(cred.pid), why.c_str());
   }
-  Peer peer{cred.pid, cred.uid, cred.gid};
+}
+
+namespace {
+
+// A connection that behaves like a flood (a line past kSuspectLineBytes on its way to the limit,
+// or kSuspectBadRequests malformed requests) is served at nice 19 from then on, below the upload
+// threads: until it is closed, its reads and error replies take only the CPU nobody else wants
+// (bench/hostile/flood_bench.py). The thread's priority is restored when the connection ends
+// (the thread then accepts the next one).
+constexpr size_t kSuspectLineBytes = 64 << 10;
+constexpr int kSuspectBadRequests = 4;
+
+class ThreadDemotion {
+ public:
+  ~ThreadDemotion() {
+    if (demoted_) setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), before_);
+  }
+  void Demote() {
+    if (demoted_) return;
+    errno = 0;
+    before_ = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
+    demoted_ = errno == 0 && setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19) == 0;
+  }
+
+ private:
+  bool demoted_ = false;
+  int before_ = 0;
+};
+
+}  // namespace
+
+void Daemon::ServeConnection(int fd, const Peer& peer) {
+  // A reply the peer does not read blocks a send at most this long (then the connection ends).
+  timeval send_timeout{config_.request_timeout_s, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+  ThreadDemotion demotion;
+  int bad_requests = 0;
   Mark("cred");
   std::string in;
   char buf[65536];
+  size_t scanned = 0;  // bytes of `in` known to hold no newline (a long line is scanned once)
   for (;;) {
     size_t nl;
-    while ((nl = in.find('\n')) == std::string::npos) {
+    // A request must be whole within request_timeout_s of its first byte (a slow sender holds a
+    // thread that long at most); between requests a connection may stay idle_timeout_s.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(
+        in.empty() ? config_.idle_timeout_s : config_.request_timeout_s);
+    while ((nl = in.find('\n', scanned)) == std::string::npos) {
+      scanned = in.size();
+      if (in.size() > kSuspectLineBytes) demotion.Demote();
       if (in.size() > kMaxLineBytes) {
         std::string e = EncodeErrorReply("request longer than " + std::to_string(kMaxLineBytes) + " bytes") + "\n";
         (void)!send(fd, e.data(), e.size(), MSG_NOSIGNAL);
         close(fd);
         return;
       }
-      ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{fd, POLLIN, 0};
+      const int ready = left.count() > 0 ? poll(&p, 1, static_cast<int>(left.count())) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        if (!in.empty()) {
+          std::string e = EncodeErrorReply("request not complete within " + std::to_string(config_.request_timeout_s) +
+                                           " s (request_timeout_s)") + "\n";
+          (void)!send(fd, e.data(), e.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+        close(fd);
+        return;
+      }
+      ssize_t n = ready < 0 ? -1 : recv(fd, buf, sizeof(buf), 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         close(fd);
         return;
       }
+      if (in.empty()) deadline = std::chrono::steady_clock::now() + std::chrono::seconds(config_.request_timeout_s);
       in.append(buf, static_cast<size_t>(n));
     }
     std::string line = in.substr(0, nl);
     in.erase(0, nl + 1);
+    scanned = 0;
     Mark("read");
     std::string out;
     auto req = DecodeRequest(line);
     Mark("decode");
     if (!req) {
+      if (++bad_requests >= kSuspectBadRequests) demotion.Demote();
       out = EncodeErrorReply(req.message());
     } else {
       out = EncodeReply(req->op, Handle(*req, peer));

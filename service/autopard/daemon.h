@@ -7,6 +7,8 @@
 // Thread safety: Handle() may be called from many threads at once.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <memory>
@@ -15,6 +17,7 @@
 #include <thread>
 
 #include "auth.h"
+#include "connection_limits.h"
 #include "core/proto/protocol.h"
 #include "config.h"
 #include "failure_handler.h"
@@ -91,7 +94,10 @@ class Daemon {
   // last waiting slot starts another first; one finishing a connection while kIdleAcceptors
   // others wait exits.
   void Accept(std::shared_ptr<Listener> l);
-  void ServeConnection(int fd);
+  // Serves one admitted connection until the peer closes it or a timeout ends it; closes `fd`.
+  void ServeConnection(int fd, const Peer& peer);
+  // Sends `why` as an error line (without waiting) and closes `fd`; logs at most every 10 s.
+  void RefuseConnection(int fd, const ucred& cred, const std::string& why);
   // Records an event in this node's journal and hands it to failure handling (`pid`: the peer
   // that sent it, 0 for autopard's own) and to publication; autopard's own events (`own`) are
   // also counted in the metrics. Errors: the database refused it.
@@ -107,6 +113,8 @@ class Daemon {
   int64_t StoredJobOwner(ObjectStore& store, const std::string& job_id);
 
   DaemonConfig config_;
+  ConnectionLimits limits_;  // max_connections, max_connections_per_uid
+  std::atomic<int64_t> last_refusal_log_{0};
   std::unique_ptr<JobOwnerLookup> owners_;
   std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<StateDb> db_;

@@ -540,5 +540,81 @@ TEST_F(DaemonTest, ServesOverTheSocketWhileOtherConnectionsStayOpenAndStops) {
   EXPECT_LT(Connect(config_.socket), 0);
 }
 
+// The first line `fd` receives ("" at EOF before one), then whether the peer closed after it
+// (waits for that up to the socket's receive timeout).
+std::string LineThenEof(int fd, bool* closed) {
+  std::string in;
+  char buf[4096];
+  ssize_t n = 0;
+  while (in.find('\n') == std::string::npos && (n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+    in.append(buf, static_cast<size_t>(n));
+  }
+  // Closed: EOF, or a reset (the peer closed with our unread bytes in its buffer).
+  auto eof = [&](ssize_t r) { return r == 0 || (r < 0 && errno == ECONNRESET); };
+  *closed = eof(n) || eof(recv(fd, buf, sizeof(buf), 0));
+  return in.substr(0, in.find('\n'));
+}
+
+TEST_F(DaemonTest, HostileConnectionsAreLimitedAndTimedOut) {
+  config_.max_connections_per_uid = 3;
+  config_.request_timeout_s = 1;
+  config_.idle_timeout_s = 3;
+  Restart();
+  Status served = Status::Error("not returned");
+  std::thread server([&] { served = daemon_->Serve(); });
+  std::vector<int> open;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       open.empty() && std::chrono::steady_clock::now() < deadline;) {
+    if (int fd = Connect(config_.socket); fd >= 0) open.push_back(fd);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(open.size(), 1u);
+  for (int i = 0; i < 2; ++i) open.push_back(Connect(config_.socket));
+  for (int fd : open) ASSERT_TRUE(DecodeReply(Op::kStatus, StatusOn(fd)).ok());
+  // A fourth connection of the same user: one error line, closed.
+  int over = Connect(config_.socket);
+  bool closed = false;
+  EXPECT_NE(LineThenEof(over, &closed).find("busy: uid " + std::to_string(geteuid()) +
+                                            " already has 3 connections open (max_connections_per_uid)"),
+            std::string::npos);
+  EXPECT_TRUE(closed);
+  close(over);
+  // Garbage is answered with an error and the connection serves on; a request sent slowly is
+  // cut at request_timeout_s, a line over 1 MiB at once, a silent connection at idle_timeout_s.
+  ASSERT_EQ(send(open[0], "garbage\n", 8, MSG_NOSIGNAL), 8);
+  std::string reply;
+  char c;
+  while (recv(open[0], &c, 1, 0) == 1 && c != '\n') reply += c;
+  EXPECT_NE(reply.find("\"ok\":false"), std::string::npos) << reply;
+  EXPECT_TRUE(DecodeReply(Op::kStatus, StatusOn(open[0])).ok());
+  ASSERT_EQ(send(open[1], "{\"op\":", 6, MSG_NOSIGNAL), 6);
+  EXPECT_NE(LineThenEof(open[1], &closed).find("request not complete within 1 s (request_timeout_s)"),
+            std::string::npos);
+  EXPECT_TRUE(closed);
+  const std::string huge(kMaxLineBytes + 70000, 'x');
+  (void)!send(open[2], huge.data(), huge.size(), MSG_NOSIGNAL);
+  EXPECT_NE(LineThenEof(open[2], &closed).find("request longer than"), std::string::npos);
+  EXPECT_TRUE(closed);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(LineThenEof(open[0], &closed), "");  // idle: closed without a word
+  EXPECT_TRUE(closed);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1500));
+  for (int fd : open) close(fd);
+  // The user's slots are back: a new connection is served.
+  int again = -1;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+    again = Connect(config_.socket);
+    if (DecodeReply(Op::kStatus, StatusOn(again)).ok()) break;
+    close(again);
+    again = -1;
+  }
+  EXPECT_GE(again, 0);
+  if (again >= 0) close(again);
+  daemon_->Stop();
+  server.join();
+  EXPECT_TRUE(served.ok()) << served.message();
+}
+
 }  // namespace
 }  // namespace autopar

@@ -1,8 +1,10 @@
 // autopard: the per-node checkpoint service (see daemon.h, etc/autopard.conf).
 //   autopard [--config FILE] [--check-config]
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -56,6 +58,19 @@ int main(int argc, char** argv) {
     std::printf("autopard: %s: OK (socket %s, state %s)\n", config_path.c_str(), config->socket.c_str(),
                 config->state_dir.c_str());
     return 0;
+  }
+  // Room for max_connections descriptors besides the database's, the uploads' and the stores'
+  // (systemd's default soft limit is 1024): raised up to the hard limit, else a warning.
+  rlimit files{};
+  const rlim_t want = static_cast<rlim_t>(config->max_connections) + 512;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < want) {
+    files.rlim_cur = std::min(want, files.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &files);
+    if (files.rlim_cur < want) {
+      std::fprintf(stderr, "autopard: warning: max_connections %d: the descriptor limit is %llu (hard); "
+                   "connections beyond it wait in the socket's backlog\n", config->max_connections,
+                   static_cast<unsigned long long>(files.rlim_max));
+    }
   }
   // Signals go to a dedicated thread; every other thread inherits the blocked mask.
   sigset_t set;
