@@ -489,7 +489,6 @@ Status Uploader::FinishLocal(const CommitRecord& c, Active& active) {
   UserIdentity id{c.uid, c.gid};
   std::string dir = RankStepDir(c.ckpt_dir, c.step, c.rank);
   for (auto& f : *files) {
-    active.total = std::max<uint64_t>(active.total, 0);
     if (!f.sha256.empty()) continue;
     auto fd = OpenUserFile(id, dir + "/" + f.path, static_cast<int64_t>(f.size));
     if (!fd) {
@@ -701,6 +700,7 @@ Status Uploader::OpenFiles(Run& run, bool* permanent) {
     run.fds.fds.push_back(*fd);
     run.total += run.files[i].size;
   }
+  std::lock_guard<std::mutex> l(mu_);  // Progress and ChooseSinglePuts read it under mu_
   run.active.total = run.total;
   return Status::Ok();
 }
