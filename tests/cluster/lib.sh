@@ -10,7 +10,29 @@ REPO_ROOT=$(cd -- "$CLUSTER_LIB_DIR/../.." && pwd)
 
 CLUSTER_DIR=${AUTOPAR_CLUSTER_DIR:-/tmp/autopar-cluster}
 PORT_BASE=${AUTOPAR_CLUSTER_PORT_BASE:-17817}
-NODES=(node1 node2 node3 node4)
+# The nodes are node1..nodeN, N=AUTOPAR_CLUSTER_NODES (default 4). Ports limit N: slurmd of nodeK
+# listens on PORT_BASE+K and its autopard's metrics on PORT_BASE+60+K, below srun's +100..+499.
+MAX_NODES=39
+# start.sh records the count of the cluster it starts here, so that stop.sh, kill-node.sh,
+# revive-node.sh (and start.sh, when it stops or checks a running cluster) act on that cluster's
+# real nodes whatever AUTOPAR_CLUSTER_NODES says now. Without the file (nothing started yet, or a
+# cluster started before the count was recorded) the count is AUTOPAR_CLUSTER_NODES.
+NODE_COUNT_FILE=$CLUSTER_DIR/etc/nodes
+REQUESTED_NODES=${AUTOPAR_CLUSTER_NODES:-4}
+RECORDED_NODES=$REQUESTED_NODES
+if [[ -s $NODE_COUNT_FILE ]]; then read -r RECORDED_NODES <"$NODE_COUNT_FILE" || true; fi
+
+# valid_node_count N: N is a whole number in 1..MAX_NODES.
+valid_node_count() { [[ $1 =~ ^[1-9][0-9]*$ ]] && (($1 <= MAX_NODES)); }
+
+# use_nodes N: NODES=(node1 ... nodeN).
+use_nodes() {
+  local i
+  NODES=()
+  for ((i = 1; i <= $1; i++)); do NODES+=("node$i"); done
+}
+# An invalid count is refused by check_settings; until then NODES holds the default's nodes.
+if valid_node_count "$RECORDED_NODES"; then use_nodes "$RECORDED_NODES"; else use_nodes 4; fi
 # Marks a directory as ours, so `stop.sh --clean` never removes anything else.
 # shellcheck disable=SC2034 # used by the scripts that source this file
 MARKER_NAME=.autopar-test-cluster
@@ -40,6 +62,10 @@ check_settings() {
   if ! [[ $PORT_BASE =~ ^[0-9]+$ ]] || ((PORT_BASE < 1024 || PORT_BASE > 64000)); then
     die "AUTOPAR_CLUSTER_PORT_BASE must be a number in 1024..64000: $PORT_BASE"
   fi
+  valid_node_count "$REQUESTED_NODES" ||
+    die "AUTOPAR_CLUSTER_NODES must be a number in 1..$MAX_NODES: $REQUESTED_NODES"
+  valid_node_count "$RECORDED_NODES" ||
+    die "$NODE_COUNT_FILE must hold a number in 1..$MAX_NODES: $RECORDED_NODES"
 }
 
 # lock_cluster: serialises the scripts that change the cluster (start, stop, kill, revive) through

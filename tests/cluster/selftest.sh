@@ -14,6 +14,8 @@ set -euo pipefail
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 export AUTOPAR_CLUSTER_DIR=${AUTOPAR_SELFTEST_DIR:-/tmp/autopar-cluster-selftest}
+# Its checks expect node1..node4, whatever the caller's AUTOPAR_CLUSTER_NODES.
+export AUTOPAR_CLUSTER_NODES=4
 
 # free_port_base: the first base of 27817, 28817, ... where nothing listens on base..base+499
 # (slurmctld, slurmd and srun ports; other test clusters may run beside this one).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts the local multi-node Slurm test cluster on this machine: a private munged, slurmctld, and
-# four slurmd nodes node1..node4 (each in its own PID/mount/UTS namespace, see node.sh), with PMIx
+# slurmd nodes node1..nodeN (N=AUTOPAR_CLUSTER_NODES, default 4; each in its own PID/mount/UTS
+# namespace, see node.sh, with its own autopard when AUTOPAR_AUTOPARD is set), with PMIx
 # and the autopar SPANK plugin. All state lives in ${AUTOPAR_CLUSTER_DIR:-/tmp/autopar-cluster};
 # /etc/slurm and the system's munge are never used. Run as root.
 #
@@ -8,8 +9,11 @@
 #   --restart   stop a running cluster first and start it again
 # Environment:
 #   AUTOPAR_CLUSTER_DIR        state directory (default /tmp/autopar-cluster)
-#   AUTOPAR_CLUSTER_PORT_BASE  slurmctld port; nodes use +1..+4, their autopard metrics +61..+64,
-#                              srun +100..+499 (default 17817)
+#   AUTOPAR_CLUSTER_NODES      how many nodes, 1..39 (default 4). Recorded in etc/nodes: stop.sh,
+#                              kill-node.sh, revive-node.sh use the running cluster's count; a
+#                              different count here restarts it. 8 CPUs a node.
+#   AUTOPAR_CLUSTER_PORT_BASE  slurmctld port; nodes use +1..+N, their autopard metrics +61..+60+N
+#                              (hence at most 39 nodes), srun +100..+499 (default 17817)
 #   AUTOPAR_PLUGIN             SPANK plugin (default <repo>/build/spank/autopar.so)
 #   AUTOPAR_PLUGSTACK_ARGS     arguments for the plugin in plugstack.conf (default: none)
 #   AUTOPAR_PLUGSTACK_INCLUDE  a site's plugstack.conf (e.g. /etc/slurm/plugstack.conf, with the
@@ -115,8 +119,8 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 MailProg=/bin/true
-# Four nodes on this machine (multiple-slurmd): each has its own loopback address (mapped in
-# /etc/hosts, so MASTER_ADDR=node1 works), its own slurmd port, and 8 CPUs (32 tasks in all).
+# ${#NODES[@]} nodes on this machine (multiple-slurmd): each has its own loopback address (mapped in
+# /etc/hosts, so MASTER_ADDR=node1 works), its own slurmd port, and 8 CPUs ($((8 * ${#NODES[@]})) tasks in all).
 EOF
   for node in "${NODES[@]}"; do
     printf 'NodeName=%s NodeAddr=%s NodeHostname=%s Port=%s CPUs=8 RealMemory=4000 State=UNKNOWN\n' \
@@ -124,7 +128,7 @@ EOF
   done
   cat <<EOF
 # The only partition: every node, no time limit.
-PartitionName=debug Nodes=node[1-4] Default=YES MaxTime=INFINITE State=UP
+PartitionName=debug Nodes=node[1-${#NODES[@]}] Default=YES MaxTime=INFINITE State=UP
 EOF
 }
 
@@ -182,10 +186,13 @@ write_autopard_conf() {
 
 # --- machine-wide setup (idempotent) ----------------------------------------------------------
 
+# The block maps node1..node$MAX_NODES whatever this cluster's count: node names are shared by every
+# cluster on this machine (a 16-node one beside the suite's 4-node one), so nodeK must resolve to
+# 127.0.2.K for all of them, and no cluster's start may shrink the block under another's nodes.
 ensure_hosts_block() {
-  local block node tmp
+  local block i tmp
   block="# BEGIN autopar-test-cluster"$'\n'
-  for node in "${NODES[@]}"; do block+="$(node_addr "$node") $node"$'\n'; done
+  for ((i = 1; i <= MAX_NODES; i++)); do block+="127.0.2.$i node$i"$'\n'; done
   block+="# END autopar-test-cluster"
   if grep -qxF -- "# BEGIN autopar-test-cluster" /etc/hosts &&
     [[ $(sed -n '/^# BEGIN autopar-test-cluster$/,/^# END autopar-test-cluster$/p' /etc/hosts) == "$block" ]]; then
@@ -197,7 +204,7 @@ ensure_hosts_block() {
   # Rewrite in place (not mv): /etc/hosts is often a bind mount in containers.
   cat "$tmp" >/etc/hosts
   rm -f "$tmp"
-  log "mapped node1..node4 to 127.0.2.1..4 in /etc/hosts"
+  log "mapped node1..node$MAX_NODES to 127.0.2.1..$MAX_NODES in /etc/hosts"
 }
 
 ensure_test_user() {
@@ -219,7 +226,7 @@ check_ports_free() {
 
 # --- state -------------------------------------------------------------------------------------
 
-# running_count: how many of the cluster's 6 processes (munged, slurmctld, 4 node inits) are alive.
+# running_count: how many of the cluster's processes (munged, slurmctld, the node inits) are alive.
 running_count() {
   local n=0 node
   munged_pid >/dev/null && n=$((n + 1))
@@ -228,11 +235,14 @@ running_count() {
   printf '%s' "$n"
 }
 
-# conf_unchanged: the files of the running cluster are what this invocation would write.
+# conf_unchanged: the files of the running cluster are what this invocation would write (with as
+# many nodes).
 conf_unchanged() {
   local node
+  ((RECORDED_NODES == REQUESTED_NODES)) || return 1
   [[ -f $CONF && -f $CLUSTER_DIR/etc/plugstack.conf && -f $AUTOPARD_PATH_FILE ]] || return 1
-  [[ $(<"$CONF") == "$(gen_slurm_conf)" ]] || return 1
+  # Settings, not comments: a reworded comment must not restart a running cluster.
+  [[ $(grep -v '^#' "$CONF") == "$(gen_slurm_conf | grep -v '^#')" ]] || return 1
   [[ $(<"$CLUSTER_DIR/etc/plugstack.conf") == "$(gen_plugstack_conf)" ]] || return 1
   [[ $(<"$AUTOPARD_PATH_FILE") == "${AUTOPAR_AUTOPARD:-}" ]] || return 1
   if [[ -n ${AUTOPAR_AUTOPARD:-} ]]; then
@@ -262,9 +272,11 @@ start_munged() {
     --log-file="$CLUSTER_DIR/log/munged.log" --pid-file="$CLUSTER_DIR/run/munged.pid" \
     --seed-file="$MUNGE_DIR/munged.seed"
   printf '%s\n' "$!" >"$PIDS/munged.pid"
-  local deadline=$((SECONDS + 10))
+  # Alive is $! alive, not munged_pid: until spawn's subshell has exec'd (slow on a loaded machine)
+  # its command line is this script's, and munged_pid would call it gone.
+  local deadline=$((SECONDS + 10)) pid=$!
   until [[ -S $MUNGE_SOCKET ]] && munge -S "$MUNGE_SOCKET" -n 2>/dev/null | unmunge -S "$MUNGE_SOCKET" >/dev/null 2>&1; do
-    munged_pid >/dev/null || die "munged exited; see $CLUSTER_DIR/log/munged.log and munged.out"
+    pid_alive "$pid" || die "munged exited; see $CLUSTER_DIR/log/munged.log and munged.out"
     ((SECONDS < deadline)) || die "munged does not answer on $MUNGE_SOCKET; see $CLUSTER_DIR/log/munged.log"
     sleep 0.1
   done
@@ -274,9 +286,9 @@ start_ctld() {
   spawn "$CLUSTER_DIR/log/slurmctld.out" env -i PATH="$DAEMON_PATH" HOME=/root LANG=C.UTF-8 \
     slurmctld -D -f "$CONF"
   printf '%s\n' "$!" >"$PIDS/slurmctld.pid"
-  local deadline=$((SECONDS + 20))
+  local deadline=$((SECONDS + 20)) pid=$! # pid_alive: as in start_munged
   until scontrol ping 2>/dev/null | grep -q 'is UP'; do
-    ctld_pid >/dev/null || die "slurmctld exited; see $CLUSTER_DIR/log/slurmctld.log and slurmctld.out"
+    pid_alive "$pid" || die "slurmctld exited; see $CLUSTER_DIR/log/slurmctld.log and slurmctld.out"
     ((SECONDS < deadline)) || die "slurmctld does not answer; see $CLUSTER_DIR/log/slurmctld.log"
     sleep 0.2
   done
@@ -320,6 +332,7 @@ main() {
   ensure_hosts_block
   ensure_test_user
 
+  # Until it is stopped, NODES are the running cluster's nodes (lib.sh: its recorded count).
   n=$(running_count)
   if ((n > 0 && !restart)) && munged_pid >/dev/null && ctld_pid >/dev/null && conf_unchanged; then
     local dead=()
@@ -337,6 +350,7 @@ main() {
       else
         log "already running and healthy ($CLUSTER_DIR); nothing to do"
       fi
+      printf '%s\n' "${#NODES[@]}" >"$NODE_COUNT_FILE"
       print_env
       return 0
     fi
@@ -348,7 +362,7 @@ main() {
     elif munged_pid >/dev/null && ctld_pid >/dev/null; then
       log "configuration changed (plugin, arguments, autopard or settings); restarting"
     else
-      log "found a partly running cluster ($n of 6 processes, e.g. after a crash); cleaning up"
+      log "found a partly running cluster ($n of $((${#NODES[@]} + 2)) processes, e.g. after a crash); cleaning up"
     fi
     stop_all
   else
@@ -356,6 +370,9 @@ main() {
     rm -f "$PIDS"/*.pid "$CLUSTER_DIR"/run/*.pid "$CLUSTER_DIR"/run/*.sock
   fi
 
+  use_nodes "$REQUESTED_NODES"
+  printf '%s\n' "$REQUESTED_NODES" >"$NODE_COUNT_FILE"
+  make_dirs
   check_ports_free
   gen_slurm_conf >"$CONF"
   gen_plugstack_conf >"$CLUSTER_DIR/etc/plugstack.conf"
@@ -375,7 +392,7 @@ main() {
     sinfo -N -o '%N %t %E' >&2 || true
     die "the nodes did not come up (waited at most ${TIMEOUT}s); $(logs_hint)"
   fi
-  log "started 4 nodes in $((SECONDS - t0))s ($CLUSTER_DIR, ports $PORT_BASE-$((PORT_BASE + 4)), srun $SRUN_PORTS)"
+  log "started ${#NODES[@]} nodes in $((SECONDS - t0))s ($CLUSTER_DIR, ports $PORT_BASE-$((PORT_BASE + ${#NODES[@]})), srun $SRUN_PORTS)"
   print_env
 }
 
