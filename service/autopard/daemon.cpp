@@ -306,10 +306,15 @@ Status Daemon::Serve() {
     if (p.revents) break;
   }
   // shutdown() makes every accept() on the socket, blocked or later, fail (EINVAL); the last
-  // acceptor to leave closes it.
+  // acceptor to leave closes it. Connections served now are shut down too (a request being
+  // handled finishes first; its reply may not reach the peer), and Serve returns once every
+  // connection thread has left: none of them outlives the Daemon it uses.
   listener->stopped = true;
   shutdown(lfd, SHUT_RDWR);
   unlink(path.c_str());
+  std::unique_lock<std::mutex> lock(listener->mu);
+  for (int fd : listener->open) shutdown(fd, SHUT_RDWR);
+  listener->done.wait(lock, [&] { return listener->threads == 0; });
   return Status::Ok();
 }
 
@@ -319,6 +324,7 @@ void Daemon::StartAcceptor(const std::shared_ptr<Listener>& l) {
   {
     std::lock_guard<std::mutex> lock(l->mu);
     ++l->idle;
+    ++l->threads;
   }
   try {
     std::thread([this, l] { Accept(l); }).detach();
@@ -326,6 +332,7 @@ void Daemon::StartAcceptor(const std::shared_ptr<Listener>& l) {
     std::fprintf(stderr, "autopard: cannot start a connection thread: %s\n", e.what());
     std::lock_guard<std::mutex> lock(l->mu);
     --l->idle;
+    --l->threads;
   }
 }
 
@@ -361,6 +368,7 @@ void Daemon::Accept(std::shared_ptr<Listener> l) {
     {
       std::lock_guard<std::mutex> lock(l->mu);
       last = --l->idle == 0;
+      l->open.insert(cfd);
     }
     // Never leave the socket without an acceptor while this connection is served (a restore
     // may take minutes): the next request must not wait for it.
@@ -369,11 +377,21 @@ void Daemon::Accept(std::shared_ptr<Listener> l) {
     limits_.Release(cred.uid);
     g_trace = nullptr;
     std::lock_guard<std::mutex> lock(l->mu);
-    if (l->idle >= kIdleAcceptors) return;  // enough are waiting
+    l->open.erase(cfd);
+    close(cfd);  // after leaving `open`: Serve never shuts down a reused descriptor number
+    if (l->idle >= kIdleAcceptors) {  // enough are waiting
+      --l->threads;
+      l->done.notify_all();
+      return;
+    }
     ++l->idle;
   }
+  // This thread's last touch of the Daemon is above: Serve may return (and the Daemon go) once
+  // `threads` is 0.
   std::lock_guard<std::mutex> lock(l->mu);
   --l->idle;
+  --l->threads;
+  l->done.notify_all();
 }
 
 void Daemon::RefuseConnection(int fd, const ucred& cred, const std::string& why) {
@@ -440,7 +458,6 @@ void Daemon::ServeConnection(int fd, const Peer& peer) {
       if (in.size() > kMaxLineBytes) {
         std::string e = EncodeErrorReply("request longer than " + std::to_string(kMaxLineBytes) + " bytes") + "\n";
         (void)!send(fd, e.data(), e.size(), MSG_NOSIGNAL);
-        close(fd);
         return;
       }
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -453,13 +470,11 @@ void Daemon::ServeConnection(int fd, const Peer& peer) {
                                            " s (request_timeout_s)") + "\n";
           (void)!send(fd, e.data(), e.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         }
-        close(fd);
         return;
       }
       ssize_t n = ready < 0 ? -1 : recv(fd, buf, sizeof(buf), 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        close(fd);
         return;
       }
       if (in.empty()) deadline = std::chrono::steady_clock::now() + std::chrono::seconds(config_.request_timeout_s);
@@ -485,7 +500,6 @@ void Daemon::ServeConnection(int fd, const Peer& peer) {
       ssize_t n = send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        close(fd);
         return;
       }
       sent += static_cast<size_t>(n);

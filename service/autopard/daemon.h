@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -84,7 +85,10 @@ class Daemon {
     const int fd;
     std::atomic<bool> stopped{false};
     std::mutex mu;
-    int idle = 0;  // threads waiting in accept()
+    int idle = 0;     // threads waiting in accept()
+    int threads = 0;  // acceptor and connection threads alive (Serve waits for 0)
+    std::condition_variable done;  // notified when a thread leaves
+    std::set<int> open;            // connections being served (shut down when Serve stops)
   };
   // Threads waiting in accept() when the daemon is idle: a request is served by a thread that
   // already waits for it (no thread creation, no hand-off on the commit path).
@@ -94,7 +98,8 @@ class Daemon {
   // last waiting slot starts another first; one finishing a connection while kIdleAcceptors
   // others wait exits.
   void Accept(std::shared_ptr<Listener> l);
-  // Serves one admitted connection until the peer closes it or a timeout ends it; closes `fd`.
+  // Serves one admitted connection until the peer closes it or a timeout ends it (the caller
+  // closes `fd`).
   void ServeConnection(int fd, const Peer& peer);
   // Sends `why` as an error line (without waiting) and closes `fd`; logs at most every 10 s.
   void RefuseConnection(int fd, const ucred& cred, const std::string& why);

@@ -550,7 +550,7 @@ std::string LineThenEof(int fd, bool* closed) {
     in.append(buf, static_cast<size_t>(n));
   }
   // Closed: EOF, or a reset (the peer closed with our unread bytes in its buffer).
-  auto eof = [&](ssize_t r) { return r == 0 || (r < 0 && errno == ECONNRESET); };
+  auto eof = [&](ssize_t r) { return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR); };
   *closed = eof(n) || eof(recv(fd, buf, sizeof(buf), 0));
   return in.substr(0, in.find('\n'));
 }
