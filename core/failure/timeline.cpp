@@ -30,16 +30,20 @@ bool NeedsQuotes(std::string_view v) {
   return false;
 }
 
-Json::Value EventToJson(const JournalEvent& e) {
+// `for_people`: with time_utc and fields, derived from time and detail (readers ignore them):
+// `autopar events --json` has them, published segments do not (half the bytes to write, store
+// and parse).
+Json::Value EventToJson(const JournalEvent& e, bool for_people = true) {
   Json::Value v(Json::objectValue);
   v["time"] = e.time;
-  v["time_utc"] = FormatEventTime(e.time, true);
+  if (for_people) v["time_utc"] = FormatEventTime(e.time, true);
   v["node"] = e.node;
   v["job_id"] = e.job_id;
   v["kind"] = e.kind;
   v["rank"] = e.rank;
   v["step"] = Json::Int64(e.step);
   v["detail"] = e.detail;
+  if (!for_people) return v;
   Json::Value f(Json::objectValue);
   for (const auto& [k, val] : ParseEventFields(e.detail)) f[k] = val;
   v["fields"] = f;
@@ -437,7 +441,7 @@ std::string EncodePublishedJournal(const PublishedJournal& j) {
                     ", \"uid\": " + std::to_string(j.uid) +
                     ", \"updated\": " + CompactJson(Json::Value(j.updated)) + ", \"events\": [";
   for (size_t i = 0; i < j.events.size(); ++i) {
-    out += (i ? ",\n  " : "\n  ") + CompactJson(EventToJson(j.events[i]));
+    out += (i ? ",\n  " : "\n  ") + CompactJson(EventToJson(j.events[i], false));
   }
   out += j.events.empty() ? "]}\n" : "\n]}\n";
   return out;

@@ -141,7 +141,7 @@ Result<std::vector<JournalEvent>> DecodeEventsJson(std::string_view text);
 // local journal ids it holds:
 //   <job_id>/<node>/<first_id>-<last_id>.json  (ids zero-padded to 12 digits) =
 //       {"job_id": "42", "node": "node1", "uid": 1001, "updated": <epoch s>,
-//        "events": [... as in EncodeEventsJson ...]}
+//        "events": [... as in EncodeEventsJson, without time_utc and fields ...]}
 // A compaction replaces `fanout` segments of one level by one segment covering their range (the
 // events read again from the node's journal), then deletes them, so that a node holds
 // O(fanout * log(rounds)) segments and each event is rewritten O(log(rounds)) times. A reader
