@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs autopar's whole test suite on this machine (root, Debian 12): installs the dependencies,
-# builds, starts the local 4-node Slurm cluster (tests/cluster/) with the fresh plugin, and runs
-# every unit and integration test through ctest. Extra arguments go to ctest (e.g. -L unit).
+# builds, starts the local 4-node Slurm cluster (tests/cluster/) with the fresh plugin, runs every
+# unit and integration test through ctest, then the sanitizer stages (ASan+UBSan, fuzzing, TSan).
+# Extra arguments go to ctest (e.g. -L unit).
 set -euo pipefail
 # shellcheck source=cluster-env.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/cluster-env.sh"
@@ -10,38 +11,35 @@ cd "$AUTOPAR_REPO"
 bash scripts/install-deps.sh
 bash scripts/build.sh
 
-# One clang build with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer's coverage
-# (-DAUTOPAR_FUZZ=ON): the unit tests once more under the sanitizers (CONVENTIONS.md), then every
-# fuzz target for a few seconds on its seed corpus (scripts/fuzz.sh; longer runs: bench/RESULTS.md).
+# Two sanitizer builds, compiled in the background at the lowest CPU priority while ctest runs the
+# suite below (the integration tests mostly wait for Slurm and their programs' sleeps; they get
+# the CPU first), then their tests run at normal priority once the suite has passed:
+# - clang with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer's coverage
+#   (-DAUTOPAR_FUZZ=ON): the unit tests once more under the sanitizers (CONVENTIONS.md), then
+#   every fuzz target for a few seconds on its seed corpus (scripts/fuzz.sh; longer runs:
+#   bench/RESULTS.md);
+# - clang with ThreadSanitizer (-DAUTOPAR_TSAN=ON, -O1): autopard's tests, among them
+#   DaemonLoadTest (8 threads of requests on one daemon while it serves, uploads and ticks), the
+#   failure handler's and the protocol's (heartbeat sender); any report fails them.
+#   tests/tsan.supp: the suppressions, each with its reason.
 san=$AUTOPAR_BUILD_DIR-san
-CC=clang CXX=clang++ cmake -S . -B "$san" -DCMAKE_BUILD_TYPE=Debug -DAUTOPAR_FUZZ=ON \
-  -DAUTOPAR_BUILD_BENCH=OFF -DAUTOPAR_WITH_CUDA=OFF >/dev/null
-cmake --build "$san" -j"$(nproc)" --target autopar_unit_tests autopar_fuzz_targets
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest --test-dir "$san" -L unit -LE program --output-on-failure -j2
-AUTOPAR_FUZZ_BUILD=$san bash scripts/fuzz.sh 5
-
-# One clang build with ThreadSanitizer (-DAUTOPAR_TSAN=ON, -O1): autopard's tests, among them
-# DaemonLoadTest (8 threads of requests on one daemon while it serves, uploads and ticks), the
-# failure handler's and the protocol's (heartbeat sender) run once more; any report fails them.
-# tests/tsan.supp: the suppressions, each with its reason. About 3 min to build, 20 s to run.
 tsan=$AUTOPAR_BUILD_DIR-tsan
-CC=clang CXX=clang++ cmake -S . -B "$tsan" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
-  -DAUTOPAR_TSAN=ON -DAUTOPAR_BUILD_BENCH=OFF -DAUTOPAR_WITH_CUDA=OFF >/dev/null
-cmake --build "$tsan" -j"$(nproc)" --target autopard_test failure_handler_test proto_test
-# proto_test: no thread-leak reports (not races: a process's heartbeat sender is never joined, by
-# design, core/proto/heartbeat_sender.h), and not the test whose forked child of a threaded
-# process starts a thread (TSan does not support that: "starting new threads after
-# multi-threaded fork is not supported").
-tsan_options="halt_on_error=1 second_deadlock_stack=1 suppressions=$AUTOPAR_REPO/tests/tsan.supp"
-TSAN_OPTIONS=$tsan_options "$tsan/service/autopard/autopard_test" --gtest_brief=1
-TSAN_OPTIONS=$tsan_options "$tsan/service/failure/failure_handler_test" --gtest_brief=1
-TSAN_OPTIONS="$tsan_options report_thread_leaks=0" "$tsan/core/proto/proto_test" --gtest_brief=1 \
-  --gtest_filter=-CkptCApiHeartbeatTest.AForkedChildSendsWithAThreadOfItsOwn
+sanitizer_log=$AUTOPAR_BUILD_DIR-sanitizers.log
+(
+  renice -n 19 -p "$BASHPID" >/dev/null
+  CC=clang CXX=clang++ cmake -S . -B "$san" -DCMAKE_BUILD_TYPE=Debug -DAUTOPAR_FUZZ=ON \
+    -DAUTOPAR_BUILD_BENCH=OFF -DAUTOPAR_WITH_CUDA=OFF >/dev/null
+  cmake --build "$san" -j"$(nproc)" --target autopar_unit_tests autopar_fuzz_targets
+  CC=clang CXX=clang++ cmake -S . -B "$tsan" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+    -DAUTOPAR_TSAN=ON -DAUTOPAR_BUILD_BENCH=OFF -DAUTOPAR_WITH_CUDA=OFF >/dev/null
+  cmake --build "$tsan" -j"$(nproc)" --target autopard_test failure_handler_test proto_test
+) >"$sanitizer_log" 2>&1 &
+sanitizer_builds=$!
 
 # The services the tests use: the local Slurm cluster and an S3 server on loopback.
 s3_state=$AUTOPAR_CLUSTER_DIR-s3
 stop_services() {
+  kill "$sanitizer_builds" 2>/dev/null || true
   bash tests/cluster/stop.sh || true
   bash tests/s3/stop-s3rver.sh "$s3_state" --purge || true
 }
@@ -56,3 +54,21 @@ bash tests/cluster/start.sh --restart
 source "$AUTOPAR_CLUSTER_DIR/env.sh"
 
 ctest --test-dir "$AUTOPAR_BUILD_DIR" --output-on-failure -j2 "$@"
+
+if ! wait "$sanitizer_builds"; then
+  tail -n 60 "$sanitizer_log"
+  echo "test.sh: the sanitizer builds failed (whole log: $sanitizer_log)" >&2
+  exit 1
+fi
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ctest --test-dir "$san" -L unit -LE program --output-on-failure -j2
+AUTOPAR_FUZZ_BUILD=$san bash scripts/fuzz.sh 5
+# proto_test: no thread-leak reports (not races: a process's heartbeat sender is never joined, by
+# design, core/proto/heartbeat_sender.h), and not the test whose forked child of a threaded
+# process starts a thread (TSan does not support that: "starting new threads after
+# multi-threaded fork is not supported").
+tsan_options="halt_on_error=1 second_deadlock_stack=1 suppressions=$AUTOPAR_REPO/tests/tsan.supp"
+TSAN_OPTIONS=$tsan_options "$tsan/service/autopard/autopard_test" --gtest_brief=1
+TSAN_OPTIONS=$tsan_options "$tsan/service/failure/failure_handler_test" --gtest_brief=1
+TSAN_OPTIONS="$tsan_options report_thread_leaks=0" "$tsan/core/proto/proto_test" --gtest_brief=1 \
+  --gtest_filter=-CkptCApiHeartbeatTest.AForkedChildSendsWithAThreadOfItsOwn
