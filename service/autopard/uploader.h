@@ -204,7 +204,7 @@ class Uploader {
   std::thread retry_timer_;
   int running_ = 0;
   std::list<std::thread> workers_;
-  std::vector<std::thread::id> done_;  // Process threads of workers_ that returned (joined next)
+  std::vector<std::thread::id> done_;  // threads of workers_ that returned (joined next)
   std::thread dispatcher_;
 };
 
