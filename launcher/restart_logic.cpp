@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/failure/requeue_policy.h"
 #include "core/text.h"
 
 namespace autopar {
@@ -123,12 +124,26 @@ Result<FailureReport> FailureOf(const PeerMessage& m) {
   return ReportFromFields(m.fields, rank ? static_cast<int>(*rank) : m.from);
 }
 
+namespace {
+
+// How much a report says about the cause: 2 a class autopar recognised, 1 a death by a signal
+// (exit status 128+S), 0 an exit status.
+int Specificity(const FailureReport& r) {
+  if (r.kind != FailureClassName(FailureClass::kRankCrash)) return 2;
+  return r.exit_status > 128 ? 1 : 0;
+}
+
+}  // namespace
+
 std::optional<FailureReport> FirstFailure(const std::vector<std::optional<FailureReport>>& reports) {
   std::optional<FailureReport> first;
   for (const auto& r : reports) {
     if (!r) continue;
-    if (!first || r->detected < first->detected ||
-        (r->detected == first->detected && r->rank < first->rank)) {
+    const int a = Specificity(*r);
+    const int b = first ? Specificity(*first) : -1;
+    if (!first || a > b ||
+        (a == b && (r->detected < first->detected ||
+                    (r->detected == first->detected && r->rank < first->rank)))) {
       first = r;
     }
   }

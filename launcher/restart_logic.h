@@ -71,8 +71,11 @@ std::string PeerField(const PeerMessage& m, const char* key);  // "" when absent
 PeerMessage StopNotice(const FailureReport& r, int from);
 Result<FailureReport> FailureOf(const PeerMessage& m);  // a kStop or a state=failed kReport
 
-// The failure rank 0 asks autopard about: the first one detected (then the lowest rank), of the
-// reports collected (nullopt entries: ranks that were only stopped).
+// The failure rank 0 asks autopard about, of the reports collected (nullopt entries: ranks that
+// were only stopped): the most specific one (a class autopar recognised: oom, hang, bad-loss;
+// then a death by a signal; then an exit status), the earliest detected of those, then the
+// lowest rank. A rank's death makes its peers' collectives fail with plain errors, and their
+// launchers often see those first: the cause is the specific one.
 std::optional<FailureReport> FirstFailure(const std::vector<std::optional<FailureReport>>& reports);
 
 // Rank 0's verdict about a failed generation.

@@ -91,6 +91,22 @@ TEST(RestartLogic, TheFirstFailureIsTheEarliestThenTheLowestRank) {
   EXPECT_FALSE(FirstFailure({std::nullopt, std::nullopt}).has_value());
 }
 
+TEST(RestartLogic, TheCauseIsTheMostSpecificFailureNotThePeersItBroke) {
+  // Rank 1 ran out of memory; ranks 2 and 3 saw their all_reduce fail first (exit 1).
+  FailureReport oom = Report(1, 10.4);
+  oom.kind = "oom";
+  FailureReport peer = Report(2, 10.2);
+  FailureReport killed = Report(3, 10.3);
+  killed.exit_status = 137;
+  auto first = FirstFailure({std::nullopt, oom, peer, killed});
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->rank, 1);
+  // A rank killed by a signal outranks the plain exits it caused.
+  first = FirstFailure({std::nullopt, std::nullopt, peer, killed});
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->rank, 3);
+}
+
 TEST(RestartLogic, Verdicts) {
   RestartVerdict restart;
   restart.restart = true;
