@@ -24,7 +24,9 @@ struct GroupUse {
   int processes = 0;
 };
 
-// The processes of process group `pgrp` (the program runs in its own, child_process.h).
+// The live processes of process group `pgrp` (the program runs in its own, child_process.h). One
+// that is exiting (a zombie, or its memory already released) is left out: a sample taken while
+// the program ends would otherwise report it with no memory.
 GroupUse ProcessGroupUse(pid_t pgrp) {
   GroupUse use;
   DIR* d = opendir("/proc");
@@ -35,7 +37,7 @@ GroupUse ProcessGroupUse(pid_t pgrp) {
     std::stringstream ss;
     ss << in.rdbuf();
     auto s = ParseProcStat(ss.str());
-    if (!s || s->pgrp != pgrp) continue;
+    if (!s || s->pgrp != pgrp || s->state == 'Z' || s->state == 'X' || s->rss_pages <= 0) continue;
     use.cpu_ticks += s->cpu_ticks;
     use.rss_pages += s->rss_pages;
     ++use.processes;

@@ -24,6 +24,7 @@ std::optional<ProcStat> ParseProcStat(const std::string& text) {
   if (close + 2 > text.size()) return std::nullopt;
   std::vector<std::string> rest = Split(std::string_view(text).substr(close + 2), ' ');
   if (rest.size() < 20) return std::nullopt;  // up to field 22 (starttime)
+  if (rest[0].size() == 1) s.state = rest[0][0];
   const std::string& ppid = rest[1];
   const std::string& start = rest[19];
   s.ppid = static_cast<pid_t>(std::strtol(ppid.c_str(), &end, 10));

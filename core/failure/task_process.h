@@ -20,6 +20,7 @@ namespace autopar {
 struct ProcStat {
   pid_t pid = 0;
   std::string comm;         // the name between the parentheses (may contain spaces or ')')
+  char state = '?';         // field 3: R, S, D, Z (zombie), X (dead), ...
   pid_t ppid = 0;
   uint64_t start_ticks = 0;  // field 22: start time since boot; with pid, unique over time
   pid_t pgrp = 0;            // field 5: process group

@@ -34,6 +34,7 @@ TEST(ProcStatTest, CpuTimeProcessGroupAndResidentSize) {
       "812 (python3) R 800 812 800 0 -1 4194560 5000 0 0 0 250 50 7 3 20 0 3 0 98765 "
       "1073741824 12345 18446744073709551615 1 1 0 0 0 0 0 16781312 0 0 0 17 1 0 0 0 0 0");
   ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->state, 'R');
   EXPECT_EQ(s->pgrp, 812);
   EXPECT_EQ(s->cpu_ticks, 310u);
   EXPECT_EQ(s->rss_pages, 12345);
