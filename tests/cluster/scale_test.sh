@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # The local cluster at scale (issue 15): starts a cluster of its own with AUTOPAR_SCALE_NODES nodes
 # (default 16; 32 by hand), each slurmd with its own autopard, beside the suite's cluster (own
-# directory and ports), runs one job of NODES x TASKS ranks under
-# `srun --mpi=pmix autopar-launch -- python3 -c ...` where every rank checks RANK/WORLD_SIZE/
-# MASTER_ADDR and joins a torch.distributed gloo all_reduce, then checks that `autopar events JOBID`
-# through node1's autopard merges the journals of every node. Prints one line per check and the
-# times (cluster start, launch+rendezvous, events merge); stops its cluster whatever happens.
+# directory and ports), and runs a deterministic PyTorch DDP training (gloo) of NODES x TASKS ranks
+# as a batch job with the plugin's checkpoint and recovery options, under
+# `srun --mpi=pmix autopar-launch`, twice:
+#  - uninterrupted: every rank's RANK/WORLD_SIZE/MASTER_ADDR as the step says, launch and
+#    rendezvous, `autopar events JOBID` through node1's autopard merging every node's journal,
+#    every checkpoint step COMPLETE with all ranks (in the timeline and in storage);
+#  - with the last rank's program killed mid-run: the failure seen on every node, exactly one
+#    recovery (in place, no requeue), every rank restored, every step COMPLETE, and the final model
+#    bit for bit the uninterrupted run's (tests/cluster/scale_check.py checks what the jobs left).
+# Prints one line per check and the times (cluster start, launch, first step, checkpoint
+# completion, events merge, restart); stops its cluster whatever happens.
 #
 # Usage: scale_test.sh BUILD_DIR   (ctest: integration.scale16; run as root)
 # Environment:
 #   AUTOPAR_SCALE_NODES      nodes (default 16; at most 39, tests/cluster/start.sh)
 #   AUTOPAR_SCALE_TASKS      ranks per node (default 2)
+#   AUTOPAR_SCALE_STEPS      training steps (default 20; a checkpoint every 5)
 #   AUTOPAR_SCALE_DIR        the cluster's directory (default /tmp/autopar-cluster-scale)
 #   AUTOPAR_SCALE_PORT_BASE  default: the first of 21817, 22817, ..., 25817 whose ports are all free
 set -euo pipefail
@@ -78,7 +85,10 @@ cleanup() {
   local rc=$?
   if ((cluster)); then
     if ((rc || failures)); then
-      cp "$work/job.out" "$AUTOPAR_CLUSTER_DIR/log/scale-job.out" 2>/dev/null || true
+      for d in "$work"/*/; do
+        [[ -f $d/out.txt ]] && cp "$d/out.txt" "$AUTOPAR_CLUSTER_DIR/log/scale-$(basename "$d").out"
+        [[ -f $d/events.json ]] && cp "$d/events.json" "$AUTOPAR_CLUSTER_DIR/log/scale-$(basename "$d").events.json"
+      done
       "$here/stop.sh" >/dev/null 2>&1 || true
       say "logs kept in $AUTOPAR_CLUSTER_DIR/log" >&2
     else
@@ -115,73 +125,146 @@ check_autopards() {
 check_autopards || stop_here "every node runs its autopard (sockets: $socks of $nodes)"
 ok "every node runs its autopard ($socks sockets)"
 
-# --- one job of NODES x TASKS ranks: launch and rendezvous -----------------------------------
 
-# Each rank: the launcher's variables agree with the step, then one gloo all_reduce over all ranks
-# (its sum proves every rank took part). Prints when it was done, for the launch+rendezvous time.
-cat >"$work/rank.py" <<'EOF'
-import os, socket, sys, time
+# --- the training: NODES x TASKS ranks of a deterministic DDP run, checkpointing through autopard --
+
+# Each rank checks the launcher's variables against the step and says when its program started,
+# then runs the DDP training of the failure tests (tests/integration/requeue_train.py: gloo, every
+# rank a line per step with its time, a checkpoint every 5 steps committed to its node's autopard
+# and uploaded to a file:// store, a resumed run bit for bit the uninterrupted one).
+src=$(cd -- "$here/../.." && pwd)
+steps=${AUTOPAR_SCALE_STEPS:-20}
+every=5
+# The hang timeout: on 2 cores a rank's start-up (importing torch) and step grow with the ranks;
+# the first step is allowed 3 times the timeout (core/failure/hang_detector.h).
+hb_timeout=$((20 + world / 2))
+cat >"$work/rank.py" <<'PY'
+import os, runpy, socket, sys, time
 started = time.time()
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 assert world == int(sys.argv[1]), f"WORLD_SIZE={world}, want {sys.argv[1]}"
 assert rank == int(os.environ["SLURM_PROCID"]), f"RANK={rank} SLURM_PROCID={os.environ['SLURM_PROCID']}"
-import torch
-import torch.distributed as dist
-torch.set_num_threads(1)
-dist.init_process_group("gloo")  # env:// from the launcher's MASTER_ADDR/MASTER_PORT
-t = torch.tensor([rank + 1.0])
-dist.all_reduce(t)
-assert t.item() == world * (world + 1) / 2, t
-print(f"SCALE rank={rank} world={world} node={socket.gethostname()} master={os.environ['MASTER_ADDR']}"
-      f" job={os.environ['SLURM_JOB_ID']} started={started:.3f} done={time.time():.3f}", flush=True)
-dist.destroy_process_group()
-EOF
+print(f"SCALE rank={rank} node={socket.gethostname()} master={os.environ['MASTER_ADDR']}"
+      f" job={os.environ['SLURM_JOB_ID']} started={started:.3f}", flush=True)
+train = sys.argv[2]
+sys.path.insert(0, os.path.dirname(train))
+sys.argv = [train] + sys.argv[3:]
+runpy.run_path(train, run_name="__main__")
+PY
+chmod -R a+rX "$work"
+
+# submit NAME: the training as a batch job with the plugin's checkpoint and recovery options (its
+# output, checkpoints and final model under $work/NAME); prints the job id.
+submit() {
+  local name=$1 dir=$work/$1
+  mkdir -p "$dir"
+  cat >"$dir/job.sh" <<JOB
+#!/bin/bash
+#SBATCH -N$nodes --ntasks-per-node=$tasks -o $dir/out.txt -e $dir/out.txt --open-mode=append
+#SBATCH --ckpt-upload=file://$dir/store --ckpt-dir=$dir/local/%n --ckpt-keep=10
+#SBATCH --requeue-on-failure=3 --heartbeat-timeout=$hb_timeout
+export PYTHONPATH=$src/python OMP_NUM_THREADS=1
+srun --mpi=pmix $build/launcher/autopar-launch -- $python $work/rank.py $world \
+  $src/tests/integration/requeue_train.py --steps $steps --every $every --batch $((2 * world)) \
+  --step-sleep 0.2 --out $dir/final.pt
+JOB
+  sbatch --parsable --chdir="$dir" "$dir/job.sh" | cut -d';' -f1
+}
+job_state() { scontrol show job "$1" 2>/dev/null | grep -oP '\bJobState=\K\S+' || echo GONE; }
+# wait_job JOBID SECONDS: prints the job's final state (or "still STATE" when the time ran out).
+wait_job() {
+  local deadline=$((SECONDS + $2)) st
+  while :; do
+    st=$(job_state "$1")
+    case $st in
+      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE | GONE)
+        echo "$st"
+        return
+        ;;
+    esac
+    ((SECONDS < deadline)) || { echo "still $st"; return; }
+    sleep 1
+  done
+}
+# events JOBID KIND FILE: the job's timeline merged through node1's autopard, once it holds events
+# of KIND from every node (each node publishes its journal at most once a second); prints seconds.
+events() {
+  local t deadline=$((SECONDS + 60)) have
+  t=$(date +%s.%N)
+  while :; do
+    "$build/cli/autopar" events "$1" --json --socket "$AUTOPAR_CLUSTER_DIR/run/autopard-node1.sock" \
+      >"$3" 2>"$work/events.err" || true
+    have=$("$python" -c 'import json, sys; print(len({e["node"] for e in json.load(open(sys.argv[1]))["events"] if e["kind"] == sys.argv[2]}))' \
+      "$3" "$2" 2>/dev/null || echo 0)
+    ((have >= nodes || SECONDS >= deadline)) && break
+    sleep 0.5
+  done
+  awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'
+}
+# scale_check ARGS...: tests/cluster/scale_check.py's checks, counted; sets $times to its times.
+scale_check() {
+  local out
+  out=$("$python" "$here/scale_check.py" "$@") || true
+  grep -v '^times ' <<<"$out" || true
+  failures=$((failures + $(grep -c '^FAIL' <<<"$out" || true)))
+  times=$(sed -n 's/^times //p' <<<"$out")
+}
+ckpt_ls() { "$build/cli/autopar" ckpt ls "file://$work/$1/store" --json --socket "$AUTOPAR_CLUSTER_DIR/run/autopard-node1.sock"; }
+
+# The uninterrupted run: launch, rendezvous, every node's journal merged, checkpoints COMPLETE.
 t0=$(date +%s.%N)
-rc=0
-OMP_NUM_THREADS=1 timeout 600 srun -N "$nodes" --ntasks-per-node="$tasks" --mpi=pmix \
-  "$build/launcher/autopar-launch" -- "$python" "$work/rank.py" "$world" >"$work/job.out" 2>&1 || rc=$?
-t1=$(date +%s.%N)
-((rc == 0)) || { tail -n 30 "$work/job.out" >&2; stop_here "srun of $world ranks exited with $rc"; }
-# rank world node master job started done, one line a rank.
-grep '^SCALE ' "$work/job.out" | sed -E 's/[a-z]+=//g; s/^SCALE //' | sort -n >"$work/ranks"
-check "every rank 0..$((world - 1)) reports once, WORLD_SIZE=$world" \
-  test "$(cut -d' ' -f1 "$work/ranks" | tr '\n' ' ')" = "$(seq -s ' ' 0 $((world - 1))) "
+ref=$(submit reference)
+state=$(wait_job "$ref" 900)
+[[ $state == COMPLETED ]] ||
+  { tail -n 30 "$work/reference/out.txt" >&2; stop_here "the training of $world ranks (job $ref) ended $state"; }
+ok "job $ref: $world ranks trained $steps steps and ended COMPLETED"
 # The launcher gives MASTER_ADDR as rank 0's node's address (127.0.2.1 for node1).
-node0=$(awk '$1 == 0 { print $3 }' "$work/ranks")
-masters=$(awk '{ print $4 }' "$work/ranks" | sort -u | tr '\n' ' ')
+grep '^SCALE ' "$work/reference/out.txt" | sed -E 's/[a-z]+=//g; s/^SCALE //' | sort -n >"$work/ranks"
+node0=$(awk '$1 == 0 { print $2 }' "$work/ranks")
+masters=$(awk '{ print $3 }' "$work/ranks" | sort -u | tr '\n' ' ')
 node1_addr=$(getent ahostsv4 node1 | awk 'NR == 1 { print $1 }')
 check "rank 0 runs on node1 and every rank's MASTER_ADDR is node1's (rank 0 on $node0; MASTER_ADDR $masters)" \
   test "$node0 $masters" = "node1 $node1_addr " -o "$node0 $masters" = "node1 node1 "
 check "$tasks ranks on each of the $nodes nodes" \
-  test "$(awk '{ print $3 }' "$work/ranks" | sort | uniq -c | awk -v t="$tasks" '$1 == t' | wc -l)" = "$nodes"
-job=$(awk '{ print $5 }' "$work/ranks" | sort -u)
-[[ $job =~ ^[0-9]+$ ]] || stop_here "one job id in the ranks' output (got '$job')"
-# launch: srun until the last rank's python runs; launch+rendezvous: until the last rank's all_reduce
-# is done (most of the difference is 2 cores importing torch in every rank).
-launch_s=$(awk -v t0="$t0" 'BEGIN { m = 0 } $6 > m { m = $6 } END { printf "%.1f", m - t0 }' "$work/ranks")
-rdv_s=$(awk -v t0="$t0" 'BEGIN { m = 0 } $7 > m { m = $7 } END { printf "%.1f", m - t0 }' "$work/ranks")
-srun_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-ok "job $job: $world ranks launched in ${launch_s}s and joined one gloo all_reduce in ${rdv_s}s (srun ${srun_s}s)"
+  test "$(awk '{ print $2 }' "$work/ranks" | sort | uniq -c | awk -v t="$tasks" '$1 == t' | wc -l)" = "$nodes"
+events_s=$(events "$ref" ckpt_committed "$work/reference/events.json")
+check "autopar events wrote nothing to stderr" test ! -s "$work/events.err"
+ckpt_ls reference >"$work/reference/ls.json" || bad "autopar ckpt ls of the reference's store"
+scale_check reference "$work/reference/events.json" "$work/reference/ls.json" "$work/reference/out.txt" \
+  "$t0" --nodes "$nodes" --world "$world" --steps "$steps" --every "$every"
+ref_times="$times events_merged=$events_s"
 
-# --- autopar events: every node's journal, merged through node1's autopard --------------------
-
-# Every node's autopard publishes its journal of the job at most once a second; wait for all.
-t=$(date +%s.%N)
-deadline=$((SECONDS + 60))
-while :; do
-  "$build/cli/autopar" events "$job" --json --socket "$AUTOPAR_CLUSTER_DIR/run/autopard-node1.sock" \
-    >"$work/events.json" 2>"$work/events.err" || true
-  have=$("$python" -c 'import json, sys; print(len({e["node"] for e in json.load(open(sys.argv[1]))["events"]}))' \
-    "$work/events.json" 2>/dev/null || echo 0)
-  ((have >= nodes || SECONDS >= deadline)) && break
+# The same run with the last rank's program (on the last node) stopped mid-run (SIGSTOP: a hang):
+# every other rank waits for it in the next all_reduce, so every node's autopard sees no progress
+# and detects the hang; the job must recover exactly once, in place (no requeue), from its latest
+# COMPLETE checkpoint, and end with the uninterrupted run's model.
+job=$(submit recover)
+victim=$((world - 1))
+deadline=$((SECONDS + 600))
+until awk -v r="$victim" '$1 == "train:" && $2 == "rank" && $3 == r && $5 >= 11 { f = 1 } END { exit !f }' \
+  "$work/recover/out.txt" 2>/dev/null; do
+  ((SECONDS < deadline)) || stop_here "rank $victim of job $job reached step 11"
+  [[ $(job_state "$job") =~ ^(PENDING|RUNNING|CONFIGURING|COMPLETING)$ ]] || stop_here "job $job ended early: $(job_state "$job")"
   sleep 0.5
 done
-events_s=$(awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-count=$("$python" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["events"]))' \
-  "$work/events.json" 2>/dev/null || echo 0)
-check "autopar events $job merges the journals of all $nodes nodes ($have nodes, $count events, ${events_s}s)" \
-  test "$have" = "$nodes"
-check "autopar events wrote nothing to stderr" test ! -s "$work/events.err"
+for p in $(pgrep -x python3); do
+  env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
+  grep -qx "SLURM_JOB_ID=$job" <<<"$env" && grep -qx "RANK=$victim" <<<"$env" && { victim_pid=$p; break; }
+done
+[[ -n ${victim_pid:-} ]] || stop_here "the program of rank $victim of job $job"
+fault=$(date +%s.%N)
+kill -STOP "$victim_pid"
+state=$(wait_job "$job" 900)
+[[ $state == COMPLETED ]] || { tail -n 30 "$work/recover/out.txt" >&2; bad "job $job ended $state"; }
+restarts=$(scontrol show job "$job" | grep -oP '\bRestarts=\K\d+' || echo '?')
+kill -KILL "$victim_pid" 2>/dev/null && bad "the stopped program of rank $victim outlived its job"
+check "job $job: rank $victim stopped, ended COMPLETED without a requeue (Restarts=$restarts)" test "$state $restarts" = "COMPLETED 0"
+events "$job" restored "$work/recover/events.json" >/dev/null
+ckpt_ls recover >"$work/recover/ls.json" || bad "autopar ckpt ls of the recovered run's store"
+scale_check recovered "$work/recover/events.json" "$work/recover/ls.json" "$work/recover/out.txt" \
+  "$fault" --nodes "$nodes" --world "$world" --steps "$steps" --every "$every"
+rec_times=$times
+scale_check same-model "$work/recover/final.pt" "$work/reference/final.pt"
 
-say "times at $nodes nodes x $tasks ranks: cluster start ${start_s}s, launch ${launch_s}s, launch+rendezvous ${rdv_s}s" \
-  "(srun ${srun_s}s), events of all nodes ${events_s}s after the job"
+say "times at $nodes nodes x $tasks ranks: cluster start ${start_s}s; uninterrupted run: $ref_times;" \
+  "rank $victim stopped (--heartbeat-timeout=$hb_timeout): $rec_times"
