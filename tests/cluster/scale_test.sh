@@ -60,23 +60,9 @@ stop_here() {
 }
 ((EUID == 0)) || { say "error: run as root (the cluster)" >&2; exit 1; }
 
-# free_port_base: the first base of 21817, 22817, ... where nothing listens on base..base+499
-# (slurmctld, slurmd, autopard metrics and srun ports), below selftest.sh's (27817, ...) and below
-# Linux's ephemeral ports (32768..60999): with a base in there, 32 nodes' worth of connections made
-# one slurmd's port busy as some connection's local port ("Address already in use").
-free_port_base() {
-  local base listening
-  listening=$(ss -Hltn | awk '{ n = split($4, a, ":"); print a[n] }')
-  for ((base = 21817; base <= 25817; base += 1000)); do
-    if ! awk -v lo="$base" -v hi="$((base + 499))" '$1 >= lo && $1 <= hi { found = 1 } END { exit !found }' \
-      <<<"$listening"; then
-      printf '%s' "$base"
-      return 0
-    fi
-  done
-  return 1
-}
-export AUTOPAR_CLUSTER_PORT_BASE=${AUTOPAR_SCALE_PORT_BASE:-$(free_port_base)}
+# shellcheck source=tests/cluster/ports.sh
+source "$here/ports.sh"
+export AUTOPAR_CLUSTER_PORT_BASE=${AUTOPAR_SCALE_PORT_BASE:-$(free_port_base 21817 25817)}
 
 work=$(mktemp -d /tmp/autopar-scale-test.XXXXXX)
 chmod 0755 "$work"

@@ -7,7 +7,7 @@
 #
 # Uses its own cluster (so it never disturbs one that is in use):
 #   AUTOPAR_SELFTEST_DIR        default /tmp/autopar-cluster-selftest
-#   AUTOPAR_SELFTEST_PORT_BASE  default: the first of 27817, 28817, ... whose ports are all free
+#   AUTOPAR_SELFTEST_PORT_BASE  default: the first of 27817, 28817, ..., 31817 whose ports are all free
 #   AUTOPAR_SELFTEST_TORCH=0    skips the PyTorch check (about 15 s on 2 cores)
 # Exit status 0 when every check passed. On failure the cluster is stopped and its logs kept.
 set -euo pipefail
@@ -17,22 +17,10 @@ export AUTOPAR_CLUSTER_DIR=${AUTOPAR_SELFTEST_DIR:-/tmp/autopar-cluster-selftest
 # Its checks expect node1..node4, whatever the caller's AUTOPAR_CLUSTER_NODES.
 export AUTOPAR_CLUSTER_NODES=4
 
-# free_port_base: the first base of 27817, 28817, ... where nothing listens on base..base+499
-# (slurmctld, slurmd and srun ports; other test clusters may run beside this one).
-free_port_base() {
-  local base listening
-  listening=$(ss -Hltn | awk '{ n = split($4, a, ":"); print a[n] }')
-  for ((base = 27817; base <= 63817; base += 1000)); do
-    if ! awk -v lo="$base" -v hi="$((base + 499))" '$1 >= lo && $1 <= hi { found = 1 } END { exit !found }' \
-      <<<"$listening"; then
-      printf '%s' "$base"
-      return 0
-    fi
-  done
-  return 1
-}
+# shellcheck source=tests/cluster/ports.sh
+source "$here/ports.sh"
 if [[ -z ${AUTOPAR_SELFTEST_PORT_BASE:-} ]]; then
-  AUTOPAR_SELFTEST_PORT_BASE=$(free_port_base) || { echo "selftest: no free port range" >&2; exit 1; }
+  AUTOPAR_SELFTEST_PORT_BASE=$(free_port_base 27817 31817) || { echo "selftest: no free port range" >&2; exit 1; }
 fi
 export AUTOPAR_CLUSTER_PORT_BASE=$AUTOPAR_SELFTEST_PORT_BASE
 # shellcheck source-path=SCRIPTDIR source=lib.sh

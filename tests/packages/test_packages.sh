@@ -13,7 +13,7 @@
 # go): it would replace that installation and then purge it.
 # Environment:
 #   AUTOPAR_PACKAGES_DIR        the cluster's directory (default /tmp/autopar-cluster-packages)
-#   AUTOPAR_PACKAGES_PORT_BASE  default: the first of 47817, 48817, ... whose ports are all free
+#   AUTOPAR_PACKAGES_PORT_BASE  default: the first of 18817, 19817, 20817 whose ports are all free
 set -euo pipefail
 
 build=$(cd -- "${1:?usage: test_packages.sh BUILD_DIR PLUGIN_DIR}" && pwd)
@@ -66,21 +66,9 @@ for f in "${own_paths[@]}"; do
   fi
 done
 
-# free_port_base: the first base of 47817, 48817, ... where nothing listens on base..base+499
-# (slurmctld, slurmd, autopard metrics and srun ports), as selftest.sh picks its own.
-free_port_base() {
-  local base listening
-  listening=$(ss -Hltn | awk '{ n = split($4, a, ":"); print a[n] }')
-  for ((base = 47817; base <= 63817; base += 1000)); do
-    if ! awk -v lo="$base" -v hi="$((base + 499))" '$1 >= lo && $1 <= hi { found = 1 } END { exit !found }' \
-      <<<"$listening"; then
-      printf '%s' "$base"
-      return 0
-    fi
-  done
-  return 1
-}
-export AUTOPAR_CLUSTER_PORT_BASE=${AUTOPAR_PACKAGES_PORT_BASE:-$(free_port_base)}
+# shellcheck source=tests/cluster/ports.sh
+source "$cluster_scripts/ports.sh"
+export AUTOPAR_CLUSTER_PORT_BASE=${AUTOPAR_PACKAGES_PORT_BASE:-$(free_port_base 18817 20817)}
 
 work=$(mktemp -d /tmp/autopar-packages-test.XXXXXX)
 chmod 0755 "$work"
