@@ -175,6 +175,10 @@ std::string NodeMetrics::Render(const UploaderSnapshot& uploads, double now) {
         static_cast<double>(uploads.running));
   gauge("autopard_uploads_waiting_retry", "Failed uploads waiting for their timer retry.",
         static_cast<double>(uploads.waiting_retry));
+  gauge("autopard_ckpt_steps_watched",
+        "Checkpoint steps whose ranks on this node are uploaded, waiting for another node to "
+        "complete them.",
+        static_cast<double>(uploads.steps_watched));
   out.push_back({"autopard_upload_bytes_total", MetricType::kCounter,
                  "Bytes sent to checkpoint storage (parts and single PUTs).",
                  {{"", {}, static_cast<double>(uploads.bytes_sent)}}});

@@ -34,6 +34,7 @@ struct UploaderSnapshot {
   int64_t queued = 0;         // rank commits waiting for an upload slot
   int64_t running = 0;        // being hashed or uploaded
   int64_t waiting_retry = 0;  // failed on storage, waiting for their timer retry
+  int64_t steps_watched = 0;  // steps uploaded here, waiting for another node to complete them
   uint64_t bytes_sent = 0;    // bytes sent to storage since autopard started (parts and PUTs)
 };
 

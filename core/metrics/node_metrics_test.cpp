@@ -62,7 +62,7 @@ TEST(NodeMetricsTest, CountsEventsByKindAndClass) {
   m.Observe(Ev("7", "bad_loss", "kind=nan action=rollback"));
   for (int i = 0; i < 5; ++i) m.CountHeartbeat();
   m.ObserveUpload(1000, 2.0);
-  const std::string text = m.Render({2, 1, 1, 4096}, 1000);
+  const std::string text = m.Render({2, 1, 1, 3, 4096}, 1000);
   EXPECT_EQ(Sample(text, "autopard_checkpoint_commits_total"), 3);
   EXPECT_EQ(Sample(text, "autopard_checkpoint_uploads_total"), 1);
   EXPECT_EQ(Sample(text, "autopard_checkpoint_steps_completed_total"), 1);
@@ -78,6 +78,7 @@ TEST(NodeMetricsTest, CountsEventsByKindAndClass) {
   EXPECT_EQ(Sample(text, "autopard_bad_losses_total{action=\"rollback\"}"), 1);
   EXPECT_EQ(Sample(text, "autopard_heartbeats_total"), 5);
   EXPECT_EQ(Sample(text, "autopard_upload_queue_depth"), 3);
+  EXPECT_EQ(Sample(text, "autopard_ckpt_steps_watched"), 3);
   EXPECT_EQ(Sample(text, "autopard_uploads_running"), 1);
   EXPECT_EQ(Sample(text, "autopard_uploads_waiting_retry"), 1);
   EXPECT_EQ(Sample(text, "autopard_upload_bytes_total"), 4096);

@@ -163,7 +163,7 @@ Status Daemon::Journal(const JournalEvent& e, pid_t pid, bool own) {
 
 std::string Daemon::RenderMetrics() {
   const Uploader::Counts c = uploader_->CurrentCounts();
-  return metrics_->Render({c.queued, c.running, c.waiting_retry, c.bytes_sent}, Now());
+  return metrics_->Render({c.queued, c.running, c.waiting_retry, c.steps_watched, c.bytes_sent}, Now());
 }
 
 Status Daemon::FlushJournal() { return publisher_ ? publisher_->Flush() : Status::Ok(); }

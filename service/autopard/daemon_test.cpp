@@ -261,6 +261,26 @@ TEST_F(DaemonTest, IncompleteStepIsNeverRestoredAndRetentionKeepsTheNewest) {
   EXPECT_EQ(r.restore.step, 3);
 }
 
+// A step that never completes (a rank never committed it) is watched for another node's manifest
+// until a newer step completes here, not for the ten minutes of the watch: the soak saw ~20
+// watching threads at a time while storage failed on and off.
+TEST_F(DaemonTest, AStepThatNeverCompletesIsNoLongerWatchedOnceANewerOneCompletes) {
+  ASSERT_TRUE(WriteAndCommit("6", 1, 0, 2, 2).status.ok());  // rank 1 never commits step 1
+  daemon_->uploader().WaitIdle();
+  EXPECT_EQ(daemon_->uploader().CurrentCounts().steps_watched, 1);
+  for (int rank : {0, 1}) ASSERT_TRUE(WriteAndCommit("6", 2, rank, 2, 2).status.ok());
+  daemon_->uploader().WaitIdle();
+  EXPECT_EQ(StepState(upload_, 2), "COMPLETE");
+  // The watcher polls with a growing pause (at most 5 s); it sees step 2 at its next poll.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (daemon_->uploader().CurrentCounts().steps_watched > 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(daemon_->uploader().CurrentCounts().steps_watched, 0);
+  EXPECT_FALSE(fs::exists(root_ / "store/job-6/step-1/manifest.json"));
+}
+
 TEST_F(DaemonTest, LocalOnlyCheckpointsCompleteWhenEveryLocalRankCommitted) {
   ASSERT_TRUE(WriteAndCommit("5", 7, 0, 2, 0, "").status.ok());
   daemon_->uploader().WaitIdle();

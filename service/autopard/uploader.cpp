@@ -355,6 +355,7 @@ Uploader::Counts Uploader::CurrentCounts() {
   std::lock_guard<std::mutex> l(mu_);
   for (const auto& [id, a] : active_) ++(a->state == "queued" ? c.queued : c.running);
   c.waiting_retry = static_cast<int64_t>(retrying_.size());
+  c.steps_watched = watching_.load();
   return c;
 }
 
@@ -1052,8 +1053,10 @@ Status Uploader::PublishRank(Run& run, bool* permanent) {
     // it does: a watcher thread looks for the step manifest for a while (the rank's own upload
     // is done, so the commit is finished).
     std::lock_guard<std::mutex> l(mu_);
+    ++watching_;
     workers_.emplace_back([this, copy = c, shared = run.shared] {
       WatchForCompletion(copy, shared);
+      --watching_;
       // Joined by the dispatcher like an upload's thread: a finished thread left unjoined keeps
       // its stack (bench/soak/soak.py saw autopard's memory grow ~10 KiB per checkpoint step).
       std::lock_guard<std::mutex> done(mu_);
@@ -1082,17 +1085,45 @@ void Uploader::WatchForCompletion(const CommitRecord& c, std::shared_ptr<ObjectS
       Retention(c, store.get());
       return;
     }
+    // A newer step of the job is COMPLETE here: its retention ran (or runs) on this node and
+    // covers this step's. Waiting on would keep a thread for ten minutes for every step that
+    // never completes (a rank's upload failed): the soak saw ~20 such threads at a time.
+    if (NewerStepComplete(c)) return;
     next = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(200 * i++, 5000));
   }
+}
+
+bool Uploader::NewerStepComplete(const CommitRecord& c) {
+  auto steps = db_->Steps(c.upload);
+  if (!steps) return false;
+  for (const auto& s : *steps) {
+    if (s.job_id == c.job_id && s.step > c.step && s.state == "COMPLETE") return true;
+  }
+  return false;
 }
 
 void Uploader::Retention(const CommitRecord& c, ObjectStore* store) {
   if (c.keep <= 0) return;
   RetentionPlan plan;
   if (store) {
+    const std::string key = c.upload + "\n" + c.job_id;
+    const auto now = clock_();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = retention_paused_.find(key);
+      if (it != retention_paused_.end() && now < it->second) return;
+      if (it != retention_paused_.end()) retention_paused_.erase(it);
+    }
     auto applied = ApplyRetention(*store, c.job_id, static_cast<int>(c.keep), Transfer());
     if (!applied) {
-      Emit(c, "ckpt_retention_failed", applied.message());
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        retention_paused_[key] = clock_() + kRetentionPause;
+      }
+      Emit(c, "ckpt_retention_failed",
+           applied.message() + " (tried again for a step committed " +
+               std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kRetentionPause).count()) +
+               " s from now)");
       return;
     }
     plan = *applied;

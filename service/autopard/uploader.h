@@ -85,9 +85,11 @@ std::chrono::milliseconds FailedUploadRetryDelay(std::chrono::seconds initial, s
 
 class Uploader {
  public:
+  // How long retention in storage rests for a job after it failed (retention_paused_).
+  static constexpr std::chrono::seconds kRetentionPause{60};
   using Journal = std::function<void(const JournalEvent&)>;
   using Clock = std::function<std::chrono::steady_clock::time_point()>;
-  // `clock` and `uniform` (jitter) drive the timer retries; null: steady_clock, DefaultUniform.
+  // `clock` and `uniform` (jitter) drive the timer retries (and retention's pause); null: steady_clock, DefaultUniform.
   // With an injected clock the timer thread still checks every second (real time); tests call
   // RetryDue after moving their clock.
   Uploader(StateDb* db, const DaemonConfig& config, StoreCache* stores, Journal journal,
@@ -116,6 +118,7 @@ class Uploader {
   // and the bytes sent to storage since start.
   struct Counts {
     int64_t queued = 0, running = 0, waiting_retry = 0;
+    int64_t steps_watched = 0;  // WatchForCompletion threads
     uint64_t bytes_sent = 0;
   };
   Counts CurrentCounts();
@@ -178,8 +181,11 @@ class Uploader {
   Status FinishLocal(const CommitRecord& c, Active& active);
   void Retention(const CommitRecord& c, ObjectStore* store);
   // After this node's rank is in but the step is not complete yet: waits (up to 10 min) for the
-  // step manifest another node writes, then applies retention here. Not counted as running.
+  // step manifest another node writes, then applies retention here; stops early once a newer
+  // step is COMPLETE here (its retention covers this one). Not counted as running.
   void WatchForCompletion(const CommitRecord& c, std::shared_ptr<ObjectStore> store);
+  // A step of c's job newer than c's is recorded COMPLETE for c's upload target on this node.
+  bool NewerStepComplete(const CommitRecord& c);
   void Emit(const CommitRecord& c, const std::string& kind, const std::string& detail);
 
   StateDb* db_;
@@ -188,6 +194,7 @@ class Uploader {
   Journal journal_;
   TaskPool pool_;
   std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> watching_{0};
   std::atomic<uint64_t> bytes_sent_{0};
   std::function<void(uint64_t, double)> on_uploaded_;
 
@@ -198,6 +205,12 @@ class Uploader {
   std::map<int64_t, std::shared_ptr<Active>> active_;   // queued and running
   std::deque<std::pair<int64_t, std::shared_ptr<Active>>> finished_;  // the last few
   std::map<int64_t, Scheduled> retrying_;  // failed on storage, retried when due
+  // Retention in storage that failed, by upload target and job: not tried again before the time
+  // here (the next step's retention covers this one's). Without the pause, a job whose storage
+  // keeps failing its listing held an upload slot in retries at every rank upload, and every
+  // job's uploads fell behind (bench/soak/soak.py: an s3rver killed mid-write answers every
+  // listing of that job with HTTP 500).
+  std::map<std::string, std::chrono::steady_clock::time_point> retention_paused_;
   Clock clock_;
   Backoff::Uniform uniform_;
   std::condition_variable timer_cv_;

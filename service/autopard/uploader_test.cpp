@@ -37,6 +37,21 @@ TEST(FailedUploadRetryDelayTest, DoublesCapsAndJitters) {
   }
 }
 
+// Fails every listing of job 7's whole prefix, as s3rver does (HTTP 500) once it was killed while
+// writing an object of the job; counts them.
+class FailJobListing : public ObjectStoreWrapper {
+ public:
+  using ObjectStoreWrapper::ObjectStoreWrapper;
+  StoreStatus List(const std::string& prefix, std::vector<ObjectInfo>* objects) override {
+    if (prefix == "job-7/") {
+      ++failed;
+      return StoreStatus::Retryable("HTTP 500 InternalError (ListObjectsV2)");
+    }
+    return ObjectStoreWrapper::List(prefix, objects);
+  }
+  std::atomic<int> failed{0};
+};
+
 // Counts the attempts at each part number (all uploads).
 class CountParts : public ObjectStoreWrapper {
  public:
@@ -93,15 +108,18 @@ class UploaderRetryTest : public ::testing::Test {
     if (!root_.empty()) fs::remove_all(root_);
   }
   // Writes and commits step 1 of rank 0: a 10000-byte file.
-  void Commit() {
-    file_ = root_ / "ck/step-1/rank-0/model.pt";
+  void Commit() { Commit(1, 0); }
+  // The same for `step`, keeping the newest `keep` complete steps (0: all).
+  void Commit(int64_t step, int64_t keep) {
+    file_ = root_ / ("ck/step-" + std::to_string(step) + "/rank-0/model.pt");
     fs::create_directories(file_.parent_path());
     data_.clear();
     for (int i = 0; i < 10000; ++i) data_.push_back(static_cast<char>('a' + i % 26));
     std::ofstream(file_) << data_;
     CommitRecord c;
     c.job_id = "7";
-    c.step = 1;
+    c.step = step;
+    c.keep = keep;
     c.uid = geteuid();
     c.gid = getegid();
     c.ckpt_dir = (root_ / "ck").string();
@@ -256,6 +274,34 @@ TEST_F(UploaderRetryTest, StopsWhenTheLocalFileIsGone) {
   RetryDue();
   EXPECT_EQ(Events("ckpt_upload_retry").size(), 1u);
   EXPECT_EQ(Events("ckpt_failed").size(), 2u);
+}
+
+// Retention that fails (the job's listing) rests for a minute: the steps committed meanwhile do not
+// each retry it, holding an upload slot (bench/soak/soak.py: every job's uploads fell minutes
+// behind while two jobs' listings failed).
+TEST_F(UploaderRetryTest, RetentionThatFailedRestsBeforeTheNextTry) {
+  Start(/*fail_part=*/0, /*fail_times=*/0);
+  auto failing = std::make_shared<FailJobListing>(count_.get());
+  ASSERT_TRUE(stores_->Set(upload_, failing).ok());
+  Commit(1, 1);
+  EXPECT_EQ(StepState(), "COMPLETE");
+  auto failed = Events("ckpt_retention_failed");
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_NE(failed[0].detail.find("HTTP 500"), std::string::npos) << failed[0].detail;
+  EXPECT_NE(failed[0].detail.find("tried again for a step committed 60 s from now"), std::string::npos)
+      << failed[0].detail;
+  const int listings = failing->failed.load();  // the retry policy's attempts (2)
+  EXPECT_EQ(listings, 2);
+  Advance(seconds(59));
+  Commit(2, 1);
+  Commit(3, 1);
+  EXPECT_EQ(failing->failed.load(), listings);
+  EXPECT_EQ(Events("ckpt_retention_failed").size(), 1u);
+  EXPECT_EQ(Events("ckpt_complete").size(), 3u);
+  Advance(seconds(1));
+  Commit(4, 1);
+  EXPECT_EQ(failing->failed.load(), 2 * listings);
+  EXPECT_EQ(Events("ckpt_retention_failed").size(), 2u);
 }
 
 }  // namespace
