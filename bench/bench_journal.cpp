@@ -3,16 +3,21 @@
 // that checkpoints 20 times: committed and uploaded per rank, complete per step, plus the run's
 // own events), as autopard's Events() handles them after reading the published segments: decode
 // every node's segment, merge in time order, fold per-rank rows, render the table and the JSON.
-// The decision path: the job's node list expanded from its hostlist and one requeue decision
-// excluding a lost node among them.
+// The decision paths: the job's node list expanded from its hostlist and one requeue decision
+// excluding a lost node among them; and an in-place restart as rank 0's launcher makes it after a
+// hang every node saw: one stop notice per rank (4 per node; the hung rank's class `hang`, its
+// peers' collectives failed with exit 1) decoded, the cause chosen (FirstFailure) and the
+// recovery decided (DecideRecovery).
 #include <benchmark/benchmark.h>
 
 #include <string>
 #include <vector>
 
+#include "core/failure/recovery_policy.h"
 #include "core/failure/requeue_policy.h"
 #include "core/failure/timeline.h"
 #include "core/hostlist.h"
+#include "launcher/restart_logic.h"
 
 namespace {
 
@@ -105,9 +110,50 @@ void BM_RequeueDecision(benchmark::State& state) {
   }
 }
 
+void BM_RestartDecision(benchmark::State& state) {
+  const int64_t nodes = state.range(0);
+  const int64_t ranks = nodes * kRanksPerNode;
+  const std::string token = "0123456789abcdef";
+  std::vector<std::string> lines;
+  for (int64_t r = 0; r < ranks; ++r) {
+    autopar::FailureReport f;
+    f.generation = 0;
+    f.rank = static_cast<int>(r);
+    f.node = Node(r / kRanksPerNode);
+    f.kind = r == ranks - 1 ? "hang" : "rank-crash";
+    f.exit_status = r == ranks - 1 ? 137 : 1;
+    f.run_s = 600;
+    f.detected = 1796029000.0 + static_cast<double>(r % 97) * 1e-3;
+    lines.push_back(autopar::EncodePeerMessage(token, autopar::StopNotice(f, static_cast<int>(r))));
+    lines.back().pop_back();  // the newline
+  }
+  autopar::RequeueSettings settings;
+  settings.max_restarts = 3;
+  for (auto _ : state) {
+    std::vector<std::optional<autopar::FailureReport>> reports(static_cast<size_t>(ranks));
+    for (size_t i = 0; i < lines.size(); ++i) {
+      auto m = autopar::DecodePeerMessage(lines[i], token);
+      if (!m) continue;
+      auto f = autopar::FailureOf(*m);
+      if (f) reports[i] = std::move(*f);
+    }
+    auto cause = autopar::FirstFailure(reports);
+    if (!cause || cause->kind != "hang") state.SkipWithError("the hang is not the cause");
+    autopar::Failure failure;
+    failure.kind = autopar::FailureClass::kHang;
+    failure.node = cause ? cause->node : "";
+    failure.rank = cause ? cause->rank : -1;
+    failure.made_progress = true;
+    auto d = autopar::DecideRecovery(settings, failure, 0, 0, 3, std::nullopt);
+    benchmark::DoNotOptimize(d);
+  }
+  state.SetLabel(std::to_string(ranks) + " stop notices");
+}
+
 }  // namespace
 
 BENCHMARK(BM_EventsMerge)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_EventsPhases)->Args({1000, 0})->Args({1000, 1})->Args({1000, 2})->Args({1000, 3})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RequeueDecision)->Arg(4)->Arg(32)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RestartDecision)->Arg(4)->Arg(32)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();
