@@ -4,14 +4,11 @@
 // journalled exactly once. A real test in every build, and the workload of the ThreadSanitizer
 // stage of scripts/test.sh (build-tsan, -DAUTOPAR_TSAN=ON).
 #include <gtest/gtest.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -24,52 +21,22 @@
 
 #include "core/proto/proto_client.h"
 #include "daemon.h"
+#include "socket_client_for_test.h"
 #include "service/slurm_actions/fake_slurm_for_test.h"
 
 namespace autopar {
 namespace {
 
 namespace fs = std::filesystem;
+using testing_socket::Connect;
+using testing_socket::Roundtrip;
+using testing_socket::Write;
 
 // Every job of the test belongs to the user running it.
 class OwnJobs : public JobOwnerLookup {
  public:
   Result<uid_t> Owner(const std::string&) override { return geteuid(); }
 };
-
-void Write(const fs::path& p, const std::string& data) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << data;
-}
-
-int Connect(const std::string& path) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::snprintf(a.sun_path, sizeof(a.sun_path), "%s", path.c_str());
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    close(fd);
-    return -1;
-  }
-  timeval limit{20, 0};  // a reply that never comes fails the test instead of hanging it
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-  return fd;
-}
-
-// Sends `r` on `fd` and returns the reply line ("" on error).
-std::string Roundtrip(int fd, const Request& r) {
-  std::string line = EncodeRequest(r) + "\n";
-  if (send(fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) return "";
-  std::string in;
-  char buf[4096];
-  while (in.find('\n') == std::string::npos) {
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) return "";
-    in.append(buf, static_cast<size_t>(n));
-  }
-  return in.substr(0, in.find('\n'));
-}
 
 // Jobs 101 and 102 upload to a file:// store, 103 and 104 are local-only; each has two ranks on
 // this node, and each rank is one thread (8 in all) committing kSteps steps. Between commits a

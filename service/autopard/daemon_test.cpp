@@ -15,11 +15,15 @@
 #include <thread>
 
 #include "core/proto/proto_client.h"
+#include "socket_client_for_test.h"
 
 namespace autopar {
 namespace {
 
 namespace fs = std::filesystem;
+using testing_socket::Connect;
+using testing_socket::StatusOn;
+using testing_socket::Write;
 
 class FakeOwners : public JobOwnerLookup {
  public:
@@ -29,11 +33,6 @@ class FakeOwners : public JobOwnerLookup {
     return Status::Error("job " + job_id + ": Slurm does not know it");
   }
 };
-
-void Write(const fs::path& p, const std::string& data) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << data;
-}
 
 std::string Read(const fs::path& p) {
   std::ifstream in(p);
@@ -496,37 +495,6 @@ TEST_F(DaemonTest, RetentionKeepsJobsWithUploadsToRetry) {
 
 namespace autopar {
 namespace {
-
-// A connection to `path` (-1 when refused).
-int Connect(const std::string& path) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::snprintf(a.sun_path, sizeof(a.sun_path), "%s", path.c_str());
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    close(fd);
-    return -1;
-  }
-  timeval limit{20, 0};  // a reply that never comes fails the test instead of hanging it
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-  return fd;
-}
-
-// Sends one status request on `fd`, returns the reply line ("" on error).
-std::string StatusOn(int fd) {
-  Request r;
-  r.op = Op::kStatus;
-  std::string line = EncodeRequest(r) + "\n";
-  if (send(fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) return "";
-  std::string in;
-  char buf[4096];
-  while (in.find('\n') == std::string::npos) {
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) return "";
-    in.append(buf, static_cast<size_t>(n));
-  }
-  return in.substr(0, in.find('\n'));
-}
 
 TEST_F(DaemonTest, ServesOverTheSocketWhileOtherConnectionsStayOpenAndStops) {
   Status served = Status::Error("not returned");
