@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <vector>
 
 #include "core/text.h"
 
@@ -18,22 +19,7 @@ namespace {
 
 constexpr size_t kMaxRequest = 8192;
 constexpr int kClientBudgetMs = 2000;
-
-// Sends all of `data` before `deadline`; false on error or timeout.
-bool SendAll(int fd, const std::string& data, std::chrono::steady_clock::time_point deadline) {
-  size_t off = 0;
-  while (off < data.size()) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd p{fd, POLLOUT, 0};
-    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-    ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
-}
+constexpr size_t kMaxClients = 64;
 
 std::string Response(int code, const char* reason, const std::string& type, const std::string& body) {
   return "HTTP/1.1 " + std::to_string(code) + " " + reason + "\r\nContent-Type: " + type +
@@ -94,7 +80,7 @@ Status MetricsServer::Start(const ListenAddress& address, Render render) {
   if (fd < 0) return Status::Error("metrics_listen: socket: " + std::string(std::strerror(errno)));
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 || listen(fd, 16) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 || listen(fd, 64) != 0) {
     Status e = Status::Error("metrics_listen: cannot listen on " + where + ": " + std::strerror(errno));
     close(fd);
     return e;
@@ -122,60 +108,108 @@ void MetricsServer::Stop() {
   }
 }
 
-void MetricsServer::Loop() {
-  for (;;) {
-    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    if (poll(p, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    if (p[1].revents) return;
-    int cfd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (cfd < 0) {
-      // EAGAIN (a client gave up before accept) or out of descriptors: poll again, a bit later.
-      if (errno != EAGAIN && errno != EINTR) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      continue;
-    }
-    ServeOne(cfd);
-    close(cfd);
-  }
-}
-
-void MetricsServer::ServeOne(int fd) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kClientBudgetMs);
-  std::string req;
-  char buf[2048];
-  while (req.find("\r\n\r\n") == std::string::npos && req.find("\n\n") == std::string::npos) {
-    if (req.size() > kMaxRequest) {
-      SendAll(fd, Response(431, "Request Header Fields Too Large", "text/plain", "request too large\n"), deadline);
-      return;
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return;
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return;
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) return;
-    req.append(buf, static_cast<size_t>(n));
-  }
+std::string MetricsServer::Reply(const std::string& req) {
   // Request line: METHOD SP TARGET SP VERSION
   const std::string line = req.substr(0, req.find_first_of("\r\n"));
   const auto parts = Split(line, ' ');
   if (parts.size() != 3 || !StartsWith(parts[2], "HTTP/1.")) {
-    SendAll(fd, Response(400, "Bad Request", "text/plain", "bad request\n"), deadline);
-    return;
+    return Response(400, "Bad Request", "text/plain", "bad request\n");
   }
   const std::string path = parts[1].substr(0, parts[1].find('?'));
   if (parts[0] != "GET" && parts[0] != "HEAD") {
-    SendAll(fd, Response(405, "Method Not Allowed", "text/plain", "only GET\n"), deadline);
-  } else if (path != "/metrics") {
-    SendAll(fd, Response(404, "Not Found", "text/plain", "autopard serves /metrics only\n"), deadline);
-  } else {
-    std::string r = Response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", render_());
-    if (parts[0] == "HEAD") r.resize(r.find("\r\n\r\n") + 4);
-    SendAll(fd, r, deadline);
+    return Response(405, "Method Not Allowed", "text/plain", "only GET\n");
   }
+  if (path != "/metrics") return Response(404, "Not Found", "text/plain", "autopard serves /metrics only\n");
+  std::string r = Response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", render_());
+  if (parts[0] == "HEAD") r.resize(r.find("\r\n\r\n") + 4);
+  return r;
+}
+
+namespace {
+
+// One connection: its request as it arrives, then its reply as it leaves; closed at `deadline`.
+struct Client {
+  int fd = -1;
+  std::chrono::steady_clock::time_point deadline;
+  std::string in, out;
+  size_t sent = 0;
+  bool replying = false;
+};
+
+bool RequestComplete(const std::string& req) {
+  return req.find("\r\n\r\n") != std::string::npos || req.find("\n\n") != std::string::npos;
+}
+
+}  // namespace
+
+void MetricsServer::Loop() {
+  using Clock = std::chrono::steady_clock;
+  std::vector<Client> clients;
+  auto drop = [&clients](size_t i) {
+    close(clients[i].fd);
+    clients.erase(clients.begin() + static_cast<std::ptrdiff_t>(i));
+  };
+  for (;;) {
+    auto now = Clock::now();
+    for (size_t i = clients.size(); i-- > 0;) {
+      if (clients[i].deadline <= now) drop(i);
+    }
+    std::vector<pollfd> p = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    int timeout_ms = -1;
+    for (const Client& c : clients) {
+      p.push_back({c.fd, static_cast<short>(c.replying ? POLLOUT : POLLIN), 0});
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(c.deadline - now).count() + 1;
+      if (timeout_ms < 0 || left < timeout_ms) timeout_ms = static_cast<int>(left);
+    }
+    if (poll(p.data(), p.size(), timeout_ms) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (p[1].revents) break;
+    // Clients first (their indexes match p[2..] until one is dropped: walk backwards).
+    for (size_t i = clients.size(); i-- > 0;) {
+      const short ev = p[i + 2].revents;
+      if (!ev) continue;
+      Client& c = clients[i];
+      if (!c.replying) {
+        char buf[2048];
+        ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n <= 0) {
+          drop(i);
+          continue;
+        }
+        c.in.append(buf, static_cast<size_t>(n));
+        if (c.in.size() > kMaxRequest) {
+          c.out = Response(431, "Request Header Fields Too Large", "text/plain", "request too large\n");
+        } else if (RequestComplete(c.in)) {
+          c.out = Reply(c.in);
+        } else {
+          continue;
+        }
+        c.replying = true;
+      }
+      // Replying: send what the socket takes now, the rest when it is writable again.
+      ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0 || (c.sent += static_cast<size_t>(n)) == c.out.size()) drop(i);
+    }
+    if (!p[0].revents) continue;
+    for (;;) {
+      int cfd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (cfd < 0) {
+        // EAGAIN: none left. Out of descriptors: poll again, a bit later.
+        if (errno != EAGAIN && errno != EINTR) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        break;
+      }
+      // Full: the oldest connection (the one nearest its deadline) makes room. A scraper's
+      // request is answered within milliseconds of its connecting, so connections held open by
+      // someone else are the ones that go.
+      if (clients.size() >= kMaxClients) drop(0);
+      clients.push_back({cfd, Clock::now() + std::chrono::milliseconds(kClientBudgetMs), {}, {}, 0, false});
+    }
+  }
+  for (size_t i = clients.size(); i-- > 0;) drop(i);
 }
 
 }  // namespace autopar

@@ -2,10 +2,11 @@
 // listener on one TCP address that answers `GET /metrics` with the text that `render` returns
 // (Content-Type text/plain; version=0.0.4), 404 for other paths, 405 for other methods.
 //
-// One thread serves one connection at a time, each with a 2 s budget to send its request and read
-// the reply (a scraper sends a few hundred bytes): a slow or silent client costs other scrapers
-// at most that, and never touches the Unix socket's threads, the commit path or the uploads.
-// Requests above 8 KiB are refused (431).
+// One thread serves up to 64 connections at once (poll, non-blocking), each with a 2 s budget to
+// send its request and read the reply (a scraper sends a few hundred bytes). When all 64 are taken
+// the oldest connection is closed to make room: connections held open by a slow or silent client
+// delay no scraper, and none of it touches the Unix socket's threads, the commit path or the
+// uploads. Requests above 8 KiB are refused (431).
 //
 // Thread safety: Start and Stop from one thread; `render` is called from the server's thread.
 #pragma once
@@ -43,7 +44,8 @@ class MetricsServer {
 
  private:
   void Loop();
-  void ServeOne(int fd);
+  // The reply to one complete request (its head).
+  std::string Reply(const std::string& request);
   Render render_;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};

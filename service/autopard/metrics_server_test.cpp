@@ -3,11 +3,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <string>
+#include <vector>
 
 namespace autopar {
 namespace {
@@ -19,6 +22,8 @@ int Connect(int port) {
   a.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
   EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  timeval limit{10, 0};  // a reply that never comes fails the test instead of hanging it
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
   return fd;
 }
 
@@ -74,6 +79,20 @@ TEST_F(MetricsServerTest, ASilentClientIsDroppedAndTheNextOneServed) {
   char c;
   EXPECT_EQ(recv(silent, &c, 1, 0), 0);  // closed without a reply
   close(silent);
+}
+
+// Connections someone holds open without a word (more than the 64 served at once) delay no
+// scrape: the scraper is answered while the newest of them are still open, and the oldest made room.
+TEST_F(MetricsServerTest, ConnectionsHeldOpenDoNotDelayAScrape) {
+  std::vector<int> silent;
+  for (int i = 0; i < 200; ++i) silent.push_back(Connect(server_.port()));
+  EXPECT_EQ(Ask(server_.port(), "GET /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 200", 0), 0u);
+  char c;
+  errno = 0;
+  EXPECT_EQ(recv(silent.back(), &c, 1, MSG_DONTWAIT), -1);  // still open: served beside the scrape
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_EQ(recv(silent.front(), &c, 1, 0), 0);  // the oldest was closed to make room
+  for (int fd : silent) close(fd);
 }
 
 TEST(ListenAddressTest, ParsesNumericAddresses) {
