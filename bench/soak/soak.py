@@ -11,7 +11,10 @@ in storage and on disk). Storage: a private s3rver (tests/s3/start-s3rver.sh), f
 for 20 s every 2 minutes and, every other time, killed and restarted 20 s later instead.
 Every minute: autopard's RSS, threads and descriptors.
 
-    bench/soak/soak.py [--minutes 60] [--jobs 8] [--every 5] [--record]
+    bench/soak/soak.py [--minutes 60] [--jobs 8] [--every 5] [--record] [--port 18950]
+                       [--wrap "heaptrack -o /tmp/soak.heaptrack"]
+
+--wrap runs autopard under a tool (a heap profiler); --port is the s3rver's (two soaks at once).
 
 Environment: AUTOPAR_BUILD_DIR (default <repo>/build). Needs s3rver (scripts/install-deps.sh).
 """
@@ -70,22 +73,33 @@ def main():
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--every", type=float, default=5)
     ap.add_argument("--record", action="store_true")
+    ap.add_argument("--port", type=int, default=PORT)
+    ap.add_argument("--wrap", default="", help="a command autopard runs under (e.g. heaptrack)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="autopar-soak.", dir="/var/tmp"))
     s3 = work / "s3"
-    env = dict(os.environ, AUTOPAR_S3_PORT=str(PORT), AUTOPAR_S3_BUCKET="soak")
+    env = dict(os.environ, AUTOPAR_S3_PORT=str(args.port), AUTOPAR_S3_BUCKET="soak")
     start_s3 = ["bash", str(REPO / "tests/s3/start-s3rver.sh"), str(s3)]
     subprocess.run(start_s3, env=env, check=True, capture_output=True)
     sock = work / "autopard.sock"
     conf = work / "autopard.conf"
     conf.write_text(f"socket = {sock}\nstate_dir = {work}/state\nnode = soak\n"
-                    f"s3_endpoint = http://127.0.0.1:{PORT}\ns3_access_key = S3RVER\ns3_secret_key = S3RVER\n"
+                    f"s3_endpoint = http://127.0.0.1:{args.port}\ns3_access_key = S3RVER\ns3_secret_key = S3RVER\n"
                     "s3_stall_timeout_s = 5\nretry_max_elapsed_s = 15\n"
                     "upload_retry_initial_s = 5\nupload_retry_max_s = 30\n")
     conf.chmod(0o600)
     log = open(work / "autopard.log", "w")
-    daemon = subprocess.Popen([str(BUILD / "service/autopard/autopard"), "--config", str(conf)],
+    daemon = subprocess.Popen(args.wrap.split() + [str(BUILD / "service/autopard/autopard"), "--config", str(conf)],
                               stdout=log, stderr=subprocess.STDOUT)
+    # Under a wrapper, the process to sample is autopard itself, the wrapper's child.
+    autopard_pid = daemon.pid
+    for _ in range(200 if args.wrap else 0):
+        kids = subprocess.run(["pgrep", "-f", f"autopard --config {conf}"], capture_output=True, text=True).stdout.split()
+        kids = [int(k) for k in kids if int(k) != daemon.pid and Path(f"/proc/{k}/exe").resolve().name == "autopard"]
+        if kids:
+            autopard_pid = kids[0]
+            break
+        time.sleep(0.1)
     for _ in range(200):
         if sock.exists():
             break
@@ -108,7 +122,7 @@ def main():
         while time.monotonic() < end:
             now = time.monotonic()
             if now >= next_sample:
-                rss, threads, fds = sample(daemon.pid)
+                rss, threads, fds = sample(autopard_pid)
                 samples.append(((now - t0) / 60, rss, threads, fds, acked.value))
                 print(f"soak: {samples[-1][0]:5.1f} min: autopard RSS {rss} MiB, {threads} threads, "
                       f"{fds} descriptors; {acked.value} commits acknowledged, {outages} outages", flush=True)
@@ -141,11 +155,13 @@ def main():
             if pending == 0:
                 break
             time.sleep(5)
-        rss, threads, fds = sample(daemon.pid)
+        rss, threads, fds = sample(autopard_pid)
         samples.append(((time.monotonic() - t0) / 60, rss, threads, fds, acked.value))
     finally:
         stop.set()
         daemon.send_signal(signal.SIGTERM)
+        if autopard_pid != daemon.pid:
+            os.kill(autopard_pid, signal.SIGTERM)
         daemon.wait(timeout=120)
         subprocess.run(["bash", str(REPO / "tests/s3/stop-s3rver.sh"), str(s3), "--purge"], env=env,
                        capture_output=True)

@@ -1,5 +1,6 @@
 // autopard: the per-node checkpoint service (see daemon.h, etc/autopard.conf).
 //   autopard [--config FILE] [--check-config]
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -32,6 +33,11 @@ int Usage(std::FILE* out, int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Buffers of 256 KiB and more (curl's 512 KiB and 2 MiB transfer buffers, upload parts) are
+  // mapped and unmapped on their own. glibc's default raises that threshold to the largest block
+  // freed so far, after which such buffers come from the arenas and their memory stays with the
+  // daemon after a burst of uploads.
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   std::string config_path = kDefaultConfig;
   bool check = false;
   for (int i = 1; i < argc; ++i) {

@@ -12,6 +12,7 @@
 
 #include "core/ckpt/sha256.h"
 #include "service/storage/storage_backends.h"
+#include "idle_pool.h"
 #include "s3_sign.h"
 #include "s3_xml.h"
 
@@ -44,32 +45,6 @@ Result<Endpoint> ParseEndpoint(const std::string& text) {
   return e;
 }
 
-// Easy handles are reused so each keeps its keep-alive connection.
-class CurlPool {
- public:
-  ~CurlPool() {
-    for (CURL* h : free_) curl_easy_cleanup(h);
-  }
-  CURL* Get() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!free_.empty()) {
-        CURL* h = free_.back();
-        free_.pop_back();
-        return h;
-      }
-    }
-    return curl_easy_init();
-  }
-  void Put(CURL* h) {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back(h);
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<CURL*> free_;
-};
 
 struct Request {
   std::string method;  // GET HEAD PUT POST DELETE
@@ -497,7 +472,8 @@ class S3Store : public ObjectStore {
     if (req.method == "PUT") fields.emplace_back("content-type", "application/octet-stream");
     curl_slist* headers = S3Headers(fields, req.payload_hash, config_.credentials);
 
-    CURL* h = pool_.Get();
+    CURL* h = pool_.Take().value_or(nullptr);
+    if (!h) h = curl_easy_init();
     if (!h) {
       curl_slist_free_all(headers);
       return StoreStatus::Retryable(what + ": curl_easy_init failed");
@@ -552,7 +528,7 @@ class S3Store : public ObjectStore {
     CURLcode rc = curl_easy_perform(h);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
     curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &resp->content_length);
-    pool_.Put(h);
+    pool_.Give(h);
     curl_slist_free_all(headers);
     if (t.md5) {
       Md5Digest d{};
@@ -584,7 +560,9 @@ class S3Store : public ObjectStore {
   CheckpointUri uri_;
   S3Config config_;
   Endpoint endpoint_;
-  CurlPool pool_;
+  // Easy handles reused so each keeps its keep-alive connection: at most 16 idle, none idle
+  // longer than 30 s (each holds 2.5 MiB of buffers).
+  IdlePool<CURL*> pool_{16, std::chrono::seconds(30), [](CURL* h) { curl_easy_cleanup(h); }};
   std::atomic<bool> multi_delete_unsupported_{false};
 };
 
