@@ -11,7 +11,7 @@ in storage and on disk). Storage: a private s3rver (tests/s3/start-s3rver.sh), f
 for 20 s every 2 minutes and, every other time, killed and restarted 20 s later instead.
 Every minute: autopard's RSS, threads and descriptors.
 
-    bench/soak/soak.py [--minutes 60] [--jobs 8] [--every 5] [--record] [--port 18950]
+    bench/soak/soak.py [--minutes 60] [--jobs 8] [--every 5] [--record] [--port 18970]
                        [--wrap "heaptrack -o /tmp/soak.heaptrack"]
 
 --wrap runs autopard under a tool (a heap profiler); --port is the s3rver's (two soaks at once).
@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
 BUILD = Path(os.environ.get("AUTOPAR_BUILD_DIR", REPO / "build"))
-PORT = 18950
+PORT = 18970  # not test_ckpt_faults.py's 18950 nor upload_bench.sh's 18960: a soak may run beside them
 
 
 def rank_loop(sock, ck, upload, job, rank, every, stop, acked):
