@@ -40,7 +40,9 @@ std::vector<StragglerFlag> StragglerDetector::Add(double time, const std::vector
   for (size_t r = 0; r < samples_.size(); ++r) medians[r] = Median(samples_[r]);
   const double job = Median(medians);
   for (size_t r = 0; r < medians.size(); ++r) {
-    const bool slow = job >= s_.min_compute_s && medians[r] > job * (1 + s_.margin);
+    // Relative and absolute: a rank at 0.9 ms beside 0.1 ms ones is noise, one at 100 ms beside
+    // sub-millisecond ones (a small model on a fast device) is not.
+    const bool slow = medians[r] > job * (1 + s_.margin) && medians[r] - job >= s_.min_excess_s;
     streak_[r] = slow ? streak_[r] + 1 : 0;
     if (streak_[r] >= s_.windows && flagged_.insert(static_cast<int>(r)).second) {
       StragglerFlag f;

@@ -18,7 +18,7 @@ struct StragglerSettings {
   double margin = 0.25;        // slower than the median by more than this fraction
   int windows = 3;             // ... for this many windows in a row
   double window_s = 30;        // autopard's progress_interval_s
-  double min_compute_s = 1e-3; // below this median nothing is measured (nothing to compare)
+  double min_excess_s = 1e-3;  // ... and by at least this much (below it: timer noise, nothing to gain)
 };
 
 struct StragglerFlag {
