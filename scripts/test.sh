@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs autopar's whole test suite on this machine (root, Debian 12): installs the dependencies,
-# builds, starts the local 4-node Slurm cluster (tests/cluster/) with the fresh plugin, runs every
+# builds, starts two local 4-node Slurm clusters (tests/cluster/) with the fresh plugin, runs every
 # unit and integration test through ctest, then the sanitizer stages (ASan+UBSan, fuzzing, TSan).
 # Extra arguments go to ctest (e.g. -L unit).
 set -euo pipefail
@@ -36,11 +36,17 @@ sanitizer_log=$AUTOPAR_BUILD_DIR-sanitizers.log
 ) >"$sanitizer_log" 2>&1 &
 sanitizer_builds=$!
 
-# The services the tests use: the local Slurm cluster and an S3 server on loopback.
+# The services the tests use: two local Slurm clusters (ctest runs an integration test on each at
+# once: tests/CMakeLists.txt) and an S3 server on loopback. The second cluster has its own
+# directory, ports and job ids (from 500000), so nothing of the two ever meets.
 s3_state=$AUTOPAR_CLUSTER_DIR-s3
+second=(AUTOPAR_CLUSTER_DIR="$AUTOPAR_CLUSTER_DIR-2" AUTOPAR_CLUSTER_PORT_BASE=16817
+        AUTOPAR_CLUSTER_FIRST_JOB_ID=500000
+        AUTOPAR_PLUGSTACK_ARGS="${AUTOPAR_PLUGSTACK_ARGS//"$AUTOPAR_CLUSTER_DIR"/"$AUTOPAR_CLUSTER_DIR-2"}")
 stop_services() {
   kill "$sanitizer_builds" 2>/dev/null || true
   bash tests/cluster/stop.sh || true
+  env "${second[@]}" bash tests/cluster/stop.sh || true
   bash tests/s3/stop-s3rver.sh "$s3_state" --purge || true
 }
 trap stop_services EXIT
@@ -50,10 +56,12 @@ set -a  # export what start-s3rver.sh prints (AUTOPAR_S3_ENDPOINT, ...) to the t
 eval "$s3_env"
 set +a
 bash tests/cluster/start.sh --restart
+env "${second[@]}" bash tests/cluster/start.sh --restart
 # shellcheck source=/dev/null
 source "$AUTOPAR_CLUSTER_DIR/env.sh"
 
-ctest --test-dir "$AUTOPAR_BUILD_DIR" --output-on-failure -j2 "$@"
+ctest --test-dir "$AUTOPAR_BUILD_DIR" --output-on-failure -j2 \
+  --resource-spec-file "$AUTOPAR_REPO/tests/cluster/clusters.json" "$@"
 
 if ! wait "$sanitizer_builds"; then
   tail -n 60 "$sanitizer_log"

@@ -21,6 +21,9 @@
 #                              includes instead of the AUTOPAR_PLUGIN line (tests/packages)
 #   AUTOPAR_AUTOPARD           autopard executable to run on every node (default: none)
 #   AUTOPAR_CLUSTER_TIMEOUT    seconds to wait for the nodes (default 60)
+#   AUTOPAR_CLUSTER_FIRST_JOB_ID  the controller's first job id (default 1); two clusters that run
+#                              jobs at once on this machine (scripts/test.sh) get disjoint ids, so
+#                              that nothing keyed by job id (processes, files, storage) can meet
 #   AUTOPAR_CLUSTER_SCHED      fast (default: sched_interval=1, KillWait=5, cred_expire=10, for
 #                              quick tests) or site (Slurm's defaults: 60 s, 30 s, 120 s, as a
 #                              site runs them; for measuring recovery, bench/recovery)
@@ -48,6 +51,9 @@ case ${AUTOPAR_CLUSTER_SCHED:-fast} in
 esac
 SRUN_PORTS="$((PORT_BASE + 100))-$((PORT_BASE + 499))"
 TEST_USER=autopar-test2
+FIRST_JOB_ID=${AUTOPAR_CLUSTER_FIRST_JOB_ID:-1}
+[[ $FIRST_JOB_ID =~ ^[1-9][0-9]{0,6}$ ]] ||
+  die "AUTOPAR_CLUSTER_FIRST_JOB_ID must be a job id (1-9999999), got '$FIRST_JOB_ID'"
 
 # --- the configuration -------------------------------------------------------------------------
 
@@ -97,6 +103,9 @@ SlurmdParameters=config_overrides
 MpiDefault=none
 # Batch jobs may be requeued (the default, written down because autopar's recovery relies on it).
 JobRequeue=1
+# Job ids start here (AUTOPAR_CLUSTER_FIRST_JOB_ID; default 1): a second cluster beside this one
+# numbers its jobs apart.
+FirstJobId=$FIRST_JOB_ID
 # A dead node is noticed within ~10-20 s (default 300), for fault-injection tests.
 SlurmdTimeout=10
 # Round-trip limit for one RPC (the default, written down since it bounds how long srun waits for a
