@@ -8,7 +8,12 @@
 // hang every node saw: one stop notice per rank (4 per node; the hung rank's class `hang`, its
 // peers' collectives failed with exit 1) decoded, the cause chosen (FirstFailure) and the
 // recovery decided (DecideRecovery).
+//
+// The events' JSON is measured twice side by side: as EncodeEventsJson writes it (directly,
+// core/json_text.h) and as it was written before (a Json::Value per event, written by jsoncpp),
+// kept here as the baseline.
 #include <benchmark/benchmark.h>
+#include <json/json.h>
 
 #include <string>
 #include <vector>
@@ -17,6 +22,7 @@
 #include "core/failure/requeue_policy.h"
 #include "core/failure/timeline.h"
 #include "core/hostlist.h"
+#include "core/json_fields.h"
 #include "launcher/restart_logic.h"
 
 namespace {
@@ -49,6 +55,30 @@ std::string NodeSegment(int64_t node) {
   return autopar::EncodePublishedJournal(j);
 }
 
+// The baseline: EncodeEventsJson as it was until 2026-12-03 (a Json::Value per event, jsoncpp's
+// writer), for the ratio in bench/RESULTS.md.
+std::string JsoncppEventsJson(const std::string& job_id, const std::vector<autopar::JournalEvent>& events) {
+  std::string out = "{\"job_id\": " + autopar::CompactJson(Json::Value(job_id)) + ", \"events\": [";
+  for (size_t i = 0; i < events.size(); ++i) {
+    const autopar::JournalEvent& e = events[i];
+    Json::Value v(Json::objectValue);
+    v["time"] = e.time;
+    v["time_utc"] = autopar::FormatEventTime(e.time, true);
+    v["node"] = e.node;
+    v["job_id"] = e.job_id;
+    v["kind"] = e.kind;
+    v["rank"] = e.rank;
+    v["step"] = Json::Int64(e.step);
+    v["detail"] = e.detail;
+    Json::Value f(Json::objectValue);
+    for (const auto& [k, val] : autopar::ParseEventFields(e.detail)) f[k] = val;
+    v["fields"] = f;
+    out += (i ? ",\n  " : "\n  ") + autopar::CompactJson(v);
+  }
+  out += events.empty() ? "]}\n" : "\n]}\n";
+  return out;
+}
+
 void BM_EventsMerge(benchmark::State& state) {
   const int64_t nodes = state.range(0);
   std::vector<std::string> segments;
@@ -73,7 +103,8 @@ void BM_EventsMerge(benchmark::State& state) {
 // The same, phase by phase at one size (where the time goes).
 void BM_EventsPhases(benchmark::State& state) {
   const int64_t nodes = state.range(0);
-  const int phase = static_cast<int>(state.range(1));  // 0 decode, 1 merge, 2 table, 3 json
+  // 0 decode, 1 merge, 2 table, 3 json, 4 json as jsoncpp wrote it (the baseline)
+  const int phase = static_cast<int>(state.range(1));
   std::vector<std::string> segments;
   for (int64_t i = 0; i < nodes; ++i) segments.push_back(NodeSegment(i));
   std::vector<std::vector<autopar::JournalEvent>> journals;
@@ -86,11 +117,13 @@ void BM_EventsPhases(benchmark::State& state) {
       benchmark::DoNotOptimize(autopar::MergeTimelines(journals));
     } else if (phase == 2) {
       benchmark::DoNotOptimize(autopar::RenderEventsTable("42", merged, true));
-    } else {
+    } else if (phase == 3) {
       benchmark::DoNotOptimize(autopar::EncodeEventsJson("42", merged));
+    } else {
+      benchmark::DoNotOptimize(JsoncppEventsJson("42", merged));
     }
   }
-  static const char* kNames[] = {"decode", "merge", "fold+table", "json"};
+  static const char* kNames[] = {"decode", "merge", "fold+table", "json", "json (jsoncpp, before)"};
   state.SetLabel(kNames[phase]);
 }
 
@@ -153,7 +186,7 @@ void BM_RestartDecision(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_EventsMerge)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_EventsPhases)->Args({1000, 0})->Args({1000, 1})->Args({1000, 2})->Args({1000, 3})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EventsPhases)->Args({1000, 0})->Args({1000, 1})->Args({1000, 2})->Args({1000, 3})->Args({1000, 4})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RequeueDecision)->Arg(4)->Arg(32)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_RestartDecision)->Arg(4)->Arg(32)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "core/json_fields.h"
+#include "core/json_text.h"
 
 namespace autopar {
 namespace {
@@ -30,24 +31,45 @@ bool NeedsQuotes(std::string_view v) {
   return false;
 }
 
-// `for_people`: with time_utc and fields, derived from time and detail (readers ignore them):
-// `autopar events --json` has them, published segments do not (half the bytes to write, store
-// and parse).
-Json::Value EventToJson(const JournalEvent& e, bool for_people = true) {
-  Json::Value v(Json::objectValue);
-  v["time"] = e.time;
-  if (for_people) v["time_utc"] = FormatEventTime(e.time, true);
-  v["node"] = e.node;
-  v["job_id"] = e.job_id;
-  v["kind"] = e.kind;
-  v["rank"] = e.rank;
-  v["step"] = Json::Int64(e.step);
-  v["detail"] = e.detail;
-  if (!for_people) return v;
-  Json::Value f(Json::objectValue);
-  for (const auto& [k, val] : ParseEventFields(e.detail)) f[k] = val;
-  v["fields"] = f;
-  return v;
+// One event as a JSON object, appended to `out`, its keys in name order. `for_people`: with
+// time_utc and fields, derived from time and detail (readers ignore them): `autopar events --json`
+// has them, published segments do not (half the bytes to write, store and parse). Written
+// directly (core/json_text.h): a Json::Value per event was most of the cost of both.
+void AppendEventJson(std::string* out, const JournalEvent& e, bool for_people = true) {
+  out->append("{\"detail\":");
+  AppendJsonString(out, e.detail);
+  if (for_people) {
+    // Keys in order, the last of a repeated key kept: a JSON object has each key once.
+    std::map<std::string, std::string> fields;
+    for (auto& [k, v] : ParseEventFields(e.detail)) fields[std::move(k)] = std::move(v);
+    out->append(",\"fields\":{");
+    bool first = true;
+    for (const auto& [k, v] : fields) {
+      if (!first) out->push_back(',');
+      first = false;
+      AppendJsonString(out, k);
+      out->push_back(':');
+      AppendJsonString(out, v);
+    }
+    out->push_back('}');
+  }
+  out->append(",\"job_id\":");
+  AppendJsonString(out, e.job_id);
+  out->append(",\"kind\":");
+  AppendJsonString(out, e.kind);
+  out->append(",\"node\":");
+  AppendJsonString(out, e.node);
+  out->append(",\"rank\":");
+  AppendJsonInt(out, e.rank);
+  out->append(",\"step\":");
+  AppendJsonInt(out, e.step);
+  out->append(",\"time\":");
+  AppendJsonNumber(out, e.time);
+  if (for_people) {
+    out->append(",\"time_utc\":");
+    AppendJsonString(out, FormatEventTime(e.time, true));
+  }
+  out->push_back('}');
 }
 
 }  // namespace
@@ -270,10 +292,12 @@ std::string RenderEventsTable(const std::string& job_id, const std::vector<Journ
 }
 
 std::string EncodeEventsJson(const std::string& job_id, const std::vector<JournalEvent>& events) {
-  Json::Value id(job_id);
-  std::string out = "{\"job_id\": " + CompactJson(id) + ", \"events\": [";
+  std::string out = "{\"job_id\": ";
+  AppendJsonString(&out, job_id);
+  out += ", \"events\": [";
   for (size_t i = 0; i < events.size(); ++i) {
-    out += (i ? ",\n  " : "\n  ") + CompactJson(EventToJson(events[i]));
+    out += i ? ",\n  " : "\n  ";
+    AppendEventJson(&out, events[i]);
   }
   out += events.empty() ? "]}\n" : "\n]}\n";
   return out;
@@ -436,12 +460,18 @@ std::vector<PublishedKey> CoveringSegments(std::vector<PublishedKey> keys) {
 std::string PublishedJournalPrefix(const std::string& job_id) { return job_id + "/"; }
 
 std::string EncodePublishedJournal(const PublishedJournal& j) {
-  std::string out = "{\"job_id\": " + CompactJson(Json::Value(j.job_id)) +
-                    ", \"node\": " + CompactJson(Json::Value(j.node)) +
-                    ", \"uid\": " + std::to_string(j.uid) +
-                    ", \"updated\": " + CompactJson(Json::Value(j.updated)) + ", \"events\": [";
+  std::string out = "{\"job_id\": ";
+  AppendJsonString(&out, j.job_id);
+  out += ", \"node\": ";
+  AppendJsonString(&out, j.node);
+  out += ", \"uid\": ";
+  AppendJsonInt(&out, j.uid);
+  out += ", \"updated\": ";
+  AppendJsonNumber(&out, j.updated);
+  out += ", \"events\": [";
   for (size_t i = 0; i < j.events.size(); ++i) {
-    out += (i ? ",\n  " : "\n  ") + CompactJson(EventToJson(j.events[i], false));
+    out += i ? ",\n  " : "\n  ";
+    AppendEventJson(&out, j.events[i], false);
   }
   out += j.events.empty() ? "]}\n" : "\n]}\n";
   return out;

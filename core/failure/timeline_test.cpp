@@ -3,6 +3,9 @@
 #include <cmath>
 
 #include <gtest/gtest.h>
+#include <json/json.h>
+
+#include <memory>
 
 namespace autopar {
 namespace {
@@ -163,6 +166,36 @@ TEST(TimelineTest, JsonRoundTrip) {
     EXPECT_EQ((*back)[i].detail, events[i].detail);
   }
   EXPECT_EQ(EncodeEventsJson("42", {}), "{\"job_id\": \"42\", \"events\": []}\n");
+}
+
+TEST(TimelineTest, JsonOfAnyDetailIsValidAndFieldsHoldEachKeyOnce) {
+  // A repeated key (the last one kept, as a JSON object holds each key once), quotes, a control
+  // character and a byte that is not UTF-8 (it comes back as U+FFFD).
+  std::vector<JournalEvent> events = {
+      Ev(1000.5, "node\xc3\xa9", "note", 0, 3, "a=1 a=2 q=\"x \\\"y\\\"\" t=\x01 \xff"),
+  };
+  const std::string json = EncodeEventsJson("4\"2", events);
+  Json::CharReaderBuilder b;
+  std::unique_ptr<Json::CharReader> reader(b.newCharReader());
+  Json::Value v;
+  std::string err;
+  ASSERT_TRUE(reader->parse(json.data(), json.data() + json.size(), &v, &err)) << err << json;
+  EXPECT_EQ(v["job_id"].asString(), "4\"2");
+  const Json::Value& e = v["events"][0];
+  EXPECT_EQ(e["fields"]["a"].asString(), "2") << json;
+  EXPECT_EQ(e["fields"]["q"].asString(), "x \"y\"") << json;
+  EXPECT_EQ(e["node"].asString(), "node\xc3\xa9");
+  EXPECT_EQ(e["time"].asDouble(), 1000.5);
+  auto back = DecodeEventsJson(json);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ((*back)[0].detail, "a=1 a=2 q=\"x \\\"y\\\"\" t=\x01 \xef\xbf\xbd");
+  // The published segment too.
+  auto seg = DecodePublishedJournal(EncodePublishedJournal({"42", "node\xff", 7, 1.25, events}));
+  ASSERT_TRUE(seg.ok()) << seg.message();
+  EXPECT_EQ(seg->node, "node\xef\xbf\xbd");
+  EXPECT_EQ(seg->uid, 7);
+  EXPECT_EQ(seg->updated, 1.25);
+  EXPECT_EQ(seg->events[0].step, 3);
 }
 
 TEST(TimelineTest, JsonErrorsNameTheField) {
