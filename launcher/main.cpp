@@ -456,7 +456,11 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
     // Notices of an earlier generation (several ranks failed at once) are stale.
     peers_.Poll(generation_);
     if (peers_.TakeStop(generation_)) {
+      // Stopped below because another rank failed, not ended by itself: never this rank's
+      // failure, even when the notice came before the program was waited for at all (a peer
+      // that fails at its start; `out` then still holds its default, "exited").
       *told = true;
+      out.exited = false;
       break;
     }
     out = SuperviseChild(*pid, options);
