@@ -12,6 +12,7 @@
 // The pure decisions live in autopar/launch.h; this file only wires the edges together.
 #include <limits.h>
 #include <sys/timerfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -456,9 +457,9 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
     // Notices of an earlier generation (several ranks failed at once) are stale.
     peers_.Poll(generation_);
     if (peers_.TakeStop(generation_)) {
-      // Stopped below because another rank failed, not ended by itself: never this rank's
-      // failure, even when the notice came before the program was waited for at all (a peer
-      // that fails at its start; `out` then still holds its default, "exited").
+      // Another rank failed: the program is stopped below (unless it ended by itself already).
+      // Set here too: the notice may come before the program was waited for at all (a peer that
+      // fails at its start), when `out` still holds its default, "exited".
       *told = true;
       out.exited = false;
       break;
@@ -490,7 +491,16 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
     out.wait_status = StopChild(*pid, 0);
     report.kind = FailureClassName(FailureClass::kBadLoss);
   } else if (*told) {
-    out.wait_status = StopChild(*pid, kStopGraceMs);
+    int status = 0;
+    if (waitpid(*pid, &status, WNOHANG) == *pid) {
+      // It had ended by itself before the notice was taken (ranks failing together: the one
+      // that ran out of memory and the ones whose collectives broke): its own end, reported
+      // as such when it failed. Only a program this launcher stops is the others' failure.
+      out.exited = true;
+      out.wait_status = status;
+    } else {
+      out.wait_status = StopChild(*pid, kStopGraceMs);
+    }
   }
   report.exit_status = ExitCodeFromWaitStatus(out.wait_status);
   report.run_s = SecondsSince(start);
