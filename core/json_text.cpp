@@ -53,7 +53,9 @@ void AppendJsonString(std::string* out, std::string_view s) {
         out->append(s.data() + i, n);
         i += n;
       } else {
-        out->append("\\ufffd");
+        // U+FFFD as its UTF-8 bytes, as a valid one is written: text written again from what a
+        // parser read back is the same text.
+        out->append("\xef\xbf\xbd");
         ++i;
       }
       continue;

@@ -2,8 +2,8 @@
 // `autopar events --json`, published journal segments): no Json::Value built and written per
 // value, which is most of what jsoncpp costs there (bench/bench_journal). The output is what a
 // JSON parser reads back to the same values: strings escaped (", \, control characters) with
-// valid UTF-8 kept as it is and every byte of invalid UTF-8 written as U+FFFD, so the text is
-// always valid JSON; doubles in the shortest form that reads back to the same double (non-finite
+// valid UTF-8 kept as it is and every byte of invalid UTF-8 written as U+FFFD (its UTF-8 bytes),
+// so the text is always valid JSON and writing what was read back gives the same text; doubles in the shortest form that reads back to the same double (non-finite
 // ones as null, as jsoncpp writes them). Pure; reentrant.
 #pragma once
 
