@@ -19,10 +19,13 @@ RetentionPlan PlanRetention(const std::vector<StepStatus>& steps, int keep_last)
       } else {
         plan.remove.push_back(step);
       }
-    } else if (!plan.latest_complete) {
-      plan.keep.push_back(step);  // newer than every complete step: may still be uploading
+    } else if (complete_kept < keep) {
+      // It may still complete and be among the K newest: newer than every complete step (its
+      // upload may be running), or older with fewer than K complete steps newer than it (under
+      // load another node's completion of it can come after a newer step's).
+      plan.keep.push_back(step);
     } else {
-      plan.remove.push_back(step);
+      plan.remove.push_back(step);  // even complete it would be removed: partial objects left
     }
   }
   return plan;

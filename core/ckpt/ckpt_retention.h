@@ -4,9 +4,11 @@
 //  * the K newest complete steps are kept (K < 1 is treated as 1: the newest complete step is
 //    never deleted, whatever K says);
 //  * older complete steps are deleted;
-//  * an incomplete step newer than the newest complete one is kept (its upload may be running);
-//  * an incomplete step older than the newest complete one is deleted: it can never become the
-//    latest, and its partial objects would otherwise stay forever;
+//  * an incomplete step with fewer than K complete steps newer than it is kept: its upload or
+//    completion may still be running (under load a newer step can complete first, and deleting
+//    the older one then left a COMPLETE manifest without its ranks' data);
+//  * an incomplete step with K complete steps newer than it is deleted: complete it would be
+//    deleted too, and its partial objects would otherwise stay forever;
 //  * without any complete step nothing is deleted.
 //
 // Pure function, thread-safe.
