@@ -226,6 +226,11 @@ std::string Completeness::Describe() const {
   if (!unverified_ranks.empty()) {
     out += sep + (unverified_ranks.size() == 1 ? "rank " : "ranks ") + JoinInts(unverified_ranks) +
            " not verified";
+    sep = "; ";
+  }
+  if (!missing_files.empty()) {
+    out += sep + std::to_string(missing_files.size()) + " file(s) no longer in storage (" +
+           missing_files.front() + (missing_files.size() > 1 ? ", ..." : "") + ")";
   }
   return out;
 }

@@ -82,6 +82,8 @@ struct Completeness {
   bool complete = false;
   std::vector<int> missing_ranks;     // not present, ascending
   std::vector<int> unverified_ranks;  // present but not verified, ascending
+  // Files a rank's manifest names that storage no longer holds ("rank R: PATH"; TryCompleteStep).
+  std::vector<std::string> missing_files;
   // "complete" or e.g. "incomplete: ranks 2,3 missing; rank 1 not verified".
   std::string Describe() const;
 };

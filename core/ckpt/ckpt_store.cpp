@@ -1,5 +1,7 @@
 #include "core/ckpt/ckpt_store.h"
 
+#include <map>
+
 #include <algorithm>
 
 namespace autopar {
@@ -70,6 +72,22 @@ Result<Completeness> TryCompleteStep(ObjectStore& store, const std::string& job_
   }
   Completeness c = CheckCompleteness(merged);
   if (c.complete && !have_step_manifest) {
+    // Every rank's files must still be in storage (as listed above, with their sizes): retention
+    // may have deleted an older step while a late rank completed it, and a COMPLETE manifest
+    // over missing files would be restored and fail.
+    std::map<std::string, uint64_t> present;
+    for (const auto& obj : *listed) present.emplace(obj.key, obj.size);
+    for (const auto& [rank, files] : merged.ranks) {
+      for (const auto& f : files.files) {
+        auto it = present.find(RankFileKey(job_id, step, rank, f.path));
+        if (it == present.end() || it->second != f.size) {
+          c.complete = false;
+          c.missing_files.push_back("rank " + std::to_string(rank) + ": " + f.path);
+        }
+      }
+    }
+  }
+  if (c.complete && !have_step_manifest) {
     std::string key = StepManifestKey(job_id, step);
     if (Status s = PutSmallObject(store, key, ManifestToJson(merged), options); !s.ok()) return s;
   }
@@ -78,7 +96,9 @@ Result<Completeness> TryCompleteStep(ObjectStore& store, const std::string& job_
 
 Result<std::vector<StepRef>> ListSteps(ObjectStore& store, const std::string& job_id,
                                        const TransferOptions& options) {
-  auto listed = ListObjects(store, job_id.empty() ? "" : JobKeyPrefix(job_id), options);
+  // Every job: only the "job-" directories, never whatever else the store's root holds (a
+  // store of file:/// must not make this a walk of the filesystem).
+  auto listed = ListObjects(store, job_id.empty() ? "job-" : JobKeyPrefix(job_id), options);
   if (!listed.ok()) return listed.status();
   std::vector<ListedObject> objects;
   objects.reserve(listed->size());

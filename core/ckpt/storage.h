@@ -228,6 +228,9 @@ struct TransferOptions {
   // Uploads: also compute each file's SHA-256 (read sequentially by one extra thread while the
   // parts go out) and return it in UploadResult::sha256.
   bool compute_sha256 = true;
+  // The largest object GetSmallObject reads (manifests, ownership records, journal segments):
+  // larger is an error, never an allocation of what a store claims.
+  uint64_t max_small_object = 64ull << 20;
 };
 
 struct UploadItem {

@@ -560,9 +560,17 @@ Result<std::string> GetSmallObject(ObjectStore& store, const std::string& key,
       [&] {
         StoreStatus h = store.Head(key, &info);
         if (!h.ok()) return h;
+        // What storage reports is not trusted: a store's content is the user's (a sparse
+        // terabyte "manifest" must not become an allocation).
+        if (info.size > options.max_small_object) {
+          return StoreStatus::Fatal(std::to_string(info.size) + " bytes, more than the " +
+                                    std::to_string(options.max_small_object) +
+                                    " a manifest or record may have");
+        }
         data.clear();
         data.reserve(info.size);
         StoreStatus g = store.GetRange(key, 0, info.size, [&](uint64_t, const char* p, size_t n) {
+          if (data.size() + n > info.size) return false;
           data.append(p, n);
           return true;
         });

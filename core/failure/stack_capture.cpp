@@ -80,10 +80,14 @@ std::string StackCapture::ToDetail() const {
   f.emplace_back("pid", std::to_string(pid));
   if (!state.empty()) f.emplace_back("state", state);
   if (!wchan.empty()) f.emplace_back("wchan", wchan);
-  if (!kernel_stack.empty()) f.emplace_back("kernel_stack", kernel_stack);
   if (!python_stack.empty()) f.emplace_back("python_stack", python_stack);
   if (!notes.empty()) f.emplace_back("notes", Join(notes, "; "));
   return FormatEventFields(f);
+}
+
+std::string StackCapture::KernelDetail() const {
+  if (kernel_stack.empty()) return "";
+  return FormatEventFields({{"pid", std::to_string(pid)}, {"kernel_stack", kernel_stack}});
 }
 
 StackCapture CaptureStack(int pid, const StackCaptureOptions& options, const ProcAccess& proc) {
@@ -140,8 +144,9 @@ StackCapture CaptureStack(int pid, const StackCaptureOptions& options, const Pro
                       "is not registered)");
     return c;
   }
+  const auto& read_dump = options.read_dump ? options.read_dump : proc.read_file;
   // A dump left from an earlier capture must not be taken for this one.
-  auto old = proc.read_file(options.python_dump_path);
+  auto old = read_dump(options.python_dump_path);
   size_t old_size = old.ok() ? old->size() : 0;
   if (Status s = proc.send_signal(pid, kPythonStackSignal); !s.ok()) {
     c.notes.push_back("no Python stack: " + s.message());
@@ -149,11 +154,11 @@ StackCapture CaptureStack(int pid, const StackCaptureOptions& options, const Pro
   }
   const int step_ms = 100;
   for (int waited = 0; waited <= options.python_wait_ms; waited += step_ms) {
-    auto dump = proc.read_file(options.python_dump_path);
+    auto dump = read_dump(options.python_dump_path);
     if (dump.ok() && dump->size() > old_size) {
       // faulthandler writes the whole dump at once; give it one more step to finish.
       proc.sleep_ms(step_ms);
-      auto full = proc.read_file(options.python_dump_path);
+      auto full = read_dump(options.python_dump_path);
       const std::string& text = full.ok() ? *full : *dump;
       c.python_stack = JoinLines(text.substr(old_size), "; ", 60);
       return c;

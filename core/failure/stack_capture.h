@@ -3,8 +3,8 @@
 //
 //  - /proc/PID/status "State:" (e.g. "T (stopped)", "S (sleeping)") and /proc/PID/wchan (the
 //    kernel function it waits in) are readable by anyone who may see the process;
-//  - /proc/PID/stack (the kernel stack) needs root (autopard runs as root); missing or unreadable
-//    parts are noted, never fatal;
+//  - /proc/PID/stack (the kernel stack) needs root (autopard runs as root) and is shown to root
+//    and SlurmUser only (a stack_kernel event); missing or unreadable parts are noted, never fatal;
 //  - Python ranks: the autopar Python module registers faulthandler on SIGUSR2
 //    (faulthandler.register(SIGUSR2, file=..., all_threads=True)) writing to
 //    PythonStackDumpPath(dir, rank); CaptureStack sends SIGUSR2 and waits up to `python_wait_ms`
@@ -16,6 +16,7 @@
 // CaptureStack is reentrant when the ProcAccess functions are.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@
 namespace autopar {
 
 inline constexpr int kPythonStackSignal = 12;  // SIGUSR2 on Linux
+// The most of a Python stack dump that is read (a dump of many threads is a few KiB; the file is
+// the user's and could be anything).
+inline constexpr size_t kMaxStackDumpBytes = 256 << 10;
 
 struct ProcAccess {
   // The whole content of a file (e.g. "/proc/123/status"); an error when it cannot be read.
@@ -47,6 +51,10 @@ std::string DefaultStackDir(const std::string& job_id);
 struct StackCaptureOptions {
   std::string python_dump_path;  // empty: do not ask Python for its stacks
   int python_wait_ms = 2000;
+  // Reads the Python dump (a file the rank's owner names and controls). Empty: proc.read_file.
+  // autopard passes one that reads as that owner, regular files only, without blocking, at most
+  // a bounded size (service/user_access: ReadUserFile).
+  std::function<Result<std::string>(const std::string& path)> read_dump;
 };
 
 struct StackCapture {
@@ -57,8 +65,11 @@ struct StackCapture {
   bool python = false;       // the process runs a Python interpreter
   std::string python_stack;  // the faulthandler dump, lines joined with "; " (may be empty)
   std::vector<std::string> notes;  // what could not be captured, and why
-  // key=value fields for the journal's "stack" event (timeline.h FormatEventFields).
+  // key=value fields for the journal's "stack" event (timeline.h FormatEventFields): everything
+  // but the kernel stack, which is root's to see (KernelDetail, the "stack_kernel" event).
   std::string ToDetail() const;
+  // pid= kernel_stack= (empty when there is no kernel stack).
+  std::string KernelDetail() const;
 };
 
 // Never fails: whatever cannot be read is recorded in `notes`.

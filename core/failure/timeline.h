@@ -48,6 +48,12 @@ inline constexpr const char* kRequeue = "requeue";  // attempt= of= delay_s= exc
 inline constexpr const char* kRequeueFailed = "requeue_failed";  // error=
 inline constexpr const char* kStopped = "stopped";  // reason=
 inline constexpr const char* kNodeDown = "node_down";  // node= result= (autopard marked it DOWN)
+// A claim in a request that autopard checked and found untrue (claim=lost node= reason=): it is
+// not acted on, and the job recovers from what is true.
+inline constexpr const char* kClaimRefused = "claim_refused";
+// A hung rank's kernel stack (/proc/PID/stack: kernel addresses and symbols, root-only): shown
+// only to root and SlurmUser (autopard's events reply leaves it out for everyone else).
+inline constexpr const char* kStackKernel = "stack_kernel";
 inline constexpr const char* kResumed = "resumed";  // step (the checkpoint resumed from)
 // Time limits (autopard; failure_handler.h): the checkpoint request with its plan (end= margin_s=
 // ckpt_estimate_s= step_s= plan=), the step the program checkpoints for it (python/autopar),

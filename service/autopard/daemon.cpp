@@ -26,7 +26,7 @@
 #include "core/ckpt/ckpt_uri.h"
 #include "core/proto/proto_client.h"
 #include "core/failure/timeline.h"
-#include "user_fs.h"
+#include "service/user_access/user_fs.h"
 
 namespace autopar {
 namespace {
@@ -105,7 +105,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
                                             [self](const JournalEvent& e) { (void)self->Journal(e); });
   d->uploader_->OnUploaded([self](uint64_t bytes, double seconds) { self->metrics_->ObserveUpload(bytes, seconds); });
   if (!d->config_.journal_uri.empty()) {
-    auto store = d->stores_->Get(d->config_.journal_uri);
+    auto store = d->stores_->Get(d->config_.journal_uri, UserIdentity{0, 0});  // the site's
     if (!store) return Status::Error("journal_uri: " + store.message());
     TransferOptions t = d->uploader_->Transfer();
     t.backoff.max_attempts = 5;  // a publication that fails stays pending for the next round
@@ -124,6 +124,13 @@ void Daemon::EnableFailureHandling(std::shared_ptr<SlurmActions> slurm) {
   fc.node = config_.node;
   fc.lock_dir = config_.state_dir;
   fc.progress_interval_s = config_.progress_interval_s;
+  // A rank's Python stack dump is at a path its owner chose: read with their rights, a regular
+  // file only, never blocking (a FIFO there would hold the failure thread of every job), bounded.
+  fc.read_dump = [](int pid, const std::string& path) -> Result<std::string> {
+    auto owner = ProcessOwner(pid);
+    if (!owner.ok()) return owner.status();
+    return ReadUserFile(*owner, path, kMaxStackDumpBytes);
+  };
   failure_ = std::make_unique<FailureHandler>(
       fc, slurm_actions_.get(), RealProcAccess(), [this](const JournalEvent& e) { (void)Journal(e); },
       [] { return Now(); });
@@ -669,10 +676,12 @@ Reply Daemon::Restore(const Request& r, const Peer& peer) {
   if (!owner) return Error("restore: " + owner.message());
   UserIdentity id = IdentityOf(*owner);
   if (r.upload.empty()) return RestoreLocal(r, id);
-  auto store_r = stores_->Get(r.upload);
+  // A file:// store is read with the owner's rights (PosixConfig::identity).
+  auto store_r = stores_->Get(r.upload, id);
   if (!store_r) return Error("restore: " + store_r.message());
   ObjectStore& store = **store_r;
   TransferOptions topt = uploader_->Transfer();
+  // Only the jobs' directories ("job-*"): never a walk of whatever else the store's root holds.
   auto steps = ListSteps(store, "", topt);
   if (!steps) return Error("restore: " + steps.message());
   Reply reply;
@@ -720,31 +729,29 @@ Reply Daemon::Restore(const Request& r, const Peer& peer) {
     std::unique_lock<std::mutex> reshard_lock(reshard_mu_, std::defer_lock);
     if (reshard) reshard_lock.lock();
     uint64_t local_bytes = 0, fetched_bytes = 0;
-    Status dl, placed;
+    Status dl;
     for (int saved_rank : ranks) {
-      std::string staging = config_.state_dir + "/restore/" + s.job_id + "-" + std::to_string(s.step) +
-                            "-" + std::to_string(saved_rank) + "-" + std::to_string(getpid()) + "-" +
-                            std::to_string(staging_counter_++);
       const std::string dest = RankStepDir(r.ckpt_dir, s.step, saved_rank);
       // What the node already holds (an in-place restart, or a requeued run back on this node) is
       // used as it is when it matches the manifest; only missing or damaged files are fetched.
       std::vector<DownloadItem> items;
-      std::vector<std::string> paths;
       for (const auto& f : m->ranks.at(saved_rank).files) {
         if (LocalCopyIntact(id, dest + "/" + f.path, f.size, f.sha256)) {
           local_bytes += f.size;
           continue;
         }
-        items.push_back({RankFileKey(s.job_id, s.step, saved_rank, f.path), staging + "/" + f.path,
+        items.push_back({RankFileKey(s.job_id, s.step, saved_rank, f.path), dest + "/" + f.path,
                          f.size, f.sha256});
-        paths.push_back(f.path);
         fetched_bytes += f.size;
       }
-      (void)MakeDirs(config_.state_dir + "/restore", 0700);
-      dl = items.empty() ? Status::Ok() : DownloadFiles(store, items, topt);
-      if (dl.ok() && !paths.empty()) placed = PlaceFilesAsUser(id, staging, paths, dest);
-      (void)RemoveTreeAsUser(UserIdentity{0, 0}, staging);
-      if (!dl.ok() || !placed.ok()) break;
+      // Straight into the job's directory, as its owner: their quota and permissions hold, and
+      // nothing is staged in root's space (the transfer's worker threads only write into the
+      // files this thread opened as the user).
+      if (!items.empty()) {
+        AsUser as(id);
+        dl = DownloadFiles(store, items, topt);
+      }
+      if (!dl.ok()) break;
     }
     if (!dl.ok()) {
       reply.restore.skipped.push_back(label + ": " + dl.message());
@@ -752,7 +759,6 @@ Reply Daemon::Restore(const Request& r, const Peer& peer) {
       (void)Journal(e);
       continue;
     }
-    if (!placed.ok()) return Error("restore: " + placed.message());
     // With another world size a rank beyond the saved ones reads rank 0's copy (replicated
     // state is the same in every rank's; sharded state is read through the step directory).
     const int own = m->ranks.count(r.rank) ? r.rank : 0;
@@ -848,9 +854,9 @@ Reply Daemon::RestoreLocal(const Request& r, const UserIdentity& id) {
 Reply Daemon::List(const Request& r, const Peer& peer) {
   Reply reply;
   TransferOptions topt = uploader_->Transfer();
-  auto list_store = [&](const std::string& uri, const std::string& job_id,
+  auto list_store = [&](const std::string& uri, const std::string& job_id, const UserIdentity& as,
                         const std::function<bool(const std::string&)>& allowed) -> Status {
-    auto store_r = stores_->Get(uri);
+    auto store_r = stores_->Get(uri, as);
     if (!store_r) return store_r.status();
     ObjectStore& store = **store_r;
     auto steps = ListSteps(store, job_id, topt);
@@ -882,10 +888,12 @@ Reply Daemon::List(const Request& r, const Peer& peer) {
     if (!uri) return Error("ls: " + uri.message());
     std::map<std::string, bool> cache;
     bool privileged = auth_->IsPrivileged(peer.uid);
-    auto store_r = stores_->Get(uri->ToString());
+    // With the peer's own rights (a file:// store): nothing they could not list themselves.
+    const UserIdentity as = privileged ? UserIdentity{0, 0} : IdentityOf(peer.uid);
+    auto store_r = stores_->Get(uri->ToString(), as);
     if (!store_r) return Error("ls: " + store_r.message());
     std::shared_ptr<ObjectStore> store = *store_r;
-    Status st = list_store(uri->ToString(), "", [&](const std::string& job) {
+    Status st = list_store(uri->ToString(), "", as, [&](const std::string& job) {
       if (privileged) return true;
       auto it = cache.find(job);
       if (it != cache.end()) return it->second;
@@ -897,6 +905,9 @@ Reply Daemon::List(const Request& r, const Peer& peer) {
     return reply;
   }
   if (Status st = auth_->Check(peer, "ls", r.job_id); !st) return Error(st.message());
+  auto owner = auth_->FileOwner(peer, r.job_id);
+  if (!owner) return Error("ls: " + owner.message());
+  const UserIdentity owner_id = IdentityOf(*owner);
   auto commits = db_->Commits(r.job_id, 100000);
   if (!commits) return Error("ls: " + commits.message());
   std::set<std::string> uris;
@@ -916,7 +927,7 @@ Reply Daemon::List(const Request& r, const Peer& peer) {
     info.state = "PARTIAL-LOCAL";
   }
   for (const auto& uri : uris) {
-    Status st = list_store(uri, r.job_id, [](const std::string&) { return true; });
+    Status st = list_store(uri, r.job_id, owner_id, [](const std::string&) { return true; });
     if (!st) return Error("ls: " + st.message());
   }
   auto steps = db_->StepsOfJob(r.job_id);
@@ -973,6 +984,12 @@ Reply Daemon::Events(const Request& r, const Peer& peer) {
   // exact duplicates), and the only record of them once state retention pruned the job.
   for (auto& j : published) journals.push_back(std::move(j.events));
   reply.events = MergeTimelines(journals);
+  if (!auth_->IsPrivileged(peer.uid)) {
+    // Kernel stacks (kernel addresses and symbols) are root's and SlurmUser's to see.
+    reply.events.erase(std::remove_if(reply.events.begin(), reply.events.end(),
+                                      [](const JournalEvent& e) { return e.kind == event_kind::kStackKernel; }),
+                       reply.events.end());
+  }
   // One protocol line (the newline and the notes added below fit in the margin).
   FitEventsReply(&reply, kMaxLineBytes - 4096);
   if (!publisher_) {

@@ -27,7 +27,7 @@
 #include "metrics_server.h"
 #include "state_db.h"
 #include "uploader.h"
-#include "user_fs.h"
+#include "service/user_access/user_fs.h"
 
 namespace autopar {
 
@@ -130,7 +130,6 @@ class Daemon {
   MetricsServer metrics_server_;  // started by Serve() with metrics_listen
   std::atomic<bool> stop_{false};
   int wake_[2] = {-1, -1};
-  std::atomic<uint64_t> staging_counter_{0};
   std::mutex reshard_mu_;  // resharding restores, one at a time per node (Restore)
   std::shared_ptr<SlurmActions> slurm_actions_;  // shared with the owner lookups (main.cpp)
   std::unique_ptr<FailureHandler> failure_;

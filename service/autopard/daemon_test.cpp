@@ -401,14 +401,24 @@ TEST_F(DaemonTest, OwnershipRecordsOthersCouldWriteAreIgnored) {
   EXPECT_EQ(st.st_mode & 022, 0u);
   EXPECT_NE(Read(owner).find("\"job_id\" : \"5\""), std::string::npos) << Read(owner);
 
-  // A record naming user 4242 (written as autopard would): 4242 may list job 5 by URI.
+  // A record naming user 4242 in 4242's own store (as autopard writes it for them, with their
+  // identity): 4242 may list job 5 by URI. The store is read with 4242's rights.
   const std::string record = "{\"uid\": 4242, \"job_id\": \"5\"}\n";
   Write(owner, record);
+  fs::permissions(root_, fs::perms(0755));
+  for (const auto& e : fs::recursive_directory_iterator(root_ / "store")) {
+    ASSERT_EQ(lchown(e.path().c_str(), 4242, 4242), 0);
+  }
+  ASSERT_EQ(lchown((root_ / "store").c_str(), 4242, 4242), 0);
   Request ls;
   ls.op = Op::kLs;
   ls.upload = upload_;
   Peer user{3, 4242, 4242};
   ASSERT_EQ(daemon_->Handle(ls, user).steps.size(), 1u);
+  // The same record owned by someone else (root, here) is not 4242's: it names nobody.
+  ASSERT_EQ(lchown(owner.c_str(), 0, 0), 0);
+  EXPECT_TRUE(daemon_->Handle(ls, user).steps.empty());
+  ASSERT_EQ(lchown(owner.c_str(), 4242, 4242), 0);
   // Writable by others: whatever it says, it no longer counts.
   fs::permissions(owner, fs::perms::others_write, fs::perm_options::add);
   EXPECT_TRUE(daemon_->Handle(ls, user).steps.empty());
@@ -422,6 +432,10 @@ TEST_F(DaemonTest, OwnershipRecordsOthersCouldWriteAreIgnored) {
   ASSERT_EQ(daemon_->Handle(ls, user).steps.size(), 1u);
   fs::permissions(root_ / "store/job-5", fs::perms::group_write, fs::perm_options::add);
   EXPECT_TRUE(daemon_->Handle(ls, user).steps.empty());
+  // (root's commit below writes as root into the tree it now shares with 4242)
+  for (const auto& e : fs::recursive_directory_iterator(root_ / "store")) {
+    ASSERT_EQ(lchown(e.path().c_str(), 0, 0), 0);
+  }
   ASSERT_TRUE(WriteAndCommit("5", 2, 0, 1).status.ok());
   daemon_->uploader().WaitIdle();
   auto rows = CommitsOf("5");

@@ -22,7 +22,7 @@
 #include "core/proto/proto_client.h"
 #include "core/ckpt/sha256.h"
 #include "service/storage/storage_backends.h"
-#include "user_fs.h"
+#include "service/user_access/user_fs.h"
 
 namespace autopar {
 namespace {
@@ -153,20 +153,35 @@ void TaskPool::Submit(std::function<void()> task) {
   cv_.notify_one();
 }
 
-Result<std::shared_ptr<ObjectStore>> StoreCache::Get(const std::string& uri) {
+Result<std::shared_ptr<ObjectStore>> StoreCache::Get(const std::string& uri, const UserIdentity& as) {
   auto parsed = ParseCheckpointUri(uri);
   if (!parsed) return parsed.status();
-  std::string canonical = parsed->ToString();
+  const std::string canonical = parsed->ToString();
+  const bool file = parsed->kind == CheckpointUri::Kind::kFile;
+  const std::string key = file ? canonical + "#" + std::to_string(as.uid) + ":" + std::to_string(as.gid) : canonical;
   std::lock_guard<std::mutex> l(mu_);
-  auto it = stores_.find(canonical);
-  if (it != stores_.end()) return it->second;
+  if (auto f = fixed_.find(canonical); f != fixed_.end()) return f->second;
+  auto it = stores_.find(key);
+  if (it != stores_.end()) {
+    it->second.used = ++clock_;
+    return it->second.store;
+  }
   if (parsed->kind == CheckpointUri::Kind::kS3 && config_.s3.endpoint.empty()) {
     return Status::Error(uri + ": this node's autopard has no S3 endpoint (s3_endpoint in autopard.conf)");
   }
-  auto store = OpenObjectStore(*parsed, config_.s3, config_.posix);
+  PosixConfig posix = config_.posix;
+  posix.identity = as;
+  auto store = OpenObjectStore(*parsed, config_.s3, posix);
   if (!store) return store.status();
+  if (stores_.size() >= kMaxStores) {
+    auto oldest = stores_.begin();
+    for (auto e = stores_.begin(); e != stores_.end(); ++e) {
+      if (e->second.used < oldest->second.used) oldest = e;
+    }
+    stores_.erase(oldest);
+  }
   std::shared_ptr<ObjectStore> shared(std::move(*store));
-  stores_[canonical] = shared;
+  stores_[key] = Entry{shared, ++clock_};
   return shared;
 }
 
@@ -174,8 +189,13 @@ Status StoreCache::Set(const std::string& uri, std::shared_ptr<ObjectStore> stor
   auto parsed = ParseCheckpointUri(uri);
   if (!parsed) return parsed.status();
   std::lock_guard<std::mutex> l(mu_);
-  stores_[parsed->ToString()] = std::move(store);
+  fixed_[parsed->ToString()] = std::move(store);
   return Status::Ok();
+}
+
+size_t StoreCache::size() {
+  std::lock_guard<std::mutex> l(mu_);
+  return stores_.size();
 }
 
 std::chrono::milliseconds FailedUploadRetryDelay(std::chrono::seconds initial, std::chrono::seconds max,
@@ -624,7 +644,7 @@ Status Uploader::RecordFile(int64_t commit_id, FileRecord& f, FileEvent event,
 
 Status Uploader::Upload(const CommitRecord& c, Active& active, bool* permanent) {
   *permanent = false;
-  auto store = stores_->Get(c.upload);
+  auto store = stores_->Get(c.upload, UserIdentity{c.uid, c.gid});
   if (!store) return store.status();
   Run run(c, active, *store);
   auto files = db_->Files(c.id);

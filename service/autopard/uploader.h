@@ -34,6 +34,7 @@
 #include "core/proto/protocol.h"
 #include "core/ckpt/storage.h"
 #include "config.h"
+#include "service/user_access/user_fs.h"
 #include "state_db.h"
 
 namespace autopar {
@@ -57,17 +58,31 @@ class TaskPool {
 };
 
 // Opens the store of a URI with the daemon's settings, cached per URI.
+// The stores autopard talks to, one per URI and, for file:// stores, per identity (a user's
+// store is read and written with that user's rights: PosixConfig::identity). At most
+// kMaxStores are kept: the least recently used goes first (a caller holding it keeps it alive).
+//
+// Thread safety: Get and Set may be called from many threads at once.
 class StoreCache {
  public:
+  static constexpr size_t kMaxStores = 64;
   explicit StoreCache(const DaemonConfig& config) : config_(config) {}
-  Result<std::shared_ptr<ObjectStore>> Get(const std::string& uri);
-  // Makes Get(uri) return `store` (tests: an in-memory store standing in for a URI).
+  // `as`: whose rights a file:// store acts with (uid 0: autopard's own, for the site's stores).
+  Result<std::shared_ptr<ObjectStore>> Get(const std::string& uri, const UserIdentity& as);
+  // Makes Get(uri, any identity) return `store` (tests: an in-memory store standing in for a URI).
   Status Set(const std::string& uri, std::shared_ptr<ObjectStore> store);
+  size_t size();
 
  private:
+  struct Entry {
+    std::shared_ptr<ObjectStore> store;
+    uint64_t used = 0;
+  };
   const DaemonConfig& config_;
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<ObjectStore>> stores_;
+  uint64_t clock_ = 0;
+  std::map<std::string, Entry> stores_;
+  std::map<std::string, std::shared_ptr<ObjectStore>> fixed_;  // Set: every identity
 };
 
 // The object "job-<J>/owner.json" that autopard writes beside a job's checkpoints: which uid owns

@@ -375,8 +375,12 @@ void FailureHandler::Tick() {
       StackCaptureOptions o;
       o.python_dump_path = PythonStackDumpPath(h.ctx.stack_dir, rank);
       o.python_wait_ms = config_.python_stack_wait_ms;
+      o.read_dump = DumpReader(it->second.pid);
       StackCapture c = CaptureStack(it->second.pid, o, proc_);
       Emit(h.ctx.job_id, event_kind::kStack, rank, h.verdict.last_step, c.ToDetail());
+      if (std::string k = c.KernelDetail(); !k.empty()) {
+        Emit(h.ctx.job_id, event_kind::kStackKernel, rank, h.verdict.last_step, k);
+      }
     }
     // The requeue comes on a later Tick, after the grace (see hang_requeue_grace_s).
     std::lock_guard<std::mutex> lock(mu_);
@@ -388,6 +392,12 @@ void FailureHandler::Tick() {
   }
   for (const auto& [ctx, failure] : due) HandleFailure(ctx, failure);
   for (const auto& [ctx, procs] : hand_over) HandHangToLaunchers(ctx, procs);
+}
+
+std::function<Result<std::string>(const std::string&)> FailureHandler::DumpReader(int pid) const {
+  if (!config_.read_dump) return nullptr;  // proc_.read_file
+  auto read = config_.read_dump;
+  return [read, pid](const std::string& path) { return read(pid, path); };
 }
 
 void FailureHandler::HandHangToLaunchers(const JobContext& ctx,
@@ -602,10 +612,17 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
   auto job = slurm_->LoadJob(job_id);
   if (failure.kind == FailureClass::kNodeLoss) {
     // Rank 0's launcher names the nodes whose launchers are gone and the spares left alive
-    // (launcher/restart_logic.h); a lost node is the job's own business, so its word is taken.
-    lost_nodes = Split(field("lost"), ',');
-    lost_nodes.erase(std::remove(lost_nodes.begin(), lost_nodes.end(), ""), lost_nodes.end());
-    if (lost_nodes.empty()) return Status::Error("recover: detail: node-loss without lost=NODES");
+    // (launcher/restart_logic.h). That is evidence, not a verdict: only nodes of this job's
+    // allocation whose slurmd is gone count as lost (root marks them DOWN on the requeue path).
+    if (field("lost").empty()) return Status::Error("recover: detail: node-loss without lost=NODES");
+    lost_nodes = ConfirmLostNodes(job_id, field("lost"), job);
+    if (lost_nodes.empty()) {
+      // Nothing of the claim holds: the job's own ranks failed (on a node that still answers).
+      failure.kind = FailureClass::kRankCrash;
+      failure.rank = rank;
+    }
+  }
+  if (failure.kind == FailureClass::kNodeLoss) {
     failure.node = Join(lost_nodes, ",");
     failure.rank = -1;
     loss.lost = static_cast<int64_t>(lost_nodes.size());
@@ -698,6 +715,48 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
   }
   reply.action = RequeuePath(*ctx, failure, *job, lost_nodes, d.history);
   return reply;
+}
+
+std::vector<std::string> FailureHandler::ConfirmLostNodes(const std::string& job_id,
+                                                          const std::string& claimed,
+                                                          const Result<SlurmJob>& job) {
+  std::vector<std::string> named;
+  auto hosts = ExpandHostlist(claimed);
+  if (!hosts.ok()) {
+    Emit(job_id, event_kind::kClaimRefused, -1, -1,
+         FormatEventFields({{"claim", "lost"}, {"node", claimed}, {"reason", hosts.message()}}));
+    return {};
+  }
+  for (auto& h : *hosts) {
+    if (std::find(named.begin(), named.end(), h) == named.end()) named.push_back(std::move(h));
+  }
+  auto refuse = [&](const std::string& node, const std::string& reason) {
+    Emit(job_id, event_kind::kClaimRefused, -1, -1,
+         FormatEventFields({{"claim", "lost"}, {"node", node}, {"reason", reason}}));
+  };
+  Result<std::vector<std::string>> allocation =
+      job.ok() ? ExpandHostlist(job->nodes) : Result<std::vector<std::string>>(job.status());
+  std::vector<std::string> in_job;
+  for (const auto& n : named) {
+    if (!allocation.ok()) {
+      refuse(n, "the job's allocation cannot be read from Slurm: " + allocation.message());
+    } else if (std::find(allocation->begin(), allocation->end(), n) == allocation->end()) {
+      refuse(n, "not a node of job " + job_id + " (" + job->nodes + ")");
+    } else {
+      in_job.push_back(n);
+    }
+  }
+  if (in_job.empty()) return {};
+  std::vector<std::string> gone = slurm_->UnreachableNodes(in_job, config_.node_probe_timeout_ms);
+  std::vector<std::string> confirmed;
+  for (const auto& n : in_job) {
+    if (std::find(gone.begin(), gone.end(), n) != gone.end()) {
+      confirmed.push_back(n);
+    } else {
+      refuse(n, "its slurmd still answers");
+    }
+  }
+  return confirmed;
 }
 
 std::optional<RequeueDecision> FailureHandler::LastDecision(const std::string& job_id) const {

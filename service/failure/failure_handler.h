@@ -116,6 +116,10 @@ struct FailureHandlerConfig {
   RequeueSettings policy;  // backoff and immediate-failure rules; max_restarts comes per job
   double first_step_factor = kDefaultFirstStepFactor;
   int python_stack_wait_ms = 2000;
+  // Reads rank `pid`'s Python stack dump at `path` (a file its owner names). Empty: the
+  // ProcAccess's read_file. autopard reads as the process's owner, regular files only, without
+  // blocking, at most a bounded size (Daemon::EnableFailureHandling).
+  std::function<Result<std::string>(int pid, const std::string& path)> read_dump;
   double progress_interval_s = 30;  // "progress" events: at most one per job per interval
   // After a hang is detected and this node's stacks are captured, the requeue waits this long:
   // every node of the job detects the same hang, each on its own 1 s tick, and the node that
@@ -239,6 +243,12 @@ class FailureHandler {
   void HandleFailure(const JobContext& ctx, const Failure& failure);
   // A crashed rank whose peer node died is a node loss: probes the job's nodes and, when some
   // are unreachable, journals and returns the node-loss failure (`lost` gets the nodes).
+  // Of the nodes a recover request names as lost (a hostlist), those of the job's allocation
+  // whose slurmd does not answer; every other one is journaled as a refused claim with its reason.
+  // CaptureStack's reader of the Python dump of process `pid` (null: the ProcAccess's).
+  std::function<Result<std::string>(const std::string&)> DumpReader(int pid) const;
+  std::vector<std::string> ConfirmLostNodes(const std::string& job_id, const std::string& claimed,
+                                            const Result<SlurmJob>& job);
   Failure ClassifyNodeLoss(const JobContext& ctx, const Failure& failure, const SlurmJob& job,
                            std::vector<std::string>* lost);
   // The requeue path for a failure already journalled: RequeuePolicy's decision (with `history`

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "service/storage/storage_backends.h"
+#include "service/user_access/beneath.h"
 
 namespace autopar {
 namespace {
@@ -57,6 +58,11 @@ bool ValidKey(const std::string& key) {
   return true;
 }
 
+// Every operation runs with the store's identity (PosixConfig::identity: the job's owner for a
+// user's store; AsUser switches the calling thread, which may be any transfer worker) and opens
+// what is below the root component by component with O_NOFOLLOW (beneath.h): a symlink below the
+// root is never followed, whenever it appears. The root itself is resolved by the kernel with the
+// identity's rights, so it leads nowhere the identity could not go.
 class PosixStore : public ObjectStore {
  public:
   PosixStore(CheckpointUri uri, PosixConfig config) : uri_(std::move(uri)), config_(config) {}
@@ -69,42 +75,46 @@ class PosixStore : public ObjectStore {
 
   Status CheckWrittenOnlyByUs(const std::string& key) const override {
     if (!ValidKey(key)) return Status::Error(BadKey(key).message);
-    const std::string path = Path(key);
-    for (size_t cut = path.size(); cut > uri_.path.size();) {
-      const std::string part = path.substr(0, cut);
+    AsUser as(config_.identity);
+    UniqueFd dir = Root(false);
+    if (!dir.ok()) return Status::Error(uri_.path + ": " + std::strerror(errno));
+    const uid_t us = config_.identity.uid != 0 ? config_.identity.uid : ::geteuid();
+    size_t start = 0;
+    for (;;) {
+      size_t end = key.find('/', start);
+      const bool last = end == std::string::npos;
+      const std::string name = key.substr(start, last ? std::string::npos : end - start);
+      const std::string shown = uri_.path + "/" + key.substr(0, last ? key.size() : end);
       struct stat st;
-      if (::lstat(part.c_str(), &st) != 0) return Status::Error(part + ": " + std::strerror(errno));
-      if (Status s = Private(part, st, cut == path.size() ? S_IFREG : S_IFDIR); !s) return s;
-      cut = path.rfind('/', cut - 1);
-      if (cut == std::string::npos) break;
+      if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        return Status::Error(shown + ": " + std::strerror(errno));
+      }
+      if (Status s = Private(shown, st, last ? S_IFREG : S_IFDIR, us); !s) return s;
+      if (last) return Status::Ok();
+      dir.reset(::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!dir.ok()) return Status::Error(shown + ": " + std::strerror(errno));
+      start = end + 1;
     }
-    return Status::Ok();
   }
 
   StoreStatus PutObjectFromFile(const std::string& key, int src, uint64_t length) override {
     if (!ValidKey(key)) return BadKey(key);
-    std::string path = Path(key);
-    if (StoreStatus s = MakeParents(path); !s.ok()) return s;
-    std::string tmp = path + kTmpTag + RandomId();
-    int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-    if (fd < 0) return FromErrno(errno, tmp);
-    StoreStatus s = CopyRange(src, fd, 0, length, tmp);
-    if (s.ok()) s = Sync(fd, tmp);
-    ::close(fd);
-    if (s.ok()) s = Publish(tmp, path);
-    if (!s.ok()) ::unlink(tmp.c_str());
-    return s;
+    struct stat sst;
+    const mode_t mode = ::fstat(src, &sst) == 0 ? (sst.st_mode & 0777) : 0600;
+    return PutWith(key, mode, [&](int fd, const std::string& tmp) {
+      return CopyRange(src, fd, 0, length, tmp);
+    });
   }
 
   StoreStatus UploadPartFromFile(const std::string& key, const std::string& upload_id,
                                  int part_number, uint64_t offset, int src, uint64_t length,
                                  std::string* etag) override {
     if (!ValidKey(key)) return BadKey(key);
-    std::string tmp = Path(key) + kTmpTag + upload_id;
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return FromErrno(errno, tmp);
-    StoreStatus s = CopyRange(src, fd, offset, length, tmp);
-    ::close(fd);
+    AsUser as(config_.identity);
+    const std::string tmp = TmpKey(key, upload_id);
+    UniqueFd fd = OpenKey(tmp, O_WRONLY);
+    if (!fd.ok()) return FromErrno(errno, Path(tmp));
+    StoreStatus s = CopyRange(src, fd.get(), offset, length, Path(tmp));
     // Non-empty by contract (callers use it to tell uploaded parts).
     if (s.ok()) *etag = "part-" + std::to_string(part_number);
     return s;
@@ -113,28 +123,24 @@ class PosixStore : public ObjectStore {
   StoreStatus PutObject(const std::string& key, std::string_view data,
                         const Md5Digest& /*md5*/) override {
     if (!ValidKey(key)) return BadKey(key);
-    std::string path = Path(key);
-    if (StoreStatus s = MakeParents(path); !s.ok()) return s;
-    std::string tmp = path + kTmpTag + RandomId();
-    int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-    if (fd < 0) return FromErrno(errno, tmp);
-    StoreStatus s = WriteAt(fd, data, 0, tmp);
-    if (s.ok()) s = Sync(fd, tmp);
-    ::close(fd);
-    if (s.ok()) s = Publish(tmp, path);
-    if (!s.ok()) ::unlink(tmp.c_str());
-    return s;
+    return PutWith(key, kDefaultFileMode, [&](int fd, const std::string& tmp) {
+      return WriteAt(fd, data, 0, tmp);
+    });
   }
 
   StoreStatus CreateUpload(const std::string& key, std::string* upload_id) override {
     if (!ValidKey(key)) return BadKey(key);
-    std::string path = Path(key);
-    if (StoreStatus s = MakeParents(path); !s.ok()) return s;
+    AsUser as(config_.identity);
+    UniqueFd root = Root(true);
+    if (!root.ok()) return FromErrno(errno, uri_.path);
+    const mode_t file_mode = FileModeOf(root.get(), kDefaultFileMode);
     std::string id = RandomId();
-    std::string tmp = path + kTmpTag + id;
-    int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-    if (fd < 0) return FromErrno(errno, tmp);
-    ::close(fd);
+    const std::string tmp = TmpKey(key, id);
+    UniqueFd dir(OpenDirBeneath(root.get(), SplitParent(key).first, true, DirModeOf(root.get())));
+    if (!dir.ok()) return FromErrno(errno, Path(std::string(SplitParent(key).first)));
+    if (StoreStatus p = CheckPrivateDirs(root.get(), SplitParent(key).first); !p.ok()) return p;
+    UniqueFd fd(OpenBeneath(root.get(), tmp, O_CREAT | O_EXCL | O_WRONLY, file_mode));
+    if (!fd.ok()) return FromErrno(errno, Path(tmp));
     *upload_id = id;
     return StoreStatus::Ok();
   }
@@ -143,11 +149,11 @@ class PosixStore : public ObjectStore {
                          uint64_t offset, std::string_view data, const Md5Digest& md5,
                          std::string* etag) override {
     if (!ValidKey(key)) return BadKey(key);
-    std::string tmp = Path(key) + kTmpTag + upload_id;
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return FromErrno(errno, tmp);
-    StoreStatus s = WriteAt(fd, data, offset, tmp);
-    ::close(fd);
+    AsUser as(config_.identity);
+    const std::string tmp = TmpKey(key, upload_id);
+    UniqueFd fd = OpenKey(tmp, O_WRONLY);
+    if (!fd.ok()) return FromErrno(errno, Path(tmp));
+    StoreStatus s = WriteAt(fd.get(), data, offset, Path(tmp));
     // Non-empty by contract (callers use it to tell uploaded parts); the MD5 given, if any.
     if (s.ok()) *etag = HexEncode(md5);
     return s;
@@ -157,107 +163,227 @@ class PosixStore : public ObjectStore {
                              const std::vector<std::string>& /*part_etags*/,
                              std::string* etag) override {
     if (!ValidKey(key)) return BadKey(key);
-    std::string tmp = Path(key) + kTmpTag + upload_id;
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return FromErrno(errno, tmp);
-    StoreStatus s = Sync(fd, tmp);
-    ::close(fd);
-    if (s.ok()) s = Publish(tmp, Path(key));
+    AsUser as(config_.identity);
     etag->clear();
+    auto [parent, name] = SplitParent(key);
+    UniqueFd root = Root(false);
+    if (!root.ok()) return FromErrno(errno, uri_.path);
+    UniqueFd dir(OpenDirBeneath(root.get(), parent, false, 0));
+    if (!dir.ok()) return FromErrno(errno, Path(std::string(parent)));
+    const std::string tmp_name = std::string(name) + kTmpTag + upload_id;
+    UniqueFd fd(::openat(dir.get(), tmp_name.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd.ok()) return FromErrno(errno, Path(TmpKey(key, upload_id)));
+    StoreStatus s = Sync(fd.get(), Path(TmpKey(key, upload_id)));
+    if (s.ok()) s = Publish(dir.get(), tmp_name, std::string(name), Path(key));
     return s;
   }
 
   StoreStatus AbortUpload(const std::string& key, const std::string& upload_id) override {
     if (!ValidKey(key)) return BadKey(key);
-    std::string tmp = Path(key) + kTmpTag + upload_id;
-    if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) return FromErrno(errno, tmp);
+    AsUser as(config_.identity);
+    auto [parent, name] = SplitParent(key);
+    UniqueFd root = Root(false);
+    if (!root.ok()) return errno == ENOENT ? StoreStatus::Ok() : FromErrno(errno, uri_.path);
+    UniqueFd dir(OpenDirBeneath(root.get(), parent, false, 0));
+    if (!dir.ok()) return errno == ENOENT ? StoreStatus::Ok() : FromErrno(errno, Path(std::string(parent)));
+    const std::string tmp_name = std::string(name) + kTmpTag + upload_id;
+    if (::unlinkat(dir.get(), tmp_name.c_str(), 0) != 0 && errno != ENOENT) {
+      return FromErrno(errno, Path(TmpKey(key, upload_id)));
+    }
     return StoreStatus::Ok();
   }
 
   StoreStatus GetRange(const std::string& key, uint64_t offset, uint64_t length,
                        const RangeSink& sink) override {
     if (!ValidKey(key)) return BadKey(key);
-    std::string path = Path(key);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return FromErrno(errno, path);
+    AsUser as(config_.identity);
+    const std::string path = Path(key);
+    // O_NONBLOCK: a FIFO put where an object should be must not hold this thread.
+    UniqueFd fd = OpenKey(key, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    if (!fd.ok()) return FromErrno(errno, path);
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return FromErrno(errno, path);
+    if (!S_ISREG(st.st_mode)) return StoreStatus::NotFound(path + ": not a regular file");
     std::string buf(static_cast<size_t>(std::min<uint64_t>(length, 1 << 20)), '\0');
     uint64_t done = 0;
-    StoreStatus s;
     while (done < length) {
       size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), length - done));
-      ssize_t n = ::pread(fd, buf.data(), want, static_cast<off_t>(offset + done));
+      ssize_t n = ::pread(fd.get(), buf.data(), want, static_cast<off_t>(offset + done));
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        s = FromErrno(errno, path);
-        break;
-      }
-      if (n == 0) {
-        s = StoreStatus::Fatal(path + ": shorter than the requested range");
-        break;
-      }
+      if (n < 0) return FromErrno(errno, path);
+      if (n == 0) return StoreStatus::Fatal(path + ": shorter than the requested range");
       if (!sink(offset + done, buf.data(), static_cast<size_t>(n))) {
-        s = StoreStatus::Fatal(path + ": writing the received data failed");
-        break;
+        return StoreStatus::Fatal(path + ": writing the received data failed");
       }
       done += static_cast<uint64_t>(n);
     }
-    ::close(fd);
-    return s;
+    return StoreStatus::Ok();
   }
 
   StoreStatus Head(const std::string& key, ObjectInfo* info) override {
     if (!ValidKey(key)) return BadKey(key);
-    std::string path = Path(key);
+    AsUser as(config_.identity);
+    const std::string path = Path(key);
+    auto [parent, name] = SplitParent(key);
+    UniqueFd root = Root(false);
+    if (!root.ok()) return FromErrno(errno, uri_.path);
+    UniqueFd dir(OpenDirBeneath(root.get(), parent, false, 0));
+    if (!dir.ok()) return FromErrno(errno == ELOOP || errno == ENOTDIR ? ENOENT : errno, path);
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return FromErrno(errno, path);
+    if (::fstatat(dir.get(), std::string(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return FromErrno(errno, path);
+    }
     if (!S_ISREG(st.st_mode)) return StoreStatus::NotFound(path + ": not a regular file");
     *info = {key, static_cast<uint64_t>(st.st_size), ""};
     return StoreStatus::Ok();
   }
 
   StoreStatus List(const std::string& prefix, std::vector<ObjectInfo>* objects) override {
+    AsUser as(config_.identity);
+    UniqueFd root = Root(false);
+    if (!root.ok()) return errno == ENOENT ? StoreStatus::Ok() : FromErrno(errno, uri_.path);
     // Walk only below the deepest directory the prefix names.
     size_t slash = prefix.rfind('/');
     std::string dir_key = slash == std::string::npos ? "" : prefix.substr(0, slash);
-    StoreStatus s = Walk(dir_key, prefix, objects);
-    if (s.code == StoreStatus::Code::kNotFound) return StoreStatus::Ok();  // nothing there yet
+    if (!dir_key.empty() && !ValidKey(dir_key)) return BadKey(prefix);
+    UniqueFd dir(OpenDirBeneath(root.get(), dir_key, false, 0));
+    if (!dir.ok()) {
+      if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) return StoreStatus::Ok();  // nothing there
+      return FromErrno(errno, Path(dir_key));
+    }
+    StoreStatus s = Walk(dir.release(), dir_key, prefix, objects);
     std::sort(objects->begin(), objects->end(),
               [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
     return s;
   }
 
   StoreStatus Delete(const std::vector<std::string>& keys) override {
+    AsUser as(config_.identity);
+    UniqueFd root = Root(false);
+    if (!root.ok()) return errno == ENOENT ? StoreStatus::Ok() : FromErrno(errno, uri_.path);
     for (const auto& key : keys) {
       if (!ValidKey(key)) return BadKey(key);
-      std::string path = Path(key);
-      if (::unlink(path.c_str()) != 0 && errno != ENOENT) return FromErrno(errno, path);
+      auto [parent, name] = SplitParent(key);
+      UniqueFd dir(OpenDirBeneath(root.get(), parent, false, 0));
+      if (!dir.ok()) {
+        if (errno == ENOENT) continue;
+        return FromErrno(errno, Path(std::string(parent)));
+      }
+      if (::unlinkat(dir.get(), std::string(name).c_str(), 0) != 0 && errno != ENOENT) {
+        return FromErrno(errno, Path(key));
+      }
       // Remove directories left empty, up to (not including) the root.
-      std::string dir = path;
-      for (;;) {
-        size_t cut = dir.rfind('/');
-        if (cut == std::string::npos || cut <= uri_.path.size()) break;
-        dir.resize(cut);
-        if (::rmdir(dir.c_str()) != 0) break;
+      std::string_view up = parent;
+      while (!up.empty()) {
+        auto [above, last] = SplitParent(up);
+        UniqueFd adir(OpenDirBeneath(root.get(), above, false, 0));
+        if (!adir.ok() || ::unlinkat(adir.get(), std::string(last).c_str(), AT_REMOVEDIR) != 0) break;
+        up = above;
       }
     }
     return StoreStatus::Ok();
   }
 
  private:
+  static constexpr mode_t kDefaultFileMode = 0644;
+
   std::string Path(const std::string& key) const { return uri_.path + "/" + key; }
+  static std::string TmpKey(const std::string& key, const std::string& id) {
+    return key + kTmpTag + id;
+  }
   StoreStatus BadKey(const std::string& key) const {
     return StoreStatus::Fatal(uri_.ToString() + ": invalid object key '" + key + "'");
   }
 
-  // `st` (from lstat) is of type `type`, owned by the effective uid and not group/other-writable.
-  static Status Private(const std::string& path, const struct stat& st, mode_t type) {
+  // The store's root directory, opened (and with `create`, first made with its parents) with the
+  // calling thread's identity.
+  UniqueFd Root(bool create) const {
+    UniqueFd fd(::open(uri_.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (fd.ok() || !create || errno != ENOENT) return fd;
+    for (size_t pos = 1; pos <= uri_.path.size(); ++pos) {
+      if (pos != uri_.path.size() && uri_.path[pos] != '/') continue;
+      const std::string part = uri_.path.substr(0, pos);
+      if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return UniqueFd();
+    }
+    return UniqueFd(::open(uri_.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  }
+  // Objects and directories take their modes from the store's root: a root of 0750 gives
+  // directories 0750 and objects 0640, a private root 0700 and 0600 (whatever the writer's umask).
+  static mode_t DirModeOf(int root) {
+    struct stat st;
+    return ::fstat(root, &st) == 0 ? ((st.st_mode & 0777) | 0700) : 0700;
+  }
+  static mode_t FileModeOf(int root, mode_t wanted) {
+    return wanted & (DirModeOf(root) & 0666) & 0666;
+  }
+
+  // The directories of `rel_dir` below the root must be the identity's own and writable by
+  // nobody else, whether made now or found (another user with write access to the root could
+  // have made one first, to read or replace what goes in it).
+  StoreStatus CheckPrivateDirs(int root, std::string_view rel_dir) const {
+    const uid_t us = config_.identity.uid != 0 ? config_.identity.uid : ::geteuid();
+    size_t start = 0;
+    while (!rel_dir.empty() && start <= rel_dir.size()) {
+      size_t end = rel_dir.find('/', start);
+      if (end == std::string_view::npos) end = rel_dir.size();
+      const std::string sub(rel_dir.substr(0, end));
+      start = end + 1;
+      struct stat st;
+      UniqueFd parent(OpenDirBeneath(root, SplitParent(sub).first, false, 0));
+      if (!parent.ok() || ::fstatat(parent.get(), std::string(SplitParent(sub).second).c_str(), &st,
+                                    AT_SYMLINK_NOFOLLOW) != 0) {
+        return FromErrno(errno, Path(sub));
+      }
+      if (Status p = Private(Path(sub), st, S_IFDIR, us); !p) {
+        return StoreStatus::Fatal(p.message() + ": refusing to write objects below it");
+      }
+    }
+    return StoreStatus::Ok();
+  }
+
+  UniqueFd OpenKey(const std::string& key, int flags) const {
+    UniqueFd root = Root(false);
+    if (!root.ok()) return root;
+    return UniqueFd(OpenBeneath(root.get(), key, flags));
+  }
+
+  // Writes a whole object: a temporary beside it (mode `mode` within the root's), fsync'ed,
+  // renamed into place.
+  template <typename Fill>
+  StoreStatus PutWith(const std::string& key, mode_t mode, Fill fill) {
+    AsUser as(config_.identity);
+    UniqueFd root = Root(true);
+    if (!root.ok()) return FromErrno(errno, uri_.path);
+    auto [parent, name] = SplitParent(key);
+    UniqueFd dir(OpenDirBeneath(root.get(), parent, true, DirModeOf(root.get())));
+    if (!dir.ok()) {
+      return errno == ELOOP ? StoreStatus::Fatal(Path(std::string(parent)) +
+                                                 ": a symlink below the store's root; not followed")
+                            : FromErrno(errno, Path(std::string(parent)));
+    }
+    if (StoreStatus p = CheckPrivateDirs(root.get(), parent); !p.ok()) return p;
+    const std::string tmp_name = std::string(name) + kTmpTag + RandomId();
+    const std::string tmp = Path(std::string(parent).empty() ? tmp_name : std::string(parent) + "/" + tmp_name);
+    UniqueFd fd(::openat(dir.get(), tmp_name.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
+                         FileModeOf(root.get(), mode)));
+    if (!fd.ok()) return FromErrno(errno, tmp);
+    StoreStatus s = fill(fd.get(), tmp);
+    if (s.ok()) s = Sync(fd.get(), tmp);
+    fd.reset();
+    if (s.ok()) s = Publish(dir.get(), tmp_name, std::string(name), Path(key));
+    if (!s.ok()) ::unlinkat(dir.get(), tmp_name.c_str(), 0);
+    return s;
+  }
+
+  // `st` (from lstat) is of type `type`, owned by `uid` and not group/other-writable.
+  static Status Private(const std::string& path, const struct stat& st, mode_t type, uid_t uid) {
     if ((st.st_mode & S_IFMT) != type) {
       return Status::Error(path + ": not a " + (type == S_IFDIR ? "directory" : "regular file") +
                            " (a symlink or another user's replacement?)");
     }
-    if (st.st_uid != ::geteuid()) {
+    if (st.st_uid != uid) {
       return Status::Error(path + ": owned by uid " + std::to_string(st.st_uid) + ", not uid " +
-                           std::to_string(::geteuid()) + " who writes this store");
+                           std::to_string(uid) + " who writes this store");
     }
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
       char mode[8];
@@ -265,25 +391,6 @@ class PosixStore : public ObjectStore {
       return Status::Error(path + ": writable by group or others (mode " + mode + ")");
     }
     return Status::Ok();
-  }
-
-  // Creates the missing directories of `path`. Those below the store's root must be this
-  // process's own and writable by nobody else, whether created now or found (another user with
-  // write access to the root could have created one first, to read or replace what goes in it).
-  StoreStatus MakeParents(const std::string& path) const {
-    std::string dir = path.substr(0, path.rfind('/'));
-    for (size_t pos = 1; pos <= dir.size(); ++pos) {
-      if (pos != dir.size() && dir[pos] != '/') continue;
-      std::string part = dir.substr(0, pos);
-      if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return FromErrno(errno, part);
-      if (pos <= uri_.path.size()) continue;
-      struct stat st;
-      if (::lstat(part.c_str(), &st) != 0) return FromErrno(errno, part);
-      if (Status s = Private(part, st, S_IFDIR); !s) {
-        return StoreStatus::Fatal(s.message() + ": refusing to write objects below it");
-      }
-    }
-    return StoreStatus::Ok();
   }
 
   static StoreStatus WriteAt(int fd, std::string_view data, uint64_t offset,
@@ -336,33 +443,31 @@ class PosixStore : public ObjectStore {
     return StoreStatus::Ok();
   }
 
-  // rename(tmp, path), then fsync the directory so the new name survives a crash.
-  StoreStatus Publish(const std::string& tmp, const std::string& path) const {
-    if (::rename(tmp.c_str(), path.c_str()) != 0) return FromErrno(errno, path);
-    if (config_.fsync) {
-      std::string dir = path.substr(0, path.rfind('/'));
-      int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (dfd < 0) return FromErrno(errno, dir);
-      int rc = ::fsync(dfd);
-      int err = errno;
-      ::close(dfd);
-      if (rc != 0) return FromErrno(err, dir);
-    }
+  // renameat(tmp, name) within `dir`, then fsync the directory so the new name survives a crash.
+  StoreStatus Publish(int dir, const std::string& tmp_name, const std::string& name,
+                      const std::string& shown) const {
+    if (::renameat(dir, tmp_name.c_str(), dir, name.c_str()) != 0) return FromErrno(errno, shown);
+    if (config_.fsync && ::fsync(dir) != 0) return FromErrno(errno, shown);
     return StoreStatus::Ok();
   }
 
-  StoreStatus Walk(const std::string& dir_key, const std::string& prefix,
+  // Lists the regular files below the open directory `dfd` (taken over) whose keys start with
+  // `prefix`; symlinks and special files are not objects and are never followed.
+  StoreStatus Walk(int dfd, const std::string& dir_key, const std::string& prefix,
                    std::vector<ObjectInfo>* out) const {
-    std::string dir = dir_key.empty() ? uri_.path : Path(dir_key);
-    DIR* d = ::opendir(dir.c_str());
-    if (!d) return FromErrno(errno, dir);
+    DIR* d = ::fdopendir(dfd);
+    if (!d) {
+      const int err = errno;
+      ::close(dfd);
+      return FromErrno(err, Path(dir_key));
+    }
     StoreStatus s;
     while (struct dirent* e = ::readdir(d)) {
       std::string name = e->d_name;
       if (name == "." || name == ".." || name.find(kTmpTag) != std::string::npos) continue;
       std::string key = dir_key.empty() ? name : dir_key + "/" + name;
       struct stat st;
-      if (::lstat((dir + "/" + name).c_str(), &st) != 0) continue;  // deleted meanwhile
+      if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // deleted meanwhile
       if (S_ISDIR(st.st_mode)) {
         std::string as_dir = key + "/";
         // Descend only where the prefix can still match.
@@ -370,9 +475,11 @@ class PosixStore : public ObjectStore {
                            std::min(as_dir.size(), prefix.size())) != 0) {
           continue;
         }
-        StoreStatus sub = Walk(key, prefix, out);
-        if (!sub.ok() && sub.code != StoreStatus::Code::kNotFound) {
-          s = sub;
+        int sub = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) continue;  // replaced or removed meanwhile, or not ours to read
+        StoreStatus r = Walk(sub, key, prefix, out);
+        if (!r.ok() && r.code != StoreStatus::Code::kNotFound) {
+          s = r;
           break;
         }
       } else if (S_ISREG(st.st_mode) && key.compare(0, prefix.size(), prefix) == 0) {

@@ -8,7 +8,8 @@
 //    connection errors, timeouts and stalls, HTTP 5xx/429/408, RequestTimeout and BadDigest are
 //    retryable; other 4xx are fatal; 404 NoSuchKey/NoSuchUpload are kNotFound.
 //    One curl easy handle per concurrent request, reused (keep-alive) through a small pool.
-//  * POSIX (file:///dir): objects are files under dir. Whole objects and multipart uploads are
+//  * POSIX (file:///dir): objects are files under dir, read and written with the identity of
+//    PosixConfig (the job's owner), never through a symlink below dir. Whole objects and multipart uploads are
 //    written to a temporary name beside the target ("<name>.autopar-tmp-<id>"), fsync'ed, renamed
 //    into place, and the directory fsync'ed; parts are written in place with pwrite, so the
 //    transfer engine's parallel parts make a parallel copy. Temporaries are invisible to List.
@@ -25,6 +26,7 @@
 #include "core/ckpt/ckpt_uri.h"
 #include "autopar/status.h"
 #include "core/ckpt/storage.h"
+#include "service/user_access/user_fs.h"
 
 namespace autopar {
 
@@ -54,6 +56,10 @@ struct S3Config {
 
 struct PosixConfig {
   bool fsync = true;  // fsync files and directories (off only for benchmarks on tmpfs)
+  // Whose rights every operation has (AsUser): the job's owner for a user's store, so that
+  // autopard reads, writes and deletes there exactly what that user may and the objects are
+  // theirs. uid 0: the process's own (a site's store, such as journal_uri).
+  UserIdentity identity;
 };
 
 // Errors name the option/field: "s3 endpoint: ..." for a malformed endpoint, "s3 credentials: ..."

@@ -24,8 +24,11 @@ struct UserIdentity {
 // The user's primary group from the password database (their uid as gid when unknown).
 UserIdentity IdentityOf(uid_t uid);
 
-// RAII: switches the calling thread's filesystem identity to `id` (no-op when not root or when
-// `id` is root).
+// RAII: switches the calling thread's filesystem identity (fsuid, fsgid, supplementary groups)
+// to `id`, and back to what it was when it goes (so switches nest: a store acting as the user,
+// called inside a switch to the same user, changes nothing). No-op when the process is not root.
+// The kernel drops the filesystem capabilities (CAP_DAC_OVERRIDE, CAP_FOWNER, ...) while fsuid
+// is not 0: the user's permissions apply exactly.
 class AsUser {
  public:
   explicit AsUser(const UserIdentity& id);
@@ -35,6 +38,8 @@ class AsUser {
 
  private:
   bool switched_ = false;
+  uid_t saved_uid_ = 0;
+  gid_t saved_gid_ = 0;
   std::vector<gid_t> saved_groups_;
 };
 
@@ -50,14 +55,17 @@ Result<std::vector<LocalFile>> ListRankFiles(const UserIdentity& id, const std::
 // `expected_size` bytes long (when >= 0). Returns the descriptor (the caller closes it).
 Result<int> OpenUserFile(const UserIdentity& id, const std::string& path, int64_t expected_size);
 
+// Reads a small file the user names (a Python stack dump), as `id`: the last component must not
+// be a symlink and the file must be a regular file (a FIFO, a device or a socket is refused
+// without blocking: O_NONBLOCK); at most `max_bytes` are read (the rest is left, and the result
+// ends with "\n... truncated at N bytes"). Errors say no more than the kernel told the user.
+Result<std::string> ReadUserFile(const UserIdentity& id, const std::string& path, size_t max_bytes);
+
+// The owner of a running process (the uid of /proc/PID), or an error when it is gone.
+Result<UserIdentity> ProcessOwner(int pid);
+
 // SHA-256 of an open file (pread from offset 0).
 Result<std::string> Sha256OfFd(int fd, const std::string& name);
-
-// Copies the files of `from_dir` (root's staging directory) to `to_dir` as `id`: creates `to_dir`
-// and parents as the user, writes each file to a temporary name with O_NOFOLLOW|O_EXCL, fsyncs
-// and renames it into place. Files in `to_dir` that are not in `files` are left alone.
-Status PlaceFilesAsUser(const UserIdentity& id, const std::string& from_dir,
-                        const std::vector<std::string>& files, const std::string& to_dir);
 
 // Removes the directory tree `dir` as `id` (never following symlinks). Missing is not an error, nor
 // is an entry that another thread or process removes meanwhile.

@@ -58,7 +58,12 @@ UserIdentity IdentityOf(uid_t uid) {
 }
 
 AsUser::AsUser(const UserIdentity& id) {
-  if (geteuid() != 0 || id.uid == 0) return;
+  if (geteuid() != 0) return;
+  // setfsuid(-1) changes nothing and returns the current value.
+  const uid_t current = static_cast<uid_t>(setfsuid(static_cast<uid_t>(-1)));
+  if (current == id.uid) return;  // nested in a switch to the same user
+  saved_uid_ = current;
+  saved_gid_ = static_cast<gid_t>(setfsgid(static_cast<gid_t>(-1)));
   saved_groups_.resize(static_cast<size_t>(std::max(getgroups(0, nullptr), 0)));
   if (!saved_groups_.empty() &&
       getgroups(static_cast<int>(saved_groups_.size()), saved_groups_.data()) < 0) {
@@ -68,7 +73,7 @@ AsUser::AsUser(const UserIdentity& id) {
   std::vector<char> buf(16384);
   passwd pw{};
   passwd* found = nullptr;
-  if (getpwuid_r(id.uid, &pw, buf.data(), buf.size(), &found) == 0 && found) {
+  if (id.uid != 0 && getpwuid_r(id.uid, &pw, buf.data(), buf.size(), &found) == 0 && found) {
     int n = 64;
     std::vector<gid_t> g(static_cast<size_t>(n));
     if (getgrouplist(pw.pw_name, id.gid, g.data(), &n) >= 0) {
@@ -84,8 +89,8 @@ AsUser::AsUser(const UserIdentity& id) {
 
 AsUser::~AsUser() {
   if (!switched_) return;
-  setfsuid(0);
-  setfsgid(0);
+  setfsuid(saved_uid_);
+  setfsgid(saved_gid_);
   ThreadSetGroups(saved_groups_);
 }
 
@@ -170,6 +175,41 @@ Result<int> OpenUserFile(const UserIdentity& id, const std::string& path, int64_
   return fd.release();
 }
 
+Result<std::string> ReadUserFile(const UserIdentity& id, const std::string& path, size_t max_bytes) {
+  AsUser as(id);
+  FdCloser fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (fd.get() < 0) {
+    if (errno == ELOOP) return Status::Error(path + ": a symlink; not followed");
+    return Status::Error(Errno(path));
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return Status::Error(Errno(path));
+  if (!S_ISREG(st.st_mode)) return Status::Error(path + ": not a regular file");
+  std::string out;
+  out.resize(std::min<size_t>(max_bytes, static_cast<size_t>(std::max<off_t>(st.st_size, 0)) + 1));
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = pread(fd.get(), out.data() + got, out.size() - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::Error(Errno(path));
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  out.resize(got);
+  if (got >= max_bytes) {
+    out.resize(max_bytes);
+    out += "\n... truncated at " + std::to_string(max_bytes) + " bytes";
+  }
+  return out;
+}
+
+Result<UserIdentity> ProcessOwner(int pid) {
+  struct stat st {};
+  const std::string proc = "/proc/" + std::to_string(pid);
+  if (stat(proc.c_str(), &st) != 0) return Status::Error(Errno(proc));
+  return UserIdentity{st.st_uid, st.st_gid};
+}
+
 Result<std::string> Sha256OfFd(int fd, const std::string& name) {
   Sha256 h;
   std::unique_ptr<char[]> buf(new char[1 << 20]);
@@ -199,51 +239,6 @@ Status MakeDirs(const std::string& dir, mode_t mode) {
   }
   struct stat st {};
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Status::Error(dir + ": not a directory");
-  return Status::Ok();
-}
-
-Status PlaceFilesAsUser(const UserIdentity& id, const std::string& from_dir,
-                        const std::vector<std::string>& files, const std::string& to_dir) {
-  // Open the sources as root first (the staging directory is root's), then become the user.
-  std::vector<std::unique_ptr<FdCloser>> sources;
-  for (const auto& f : files) {
-    std::string p = from_dir + "/" + f;
-    int fd = open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return Status::Error(Errno(p));
-    sources.push_back(std::make_unique<FdCloser>(fd));
-  }
-  AsUser as(id);
-  for (size_t i = 0; i < files.size(); ++i) {
-    std::string target = to_dir + "/" + files[i];
-    std::string parent = target.substr(0, target.rfind('/'));
-    if (Status st = MakeDirs(parent, 0755); !st) return st;
-    std::string tmp = target + ".autopar-restore";
-    unlink(tmp.c_str());
-    FdCloser out(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (out.get() < 0) return Status::Error(Errno(tmp));
-    struct stat st {};
-    fstat(sources[i]->get(), &st);
-    off_t in_off = 0;
-    while (in_off < st.st_size) {
-      ssize_t n = copy_file_range(sources[i]->get(), &in_off, out.get(), nullptr,
-                                  static_cast<size_t>(st.st_size - in_off), 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        // Fallback for filesystems without copy_file_range.
-        char buf[1 << 16];
-        ssize_t r = pread(sources[i]->get(), buf, sizeof(buf), in_off);
-        if (r <= 0) return Status::Error(Errno(from_dir + "/" + files[i]));
-        if (write(out.get(), buf, static_cast<size_t>(r)) != r) return Status::Error(Errno(tmp));
-        in_off += r;
-      }
-    }
-    if (fsync(out.get()) != 0) return Status::Error(Errno(tmp));
-    if (rename(tmp.c_str(), target.c_str()) != 0) {
-      Status st2 = Status::Error(Errno(target));
-      unlink(tmp.c_str());
-      return st2;
-    }
-  }
   return Status::Ok();
 }
 
