@@ -94,6 +94,30 @@ TEST_F(CheckpointStoreTest, StepCompletesWhenTheLastRankArrivesAndManifestIsLast
   EXPECT_EQ(mem_.put_order.size(), puts);
 }
 
+// Retention deleted rank 0's files of a step while rank 1 was still completing it: no COMPLETE
+// manifest may be written over files that are gone.
+TEST_F(CheckpointStoreTest, AStepWhoseFilesWereDeletedIsNeverMarkedComplete) {
+  ASSERT_TRUE(Upload("7", 10, 0).ok());
+  mem_.objects.erase("job-7/step-10/rank-0/model.pt");
+  auto r1 = Upload("7", 10, 1);
+  ASSERT_TRUE(r1.ok()) << r1.message();
+  EXPECT_FALSE(r1->step.complete);
+  EXPECT_NE(r1->step.Describe().find("1 file(s) no longer in storage (rank 0: model.pt)"), std::string::npos)
+      << r1->step.Describe();
+  EXPECT_EQ(mem_.objects.count("job-7/step-10/manifest.json"), 0u);
+}
+
+// What a store says of an object's size is not trusted: a "manifest" of a terabyte is an error,
+// not an allocation.
+TEST_F(CheckpointStoreTest, AnOversizedManifestIsRefusedNotRead) {
+  ASSERT_TRUE(Upload("7", 10, 0, 1).ok());
+  opts_.max_small_object = 100;
+  auto m = ReadStepManifest(mem_, "7", 10, opts_);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("more than the 100 a manifest or record may have"), std::string::npos)
+      << m.message();
+}
+
 TEST_F(CheckpointStoreTest, InconsistentWorldSizeIsAnError) {
   ASSERT_TRUE(Upload("7", 10, 0, 2).ok());
   auto r = Upload("7", 10, 1, 3);

@@ -320,6 +320,48 @@ TEST_F(FailureHandlerTest, RecoverDecidesInPlaceThenHandsOverWhenTheBudgetIsSpen
   EXPECT_NE(events_.back().detail.find("attempt=1"), std::string::npos) << events_.back().detail;
 }
 
+// A recover request's lost nodes are evidence: nodes outside the job's allocation, or whose
+// slurmd still answers, are never marked DOWN nor excluded; each refusal is journaled.
+TEST_F(FailureHandlerTest, LostNodesAreCheckedAgainstTheAllocationAndSlurm) {
+  slurm_.job.job_id = "42";
+  slurm_.job.state = "RUNNING";
+  slurm_.job.batch = true;
+  slurm_.job.requeue_allowed = true;
+  slurm_.job.nodes = "node[1-2]";
+  slurm_.dead_nodes = {"node3", "node4"};  // gone, but not this job's
+  InPlaceTask(proc_, 100, 0, "0");
+  auto r = handler_->Recover("42", 0, "class=node-loss lost=node[2-4],node9 spares=0 generation=0", 50);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_TRUE(slurm_.downed.empty());
+  EXPECT_EQ(slurm_.job.excluded_nodes, "");
+  std::vector<std::string> refused;
+  for (const auto& e : events_) {
+    if (e.kind == "claim_refused") refused.push_back(e.detail);
+  }
+  ASSERT_EQ(refused.size(), 4u) << ::testing::PrintToString(Kinds());
+  EXPECT_NE(refused[0].find("node=node3 reason=\"not a node of job 42 (node[1-2])\""), std::string::npos)
+      << refused[0];
+  EXPECT_NE(refused[3].find("node=node2 reason=\"its slurmd still answers\""), std::string::npos)
+      << refused[3];
+  // Nothing of the claim held: the job's own rank failed.
+  EXPECT_NE(Find("failure")->detail.find("class=rank-crash"), std::string::npos) << Find("failure")->detail;
+}
+
+TEST_F(FailureHandlerTest, ALostNodeOfTheJobWhoseSlurmdIsGoneIsLost) {
+  slurm_.job.job_id = "42";
+  slurm_.job.state = "RUNNING";
+  slurm_.job.batch = true;
+  slurm_.job.requeue_allowed = true;
+  slurm_.job.nodes = "node[1-2]";
+  slurm_.dead_nodes = {"node2", "node3"};
+  InPlaceTask(proc_, 100, 0, "0");
+  auto lost = handler_->Recover("42", 0, "class=node-loss lost=node2,node3 spares=0 generation=0", 50);
+  ASSERT_TRUE(lost.ok()) << lost.message();
+  EXPECT_NE(Find("failure")->detail.find("class=node-loss"), std::string::npos) << Find("failure")->detail;
+  EXPECT_NE(Find("failure")->detail.find("lost=node2 "), std::string::npos) << Find("failure")->detail;
+  EXPECT_EQ(slurm_.downed, std::vector<std::string>({"node2"}));
+}
+
 TEST_F(FailureHandlerTest, ABadLossRollsBackInPlaceOnItsOwnBudgetThenStops) {
   const std::vector<std::string> opts = {"AUTOPAR_CKPT_DIR=/ck", "AUTOPAR_ON_BAD_LOSS=rollback:1"};
   const double nan = std::numeric_limits<double>::quiet_NaN();

@@ -266,7 +266,8 @@ class PosixStore : public ObjectStore {
       auto [parent, name] = SplitParent(key);
       UniqueFd dir(OpenDirBeneath(root.get(), parent, false, 0));
       if (!dir.ok()) {
-        if (errno == ENOENT) continue;
+        // Not there, or a symlink or file where a directory of the store should be: no object.
+        if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR) continue;
         return FromErrno(errno, Path(std::string(parent)));
       }
       if (::unlinkat(dir.get(), std::string(name).c_str(), 0) != 0 && errno != ENOENT) {

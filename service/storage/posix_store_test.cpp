@@ -2,6 +2,7 @@
 // the transfer engine and the checkpoint operations.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <random>
@@ -170,6 +171,85 @@ TEST_F(PosixStoreTest, CheckpointRoundTripWithManifestLast) {
   ASSERT_TRUE(restored.ok()) << restored.message();
   EXPECT_EQ(restored->step, 3);
   EXPECT_EQ(Read(base_ + "/restored/1/sub/opt.pt"), "opt");
+}
+
+// A symlink below the store's root is never followed, wherever it is and whatever it points to:
+// reads, listings and writes all refuse it.
+TEST_F(PosixStoreTest, NeverFollowsASymlinkBelowTheRoot) {
+  const std::string root = base_ + "/shared/ckpt";
+  ASSERT_EQ(std::system(("mkdir -p '" + root + "/job-1/step-2' '" + base_ + "/outside' && echo secret > '" +
+                         base_ + "/outside/secret' && ln -s '" + base_ + "/outside' '" + root +
+                         "/job-1/step-2/rank-0' && ln -s ../../outside '" + root + "/job-1/rel' && ln -s '" +
+                         base_ + "/outside/secret' '" + root + "/job-1/file'").c_str()),
+            0);
+  for (const char* key : {"job-1/step-2/rank-0/secret", "job-1/rel/secret", "job-1/file"}) {
+    ObjectInfo info;
+    EXPECT_FALSE(store_->Head(key, &info).ok()) << key;
+    std::string got;
+    StoreStatus g = store_->GetRange(key, 0, 7, [&](uint64_t, const char* p, size_t n) {
+      got.append(p, n);
+      return true;
+    });
+    EXPECT_FALSE(g.ok()) << key;
+    EXPECT_EQ(got, "") << key;
+  }
+  auto listed = ListObjects(*store_, "job-1/", opts_);
+  ASSERT_TRUE(listed.ok()) << listed.message();
+  EXPECT_TRUE(listed->empty()) << (*listed)[0].key;
+  // Writing through the symlinked directory is refused; nothing appears outside.
+  StoreStatus w = store_->PutObject("job-1/step-2/rank-0/new", "x", Md5Of("x"));
+  EXPECT_FALSE(w.ok());
+  std::string id;
+  EXPECT_FALSE(store_->CreateUpload("job-1/rel/new", &id).ok());
+  EXPECT_FALSE(Exists(base_ + "/outside/new"));
+  EXPECT_TRUE(store_->Delete({"job-1/step-2/rank-0/secret"}).ok());
+  EXPECT_TRUE(Exists(base_ + "/outside/secret"));
+}
+
+// As root, a store acting for another user has exactly that user's rights, and what it writes
+// is theirs.
+TEST_F(PosixStoreTest, ActsWithTheIdentityItIsGiven) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (as autopard)";
+  const std::string root = base_ + "/shared/user";
+  ASSERT_EQ(std::system(("chmod 755 '" + base_ + "' '" + base_ + "/shared' && mkdir -p '" + root +
+                         "' && chown 65534:65534 '" + root + "' && chmod 750 '" + root + "' && mkdir -p '" +
+                         base_ + "/private' && chmod 700 '" + base_ + "/private' && echo secret > '" + base_ +
+                         "/private/secret' && chmod 600 '" + base_ + "/private/secret'").c_str()),
+            0);
+  auto uri = ParseCheckpointUri("file://" + root);
+  PosixConfig pc;
+  pc.identity = UserIdentity{65534, 65534};
+  auto s = MakePosixStore(*uri, pc);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->PutObject("job-1/owner.json", "{}", Md5Of("{}")).ok());
+  struct stat st;
+  ASSERT_EQ(::lstat((root + "/job-1/owner.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);  // the root's 0750, less execute
+  ASSERT_EQ(::lstat((root + "/job-1").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0750u);
+  EXPECT_TRUE((*s)->CheckWrittenOnlyByUs("job-1/owner.json").ok());
+  // A hard link to a root-only file (root may make one; the user could not read it).
+  ASSERT_EQ(::link((base_ + "/private/secret").c_str(), (root + "/job-1/secret").c_str()), 0);
+  StoreStatus g = (*s)->GetRange("job-1/secret", 0, 7, [](uint64_t, const char*, size_t) { return true; });
+  EXPECT_FALSE(g.ok());
+  EXPECT_NE(g.message.find("Permission denied"), std::string::npos) << g.message;
+  // Nor can it write where the user may not.
+  auto other = ParseCheckpointUri("file://" + base_ + "/private/x");
+  auto t = MakePosixStore(*other, pc);
+  ASSERT_TRUE(t.ok());
+  EXPECT_FALSE((*t)->PutObject("job-1/a", "x", Md5Of("x")).ok());
+  EXPECT_FALSE(Exists(base_ + "/private/x"));
+}
+
+TEST_F(PosixStoreTest, AFifoWhereAnObjectShouldBeIsRefusedWithoutBlocking) {
+  const std::string root = base_ + "/shared/ckpt";
+  ASSERT_EQ(std::system(("mkdir -p '" + root + "/job-1' && mkfifo '" + root + "/job-1/fifo'").c_str()), 0);
+  StoreStatus g = store_->GetRange("job-1/fifo", 0, 7, [](uint64_t, const char*, size_t) { return true; });
+  EXPECT_EQ(g.code, StoreStatus::Code::kNotFound) << g.message;
+  auto listed = ListObjects(*store_, "job-1/", opts_);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
 }
 
 TEST_F(PosixStoreTest, WrongUriKind) {
