@@ -1,5 +1,6 @@
 #include "core/text.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <charconv>
@@ -63,6 +64,17 @@ std::string FormatFixed(double v, int digits) {
   char buf[64];
   (void)std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
   return buf;
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff = static_cast<unsigned char>(diff | (x ^ y));
+  }
+  return diff == 0;
 }
 
 }  // namespace autopar

@@ -14,6 +14,9 @@ std::string Trim(std::string_view s);
 std::vector<std::string> Split(std::string_view s, char sep);
 std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 bool StartsWith(std::string_view s, std::string_view prefix);
+// a == b in a time that depends on their lengths only, not on where they first differ (secrets
+// such as tokens: a guess must not learn from how long its refusal took).
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
 bool EndsWith(std::string_view s, std::string_view suffix);
 std::string ToLower(std::string_view s);
 

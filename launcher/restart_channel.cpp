@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -40,21 +41,32 @@ bool ParseEndpoint(const std::string& ep, sockaddr_in* sa) {
 
 }  // namespace
 
-RestartChannel::~RestartChannel() {
+RestartChannel::~RestartChannel() { Close(); }
+
+void RestartChannel::Close() {
+  for (auto& c : conns_) close(c.fd);
+  conns_.clear();
+  if (epoll_fd_ >= 0) close(epoll_fd_);
   if (fd_ >= 0) close(fd_);
+  epoll_fd_ = fd_ = -1;
 }
 
 RestartChannel::RestartChannel(RestartChannel&& other) noexcept
-    : fd_(other.fd_), endpoint_(std::move(other.endpoint_)) {
-  other.fd_ = -1;
+    : fd_(other.fd_), epoll_fd_(other.epoll_fd_), endpoint_(std::move(other.endpoint_)),
+      conns_(std::move(other.conns_)) {
+  other.fd_ = other.epoll_fd_ = -1;
+  other.conns_.clear();
 }
 
 RestartChannel& RestartChannel::operator=(RestartChannel&& other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0) close(fd_);
+    Close();
     fd_ = other.fd_;
+    epoll_fd_ = other.epoll_fd_;
     endpoint_ = std::move(other.endpoint_);
-    other.fd_ = -1;
+    conns_ = std::move(other.conns_);
+    other.fd_ = other.epoll_fd_ = -1;
+    other.conns_.clear();
   }
   return *this;
 }
@@ -78,41 +90,78 @@ Result<RestartChannel> RestartChannel::Listen(const std::string& addr) {
   if (getsockname(ch.fd_, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
     return Errno("restart channel: getsockname");
   }
+  ch.epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (ch.epoll_fd_ < 0) return Errno("restart channel: epoll_create1");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = ch.fd_;
+  if (epoll_ctl(ch.epoll_fd_, EPOLL_CTL_ADD, ch.fd_, &ev) != 0) return Errno("restart channel: epoll_ctl");
   ch.endpoint_ = addr + ":" + std::to_string(ntohs(sa.sin_port));
   return ch;
 }
 
+void RestartChannel::Drop(size_t i) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, conns_[i].fd, nullptr);
+  close(conns_[i].fd);
+  conns_.erase(conns_.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
 std::vector<std::string> RestartChannel::Drain(int timeout_ms) {
   std::vector<std::string> lines;
+  if (fd_ < 0) return lines;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
-    int c = accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (c < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      break;  // EAGAIN: nothing more pending
+    const auto now = std::chrono::steady_clock::now();
+    for (;;) {  // every connection waiting in the backlog
+      int c = accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (c < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        break;  // EAGAIN: nothing more pending
+      }
+      if (conns_.size() >= kMaxConnections) Drop(0);  // the oldest makes room
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = c;
+      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c, &ev);
+      conns_.push_back({c, std::string(), now});
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    std::string line;
-    char buf[512];
-    bool done = false;
-    while (!done && line.size() < kMaxLine) {
-      ssize_t n = read(c, buf, sizeof(buf));
-      if (n > 0) {
-        line.append(buf, static_cast<size_t>(n));
-        done = line.find('\n') != std::string::npos;
-      } else if (n == 0) {
-        done = true;
-      } else if (errno == EAGAIN) {
-        pollfd p{c, POLLIN, 0};
-        if (poll(&p, 1, MillisLeft(deadline)) <= 0) break;
-      } else if (errno != EINTR) {
+    // Read what each connection has sent; none waits for another.
+    for (size_t i = 0; i < conns_.size();) {
+      Conn& c = conns_[i];
+      bool ended = false;
+      char buf[512];
+      for (;;) {
+        ssize_t n = read(c.fd, buf, sizeof(buf));
+        if (n > 0) {
+          c.line.append(buf, static_cast<size_t>(n));
+          if (c.line.find('\n') != std::string::npos || c.line.size() >= kMaxLine) {
+            ended = true;
+            break;
+          }
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        ended = n == 0 || errno != EAGAIN;
         break;
       }
+      if (!ended && now - c.since < std::chrono::milliseconds(kMaxIdleMs)) {
+        ++i;
+        continue;
+      }
+      const size_t nl = c.line.find('\n');
+      if (nl != std::string::npos) lines.push_back(c.line.substr(0, nl));
+      Drop(i);
     }
-    close(c);
-    size_t nl = line.find('\n');
-    if (nl != std::string::npos) lines.push_back(line.substr(0, nl));
+    // Whatever has arrived is returned at once; a connection still silent stays open (its line
+    // wakes fd() when it comes), so idle connections cost a restart nothing.
+    if (!lines.empty() || conns_.empty()) return lines;
+    const int left = MillisLeft(deadline);
+    if (left <= 0) return lines;
+    epoll_event ev[8];
+    int n = epoll_wait(epoll_fd_, ev, 8, left);
+    if (n < 0 && errno != EINTR) return lines;
+    if (n == 0) return lines;
   }
-  return lines;
 }
 
 std::vector<size_t> RestartChannel::Broadcast(const std::vector<std::string>& endpoints,
@@ -167,7 +216,7 @@ void Mailbox::Pump(RestartChannel& channel, int wait_ms) {
   if (channel.fd() < 0) return;
   pollfd p{channel.fd(), POLLIN, 0};
   if (wait_ms > 0 && poll(&p, 1, wait_ms) <= 0) return;
-  for (const std::string& line : channel.Drain(500)) {
+  for (const std::string& line : channel.Drain(0)) {
     auto m = DecodePeerMessage(line, token_);
     if (m) inbox_.push_back(std::move(*m));
   }

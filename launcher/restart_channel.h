@@ -2,9 +2,13 @@
 // (issue 11; restart_logic.h has the messages). Each launcher listens on a TCP port of its
 // reachable address (published through PMIx with the step's token); a launcher whose program
 // failed sends every other one a stop notice. One connection per notice, one line, then closed.
+// Anyone who can reach the port can connect: connections are served together (up to
+// kMaxConnections, the oldest closed to make room), a silent one never delays another's line, and
+// lines are believed only with the step's token (Mailbox, compared in constant time).
 // Not thread-safe; the launcher's main thread uses it.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <optional>
@@ -25,14 +29,20 @@ class RestartChannel {
   RestartChannel(const RestartChannel&) = delete;
   RestartChannel& operator=(const RestartChannel&) = delete;
 
+  static constexpr size_t kMaxConnections = 64;
+  static constexpr int kMaxIdleMs = 2000;  // a connection silent this long is closed
+
   // Listens on `addr` (an IPv4 address), a free port; non-blocking, close-on-exec.
   static Result<RestartChannel> Listen(const std::string& addr);
-  int fd() const { return fd_; }
+  // Readable (poll) when a connection or a line waits: an epoll descriptor over the listening
+  // socket and the open connections.
+  int fd() const { return epoll_fd_; }
   // "ADDR:PORT".
   const std::string& endpoint() const { return endpoint_; }
 
-  // Accepts every pending connection and reads its line (each within `timeout_ms`); returns the
-  // lines, without their newlines. Connections that send nothing are dropped.
+  // Accepts every pending connection and returns the lines that have arrived (without their
+  // newlines), waiting up to `timeout_ms` for a first one while connections are open. A
+  // connection that has sent no whole line stays open for a later Drain, up to kMaxIdleMs.
   std::vector<std::string> Drain(int timeout_ms);
 
   // Sends `line` to every endpoint ("ADDR:PORT") at once, all within `timeout_ms`; returns the
@@ -41,8 +51,17 @@ class RestartChannel {
                                        const std::string& line, int timeout_ms);
 
  private:
-  int fd_ = -1;
+  struct Conn {
+    int fd;
+    std::string line;
+    std::chrono::steady_clock::time_point since;  // accepted
+  };
+  void Close();
+  void Drop(size_t i);  // closes conns_[i]
+  int fd_ = -1;        // listening socket
+  int epoll_fd_ = -1;  // fd_ and every conn
   std::string endpoint_;
+  std::vector<Conn> conns_;  // oldest first
 };
 
 // The peer messages (restart_logic.h) that arrived on a channel and are not taken yet; lines

@@ -2,7 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <thread>
+
+#include "core/text.h"
 
 namespace autopar {
 namespace {
@@ -37,6 +44,40 @@ TEST(RestartChannel, AConnectionThatSendsNothingIsDroppedWithinItsTimeout) {
   EXPECT_TRUE(a->Drain(200).empty());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   EXPECT_FALSE(RestartChannel::Listen("no-address").ok());
+}
+
+// Anyone on the network may connect and say nothing: a stop notice behind a hundred silent
+// connections is still read at once, and the channel holds at most kMaxConnections of them.
+TEST(RestartChannel, SilentConnectionsDoNotDelayANotice) {
+  auto a = RestartChannel::Listen("127.0.0.1");
+  ASSERT_TRUE(a.ok());
+  std::vector<int> silent;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  const std::string ep = a->endpoint();
+  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(ep.substr(ep.rfind(':') + 1))));
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  for (int i = 0; i < 100; ++i) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_EQ(connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    silent.push_back(s);
+  }
+  EXPECT_TRUE(a->Drain(0).empty());
+  ASSERT_TRUE(RestartChannel::Broadcast({a->endpoint()}, "autopar-stop token=t rank=1\n", 1000).empty());
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> got;
+  for (int i = 0; i < 10 && got.empty(); ++i) got = a->Drain(2000);
+  EXPECT_EQ(got, (std::vector<std::string>{"autopar-stop token=t rank=1"}));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
+  for (int s : silent) close(s);
+}
+
+TEST(RestartLogic, TokensAreComparedInConstantTime) {
+  EXPECT_TRUE(ConstantTimeEquals("0123456789abcdef", "0123456789abcdef"));
+  EXPECT_FALSE(ConstantTimeEquals("0123456789abcdef", "0123456789abcdeF"));
+  EXPECT_FALSE(ConstantTimeEquals("0123456789abcdef", "0123456789abcde"));
+  EXPECT_FALSE(ConstantTimeEquals("", "x"));
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
 }
 
 TEST(Mailbox, KeepsTheStepsMessagesUntilTakenAndDropsTheRest) {

@@ -91,7 +91,8 @@ Result<PeerMessage> DecodePeerMessage(const std::string& line, const std::string
   }
   if (!known || tag.size() == line.size()) return Status::Error("peer message: not one");
   EventFields f = ParseEventFields(std::string_view(line).substr(tag.size() + 1));
-  if (token.empty() || FieldOf(f, "token") != token) {
+  // Constant time: how far a guess matches must not show in how long it takes to refuse.
+  if (token.empty() || !ConstantTimeEquals(FieldOf(f, "token"), token)) {
     return Status::Error("peer message: wrong token");
   }
   auto rank = ParseInt(FieldOf(f, "rank"), 0, INT32_MAX);

@@ -15,6 +15,7 @@ Only the standard library is used; calling install() again does nothing.
 import faulthandler
 import os
 import signal
+import stat as _stat
 import sys
 
 __all__ = ["install", "install_by_default", "dump_path"]
@@ -43,8 +44,16 @@ def install():
                 os.chmod(_DEFAULT_ROOT, 0o1777)
             except FileExistsError:
                 pass
-        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-        _file = open(path, "a", buffering=1)
+        d = os.path.dirname(path)
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        # /tmp/autopar-stacks is shared by every user: the job's directory must be this user's
+        # own, not a symlink, and the dump is never opened through a symlink (another user could
+        # have made either first, to read the dumps or to have them written elsewhere).
+        st = os.lstat(d)
+        if not _stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            raise PermissionError(f"{d}: not a directory of uid {os.getuid()} (made by another user?)")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        _file = os.fdopen(fd, "a", buffering=1)
         faulthandler.register(signal.SIGUSR2, file=_file, all_threads=True, chain=False)
     return path
 

@@ -61,3 +61,21 @@ def test_an_unwritable_directory_does_not_stop_the_program(tmp_path):
                        timeout=60)
     assert p.returncode == 0 and "alive" in p.stdout, p.stderr
     assert p.stderr.count("stack dumps for hang reports are off") == 1, p.stderr
+
+
+def test_never_dumps_through_a_symlink_or_into_another_users_directory(tmp_path):
+    # The dump file swapped for a symlink (another user made it first, in the shared /tmp):
+    # nothing is written through it, and the program still runs (without stack dumps).
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "stack-rank3.txt").symlink_to(target)
+    p = run_program(tmp_path, SLURM_JOB_ID="77")
+    assert "stack dumps for hang reports are off" in p.stderr, p.stderr
+    assert target.read_text() == ""
+    # A job directory that is a symlink is refused as well.
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "linked")
+    p = run_program(tmp_path, SLURM_JOB_ID="77", AUTOPAR_STACK_DIR=str(tmp_path / "linked"))
+    assert "stack dumps for hang reports are off" in p.stderr, p.stderr
+    assert not list((tmp_path / "real").iterdir())

@@ -114,6 +114,12 @@ class PosixStore : public ObjectStore {
     const std::string tmp = TmpKey(key, upload_id);
     UniqueFd fd = OpenKey(tmp, O_WRONLY);
     if (!fd.ok()) return FromErrno(errno, Path(tmp));
+    // The object takes its source's mode (within the root's), as a whole PUT does.
+    struct stat sst;
+    UniqueFd root = Root(false);
+    if (::fstat(src, &sst) == 0 && root.ok()) {
+      ::fchmod(fd.get(), FileModeOf(root.get(), sst.st_mode & 0777));
+    }
     StoreStatus s = CopyRange(src, fd.get(), offset, length, Path(tmp));
     // Non-empty by contract (callers use it to tell uploaded parts).
     if (s.ok()) *etag = "part-" + std::to_string(part_number);
@@ -133,7 +139,8 @@ class PosixStore : public ObjectStore {
     AsUser as(config_.identity);
     UniqueFd root = Root(true);
     if (!root.ok()) return FromErrno(errno, uri_.path);
-    const mode_t file_mode = FileModeOf(root.get(), kDefaultFileMode);
+    // Private until a part from the source file gives it that file's mode.
+    const mode_t file_mode = FileModeOf(root.get(), 0600);
     std::string id = RandomId();
     const std::string tmp = TmpKey(key, id);
     UniqueFd dir(OpenDirBeneath(root.get(), SplitParent(key).first, true, DirModeOf(root.get())));

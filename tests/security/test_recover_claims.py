@@ -1,0 +1,118 @@
+"""Attack: `recover` takes the job's word for which nodes are lost.
+
+The second account (autopar-test2) runs a 2-node job (node1, node2) with --requeue-on-failure, so
+that a node loss reaches the requeue path, where autopard (root) marks the lost nodes DOWN through
+libslurm. A task of that job sends node1's autopard a recover request (programs/claim_lost.py:
+class=node-loss lost=NODES, as rank 0's launcher does when other launchers are gone) naming nodes
+that are not lost: nodes outside the job's allocation (node3,node4, and the hostlist node[3-4]),
+where another user's (root's) jobs run, and a node of the job's own that is alive (node2).
+
+What must hold afterwards (10 s later):
+- no node of the cluster is DOWN, DRAINED or FAILED (sinfo);
+- root's jobs on node3 and node4 still run;
+- the job's timeline (`autopar events JOB`, as the user) records each refused claim: a
+  `claim_refused` event whose detail names the node and gives a reason.
+
+At teardown every job of the test is cancelled and any node left DOWN/DRAINED is resumed, so the
+cluster stays usable for what runs next. About 1 minute.
+"""
+import re
+import time
+
+import pytest
+
+from conftest import (PROGRAMS, PYTHON, cancel, job_state, need_binaries, root_sbatch, run,
+                      user_events, user_sbatch, wait_running)
+
+NODES = ["node1", "node2", "node3", "node4"]
+BAD = re.compile(r"down|drain|fail", re.I)
+
+
+def node_states() -> dict:
+    p = run(["sinfo", "-N", "-h", "-o", "%N %T"], check=True)
+    return dict(line.split() for line in p.stdout.splitlines() if line.strip())
+
+
+def resume_bad_nodes():
+    for node, state in node_states().items():
+        if BAD.search(state):
+            run(["scontrol", "update", f"nodename={node}", "state=resume"])
+    deadline = time.time() + 30
+    while time.time() < deadline and any(BAD.search(s) for s in node_states().values()):
+        time.sleep(0.5)
+
+
+@pytest.fixture
+def cluster_jobs():
+    """Job ids to cancel at the end; nodes left DOWN/DRAINED are resumed then."""
+    need_binaries()
+    bad = {n: s for n, s in node_states().items() if BAD.search(s)}
+    if bad:
+        pytest.fail(f"nodes are not usable before the attack: {bad}")
+    jobs = []
+    yield jobs
+    cancel(*jobs)
+    resume_bad_nodes()
+
+
+def wait_for(pattern: str, path, timeout: float):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        text = path.read_text() if path.exists() else ""
+        m = re.search(pattern, text, re.M)
+        if m:
+            return m
+        time.sleep(0.3)
+    raise AssertionError(f"no {pattern!r} in {path} within {timeout}s:\n"
+                         f"{path.read_text() if path.exists() else '(no file)'}")
+
+
+CLAIMS = {
+    "outside-allocation": ("node3,node4", ["node3", "node4"]),
+    "outside-allocation-hostlist": ("node[3-4]", ["node3", "node4"]),
+    "own-node-alive": ("node2", ["node2"]),
+}
+
+
+@pytest.mark.parametrize("claim", list(CLAIMS))
+def test_lost_node_claim_is_checked(claim, user_dir, cluster_jobs):
+    lost, named = CLAIMS[claim]
+    # Another user's work on the nodes outside the job (root's: the account autopard trusts most).
+    bystanders = [root_sbatch("-w", n, "-n1", "-o", "/dev/null", "-t", "5", "--wrap", "sleep 300")
+                  for n in ("node3", "node4")]
+    cluster_jobs += bystanders
+    for b in bystanders:
+        wait_running(b)
+    out = user_dir / "out.txt"
+    script = user_dir / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        "if [[ ${SLURM_RESTART_COUNT:-0} -gt 0 ]]; then echo REQUEUED-RUN; exit 0; fi\n"
+        f"srun -N1 -n1 -w node1 {PYTHON} {PROGRAMS / 'claim_lost.py'} '{lost}'\n"
+        "sleep 300\n")
+    job = user_sbatch("-N2", "-w", "node1,node2", "--requeue-on-failure=1", "-t", "5",
+                      "--open-mode=append", f"--chdir={user_dir}", "-o", str(out), str(script))
+    cluster_jobs.append(job)
+    reply = wait_for(r"^REPLY (.*)$", out, timeout=60).group(1)
+    time.sleep(10)  # what autopard decided has been carried out by now (requeue, node DOWN)
+
+    states = node_states()
+    bad = {n: s for n, s in states.items() if BAD.search(s)}
+    assert not bad, (f"after {job}'s claim lost={lost} nodes went out of service: {bad} "
+                     f"(autopard's reply: {reply})")
+    for b, node in zip(bystanders, ("node3", "node4")):
+        state = job_state(b)
+        assert state == "RUNNING", \
+            f"root's job {b} on {node} is {state} after the claim lost={lost}"
+
+    deadline = time.time() + 10
+    while True:
+        evs, _ = user_events(job, "node1")
+        refused = [e for e in evs if e["kind"] == "claim_refused"]
+        missing = [n for n in named
+                   if not any(n in e["detail"] and "reason" in e["detail"] for e in refused)]
+        if not missing or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    assert not missing, (f"no claim_refused event (with a reason) for {missing} in job {job}'s "
+                         f"timeline; its events: {[(e['kind'], e['detail']) for e in evs]}")
