@@ -17,6 +17,11 @@ bool StartsWith(std::string_view s, std::string_view prefix);
 // a == b in a time that depends on their lengths only, not on where they first differ (secrets
 // such as tokens: a guess must not learn from how long its refusal took).
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
+// `s` safe to print on a terminal: control characters (C0, DEL, and C1 as UTF-8: U+0080..U+009F)
+// become "\xNN" / "\u00NN", so a job's event details cannot move the cursor, retitle the window
+// or inject keystrokes into the terminal of an admin reading them. With `keep_newlines`, '\n'
+// stays as it is (a multi-line report).
+std::string EscapeControl(std::string_view s, bool keep_newlines = false);
 bool EndsWith(std::string_view s, std::string_view suffix);
 std::string ToLower(std::string_view s);
 

@@ -43,3 +43,19 @@ TEST(Text, ParseInt) {
 
 }  // namespace
 }  // namespace autopar
+
+namespace autopar {
+namespace {
+
+// What a job's program writes into an event must not reach an admin's terminal as control codes.
+TEST(Text, EscapeControl) {
+  EXPECT_EQ(EscapeControl("plain text, ünïcode ok"), "plain text, ünïcode ok");
+  EXPECT_EQ(EscapeControl("\x1b]0;pwned\x07" "a\tb\r\n"), "\\x1b]0;pwned\\x07a\\x09b\\x0d\\x0a");
+  EXPECT_EQ(EscapeControl("x\ny", true), "x\ny");
+  EXPECT_EQ(EscapeControl("\x7f"), "\\x7f");
+  EXPECT_EQ(EscapeControl("csi \xc2\x9b" "31m"), "csi \\u009b31m");  // C1 CSI as UTF-8
+  EXPECT_EQ(EscapeControl("\xc2\xa0"), "\xc2\xa0");                  // NBSP is text
+}
+
+}  // namespace
+}  // namespace autopar

@@ -10,6 +10,8 @@
 #include <map>
 #include <memory>
 #include <set>
+
+#include "core/text.h"
 #include <tuple>
 
 #include "core/json_fields.h"
@@ -259,8 +261,8 @@ std::string RenderEventsTable(const std::string& job_id, const std::vector<Journ
     if (!e.node.empty()) nodes.insert(e.node);
   }
   for (const auto& e : events) {
-    node_w = std::max(node_w, e.node.size());
-    kind_w = std::max(kind_w, e.kind.size());
+    node_w = std::max(node_w, EscapeControl(e.node).size());
+    kind_w = std::max(kind_w, EscapeControl(e.kind).size());
   }
   auto pad = [](std::string s, size_t w) {
     if (s.size() < w) s.append(w - s.size(), ' ');
@@ -276,8 +278,8 @@ std::string RenderEventsTable(const std::string& job_id, const std::vector<Journ
     std::snprintf(rank, sizeof rank, "%5s", num(e.rank).c_str());
     std::snprintf(step, sizeof step, "%6s", num(e.step).c_str());
     std::string line = FormatEventTime(e.time, false) + "  " + rel + "  " +
-                       pad(e.node.empty() ? "-" : e.node, node_w) + "  " + rank + "  " + step +
-                       "  " + pad(e.kind, kind_w) + "  " + e.detail;
+                       pad(e.node.empty() ? "-" : EscapeControl(e.node), node_w) + "  " + rank + "  " + step +
+                       "  " + pad(EscapeControl(e.kind), kind_w) + "  " + EscapeControl(e.detail);
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
   }
@@ -371,10 +373,6 @@ std::string NodeKeyName(const std::string& node) {
   }
   if (name == "." || name == "..") name = "_";
   return name;
-}
-
-bool EndsWith(std::string_view s, std::string_view tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 // A non-negative decimal integer of 1..18 digits.

@@ -210,7 +210,8 @@ std::string ReportToText(const JobReport& r) {
   }
   os << "end:         " << (r.end.empty() ? "running (or not told)" : r.end) << " after "
      << FormatFixed(r.last_time - r.first_time, 1) << " s\n";
-  return os.str();
+  // Details come from the job's programs: nothing in them may act on the reader's terminal.
+  return EscapeControl(os.str(), true);
 }
 
 std::string ReportToJson(const JobReport& r) {

@@ -124,6 +124,20 @@ const ConfigKey kKeys[] = {
      [](DaemonConfig& c, const std::string& v) { return SetInteger(v, 1, 3600, &c.request_timeout_s); }},
     {"idle_timeout_s",
      [](DaemonConfig& c, const std::string& v) { return SetInteger(v, 1, 86400, &c.idle_timeout_s); }},
+    {"max_events_per_job",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetInteger(v, 1, 100000000, &c.max_events_per_job);
+     }},
+    {"max_event_bytes_per_job",
+     [](DaemonConfig& c, const std::string& v) {
+       auto n = ParseByteSize(v);
+       if (!n) return n.status();
+       if (*n < (1u << 20)) return Status::Error("must be at least 1M, got '" + v + "'");
+       c.max_event_bytes_per_job = static_cast<int64_t>(*n);
+       return Status::Ok();
+     }},
+    {"max_ranks_per_job",
+     [](DaemonConfig& c, const std::string& v) { return SetInteger(v, 1, 1 << 20, &c.max_ranks_per_job); }},
     {"state_dir",
      [](DaemonConfig& c, const std::string& v) { return SetPath(v, false, &c.state_dir); }},
     {"commit_sync",
@@ -302,7 +316,8 @@ Result<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::strin
     if (t.empty() || t[0] == '#') continue;
     const std::string where = origin + ":" + std::to_string(lineno) + ": ";
     size_t eq = t.find('=');
-    if (eq == std::string::npos) return Status::Error(where + "expected 'key = value', got '" + t + "'");
+    // The line itself is not repeated: a broken s3_secret_key line would be, into the log.
+    if (eq == std::string::npos) return Status::Error(where + "expected 'key = value' (the line is not shown)");
     std::string key = Trim(t.substr(0, eq));
     std::string v = Trim(t.substr(eq + 1));
     if (!seen.insert(key).second) return Status::Error(where + key + ": given twice");
@@ -335,7 +350,7 @@ std::vector<std::string> DaemonConfigKeys() {
 Status CheckConfigFilePermissions(const struct stat& st, bool has_secret, const std::string& path) {
   if (!has_secret) return Status::Ok();
   if (st.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH)) {
-    return Status::Error(path + ": holds s3_secret_key but is readable or writable by others (mode " +
+    return Status::Error(path + ": holds S3 credentials (s3_secret_key or s3_session_token) but is readable or writable by others (mode " +
                          [&] {
                            char b[8];
                            std::snprintf(b, sizeof(b), "%04o", st.st_mode & 07777);
@@ -344,7 +359,7 @@ Status CheckConfigFilePermissions(const struct stat& st, bool has_secret, const 
                          "); run chmod 600 on it");
   }
   if (st.st_uid != geteuid()) {
-    return Status::Error(path + ": holds s3_secret_key but is owned by uid " +
+    return Status::Error(path + ": holds S3 credentials (s3_secret_key or s3_session_token) but is owned by uid " +
                          std::to_string(st.st_uid) + ", not by autopard's user");
   }
   return Status::Ok();
@@ -359,7 +374,9 @@ Result<DaemonConfig> LoadDaemonConfig(const std::string& path) {
   if (!c) return c;
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return Status::Error(path + ": " + std::strerror(errno));
-  if (Status s = CheckConfigFilePermissions(st, !c->s3.credentials.secret_access_key.empty(), path); !s) {
+  const bool has_secret =
+      !c->s3.credentials.secret_access_key.empty() || !c->s3.credentials.session_token.empty();
+  if (Status s = CheckConfigFilePermissions(st, has_secret, path); !s) {
     return s;
   }
   return c;

@@ -32,6 +32,11 @@ struct DaemonConfig {
   int max_connections_per_uid = 128;
   int request_timeout_s = 10;
   int idle_timeout_s = 600;
+  // What one job's programs can make autopard hold on a node (job_quota.h): events sent (count
+  // and bytes of detail) and distinct ranks heartbeating.
+  int64_t max_events_per_job = 100000;
+  int64_t max_event_bytes_per_job = 64ll << 20;
+  int max_ranks_per_job = 4096;
   std::string state_dir = "/var/lib/autopard";
   // commit_sync: kNormal (default) acknowledges a commit once it is in SQLite's WAL file (any
   // crash or restart of autopard keeps it); kFull also waits for the disk flush (power loss).

@@ -1,6 +1,8 @@
 #include "config.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <set>
@@ -155,6 +157,27 @@ TEST(DaemonConfigTest, SecretsOnlyInPrivateFiles) {
   st.st_mode = S_IFREG | 0600;
   st.st_uid = geteuid() + 1;
   EXPECT_FALSE(CheckConfigFilePermissions(st, true, "x").ok());
+}
+
+// Nothing of a secret reaches the log: a broken line is not repeated, and a session token alone
+// makes the file's permissions matter.
+TEST(DaemonConfigTest, SecretsNeverInErrorsAndATokenAloneNeedsAPrivateFile) {
+  auto r = ParseDaemonConfig("s3_secret_key wJalrXUtnFEMI/K7MDENG\n", "a.conf");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message().find("wJalrXUtnFEMI"), std::string::npos) << r.message();
+  char tmpl[] = "/tmp/autopard-conf-XXXXXX";
+  int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  const std::string text = "s3_session_token = FQoGZXIvYXdzEJr\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  chmod(tmpl, 0644);
+  auto loaded = LoadDaemonConfig(tmpl);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.message().find("holds S3 credentials"), std::string::npos) << loaded.message();
+  chmod(tmpl, 0600);
+  EXPECT_TRUE(LoadDaemonConfig(tmpl).ok());
+  unlink(tmpl);
 }
 
 TEST(DaemonConfigTest, ByteSizes) {

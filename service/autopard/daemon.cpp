@@ -97,6 +97,19 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
   auto db = StateDb::Open(d->config_.state_dir + "/autopard.db", d->config_.commit_sync);
   if (!db) return db.status();
   d->db_ = std::move(*db);
+  StateDb* state = d->db_.get();
+  d->quota_ = std::make_unique<JobQuota>(
+      JobQuotaLimits{d->config_.max_events_per_job, d->config_.max_event_bytes_per_job,
+                     d->config_.max_ranks_per_job},
+      [state](const std::string& job) {
+        JobQuota::Seed seed;
+        if (auto u = state->UsageOf(job); u.ok()) {
+          seed.events = u->events;
+          seed.event_bytes = u->event_bytes;
+          seed.ranks.insert(u->ranks.begin(), u->ranks.end());
+        }
+        return seed;
+      });
   d->auth_ = std::make_unique<Authorizer>(d->owners_.get(), PrivilegedUids(d->config_.slurm_user));
   d->stores_ = std::make_unique<StoreCache>(d->config_);
   Daemon* self = d.get();
@@ -218,6 +231,7 @@ Daemon::PruneSummary Daemon::PruneState(double now) {
     }
     if (r.ok()) sum.rows += r->rows;
     if (r.ok() && r->pruned) {
+      quota_->Forget(job);
       if (r->rows > 0) ++sum.jobs_pruned;
       continue;
     }
@@ -537,6 +551,7 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
       return UploadStatus(r, peer);
     case Op::kHeartbeat: {
       if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
+      if (Status st = quota_->TakeRank(r.job_id, r.rank); !st) return Error("heartbeat: " + st.message());
       if (Status st = db_->Heartbeat(r.job_id, r.rank, r.step, Now()); !st) return Error(st.message());
       metrics_->CountHeartbeat();
       Reply reply;
@@ -560,6 +575,7 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
         auto job = slurm_actions_->LoadJob(r.job_id);
         if (job.ok() && job->submit_time > 0 && job->submit_time < e.time) e.time = job->submit_time;
       }
+      if (Status st = quota_->TakeEvent(r.job_id, r.detail.size()); !st) return Error("event: " + st.message());
       // Not counted in the metrics: a job's programs may send any kind and fields.
       if (Status st = Journal(e, peer.pid, false); !st) return Error(st.message());
       return Reply{};

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "failure_handler.h"
 #include "core/metrics/node_metrics.h"
+#include "job_quota.h"
 #include "journal_publisher.h"
 #include "metrics_server.h"
 #include "state_db.h"
@@ -123,6 +124,7 @@ class Daemon {
   std::unique_ptr<JobOwnerLookup> owners_;
   std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<StateDb> db_;
+  std::unique_ptr<JobQuota> quota_;  // what each job's programs can make this daemon hold
   std::unique_ptr<StoreCache> stores_;
   std::unique_ptr<Uploader> uploader_;
   std::unique_ptr<JournalPublisher> publisher_;  // null without journal_uri

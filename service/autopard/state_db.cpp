@@ -444,6 +444,23 @@ Status StateDb::AddEvent(const JournalEvent& e) {
   return Run(s, "journal");
 }
 
+Result<StateDb::JobUsage> StateDb::UsageOf(const std::string& job_id) {
+  DbLock lock(mu_);
+  JobUsage u;
+  Stmt s(db_, "SELECT COUNT(*), COALESCE(SUM(LENGTH(detail)), 0) FROM journal WHERE job_id=?");
+  s.Bind(job_id);
+  auto counts = ReadRows<std::pair<int64_t, int64_t>>(
+      s, "journal", [](const Stmt& r) { return std::make_pair(r.Int(0), r.Int(1)); });
+  if (!counts) return counts.status();
+  if (!counts->empty()) std::tie(u.events, u.event_bytes) = counts->front();
+  Stmt h(db_, "SELECT rank FROM heartbeats WHERE job_id=?");
+  h.Bind(job_id);
+  auto ranks = ReadRows<int>(h, "heartbeats", [](const Stmt& r) { return static_cast<int>(r.Int(0)); });
+  if (!ranks) return ranks.status();
+  u.ranks = std::move(*ranks);
+  return u;
+}
+
 Result<std::vector<JournalEvent>> StateDb::Events(const std::string& job_id) {
   DbLock lock(mu_);
   Stmt s(db_, "SELECT time, node, job_id, kind, rank, step, detail FROM journal WHERE job_id=? ORDER BY time, id");

@@ -140,6 +140,14 @@ class StateDb {
   Status DeleteStep(const std::string& job_id, int64_t step, const std::string& where);
 
   Status AddEvent(const JournalEvent& event);
+  // How many events of `job_id` the journal holds and the bytes of their details, and the ranks
+  // with a heartbeat row (JobQuota's starting point after a restart).
+  struct JobUsage {
+    int64_t events = 0;
+    int64_t event_bytes = 0;
+    std::vector<int> ranks;
+  };
+  Result<JobUsage> UsageOf(const std::string& job_id);
   Result<std::vector<JournalEvent>> Events(const std::string& job_id);
   // Records the heartbeat in memory (the newest per job and rank; no database access).
   Status Heartbeat(const std::string& job_id, int rank, int64_t step, double time);

@@ -1,0 +1,52 @@
+#include "job_quota.h"
+
+namespace autopar {
+
+JobQuota::Usage& JobQuota::Of(const std::string& job_id) {
+  auto it = jobs_.find(job_id);
+  if (it != jobs_.end()) return it->second;
+  Usage u;
+  if (seed_) {
+    Seed s = seed_(job_id);
+    u.events = s.events;
+    u.event_bytes = s.event_bytes;
+    u.ranks = std::move(s.ranks);
+  }
+  return jobs_.emplace(job_id, std::move(u)).first->second;
+}
+
+Status JobQuota::TakeEvent(const std::string& job_id, size_t detail_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Usage& u = Of(job_id);
+  if (u.events >= limits_.max_events) {
+    return Status::Error("job " + job_id + " sent " + std::to_string(u.events) +
+                         " events to this node (max_events_per_job)");
+  }
+  if (u.event_bytes + static_cast<int64_t>(detail_bytes) > limits_.max_event_bytes) {
+    return Status::Error("job " + job_id + "'s events hold " + std::to_string(u.event_bytes) +
+                         " bytes of detail on this node (max_event_bytes_per_job: " +
+                         std::to_string(limits_.max_event_bytes) + ")");
+  }
+  ++u.events;
+  u.event_bytes += static_cast<int64_t>(detail_bytes);
+  return Status::Ok();
+}
+
+Status JobQuota::TakeRank(const std::string& job_id, int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Usage& u = Of(job_id);
+  if (u.ranks.count(rank)) return Status::Ok();
+  if (static_cast<int64_t>(u.ranks.size()) >= limits_.max_ranks) {
+    return Status::Error("job " + job_id + " heartbeats for " + std::to_string(u.ranks.size()) +
+                         " ranks on this node already (max_ranks_per_job)");
+  }
+  u.ranks.insert(rank);
+  return Status::Ok();
+}
+
+void JobQuota::Forget(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_.erase(job_id);
+}
+
+}  // namespace autopar
