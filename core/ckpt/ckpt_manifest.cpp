@@ -84,6 +84,7 @@ std::string ManifestToJson(const CheckpointManifest& m) {
       jf["path"] = f.path;
       jf["size"] = Json::UInt64(f.size);
       jf["sha256"] = f.sha256;
+      if (f.mode != 0) jf["mode"] = Json::UInt(f.mode);
       fs.append(jf);
     }
     r["files"] = fs;
@@ -159,7 +160,14 @@ Result<CheckpointManifest> ParseManifest(std::string_view json, std::string_view
       if (!size.ok()) return size.status();
       auto sha = need(f, "sha256", fw, &Json::Value::isString, "a string");
       if (!sha.ok()) return sha.status();
-      entry.files.push_back({path->asString(), size->asUInt64(), sha->asString()});
+      uint32_t mode = 0;
+      if (f.isMember("mode")) {
+        if (!f["mode"].isUInt() || f["mode"].asUInt() > 0777) {
+          return Status::Error(Where(origin, fw + "mode: expected permission bits in [0, 0777]"));
+        }
+        mode = f["mode"].asUInt();
+      }
+      entry.files.push_back({path->asString(), size->asUInt64(), sha->asString(), mode});
     }
     std::sort(entry.files.begin(), entry.files.end(),
               [](const CheckpointFile& a, const CheckpointFile& b) { return a.path < b.path; });

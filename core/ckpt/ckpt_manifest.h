@@ -38,6 +38,9 @@ struct CheckpointFile {
   std::string path;  // relative to the rank's checkpoint directory (ValidateRelativePath)
   uint64_t size = 0;
   std::string sha256;  // lowercase hex
+  // Permission bits of the file that was saved (0..0777; 0: not recorded, by older versions).
+  // Written as "mode" only when recorded; a restore gives the file back this mode.
+  uint32_t mode = 0;
   bool operator==(const CheckpointFile& o) const {
     return path == o.path && size == o.size && sha256 == o.sha256;
   }

@@ -149,7 +149,7 @@ Result<RestoreResult> RestoreLatest(ObjectStore& store, const RestoreRequest& re
       std::string dir = request.local_dir(ref.job_id, ref.step, rank);
       for (const auto& f : it->second.files) {
         items.push_back({RankFileKey(ref.job_id, ref.step, rank, f.path), dir + "/" + f.path,
-                         f.size, f.sha256});
+                         f.size, f.sha256, f.mode});
       }
     }
     if (problem.empty()) {

@@ -259,6 +259,9 @@ struct DownloadItem {
   std::string local_path;  // parent directories are created
   uint64_t size = 0;       // expected size (from the manifest)
   std::string sha256;      // expected digest; empty: not checked
+  // The file's permission bits (0: 0644); its new parent directories get the matching
+  // read/search bits (0700 plus group's/others' where the file grants them read).
+  uint32_t mode = 0;
 };
 // Downloads each object with parallel ranged GETs into "<local_path>.autopar-tmp", fsyncs,
 // verifies size and SHA-256, then renames over `local_path`. On any failure removes its temp

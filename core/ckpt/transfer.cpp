@@ -71,7 +71,7 @@ bool WriteFull(int fd, const char* buf, size_t size, uint64_t offset) {
   return true;
 }
 
-Status MakeDirs(const std::string& dir) {
+Status MakeDirs(const std::string& dir, mode_t mode) {
   if (dir.empty()) return Status::Ok();
   struct stat st;
   if (::stat(dir.c_str(), &st) == 0) {
@@ -79,9 +79,9 @@ Status MakeDirs(const std::string& dir) {
   }
   size_t slash = dir.rfind('/');
   if (slash != std::string::npos && slash > 0) {
-    if (Status s = MakeDirs(dir.substr(0, slash)); !s.ok()) return s;
+    if (Status s = MakeDirs(dir.substr(0, slash), mode); !s.ok()) return s;
   }
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::Error(Errno(dir));
+  if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) return Status::Error(Errno(dir));
   return Status::Ok();
 }
 
@@ -431,12 +431,16 @@ Status DownloadFiles(ObjectStore& store, const std::vector<DownloadItem>& items,
                            std::to_string(items[i].size) + " bytes, storage has " +
                            std::to_string(info.size));
     }
-    if (Status d = MakeDirs(ParentDir(items[i].local_path)); !d.ok()) {
+    const mode_t mode = items[i].mode != 0 ? static_cast<mode_t>(items[i].mode & 0777) : 0644;
+    const mode_t dir_mode = 0700 | ((mode & 0040) ? 0050 : 0) | ((mode & 0004) ? 0005 : 0);
+    if (Status d = MakeDirs(ParentDir(items[i].local_path), dir_mode); !d.ok()) {
       cleanup();
       return d;
     }
     temps[i] = items[i].local_path + ".autopar-tmp";
-    fds[i] = ::open(temps[i].c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
+    fds[i] = ::open(temps[i].c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0600);
+    // The saved mode exactly (open's mode passes through the umask).
+    if (fds[i] >= 0) (void)::fchmod(fds[i], mode);
     if (fds[i] < 0 || ::ftruncate(fds[i], static_cast<off_t>(items[i].size)) != 0) {
       Status e = Status::Error(Errno(temps[i]));
       cleanup();

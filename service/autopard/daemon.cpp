@@ -757,7 +757,7 @@ Reply Daemon::Restore(const Request& r, const Peer& peer) {
           continue;
         }
         items.push_back({RankFileKey(s.job_id, s.step, saved_rank, f.path), dest + "/" + f.path,
-                         f.size, f.sha256});
+                         f.size, f.sha256, f.mode});
         fetched_bytes += f.size;
       }
       // Straight into the job's directory, as its owner: their quota and permissions hold, and

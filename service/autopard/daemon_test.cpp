@@ -201,6 +201,30 @@ TEST_F(DaemonTest, CommittedStepsBecomeCompleteAndRestoreInANewJob) {
   EXPECT_EQ(other.restore.step, -1);
 }
 
+// A restored file has the mode its saved file had (a private checkpoint stays private), and a
+// user's file:// store holds what autopard uploads for them as theirs, with that mode.
+TEST_F(DaemonTest, RestoreGivesFilesBackTheirSavedModes) {
+  const std::string dir = (root_ / "ck" / "5").string();
+  Write(RankStepDir(dir, 3, 0) + "/private.pt", "secret weights");
+  Write(RankStepDir(dir, 3, 0) + "/shared.json", "{}");
+  fs::permissions(RankStepDir(dir, 3, 0) + "/private.pt", fs::perms(0600));
+  fs::permissions(RankStepDir(dir, 3, 0) + "/shared.json", fs::perms(0644));
+  ASSERT_TRUE(daemon_->Handle(CommitReq("5", 3, 0, 1, dir, upload_, 0), root_peer_).status.ok());
+  daemon_->uploader().WaitIdle();
+  struct stat st {};
+  ASSERT_EQ(stat((root_ / "store/job-5/step-3/rank-0/private.pt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_NE(Read(root_ / "store/job-5/step-3/manifest.json").find("\"mode\" : 384"), std::string::npos);
+  const std::string dir6 = (root_ / "ck" / "6").string();
+  Reply restored = daemon_->Handle(RestoreReq("6", 0, 1, dir6, upload_), root_peer_);
+  ASSERT_TRUE(restored.status.ok()) << restored.status.message();
+  ASSERT_EQ(restored.restore.step, 3);
+  ASSERT_EQ(stat((RankStepDir(dir6, 3, 0) + "/private.pt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(stat((RankStepDir(dir6, 3, 0) + "/shared.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+}
+
 TEST_F(DaemonTest, ProbeDecidesTheStepWithoutFetchingAnything) {
   for (int64_t step : {10, 20}) {
     for (int rank : {0, 1}) ASSERT_TRUE(WriteAndCommit("5", step, rank, 2).status.ok());

@@ -1037,7 +1037,10 @@ Status Uploader::PublishRank(Run& run, bool* permanent) {
   RankEntry entry;
   entry.verified = true;
   for (size_t i = 0; i < run.files.size(); ++i) {
-    entry.files.push_back({run.files[i].path, run.files[i].size, run.sha[i]});
+    struct stat st {};
+    const bool known = i < run.fds.fds.size() && run.fds.fds[i] >= 0 && fstat(run.fds.fds[i], &st) == 0;
+    entry.files.push_back({run.files[i].path, run.files[i].size, run.sha[i],
+                           known ? static_cast<uint32_t>(st.st_mode & 0777) : 0u});
   }
   m.ranks[c.rank] = entry;
   const std::string mkey = RankManifestKey(c.job_id, c.step, c.rank);
