@@ -158,6 +158,7 @@ Result<std::shared_ptr<ObjectStore>> StoreCache::Get(const std::string& uri, con
   if (!parsed) return parsed.status();
   const std::string canonical = parsed->ToString();
   const bool file = parsed->kind == CheckpointUri::Kind::kFile;
+  // (a user's groups can change: a store made with the old ones goes when it is evicted)
   const std::string key = file ? canonical + "#" + std::to_string(as.uid) + ":" + std::to_string(as.gid) : canonical;
   std::lock_guard<std::mutex> l(mu_);
   if (auto f = fixed_.find(canonical); f != fixed_.end()) return f->second;
@@ -170,7 +171,7 @@ Result<std::shared_ptr<ObjectStore>> StoreCache::Get(const std::string& uri, con
     return Status::Error(uri + ": this node's autopard has no S3 endpoint (s3_endpoint in autopard.conf)");
   }
   PosixConfig posix = config_.posix;
-  posix.identity = as;
+  posix.identity = WithGroups(as);  // looked up once, not at every call of the store
   auto store = OpenObjectStore(*parsed, config_.s3, posix);
   if (!store) return store.status();
   if (stores_.size() >= kMaxStores) {

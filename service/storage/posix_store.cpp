@@ -114,11 +114,12 @@ class PosixStore : public ObjectStore {
     const std::string tmp = TmpKey(key, upload_id);
     UniqueFd fd = OpenKey(tmp, O_WRONLY);
     if (!fd.ok()) return FromErrno(errno, Path(tmp));
-    // The object takes its source's mode (within the root's), as a whole PUT does.
-    struct stat sst;
-    UniqueFd root = Root(false);
-    if (::fstat(src, &sst) == 0 && root.ok()) {
-      ::fchmod(fd.get(), FileModeOf(root.get(), sst.st_mode & 0777));
+    // The object takes its source's mode (within the root's), as a whole PUT does: set with the
+    // first part (parts may come in any order; each upload has a first).
+    if (part_number == 1) {
+      struct stat sst;
+      UniqueFd root = Root(false);
+      if (::fstat(src, &sst) == 0 && root.ok()) ::fchmod(fd.get(), FileModeOf(root.get(), sst.st_mode & 0777));
     }
     StoreStatus s = CopyRange(src, fd.get(), offset, length, Path(tmp));
     // Non-empty by contract (callers use it to tell uploaded parts).

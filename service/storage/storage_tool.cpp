@@ -39,6 +39,8 @@ options:
   --sign-payload        sign part bodies (SHA-256) instead of UNSIGNED-PAYLOAD
   --no-md5              S3: no Content-MD5 / ETag check (saves hashing every byte with MD5)
   --no-fsync            POSIX backend: skip fsync
+  --as-uid UID          POSIX backend, as root: act with UID's rights (as autopard does for a job's
+                        owner; the local files are still read as the caller)
 )";
 
 int Fail(const std::string& msg) {
@@ -100,6 +102,8 @@ int Main(int argc, char** argv) {
       s3.content_md5 = false;
     } else if (a == "--no-fsync") {
       posix.fsync = false;
+    } else if (a == "--as-uid") {
+      posix.identity = WithGroups(IdentityOf(static_cast<uid_t>(std::atol(value().c_str()))));
     } else if (a == "-h" || a == "--help") {
       std::cout << kUsage;
       return 0;

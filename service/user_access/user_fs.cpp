@@ -48,12 +48,41 @@ class FdCloser {
 
 }  // namespace
 
+namespace {
+// The user's groups from the group database: `gid` first, then every group listing them.
+std::vector<gid_t> GroupsOf(uid_t uid, gid_t gid) {
+  std::vector<gid_t> groups{gid};
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  if (uid != 0 && getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found) {
+    int n = 64;
+    std::vector<gid_t> g(static_cast<size_t>(n));
+    if (getgrouplist(pw.pw_name, gid, g.data(), &n) < 0 && n > 64) {
+      g.resize(static_cast<size_t>(n));
+      if (getgrouplist(pw.pw_name, gid, g.data(), &n) < 0) n = 0;
+    }
+    if (n > 0) {
+      g.resize(static_cast<size_t>(n));
+      groups = g;
+    }
+  }
+  return groups;
+}
+}  // namespace
+
 UserIdentity IdentityOf(uid_t uid) {
-  UserIdentity id{uid, static_cast<gid_t>(uid)};
+  UserIdentity id{uid, static_cast<gid_t>(uid), {}};
   std::vector<char> buf(16384);
   passwd pw{};
   passwd* found = nullptr;
   if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found) id.gid = pw.pw_gid;
+  id.groups = GroupsOf(id.uid, id.gid);
+  return id;
+}
+
+UserIdentity WithGroups(UserIdentity id) {
+  if (id.uid != 0 && id.groups.empty()) id.groups = GroupsOf(id.uid, id.gid);
   return id;
 }
 
@@ -69,18 +98,10 @@ AsUser::AsUser(const UserIdentity& id) {
       getgroups(static_cast<int>(saved_groups_.size()), saved_groups_.data()) < 0) {
     saved_groups_.clear();
   }
-  std::vector<gid_t> groups{id.gid};
-  std::vector<char> buf(16384);
-  passwd pw{};
-  passwd* found = nullptr;
-  if (id.uid != 0 && getpwuid_r(id.uid, &pw, buf.data(), buf.size(), &found) == 0 && found) {
-    int n = 64;
-    std::vector<gid_t> g(static_cast<size_t>(n));
-    if (getgrouplist(pw.pw_name, id.gid, g.data(), &n) >= 0) {
-      g.resize(static_cast<size_t>(n));
-      groups = g;
-    }
-  }
+  // Looked up here only when the identity does not carry them (WithGroups).
+  const std::vector<gid_t> groups = !id.groups.empty() ? id.groups
+                                    : id.uid == 0       ? std::vector<gid_t>{id.gid}
+                                                        : GroupsOf(id.uid, id.gid);
   ThreadSetGroups(groups);
   setfsgid(id.gid);
   setfsuid(id.uid);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autopar/status.h"
@@ -18,11 +19,19 @@
 namespace autopar {
 
 struct UserIdentity {
+  UserIdentity() = default;
+  UserIdentity(uid_t u, gid_t g, std::vector<gid_t> gs = {}) : uid(u), gid(g), groups(std::move(gs)) {}
   uid_t uid = 0;
   gid_t gid = 0;
+  // Supplementary groups (getgrouplist); empty: looked up by each AsUser (WithGroups fills them
+  // once, for an identity used again and again, such as a store's).
+  std::vector<gid_t> groups;
 };
-// The user's primary group from the password database (their uid as gid when unknown).
+// The user's primary group from the password database (their uid as gid when unknown), and their
+// groups.
 UserIdentity IdentityOf(uid_t uid);
+// `id` with its supplementary groups looked up (no-op when it has them, or for root).
+UserIdentity WithGroups(UserIdentity id);
 
 // RAII: switches the calling thread's filesystem identity (fsuid, fsgid, supplementary groups)
 // to `id`, and back to what it was when it goes (so switches nest: a store acting as the user,
