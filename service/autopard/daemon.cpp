@@ -109,6 +109,14 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
           seed.ranks.insert(u->ranks.begin(), u->ranks.end());
         }
         return seed;
+      },
+      [self = d.get()](const std::string& job) -> int64_t {
+        // Slurm's word on the job's size (0 without failure handling's libslurm, or for a job
+        // Slurm does not know: then only max_ranks_per_job bounds it).
+        if (!self->slurm_actions_) return 0;
+        auto j = self->slurm_actions_->LoadJob(job);
+        if (!j.ok()) return 0;
+        return std::max(j->max_ranks(), self->slurm_actions_->MaxStepTasks(job));
       });
   d->auth_ = std::make_unique<Authorizer>(d->owners_.get(), PrivilegedUids(d->config_.slurm_user));
   d->stores_ = std::make_unique<StoreCache>(d->config_);

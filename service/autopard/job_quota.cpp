@@ -1,5 +1,7 @@
 #include "job_quota.h"
 
+#include <algorithm>
+
 namespace autopar {
 
 JobQuota::Usage& JobQuota::Of(const std::string& job_id) {
@@ -33,14 +35,29 @@ Status JobQuota::TakeEvent(const std::string& job_id, size_t detail_bytes) {
 }
 
 Status JobQuota::TakeRank(const std::string& job_id, int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Usage& u = Of(job_id);
-  if (u.ranks.count(rank)) return Status::Ok();
-  if (static_cast<int64_t>(u.ranks.size()) >= limits_.max_ranks) {
-    return Status::Error("job " + job_id + " heartbeats for " + std::to_string(u.ranks.size()) +
+  std::unique_lock<std::mutex> lock(mu_);
+  Usage* u = &Of(job_id);
+  if (u->ranks.count(rank)) return Status::Ok();
+  const auto now = clock_();
+  if (job_size_ && (u->size < 0 || (u->size > 0 && rank >= u->size && now - u->size_asked >= kSizeRefresh))) {
+    lock.unlock();  // Slurm is asked without the lock
+    const int64_t size = job_size_(job_id);
+    lock.lock();
+    u = &Of(job_id);
+    u->size = std::max<int64_t>(size, 0);
+    u->size_asked = now;
+  }
+  if (u->size > 0 && rank >= u->size) {
+    return Status::Error("rank " + std::to_string(rank) + " is not a rank of job " + job_id + " (Slurm: " +
+                         std::to_string(u->size) + " tasks or CPUs)");
+  }
+  Usage& v = *u;
+  if (v.ranks.count(rank)) return Status::Ok();
+  if (static_cast<int64_t>(v.ranks.size()) >= limits_.max_ranks) {
+    return Status::Error("job " + job_id + " heartbeats for " + std::to_string(v.ranks.size()) +
                          " ranks on this node already (max_ranks_per_job)");
   }
-  u.ranks.insert(rank);
+  v.ranks.insert(rank);
   return Status::Ok();
 }
 

@@ -9,6 +9,7 @@
 // Thread safety: every method may be called from many threads at once.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -33,13 +34,22 @@ class JobQuota {
     int64_t event_bytes = 0;
     std::set<int> ranks;
   };
-  JobQuota(JobQuotaLimits limits, std::function<Seed(const std::string& job_id)> seed)
-      : limits_(limits), seed_(std::move(seed)) {}
+  // `job_size`: the most ranks the job can have (Slurm: its tasks or CPUs), 0 when unknown;
+  // asked when a rank at or past the size last seen heartbeats (a requeued job may have grown),
+  // at most every kSizeRefresh per job.
+  static constexpr std::chrono::seconds kSizeRefresh{10};
+  using JobSize = std::function<int64_t(const std::string& job_id)>;
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  JobQuota(JobQuotaLimits limits, std::function<Seed(const std::string& job_id)> seed,
+           JobSize job_size = nullptr, Clock clock = nullptr)
+      : limits_(limits), seed_(std::move(seed)), job_size_(std::move(job_size)),
+        clock_(clock ? std::move(clock) : [] { return std::chrono::steady_clock::now(); }) {}
 
   // Takes one event of `detail_bytes` for `job_id`; the error names the limit
   // ("job 42 sent 100000 events to this node (max_events_per_job)").
   Status TakeEvent(const std::string& job_id, size_t detail_bytes);
-  // Admits a heartbeat of `rank`: a rank already known, or a new one within max_ranks.
+  // Admits a heartbeat of `rank`: a rank already known, or a new one below the job's size (when
+  // Slurm tells it) and within max_ranks.
   Status TakeRank(const std::string& job_id, int rank);
   // Forgets a job (its rows were pruned).
   void Forget(const std::string& job_id);
@@ -49,10 +59,14 @@ class JobQuota {
     int64_t events = 0;
     int64_t event_bytes = 0;
     std::set<int> ranks;
+    int64_t size = -1;  // job_size_'s last answer (-1: not asked yet, 0: unknown)
+    std::chrono::steady_clock::time_point size_asked{};
   };
   Usage& Of(const std::string& job_id);  // mu_ held
   const JobQuotaLimits limits_;
   const std::function<Seed(const std::string&)> seed_;
+  const JobSize job_size_;
+  const Clock clock_;
   std::mutex mu_;
   std::map<std::string, Usage> jobs_;
 };

@@ -35,5 +35,34 @@ TEST(JobQuotaTest, EventsAndRanksAreBoundedPerJobFromWhatIsStored) {
   EXPECT_EQ(seeded, 3);
 }
 
+// A rank is one of the job's: below the size Slurm gives it (tasks or CPUs), asked again (at most
+// every 10 s) when a rank past it comes, as a requeued job may have grown.
+TEST(JobQuotaTest, RanksAreBoundedByTheJobsSizeFromSlurm) {
+  int64_t size = 8;
+  int asked = 0;
+  auto now = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  JobQuota q({100, 1 << 20, 4096}, nullptr,
+             [&](const std::string&) {
+               ++asked;
+               return size;
+             },
+             [&] { return now; });
+  EXPECT_TRUE(q.TakeRank("42", 7).ok());
+  Status beyond = q.TakeRank("42", 100000000);
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_EQ(beyond.message(), "rank 100000000 is not a rank of job 42 (Slurm: 8 tasks or CPUs)");
+  EXPECT_FALSE(q.TakeRank("42", 8).ok());
+  EXPECT_EQ(asked, 1);  // not asked again within 10 s
+  size = 16;            // requeued on more nodes
+  now += std::chrono::seconds(11);
+  EXPECT_TRUE(q.TakeRank("42", 8).ok());
+  EXPECT_EQ(asked, 2);
+  // Slurm does not know the job: only max_ranks bounds it.
+  JobQuota unknown({100, 1 << 20, 2}, nullptr, [](const std::string&) { return int64_t{0}; });
+  EXPECT_TRUE(unknown.TakeRank("7", 5000).ok());
+  EXPECT_TRUE(unknown.TakeRank("7", 6000).ok());
+  EXPECT_FALSE(unknown.TakeRank("7", 7000).ok());
+}
+
 }  // namespace
 }  // namespace autopar

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <slurm/slurm_errno.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -99,12 +100,29 @@ class LibSlurmActions : public SlurmActions {
                              ? -1
                              : static_cast<int64_t>(j.time_limit);
     job.nodes = Str(j.nodes);
+    job.cpus = j.num_cpus == NO_VAL || j.num_cpus == INFINITE ? 0 : static_cast<int64_t>(j.num_cpus);
+    job.tasks = j.num_tasks == NO_VAL || j.num_tasks == INFINITE ? 0 : static_cast<int64_t>(j.num_tasks);
     job.batch_host = Str(j.batch_host);
     job.excluded_nodes = Str(j.exc_nodes);
     job.admin_comment = Str(j.admin_comment);
     job.reason = Str(slurm_job_reason_string(static_cast<job_state_reason>(j.state_reason)));
     slurm_free_job_info_msg(msg);
     return job;
+  }
+
+  int64_t MaxStepTasks(const std::string& job_id) override {
+    auto id = ParseId(job_id);
+    if (!id.ok()) return 0;
+    std::lock_guard<std::mutex> lock(mu_);
+    job_step_info_response_msg_t* msg = nullptr;
+    if (slurm_get_job_steps(0, *id, NO_VAL, &msg, SHOW_ALL) != SLURM_SUCCESS || !msg) return 0;
+    int64_t most = 0;
+    for (uint32_t i = 0; i < msg->job_step_count; ++i) {
+      const uint32_t n = msg->job_steps[i].num_tasks;
+      if (n != NO_VAL && n != INFINITE) most = std::max<int64_t>(most, n);
+    }
+    slurm_free_job_step_info_response_msg(msg);
+    return most;
   }
 
   Status Requeue(const std::string& job_id) override {

@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -38,6 +39,10 @@ struct SlurmJob {
   double eligible_time = 0; // when a pending job may start (after a requeue: Slurm's wait)
   int64_t time_limit_min = -1;  // -1: unlimited
   std::string nodes;        // allocated nodes, Slurm's hostlist ("node[1-2]"); empty when pending
+  int64_t cpus = 0;         // allocated (or requested) CPUs; 0: unknown
+  int64_t tasks = 0;        // requested tasks (-n); 0: not given
+  // The most ranks the job's steps can have (tasks, or one per CPU); 0: unknown.
+  int64_t max_ranks() const { return std::max(cpus, tasks); }
   std::string batch_host;
   std::string excluded_nodes;  // hostlist expression as Slurm keeps it
   std::string admin_comment;
@@ -60,6 +65,12 @@ class SlurmActions {
   virtual ~SlurmActions() = default;
   // Errors: "job 42: <libslurm's error>" (an unknown job says so).
   virtual Result<SlurmJob> LoadJob(const std::string& job_id) = 0;
+  // The most tasks of any running step of the job (slurm_get_job_steps): how many ranks its
+  // programs can have, also with --overcommit. 0: none running, or unknown.
+  virtual int64_t MaxStepTasks(const std::string& job_id) {
+    (void)job_id;
+    return 0;
+  }
   // slurm_requeue(job, 0).
   virtual Status Requeue(const std::string& job_id) = 0;
   // slurm_update_job with the set fields.
