@@ -322,14 +322,19 @@ TEST_F(FailureHandlerTest, RecoverDecidesInPlaceThenHandsOverWhenTheBudgetIsSpen
 
 // A recover request's lost nodes are evidence: nodes outside the job's allocation, or whose
 // slurmd still answers, are never marked DOWN nor excluded; each refusal is journaled.
+// Job 42 running on node1 and node2, requeueable, with its rank 0 in place (InPlaceTask).
+void RunningOnTwoNodes(FakeSlurm& slurm, FakeProc& proc) {
+  slurm.job.job_id = "42";
+  slurm.job.state = "RUNNING";
+  slurm.job.batch = true;
+  slurm.job.requeue_allowed = true;
+  slurm.job.nodes = "node[1-2]";
+  InPlaceTask(proc, 100, 0, "0");
+}
+
 TEST_F(FailureHandlerTest, LostNodesAreCheckedAgainstTheAllocationAndSlurm) {
-  slurm_.job.job_id = "42";
-  slurm_.job.state = "RUNNING";
-  slurm_.job.batch = true;
-  slurm_.job.requeue_allowed = true;
-  slurm_.job.nodes = "node[1-2]";
+  RunningOnTwoNodes(slurm_, proc_);
   slurm_.dead_nodes = {"node3", "node4"};  // gone, but not this job's
-  InPlaceTask(proc_, 100, 0, "0");
   auto r = handler_->Recover("42", 0, "class=node-loss lost=node[2-4],node9 spares=0 generation=0", 50);
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_TRUE(slurm_.downed.empty());
@@ -348,13 +353,8 @@ TEST_F(FailureHandlerTest, LostNodesAreCheckedAgainstTheAllocationAndSlurm) {
 }
 
 TEST_F(FailureHandlerTest, ALostNodeOfTheJobWhoseSlurmdIsGoneIsLost) {
-  slurm_.job.job_id = "42";
-  slurm_.job.state = "RUNNING";
-  slurm_.job.batch = true;
-  slurm_.job.requeue_allowed = true;
-  slurm_.job.nodes = "node[1-2]";
+  RunningOnTwoNodes(slurm_, proc_);
   slurm_.dead_nodes = {"node2", "node3"};
-  InPlaceTask(proc_, 100, 0, "0");
   auto lost = handler_->Recover("42", 0, "class=node-loss lost=node2,node3 spares=0 generation=0", 50);
   ASSERT_TRUE(lost.ok()) << lost.message();
   EXPECT_NE(Find("failure")->detail.find("class=node-loss"), std::string::npos) << Find("failure")->detail;
