@@ -316,11 +316,13 @@ class PosixStore : public ObjectStore {
     }
     return UniqueFd(::open(uri_.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   }
-  // Objects and directories take their modes from the store's root: a root of 0750 gives
-  // directories 0750 and objects 0640, a private root 0700 and 0600 (whatever the writer's umask).
+  // Objects and directories take their modes from the store's root, less anyone else's write
+  // permission (what is below the root must be its writer's alone, CheckPrivateDirs): a root of
+  // 0750 gives directories 0750 and objects 0640, a shared 1777 or 0775 one 0755 and 0644, a
+  // private 0700 one 0700 and 0600 (whatever the writer's umask).
   static mode_t DirModeOf(int root) {
     struct stat st;
-    return ::fstat(root, &st) == 0 ? ((st.st_mode & 0777) | 0700) : 0700;
+    return ::fstat(root, &st) == 0 ? ((st.st_mode & 0755) | 0700) : 0700;
   }
   static mode_t FileModeOf(int root, mode_t wanted) {
     return wanted & (DirModeOf(root) & 0666) & 0666;

@@ -242,6 +242,23 @@ TEST_F(PosixStoreTest, ActsWithTheIdentityItIsGiven) {
   EXPECT_FALSE(Exists(base_ + "/private/x"));
 }
 
+// A store shared by many users (a sticky, world-writable root as /tmp is): each one's objects
+// and directories are theirs alone, never writable by the others.
+TEST_F(PosixStoreTest, ASharedRootGivesEachWriterPrivateDirectories) {
+  const std::string root = base_ + "/shared/team";
+  ASSERT_EQ(std::system(("mkdir -p '" + root + "' && chmod 1777 '" + root + "'").c_str()), 0);
+  auto uri = ParseCheckpointUri("file://" + root);
+  auto s = MakePosixStore(*uri, PosixConfig{});
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->PutObject("job-1/step-1/rank-0/a", "x", Md5Of("x")).ok());
+  struct stat st;
+  ASSERT_EQ(::lstat((root + "/job-1/step-1").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  ASSERT_EQ(::lstat((root + "/job-1/step-1/rank-0/a").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  EXPECT_TRUE((*s)->CheckWrittenOnlyByUs("job-1/step-1/rank-0/a").ok());
+}
+
 TEST_F(PosixStoreTest, AFifoWhereAnObjectShouldBeIsRefusedWithoutBlocking) {
   const std::string root = base_ + "/shared/ckpt";
   ASSERT_EQ(std::system(("mkdir -p '" + root + "/job-1' && mkfifo '" + root + "/job-1/fifo'").c_str()), 0);
