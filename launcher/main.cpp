@@ -482,6 +482,7 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
   report.rank = info_.rank;
   report.node = host_;
   report.detected = EpochNow();
+  std::string own_oom;  // the program's own out-of-memory error, found after it was stopped
   if (out.hung) {
     // autopard captured its stacks already; nothing to wait for.
     out.wait_status = StopChild(*pid, 0);
@@ -500,11 +501,19 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
       out.wait_status = status;
     } else {
       out.wait_status = StopChild(*pid, kStopGraceMs);
+      // Stopped while it was ending by itself: a program that ran out of memory recorded its own
+      // error (the error file) before it died, and its rank's collective peers failed first,
+      // within milliseconds. That error is its own failure, not the others'.
+      own_oom = errors_.OutOfMemory(ExitCodeFromWaitStatus(out.wait_status));
+      if (!own_oom.empty()) out.exited = true;
     }
   }
   report.exit_status = ExitCodeFromWaitStatus(out.wait_status);
   report.run_s = SecondsSince(start);
-  if (out.exited && out.termination_signal == 0) {
+  if (!own_oom.empty()) {
+    report.error = own_oom;
+    report.kind = FailureClassName(FailureClass::kOom);
+  } else if (out.exited && out.termination_signal == 0) {
     report.error = errors_.OutOfMemory(report.exit_status);
     if (!report.error.empty()) report.kind = FailureClassName(FailureClass::kOom);
   }
