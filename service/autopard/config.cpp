@@ -162,6 +162,8 @@ const ConfigKey kKeys[] = {
      }},
     {"slurm_conf",
      [](DaemonConfig& c, const std::string& v) { return SetPath(v, true, &c.slurm_conf); }},
+    {"plugstack",
+     [](DaemonConfig& c, const std::string& v) { return SetPath(v, true, &c.plugstack); }},
     {"slurm_user",
      [](DaemonConfig& c, const std::string& v) {
        c.slurm_user = v;

@@ -44,6 +44,9 @@ struct DaemonConfig {
   std::string node;           // default: the host name
   std::string slurm_conf;     // SLURM_CONF for libslurm; empty: Slurm's default
   std::string slurm_user = "slurm";  // may act on every job, like root
+  // The plugstack.conf whose autopar.so line bounds what a job's environment may ask for
+  // (site_limits.h); empty: the one slurmstepd reads beside slurm_conf.
+  std::string plugstack;
   S3Config s3;                // s3_endpoint, s3_region, s3_access_key, s3_secret_key, ...
   PosixConfig posix;          // posix_fsync
   uint64_t part_size = 16ull << 20;

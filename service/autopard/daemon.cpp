@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -126,6 +127,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
                                             [self](const JournalEvent& e) { (void)self->Journal(e); });
   d->uploader_->OnUploaded([self](uint64_t bytes, double seconds) { self->metrics_->ObserveUpload(bytes, seconds); });
   if (!d->config_.journal_uri.empty()) {
+    if (Status st = CheckJournalDirPrivate(d->config_.journal_uri); !st) return st;
     auto store = d->stores_->Get(d->config_.journal_uri, UserIdentity{0, 0});  // the site's
     if (!store) return Status::Error("journal_uri: " + store.message());
     TransferOptions t = d->uploader_->Transfer();
@@ -139,9 +141,25 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
   return d;
 }
 
-void Daemon::EnableFailureHandling(std::shared_ptr<SlurmActions> slurm) {
+Status CheckJournalDirPrivate(const std::string& journal_uri) {
+  auto uri = ParseCheckpointUri(journal_uri);
+  if (!uri.ok() || uri->kind != CheckpointUri::Kind::kFile) return Status::Ok();
+  struct stat st;
+  if (::stat(uri->path.c_str(), &st) != 0) return Status::Ok();  // the store makes it, 0700
+  if ((st.st_mode & S_IRWXO) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return Status::Error("journal_uri: " + uri->path + ": open to others (mode " + mode +
+                         "): the journal holds every user's events (kernel stacks among them); "
+                         "chmod o= it (0700, or 0750 for a group of admins)");
+  }
+  return Status::Ok();
+}
+
+void Daemon::EnableFailureHandling(std::shared_ptr<SlurmActions> slurm, const JobLimits& limits) {
   slurm_actions_ = std::move(slurm);
   FailureHandlerConfig fc;
+  fc.limits = limits;
   fc.node = config_.node;
   fc.lock_dir = config_.state_dir;
   fc.progress_interval_s = config_.progress_interval_s;

@@ -32,6 +32,10 @@
 
 namespace autopar {
 
+// A file:// journal_uri's directory must be closed to others: the journal holds every user's
+// events, kernel stacks among them. Error naming the key, the path and its mode.
+Status CheckJournalDirPrivate(const std::string& journal_uri);
+
 class Daemon {
  public:
   // Opens <state_dir>/autopard.db and prepares the uploader and, with journal_uri, the journal
@@ -51,8 +55,10 @@ class Daemon {
 
   // Turns on failure handling (issue 6, service/failure): heartbeats and events go to a
   // FailureHandler that requeues or stops failed jobs through `slurm`; a thread ticks it every
-  // second until the daemon is destroyed. Call once, before Serve().
-  void EnableFailureHandling(std::shared_ptr<SlurmActions> slurm);
+  // second until the daemon is destroyed. `limits`: the site's bounds on what a job's environment
+  // asks for (site_limits.h). Call once, before Serve().
+  void EnableFailureHandling(std::shared_ptr<SlurmActions> slurm,
+                             const JobLimits& limits = JobLimitsOf(SiteConfig{}));
 
   Reply Handle(const Request& request, const Peer& peer);
   // Publishes the pending journals to journal_uri now (done anyway within a second, and at

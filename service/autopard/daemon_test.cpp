@@ -644,3 +644,24 @@ TEST_F(DaemonTest, HostileConnectionsAreLimitedAndTimedOut) {
 
 }  // namespace
 }  // namespace autopar
+
+namespace autopar {
+namespace {
+
+TEST(JournalDirTest, AFileJournalOpenToOthersIsRefused) {
+  std::string dir = ::testing::TempDir() + "journal_dir_XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  Status open = CheckJournalDirPrivate("file://" + dir);
+  EXPECT_NE(open.message().find("journal_uri: " + dir + ": open to others (mode 0755)"),
+            std::string::npos)
+      << open.message();
+  ASSERT_EQ(chmod(dir.c_str(), 0750), 0);  // a group of admins may read it
+  EXPECT_TRUE(CheckJournalDirPrivate("file://" + dir).ok());
+  EXPECT_TRUE(CheckJournalDirPrivate("file://" + dir + "/not-yet").ok());  // made 0700
+  EXPECT_TRUE(CheckJournalDirPrivate("s3://bucket/journal").ok());
+  rmdir(dir.c_str());
+}
+
+}  // namespace
+}  // namespace autopar

@@ -370,6 +370,7 @@ class EventsAcrossNodesTest : public ::testing::Test {
     char tmpl[] = "/tmp/autopard-journal-test-XXXXXX";
     root_ = mkdtemp(tmpl);
     fs::create_directories(root_ / "journal");
+    fs::permissions(root_ / "journal", fs::perms::owner_all);  // autopard refuses one open to others
     std::lock_guard<std::mutex> l(Owners::mu);
     Owners::owners = {{"42", 1001}};
   }

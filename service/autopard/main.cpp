@@ -16,6 +16,7 @@
 
 #include "service/slurm_actions/slurm_actions.h"
 #include "daemon.h"
+#include "site_limits.h"
 
 namespace {
 
@@ -60,11 +61,28 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "autopard: %s\n", config.message().c_str());
     return 1;
   }
+  // The site's limits on what a job may ask for (its environment is its owner's to change).
+  const std::string plugstack =
+      config->plugstack.empty() ? autopar::PlugstackPathFor(autopar::SlurmConfPath(config->slurm_conf))
+                                : config->plugstack;
+  auto site = autopar::ReadSiteSettings(plugstack);
+  if (!site) {
+    std::fprintf(stderr, "autopard: %s\n", site.message().c_str());
+    return 1;
+  }
+  const autopar::JobLimits limits = autopar::JobLimitsOf(site->site);
+  const std::string limits_text =
+      "job limits from " + site->from + ": max_requeue=" + std::to_string(limits.max_requeue) +
+      " max_restarts_in_place=" + std::to_string(limits.max_restarts_in_place) +
+      " max_rollbacks=" + std::to_string(limits.max_rollbacks) + " heartbeat_timeout=" +
+      std::to_string(site->site.min_heartbeat_timeout) + ".." +
+      std::to_string(site->site.max_heartbeat_timeout) + "s";
   if (check) {
-    std::printf("autopard: %s: OK (socket %s, state %s)\n", config_path.c_str(), config->socket.c_str(),
-                config->state_dir.c_str());
+    std::printf("autopard: %s: OK (socket %s, state %s; %s)\n", config_path.c_str(),
+                config->socket.c_str(), config->state_dir.c_str(), limits_text.c_str());
     return 0;
   }
+  std::fprintf(stderr, "autopard: %s\n", limits_text.c_str());
   // Room for max_connections descriptors besides the database's, the uploads' and the stores'
   // (systemd's default soft limit is 1024): raised up to the hard limit, else a warning.
   rlimit files{};
@@ -107,7 +125,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   autopar::Daemon* d = daemon->get();
-  if (slurm) d->EnableFailureHandling(slurm);
+  if (slurm) d->EnableFailureHandling(slurm, limits);
   std::thread([d, set] {
     int sig = 0;
     sigwait(&set, &sig);

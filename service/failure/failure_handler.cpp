@@ -112,6 +112,28 @@ Result<JobContext> JobContextFromEnviron(const std::string& environ) {
   return c;
 }
 
+JobLimits JobLimitsOf(const SiteConfig& site) {
+  JobLimits l;
+  l.max_requeue = site.max_requeue;
+  l.max_restarts_in_place = site.max_restarts_in_place;
+  l.max_rollbacks = site.max_rollbacks;
+  l.min_heartbeat_timeout_s = static_cast<double>(site.min_heartbeat_timeout);
+  l.max_heartbeat_timeout_s = static_cast<double>(site.max_heartbeat_timeout);
+  return l;
+}
+
+void ClampToLimits(const JobLimits& limits, JobContext* ctx) {
+  if (ctx->requeue_on_failure) {
+    ctx->requeue_on_failure = std::min(*ctx->requeue_on_failure, limits.max_requeue);
+  }
+  ctx->restarts_in_place = std::min(ctx->restarts_in_place, limits.max_restarts_in_place);
+  ctx->bad_loss.rollbacks = std::min(ctx->bad_loss.rollbacks, limits.max_rollbacks);
+  if (ctx->heartbeat_timeout_s > 0) {
+    ctx->heartbeat_timeout_s = std::clamp(ctx->heartbeat_timeout_s, limits.min_heartbeat_timeout_s,
+                                          limits.max_heartbeat_timeout_s);
+  }
+}
+
 FailureHandler::FailureHandler(FailureHandlerConfig config, SlurmActions* slurm, ProcAccess proc,
                                Journal journal, Clock clock)
     : config_(std::move(config)),
@@ -151,6 +173,7 @@ std::optional<JobContext> FailureHandler::ContextOf(const ProcStat& process) {
   if (!env.ok()) return std::nullopt;
   auto ctx = JobContextFromEnviron(*env);
   if (!ctx.ok()) return std::nullopt;
+  ClampToLimits(config_.limits, &*ctx);
   std::lock_guard<std::mutex> lock(mu_);
   if (contexts_.size() > 4096) contexts_.clear();  // bounded; entries are cheap to read again
   contexts_[key] = *ctx;
@@ -597,7 +620,12 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
   if (failure.kind == FailureClass::kOom) failure.note = field("error");
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto detected = FieldReal(in, "detected")) recovering_since_[job_id] = *detected;
+    // When the launcher saw the failure (its clock): the job's own first_step since_failure_s,
+    // kept within the last day and never after now.
+    if (auto detected = FieldReal(in, "detected")) {
+      const double now = clock_();
+      recovering_since_[job_id] = std::clamp(*detected, now - 86400, now);
+    }
     // Progress: a heartbeat of the failed generation on this node (rank 0's: every rank of a
     // data-parallel job steps together).
     auto it = runs_.find(job_id);

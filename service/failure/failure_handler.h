@@ -76,6 +76,7 @@
 #include "core/failure/stack_capture.h"
 #include "core/failure/task_process.h"
 #include "core/failure/time_limit.h"
+#include "core/site_config.h"
 
 namespace autopar {
 
@@ -110,6 +111,19 @@ struct JobContext {
 // malformed AUTOPAR_* value (named).
 Result<JobContext> JobContextFromEnviron(const std::string& environ);
 
+// What the site lets a job ask for: the autopar.so line of plugstack.conf (max_requeue, ...),
+// which the plugin enforced at submit. The AUTOPAR_* environment autopard reads afterwards is its
+// owner's to change, so what it says is kept within these (ClampToLimits) before root acts on it.
+struct JobLimits {
+  int64_t max_requeue = 0;
+  int64_t max_restarts_in_place = 0;
+  int64_t max_rollbacks = 0;
+  double min_heartbeat_timeout_s = 0;
+  double max_heartbeat_timeout_s = 0;
+};
+JobLimits JobLimitsOf(const SiteConfig& site);
+void ClampToLimits(const JobLimits& limits, JobContext* ctx);
+
 struct FailureHandlerConfig {
   std::string node;      // this node's name, for the journal
   std::string lock_dir;  // where per-job lock files go (autopard's state_dir); empty: no lock
@@ -127,6 +141,7 @@ struct FailureHandlerConfig {
   double hang_requeue_grace_s = 3;
   int node_probe_timeout_ms = 1000;  // per node of the job, when a failure is classified
   TimeLimitSettings time_limit;      // the margin formula (time_limit.h)
+  JobLimits limits = JobLimitsOf(SiteConfig{});  // the plugin's defaults
   double job_refresh_s = 30;         // how often a watched job's end time is read from Slurm
 };
 

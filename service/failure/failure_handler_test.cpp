@@ -140,6 +140,43 @@ TEST_F(FailureHandlerTest, CrashedRankRequeuesOnceForManyReports) {
   EXPECT_EQ(d->action, RequeueAction::kRequeue);
 }
 
+TEST_F(FailureHandlerTest, ARequeueBudgetInTheEnvironmentIsKeptWithinTheSitesLimit) {
+  // The job's owner wrote AUTOPAR_REQUEUE_ON_FAILURE=1000 into its environment after submit:
+  // the plugin's max_requeue (10 by default, the handler's limits) still holds.
+  Task(100, 0, "1000");
+  handler_->OnEvent(RankExit(0, "exit=1 run_s=80"), 100);
+  ASSERT_EQ(slurm_.requeues, 1);
+  EXPECT_EQ(ParseEventFields(Find("requeue")->detail)[1],
+            std::make_pair(std::string("of"), std::string("10")));
+}
+
+TEST(JobLimitsTest, ClampsWhatTheEnvironmentClaimsToTheSitesLimits) {
+  SiteConfig site;
+  site.max_requeue = 5;
+  site.max_restarts_in_place = 2;
+  site.max_rollbacks = 1;
+  site.min_heartbeat_timeout = 30;
+  site.max_heartbeat_timeout = 600;
+  JobContext c;
+  c.requeue_on_failure = 1000;
+  c.restarts_in_place = 99;
+  c.bad_loss.rollbacks = 7;
+  c.heartbeat_timeout_s = 1;
+  ClampToLimits(JobLimitsOf(site), &c);
+  EXPECT_EQ(*c.requeue_on_failure, 5);
+  EXPECT_EQ(c.restarts_in_place, 2);
+  EXPECT_EQ(c.bad_loss.rollbacks, 1);
+  EXPECT_EQ(c.heartbeat_timeout_s, 30);
+  c.heartbeat_timeout_s = 1e6;
+  ClampToLimits(JobLimitsOf(site), &c);
+  EXPECT_EQ(c.heartbeat_timeout_s, 600);
+  JobContext off;  // what the job did not ask for stays off
+  ClampToLimits(JobLimitsOf(site), &off);
+  EXPECT_FALSE(off.requeue_on_failure.has_value());
+  EXPECT_EQ(off.heartbeat_timeout_s, 0);
+  EXPECT_EQ(off.restarts_in_place, 0);
+}
+
 TEST_F(FailureHandlerTest, CrashBecauseAPeerNodeDiedIsANodeLoss) {
   Task(100, 0);
   slurm_.job.nodes = "node[1-2]";

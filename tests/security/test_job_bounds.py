@@ -6,12 +6,17 @@ and one CPU) whose programs, as the user:
   size from Slurm, while the step's own rank 0 is served;
 - send an event whose detail carries terminal control sequences (retitle the window, move the
   cursor, a C1 CSI): root's `autopar events JOB` (an admin looking at the user's job) prints them
-  escaped, never as raw control bytes, and the JSON keeps them exactly.
-About 10 s.
+  escaped, never as raw control bytes, and the JSON keeps them exactly;
+- give their job more requeues than the site allows: the launcher's environment (which autopard
+  reads from /proc) says AUTOPAR_REQUEUE_ON_FAILURE=1000 where submit allowed 1; the requeue
+  autopard makes counts against the plugstack's max_requeue (5 on the local cluster), not 1000.
+About 20 s.
 """
 import json
+import time
 
-from conftest import CLI, PYTHON, as_user, need_binaries, node_socket, run
+from conftest import (CLI, LAUNCH, PYTHON, as_user, cancel, job_state, need_binaries, node_socket,
+                      root_events, run, user_dir, user_sbatch)
 
 NASTY = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\xc2\x9b31m"
 
@@ -46,3 +51,26 @@ def test_event_details_never_reach_a_terminal_raw(tmp_path):
     raw = run([str(CLI), "events", job, "--json", "--socket", sock], check=True)
     details = [e["detail"] for e in json.loads(raw.stdout)["events"] if e["kind"] == "note"]
     assert details == [NASTY], details
+
+
+def test_a_requeue_budget_written_into_the_environment_stays_within_the_sites(user_dir):
+    need_binaries()
+    # Run 0 fails at once; run 1 (after autopard's requeue) ends well.
+    program = "sh -c '[ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ] || exit 3'"
+    script = user_dir / "job.sh"
+    script.write_text(f"""#!/bin/bash
+#SBATCH -N1 -n1 -w node1 -o {user_dir}/out.txt --requeue-on-failure=1 --restarts-in-place=0
+srun env AUTOPAR_REQUEUE_ON_FAILURE=1000 {LAUNCH} -- {program}
+""")
+    script.chmod(0o755)
+    job = user_sbatch(str(script), cwd=user_dir)
+    try:
+        deadline = time.time() + 90
+        requeues = []
+        while time.time() < deadline and not requeues:
+            requeues = [e for e in root_events(job) if e["kind"] == "requeue"]
+            time.sleep(0.5)
+        assert requeues, f"job {job} was not requeued: {root_events(job)}"
+        assert " of=5 " in f" {requeues[0]['detail']} ", requeues[0]["detail"]
+    finally:
+        cancel(job)
