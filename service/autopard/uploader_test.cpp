@@ -306,3 +306,33 @@ TEST_F(UploaderRetryTest, RetentionThatFailedRestsBeforeTheNextTry) {
 
 }  // namespace
 }  // namespace autopar
+
+namespace autopar {
+namespace {
+
+TEST(StoreCacheTest, KeepsAStorePerUriAndIdentityAndEvictsTheLeastRecentlyUsed) {
+  DaemonConfig config;
+  StoreCache cache(config);
+  auto uri = [](size_t i) { return "file:///tmp/store-cache-test/" + std::to_string(i); };
+  const UserIdentity user{1001, 1001, {1001}};
+  std::vector<std::shared_ptr<ObjectStore>> held;
+  for (size_t i = 0; i < StoreCache::kMaxStores; ++i) {
+    auto s = cache.Get(uri(i), user);
+    ASSERT_TRUE(s.ok()) << s.message();
+    held.push_back(*s);
+  }
+  EXPECT_EQ(cache.size(), StoreCache::kMaxStores);
+  EXPECT_EQ(*cache.Get(uri(0), user), held[0]);  // a hit, and now the most recently used
+  // One identity's store is not another's (a file:// store acts with its identity's rights).
+  auto other = cache.Get(uri(5), UserIdentity{1002, 1002, {1002}});
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(*other, held[5]);
+  EXPECT_EQ(cache.size(), StoreCache::kMaxStores);  // bounded: uri(1), the oldest, made room
+  EXPECT_EQ(*cache.Get(uri(0), user), held[0]);
+  EXPECT_NE(*cache.Get(uri(1), user), held[1]);      // evicted: opened anew
+  for (size_t i = 0; i < 1000; ++i) ASSERT_TRUE(cache.Get(uri(1000 + i), user).ok());
+  EXPECT_EQ(cache.size(), StoreCache::kMaxStores);
+}
+
+}  // namespace
+}  // namespace autopar

@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "core/ckpt/sha256.h"
+#include "service/user_access/beneath.h"
 
 namespace autopar {
 namespace {
@@ -28,23 +29,6 @@ std::string Errno(const std::string& path) { return path + ": " + std::strerror(
 int ThreadSetGroups(const std::vector<gid_t>& groups) {
   return static_cast<int>(syscall(SYS_setgroups, groups.size(), groups.data()));
 }
-
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int get() const { return fd_; }
-  int release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-
- private:
-  int fd_;
-};
 
 }  // namespace
 
@@ -173,16 +157,32 @@ Result<std::vector<LocalFile>> ListRankFiles(const UserIdentity& id, const std::
   return out;
 }
 
-Result<int> OpenUserFile(const UserIdentity& id, const std::string& path, int64_t expected_size) {
+namespace {
+
+// Opens `path` as `id` for reading: the last component not a symlink (`symlink_note` says why in
+// the error), a regular file (O_NONBLOCK: a FIFO or a device is refused without blocking).
+// Its stat in `st`; the descriptor blocking again.
+Result<UniqueFd> OpenRegularAsUser(const UserIdentity& id, const std::string& path,
+                                   const char* symlink_note, struct stat* st) {
   AsUser as(id);
-  FdCloser fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (fd.get() < 0) {
-    if (errno == ELOOP) return Status::Error(path + ": is a symlink; checkpoints hold regular files only");
+    if (errno == ELOOP) return Status::Error(path + ": " + symlink_note);
     return Status::Error(Errno(path));
   }
+  if (fstat(fd.get(), st) != 0) return Status::Error(Errno(path));
+  if (!S_ISREG(st->st_mode)) return Status::Error(path + ": not a regular file");
+  int flags = fcntl(fd.get(), F_GETFL);
+  fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
+}  // namespace
+
+Result<int> OpenUserFile(const UserIdentity& id, const std::string& path, int64_t expected_size) {
   struct stat st {};
-  if (fstat(fd.get(), &st) != 0) return Status::Error(Errno(path));
-  if (!S_ISREG(st.st_mode)) return Status::Error(path + ": not a regular file");
+  auto fd = OpenRegularAsUser(id, path, "is a symlink; checkpoints hold regular files only", &st);
+  if (!fd.ok()) return fd.status();
   if (st.st_uid != id.uid) {
     return Status::Error(path + ": owned by uid " + std::to_string(st.st_uid) +
                          ", not by the job's owner (uid " + std::to_string(id.uid) + ")");
@@ -191,21 +191,14 @@ Result<int> OpenUserFile(const UserIdentity& id, const std::string& path, int64_
     return Status::Error(path + ": changed after the commit (size " + std::to_string(st.st_size) +
                          ", committed " + std::to_string(expected_size) + ")");
   }
-  int flags = fcntl(fd.get(), F_GETFL);
-  fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
-  return fd.release();
+  return fd->release();
 }
 
 Result<std::string> ReadUserFile(const UserIdentity& id, const std::string& path, size_t max_bytes) {
-  AsUser as(id);
-  FdCloser fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-  if (fd.get() < 0) {
-    if (errno == ELOOP) return Status::Error(path + ": a symlink; not followed");
-    return Status::Error(Errno(path));
-  }
   struct stat st {};
-  if (fstat(fd.get(), &st) != 0) return Status::Error(Errno(path));
-  if (!S_ISREG(st.st_mode)) return Status::Error(path + ": not a regular file");
+  auto opened = OpenRegularAsUser(id, path, "a symlink; not followed", &st);
+  if (!opened.ok()) return opened.status();
+  UniqueFd& fd = *opened;
   std::string out;
   out.resize(std::min<size_t>(max_bytes, static_cast<size_t>(std::max<off_t>(st.st_size, 0)) + 1));
   size_t got = 0;
