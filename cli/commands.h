@@ -12,5 +12,6 @@ int RunEventsCommand(int argc, char** argv);  // ckpt_cmd.cpp
 int RunReportCommand(int argc, char** argv);  // ckpt_cmd.cpp
 int RunHeartbeatCommand(int argc, char** argv);  // ckpt_cmd.cpp
 int RunCalibrateCommand(int argc, char** argv);  // calibrate_command.cpp
+int RunCheckPlugstackCommand(int argc, char** argv);  // check_plugstack_command.cpp
 
 }  // namespace autopar::cli

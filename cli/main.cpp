@@ -21,11 +21,13 @@ const Subcommand kSubcommands[] = {
     {"report", autopar::cli::RunReportCommand, "a job's planned and measured progress, recoveries"},
     {"calibrate", autopar::cli::RunCalibrateCommand,
      "learn a GPU type's efficiency from a job, into a site calibration file"},
+    {"check-plugstack", autopar::cli::RunCheckPlugstackCommand,
+     "check the site's autopar.so line in plugstack.conf before deploying it"},
 };
 
 void Usage(std::FILE* out) {
   (void)std::fprintf(out, "usage: autopar <command> [options]\n\ncommands:\n");
-  for (const auto& s : kSubcommands) (void)std::fprintf(out, "  %-10s %s\n", s.name, s.summary);
+  for (const auto& s : kSubcommands) (void)std::fprintf(out, "  %-15s %s\n", s.name, s.summary);
   (void)std::fprintf(out, "\n'autopar <command> --help' describes a command's options.\n");
 }
 

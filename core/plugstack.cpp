@@ -1,6 +1,7 @@
 #include "core/plugstack.h"
 
 #include <glob.h>
+#include <strings.h>
 
 #include <fstream>
 #include <sstream>
@@ -81,6 +82,23 @@ Result<PlugstackText> ParsePlugstackText(const std::string& text, const std::str
     out.plugins.push_back(std::move(p));
   }
   return out;
+}
+
+std::string PlugstackPathFor(const std::string& slurm_conf_path) {
+  const size_t slash = slurm_conf_path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slurm_conf_path.substr(0, slash);
+  std::ifstream in(slurm_conf_path);
+  for (std::string line; std::getline(in, line);) {
+    if (size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    line = Trim(line);
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    if (strcasecmp(Trim(line.substr(0, eq)).c_str(), "PlugStackConfig") != 0) continue;
+    std::string value = Trim(line.substr(eq + 1));
+    if (value.empty()) break;
+    return value[0] == '/' ? value : dir + "/" + value;
+  }
+  return dir + "/plugstack.conf";
 }
 
 Result<std::vector<PlugstackLine>> ReadPlugstack(const std::string& path) {

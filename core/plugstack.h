@@ -27,6 +27,10 @@ struct PlugstackText {
   std::vector<std::string> includes;  // the include lines' globs, as written
 };
 
+// The plugstack.conf Slurm reads beside `slurm_conf_path`: its PlugStackConfig= when set (a
+// relative one is taken from slurm.conf's directory), else DIR/plugstack.conf.
+std::string PlugstackPathFor(const std::string& slurm_conf_path);
+
 // One file's text; `origin` names it in errors ("plugstack.conf:4: 'requird': expected
 // required, optional or include").
 Result<PlugstackText> ParsePlugstackText(const std::string& text, const std::string& origin);

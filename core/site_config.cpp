@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <functional>
+#include <algorithm>
 #include <map>
 
 #include "core/text.h"
@@ -135,30 +136,78 @@ std::vector<std::string> SiteConfigKeys() {
   return keys;
 }
 
-Result<SiteConfig> ParseSiteConfig(const std::vector<std::string>& args) {
+namespace {
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string UnknownKey(const std::string& key) {
+  std::string best;
+  size_t best_distance = 3;  // a typo: at most two edits away
+  for (const auto& k : SiteConfigKeys()) {
+    const size_t d = EditDistance(key, k);
+    if (d < best_distance) {
+      best = k;
+      best_distance = d;
+    }
+  }
+  if (!best.empty()) return "unknown argument (did you mean " + best + "?)";
+  return "unknown argument (known: " + Join(SiteConfigKeys(), ", ") + ")";
+}
+
+}  // namespace
+
+SiteConfig ParseSiteConfigAll(const std::vector<std::string>& args,
+                              std::vector<std::string>* problems) {
   SiteConfig c;
+  auto problem = [&](const std::string& key, const std::string& why) {
+    problems->push_back(BadKey(key, why).message());
+  };
   // Limits first, so that default_* values are checked against the site's own limits whatever the
   // order of the arguments.
   std::vector<std::pair<std::string, std::string>> defaults;
   for (const std::string& arg : args) {
     const size_t eq = arg.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return Status::Error("plugstack.conf: '" + arg + "' is not KEY=VALUE");
+    if (eq == std::string::npos || eq == 0) {
+      problems->push_back("plugstack.conf: '" + arg + "' is not KEY=VALUE");
+      continue;
+    }
     const std::string key = arg.substr(0, eq);
     const std::string value = arg.substr(eq + 1);
     auto it = Setters().find(key);
-    if (it == Setters().end())
-      return BadKey(key, "unknown argument (known: " + Join(SiteConfigKeys(), ", ") + ")");
+    if (it == Setters().end()) {
+      problem(key, UnknownKey(key));
+      continue;
+    }
     if (StartsWith(key, "default_")) {
       defaults.emplace_back(key, value);
       continue;
     }
-    if (Status s = it->second(c, value); !s.ok()) return BadKey(key, s.message());
+    if (Status s = it->second(c, value); !s.ok()) problem(key, s.message());
   }
   if (c.min_heartbeat_timeout > c.max_heartbeat_timeout)
-    return BadKey("min_heartbeat_timeout", "is above max_heartbeat_timeout");
+    problem("min_heartbeat_timeout", "is above max_heartbeat_timeout");
   for (const auto& [key, value] : defaults)
-    if (Status s = Setters().at(key)(c, value); !s.ok()) return BadKey(key, s.message());
+    if (Status s = Setters().at(key)(c, value); !s.ok()) problem(key, s.message());
+  return c;
+}
+
+Result<SiteConfig> ParseSiteConfig(const std::vector<std::string>& args) {
+  std::vector<std::string> problems;
+  SiteConfig c = ParseSiteConfigAll(args, &problems);
+  if (!problems.empty()) return Status::Error(problems.front());
   return c;
 }
 

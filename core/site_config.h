@@ -49,6 +49,11 @@ struct SiteConfig {
 // be an integer in [0, 1000], got 'x'". Defaults are checked like the user's options are.
 // calibration=PATH reads that file (the only I/O here): "plugstack.conf: calibration: PATH: why".
 Result<SiteConfig> ParseSiteConfig(const std::vector<std::string>& args);
+// The same, going on past a bad argument: every problem goes to `problems`, one message each
+// (a misspelt key names the key it is nearest to: "did you mean max_requeue?"); what parsed is
+// returned. For checking a line before it is deployed (autopar check-plugstack).
+SiteConfig ParseSiteConfigAll(const std::vector<std::string>& args,
+                              std::vector<std::string>* problems);
 
 // The names of all keys, for messages and docs.
 std::vector<std::string> SiteConfigKeys();

@@ -122,3 +122,25 @@ TEST(SiteConfig, CalibrationFileIsReadAndCheckedWhenParsed) {
 
 }  // namespace
 }  // namespace autopar
+
+namespace autopar {
+namespace {
+
+TEST(SiteConfigProblemsTest, EveryBadArgumentIsToldAndATypoNamesTheNearestKey) {
+  std::vector<std::string> problems;
+  SiteConfig c = ParseSiteConfigAll(
+      {"max_requeu=5", "max_spare_nodes=2", "ckpt_upload_prefixes=s3://ok/", "socket=relative",
+       "oops", "default_requeue_on_failure=50"},
+      &problems);
+  ASSERT_EQ(problems.size(), 4u);
+  EXPECT_EQ(problems[0], "plugstack.conf: max_requeu: unknown argument (did you mean max_requeue?)");
+  EXPECT_EQ(problems[1], "plugstack.conf: socket: must be an absolute path, got 'relative'");
+  EXPECT_EQ(problems[2], "plugstack.conf: 'oops' is not KEY=VALUE");
+  EXPECT_NE(problems[3].find("default_requeue_on_failure"), std::string::npos) << problems[3];
+  EXPECT_EQ(c.max_spare_nodes, 2);  // what parsed is kept
+  EXPECT_EQ(c.ckpt_upload_prefixes, std::vector<std::string>{"s3://ok/"});
+  EXPECT_EQ(ParseSiteConfig({"max_requeu=5", "socket=x"}).message(), problems[0]);
+}
+
+}  // namespace
+}  // namespace autopar

@@ -47,7 +47,8 @@ using autopar::Status;
 struct PluginState {
   SiteConfig site;
   JobOptions user;
-  std::string site_error;    // plugstack.conf problem, reported once
+  bool asked = false;        // the job gave one of autopar's options
+  std::string site_error;    // plugstack.conf problem: autopar's options are refused
   std::string option_error;  // first bad option seen in the remote context
 };
 
@@ -120,6 +121,18 @@ int OptionCallback(int val, const char* optarg, int remote) {
     // literal text "(null)" (Slurm 22.05 prints the NULL optarg into SLURM_SPANK__SLURM_SPANK_OPTION_*
     // of the job's environment); read it back as "no argument".
     if (optarg != nullptr && std::strcmp(optarg, "(null)") == 0) optarg = nullptr;
+    st.asked = true;
+    if (!st.site_error.empty()) {
+      // The site's line is broken: autopar's limits and defaults are unknown, so none of its
+      // options is taken (jobs that use none run as without the plugin).
+      const std::string refused = std::string("--") + autopar::GetOptionSpec(static_cast<OptionId>(val)).name +
+                                  " refused: " + st.site_error;
+      if (remote) {
+        if (st.option_error.empty()) st.option_error = refused;
+        return 0;
+      }
+      return Fail(refused);
+    }
     Status s = autopar::SetOption(st.user, static_cast<OptionId>(val), optarg, st.site);
     if (s.ok()) {
       const bool node_loss_option = val == static_cast<int>(OptionId::kSpareNodes) ||
@@ -169,9 +182,16 @@ int Init(spank_t sp, int ac, char** av) {
   if (site.ok()) {
     st.site = *site;
   } else {
-    st.site_error = site.message();
-    // Still register the options so that scripts with #SBATCH lines fail with this error instead
-    // of "unrecognized option".
+    // A broken plugstack line never stops slurmd, a step or a job that does not use autopar (a
+    // failed init would, with `required`): it is told here, in every context, and each of
+    // autopar's options is refused naming it. The options are still registered so that scripts
+    // with #SBATCH lines get this error instead of "unrecognized option".
+    st.site_error = site.message() + " (autopar's options are refused until the line is fixed; "
+                    "autopar check-plugstack checks it)";
+    // sbatch, salloc and srun tell it once their options are read (InitPostOpt), unless an
+    // option's refusal told it already: one line either way.
+    const spank_context_t ctx = spank_context();
+    if (ctx != S_CTX_ALLOCATOR && ctx != S_CTX_LOCAL) slurm_error("autopar: %s", st.site_error.c_str());
   }
   // The static spank_options table is ignored by sbatch/salloc (man spank); register each option.
   for (struct spank_option& o : RegisteredOptions()) {
@@ -179,7 +199,7 @@ int Init(spank_t sp, int ac, char** av) {
     if (rc != ESPANK_SUCCESS)
       return Fail(std::string("cannot register --") + o.name + ": " + spank_strerror(rc));
   }
-  if (!st.site_error.empty()) return Fail(st.site_error);
+  if (!st.site_error.empty()) return 0;
   if (spank_context() == S_CTX_ALLOCATOR &&
       (st.site.defaults.survives_node_loss() || CommandLineSurvivesNodeLoss())) {
     RequestNoKill();
@@ -237,6 +257,12 @@ int InitPostOpt() {
   PluginState& st = State();
   spank_context_t ctx = spank_context();
   if (ctx != S_CTX_ALLOCATOR && ctx != S_CTX_LOCAL) return 0;
+  if (!st.site_error.empty()) {
+    // No option of autopar's was given (one would have been refused, naming the line): the job
+    // runs as without the plugin, and the site's broken line is told.
+    slurm_error("autopar: %s", st.site_error.c_str());
+    return 0;
+  }
   auto resolved = autopar::ResolveOptions(st.user, st.site);
   if (!resolved.ok()) return Fail(resolved.message());
   if (ctx == S_CTX_ALLOCATOR) return CheckSmallestPlan(*resolved);
@@ -248,6 +274,7 @@ int InitPostOpt() {
 // any training process starts.
 int LocalUserInit(spank_t sp) {
   PluginState& st = State();
+  if (!st.site_error.empty()) return 0;
   auto resolved = autopar::ResolveOptions(st.user, st.site);
   if (!resolved.ok()) return Fail(resolved.message());
   const uint32_t spares = static_cast<uint32_t>(resolved->spare_nodes.value_or(0));
@@ -386,6 +413,7 @@ int TaskInit(spank_t sp) {
   // Errors from user_init do not reach srun's terminal (pyxis works around the same Slurm
   // behaviour by failing in task_init); task_init runs in the task, whose stderr the user sees.
   if (!st.option_error.empty()) return Fail(st.option_error);
+  if (!st.site_error.empty()) return 0;  // a job without autopar's options: untouched
   auto resolved = autopar::ResolveOptions(st.user, st.site);
   if (!resolved.ok()) return Fail(resolved.message());
   auto task = autopar::spank::ReadTaskContext(sp);

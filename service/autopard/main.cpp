@@ -14,6 +14,7 @@
 #include <utility>
 #include <thread>
 
+#include "core/plugstack.h"
 #include "service/slurm_actions/slurm_actions.h"
 #include "daemon.h"
 #include "site_limits.h"
@@ -69,6 +70,9 @@ int main(int argc, char** argv) {
   if (!site) {
     std::fprintf(stderr, "autopard: %s\n", site.message().c_str());
     return 1;
+  }
+  for (const auto& problem : site->problems) {
+    std::fprintf(stderr, "autopard: warning: %s (its default holds)\n", problem.c_str());
   }
   const autopar::JobLimits limits = autopar::JobLimitsOf(site->site);
   const std::string limits_text =

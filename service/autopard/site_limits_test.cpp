@@ -1,5 +1,7 @@
 #include "site_limits.h"
 
+#include "core/plugstack.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -47,10 +49,15 @@ TEST_F(SiteLimitsTest, ReadsTheAutoparLineElseThePluginsDefaults) {
   EXPECT_NE(missing->from.find("the plugin's defaults"), std::string::npos);
 }
 
-TEST_F(SiteLimitsTest, AMalformedLineIsAnErrorNamingTheFileLineAndKey) {
-  auto bad = ReadSiteSettings(Write("r.conf", "\nrequired autopar.so max_requeue=lots\n"));
-  EXPECT_EQ(bad.message(), dir_ + "/r.conf:2: plugstack.conf: max_requeue: must be an integer in "
-                                  "[0, 1000], got 'lots'");
+TEST_F(SiteLimitsTest, ABadArgumentKeepsItsDefaultAndIsToldTheOthersApply) {
+  auto bad = ReadSiteSettings(
+      Write("r.conf", "\nrequired autopar.so max_requeue=lots max_restarts_in_place=4\n"));
+  ASSERT_TRUE(bad.ok()) << bad.message();
+  EXPECT_EQ(bad->problems, std::vector<std::string>{dir_ + "/r.conf:2: plugstack.conf: max_requeue: "
+                                                    "must be an integer in [0, 1000], got 'lots'"});
+  EXPECT_EQ(bad->site.max_requeue, SiteConfig{}.max_requeue);
+  EXPECT_EQ(bad->site.max_restarts_in_place, 4);
+  EXPECT_FALSE(ReadSiteSettings(Write("s.conf", "requird autopar.so\n")).ok());
 }
 
 }  // namespace

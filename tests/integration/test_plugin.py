@@ -238,13 +238,22 @@ def test_site_limits_and_allowed_destinations(tmp_path):
     ("default_model=banana", "autopar: plugstack.conf: default_model: --model: unknown model"),
 ])
 def test_bad_plugstack_argument_is_one_clear_error(tmp_path, args, message):
+    """A broken line refuses every job that gives one of autopar's options, with one line naming
+    the option and the argument, and queues nothing; a job that gives none is submitted (the line
+    is told at load all the same)."""
     env = with_plugstack(tmp_path, args)
     before = job_ids()
-    p = run(["sbatch", "--wrap", "true"], env=env)
+    p = run(["sbatch", "--ckpt-keep=2", "--wrap", "true"], env=env)
     assert p.returncode != 0
-    ours = [l for l in p.stderr.splitlines() if "autopar:" in l]
-    assert len(ours) == 1 and message in ours[0], p.stderr
+    ours = [l for l in p.stderr.splitlines() if "autopar:" in l and "refused" in l]
+    assert len(ours) == 1 and "autopar: --ckpt-keep refused: " + message[len("autopar: "):] in ours[0], \
+        p.stderr
     assert not job_ids() - before
+    plain = run(["sbatch", "--parsable", "-o", "/dev/null", "--wrap", "true"], env=env)
+    assert plain.returncode == 0, plain.stderr
+    told = [l for l in plain.stderr.splitlines() if "autopar:" in l]
+    assert len(told) == 1 and message in told[0] and "check-plugstack" in told[0], plain.stderr
+    assert wait_job(plain.stdout.strip().split(";")[0]) == "COMPLETED"
 
 
 def test_plain_srun_python_ddp_trains_like_one_process(tmp_path):
@@ -265,3 +274,58 @@ def test_stale_autopar_values_from_the_submit_shell_are_removed():
              "model=$AUTOPAR_MODEL"],
             env={"AUTOPAR_CKPT_UPLOAD": "s3://old-job/x", "AUTOPAR_PLAN_JSON": "{}"}, check=True)
     assert env_lines(p.stdout, "STALE") == [{"upload": "unset", "plan": "unset", "model": "7B"}]
+
+
+@pytest.fixture
+def cluster_plugstack():
+    """The cluster's own plugstack.conf (every node's and submit host's), rewritten by the test
+    and put back afterwards; yields a function that writes the autopar line with its kind
+    (required/optional) and arguments."""
+    conf = slurm_conf().read_text()
+    path = Path(re.search(r"^PlugStackConfig=(\S+)", conf, re.M).group(1))
+    saved = path.read_text()
+    line = next(l for l in saved.splitlines() if "autopar" in l and not l.startswith("#"))
+    plugin, args = line.split()[1], line.split()[2:]
+
+    def write(kind, replace):
+        new_args = [replace.get(a, a) for a in args]
+        path.write_text(f"{kind} {plugin} {' '.join(new_args)}\n")
+
+    yield write, args
+    path.write_text(saved)
+
+
+def restart_node(node):
+    port = re.search(r"^SlurmctldPort=(\d+)", slurm_conf().read_text(), re.M).group(1)
+    env = {"AUTOPAR_CLUSTER_DIR": str(slurm_conf().parent.parent), "AUTOPAR_CLUSTER_PORT_BASE": port}
+    for script in ("kill-node.sh", "revive-node.sh"):
+        run([str(SOURCE_DIR / "tests" / "cluster" / script), node], env=env, timeout=180, check=True)
+
+
+@pytest.mark.parametrize("kind", ["required", "optional"])
+def test_a_typo_in_the_clusters_line_stops_only_jobs_that_use_autopar(cluster_plugstack, kind):
+    """The site misspells one argument of the line every node and submit host reads (the
+    issue's case: max_requeue), with `required` and with `optional`: slurmd restarted with it
+    comes back, a step and a batch job without autopar's options run and complete, a job that
+    gives one is refused at submit with one line naming the option and the argument (nothing
+    queued), and the nodes' slurmd log tells the line."""
+    write, args = cluster_plugstack
+    typo = next(a for a in args if a.startswith("max_requeue="))
+    write(kind, {typo: typo.replace("max_requeue=", "max_requeu=")})
+    restart_node("node4")  # slurmd starts with the broken line
+    step = run(["srun", "-N1", "-w", "node4", "bash", "-c", "echo STEP ok=1"], timeout=60)
+    assert step.returncode == 0 and env_lines(step.stdout, "STEP") == [{"ok": "1"}], step.stderr
+    told = [l for l in step.stderr.splitlines() if "autopar:" in l]
+    assert len(told) == 1 and "max_requeu: unknown argument (did you mean max_requeue?)" in told[0], \
+        step.stderr
+    batch = run(["sbatch", "--parsable", "-w", "node4", "-o", "/dev/null", "--wrap", "srun true"])
+    assert batch.returncode == 0, batch.stderr
+    assert wait_job(batch.stdout.strip().split(";")[0]) == "COMPLETED"
+    before = job_ids()
+    refused = run(["sbatch", "--requeue-on-failure=2", "--wrap", "true"])
+    ours = [l for l in refused.stderr.splitlines() if "autopar:" in l]
+    assert refused.returncode != 0 and len(ours) == 1, refused.stderr
+    assert "--requeue-on-failure refused: plugstack.conf: max_requeu: unknown argument" in ours[0]
+    assert not job_ids() - before
+    log = (slurm_conf().parent.parent / "log" / "slurmd-node4.log").read_text()
+    assert "autopar: plugstack.conf: max_requeu: unknown argument" in log
