@@ -411,6 +411,25 @@ Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site
   return o;
 }
 
+std::vector<std::string> OptionsNeedingAutopard(const JobOptions& o) {
+  std::vector<std::string> out;
+  auto need = [&](bool given, OptionId id) {
+    if (given) out.push_back(std::string("--") + GetOptionSpec(id).name);
+  };
+  need(o.ckpt_dir.has_value(), OptionId::kCkptDir);
+  need(o.ckpt_upload.has_value(), OptionId::kCkptUpload);
+  need(o.requeue_on_failure.has_value(), OptionId::kRequeueOnFailure);
+  need(o.heartbeat_timeout.has_value(), OptionId::kHeartbeatTimeout);
+  need(o.restarts_in_place.value_or(0) > 0, OptionId::kRestartsInPlace);
+  need(o.spare_nodes.value_or(0) > 0, OptionId::kSpareNodes);
+  need(o.min_nodes.has_value(), OptionId::kMinNodes);
+  need(o.on_bad_loss.has_value(), OptionId::kOnBadLoss);
+  need(o.loss_spike.has_value(), OptionId::kLossSpike);
+  need(o.idle_timeout.value_or(0) > 0, OptionId::kIdleTimeout);
+  need(o.exclude_stragglers.value_or(false), OptionId::kExcludeStragglers);
+  return out;
+}
+
 std::vector<std::pair<std::string, std::string>> OptionsEnv(const JobOptions& o) {
   std::vector<std::pair<std::string, std::string>> env;
   auto put = [&](OptionId id, const std::string& v) { env.emplace_back(GetOptionSpec(id).env, v); };

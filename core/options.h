@@ -116,6 +116,10 @@ struct JobOptions {
   bool checkpointing() const { return ckpt_dir.has_value() || ckpt_upload.has_value(); }
 };
 
+// The options given that need the node's autopard (checkpoints, recovery, heartbeat and health
+// watches), as "--name" in the table's order; empty for a job that only plans.
+std::vector<std::string> OptionsNeedingAutopard(const JobOptions& opts);
+
 // Checks one option's value on its own (format, range, the site's limits) and stores it.
 // `value` is nullptr for an option given without its optional argument. Setting the same option
 // twice keeps the last value. The error names the option: "--ckpt-keep: must be an integer >= 1,

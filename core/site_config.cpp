@@ -118,6 +118,16 @@ const std::map<std::string, Setter>& Setters() {
       c.calibration = *file;
       return Status::Ok();
     };
+    m["torchrun_env"] = [](SiteConfig& c, const std::string& v) -> Status {
+      if (v != "autopar" && v != "all") return Status::Error("must be autopar or all, got '" + v + "'");
+      c.torchrun_env_all = v == "all";
+      return Status::Ok();
+    };
+    m["on_autopard_missing"] = [](SiteConfig& c, const std::string& v) -> Status {
+      if (v != "fail" && v != "warn") return Status::Error("must be fail or warn, got '" + v + "'");
+      c.fail_without_autopard = v == "fail";
+      return Status::Ok();
+    };
     m["master_ifname"] = [](SiteConfig& c, const std::string& v) -> Status {
       if (v.empty() || v.size() > 15) return Status::Error("must be an interface name, got '" + v + "'");
       c.master_ifname = v;

@@ -36,8 +36,14 @@ struct SiteConfig {
   std::string socket = "/run/autopard/autopard.sock";   // %n: the node's name
   std::vector<std::pair<std::string, std::string>> nccl_env;  // nccl_env=NAME=VALUE, repeatable
   std::string master_ifname;            // interface for rank 0's address (launcher); empty: route
-  int64_t master_port_base = 29500;     // MASTER_PORT = base + job_id % range
+  int64_t master_port_base = 29500;     // MASTER_PORT = base + (job_id + step_id) % range
   int64_t master_port_range = 2000;
+  // torchrun_env=all: every job's tasks get torchrun's variables, also jobs that use none of
+  // autopar's options; autopar (the default): only jobs that use autopar.
+  bool torchrun_env_all = false;
+  // on_autopard_missing=fail (the default): a task of a job whose options need autopard fails when
+  // its node's autopard does not answer; warn: it says so on stderr and runs unprotected.
+  bool fail_without_autopard = true;
   // calibration=PATH (docs/planner.md, "Calibration"): read when the arguments are parsed; plans
   // for a GPU type in it are calibrated. Empty path: no calibration.
   std::string calibration_path;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
+#include <set>
 
 namespace autopar {
 namespace {
@@ -33,6 +35,7 @@ TEST(TaskEnv, TorchrunVariables) {
   auto env = BuildTaskEnv(Task(), JobOptions{}, site);
   ASSERT_TRUE(env.ok()) << env.message();
   auto m = AsMap(env->set);
+  for (const auto& kv : env->torchrun) m.insert(kv);
   EXPECT_EQ(m["RANK"], "5");
   EXPECT_EQ(m["LOCAL_RANK"], "1");
   EXPECT_EQ(m["WORLD_SIZE"], "8");
@@ -57,6 +60,7 @@ TEST(TaskEnv, OptionsSocketAndNccl) {
   auto env = BuildTaskEnv(Task(), o, *site);
   ASSERT_TRUE(env.ok()) << env.message();
   auto m = AsMap(env->set);
+  for (const auto& kv : env->torchrun) m.insert(kv);
   EXPECT_EQ(m["AUTOPAR_CKPT_DIR"], "/scratch/alice/4242/node3/100%");
   EXPECT_EQ(m["AUTOPAR_CKPT_UPLOAD"], "s3://b/p");
   EXPECT_EQ(m["AUTOPAR_REQUEUE_ON_FAILURE"], "3");
@@ -76,22 +80,60 @@ TEST(TaskEnv, MasterIsTheFirstNodeOfTheStep) {
     t.step_nodelist = c.nodelist;
     auto env = BuildTaskEnv(t, JobOptions{}, SiteConfig{});
     ASSERT_TRUE(env.ok());
-    EXPECT_EQ(AsMap(env->set)["MASTER_ADDR"], c.master);
+    EXPECT_EQ(AsMap(env->torchrun)["MASTER_ADDR"], c.master);
   }
   TaskContext bad = Task();
   bad.step_nodelist = "node[1-";
   EXPECT_FALSE(BuildTaskEnv(bad, JobOptions{}, SiteConfig{}).ok());
 }
 
-TEST(TaskEnv, MasterPortIsDeterministicAndInRange) {
+TEST(TaskEnv, MasterPortIsDeterministicInRangeAndDistinctPerStep) {
   SiteConfig site;
   for (uint32_t job : {0u, 1u, 1999u, 2000u, 4294967295u}) {
-    int64_t p = DeterministicMasterPort(job, site);
-    EXPECT_EQ(p, DeterministicMasterPort(job, site));
+    int64_t p = DeterministicMasterPort(job, 0, site);
+    EXPECT_EQ(p, DeterministicMasterPort(job, 0, site));
     EXPECT_GE(p, 29500);
     EXPECT_LT(p, 31500);
+    // Concurrent steps of one job (ids 0, 1, 2, ... and the batch step) do not meet.
+    std::set<int64_t> ports;
+    for (uint32_t step : {0u, 1u, 2u, 3u, 0xfffffffbu}) {
+      const int64_t q = DeterministicMasterPort(job, step, site);
+      EXPECT_GE(q, 29500);
+      EXPECT_LT(q, 31500);
+      ports.insert(q);
+    }
+    EXPECT_EQ(ports.size(), 5u) << job;
   }
 }
 
+TEST(TaskEnv, UsesAutoparOnlyWithAnOption) {
+  EXPECT_FALSE(UsesAutopar(JobOptions{}));
+  JobOptions o;
+  o.ckpt_keep = 2;
+  EXPECT_TRUE(UsesAutopar(o));
+}
+
+TEST(TaskEnv, TheUsersOwnTorchrunValuesAreKeptAndAutoparsOwnReplaced) {
+  const EnvList torchrun = {{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"MASTER_PORT", "29777"}};
+  std::map<std::string, std::string> env;
+  auto current = [&](const std::string& name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+  // Nothing set yet: everything is set, and recorded.
+  EXPECT_EQ(TorchrunToSet(torchrun, current),
+            (EnvList{{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"MASTER_PORT", "29777"},
+                     {kTorchrunMarker, "RANK=3;WORLD_SIZE=8;MASTER_PORT=29777"}}));
+  // The batch step's values (recorded) in an srun step's task, and the user's own MASTER_PORT
+  // exported in the script: autopar's are replaced, the user's kept.
+  env = {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "12345"},
+         {kTorchrunMarker, "RANK=0;WORLD_SIZE=1;MASTER_PORT=29776"}};
+  EXPECT_EQ(TorchrunToSet(torchrun, current),
+            (EnvList{{"RANK", "3"}, {"WORLD_SIZE", "8"}, {kTorchrunMarker, "RANK=3;WORLD_SIZE=8"}}));
+  // Values from the submitting shell without a record of autopar's: the user's.
+  env = {{"RANK", "99"}};
+  EXPECT_EQ(TorchrunToSet(torchrun, current)[0], (std::pair<std::string, std::string>{"WORLD_SIZE", "8"}));
+}
 }  // namespace
 }  // namespace autopar

@@ -8,7 +8,9 @@ extern "C" {
 }
 
 #include <slurm/slurm.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@ extern "C" {
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -408,6 +411,59 @@ autopar::Status WriteDeepSpeedConfig(const autopar::TaskContext& task, autopar::
   return autopar::Status::Ok();
 }
 
+// Whether the node's autopard accepts a connection on `socket`, trying for up to `wait_ms` (a
+// daemon restarting is back within a second or two). Error: why the last try failed.
+Status ProbeAutopard(const std::string& socket, int wait_ms) {
+  sockaddr_un addr{};
+  if (socket.size() >= sizeof addr.sun_path) return Status::Error("the path is too long");
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, socket.c_str(), socket.size() + 1);
+  std::string why;
+  for (int waited = 0;; waited += 250) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Status::Error(std::string("socket: ") + std::strerror(errno));
+    const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+    why = rc == 0 ? "" : std::strerror(errno);
+    ::close(fd);
+    if (rc == 0) return Status::Ok();
+    if (waited >= wait_ms) break;
+    ::usleep(250 * 1000);
+  }
+  return Status::Error(why);
+}
+
+// A job whose options need autopard must not run without it unnoticed: its task fails (or, with
+// on_autopard_missing=warn, says so) when the node's autopard does not answer.
+// `given`: the job's own options (named in the message); `resolved`: with the site's defaults.
+int CheckAutopard(const autopar::JobOptions& given, const autopar::JobOptions& resolved,
+                  const autopar::TaskContext& task, const SiteConfig& site) {
+  std::vector<std::string> needs = autopar::OptionsNeedingAutopard(resolved);
+  if (needs.empty()) return 0;
+  if (auto own = autopar::OptionsNeedingAutopard(given); !own.empty()) needs = own;
+  const std::string socket = autopar::SocketPathForNode(site, task.node_name);
+  Status up = ProbeAutopard(socket, 5000);
+  if (up.ok()) return 0;
+  std::string names;
+  for (const auto& n : needs) names += (names.empty() ? "" : ", ") + n;
+  const std::string message = task.node_name + ": autopard does not answer on " + socket + " (" +
+                              up.message() + "); " + names + " need" +
+                              (needs.size() == 1 ? "s" : "") + " it";
+  if (site.fail_without_autopard) {
+    return Fail(message + " (plugstack on_autopard_missing=fail)");
+  }
+  slurm_error("autopar: warning: %s: the job runs without them (on_autopard_missing=warn)",
+              message.c_str());
+  return 0;
+}
+
+int SetAll(spank_t sp, const autopar::EnvList& env) {
+  for (const auto& [name, value] : env) {
+    spank_err_t rc = spank_setenv(sp, name.c_str(), value.c_str(), 1);
+    if (rc != ESPANK_SUCCESS) return Fail("cannot set " + name + ": " + spank_strerror(rc));
+  }
+  return 0;
+}
+
 int TaskInit(spank_t sp) {
   PluginState& st = State();
   // Errors from user_init do not reach srun's terminal (pyxis works around the same Slurm
@@ -416,14 +472,26 @@ int TaskInit(spank_t sp) {
   if (!st.site_error.empty()) return 0;  // a job without autopar's options: untouched
   auto resolved = autopar::ResolveOptions(st.user, st.site);
   if (!resolved.ok()) return Fail(resolved.message());
+  const bool uses = autopar::UsesAutopar(*resolved);
+  // A job that uses none of autopar's options is untouched: not one variable changes, unless the
+  // site gives every job torchrun's variables (torchrun_env=all).
+  if (!uses && !st.site.torchrun_env_all) return 0;
   auto task = autopar::spank::ReadTaskContext(sp);
   if (!task.ok()) return Fail(task.message());
+  auto current = [sp](const std::string& name) -> std::optional<std::string> {
+    std::string v = autopar::spank::JobGetenv(sp, name.c_str());
+    if (v.empty()) return std::nullopt;
+    return v;
+  };
+  if (!uses) return SetAll(sp, autopar::TorchrunToSet(autopar::TorchrunEnv(*task, st.site), current));
+  if (int rc = CheckAutopard(st.user, *resolved, *task, st.site); rc != 0) return rc;
   auto env = autopar::BuildTaskEnv(*task, *resolved, st.site);
   if (!env.ok()) return Fail(env.message());
   auto plan_env = TaskPlanEnv(sp, *resolved, *task);
   if (!plan_env.ok()) return Fail(plan_env.message());
   if (autopar::Status s = WriteDeepSpeedConfig(*task, *plan_env); !s.ok()) return Fail(s.message());
   env->set.insert(env->set.end(), plan_env->begin(), plan_env->end());
+  const autopar::EnvList torchrun = autopar::TorchrunToSet(env->torchrun, current);
   // AUTOPAR_* values that the job does not set now are stale (copied from the submitting shell,
   // e.g. from inside another job): remove them so that the launcher and the program see only this
   // job's truth.
@@ -434,16 +502,14 @@ int TaskInit(spank_t sp) {
       const std::string entry(*e);
       const std::string name = entry.substr(0, entry.find('='));
       if (name.rfind("AUTOPAR_", 0) != 0) continue;
-      bool ours = false;
+      bool ours = name == autopar::kTorchrunMarker;
       for (const auto& kv : env->set) ours = ours || kv.first == name;
       if (!ours) stale.push_back(name);
     }
     for (const std::string& name : stale) spank_unsetenv(sp, name.c_str());
   }
-  for (const auto& [name, value] : env->set) {
-    spank_err_t rc = spank_setenv(sp, name.c_str(), value.c_str(), 1);
-    if (rc != ESPANK_SUCCESS) return Fail("cannot set " + name + ": " + spank_strerror(rc));
-  }
+  if (int rc = SetAll(sp, env->set); rc != 0) return rc;
+  if (int rc = SetAll(sp, torchrun); rc != 0) return rc;
   for (const auto& [name, value] : env->unless_present) {
     spank_err_t rc = spank_setenv(sp, name.c_str(), value.c_str(), 0);
     if (rc != ESPANK_SUCCESS && rc != ESPANK_ENV_EXISTS)

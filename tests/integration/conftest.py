@@ -139,3 +139,30 @@ def metric_samples(text: str) -> dict:
 def metric(samples: dict, name: str, **labels) -> float:
     """One sample's value (0 when absent: a counter not yet seen)."""
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+@pytest.fixture
+def cluster_plugstack():
+    """The cluster's own plugstack.conf (every node's and submit host's), rewritten by the test
+    and put back afterwards; yields a function that writes the autopar line with its kind
+    (required/optional) and arguments."""
+    conf = slurm_conf().read_text()
+    path = Path(re.search(r"^PlugStackConfig=(\S+)", conf, re.M).group(1))
+    saved = path.read_text()
+    line = next(l for l in saved.splitlines() if "autopar" in l and not l.startswith("#"))
+    plugin, args = line.split()[1], line.split()[2:]
+
+    def write(kind, replace, extra=()):
+        """kind None: no autopar line at all."""
+        new_args = [replace.get(a, a) for a in args] + list(extra)
+        path.write_text(f"{kind} {plugin} {' '.join(new_args)}\n" if kind else "# none\n")
+
+    yield write, args
+    path.write_text(saved)
+
+
+def restart_node(node):
+    port = re.search(r"^SlurmctldPort=(\d+)", slurm_conf().read_text(), re.M).group(1)
+    env = {"AUTOPAR_CLUSTER_DIR": str(slurm_conf().parent.parent), "AUTOPAR_CLUSTER_PORT_BASE": port}
+    for script in ("kill-node.sh", "revive-node.sh"):
+        run([str(SOURCE_DIR / "tests" / "cluster" / script), node], env=env, timeout=180, check=True)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (PYTHON, SOURCE_DIR, env_lines, job_ids, run, sbatch, slurm_conf, wait_job)
+from conftest import (PYTHON, SOURCE_DIR, env_lines, job_ids, restart_node, run, sbatch, slurm_conf,
+                      wait_job)
 
 OPTIONS = ["--auto-parallel", "--model", "--gpu-type", "--global-batch", "--seq-len", "--ckpt-dir",
            "--ckpt-upload", "--ckpt-keep", "--requeue-on-failure", "--heartbeat-timeout",
@@ -106,17 +107,110 @@ def test_srun_flags_four_nodes_two_tasks_each():
         assert r["ckpt_dir"].startswith("/tmp/autopar/root/")
 
 
-def test_stale_torchrun_values_from_the_submit_shell_are_replaced():
-    p = run(["srun", "-N2", "--ntasks-per-node=1", "bash", "-c", PRINT_ENV],
-            env={"RANK": "99", "WORLD_SIZE": "99", "MASTER_ADDR": "elsewhere"}, check=True)
-    check_torchrun_env(env_lines(p.stdout), nodes=2, per_node=1)
+def test_the_users_own_torchrun_values_win_and_autopars_own_are_replaced(tmp_path):
+    # Values the user exported (in the submitting shell, in the batch script) are kept; those the
+    # plugin set in the batch step are replaced in the job's srun steps with each task's own.
+    p = run(["srun", "-N2", "--ntasks-per-node=1", "--model=7B", "bash", "-c", PRINT_ENV],
+            env={"MASTER_PORT": "23456"}, check=True)
+    rows = env_lines(p.stdout)
+    assert {r["master"].split(":")[1] for r in rows} == {"23456"}, rows
+    assert sorted(r["rank"] for r in rows) == ["0", "1"] and {r["world"] for r in rows} == {"2"}
+    script = f"""#!/bin/bash
+#SBATCH -N2 --ntasks-per-node=2 --model=7B -o out.txt
+echo BATCH rank=$RANK world=$WORLD_SIZE
+export MASTER_ADDR=my-own-host
+srun bash -c '{PRINT_ENV}'
+"""
+    jid = sbatch(script, tmp_path)
+    assert wait_job(jid) == "COMPLETED"
+    out = (tmp_path / "out.txt").read_text()
+    assert [r["rank"] for r in env_lines(out, "BATCH")] == ["0"]
+    rows = env_lines(out)
+    assert {r["master"].split(":")[0] for r in rows} == {"my-own-host"}, rows
+    assert sorted(int(r["rank"]) for r in rows) == [0, 1, 2, 3] and {r["world"] for r in rows} == {"4"}
+
+
+def test_concurrent_steps_of_one_job_get_distinct_ports(tmp_path):
+    script = f"""#!/bin/bash
+#SBATCH -N2 --ntasks-per-node=1 --model=7B -o out.txt
+for s in 1 2 3; do
+  srun -N1 -n1 --exact bash -c 'echo PORT port=$MASTER_PORT step=$SLURM_STEP_ID' &
+done
+wait
+"""
+    jid = sbatch(script, tmp_path)
+    assert wait_job(jid) == "COMPLETED"
+    rows = env_lines((tmp_path / "out.txt").read_text(), "PORT")
+    assert len(rows) == 3 and len({r["step"] for r in rows}) == 3, rows
+    assert len({r["port"] for r in rows}) == 3, rows
+
+
+VOLATILE = {"SLURM_JOBID", "SLURM_JOB_ID", "SLURM_SRUN_COMM_PORT", "SLURM_STEP_LAUNCHER_PORT",
+            "SLURM_TASK_PID", "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME", "SLURM_STEP_ID",
+            "SLURM_STEPID", "SLURM_SUBMIT_DIR", "PWD", "OLDPWD", "SHLVL", "_"}
+
+
+def task_envs(work: Path, jid: str, tag: str) -> dict:
+    """The `env` each task of job `jid` wrote to WORK/JID-TAG-PROCID.env, less what differs from
+    one job to the next: {procid: {name: value}}."""
+    out = {}
+    for f in sorted(work.glob(f"{jid}-{tag}-*.env")):
+        env = dict(line.split("=", 1) for line in f.read_text().replace(jid, "JOB").splitlines()
+                   if "=" in line)
+        out[f.stem.rsplit("-", 1)[1]] = {k: v for k, v in env.items() if k not in VOLATILE}
+    return out
+
+
+def test_a_job_without_autopars_options_sees_no_change_from_the_plugin(cluster_plugstack, tmp_path):
+    """Every variable of a plain job's tasks (a batch script and an srun step of 2 nodes x 2 tasks)
+    is the same with the plugin in the cluster's plugstack.conf as without it (the default
+    torchrun_env=autopar); with torchrun_env=all the tasks get torchrun's variables, and a plain
+    srun python DDP run trains like one process."""
+    write, _ = cluster_plugstack
+    dump = f"bash -c 'env > {tmp_path}/$SLURM_JOB_ID-$0-$SLURM_PROCID.env'"
+    script = f"""#!/bin/bash
+#SBATCH -N2 -w node[1-2] --ntasks-per-node=2 -o /dev/null
+{dump} batch
+srun {dump} step
+"""
+
+    def one_job():
+        jid = sbatch(script, tmp_path)
+        assert wait_job(jid) == "COMPLETED"
+        return task_envs(tmp_path, jid, "batch"), task_envs(tmp_path, jid, "step")
+
+    with_plugin = one_job()
+    write(None, {})  # no autopar line at all
+    without = one_job()
+    assert len(with_plugin[1]) == 4
+    for kind, a, b in (("batch", with_plugin[0], without[0]), ("step", with_plugin[1], without[1])):
+        for task in a.keys() | b.keys():
+            x, y = a.get(task, {}), b.get(task, {})
+            differ = {k: (x.get(k), y.get(k)) for k in x.keys() | y.keys() if x.get(k) != y.get(k)}
+            assert not differ, f"{kind} task {task}: (with, without) the plugin: {differ}"
+    assert "RANK" not in with_plugin[1]["0"] and "AUTOPAR_SOCKET" not in with_plugin[1]["0"]
+    write("required", {}, extra=["torchrun_env=all"])
+    _, step = one_job()
+    assert {p: (e["RANK"], e["WORLD_SIZE"]) for p, e in step.items()} == \
+        {"0": ("0", "4"), "1": ("1", "4"), "2": ("2", "4"), "3": ("3", "4")}
+    autopar_vars = lambda env: {k for k in env if k.startswith("AUTOPAR_")}  # noqa: E731
+    assert autopar_vars(step["0"]) == autopar_vars(without[1]["0"]) | {"AUTOPAR_TORCHRUN_ENV"}
+    train = SOURCE_DIR / "etc" / "examples" / "train_ddp.py"
+    p = run(["srun", "-N4", "--ntasks-per-node=2", PYTHON, str(train), "--steps", "20"],
+            timeout=240, check=True)
+    dist = re.search(r"final loss (\S+)", p.stdout).group(1)
+    single = run([PYTHON, str(train), "--steps", "20"], timeout=240, check=True,
+                 env={"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                      "MASTER_PORT": "29399"})
+    assert re.search(r"final loss (\S+)", single.stdout).group(1) == dist
+    assert "train: 8 ranks on 4 nodes, master node1:" in p.stdout
 
 
 def test_site_nccl_default_and_the_users_own_value_wins():
-    p = run(["srun", "-N1", "-n1", "bash", "-c", PRINT_ENV], check=True)
+    p = run(["srun", "-N1", "-n1", "--model=7B", "bash", "-c", PRINT_ENV], check=True)
     assert env_lines(p.stdout)[0]["nccl_if"] == "lo"  # nccl_env=NCCL_SOCKET_IFNAME=lo (test cluster)
-    p = run(["srun", "-N1", "-n1", "bash", "-c", PRINT_ENV], env={"NCCL_SOCKET_IFNAME": "mine"},
-            check=True)
+    p = run(["srun", "-N1", "-n1", "--model=7B", "bash", "-c", PRINT_ENV],
+            env={"NCCL_SOCKET_IFNAME": "mine"}, check=True)
     assert env_lines(p.stdout)[0]["nccl_if"] == "mine"
 
 
@@ -256,50 +350,12 @@ def test_bad_plugstack_argument_is_one_clear_error(tmp_path, args, message):
     assert wait_job(plain.stdout.strip().split(";")[0]) == "COMPLETED"
 
 
-def test_plain_srun_python_ddp_trains_like_one_process(tmp_path):
-    train = SOURCE_DIR / "etc" / "examples" / "train_ddp.py"
-    p = run(["srun", "-N4", "--ntasks-per-node=2", PYTHON, str(train), "--steps", "20"],
-            timeout=240, check=True)
-    dist = re.search(r"final loss (\S+)", p.stdout).group(1)
-    single = run([PYTHON, str(train), "--steps", "20"], timeout=240, check=True,
-                 env={"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-                      "MASTER_PORT": "29399"})
-    assert re.search(r"final loss (\S+)", single.stdout).group(1) == dist
-    assert "train: 8 ranks on 4 nodes, master node1:" in p.stdout
-
-
 def test_stale_autopar_values_from_the_submit_shell_are_removed():
     p = run(["srun", "-N1", "-n1", "--model=7B", "bash", "-c",
              "echo STALE upload=${AUTOPAR_CKPT_UPLOAD:-unset} plan=${AUTOPAR_PLAN_JSON:-unset} "
              "model=$AUTOPAR_MODEL"],
             env={"AUTOPAR_CKPT_UPLOAD": "s3://old-job/x", "AUTOPAR_PLAN_JSON": "{}"}, check=True)
     assert env_lines(p.stdout, "STALE") == [{"upload": "unset", "plan": "unset", "model": "7B"}]
-
-
-@pytest.fixture
-def cluster_plugstack():
-    """The cluster's own plugstack.conf (every node's and submit host's), rewritten by the test
-    and put back afterwards; yields a function that writes the autopar line with its kind
-    (required/optional) and arguments."""
-    conf = slurm_conf().read_text()
-    path = Path(re.search(r"^PlugStackConfig=(\S+)", conf, re.M).group(1))
-    saved = path.read_text()
-    line = next(l for l in saved.splitlines() if "autopar" in l and not l.startswith("#"))
-    plugin, args = line.split()[1], line.split()[2:]
-
-    def write(kind, replace):
-        new_args = [replace.get(a, a) for a in args]
-        path.write_text(f"{kind} {plugin} {' '.join(new_args)}\n")
-
-    yield write, args
-    path.write_text(saved)
-
-
-def restart_node(node):
-    port = re.search(r"^SlurmctldPort=(\d+)", slurm_conf().read_text(), re.M).group(1)
-    env = {"AUTOPAR_CLUSTER_DIR": str(slurm_conf().parent.parent), "AUTOPAR_CLUSTER_PORT_BASE": port}
-    for script in ("kill-node.sh", "revive-node.sh"):
-        run([str(SOURCE_DIR / "tests" / "cluster" / script), node], env=env, timeout=180, check=True)
 
 
 @pytest.mark.parametrize("kind", ["required", "optional"])

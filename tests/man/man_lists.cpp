@@ -50,6 +50,8 @@ bool PrintTaskEnv() {
     return false;
   }
   for (const auto& kv : env->set) names.insert(kv.first);
+  for (const auto& kv : env->torchrun) names.insert(kv.first);
+  names.insert(kTorchrunMarker);  // TorchrunToSet's record of what autopar set
   // A pipelined plan, so that every plan variable (AUTOPAR_STAGE_LAYERS too) is there.
   JobOptions planned;
   planned.auto_parallel = ParallelSpec{};
