@@ -135,9 +135,19 @@ int Fail(const char* cmd, const std::string& message, int code) {
   return code;
 }
 
+// The job's environment as these commands read it: the socket is --socket's (which defaults to
+// AUTOPAR_SOCKET, then the built-in path), so that a job whose options do not need autopard (the
+// plugin sets nothing in it) can still name the node's socket.
+GetEnv EnvWithSocket(const std::string& socket) {
+  return [socket](const char* k) -> const char* {
+    if (std::strcmp(k, "AUTOPAR_SOCKET") == 0) return socket.c_str();
+    return std::getenv(k);
+  };
+}
+
 int Commit(const Args& a) {
   if (a.step < 0) return Fail("ckpt commit", "--step: required", 2);
-  auto job = JobCkptEnvFrom([](const char* k) { return std::getenv(k); });
+  auto job = JobCkptEnvFrom(EnvWithSocket(a.socket));
   if (!job) return Fail("ckpt commit", job.message(), 2);
   if (a.rank >= 0) job->rank = a.rank;
   if (!a.socket.empty()) job->socket = a.socket;
@@ -265,7 +275,7 @@ int RunHeartbeatCommand(int argc, char** argv) {
     return Fail("heartbeat", "unexpected argument '" + args->positional[0] + "'", 2);
   }
   if (args->step < 0) return Fail("heartbeat", "--step: required", 2);
-  auto job = JobTaskEnvFrom([](const char* k) { return std::getenv(k); });
+  auto job = JobTaskEnvFrom(EnvWithSocket(args->socket));
   if (!job) return Fail("heartbeat", job.message(), 2);
   if (args->rank >= 0) job->rank = args->rank;
   job->socket = args->socket;
