@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "commands.h"
+#include "core/proto/protocol.h"
 
 namespace {
 
@@ -28,7 +29,8 @@ const Subcommand kSubcommands[] = {
 void Usage(std::FILE* out) {
   (void)std::fprintf(out, "usage: autopar <command> [options]\n\ncommands:\n");
   for (const auto& s : kSubcommands) (void)std::fprintf(out, "  %-15s %s\n", s.name, s.summary);
-  (void)std::fprintf(out, "\n'autopar <command> --help' describes a command's options.\n");
+  (void)std::fprintf(out, "\n'autopar <command> --help' describes a command's options; "
+                          "'autopar --version' prints the release.\n");
 }
 
 }  // namespace
@@ -42,6 +44,10 @@ int main(int argc, char** argv) {
   if (std::strcmp(name, "--help") == 0 || std::strcmp(name, "-h") == 0 ||
       std::strcmp(name, "help") == 0) {
     Usage(stdout);
+    return 0;
+  }
+  if (std::strcmp(name, "--version") == 0 || std::strcmp(name, "-V") == 0) {
+    (void)std::printf("autopar %s (protocol %d)\n", AUTOPAR_VERSION, autopar::kProtocolVersion);
     return 0;
   }
   for (const auto& s : kSubcommands) {

@@ -435,8 +435,9 @@ Status ProbeAutopard(const std::string& socket, int wait_ms) {
 // A job whose options need autopard must not run without it unnoticed: its task fails (or, with
 // on_autopard_missing=warn, says so) when the node's autopard does not answer.
 // `given`: the job's own options (named in the message); `resolved`: with the site's defaults.
+// `absent`: set when the job runs on without autopard (warn).
 int CheckAutopard(const autopar::JobOptions& given, const autopar::JobOptions& resolved,
-                  const autopar::TaskContext& task, const SiteConfig& site) {
+                  const autopar::TaskContext& task, const SiteConfig& site, bool* absent) {
   std::vector<std::string> needs = autopar::OptionsNeedingAutopard(resolved);
   if (needs.empty()) return 0;
   if (auto own = autopar::OptionsNeedingAutopard(given); !own.empty()) needs = own;
@@ -453,6 +454,7 @@ int CheckAutopard(const autopar::JobOptions& given, const autopar::JobOptions& r
   }
   slurm_error("autopar: warning: %s: the job runs without them (on_autopard_missing=warn)",
               message.c_str());
+  *absent = true;
   return 0;
 }
 
@@ -484,9 +486,12 @@ int TaskInit(spank_t sp) {
     return v;
   };
   if (!uses) return SetAll(sp, autopar::TorchrunToSet(autopar::TorchrunEnv(*task, st.site), current));
-  if (int rc = CheckAutopard(st.user, *resolved, *task, st.site); rc != 0) return rc;
+  bool no_autopard = false;
+  if (int rc = CheckAutopard(st.user, *resolved, *task, st.site, &no_autopard); rc != 0) return rc;
   auto env = autopar::BuildTaskEnv(*task, *resolved, st.site);
   if (!env.ok()) return Fail(env.message());
+  // Without autopard (warn) its clients fail at once instead of waiting for it to come back.
+  if (no_autopard) env->set.emplace_back("AUTOPAR_DAEMON_RETRY_S", "0");
   auto plan_env = TaskPlanEnv(sp, *resolved, *task);
   if (!plan_env.ok()) return Fail(plan_env.message());
   if (autopar::Status s = WriteDeepSpeedConfig(*task, *plan_env); !s.ok()) return Fail(s.message());

@@ -5,10 +5,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "core/proto/proto_client.h"
 
@@ -49,11 +52,16 @@ bool WaitFor(int fd, short events, Clock::time_point deadline) {
   }
 }
 
-}  // namespace
 
-Result<Reply> CallDaemon(const std::string& socket_path, const Request& request, int timeout_ms) {
+// Why an attempt failed, for the retry decision.
+enum class Failure { kNone, kNotListening, kClosedBeforeReply, kOther };
+
+// One connection: connect, send, read the reply line. `failure` says whether the daemon was not
+// there (nothing was sent) or went away with the request (it may have been handled).
+Result<Reply> CallOnce(const std::string& socket_path, const Request& request, int timeout_ms,
+                       Failure* failure) {
   const std::string where = Where(socket_path);
-  if (Status st = ValidateRequest(request); !st) return st;
+  *failure = Failure::kOther;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.empty()) return Status::Error("autopard: no socket path (AUTOPAR_SOCKET is not set)");
@@ -74,9 +82,11 @@ Result<Reply> CallDaemon(const std::string& socket_path, const Request& request,
       socklen_t len = sizeof(err);
       getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
       if (err != 0) {
+        if (err == ECONNREFUSED || err == ENOENT) *failure = Failure::kNotListening;
         return Status::Error(where + ": connect: " + std::strerror(err) + " (is autopard running?)");
       }
     } else {
+      if (errno == ECONNREFUSED || errno == ENOENT) *failure = Failure::kNotListening;
       return Status::Error(where + ": connect: " + std::strerror(errno) + " (is autopard running?)");
     }
   }
@@ -91,6 +101,7 @@ Result<Reply> CallDaemon(const std::string& socket_path, const Request& request,
         return Status::Error(where + ": send: timed out after " + std::to_string(timeout_ms) + " ms");
       }
     } else {
+      if (errno == EPIPE || errno == ECONNRESET) *failure = Failure::kClosedBeforeReply;
       return Status::Error(where + ": send: " + std::strerror(errno));
     }
   }
@@ -98,12 +109,16 @@ Result<Reply> CallDaemon(const std::string& socket_path, const Request& request,
   char buf[65536];
   for (;;) {
     size_t nl = in.find('\n');
-    if (nl != std::string::npos) return DecodeReply(request.op, std::string_view(in).substr(0, nl));
+    if (nl != std::string::npos) {
+      *failure = Failure::kNone;
+      return DecodeReply(request.op, std::string_view(in).substr(0, nl));
+    }
     if (in.size() > kMaxLineBytes) return Status::Error(where + ": reply longer than the limit");
     ssize_t n = recv(fd.get(), buf, sizeof(buf), 0);
     if (n > 0) {
       in.append(buf, static_cast<size_t>(n));
-    } else if (n == 0) {
+    } else if (n == 0 || errno == ECONNRESET) {
+      *failure = Failure::kClosedBeforeReply;
       return Status::Error(where + ": connection closed before the reply");
     } else if (errno == EAGAIN || errno == EINTR) {
       if (!WaitFor(fd.get(), POLLIN, deadline)) {
@@ -112,6 +127,50 @@ Result<Reply> CallDaemon(const std::string& socket_path, const Request& request,
     } else {
       return Status::Error(where + ": recv: " + std::strerror(errno));
     }
+  }
+}
+
+// Requests that may be sent again when the daemon went away after taking them: a commit is
+// recorded once per (job, step, rank, target), a heartbeat or a query changes nothing twice. An
+// event would be journalled twice and a recover request decided twice: those are repeated only
+// when they never reached the daemon.
+bool SafeToRepeat(Op op) {
+  return op == Op::kCommit || op == Op::kRestore || op == Op::kLs || op == Op::kStatus ||
+         op == Op::kHeartbeat || op == Op::kEvents;
+}
+
+}  // namespace
+
+int DaemonRetryMs(const GetEnv& getenv) {
+  const char* v = getenv("AUTOPAR_DAEMON_RETRY_S");
+  if (v == nullptr || *v == '\0') return kDefaultDaemonRetryMs;
+  char* end = nullptr;
+  const long s = std::strtol(v, &end, 10);
+  if (*end != '\0' || s < 0) return kDefaultDaemonRetryMs;
+  return static_cast<int>(std::min<long>(s, 3600) * 1000);
+}
+
+Result<Reply> CallDaemon(const std::string& socket_path, const Request& request, int timeout_ms,
+                         int retry_ms) {
+  if (Status st = ValidateRequest(request); !st) return st;
+  const auto give_up = Clock::now() + std::chrono::milliseconds(retry_ms);
+  auto pause = std::chrono::milliseconds(100);
+  for (int attempt = 1;; ++attempt) {
+    Failure failure = Failure::kOther;
+    auto reply = CallOnce(socket_path, request, timeout_ms, &failure);
+    const bool again = failure == Failure::kNotListening ||
+                       (failure == Failure::kClosedBeforeReply && SafeToRepeat(request.op));
+    if (reply.ok() || !again || Clock::now() + pause > give_up) {
+      if (!reply.ok() && attempt > 1) {
+        char over[32];
+        std::snprintf(over, sizeof over, "%.1f", retry_ms / 1000.0);
+        return Status::Error(reply.message() + " (tried " + std::to_string(attempt) + " times over " +
+                             over + " s)");
+      }
+      return reply;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(1000));
   }
 }
 

@@ -152,7 +152,7 @@ TEST(ClientTest, SilentDaemonTimesOut) {
 TEST(ClientTest, MissingDaemonAndEnvironmentAreNamed) {
   Request r;
   r.op = Op::kStatus;
-  auto reply = CallDaemon("/nonexistent/autopard.sock", r, 100);
+  auto reply = CallDaemon("/nonexistent/autopard.sock", r, 100, /*retry_ms=*/0);
   ASSERT_FALSE(reply.ok());
   EXPECT_NE(reply.message().find("autopard (/nonexistent/autopard.sock): connect:"), std::string::npos);
   auto job = JobCkptEnvFrom([](const char* k) -> const char* {
@@ -167,6 +167,103 @@ TEST(ClientTest, MissingDaemonAndEnvironmentAreNamed) {
   ASSERT_FALSE(task.ok());
   EXPECT_NE(task.message().find("AUTOPAR_SOCKET is not set"), std::string::npos) << task.message();
   EXPECT_EQ(RankStepDir("/ck/", 5, 2), "/ck/step-5/rank-2");
+}
+
+// A daemon that starts listening `delay` after the test begins (an autopard restarting), answers
+// one request with `reply`, and records it.
+class LateDaemon {
+ public:
+  LateDaemon(std::chrono::milliseconds delay, std::string reply) {
+    char tmpl[] = "/tmp/autopar-client-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    path_ = dir_ + "/s.sock";
+    thread_ = std::thread([this, delay, reply] {
+      std::this_thread::sleep_for(delay);
+      int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+      sockaddr_un addr{};
+      addr.sun_family = AF_UNIX;
+      std::strcpy(addr.sun_path, path_.c_str());
+      if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 4) != 0) return;
+      int c = accept(fd, nullptr, nullptr);
+      char buf[4096];
+      std::string in;
+      while (c >= 0 && in.find('\n') == std::string::npos) {
+        ssize_t n = read(c, buf, sizeof(buf));
+        if (n <= 0) break;
+        in.append(buf, static_cast<size_t>(n));
+      }
+      (void)!write(c, reply.data(), reply.size());
+      close(c);
+      close(fd);
+    });
+  }
+  ~LateDaemon() {
+    thread_.join();
+    unlink(path_.c_str());
+    rmdir(dir_.c_str());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string dir_, path_;
+  std::thread thread_;
+};
+
+TEST(ClientTest, ARestartingDaemonIsWaitedForWithinTheRetryTime) {
+  LateDaemon daemon(std::chrono::milliseconds(600), "{\"ok\":true,\"uploads\":[]}\n");
+  Request r;
+  r.op = Op::kStatus;
+  const auto start = std::chrono::steady_clock::now();
+  auto reply = CallDaemon(daemon.path(), r, 1000, /*retry_ms=*/10000);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(reply.ok()) << reply.message();
+  EXPECT_TRUE(reply->status.ok());
+  EXPECT_GE(ms, 550);
+}
+
+TEST(ClientTest, ADaemonThatStaysAwayIsAnErrorAfterTheRetryTime) {
+  Request r;
+  r.op = Op::kStatus;
+  const auto start = std::chrono::steady_clock::now();
+  auto reply = CallDaemon("/nonexistent/autopard.sock", r, 100, /*retry_ms=*/700);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(reply.ok());
+  EXPECT_NE(reply.message().find("connect: No such file or directory"), std::string::npos) << reply.message();
+  EXPECT_NE(reply.message().find("times over 0.7 s)"), std::string::npos) << reply.message();
+  EXPECT_GE(ms, 300);
+  EXPECT_LT(ms, 5000);
+}
+
+TEST(ClientTest, RetryTimeComesFromTheEnvironment) {
+  auto env = [](const char* value) {
+    return [value](const char* name) -> const char* {
+      return std::string(name) == "AUTOPAR_DAEMON_RETRY_S" ? value : nullptr;
+    };
+  };
+  EXPECT_EQ(DaemonRetryMs(env(nullptr)), kDefaultDaemonRetryMs);
+  EXPECT_EQ(DaemonRetryMs(env("0")), 0);
+  EXPECT_EQ(DaemonRetryMs(env("5")), 5000);
+  EXPECT_EQ(DaemonRetryMs(env("-1")), kDefaultDaemonRetryMs);
+  EXPECT_EQ(DaemonRetryMs(env("soon")), kDefaultDaemonRetryMs);
+}
+
+TEST(ClientTest, AnEventIsNotSentTwice) {
+  // The daemon takes the request and closes without a reply (it stopped while serving it): a
+  // heartbeat would be sent again, an event is not (it would be journalled twice).
+  FakeDaemon daemon([](const std::string&) { return std::string(); });
+  Request r;
+  r.op = Op::kEvent;
+  r.job_id = "7";
+  r.kind = "note";
+  r.rank = 0;
+  r.step = 1;
+  const auto start = std::chrono::steady_clock::now();
+  auto reply = CallDaemon(daemon.path(), r, 2000, /*retry_ms=*/10000);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(reply.ok());
+  EXPECT_NE(reply.message().find("connection closed before the reply"), std::string::npos) << reply.message();
+  EXPECT_EQ(reply.message().find("tried"), std::string::npos) << reply.message();
+  EXPECT_LT(ms, 1500);
 }
 
 // ---- the launcher's resume decision (DecideResume / RestoreDecided) ---------------------------

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <functional>
 #include <string>
@@ -22,17 +23,26 @@ namespace autopar {
 
 inline constexpr int kDefaultDaemonTimeoutMs = 10000;
 
+using GetEnv = std::function<const char*(const char*)>;
+
+// How long a call keeps trying while the node's autopard restarts (an upgrade, a crash that
+// systemd restarts within RestartSec): AUTOPAR_DAEMON_RETRY_S seconds, default 30, 0 for a single
+// attempt. A malformed value keeps the default.
+inline constexpr int kDefaultDaemonRetryMs = 30000;
+int DaemonRetryMs(const GetEnv& getenv = [](const char* name) { return std::getenv(name); });
+
 // Connects to `socket_path`, sends `request`, reads one reply line. The Result is an error when
 // the daemon cannot be reached or answers malformed JSON; a daemon's refusal is a Reply whose
-// status is the error.
+// status is the error. While the daemon is not there (its socket missing or refusing) the call
+// is tried again, after 0.1 s doubling up to 1 s, for up to `retry_ms`; so is one whose
+// connection closed before the reply, for requests safe to repeat (commit, restore, queries,
+// heartbeats). A slow daemon is not tried again: `timeout_ms` bounds each attempt.
 Result<Reply> CallDaemon(const std::string& socket_path, const Request& request,
-                         int timeout_ms = kDefaultDaemonTimeoutMs);
+                         int timeout_ms = kDefaultDaemonTimeoutMs, int retry_ms = DaemonRetryMs());
 
 // Like CallDaemon, but a refusal is also an error (the daemon's message).
 Result<Reply> CallDaemonOk(const std::string& socket_path, const Request& request,
                            int timeout_ms = kDefaultDaemonTimeoutMs);
-
-using GetEnv = std::function<const char*(const char*)>;
 
 // The checkpoint settings of the job the calling task belongs to, from its environment.
 struct JobCkptEnv {

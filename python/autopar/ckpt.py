@@ -79,27 +79,85 @@ def step_dir(step, create=True, rank_=None):
     return d
 
 
-def _call(request, timeout, path=None):
-    path = path or _require("AUTOPAR_SOCKET")
-    request = {"v": PROTOCOL_VERSION, **request}
-    line = (json.dumps(request, separators=(",", ":")) + "\n").encode()
+# Requests that may be sent again when autopard went away after taking them (a commit is recorded
+# once per job, step, rank and target; the others change nothing twice). An event or a recover
+# request is repeated only when it never reached autopard.
+_SAFE_TO_REPEAT = {"commit", "restore", "ls", "status", "heartbeat", "events"}
+
+
+class _NotListening(Exception):
+    """autopard's socket is missing or refuses connections: nothing was sent."""
+
+
+class _ClosedBeforeReply(Exception):
+    """The connection ended after the request was sent, before its reply."""
+
+
+def _retry_s():
+    """How long a call keeps trying while the node's autopard restarts: AUTOPAR_DAEMON_RETRY_S
+    (default 30, 0: one attempt), as the C++ clients."""
+    v = _env("AUTOPAR_DAEMON_RETRY_S")
+    try:
+        return min(max(int(v), 0), 3600) if v else 30
+    except ValueError:
+        return 30
+
+
+def _call_once(path, line, timeout):
     deadline = time.monotonic() + timeout
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout)
-            s.connect(path)
-            s.sendall(line)
+            try:
+                s.connect(path)
+            except (FileNotFoundError, ConnectionRefusedError) as e:
+                raise _NotListening(e.strerror) from None
+            try:
+                s.sendall(line)
+            except (BrokenPipeError, ConnectionResetError) as e:
+                raise _ClosedBeforeReply(e.strerror) from None
             buf = b""
             while b"\n" not in buf:
                 s.settimeout(max(0.001, deadline - time.monotonic()))
-                chunk = s.recv(65536)
+                try:
+                    chunk = s.recv(65536)
+                except ConnectionResetError:
+                    chunk = b""
                 if not chunk:
-                    raise AutoparError(f"autopard ({path}): connection closed before the reply")
+                    raise _ClosedBeforeReply("connection closed before the reply")
                 buf += chunk
     except socket.timeout:
         raise AutoparError(f"autopard ({path}): no reply within {timeout:g} s") from None
+    except (_NotListening, _ClosedBeforeReply):
+        raise
     except OSError as e:
         raise AutoparError(f"autopard ({path}): {e.strerror or e} (is autopard running?)") from None
+    return buf
+
+
+def _call(request, timeout, path=None):
+    """One request to the node's autopard. While autopard is not there (restarting), tried again
+    after 0.1 s doubling up to 1 s, for up to AUTOPAR_DAEMON_RETRY_S; so is a request safe to
+    repeat whose connection closed before the reply. `timeout` bounds each attempt."""
+    path = path or _require("AUTOPAR_SOCKET")
+    request = {"v": PROTOCOL_VERSION, **request}
+    line = (json.dumps(request, separators=(",", ":")) + "\n").encode()
+    give_up = time.monotonic() + _retry_s()
+    pause, attempt = 0.1, 0
+    while True:
+        attempt += 1
+        try:
+            buf = _call_once(path, line, timeout)
+            break
+        except _NotListening as e:
+            why, again = f"{e} (is autopard running?)", True
+        except _ClosedBeforeReply as e:
+            why, again = str(e), request.get("op") in _SAFE_TO_REPEAT
+        if not again or time.monotonic() + pause > give_up:
+            tried = f" (tried {attempt} times over {_retry_s()} s)" if attempt > 1 else ""
+            raise AutoparError(f"autopard ({path}): {why}{tried}")
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
     reply = json.loads(buf.split(b"\n", 1)[0])
     if not reply.get("ok"):
         raise AutoparError(reply.get("error", "autopard refused the request"))

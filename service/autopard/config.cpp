@@ -272,6 +272,13 @@ const ConfigKey kKeys[] = {
      [](DaemonConfig& c, const std::string& v) {
        return SetInteger(v, 1, 86400, &c.progress_interval_s);
      }},
+    {"log_level",
+     [](DaemonConfig& c, const std::string& v) -> Status {
+       auto level = ParseLogLevel(v);
+       if (!level) return level.status();
+       c.log_level = *level;
+       return Status::Ok();
+     }},
     {"metrics_listen",
      [](DaemonConfig& c, const std::string& v) {
        if (v.empty()) return Status::Ok();
@@ -328,6 +335,7 @@ Result<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::strin
       return Status::Error(where + key + ": unknown key (etc/autopard.conf lists every key)");
     }
     if (Status st = known->set(c, v); !st) return Status::Error(where + key + ": " + st.message());
+    c.given[key] = v;
   }
   if (c.journal_uri.rfind("s3://", 0) == 0 && c.s3.endpoint.empty()) {
     return Status::Error(origin + ": journal_uri: " + c.journal_uri + " needs s3_endpoint");
@@ -341,6 +349,24 @@ Result<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::strin
     return Status::Error(origin + ": s3_secret_key is set but s3_access_key is not");
   }
   return c;
+}
+
+ConfigChanges CompareForReload(const DaemonConfig& running, const DaemonConfig& fresh) {
+  static const std::set<std::string> kReloadable = {
+      "log_level",     "max_events_per_job", "max_event_bytes_per_job", "max_ranks_per_job",
+      "s3_endpoint",   "s3_region",          "s3_access_key",           "s3_secret_key",
+      "s3_session_token", "s3_sign_payload", "s3_verify_tls",           "s3_ca_file",
+      "s3_connect_timeout_ms", "s3_stall_timeout_s", "posix_fsync"};
+  ConfigChanges changes;
+  for (const ConfigKey& k : kKeys) {
+    auto a = running.given.find(k.name);
+    auto b = fresh.given.find(k.name);
+    const bool same = (a == running.given.end()) == (b == fresh.given.end()) &&
+                      (a == running.given.end() || a->second == b->second);
+    if (same) continue;
+    (kReloadable.count(k.name) ? changes.applied : changes.need_restart).emplace_back(k.name);
+  }
+  return changes;
 }
 
 std::vector<std::string> DaemonConfigKeys() {

@@ -11,11 +11,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "core/ckpt/ckpt_backoff.h"
 #include "autopar/status.h"
+#include "log.h"
 #include "service/storage/storage_backends.h"
 #include "state_db.h"
 
@@ -76,7 +78,21 @@ struct DaemonConfig {
   // objects) this many days after its last activity, once nothing of it is still needed
   // (Daemon::PruneState); 0 keeps every job forever.
   int state_keep_days = 14;
+  // Lines below this level are not logged (log.h); reloaded on SIGHUP.
+  LogLevel log_level = LogLevel::kInfo;
+  // Every key the file gave, with its text as written (CompareForReload).
+  std::map<std::string, std::string> given;
 };
+
+// What SIGHUP makes of a new configuration: the keys whose text changed, split into those a
+// running autopard takes at once (log_level, the per-job caps max_*_per_job, the storage
+// settings s3_* and posix_fsync) and those that need a restart (their old value stays in force).
+// Only key names: a value may be a secret.
+struct ConfigChanges {
+  std::vector<std::string> applied;
+  std::vector<std::string> need_restart;
+};
+ConfigChanges CompareForReload(const DaemonConfig& running, const DaemonConfig& fresh);
 
 // Parses the text of a configuration file; `origin` names it in errors
 // ("autopard.conf:7: part_size: must be between 5M and 5G, got '1k'").

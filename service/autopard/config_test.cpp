@@ -188,5 +188,25 @@ TEST(DaemonConfigTest, ByteSizes) {
   EXPECT_FALSE(ParseByteSize("M").ok());
 }
 
+TEST(ConfigReloadTest, ChangedKeysAreSplitIntoAppliedAndNeedingARestart) {
+  auto a = ParseDaemonConfig("socket = /run/a.sock\nlog_level = info\ns3_region = eu\n", "a");
+  auto b = ParseDaemonConfig("socket = /run/b.sock\nlog_level = debug\nposix_fsync = false\n", "b");
+  ASSERT_TRUE(a.ok()) << a.message();
+  ASSERT_TRUE(b.ok()) << b.message();
+  EXPECT_EQ(b->log_level, LogLevel::kDebug);
+  ConfigChanges c = CompareForReload(*a, *b);
+  // In the file's key order; a key removed (s3_region) is a change back to its default.
+  EXPECT_EQ(c.applied, (std::vector<std::string>{"s3_region", "posix_fsync", "log_level"}));
+  EXPECT_EQ(c.need_restart, std::vector<std::string>{"socket"});
+  EXPECT_TRUE(CompareForReload(*a, *a).applied.empty());
+  EXPECT_TRUE(CompareForReload(*a, *a).need_restart.empty());
+}
+
+TEST(ConfigReloadTest, ABadLogLevelIsNamed) {
+  auto c = ParseDaemonConfig("log_level = loud\n", "autopard.conf");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.message(), "autopard.conf:1: log_level: 'loud' is not a level (error, warning, notice, info, debug)");
+}
+
 }  // namespace
 }  // namespace autopar

@@ -1,6 +1,7 @@
 #include "daemon.h"
 
 #include <fcntl.h>
+#include <json/json.h>
 #include <poll.h>
 #include <pwd.h>
 #include <sys/resource.h>
@@ -20,17 +21,20 @@
 #include <system_error>
 #include <thread>
 
-#include <json/json.h>
-
 #include "core/ckpt/ckpt_layout.h"
 #include "core/ckpt/ckpt_store.h"
 #include "core/ckpt/ckpt_uri.h"
-#include "core/proto/proto_client.h"
 #include "core/failure/timeline.h"
+#include "core/proto/proto_client.h"
+#include "log.h"
 #include "service/user_access/user_fs.h"
 
 namespace autopar {
 namespace {
+
+JobQuotaLimits QuotaLimitsOf(const DaemonConfig& c) {
+  return JobQuotaLimits{c.max_events_per_job, c.max_event_bytes_per_job, c.max_ranks_per_job};
+}
 
 // AUTOPARD_TRACE_REQUESTS=1 (diagnosis, off by default): one stderr line per request, "autopard:
 // trace <op> at=<CLOCK_MONOTONIC us at the start>: <phase>=<us since the start> ...", the
@@ -100,8 +104,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
   d->db_ = std::move(*db);
   StateDb* state = d->db_.get();
   d->quota_ = std::make_unique<JobQuota>(
-      JobQuotaLimits{d->config_.max_events_per_job, d->config_.max_event_bytes_per_job,
-                     d->config_.max_ranks_per_job},
+      QuotaLimitsOf(d->config_),
       [state](const std::string& job) {
         JobQuota::Seed seed;
         if (auto u = state->UsageOf(job); u.ok()) {
@@ -119,6 +122,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
         if (!j.ok()) return 0;
         return std::max(j->max_ranks(), self->slurm_actions_->MaxStepTasks(job));
       });
+  d->effective_ = d->config_;
   d->auth_ = std::make_unique<Authorizer>(d->owners_.get(), PrivilegedUids(d->config_.slurm_user));
   d->stores_ = std::make_unique<StoreCache>(d->config_);
   Daemon* self = d.get();
@@ -198,7 +202,7 @@ Status Daemon::Journal(const JournalEvent& e, pid_t pid, bool own) {
   Status st = db_->AddEvent(e);
   if (!st) {
     if (!own) return st;
-    std::fprintf(stderr, "autopard: journal: %s\n", st.message().c_str());
+    Log(LogLevel::kError, "journal: %s", st.message().c_str());
   }
   if (own) metrics_->Observe(e);
   if (publisher_) publisher_->Changed(e.job_id);
@@ -230,7 +234,7 @@ Daemon::PruneSummary Daemon::PruneState(double now) {
   const double before = now - 86400.0 * config_.state_keep_days;
   auto jobs = db_->InactiveJobs(before);
   if (!jobs) {
-    std::fprintf(stderr, "autopard: state retention: %s\n", jobs.message().c_str());
+    Log(LogLevel::kWarning, "state retention: %s", jobs.message().c_str());
     return sum;
   }
   for (const auto& job : *jobs) {
@@ -264,20 +268,44 @@ Daemon::PruneSummary Daemon::PruneState(double now) {
     ++sum.jobs_kept;
     if (!r.ok()) {
       if (r.message() != "journal publication pending") {
-        std::fprintf(stderr, "autopard: state retention: %s\n", r.message().c_str());
+        Log(LogLevel::kWarning, "state retention: %s", r.message().c_str());
       }
     }
   }
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::fprintf(stderr,
-               "autopard: state retention: %d jobs pruned (%lld rows deleted), %d inactive jobs "
-               "kept (uploads or journal publication pending), in %.3f s (state_keep_days %d)\n",
-               sum.jobs_pruned, static_cast<long long>(sum.rows), sum.jobs_kept, sum.seconds,
-               config_.state_keep_days);
+  Log(LogLevel::kInfo,
+      "state retention: %d jobs pruned (%lld rows deleted), %d inactive jobs "
+      "kept (uploads or journal publication pending), in %.3f s (state_keep_days %d)",
+      sum.jobs_pruned, static_cast<long long>(sum.rows), sum.jobs_kept, sum.seconds,
+      config_.state_keep_days);
   return sum;
 }
 
-Status Daemon::Serve() {
+ConfigChanges Daemon::Reload(const DaemonConfig& fresh, const JobLimits& limits) {
+  std::lock_guard<std::mutex> lock(reload_mu_);
+  ConfigChanges changes = CompareForReload(effective_, fresh);
+  for (const std::string& key : changes.applied) {
+    auto given = fresh.given.find(key);
+    if (given == fresh.given.end()) {
+      effective_.given.erase(key);
+    } else {
+      effective_.given[key] = given->second;
+    }
+  }
+  effective_.log_level = fresh.log_level;
+  effective_.max_events_per_job = fresh.max_events_per_job;
+  effective_.max_event_bytes_per_job = fresh.max_event_bytes_per_job;
+  effective_.max_ranks_per_job = fresh.max_ranks_per_job;
+  effective_.s3 = fresh.s3;
+  effective_.posix = fresh.posix;
+  SetLogLevel(fresh.log_level);
+  quota_->SetLimits(QuotaLimitsOf(fresh));
+  stores_->Reconfigure(fresh.s3, fresh.posix);
+  if (failure_) failure_->SetLimits(limits);
+  return changes;
+}
+
+Status Daemon::Serve(const std::function<void()>& ready) {
   if (Status st = uploader_->ResumePending(); !st) return st;
   if (!heartbeat_flusher_.joinable()) {
     heartbeat_flusher_ = std::thread([this] {
@@ -287,7 +315,7 @@ Status Daemon::Serve() {
         l.unlock();
         Status st = db_->FlushHeartbeats();
         if (!st && st.message() != last_error) {
-          std::fprintf(stderr, "autopard: heartbeats: %s\n", st.message().c_str());
+          Log(LogLevel::kWarning, "heartbeats: %s", st.message().c_str());
         }
         last_error = st.message();
         l.lock();
@@ -332,21 +360,22 @@ Status Daemon::Serve() {
     close(lfd);
     return Status::Error("socket: listen: " + std::string(std::strerror(errno)));
   }
-  std::fprintf(stderr, "autopard: node %s serving on %s (state %s)\n", config_.node.c_str(),
-               path.c_str(), config_.state_dir.c_str());
+  Log(LogLevel::kNotice, "node %s serving on %s (state %s)", config_.node.c_str(), path.c_str(),
+      config_.state_dir.c_str());
   if (!config_.metrics_listen.empty() && metrics_server_.port() == 0) {
     // Checkpoints and recovery matter more than metrics: a listener that cannot start is one
     // line in the log, not a node without autopard.
     auto address = ParseListenAddress(config_.metrics_listen);
     Status ms = address ? metrics_server_.Start(*address, [this] { return RenderMetrics(); }) : address.status();
     if (ms) {
-      std::fprintf(stderr, "autopard: metrics on http://%s/metrics\n", config_.metrics_listen.c_str());
+      Log(LogLevel::kInfo, "metrics on http://%s/metrics", config_.metrics_listen.c_str());
     } else {
-      std::fprintf(stderr, "autopard: metrics_listen: %s (no metrics)\n", ms.message().c_str());
+      Log(LogLevel::kWarning, "metrics_listen: %s (no metrics)", ms.message().c_str());
     }
   }
   auto listener = std::make_shared<Listener>(lfd);
   for (int i = 0; i < kIdleAcceptors; ++i) StartAcceptor(listener);
+  if (ready) ready();
   while (!stop_) {
     pollfd p{wake_[0], POLLIN, 0};
     if (poll(&p, 1, -1) < 0 && errno != EINTR) break;
@@ -376,7 +405,7 @@ void Daemon::StartAcceptor(const std::shared_ptr<Listener>& l) {
   try {
     std::thread([this, l] { Accept(l); }).detach();
   } catch (const std::system_error& e) {
-    std::fprintf(stderr, "autopard: cannot start a connection thread: %s\n", e.what());
+    Log(LogLevel::kError, "cannot start a connection thread: %s", e.what());
     std::lock_guard<std::mutex> lock(l->mu);
     --l->idle;
     --l->threads;
@@ -390,7 +419,7 @@ void Daemon::Accept(std::shared_ptr<Listener> l) {
       if (l->stopped) break;
       if (errno == EINTR || errno == ECONNABORTED) continue;
       // Out of descriptors or memory: give the connections in flight time to finish.
-      std::fprintf(stderr, "autopard: accept: %s\n", std::strerror(errno));
+      Log(LogLevel::kWarning, "accept: %s", std::strerror(errno));
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
@@ -449,8 +478,8 @@ void Daemon::RefuseConnection(int fd, const ucred& cred, const std::string& why)
   const int64_t now = static_cast<int64_t>(Now());
   int64_t last = last_refusal_log_.load();
   if (now - last >= 10 && last_refusal_log_.compare_exchange_strong(last, now)) {
-    std::fprintf(stderr, "autopard: refused a connection of uid %u (pid %d): %s\n",
-                 static_cast<unsigned>(cred.uid), static_cast<int>(cred.pid), why.c_str());
+    Log(LogLevel::kWarning, "refused a connection of uid %u (pid %d): %s",
+        static_cast<unsigned>(cred.uid), static_cast<int>(cred.pid), why.c_str());
   }
 }
 
@@ -553,10 +582,11 @@ void Daemon::ServeConnection(int fd, const Peer& peer) {
     }
     if (g_trace) {
       Mark("sent");
-      std::fprintf(stderr, "autopard: trace %s at=%lld:%s\n", req ? OpName(req->op) : "bad",
-                   static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                              g_trace->t0.time_since_epoch()).count()),
-                   g_trace->marks.c_str());
+      Log(LogLevel::kInfo, "trace %s at=%lld:%s", req ? OpName(req->op) : "bad",
+          static_cast<long long>(
+              std::chrono::duration_cast<std::chrono::microseconds>(g_trace->t0.time_since_epoch())
+                  .count()),
+          g_trace->marks.c_str());
       g_trace->marks.clear();
       g_trace->t0 = std::chrono::steady_clock::now();
     }
@@ -639,7 +669,7 @@ Reply Daemon::Commit(const Request& r, const Peer& peer) {
     auto uri = ParseCheckpointUri(r.upload);
     if (!uri) return Error("commit: " + uri.message());
     upload = uri->ToString();
-    if (uri->kind == CheckpointUri::Kind::kS3 && config_.s3.endpoint.empty()) {
+    if (uri->kind == CheckpointUri::Kind::kS3 && !stores_->HasS3Endpoint()) {
       return Error("commit: " + upload + ": this node's autopard has no S3 endpoint (s3_endpoint in " +
                    "autopard.conf)");
     }

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -49,7 +50,8 @@ class Daemon {
   // thread or a test); writes the heartbeats to the state database every second meanwhile
   // (StateDb::FlushHeartbeats: never on a heartbeat's reply path). Errors: the socket cannot be
   // created.
-  Status Serve();
+  // `ready` runs once the socket accepts connections (systemd's readiness, main.cpp).
+  Status Serve(const std::function<void()>& ready = nullptr);
   // Stops serving; uploads in flight stay pending in the database for the next start.
   void Stop();
 
@@ -59,6 +61,12 @@ class Daemon {
   // asks for (site_limits.h). Call once, before Serve().
   void EnableFailureHandling(std::shared_ptr<SlurmActions> slurm,
                              const JobLimits& limits = JobLimitsOf(SiteConfig{}));
+
+  // SIGHUP: takes from `fresh` (autopard.conf read again) what a running daemon can change
+  // (CompareForReload: log_level, the per-job caps, the storage settings) and `limits` (the
+  // plugstack's bounds, read again); every other changed key keeps its running value until a
+  // restart. Returns the changed keys, split so.
+  ConfigChanges Reload(const DaemonConfig& fresh, const JobLimits& limits);
 
   Reply Handle(const Request& request, const Peer& peer);
   // Publishes the pending journals to journal_uri now (done anyway within a second, and at
@@ -125,6 +133,8 @@ class Daemon {
   int64_t StoredJobOwner(ObjectStore& store, const std::string& job_id);
 
   DaemonConfig config_;
+  std::mutex reload_mu_;
+  DaemonConfig effective_;  // config_ with what reloads changed (reload_mu_)
   ConnectionLimits limits_;  // max_connections, max_connections_per_uid
   std::atomic<int64_t> last_refusal_log_{0};
   std::unique_ptr<JobOwnerLookup> owners_;

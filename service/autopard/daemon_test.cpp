@@ -648,6 +648,54 @@ TEST_F(DaemonTest, HostileConnectionsAreLimitedAndTimedOut) {
 namespace autopar {
 namespace {
 
+TEST_F(DaemonTest, ReloadTakesCapsAndStorageAtOnceAndNamesWhatNeedsARestart) {
+  config_.max_events_per_job = 2;
+  config_.given["max_events_per_job"] = "2";
+  Restart();
+  Request ev;
+  ev.op = Op::kEvent;
+  ev.job_id = "5";
+  ev.kind = "note";
+  ev.rank = 0;
+  ev.step = 1;
+  auto sent = [&] { return daemon_->Handle(ev, root_peer_).status.ok(); };
+  EXPECT_TRUE(sent());
+  EXPECT_TRUE(sent());
+  EXPECT_FALSE(sent());  // the cap of 2
+  const std::string s3 = "s3://bucket/ck";
+  std::string dir = (root_ / "ck" / "5").string();
+  Write(RankStepDir(dir, 1, 0) + "/model.pt", "m");
+  Reply refused = daemon_->Handle(CommitReq("5", 1, 0, 1, dir, s3), root_peer_);
+  ASSERT_FALSE(refused.status.ok());
+  EXPECT_NE(refused.status.message().find("has no S3 endpoint"), std::string::npos);
+
+  DaemonConfig fresh = config_;
+  fresh.max_events_per_job = 4;
+  fresh.given["max_events_per_job"] = "4";
+  fresh.s3.endpoint = "http://127.0.0.1:1";
+  fresh.given["s3_endpoint"] = fresh.s3.endpoint;
+  fresh.socket = (root_ / "other.sock").string();
+  fresh.given["socket"] = fresh.socket;
+  fresh.log_level = LogLevel::kWarning;
+  fresh.given["log_level"] = "warning";
+  ConfigChanges changes = daemon_->Reload(fresh, JobLimitsOf(SiteConfig{}));
+  EXPECT_EQ(changes.applied, (std::vector<std::string>{"max_events_per_job", "s3_endpoint", "log_level"}));
+  EXPECT_EQ(changes.need_restart, std::vector<std::string>{"socket"});
+  EXPECT_EQ(CurrentLogLevel(), LogLevel::kWarning);
+  EXPECT_TRUE(sent());  // 3 and 4 of the new cap
+  EXPECT_TRUE(sent());
+  EXPECT_FALSE(sent());
+  Reply taken = daemon_->Handle(CommitReq("5", 1, 0, 1, dir, s3), root_peer_);
+  EXPECT_TRUE(taken.status.ok()) << taken.status.message();
+  // The running socket stays what it was until a restart; reloading the same file again says so
+  // again and applies nothing new.
+  EXPECT_EQ(daemon_->config().socket, config_.socket);
+  changes = daemon_->Reload(fresh, JobLimitsOf(SiteConfig{}));
+  EXPECT_TRUE(changes.applied.empty());
+  EXPECT_EQ(changes.need_restart, std::vector<std::string>{"socket"});
+  SetLogLevel(LogLevel::kInfo);
+}
+
 TEST(JournalDirTest, AFileJournalOpenToOthersIsRefused) {
   std::string dir = ::testing::TempDir() + "journal_dir_XXXXXX";
   ASSERT_NE(mkdtemp(dir.data()), nullptr);

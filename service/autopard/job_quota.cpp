@@ -17,6 +17,11 @@ JobQuota::Usage& JobQuota::Of(const std::string& job_id) {
   return jobs_.emplace(job_id, std::move(u)).first->second;
 }
 
+void JobQuota::SetLimits(const JobQuotaLimits& limits) {
+  std::lock_guard<std::mutex> lock(mu_);
+  limits_ = limits;
+}
+
 Status JobQuota::TakeEvent(const std::string& job_id, size_t detail_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   Usage& u = Of(job_id);

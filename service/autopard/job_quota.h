@@ -51,6 +51,9 @@ class JobQuota {
   // Admits a heartbeat of `rank`: a rank already known, or a new one below the job's size (when
   // Slurm tells it) and within max_ranks.
   Status TakeRank(const std::string& job_id, int rank);
+  // New limits (autopard's SIGHUP), for every job from the next request on; what a job already
+  // holds is kept, a job above a lowered limit gets nothing more.
+  void SetLimits(const JobQuotaLimits& limits);
   // Forgets a job (its rows were pruned).
   void Forget(const std::string& job_id);
 
@@ -63,7 +66,7 @@ class JobQuota {
     std::chrono::steady_clock::time_point size_asked{};
   };
   Usage& Of(const std::string& job_id);  // mu_ held
-  const JobQuotaLimits limits_;
+  JobQuotaLimits limits_;  // guarded by mu_
   const std::function<Seed(const std::string&)> seed_;
   const JobSize job_size_;
   const Clock clock_;

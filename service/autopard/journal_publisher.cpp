@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "log.h"
+
 namespace autopar {
 
 JournalPublisher::JournalPublisher(std::shared_ptr<ObjectStore> store, std::string node,
@@ -53,7 +55,7 @@ int64_t JournalPublisher::Owner(const std::string& job_id) {
   auto owner = owner_of_(job_id);
   if (!owner.ok()) return -1;  // e.g. Slurm forgot the job before this node published
   if (Status st = db_->SetJobOwner(job_id, *owner); !st) {
-    std::fprintf(stderr, "autopard: job %s: %s\n", job_id.c_str(), st.message().c_str());
+    Log(LogLevel::kWarning, "job %s: %s", job_id.c_str(), st.message().c_str());
   }
   return *owner;
 }
@@ -102,8 +104,8 @@ Status JournalPublisher::Compact(const std::string& job_id, int64_t uid,
     if (Status st = db_->SetJournalSegments(job_id, *segs); !st) return st;
     StoreStatus del = store_->Delete(replaced);
     if (!del.ok()) {
-      std::fprintf(stderr, "autopard: journal_uri: compacted segments of job %s left behind: %s\n",
-                   job_id.c_str(), del.message.c_str());
+      Log(LogLevel::kWarning, "journal_uri: compacted segments of job %s left behind: %s",
+          job_id.c_str(), del.message.c_str());
     }
   }
 }
@@ -145,8 +147,7 @@ Status JournalPublisher::Flush() {
     }
     pending_.insert(job);  // tried again at the next round
     if (failing_.insert(job).second) {
-      std::fprintf(stderr, "autopard: journal_uri: cannot publish: %s (retrying)\n",
-                   st.message().c_str());
+      Log(LogLevel::kWarning, "journal_uri: cannot publish: %s (retrying)", st.message().c_str());
     }
     if (first.ok()) first = st;
   }

@@ -1,5 +1,6 @@
 // autopard: the per-node checkpoint service (see daemon.h, etc/autopard.conf).
-//   autopard [--config FILE] [--check-config]
+//   autopard [--config FILE] [--check-config] [--version]
+// Signals: SIGTERM and SIGINT stop it; SIGHUP reloads (Reload below).
 #include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -16,8 +17,11 @@
 
 #include "core/plugstack.h"
 #include "service/slurm_actions/slurm_actions.h"
+#include "core/proto/protocol.h"
 #include "daemon.h"
+#include "log.h"
 #include "site_limits.h"
+#include "systemd_notify.h"
 
 namespace {
 
@@ -25,11 +29,66 @@ constexpr const char* kDefaultConfig = "/etc/autopar/autopard.conf";
 
 int Usage(std::FILE* out, int code) {
   std::fprintf(out,
-               "usage: autopard [--config FILE] [--check-config]\n"
+               "usage: autopard [--config FILE] [--check-config] [--version]\n"
                "  --config FILE    configuration (default %s)\n"
-               "  --check-config   parse the configuration, print the effective socket and exit\n",
+               "  --check-config   parse the configuration, print the effective socket and exit\n"
+               "  --version        print the release and the protocol version, and exit\n",
                kDefaultConfig);
   return code;
+}
+
+// The site's limits on what a job may ask for, from the plugstack line that autopard.conf names
+// (or the one beside slurm.conf); each bad argument's problem is logged and its default kept.
+autopar::Result<autopar::SiteSettings> SiteSettingsFor(const autopar::DaemonConfig& config) {
+  const std::string plugstack =
+      config.plugstack.empty() ? autopar::PlugstackPathFor(autopar::SlurmConfPath(config.slurm_conf))
+                               : config.plugstack;
+  return autopar::ReadSiteSettings(plugstack);
+}
+
+std::string LimitsText(const autopar::SiteSettings& site) {
+  const autopar::JobLimits limits = autopar::JobLimitsOf(site.site);
+  return "job limits from " + site.from + ": max_requeue=" + std::to_string(limits.max_requeue) +
+         " max_restarts_in_place=" + std::to_string(limits.max_restarts_in_place) +
+         " max_rollbacks=" + std::to_string(limits.max_rollbacks) + " heartbeat_timeout=" +
+         std::to_string(site.site.min_heartbeat_timeout) + ".." +
+         std::to_string(site.site.max_heartbeat_timeout) + "s";
+}
+
+std::string Joined(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+// SIGHUP: the configuration file and the plugstack line read again. A file that does not parse
+// (or is readable by others while holding a secret) changes nothing: one error line, and the
+// running configuration stays. Otherwise one line says what took effect and one what needs a
+// restart.
+void Reload(const std::string& config_path, autopar::Daemon* d) {
+  (void)autopar::NotifySystemd(autopar::ReloadingState());
+  auto config = autopar::LoadDaemonConfig(config_path);
+  auto site = config ? SiteSettingsFor(*config) : autopar::Result<autopar::SiteSettings>(config.status());
+  if (!config || !site) {
+    autopar::Log(autopar::LogLevel::kError, "reload refused, the running configuration stays: %s",
+                 (config ? site.message() : config.message()).c_str());
+  } else {
+    for (const auto& problem : site->problems) {
+      autopar::Log(autopar::LogLevel::kWarning, "%s (its default holds)", problem.c_str());
+    }
+    const autopar::ConfigChanges changes = d->Reload(*config, autopar::JobLimitsOf(site->site));
+    autopar::Log(autopar::LogLevel::kNotice, "reloaded %s: %s; %s", config_path.c_str(),
+                 changes.applied.empty() ? "no reloadable key changed"
+                                         : ("applied " + Joined(changes.applied)).c_str(),
+                 LimitsText(*site).c_str());
+    if (!changes.need_restart.empty()) {
+      autopar::Log(autopar::LogLevel::kWarning,
+                   "reload: %s changed but take effect only at a restart (systemctl restart "
+                   "autopard); their running values stay",
+                   Joined(changes.need_restart).c_str());
+    }
+  }
+  (void)autopar::NotifySystemd("READY=1");
 }
 
 }  // namespace
@@ -50,6 +109,9 @@ int main(int argc, char** argv) {
       config_path = a.substr(9);
     } else if (a == "--check-config") {
       check = true;
+    } else if (a == "--version" || a == "-V") {
+      std::printf("autopard %s (protocol %d)\n", AUTOPAR_VERSION, autopar::kProtocolVersion);
+      return 0;
     } else if (a == "--help" || a == "-h") {
       return Usage(stdout, 0);
     } else {
@@ -59,34 +121,27 @@ int main(int argc, char** argv) {
   }
   auto config = autopar::LoadDaemonConfig(config_path);
   if (!config) {
-    std::fprintf(stderr, "autopard: %s\n", config.message().c_str());
+    autopar::Log(autopar::LogLevel::kError, "%s", config.message().c_str());
     return 1;
   }
+  autopar::SetLogLevel(config->log_level);
   // The site's limits on what a job may ask for (its environment is its owner's to change).
-  const std::string plugstack =
-      config->plugstack.empty() ? autopar::PlugstackPathFor(autopar::SlurmConfPath(config->slurm_conf))
-                                : config->plugstack;
-  auto site = autopar::ReadSiteSettings(plugstack);
+  auto site = SiteSettingsFor(*config);
   if (!site) {
-    std::fprintf(stderr, "autopard: %s\n", site.message().c_str());
+    autopar::Log(autopar::LogLevel::kError, "%s", site.message().c_str());
     return 1;
   }
   for (const auto& problem : site->problems) {
-    std::fprintf(stderr, "autopard: warning: %s (its default holds)\n", problem.c_str());
+    autopar::Log(autopar::LogLevel::kWarning, "%s (its default holds)", problem.c_str());
   }
   const autopar::JobLimits limits = autopar::JobLimitsOf(site->site);
-  const std::string limits_text =
-      "job limits from " + site->from + ": max_requeue=" + std::to_string(limits.max_requeue) +
-      " max_restarts_in_place=" + std::to_string(limits.max_restarts_in_place) +
-      " max_rollbacks=" + std::to_string(limits.max_rollbacks) + " heartbeat_timeout=" +
-      std::to_string(site->site.min_heartbeat_timeout) + ".." +
-      std::to_string(site->site.max_heartbeat_timeout) + "s";
+  const std::string limits_text = LimitsText(*site);
   if (check) {
     std::printf("autopard: %s: OK (socket %s, state %s; %s)\n", config_path.c_str(),
                 config->socket.c_str(), config->state_dir.c_str(), limits_text.c_str());
     return 0;
   }
-  std::fprintf(stderr, "autopard: %s\n", limits_text.c_str());
+  autopar::Log(autopar::LogLevel::kInfo, "%s", limits_text.c_str());
   // Room for max_connections descriptors besides the database's, the uploads' and the stores'
   // (systemd's default soft limit is 1024): raised up to the hard limit, else a warning.
   rlimit files{};
@@ -95,9 +150,10 @@ int main(int argc, char** argv) {
     files.rlim_cur = std::min(want, files.rlim_max);
     setrlimit(RLIMIT_NOFILE, &files);
     if (files.rlim_cur < want) {
-      std::fprintf(stderr, "autopard: warning: max_connections %d: the descriptor limit is %llu (hard); "
-                   "connections beyond it wait in the socket's backlog\n", config->max_connections,
-                   static_cast<unsigned long long>(files.rlim_max));
+      autopar::Log(autopar::LogLevel::kWarning,
+                   "max_connections %d: the descriptor limit is %llu (hard); connections beyond "
+                   "it wait in the socket's backlog",
+                   config->max_connections, static_cast<unsigned long long>(files.rlim_max));
     }
   }
   // Signals go to a dedicated thread; every other thread inherits the blocked mask.
@@ -118,28 +174,40 @@ int main(int argc, char** argv) {
     slurm = std::move(*opened);
   } else {
     no_slurm = opened.message();
-    std::fprintf(stderr,
-                 "autopard: warning: %s: job owners cannot be looked up (only root and SlurmUser "
-                 "may use this daemon) and failure handling (requeue) is off\n",
+    autopar::Log(autopar::LogLevel::kWarning,
+                 "%s: job owners cannot be looked up (only root and SlurmUser may use this "
+                 "daemon) and failure handling (requeue) is off",
                  no_slurm.c_str());
   }
   auto daemon = autopar::Daemon::Create(*config, autopar::MakeSlurmJobOwners(slurm, no_slurm));
   if (!daemon) {
-    std::fprintf(stderr, "autopard: %s\n", daemon.message().c_str());
+    autopar::Log(autopar::LogLevel::kError, "%s", daemon.message().c_str());
     return 1;
   }
   autopar::Daemon* d = daemon->get();
   if (slurm) d->EnableFailureHandling(slurm, limits);
-  std::thread([d, set] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    std::fprintf(stderr, "autopard: %s: stopping (pending uploads resume at the next start)\n",
-                 strsignal(sig));
-    d->Stop();
+  std::thread([d, set, config_path] {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0) continue;
+      if (sig == SIGHUP) {
+        Reload(config_path, d);
+        continue;
+      }
+      (void)autopar::NotifySystemd("STOPPING=1");
+      autopar::Log(autopar::LogLevel::kNotice, "%s: stopping (pending uploads resume at the next start)",
+                   strsignal(sig));
+      d->Stop();
+      return;
+    }
   }).detach();
-  autopar::Status st = d->Serve();
+  autopar::Status st = d->Serve([] {
+    if (autopar::Status n = autopar::NotifySystemd("READY=1"); !n) {
+      autopar::Log(autopar::LogLevel::kWarning, "%s", n.message().c_str());
+    }
+  });
   if (!st) {
-    std::fprintf(stderr, "autopard: %s\n", st.message().c_str());
+    autopar::Log(autopar::LogLevel::kError, "%s", st.message().c_str());
     return 1;
   }
   daemon->reset();

@@ -10,6 +10,8 @@
 #include <thread>
 #include <utility>
 
+#include "log.h"
+
 namespace autopar {
 namespace {
 
@@ -236,7 +238,7 @@ Result<std::unique_ptr<StateDb>> StateDb::Open(const std::string& path, CommitSy
 
 StateDb::~StateDb() {
   if (Status st = FlushHeartbeats(); !st) {
-    std::fprintf(stderr, "autopard: %s\n", st.message().c_str());
+    Log(LogLevel::kError, "%s", st.message().c_str());
   }
   sqlite3_finalize(heartbeat_stmt_);
   sqlite3_close(commit_db_);

@@ -19,8 +19,9 @@
 #include "core/ckpt/ckpt_store.h"
 #include "core/ckpt/ckpt_uri.h"
 #include "core/ckpt/commit_state.h"
-#include "core/proto/proto_client.h"
 #include "core/ckpt/sha256.h"
+#include "core/proto/proto_client.h"
+#include "log.h"
 #include "service/storage/storage_backends.h"
 #include "service/user_access/user_fs.h"
 
@@ -71,8 +72,8 @@ int64_t ReadJobOwner(ObjectStore& store, const std::string& job_id, const Transf
   // Trusted only as autopard wrote it: a record another user could have written or replaced
   // (file:// targets: wrong owner, group/other-writable, a symlink) names nobody.
   if (Status st = store.CheckWrittenOnlyByUs(JobOwnerKey(job_id)); !st) {
-    std::fprintf(stderr, "autopard: %s/%s: ownership record ignored: %s\n", store.Describe().c_str(),
-                 JobOwnerKey(job_id).c_str(), st.message().c_str());
+    Log(LogLevel::kWarning, "%s/%s: ownership record ignored: %s", store.Describe().c_str(),
+        JobOwnerKey(job_id).c_str(), st.message().c_str());
     return -1;
   }
   auto text = GetSmallObject(store, JobOwnerKey(job_id), options);
@@ -167,12 +168,12 @@ Result<std::shared_ptr<ObjectStore>> StoreCache::Get(const std::string& uri, con
     it->second.used = ++clock_;
     return it->second.store;
   }
-  if (parsed->kind == CheckpointUri::Kind::kS3 && config_.s3.endpoint.empty()) {
+  if (parsed->kind == CheckpointUri::Kind::kS3 && s3_.endpoint.empty()) {
     return Status::Error(uri + ": this node's autopard has no S3 endpoint (s3_endpoint in autopard.conf)");
   }
-  PosixConfig posix = config_.posix;
+  PosixConfig posix = posix_;
   posix.identity = WithGroups(as);  // looked up once, not at every call of the store
-  auto store = OpenObjectStore(*parsed, config_.s3, posix);
+  auto store = OpenObjectStore(*parsed, s3_, posix);
   if (!store) return store.status();
   if (stores_.size() >= kMaxStores) {
     auto oldest = stores_.begin();
@@ -184,6 +185,18 @@ Result<std::shared_ptr<ObjectStore>> StoreCache::Get(const std::string& uri, con
   std::shared_ptr<ObjectStore> shared(std::move(*store));
   stores_[key] = Entry{shared, ++clock_};
   return shared;
+}
+
+void StoreCache::Reconfigure(const S3Config& s3, const PosixConfig& posix) {
+  std::lock_guard<std::mutex> l(mu_);
+  s3_ = s3;
+  posix_ = posix;
+  stores_.clear();
+}
+
+bool StoreCache::HasS3Endpoint() {
+  std::lock_guard<std::mutex> l(mu_);
+  return !s3_.endpoint.empty();
 }
 
 Status StoreCache::Set(const std::string& uri, std::shared_ptr<ObjectStore> store) {
@@ -270,7 +283,7 @@ Status Uploader::ResumePending() {
 void Uploader::RetryFailed(const std::string& upload, int64_t except) {
   auto failed = db_->RetryableCommits(upload);
   if (!failed) {
-    std::fprintf(stderr, "autopard: %s\n", failed.message().c_str());
+    Log(LogLevel::kError, "%s", failed.message().c_str());
     return;
   }
   for (const auto& c : *failed) {
@@ -481,10 +494,11 @@ void Uploader::Process(int64_t commit_id, std::shared_ptr<Active> active) {
       // A timer retry that fails again on storage is not a new failure: its error is in the next
       // ckpt_upload_retry event and in `autopar ckpt status`.
       if (!retry || c->state != "failed") Emit(*c, "ckpt_failed", st.message());
-      std::fprintf(stderr, "autopard: job %s step %lld rank %d: upload failed%s: %s\n",
-                   c->job_id.c_str(), static_cast<long long>(c->step), c->rank,
-                   retry ? (" (next attempt in " + std::to_string(retry_in.count() / 1000) + " s)").c_str() : "",
-                   st.message().c_str());
+      Log(LogLevel::kWarning, "job %s step %lld rank %d: upload failed%s: %s", c->job_id.c_str(),
+          static_cast<long long>(c->step), c->rank,
+          retry ? (" (next attempt in " + std::to_string(retry_in.count() / 1000) + " s)").c_str()
+                : "",
+          st.message().c_str());
     }
   }
   // Storage answers again: uploads to it that failed earlier resume where they stopped (queued
@@ -593,8 +607,8 @@ void Uploader::Transition(const CommitRecord& c, Active& active, CommitEvent eve
   auto next = NextCommitState(active.recorded, event);
   if (!next) {
     // A bug in the uploader, never the user's: say so, record nothing.
-    std::fprintf(stderr, "autopard: job %s step %lld rank %d: %s\n", c.job_id.c_str(),
-                 static_cast<long long>(c.step), c.rank, next.message().c_str());
+    Log(LogLevel::kWarning, "job %s step %lld rank %d: %s", c.job_id.c_str(),
+        static_cast<long long>(c.step), c.rank, next.message().c_str());
     return;
   }
   (void)db_->SetCommitState(c.id, CommitStateName(*next), error, active.total, retry);
@@ -610,8 +624,8 @@ Status Uploader::RecordFile(int64_t commit_id, FileRecord& f, FileEvent event,
   auto next = NextFileState(from, event);
   if (!next) {
     // A bug in the uploader, never the user's: say so, record nothing.
-    std::fprintf(stderr, "autopard: commit %lld: %s: %s\n", static_cast<long long>(commit_id),
-                 f.path.c_str(), next.message().c_str());
+    Log(LogLevel::kWarning, "commit %lld: %s: %s", static_cast<long long>(commit_id),
+        f.path.c_str(), next.message().c_str());
     return Status::Error(f.path + ": " + next.message());
   }
   Status s;
@@ -860,11 +874,11 @@ Status Uploader::SendParts(Run& run, size_t i, Pass& pass) {
   }
   pass.all_parts_recorded[i] = static_cast<int>(recorded->size()) == nparts;
   if (!recorded->empty()) {
-    std::fprintf(stderr,
-                 "autopard: job %s step %lld rank %d: resuming multipart upload of %s with "
-                 "%zu of %d parts already sent\n",
-                 run.c.job_id.c_str(), static_cast<long long>(run.c.step), run.c.rank, key.c_str(),
-                 recorded->size(), nparts);
+    Log(LogLevel::kInfo,
+        "job %s step %lld rank %d: resuming multipart upload of %s with "
+        "%zu of %d parts already sent",
+        run.c.job_id.c_str(), static_cast<long long>(run.c.step), run.c.rank, key.c_str(),
+        recorded->size(), nparts);
   }
   for (int pn = 1; pn <= nparts; ++pn) {
     if (pass.parts[i][static_cast<size_t>(pn - 1)].etag.empty()) SendPart(run, i, pn, pass);
@@ -956,7 +970,7 @@ bool Uploader::CompletedBefore(Run& run, size_t i, const std::vector<Md5Digest>*
     return false;
   }
   *etag = info.etag;
-  std::fprintf(stderr, "autopard: %s: completed before the restart\n", run.Key(i).c_str());
+  Log(LogLevel::kInfo, "%s: completed before the restart", run.Key(i).c_str());
   return true;
 }
 

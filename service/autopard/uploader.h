@@ -66,20 +66,25 @@ class TaskPool {
 class StoreCache {
  public:
   static constexpr size_t kMaxStores = 64;
-  explicit StoreCache(const DaemonConfig& config) : config_(config) {}
+  explicit StoreCache(const DaemonConfig& config) : s3_(config.s3), posix_(config.posix) {}
   // `as`: whose rights a file:// store acts with (uid 0: autopard's own, for the site's stores).
   Result<std::shared_ptr<ObjectStore>> Get(const std::string& uri, const UserIdentity& as);
   // Makes Get(uri, any identity) return `store` (tests: an in-memory store standing in for a URI).
   Status Set(const std::string& uri, std::shared_ptr<ObjectStore> store);
   size_t size();
+  // New storage settings (autopard's SIGHUP): the stores made with the old ones are dropped, so
+  // the next Get opens one with these; a transfer under way keeps the store it holds.
+  void Reconfigure(const S3Config& s3, const PosixConfig& posix);
+  bool HasS3Endpoint();
 
  private:
   struct Entry {
     std::shared_ptr<ObjectStore> store;
     uint64_t used = 0;
   };
-  const DaemonConfig& config_;
   std::mutex mu_;
+  S3Config s3_;        // guarded by mu_
+  PosixConfig posix_;  // guarded by mu_
   uint64_t clock_ = 0;
   std::map<std::string, Entry> stores_;
   std::map<std::string, std::shared_ptr<ObjectStore>> fixed_;  // Set: every identity

@@ -173,11 +173,16 @@ std::optional<JobContext> FailureHandler::ContextOf(const ProcStat& process) {
   if (!env.ok()) return std::nullopt;
   auto ctx = JobContextFromEnviron(*env);
   if (!ctx.ok()) return std::nullopt;
-  ClampToLimits(config_.limits, &*ctx);
   std::lock_guard<std::mutex> lock(mu_);
+  ClampToLimits(config_.limits, &*ctx);
   if (contexts_.size() > 4096) contexts_.clear();  // bounded; entries are cheap to read again
   contexts_[key] = *ctx;
   return *ctx;
+}
+
+void FailureHandler::SetLimits(const JobLimits& limits) {
+  std::lock_guard<std::mutex> lock(mu_);
+  config_.limits = limits;
 }
 
 bool FailureHandler::Alive(const RankProcess& p) const {

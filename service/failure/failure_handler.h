@@ -184,6 +184,10 @@ class FailureHandler {
   Result<RecoverReply> Recover(const std::string& job_id, int rank, const std::string& detail,
                                pid_t pid);
 
+  // The site's bounds, reloaded (autopard's SIGHUP): processes seen from now on are clamped to
+  // them (a process's context already read keeps the bounds it was read with).
+  void SetLimits(const JobLimits& limits);
+
   // The outcome of the last failure handled for a job on this node, for tests and status.
   std::optional<RequeueDecision> LastDecision(const std::string& job_id) const;
 
