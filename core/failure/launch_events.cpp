@@ -35,7 +35,7 @@ std::optional<Request> JobEventRequest(const GetEnv& getenv, const std::string& 
 
 Status SendJobEvent(const GetEnv& getenv, const std::optional<Request>& request, int timeout_ms) {
   if (!request) return Status::Ok();
-  auto reply = CallDaemonOk(Var(getenv, "AUTOPAR_SOCKET"), *request, timeout_ms);
+  auto reply = CallDaemonOk(Var(getenv, "AUTOPAR_SOCKET"), *request, timeout_ms, DaemonRetryMs(getenv));
   if (!reply.ok()) return Status::Error("journalling " + request->kind + ": " + reply.message());
   return Status::Ok();
 }
@@ -57,7 +57,7 @@ Status ReportRankExit(const GetEnv& getenv, int rank, const std::string& node, i
                       double run_s, int timeout_ms, int64_t generation, const std::string& oom) {
   auto r = RankExitRequest(getenv, rank, node, exit_status, run_s, generation, oom);
   if (!r) return Status::Ok();
-  auto reply = CallDaemonOk(Var(getenv, "AUTOPAR_SOCKET"), *r, timeout_ms);
+  auto reply = CallDaemonOk(Var(getenv, "AUTOPAR_SOCKET"), *r, timeout_ms, DaemonRetryMs(getenv));
   if (!reply.ok()) return Status::Error("reporting the exit to " + reply.message());
   return Status::Ok();
 }
@@ -78,7 +78,7 @@ Result<RecoverReply> AskRecovery(const GetEnv& getenv, int rank, const EventFiel
                                  int timeout_ms) {
   auto r = RecoverRequest(getenv, rank, failure);
   if (!r) return Status::Error("no autopard to decide the recovery (AUTOPAR_SOCKET is not set)");
-  auto reply = CallDaemonOk(Var(getenv, "AUTOPAR_SOCKET"), *r, timeout_ms);
+  auto reply = CallDaemonOk(Var(getenv, "AUTOPAR_SOCKET"), *r, timeout_ms, DaemonRetryMs(getenv));
   if (!reply.ok()) return Status::Error("asking autopard for the recovery: " + reply.message());
   return reply->recover;
 }

@@ -42,6 +42,7 @@ TEST(RankExitTest, Request) {
   EXPECT_FALSE(RankExitRequest(get, 0, "n", 1, 0).has_value());
   EXPECT_TRUE(ReportRankExit(get, 0, "n", 1, 0).ok());  // nobody to tell
   env["AUTOPAR_SOCKET"] = "/nonexistent/autopard.sock";
+  env["AUTOPAR_DAEMON_RETRY_S"] = "0";  // no autopard to wait for
   Status s = ReportRankExit(get, 0, "n", 1, 0, 200);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("/nonexistent/autopard.sock"), std::string::npos) << s.message();

@@ -13,6 +13,7 @@ TEST(CkptCApiTest, StepDirResumeStepAndErrors) {
   setenv("SLURM_JOB_ID", "42", 1);
   setenv("AUTOPAR_CKPT_DIR", "/ck/42", 1);
   setenv("AUTOPAR_SOCKET", "/nonexistent/autopard.sock", 1);
+  setenv("AUTOPAR_DAEMON_RETRY_S", "0", 1);  // no autopard to wait for
   setenv("RANK", "3", 1);
   setenv("WORLD_SIZE", "4", 1);
   char buf[256];

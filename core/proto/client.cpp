@@ -174,8 +174,9 @@ Result<Reply> CallDaemon(const std::string& socket_path, const Request& request,
   }
 }
 
-Result<Reply> CallDaemonOk(const std::string& socket_path, const Request& request, int timeout_ms) {
-  auto reply = CallDaemon(socket_path, request, timeout_ms);
+Result<Reply> CallDaemonOk(const std::string& socket_path, const Request& request, int timeout_ms,
+                           int retry_ms) {
+  auto reply = CallDaemon(socket_path, request, timeout_ms, retry_ms);
   if (!reply) return reply;
   if (!reply->status.ok()) return reply->status;
   return reply;

@@ -309,8 +309,11 @@ TEST(CkptCApiHeartbeatTest, TheFlagAndErrorsComeOneCallLate) {
   EXPECT_EQ(requested, 0);
   const std::string dead = daemon.path() + ".gone";
   setenv("AUTOPAR_SOCKET", dead.c_str(), 1);  // read by each synchronous heartbeat
+  setenv("AUTOPAR_DAEMON_RETRY_S", "1", 1);    // gone for good: the error after a second
   EXPECT_EQ(autopar_ckpt_heartbeat_sync(24, -1, -1, 0, 0.0, &requested, err, sizeof(err)), -1);
   EXPECT_NE(std::string(err).find("connect"), std::string::npos) << err;
+  EXPECT_NE(std::string(err).find("times over 1.0 s"), std::string::npos) << err;
+  unsetenv("AUTOPAR_DAEMON_RETRY_S");
   // The background ones read the task's variables once per process.
   ASSERT_EQ(autopar_ckpt_heartbeat(25, err, sizeof(err)), 0) << err;
   ASSERT_EQ(autopar_ckpt_heartbeat_flush(5000, err, sizeof(err)), 0) << err;

@@ -42,7 +42,7 @@ Result<Reply> CallDaemon(const std::string& socket_path, const Request& request,
 
 // Like CallDaemon, but a refusal is also an error (the daemon's message).
 Result<Reply> CallDaemonOk(const std::string& socket_path, const Request& request,
-                           int timeout_ms = kDefaultDaemonTimeoutMs);
+                           int timeout_ms = kDefaultDaemonTimeoutMs, int retry_ms = DaemonRetryMs());
 
 // The checkpoint settings of the job the calling task belongs to, from its environment.
 struct JobCkptEnv {

@@ -151,6 +151,13 @@ const ConfigKey kKeys[] = {
        }
        return Status::Ok();
      }},
+    {"local_ckpt_cleanup",
+     [](DaemonConfig& c, const std::string& v) -> Status {
+       auto policy = ParseLocalCleanup(v);
+       if (!policy) return policy.status();
+       c.local_ckpt_cleanup = *policy;
+       return Status::Ok();
+     }},
     {"state_keep_days",
      [](DaemonConfig& c, const std::string& v) {
        return SetInteger(v, 0, 36500, &c.state_keep_days);

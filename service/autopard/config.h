@@ -17,6 +17,7 @@
 
 #include "core/ckpt/ckpt_backoff.h"
 #include "autopar/status.h"
+#include "local_cleanup.h"
 #include "log.h"
 #include "service/storage/storage_backends.h"
 #include "state_db.h"
@@ -78,6 +79,9 @@ struct DaemonConfig {
   // objects) this many days after its last activity, once nothing of it is still needed
   // (Daemon::PruneState); 0 keeps every job forever.
   int state_keep_days = 14;
+  // Node-local checkpoint directories of ended jobs (local_cleanup.h): uploaded (default), all
+  // or none.
+  LocalCleanup local_ckpt_cleanup = LocalCleanup::kUploaded;
   // Lines below this level are not logged (log.h); reloaded on SIGHUP.
   LogLevel log_level = LogLevel::kInfo;
   // Every key the file gave, with its text as written (CompareForReload).

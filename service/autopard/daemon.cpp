@@ -36,6 +36,21 @@ JobQuotaLimits QuotaLimitsOf(const DaemonConfig& c) {
   return JobQuotaLimits{c.max_events_per_job, c.max_event_bytes_per_job, c.max_ranks_per_job};
 }
 
+// Whether a job has ended for good, in Slurm's words: a final state with no requeue under way, or
+// a job it no longer knows (purged after MinJobAge). A controller that does not answer tells
+// nothing.
+JobEnd EndOf(SlurmActions& slurm, const std::string& job_id) {
+  auto job = slurm.LoadJob(job_id);
+  if (!job) {
+    return job.message().find("Invalid job id") != std::string::npos ? JobEnd::kEnded : JobEnd::kCannotTell;
+  }
+  static const std::set<std::string> kFinal = {"COMPLETED", "FAILED",    "CANCELLED", "TIMEOUT",
+                                               "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
+                                               "OUT_OF_MEMORY"};
+  if (!kFinal.count(job->state) || job->completing || job->requeue_flag) return JobEnd::kRunning;
+  return JobEnd::kEnded;
+}
+
 // AUTOPARD_TRACE_REQUESTS=1 (diagnosis, off by default): one stderr line per request, "autopard:
 // trace <op> at=<CLOCK_MONOTONIC us at the start>: <phase>=<us since the start> ...", the
 // start being the accept (for a connection's later requests: the previous reply).
@@ -191,6 +206,7 @@ Daemon::~Daemon() {
   if (failure_ticker_.joinable()) failure_ticker_.join();
   if (retention_.joinable()) retention_.join();
   if (heartbeat_flusher_.joinable()) heartbeat_flusher_.join();
+  if (cleanup_.joinable()) cleanup_.join();
   uploader_->Stop();
   publisher_.reset();  // publishes what is still pending
   for (int fd : wake_) {
@@ -281,6 +297,31 @@ Daemon::PruneSummary Daemon::PruneState(double now) {
   return sum;
 }
 
+void Daemon::StartLocalCleanup() {
+  if (config_.local_ckpt_cleanup == LocalCleanup::kNone || cleanup_.joinable()) return;
+  if (!slurm_actions_) {
+    Log(LogLevel::kWarning,
+        "local_ckpt_cleanup: without Slurm autopard cannot tell when a job ends; node-local "
+        "checkpoint directories are kept");
+    return;
+  }
+  auto io = RealLocalCleanupIo(
+      [this] { return db_->CheckpointDirs(); },
+      [this](const std::string& job) { return EndOf(*slurm_actions_, job); },
+      [this](const std::string& job, const std::string& detail) {
+        (void)Journal(JournalEvent{Now(), config_.node, job, "ckpt_local_removed", -1, -1, detail});
+      });
+  cleanup_ = std::thread([this, cleaner = std::make_shared<LocalCheckpointCleaner>(
+                                    config_.local_ckpt_cleanup, std::move(io))] {
+    std::unique_lock<std::mutex> l(retention_mu_);
+    while (!retention_cv_.wait_for(l, kCleanupInterval, [this] { return stop_.load(); })) {
+      l.unlock();
+      cleaner->Sweep();
+      l.lock();
+    }
+  });
+}
+
 ConfigChanges Daemon::Reload(const DaemonConfig& fresh, const JobLimits& limits) {
   std::lock_guard<std::mutex> lock(reload_mu_);
   ConfigChanges changes = CompareForReload(effective_, fresh);
@@ -305,8 +346,31 @@ ConfigChanges Daemon::Reload(const DaemonConfig& fresh, const JobLimits& limits)
   return changes;
 }
 
+void Daemon::ResumeWatches() {
+  if (!failure_) return;
+  // A week back at most: a rank silent for longer is not a watch to resume.
+  auto ranks = db_->WatchedRanks(Now() - 7 * 86400);
+  if (!ranks) {
+    Log(LogLevel::kWarning, "cannot resume the watch of running jobs: %s", ranks.message().c_str());
+    return;
+  }
+  std::map<std::string, std::pair<int, int64_t>> jobs;  // job -> ranks watched again, last step
+  for (const auto& w : *ranks) {
+    if (!failure_->ResumeWatch(w.job_id, w.rank, w.step, w.pid, w.time)) continue;
+    auto& j = jobs[w.job_id];
+    ++j.first;
+    j.second = std::max(j.second, w.step);
+  }
+  for (const auto& [job, j] : jobs) {
+    (void)Journal(JournalEvent{Now(), config_.node, job, "watch_resumed", -1, j.second,
+                               "ranks=" + std::to_string(j.first)});
+  }
+  if (!jobs.empty()) Log(LogLevel::kNotice, "resumed watching %zu running jobs", jobs.size());
+}
+
 Status Daemon::Serve(const std::function<void()>& ready) {
   if (Status st = uploader_->ResumePending(); !st) return st;
+  ResumeWatches();
   if (!heartbeat_flusher_.joinable()) {
     heartbeat_flusher_ = std::thread([this] {
       std::string last_error;
@@ -333,6 +397,7 @@ Status Daemon::Serve(const std::function<void()>& ready) {
       }
     });
   }
+  StartLocalCleanup();
   if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) return Status::Error(std::string("pipe: ") + std::strerror(errno));
   const std::string& path = config_.socket;
   sockaddr_un addr{};
@@ -608,14 +673,17 @@ Reply Daemon::Handle(const Request& r, const Peer& peer) {
     case Op::kHeartbeat: {
       if (Status st = auth_->Check(peer, op, r.job_id); !st) return Error(st.message());
       if (Status st = quota_->TakeRank(r.job_id, r.rank); !st) return Error("heartbeat: " + st.message());
-      if (Status st = db_->Heartbeat(r.job_id, r.rank, r.step, Now()); !st) return Error(st.message());
+      const double now = Now();
       metrics_->CountHeartbeat();
       Reply reply;
+      pid_t rank_process = 0;
       if (failure_) {
         reply.checkpoint_requested = failure_->OnHeartbeat(r.job_id, r.rank, r.step, peer.pid,
                                                               r.short_lived, r.samples, r.tokens,
                                                               r.loss, {r.rank_compute_s, r.rank_nodes});
+        rank_process = failure_->RankProcessOf(r.job_id, r.rank);
       }
+      if (Status st = db_->Heartbeat(r.job_id, r.rank, r.step, now, rank_process); !st) return Error(st.message());
       return reply;
     }
     case Op::kEvent: {

@@ -26,6 +26,7 @@
 #include "core/metrics/node_metrics.h"
 #include "job_quota.h"
 #include "journal_publisher.h"
+#include "local_cleanup.h"
 #include "metrics_server.h"
 #include "state_db.h"
 #include "uploader.h"
@@ -61,6 +62,9 @@ class Daemon {
   // asks for (site_limits.h). Call once, before Serve().
   void EnableFailureHandling(std::shared_ptr<SlurmActions> slurm,
                              const JobLimits& limits = JobLimitsOf(SiteConfig{}));
+
+  // How often node-local checkpoint directories of ended jobs are looked for (local_cleanup.h).
+  static constexpr std::chrono::seconds kCleanupInterval{10};
 
   // SIGHUP: takes from `fresh` (autopard.conf read again) what a running daemon can change
   // (CompareForReload: log_level, the per-job caps, the storage settings) and `limits` (the
@@ -109,6 +113,12 @@ class Daemon {
   // already waits for it (no thread creation, no hand-off on the commit path).
   static constexpr int kIdleAcceptors = 2;
   void StartAcceptor(const std::shared_ptr<Listener>& l);
+  // Starts the sweep of node-local checkpoint directories (local_cleanup.h), when Slurm can tell
+  // which jobs ended.
+  void StartLocalCleanup();
+  // After a restart: watches again the ranks still running whose heartbeats the state database
+  // has (FailureHandler::ResumeWatch), one watch_resumed event per job.
+  void ResumeWatches();
   // Accepts and serves connections until the socket is shut down. The thread that takes the
   // last waiting slot starts another first; one finishing a connection while kIdleAcceptors
   // others wait exits.
@@ -156,6 +166,7 @@ class Daemon {
   std::condition_variable retention_cv_;  // notified by Stop()
   std::thread retention_;                 // the hourly PruneState pass (Serve)
   std::thread heartbeat_flusher_;         // StateDb::FlushHeartbeats every second (Serve)
+  std::thread cleanup_;  // LocalCheckpointCleaner's sweep every kCleanupInterval (Serve)
 };
 
 }  // namespace autopar

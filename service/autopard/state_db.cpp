@@ -77,7 +77,7 @@ CREATE TABLE IF NOT EXISTS journal_segments(
   level INTEGER NOT NULL, PRIMARY KEY(job_id, first_id));
 CREATE TABLE IF NOT EXISTS heartbeats(
   job_id TEXT NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL, time REAL NOT NULL,
-  PRIMARY KEY(job_id, rank));
+  pid INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(job_id, rank));
 )sql";
 
 // A prepared statement with typed binding; finalized on scope exit.
@@ -175,15 +175,24 @@ Result<std::vector<CommitRecord>> ReadCommits(Stmt& s, const char* what) {
 
 StateDb::StepRow ReadStepRow(const Stmt& s) { return {s.Text(0), s.Int(1), s.Text(2), s.Text(3)}; }
 
-// Adds commits.retry to a database created before it existed.
-Status UpgradeSchema(sqlite3* db) {
-  Stmt s(db, "SELECT 1 FROM pragma_table_info('commits') WHERE name='retry'");
+// Adds `column` to `table` of a database created by an earlier release.
+Status AddColumnIfMissing(sqlite3* db, const std::string& table, const std::string& column,
+                          const std::string& type) {
+  const std::string find = "SELECT 1 FROM pragma_table_info('" + table + "') WHERE name='" + column + "'";
+  Stmt s(db, find.c_str());
   if (!s.ok()) return s.Error("schema");
   int rc = s.Step();
   if (rc == SQLITE_ROW) return Status::Ok();
   if (rc != SQLITE_DONE) return s.Error("schema");
-  Stmt alter(db, "ALTER TABLE commits ADD COLUMN retry INTEGER NOT NULL DEFAULT 0");
-  return Run(alter, "add commits.retry");
+  const std::string add = "ALTER TABLE " + table + " ADD COLUMN " + column + " " + type;
+  Stmt alter(db, add.c_str());
+  return Run(alter, ("add " + table + "." + column).c_str());
+}
+
+// The columns later releases added (commits.retry, heartbeats.pid).
+Status UpgradeSchema(sqlite3* db) {
+  if (Status st = AddColumnIfMissing(db, "commits", "retry", "INTEGER NOT NULL DEFAULT 0"); !st) return st;
+  return AddColumnIfMissing(db, "heartbeats", "pid", "INTEGER NOT NULL DEFAULT 0");
 }
 
 }  // namespace
@@ -547,6 +556,23 @@ Result<std::vector<std::string>> StateDb::InactiveJobs(double before) {
   return ReadRows<std::string>(s, "inactive jobs", [](const Stmt& r) { return r.Text(0); });
 }
 
+Result<std::vector<CheckpointDirRow>> StateDb::CheckpointDirs() {
+  DbLock lock(mu_);
+  Stmt s(db_,
+         "SELECT job_id, ckpt_dir, MAX(uid), MAX(gid), MAX(upload != ''),"
+         " SUM(upload != '' AND (state IN ('queued', 'uploading') OR (state = 'failed' AND retry = 1)))"
+         " FROM commits GROUP BY job_id, ckpt_dir ORDER BY job_id, ckpt_dir");
+  return ReadRows<CheckpointDirRow>(s, "checkpoint directories", [](const Stmt& r) {
+    CheckpointDirRow row;
+    row.job_id = r.Text(0);
+    row.ckpt_dir = r.Text(1);
+    row.owner = UserIdentity{static_cast<uid_t>(r.Int(2)), static_cast<gid_t>(r.Int(3))};
+    row.uploads = r.Int(4) != 0;
+    row.unfinished = r.Int(5);
+    return row;
+  });
+}
+
 Result<std::vector<std::pair<int64_t, std::string>>> StateDb::LocalCompleteSteps(
     const std::string& job_id) {
   DbLock lock(mu_);
@@ -701,10 +727,23 @@ Result<StateDb::PruneResult> StateDb::PruneJob(
   }
 }
 
-Status StateDb::Heartbeat(const std::string& job_id, int rank, int64_t step, double time) {
+Status StateDb::Heartbeat(const std::string& job_id, int rank, int64_t step, double time, int pid) {
   std::lock_guard<std::mutex> lock(heartbeats_mu_);
-  heartbeats_[{job_id, rank}] = {step, time};
+  heartbeats_[{job_id, rank}] = {step, time, pid};
   return Status::Ok();
+}
+
+Result<std::vector<StateDb::WatchedRank>> StateDb::WatchedRanks(double since) {
+  if (Status st = FlushHeartbeats(); !st) return st;
+  DbLock lock(mu_);
+  Stmt s(db_,
+         "SELECT job_id, rank, step, time, pid FROM heartbeats WHERE pid > 0 AND time >= ? "
+         "ORDER BY job_id, rank");
+  s.Bind(since);
+  return ReadRows<WatchedRank>(s, "heartbeats", [](const Stmt& r) {
+    return WatchedRank{r.Text(0), static_cast<int>(r.Int(1)), r.Int(2), r.Real(3),
+                       static_cast<int>(r.Int(4))};
+  });
 }
 
 Status StateDb::FlushHeartbeats() {
@@ -728,8 +767,8 @@ Status StateDb::WritePendingHeartbeats() {
   if (rows.empty()) return Status::Ok();
   Status st = Status::Ok();
   if (!heartbeat_stmt_ &&
-      sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO heartbeats(job_id, rank, step, time) "
-                              "VALUES(?,?,?,?)", -1, &heartbeat_stmt_, nullptr) != SQLITE_OK) {
+      sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO heartbeats(job_id, rank, step, time, pid) "
+                              "VALUES(?,?,?,?,?)", -1, &heartbeat_stmt_, nullptr) != SQLITE_OK) {
     st = Status::Error(std::string("state database: heartbeat: ") + sqlite3_errmsg(db_));
   }
   for (auto it = rows.begin(); st.ok() && it != rows.end(); ++it) {
@@ -739,6 +778,7 @@ Status StateDb::WritePendingHeartbeats() {
     sqlite3_bind_int64(heartbeat_stmt_, 2, key.second);
     sqlite3_bind_int64(heartbeat_stmt_, 3, row.step);
     sqlite3_bind_double(heartbeat_stmt_, 4, row.time);
+    sqlite3_bind_int64(heartbeat_stmt_, 5, row.pid);
     if (sqlite3_step(heartbeat_stmt_) != SQLITE_DONE) {
       st = Status::Error(std::string("state database: heartbeat: ") + sqlite3_errmsg(db_));
     }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/proto/protocol.h"
+#include "local_cleanup.h"
 #include "autopar/status.h"
 
 namespace autopar {
@@ -150,7 +151,18 @@ class StateDb {
   Result<JobUsage> UsageOf(const std::string& job_id);
   Result<std::vector<JournalEvent>> Events(const std::string& job_id);
   // Records the heartbeat in memory (the newest per job and rank; no database access).
-  Status Heartbeat(const std::string& job_id, int rank, int64_t step, double time);
+  // `pid`: the rank's process (0: unknown), so that a restarted autopard resumes watching it.
+  Status Heartbeat(const std::string& job_id, int rank, int64_t step, double time, int pid = 0);
+  // The ranks whose last heartbeat came at or after `since` (epoch seconds) from a known process:
+  // what a restarted autopard watches again (FailureHandler::ResumeWatch).
+  struct WatchedRank {
+    std::string job_id;
+    int rank = 0;
+    int64_t step = 0;
+    double time = 0;
+    int pid = 0;
+  };
+  Result<std::vector<WatchedRank>> WatchedRanks(double since);
   // Writes the heartbeats recorded since the last flush, in one transaction; on an error they
   // stay pending for the next one. Also run by the destructor.
   Status FlushHeartbeats();
@@ -177,6 +189,9 @@ class StateDb {
   // steps, an owner or segments left) counts as inactive since ever.
   // Jobs whose newest activity is before `before` (epoch seconds), in job id order.
   Result<std::vector<std::string>> InactiveJobs(double before);
+  // Every job's checkpoint directory on this node with its owner, whether its commits name an
+  // upload target and how many are not uploaded yet (local_cleanup.h).
+  Result<std::vector<CheckpointDirRow>> CheckpointDirs();
   // The job's steps recorded COMPLETE-LOCAL: (step, checkpoint directory).
   Result<std::vector<std::pair<int64_t, std::string>>> LocalCompleteSteps(
       const std::string& job_id);
@@ -215,6 +230,7 @@ class StateDb {
   struct HeartbeatRow {
     int64_t step = 0;
     double time = 0;
+    int pid = 0;
   };
   std::mutex heartbeats_mu_;  // guards heartbeats_ only; taken after mu_, never before it
   std::map<std::pair<std::string, int>, HeartbeatRow> heartbeats_;  // not written yet

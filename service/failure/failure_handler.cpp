@@ -180,6 +180,40 @@ std::optional<JobContext> FailureHandler::ContextOf(const ProcStat& process) {
   return *ctx;
 }
 
+pid_t FailureHandler::RankProcessOf(const std::string& job_id, int rank) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto run = runs_.find(job_id);
+  if (run == runs_.end()) return 0;
+  auto p = run->second.rank_procs.find(rank);
+  return p == run->second.rank_procs.end() ? 0 : p->second.pid;
+}
+
+bool FailureHandler::ResumeWatch(const std::string& job_id, int rank, int64_t step, pid_t pid,
+                                 double time) {
+  auto process = ReadProcStat(pid, proc_);
+  if (!process) return false;  // the rank's process ended meanwhile
+  auto ctx = ContextOf(*process);
+  if (!ctx || ctx->job_id != job_id) return false;  // the pid now belongs to someone else
+  std::lock_guard<std::mutex> lock(mu_);
+  Run& run = runs_[job_id];
+  if (run.ctx.job_id.empty()) {
+    run.ctx = *ctx;
+    if (ctx->heartbeat_timeout_s > 0) {
+      HangSettings hs;
+      hs.timeout_s = ctx->heartbeat_timeout_s;
+      hs.first_step_factor = config_.first_step_factor;
+      run.hang = std::make_unique<HangDetector>(hs, time);
+    }
+  } else if (std::make_pair(ctx->restart_count, ctx->generation) !=
+             std::make_pair(run.ctx.restart_count, run.ctx.generation)) {
+    return false;  // another run of the job is watched already
+  }
+  run.rank_procs[rank] = RankProcess{process->pid, process->start_ticks};
+  run.heartbeats = true;
+  if (run.hang) run.hang->Heartbeat(rank, step, time);
+  return true;
+}
+
 void FailureHandler::SetLimits(const JobLimits& limits) {
   std::lock_guard<std::mutex> lock(mu_);
   config_.limits = limits;

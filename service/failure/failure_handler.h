@@ -167,6 +167,16 @@ class FailureHandler {
   bool OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid,
                    bool short_lived = false, int64_t samples = -1, int64_t tokens = -1,
                    std::optional<double> loss = std::nullopt, const RanksReport& ranks = {});
+  // The process whose life is `rank`'s on this node, as the last heartbeat found it (0: none), for
+  // the state database (ResumeWatch after a restart of autopard).
+  pid_t RankProcessOf(const std::string& job_id, int rank) const;
+  // A restarted autopard watches again a rank whose last heartbeat (before the restart) came from
+  // `pid` at epoch `time` at `step`: when that process still runs as a task of the job, its run is
+  // watched for hangs as if that heartbeat had just come at `time`, with the first-step allowance
+  // (the detector cannot know the run had made progress), so a rank that hung while autopard was
+  // down is found. Returns whether the rank is watched.
+  bool ResumeWatch(const std::string& job_id, int rank, int64_t step, pid_t pid, double time);
+
   // A journal event; `pid` is the sender's (0: from the daemon itself, e.g. the uploader's
   // ckpt_* events, which the time-limit handling needs).
   void OnEvent(const JournalEvent& event, pid_t pid);

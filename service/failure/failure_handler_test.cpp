@@ -498,6 +498,27 @@ TEST_F(FailureHandlerTest, RecoverIsRefusedForAnotherJobsProcess) {
   EXPECT_FALSE(handler_->Recover("42", 0, "class=hang", 50).ok());  // no generation
 }
 
+TEST_F(FailureHandlerTest, AWatchResumedAfterARestartFindsARankThatHungMeanwhile) {
+  // autopard restarted: a new handler knows nothing but the state database's last heartbeats
+  // (rank 0 at step 7 at t=1000, rank 1 at step 7 at t=1001), and no heartbeat comes any more.
+  Task(100, 0);
+  Task(101, 0);
+  now_ = 1010;
+  EXPECT_TRUE(handler_->ResumeWatch("42", 0, 7, 100, 1000));
+  EXPECT_TRUE(handler_->ResumeWatch("42", 1, 7, 101, 1001));
+  EXPECT_FALSE(handler_->ResumeWatch("42", 2, 7, 555, 1001));  // its process is gone
+  EXPECT_FALSE(handler_->ResumeWatch("43", 0, 7, 100, 1001));  // pid 100 is job 42's
+  EXPECT_EQ(handler_->RankProcessOf("42", 1), 101);
+  // The first-step allowance (3 x 60 s) from the recorded heartbeats: not hung before 1180.
+  now_ = 1179;
+  handler_->Tick();
+  EXPECT_TRUE(events_.empty());
+  now_ = 1182;
+  handler_->Tick();
+  ASSERT_FALSE(events_.empty());
+  EXPECT_EQ(events_[0].kind, "heartbeat_missed");
+}
+
 TEST_F(FailureHandlerTest, NewRunResetsHangWatch) {
   Task(100, 0);
   handler_->OnHeartbeat("42", 0, 5, 100);
