@@ -235,6 +235,10 @@ const ConfigKey kKeys[] = {
        c.journal_uri = uri->ToString();
        return Status::Ok();
      }},
+    {"journal_keep_days",
+     [](DaemonConfig& c, const std::string& v) {
+       return SetInteger(v, 0, 36500, &c.journal_keep_days);
+     }},
     {"part_size",
      [](DaemonConfig& c, const std::string& v) { return SetSize(v, false, &c.part_size); }},
     {"multipart_threshold",
@@ -351,6 +355,11 @@ Result<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::strin
     return Status::Error(origin + ": upload_retry_max_s: must be at least upload_retry_initial_s (" +
                          std::to_string(c.upload_retry_initial.count()) + "), got " +
                          std::to_string(c.upload_retry_max.count()));
+  }
+  if (c.journal_keep_days > 0 && c.state_keep_days > 0 && c.journal_keep_days < c.state_keep_days) {
+    return Status::Error(origin + ": journal_keep_days: must be 0 or at least state_keep_days (" +
+                         std::to_string(c.state_keep_days) + "), got " +
+                         std::to_string(c.journal_keep_days));
   }
   if (!c.s3.credentials.secret_access_key.empty() && c.s3.credentials.access_key_id.empty()) {
     return Status::Error(origin + ": s3_secret_key is set but s3_access_key is not");

@@ -75,6 +75,10 @@ struct DaemonConfig {
   // Where every node publishes its journal per job (journal_publisher.h): "file:///shared/dir"
   // or "s3://bucket/prefix" (canonical form); empty: `autopar events` shows this node's only.
   std::string journal_uri;
+  // Days this node's published journal of a job stays at journal_uri after its last publication
+  // (JournalPublisher::PruneJournals, in the hourly retention pass); 0 keeps them forever. At
+  // least state_keep_days when both are set.
+  int journal_keep_days = 90;
   // state_keep_days: the state database forgets a job (its rows only, never checkpoint files or
   // objects) this many days after its last activity, once nothing of it is still needed
   // (Daemon::PruneState); 0 keeps every job forever.

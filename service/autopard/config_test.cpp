@@ -202,6 +202,15 @@ TEST(ConfigReloadTest, ChangedKeysAreSplitIntoAppliedAndNeedingARestart) {
   EXPECT_TRUE(CompareForReload(*a, *a).need_restart.empty());
 }
 
+TEST(ConfigReloadTest, JournalRetentionCannotBeShorterThanStateRetention) {
+  auto c = ParseDaemonConfig("state_keep_days = 14\njournal_keep_days = 7\n", "autopard.conf");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.message(), "autopard.conf: journal_keep_days: must be 0 or at least state_keep_days (14), got 7");
+  EXPECT_TRUE(ParseDaemonConfig("journal_keep_days = 0\n", "a").ok());
+  EXPECT_EQ(ParseDaemonConfig("", "a")->journal_keep_days, 90);
+  EXPECT_EQ(ParseDaemonConfig("", "a")->local_ckpt_cleanup, LocalCleanup::kUploaded);
+}
+
 TEST(ConfigReloadTest, ABadLogLevelIsNamed) {
   auto c = ParseDaemonConfig("log_level = loud\n", "autopard.conf");
   ASSERT_FALSE(c.ok());

@@ -322,6 +322,17 @@ void Daemon::StartLocalCleanup() {
   });
 }
 
+void Daemon::PruneJournals(double now) {
+  const JournalPublisher::PruneSummary sum =
+      publisher_->PruneJournals(now - config_.journal_keep_days * 86400.0);
+  if (!sum.error.empty()) Log(LogLevel::kWarning, "journal retention: %s", sum.error.c_str());
+  if (sum.jobs > 0) {
+    Log(LogLevel::kInfo, "journal retention: deleted this node's published journal of %d jobs "
+        "(%lld objects; journal_keep_days %d)", sum.jobs, static_cast<long long>(sum.objects),
+        config_.journal_keep_days);
+  }
+}
+
 ConfigChanges Daemon::Reload(const DaemonConfig& fresh, const JobLimits& limits) {
   std::lock_guard<std::mutex> lock(reload_mu_);
   ConfigChanges changes = CompareForReload(effective_, fresh);
@@ -386,12 +397,14 @@ Status Daemon::Serve(const std::function<void()>& ready) {
       }
     });
   }
-  if (config_.state_keep_days > 0 && !retention_.joinable()) {
-    retention_ = std::thread([this] {
+  const bool journal_retention = publisher_ && config_.journal_keep_days > 0;
+  if ((config_.state_keep_days > 0 || journal_retention) && !retention_.joinable()) {
+    retention_ = std::thread([this, journal_retention] {
       std::unique_lock<std::mutex> l(retention_mu_);
       while (!stop_) {
         l.unlock();
-        (void)PruneState(Now());
+        if (config_.state_keep_days > 0) (void)PruneState(Now());
+        if (journal_retention) PruneJournals(Now());
         l.lock();
         retention_cv_.wait_for(l, std::chrono::hours(1), [this] { return stop_.load(); });
       }

@@ -88,6 +88,9 @@ class Daemon {
     double seconds = 0;   // the pass's duration
   };
   PruneSummary PruneState(double now);
+  // Journal retention (journal_keep_days, with journal_uri): this node's published journals of
+  // jobs last published before now - journal_keep_days; in the hourly pass, logged.
+  void PruneJournals(double now);
   Uploader& uploader() { return *uploader_; }
   // The Prometheus text of this node (what GET /metrics on metrics_listen answers).
   std::string RenderMetrics();

@@ -124,6 +124,7 @@ Status JournalPublisher::Publish(const std::string& job_id) {
     if (Status st = PutSegment(job_id, seg, uid, &*rows); !st) return st;
     segs->push_back(seg);
     if (Status st = db_->SetJournalSegments(job_id, *segs); !st) return st;
+    if (Status st = db_->MarkPublished(job_id, now_()); !st) return st;
   }
   return Compact(job_id, uid, &*segs);
 }
@@ -309,6 +310,50 @@ bool FitEventsReply(Reply* reply, size_t max_bytes) {
   }
   drop(lo);
   return true;
+}
+
+JournalPublisher::PruneSummary JournalPublisher::PruneJournals(double before) {
+  PruneSummary sum;
+  auto jobs = db_->PublishedBefore(before);
+  if (!jobs) {
+    sum.error = jobs.message();
+    return sum;
+  }
+  // This node's part of each job's journal: the key form of its name, as a segment key has it.
+  PublishedKey own;
+  const std::string probe = PublishedJournalKey("0", node_);
+  const bool known = ParsePublishedKey("0", probe, &own);
+  for (const std::string& job : *jobs) {
+    bool ran = RunIfIdle(job, [&] {
+      std::vector<ObjectInfo> objects;
+      StoreStatus listed = store_->List(PublishedJournalPrefix(job), &objects);
+      if (!listed.ok()) {
+        if (sum.error.empty()) sum.error = "job " + job + ": " + listed.message;
+        return;
+      }
+      std::vector<std::string> keys;
+      for (const auto& o : objects) {
+        PublishedKey k;
+        if (known && ParsePublishedKey(job, o.key, &k) && k.node == own.node) keys.push_back(o.key);
+      }
+      for (size_t i = 0; i < keys.size(); i += 1000) {
+        std::vector<std::string> batch(keys.begin() + i, keys.begin() + std::min(keys.size(), i + 1000));
+        StoreStatus del = store_->Delete(batch);
+        if (!del.ok()) {
+          if (sum.error.empty()) sum.error = "job " + job + ": " + del.message;
+          return;
+        }
+      }
+      if (Status st = db_->ForgetPublished(job); !st) {
+        if (sum.error.empty()) sum.error = st.message();
+        return;
+      }
+      ++sum.jobs;
+      sum.objects += static_cast<int64_t>(keys.size());
+    });
+    (void)ran;  // a job published again meanwhile is not old: the next pass sees its new time
+  }
+  return sum;
 }
 
 }  // namespace autopar

@@ -69,6 +69,16 @@ class JournalPublisher {
   // (state retention prunes a job's rows there); returns whether it ran.
   bool RunIfIdle(const std::string& job_id, const std::function<void()>& fn);
 
+  // Journal retention (autopard.conf journal_keep_days): deletes this node's published journal of
+  // every job it last published before `before` (epoch seconds), between publication rounds;
+  // other nodes' objects are theirs to delete. Never touches the local journal.
+  struct PruneSummary {
+    int jobs = 0;         // jobs whose published journal (this node's part) was deleted
+    int64_t objects = 0;  // objects deleted
+    std::string error;    // the first failure (the job stays for the next pass)
+  };
+  PruneSummary PruneJournals(double before);
+
   ObjectStore& store() { return *store_; }
   const TransferOptions& Transfer() const { return transfer_; }
   const std::string& node() const { return node_; }

@@ -146,6 +146,38 @@ TEST(JournalPublisherTest, PublishesAtOnceThenBatchesAndFlushesOnShutdown) {
   EXPECT_EQ(f.Kinds("42"), (std::vector<std::string>{"step_started", "failure", "requeue"}));
 }
 
+TEST(JournalPublisherTest, RetentionDeletesThisNodesOldJournalsOnly) {
+  Fixture f;
+  double now = 1000;
+  auto pub = std::make_unique<JournalPublisher>(
+      f.store, "node2", f.db.get(), [](const std::string&) -> Result<uid_t> { return uid_t{1001}; },
+      Quick(), std::chrono::milliseconds(1), [&now] { return now; });
+  f.Add(Ev(1, "node2", "42", "step_started"));
+  ASSERT_TRUE(pub->Flush().ok());
+  pub->Changed("42");
+  ASSERT_TRUE(pub->Flush().ok());
+  now = 5000;
+  f.Add(Ev(2, "node2", "43", "step_started"));
+  pub->Changed("43");
+  ASSERT_TRUE(pub->Flush().ok());
+  // Another node's part of job 42, in the same store.
+  ASSERT_TRUE(f.mem.PutObject("42/node1/000000000001-000000000001.json", "{}", Md5Of("{}")).ok());
+  ASSERT_EQ(f.Objects("42/node2/"), 1u);
+  JournalPublisher::PruneSummary sum = pub->PruneJournals(2000);  // 42 last published at 1000
+  EXPECT_TRUE(sum.error.empty()) << sum.error;
+  EXPECT_EQ(sum.jobs, 1);
+  EXPECT_EQ(sum.objects, 1);
+  EXPECT_EQ(f.Objects("42/node2/"), 0u);
+  EXPECT_EQ(f.Objects("42/node1/"), 1u);  // node1's to delete
+  EXPECT_EQ(f.Objects("43/node2/"), 1u);  // published later
+  EXPECT_EQ(pub->PruneJournals(2000).jobs, 0);  // forgotten: nothing more to do
+  // The local journal stays: a later event of job 42 is published again, from scratch.
+  f.Add(Ev(3, "node2", "42", "note"));
+  pub->Changed("42");
+  ASSERT_TRUE(pub->Flush().ok());
+  EXPECT_EQ(f.Objects("42/node2/"), 1u);
+}
+
 TEST(JournalPublisherTest, ARoundWritesOnlyTheNewEvents) {
   Fixture f;
   auto pub = f.Make(0ms);

@@ -75,6 +75,8 @@ CREATE TABLE IF NOT EXISTS job_owners(
 CREATE TABLE IF NOT EXISTS journal_segments(
   job_id TEXT NOT NULL, first_id INTEGER NOT NULL, last_id INTEGER NOT NULL,
   level INTEGER NOT NULL, PRIMARY KEY(job_id, first_id));
+CREATE TABLE IF NOT EXISTS published_jobs(
+  job_id TEXT PRIMARY KEY, time REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS heartbeats(
   job_id TEXT NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL, time REAL NOT NULL,
   pid INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(job_id, rank));
@@ -535,6 +537,34 @@ Status StateDb::SetJournalSegments(const std::string& job_id,
     Stmt ins(db_, "INSERT INTO journal_segments(job_id, first_id, last_id, level) VALUES(?,?,?,?)");
     ins.Bind(job_id).Bind(g.first_id).Bind(g.last_id).Bind(int64_t{g.level});
     st = Run(ins, "journal segments");
+  }
+  if (Status end = Exec(db_, st.ok() ? "COMMIT" : "ROLLBACK"); !end && st.ok()) st = end;
+  return st;
+}
+
+Status StateDb::MarkPublished(const std::string& job_id, double time) {
+  DbLock lock(mu_);
+  Stmt s(db_, "INSERT OR REPLACE INTO published_jobs(job_id, time) VALUES(?,?)");
+  s.Bind(job_id).Bind(time);
+  return Run(s, "published jobs");
+}
+
+Result<std::vector<std::string>> StateDb::PublishedBefore(double before) {
+  DbLock lock(mu_);
+  Stmt s(db_, "SELECT job_id FROM published_jobs WHERE time < ? ORDER BY job_id");
+  s.Bind(before);
+  return ReadRows<std::string>(s, "published jobs", [](const Stmt& r) { return r.Text(0); });
+}
+
+Status StateDb::ForgetPublished(const std::string& job_id) {
+  DbLock lock(mu_);
+  if (Status st = Exec(db_, "BEGIN IMMEDIATE"); !st) return st;
+  Status st = Status::Ok();
+  for (const char* sql : {"DELETE FROM published_jobs WHERE job_id=?",
+                          "DELETE FROM journal_segments WHERE job_id=?"}) {
+    Stmt del(db_, sql);
+    del.Bind(job_id);
+    if (st) st = Run(del, "published jobs");
   }
   if (Status end = Exec(db_, st.ok() ? "COMMIT" : "ROLLBACK"); !end && st.ok()) st = end;
   return st;

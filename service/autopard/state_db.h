@@ -189,6 +189,12 @@ class StateDb {
   // steps, an owner or segments left) counts as inactive since ever.
   // Jobs whose newest activity is before `before` (epoch seconds), in job id order.
   Result<std::vector<std::string>> InactiveJobs(double before);
+  // Journal retention (journal_keep_days): when this node last published each job's journal,
+  // kept apart from the job's rows (state retention prunes those much earlier).
+  Status MarkPublished(const std::string& job_id, double time);
+  Result<std::vector<std::string>> PublishedBefore(double before);
+  // The job's published journal is deleted: its record and its segments' rows go.
+  Status ForgetPublished(const std::string& job_id);
   // Every job's checkpoint directory on this node with its owner, whether its commits name an
   // upload target and how many are not uploaded yet (local_cleanup.h).
   Result<std::vector<CheckpointDirRow>> CheckpointDirs();
