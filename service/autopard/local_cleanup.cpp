@@ -73,17 +73,17 @@ int LocalCheckpointCleaner::Sweep() {
   for (const CheckpointDirRow& row : *rows) {
     const std::string key = row.job_id + "\n" + row.ckpt_dir;
     if (done_.count(key) || !Wanted(row)) continue;
-    if (io_.job_end(row.job_id) != JobEnd::kEnded) continue;
-    done_.insert(key);
     auto steps = io_.steps(row.owner, row.ckpt_dir);
     if (!steps) {
       io_.journal(row.job_id, "dir=" + row.ckpt_dir + " error=" + steps.message());
+      done_.insert(key);
       continue;
     }
-    if (steps->empty()) {  // gone already (or never written here)
-      io_.remove_if_empty(row.owner, row.ckpt_dir);
-      continue;
-    }
+    // Nothing (left) to remove: Slurm is not asked. After a restart of autopard every job the
+    // database remembers is looked at again; only those with steps on disk cost a request.
+    if (steps->empty()) continue;
+    if (io_.job_end(row.job_id) != JobEnd::kEnded) continue;
+    done_.insert(key);
     std::string error;
     for (const std::string& step : *steps) {
       Status st = io_.remove_tree(row.owner, row.ckpt_dir + "/" + step);

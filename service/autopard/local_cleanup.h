@@ -13,7 +13,8 @@
 // owner's identity, never through a symlink at the directory itself.
 //
 // A job has ended when Slurm says so (a final state, no requeue under way) or no longer knows it
-// (past MinJobAge); a job Slurm cannot be asked about now is left for the next sweep. Each removal
+// (past MinJobAge); a job Slurm cannot be asked about now is left for the next sweep. Slurm is
+// asked only about a directory that still holds steps. Each removal
 // is a "ckpt_local_removed" event in the job's timeline.
 //
 // Thread safety: Sweep() from one thread at a time.

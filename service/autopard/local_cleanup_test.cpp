@@ -83,6 +83,21 @@ TEST(LocalCleanupTest, AnEndedJobsUploadedStepsGoAndTheRestStays) {
   EXPECT_EQ(cleaner.Sweep(), 0);
 }
 
+TEST(LocalCleanupTest, SlurmIsAskedOnlyAboutDirectoriesThatHoldSteps) {
+  FakeNode n;
+  n.rows = {Row("1", "/tmp/a/1", true, 0), Row("2", "/tmp/a/2", true, 0)};
+  n.ends = {{"1", JobEnd::kEnded}, {"2", JobEnd::kRunning}};
+  n.dirs["/tmp/a/2"] = {};  // running, nothing written here yet
+  LocalCheckpointCleaner cleaner(LocalCleanup::kUploaded, n.Io());
+  EXPECT_EQ(cleaner.Sweep(), 0);
+  EXPECT_EQ(n.asked, 0);
+  n.dirs["/tmp/a/2"] = {"step-5"};  // job 2 writes a step later: still watched
+  n.ends["2"] = JobEnd::kEnded;
+  EXPECT_EQ(cleaner.Sweep(), 1);
+  EXPECT_EQ(n.asked, 1);
+  EXPECT_TRUE(n.dirs["/tmp/a/2"].empty());
+}
+
 TEST(LocalCleanupTest, LocalOnlyCheckpointsStayUnlessTheSiteSaysAll) {
   for (LocalCleanup policy : {LocalCleanup::kUploaded, LocalCleanup::kAll, LocalCleanup::kNone}) {
     FakeNode n;
