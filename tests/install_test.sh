@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `cmake --install` puts autopar.so in Slurm's plugin directory, the programs in bin, the
-# plugstack.conf snippet under <sysconfdir>/slurm/plugstack.conf.d, the examples under
-# etc/autopar, the man pages by section under MAN_DIR. Installs into a DESTDIR staging tree and
-# checks.
+# plugstack.conf snippet under <sysconfdir>/slurm/plugstack.conf.d, the examples and each
+# package's copyright under <prefix>/share/doc, the man pages compressed by section under MAN_DIR.
+# Installs into a DESTDIR staging tree and checks.
 # Usage: install_test.sh BUILD_DIR PLUGIN_DIR PREFIX ETC_DIR MAN_DIR   (ETC_DIR: <sysconfdir>/autopar)
 set -euo pipefail
 build=$1 plugin_dir=$2 prefix=$3 etc_dir=$4 man_dir=$5
@@ -12,12 +12,20 @@ trap 'rm -rf "$stage"' EXIT
 DESTDIR=$stage cmake --install "$build" >/dev/null
 fail=0
 for f in "$plugin_dir/autopar.so" "$prefix/bin/autopar" "$prefix/bin/autopar-launch" \
-  "$snippet" "$etc_dir/examples/train.sbatch" \
-  "$etc_dir/examples/train_ddp.py" "$man_dir/man1/autopar.1" "$man_dir/man1/autopar-launch.1" \
-  "$man_dir/man5/autopard.conf.5" "$man_dir/man8/autopard.8" "$man_dir/man8/autopar.spank.8" \
-  "$prefix/share/autopar/grafana/autopar.json"; do
+  "$snippet" "$prefix/share/doc/autopar/examples/train.sbatch" \
+  "$prefix/share/doc/autopar/examples/train_ddp.py" "$man_dir/man1/autopar.1.gz" \
+  "$man_dir/man1/autopar-launch.1.gz" "$man_dir/man5/autopard.conf.5.gz" \
+  "$man_dir/man8/autopard.8.gz" "$man_dir/man8/autopar.spank.8.gz" \
+  "$prefix/share/doc/autopar/copyright" "$prefix/share/doc/autopard/copyright" \
+  "$prefix/share/doc/autopar-dev/copyright" "$prefix/share/autopar/grafana/autopar.json"; do
   if [[ -e $stage$f ]]; then echo "installed: $f"; else echo "MISSING: $f"; fail=1; fi
 done
+# Nothing uncompressed among the man pages, no example left under etc.
+if [[ -n $(find "$stage$man_dir" -type f ! -name '*.gz') || -e $stage$etc_dir/examples ]]; then
+  echo "WRONG: uncompressed man pages or examples under $etc_dir"
+  fail=1
+fi
+zcat "$stage$man_dir/man8/autopard.8.gz" | grep -q '^.TH AUTOPARD 8' || { echo "autopard.8.gz is not the page"; fail=1; }
 # The Python module, where that prefix's python3 finds it (python/CMakeLists.txt).
 if compgen -G "$stage$prefix/lib/python3*/dist-packages/autopar/ckpt.py" >/dev/null; then
   echo "installed: the Python module autopar"

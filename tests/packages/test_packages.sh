@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# The Debian packages end to end (issue 14): builds them with CPack from the build directory,
-# installs them with dpkg, enables the plugin the way an admin does (uncommenting the line of the
-# installed /etc/slurm/plugstack.conf.d/autopar.conf), runs a job on a local cluster of its own
-# that uses only installed files (Debian's /etc/slurm/plugstack.conf, the plugin in Slurm's plugin
-# directory, /usr/sbin/autopard, /usr/bin/autopar-launch and /usr/bin/autopar, the Python module
-# from dist-packages), then removes the packages (the conffiles stay) and purges them (nothing
-# stays). Prints one line per check.
+# The Debian packages end to end: builds them with CPack from the build directory (and the same
+# tree again under a lower version, standing in for the previous release), installs the previous
+# ones with dpkg, enables the plugin the way an admin does (uncommenting the line of the installed
+# /etc/slurm/plugstack.conf.d/autopar.conf), starts a job on a local cluster of its own that uses
+# only installed files (Debian's /etc/slurm/plugstack.conf, the plugin in Slurm's plugin directory,
+# /usr/sbin/autopard, /usr/bin/autopar-launch and /usr/bin/autopar, the Python module from
+# dist-packages), upgrades to the current packages while the job runs (conffiles kept, the
+# postinst restarting autopard, the job riding through), then removes the packages (the conffiles
+# stay) and purges them (nothing stays). Prints one line per check.
+#
+# systemd cannot run as PID 1 on the test machine: for the dpkg calls a recording `systemctl` is
+# first on PATH and /run/systemd/system exists, so the maintainer scripts' calls are checked, and
+# the restart they ask for is carried out on the cluster's nodes (tests/cluster/node-autopard.sh).
 #
 # Usage: test_packages.sh BUILD_DIR PLUGIN_DIR   (ctest: integration.packages; run as root)
 #   BUILD_DIR is configured for the /usr prefix (scripts/build.sh) and built.
@@ -25,7 +31,9 @@ snippet=/etc/slurm/plugstack.conf.d/autopar.conf
 # Every place the packages put something of their own: none may exist before, or after the purge.
 own_paths=(/usr/bin/autopar /usr/bin/autopar-launch /usr/sbin/autopard "$plugin_dir/autopar.so"
   /usr/lib/python3/dist-packages/autopar /usr/include/autopar /usr/libexec/autopar /etc/autopar
-  "$snippet" /usr/lib/systemd/system/autopard.service /var/lib/autopard /run/autopard)
+  "$snippet" /usr/lib/systemd/system/autopard.service /var/lib/autopard /run/autopard
+  /usr/share/doc/autopar /usr/share/doc/autopard /usr/share/doc/autopar-dev)
+packages=(autopar autopard autopar-dev)
 
 say() { printf 'packages: %s\n' "$*"; }
 failures=0
@@ -49,7 +57,7 @@ stop_here() {
 # --- refuse to touch an existing installation ------------------------------------------------
 
 ((EUID == 0)) || { say "error: run as root (dpkg -i, the cluster)" >&2; exit 1; }
-for p in autopar autopard; do
+for p in "${packages[@]}"; do
   # db:Status-Abbrev is "un " for a package dpkg knows but that is not installed.
   status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null) || status=""
   if [[ -n $status && $status != "un " ]]; then
@@ -72,7 +80,24 @@ export AUTOPAR_CLUSTER_PORT_BASE=${AUTOPAR_PACKAGES_PORT_BASE:-$(free_port_base 
 
 work=$(mktemp -d /tmp/autopar-packages-test.XXXXXX)
 chmod 0755 "$work"
-installed=0 cluster=0
+installed=0 cluster=0 fake_systemd=0
+# The recording systemctl (see the header), for the dpkg calls.
+mkdir -p "$work/bin"
+printf '#!/bin/sh\necho "$*" >>%q\n' "$work/systemctl.log" >"$work/bin/systemctl"
+chmod 0755 "$work/bin/systemctl"
+with_systemd() { # with_systemd COMMAND...: runs it with the recording systemctl and /run/systemd/system
+  local rc=0
+  if [[ ! -e /run/systemd/system ]]; then
+    mkdir -p /run/systemd/system
+    fake_systemd=1
+  fi
+  PATH="$work/bin:$PATH" "$@" || rc=$?
+  if ((fake_systemd)); then
+    rmdir /run/systemd/system /run/systemd 2>/dev/null || true
+    fake_systemd=0
+  fi
+  return "$rc"
+}
 cleanup() {
   local rc=$?
   if ((cluster)); then
@@ -84,7 +109,8 @@ cleanup() {
     fi
   fi
   # Whatever failed, leave the machine as it was: this test installed them, nobody else had them.
-  if ((installed)); then dpkg -P autopard autopar >/dev/null 2>&1 || true; fi
+  if ((fake_systemd)); then rmdir /run/systemd/system /run/systemd 2>/dev/null || true; fi
+  if ((installed)); then dpkg -P autopar-dev autopard autopar >/dev/null 2>&1 || true; fi
   rm -rf "$work"
   if ((rc == 0 && failures)); then rc=1; fi
   if ((rc)); then say "FAILED ($failures failed checks)" >&2; else say "passed"; fi
@@ -100,10 +126,19 @@ t0=$SECONDS
 (cd "$build" && cpack -G DEB -B "$work/packages") >"$work/cpack.log" 2>&1 ||
   { cat "$work/cpack.log" >&2; stop_here "cpack -G DEB"; }
 shopt -s nullglob
-debs=("$work"/packages/autopar_*.deb "$work"/packages/autopard_*.deb)
+debs=("$work"/packages/autopar_*.deb "$work"/packages/autopard_*.deb "$work"/packages/autopar-dev_*.deb)
 shopt -u nullglob
-((${#debs[@]} == 2)) || stop_here "cpack made autopar_*.deb and autopard_*.deb (got: ${debs[*]})"
-ok "cpack -G DEB made $(basename "${debs[0]}") and $(basename "${debs[1]}") in $((SECONDS - t0))s"
+((${#debs[@]} == 3)) || stop_here "cpack made autopar_*.deb, autopard_*.deb and autopar-dev_*.deb (got: ${debs[*]})"
+ok "cpack -G DEB made $(basename "${debs[0]}"), $(basename "${debs[1]}") and $(basename "${debs[2]}") in $((SECONDS - t0))s"
+version=$(dpkg-deb -f "${debs[0]}" Version)
+previous="${version}~prev"
+(cd "$build" && cpack -G DEB -B "$work/previous" -D CPACK_PACKAGE_VERSION="$previous") \
+  >"$work/cpack-previous.log" 2>&1 || { cat "$work/cpack-previous.log" >&2; stop_here "cpack of $previous"; }
+shopt -s nullglob
+previous_debs=("$work"/previous/autopar_*.deb "$work"/previous/autopard_*.deb "$work"/previous/autopar-dev_*.deb)
+shopt -u nullglob
+((${#previous_debs[@]} == 3)) || stop_here "cpack made the $previous packages (got: ${previous_debs[*]})"
+check "version $previous is older than $version for dpkg" dpkg --compare-versions "$previous" lt "$version"
 
 # contents DEB: its files and links (not directories), one path a line.
 contents() { dpkg-deb -c "$1" | awk '$1 !~ /^d/ { print $6 }' | sed 's|^\.||' | sort; }
@@ -114,28 +149,54 @@ has_all() { # has_all LIST PATH...: every PATH is a line of LIST.
 }
 autopar_files=$(contents "${debs[0]}")
 autopard_files=$(contents "${debs[1]}")
+dev_files=$(contents "${debs[2]}")
 check "autopar holds the plugin, launcher, CLI, library, Python module and snippet" \
   has_all "$autopar_files" "$plugin_dir/autopar.so" /usr/bin/autopar-launch /usr/bin/autopar \
   /usr/lib/python3/dist-packages/autopar/__init__.py /usr/lib/python3/dist-packages/autopar/ckpt.py "$snippet" \
-  /usr/share/man/man8/autopar.spank.8
+  /usr/share/man/man8/autopar.spank.8.gz /usr/share/man/man1/autopar.1.gz /usr/share/doc/autopar/copyright \
+  /usr/share/doc/autopar/examples/train.sbatch /usr/share/doc/autopar/examples/train_ddp.py
 check "autopar holds libautopar" grep -q '^/usr/lib/.*/libautopar\.so\.[0-9]*$' <<<"$autopar_files"
 check "autopard holds the daemon, its unit, configuration and man pages" \
   has_all "$autopard_files" /usr/sbin/autopard /usr/lib/systemd/system/autopard.service \
-  /etc/autopar/autopard.conf /usr/share/man/man8/autopard.8 /usr/share/man/man5/autopard.conf.5
-check "the two share no file" test -z "$(comm -12 <(printf '%s\n' "$autopar_files") <(printf '%s\n' "$autopard_files"))"
+  /etc/autopar/autopard.conf /usr/share/man/man8/autopard.8.gz /usr/share/man/man5/autopard.conf.5.gz \
+  /usr/share/doc/autopard/copyright
+check "autopar-dev holds the headers, the libautopar.so link and its copyright" \
+  has_all "$dev_files" /usr/include/autopar/autopar_c.h /usr/include/autopar/ckpt_c.h \
+  /usr/include/autopar/nccl.h /usr/include/autopar/status.h /usr/share/doc/autopar-dev/copyright
+check "autopar-dev holds libautopar.so" grep -q '^/usr/lib/.*/libautopar\.so$' <<<"$dev_files"
+check "no header and no libautopar.so link outside autopar-dev" \
+  test -z "$(printf '%s\n%s\n' "$autopar_files" "$autopard_files" | grep -E '^/usr/include/|/libautopar\.so$' || true)"
+all_files=$(printf '%s\n%s\n%s\n' "$autopar_files" "$autopard_files" "$dev_files")
+check "every man page is compressed" test -z "$(grep '^/usr/share/man/' <<<"$all_files" | grep -v '\.gz$' || true)"
+check "no example under /etc" test -z "$(grep '^/etc/autopar/examples' <<<"$all_files" || true)"
+for deb in "${debs[@]}"; do
+  name=$(dpkg-deb -f "$deb" Package)
+  check "$name's copyright: Debian's format, Apache-2.0" \
+    bash -c "dpkg-deb --fsys-tarfile '$deb' | tar -xOf - ./usr/share/doc/$name/copyright | grep -q '^License: Apache-2.0'"
+  check "$name's Maintainer is not a local address ($(dpkg-deb -f "$deb" Maintainer))" \
+    test -z "$(dpkg-deb -f "$deb" Maintainer | grep -i localhost || true)"
+done
+check "the three share no file" test -z "$(grep -v '^$' <<<"$all_files" | sort | uniq -d)"
+recommends=$(dpkg-deb -f "${debs[0]}" Recommends 2>/dev/null || true)
+if grep -q 'libnccl\.so' <<<"$(ldd "$build"/launcher/nccl/libautopar.so 2>/dev/null || true)"; then
+  check "autopar recommends NCCL and the CUDA runtime that libautopar links ($recommends)" \
+    grep -qE '^libnccl2, cuda-cudart-[0-9]+-[0-9]+$' <<<"$recommends"
+fi
+check "autopar-dev depends on autopar $version" grep -q "autopar (= $version)" <<<"$(dpkg-deb -f "${debs[2]}" Depends)"
 depends=$(dpkg-deb -f "${debs[0]}" Depends)
 check "autopar depends on Slurm's plugin package and python3 ($depends)" \
   grep -qE 'slurm-wlm-basic-plugins \(>= [0-9.]+\).*python3.*libpmix' <<<"$depends"
-version=$(dpkg-deb -f "${debs[0]}" Version)
 check "autopard depends on autopar $version and libslurm" \
   grep -qE "autopar \(= $version\).*libslurm" <<<"$(dpkg-deb -f "${debs[1]}" Depends)"
 
 # --- install ---------------------------------------------------------------------------------
 
 installed=1
-dpkg -i "${debs[@]}" >"$work/dpkg-i.log" 2>&1 || { cat "$work/dpkg-i.log" >&2; stop_here "dpkg -i (every dependency is in scripts/install-deps.sh)"; }
-ok "dpkg -i installed both"
-dpkg -L autopar autopard | sort -u >"$work/installed-files"
+with_systemd dpkg -i "${previous_debs[@]}" >"$work/dpkg-i.log" 2>&1 || { cat "$work/dpkg-i.log" >&2; stop_here "dpkg -i (every dependency is in scripts/install-deps.sh)"; }
+ok "dpkg -i installed the three of $previous"
+check "a fresh install started, restarted and enabled nothing (systemctl: $(tr '\n' ';' <"$work/systemctl.log" 2>/dev/null || true))" \
+  test -z "$(grep -vx 'daemon-reload' "$work/systemctl.log" 2>/dev/null || true)"
+: >"$work/systemctl.log"
 conffiles() { dpkg-query -W -f='${Conffiles}\n' "$1" | awk 'NF { print $1 }'; }
 check "autopard's conffile: /etc/autopar/autopard.conf" has_all "$(conffiles autopard)" /etc/autopar/autopard.conf
 check "autopar's conffile: the snippet" has_all "$(conffiles autopar)" "$snippet"
@@ -148,6 +209,8 @@ for exe in /proc/[0-9]*/exe; do
   [[ $(readlink "$exe" 2>/dev/null) == /usr/sbin/autopard ]] && started+=" ${exe//[^0-9]/}"
 done
 check "postinst started no autopard" test -z "$started"
+check "the examples are in /usr/share/doc/autopar/examples, not conffiles" \
+  test -f /usr/share/doc/autopar/examples/train.sbatch -a -z "$(conffiles autopar | grep examples || true)"
 check "ldconfig knows libautopar" grep -q 'libautopar\.so\.[0-9]' <<<"$(ldconfig -p)"
 module=$(cd / && env -i PATH=/usr/bin:/bin /usr/bin/python3 -c 'import autopar; print(autopar.__file__)')
 check "python3 imports autopar from dist-packages ($module)" \
@@ -169,13 +232,18 @@ env -u AUTOPAR_PLUGSTACK_ARGS -u AUTOPAR_S3_ENDPOINT -u AUTOPAR_AUTOPARD_CONF_EX
 ok "a cluster of its own started in $((SECONDS - t))s ($AUTOPAR_CLUSTER_DIR, port $AUTOPAR_CLUSTER_PORT_BASE)"
 
 cat >"$work/job.py" <<'EOF'
-# One rank: import autopar (from wherever python3 finds it) and commit a checkpoint of step 0.
+# One rank: import autopar (from wherever python3 finds it) and commit a checkpoint of steps
+# 0..7, one a second (the packages are upgraded and autopard restarted meanwhile).
 import os
+import time
 import autopar
 from autopar import ckpt
-with open(os.path.join(ckpt.step_dir(0), "rank.txt"), "w") as f:
-    f.write(f"rank {ckpt.rank()}\n")
-reply = ckpt.commit(0)
+for step in range(8):
+    with open(os.path.join(ckpt.step_dir(step), "rank.txt"), "w") as f:
+        f.write(f"rank {ckpt.rank()}\n")
+    reply = ckpt.commit(step)
+    print(f"STEP {step} RANK {ckpt.rank()} files={reply['files']}", flush=True)
+    time.sleep(1)
 print(f"RANK {ckpt.rank()} world={os.environ['WORLD_SIZE']} pp={os.environ.get('AUTOPAR_PP')} "
       f"files={reply['files']} module={autopar.__file__}", flush=True)
 EOF
@@ -191,6 +259,39 @@ mkdir -m 0755 "$work/ckpt"
 job=$(cd "$work" && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin SLURM_CONF="$SLURM_CONF" \
   sbatch --parsable job.sh 2>"$work/sbatch.err") || { cat "$work/sbatch.err" >&2; stop_here "sbatch with autopar's options"; }
 job=${job%%;*}
+
+# --- upgrade to the current packages while the job runs ----------------------------------------
+
+for ((i = 0; i < 120; i++)); do
+  grep -q '^STEP 1 ' "$work/job.out" 2>/dev/null && break
+  sleep 0.5
+done
+check "job $job runs (step 1 committed) before the upgrade" grep -q '^STEP 1 ' "$work/job.out"
+echo "# the admin's own line" >>/etc/autopar/autopard.conf
+: >"$work/systemctl.log"
+t=$SECONDS
+with_systemd dpkg -i "${debs[@]}" >"$work/dpkg-upgrade.log" 2>&1 ||
+  { cat "$work/dpkg-upgrade.log" >&2; stop_here "dpkg -i of $version over $previous"; }
+ok "dpkg -i upgraded the three from $previous to $version in $((SECONDS - t))s"
+for p in "${packages[@]}"; do
+  check "$p is at $version" test "$(dpkg-query -W -f='${Version}' "$p")" = "$version"
+done
+check "the upgrade kept the admin's edits (the snippet's line, autopard.conf)" \
+  bash -c "grep -qE '^required $plugin_dir/autopar\.so socket=' '$snippet' && grep -qx '# the admin.s own line' /etc/autopar/autopard.conf"
+check "autopard's postinst asked systemd to restart a running autopard (systemctl: $(tr '\n' ';' <"$work/systemctl.log"))" \
+  grep -qx 'try-restart autopard.service' "$work/systemctl.log"
+dpkg -L "${packages[@]}" | sort -u >"$work/installed-files"
+check "the prerm did not stop autopard on upgrade" test -z "$(grep -x 'stop autopard.service' "$work/systemctl.log" || true)"
+# What systemctl try-restart does on a node, done on this cluster's: the new /usr/sbin/autopard
+# replaces the running one, under the running job.
+restarted=0
+for node in node1 node2; do
+  AUTOPAR_CLUSTER_DIR=$AUTOPAR_CLUSTER_DIR AUTOPAR_CLUSTER_PORT_BASE=$AUTOPAR_CLUSTER_PORT_BASE \
+    "$cluster_scripts/node-autopard.sh" "$node" stop TERM >>"$work/restart.log" 2>&1 &&
+  AUTOPAR_CLUSTER_DIR=$AUTOPAR_CLUSTER_DIR AUTOPAR_CLUSTER_PORT_BASE=$AUTOPAR_CLUSTER_PORT_BASE \
+    "$cluster_scripts/node-autopard.sh" "$node" start >>"$work/restart.log" 2>&1 && restarted=$((restarted + 1))
+done
+check "autopard restarted on the job's nodes with the upgraded binary" test "$restarted" = 2
 state=""
 for ((i = 0; i < 240; i++)); do
   state=$(scontrol -o show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2) || state=""
@@ -201,10 +302,10 @@ check "job $job with --ckpt-dir and --auto-parallel COMPLETED (state $state)" te
 [[ $state == COMPLETED ]] || printf 'its output:\n%s\n' "$out"
 check "the job ran /usr/bin/autopar-launch" grep -qx 'LAUNCHER /usr/bin/autopar-launch' <<<"$out"
 ranks=$(grep -c "^RANK [01] world=2 pp=2 files=1 module=/usr/lib/python3/dist-packages/autopar/__init__.py\$" <<<"$out" || true)
-check "both ranks got the plan, imported autopar from dist-packages and committed step 0" test "$ranks" = 2
+check "both ranks got the plan, imported autopar from dist-packages and committed steps 0..7 through the upgrade" test "$ranks" = 2
 steps=$(/usr/bin/autopar ckpt ls "$job" --json --socket "$AUTOPAR_CLUSTER_DIR/run/autopard-node1.sock" 2>&1 || true)
-check "/usr/bin/autopar ckpt ls shows the job's step 0 ($steps)" \
-  /usr/bin/python3 -c 'import json, sys; sys.exit(0 if [s["step"] for s in json.loads(sys.argv[1])] == [0] else 1)' \
+check "/usr/bin/autopar ckpt ls shows the job's steps 0..7, complete on the node ($steps)" \
+  /usr/bin/python3 -c 'import json, sys; s = json.loads(sys.argv[1]); sys.exit(0 if sorted(x["step"] for x in s) == list(range(8)) and all(x["state"] == "COMPLETE-LOCAL" for x in s) else 1)' \
   "$steps" 2>/dev/null
 t=$SECONDS
 "$cluster_scripts/stop.sh" >"$work/stop.log" 2>&1 || { cat "$work/stop.log" >&2; stop_here "stop.sh"; }
@@ -212,8 +313,8 @@ ok "its cluster stopped in $((SECONDS - t))s"
 
 # --- remove: the conffiles (the admin's edit too) and the state stay -------------------------
 
-dpkg -r autopard autopar >"$work/dpkg-r.log" 2>&1 || { cat "$work/dpkg-r.log" >&2; stop_here "dpkg -r"; }
-ok "dpkg -r removed both"
+dpkg -r autopar-dev autopard autopar >"$work/dpkg-r.log" 2>&1 || { cat "$work/dpkg-r.log" >&2; stop_here "dpkg -r"; }
+ok "dpkg -r removed the three"
 for p in autopar autopard; do
   check "$p is left with its configuration only" test "$(dpkg-query -W -f='${db:Status-Abbrev}' "$p")" = "rc "
 done
@@ -225,10 +326,10 @@ check "the programs are gone" test ! -e /usr/bin/autopar -a ! -e /usr/sbin/autop
 
 # --- purge: nothing stays --------------------------------------------------------------------
 
-dpkg -P autopard autopar >"$work/dpkg-p.log" 2>&1 || { cat "$work/dpkg-p.log" >&2; stop_here "dpkg -P"; }
+dpkg -P autopar-dev autopard autopar >"$work/dpkg-p.log" 2>&1 || { cat "$work/dpkg-p.log" >&2; stop_here "dpkg -P"; }
 installed=0
-ok "dpkg -P purged both"
-for p in autopar autopard; do
+ok "dpkg -P purged the three"
+for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null) || status=""
   check "dpkg forgot $p" test -z "$status" -o "$status" = "un "
 done
