@@ -1,4 +1,4 @@
-// How `autopar events` and the failure decision grow with the job (issue 15): synthetic journals
+// How `autopar events` and the failure decision grow with the job: synthetic journals
 // of 4 to 10,000 nodes, each node with the events one job leaves on it (a run of 4 ranks per node
 // that checkpoints 20 times: committed and uploaded per rank, complete per step, plus the run's
 // own events), as autopard's Events() handles them after reading the published segments: decode

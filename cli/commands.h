@@ -1,5 +1,6 @@
-// Subcommands of the `autopar` CLI. Each lives in its own file (plan_command.cpp, ...) and is
-// listed once in main.cpp's table. A subcommand gets the arguments after its name (argv[0] is the
+// Subcommands of the `autopar` CLI, each listed once in main.cpp's table: plan, calibrate and
+// check-plugstack have a file each (plan_command.cpp, ...); the ones that talk to autopard (ckpt,
+// heartbeat, events, report) share ckpt_cmd.cpp. A subcommand gets the arguments after its name (argv[0] is the
 // subcommand name), prints errors as one line "autopar <name>: <what>: <reason>" on stderr and
 // returns the process exit status: 0 success, 1 runtime failure, 2 bad usage.
 #pragma once

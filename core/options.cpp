@@ -368,7 +368,7 @@ Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site
   if (!o.heartbeat_timeout) o.heartbeat_timeout = d.heartbeat_timeout;
   if (!o.restarts_in_place) o.restarts_in_place = d.restarts_in_place;
   if (!o.restarts_in_place && o.requeue_on_failure) {
-    // A job that asked for recovery gets it in place first (issue 11): its failures cost seconds.
+    // A job that asked for recovery gets it in place first: its failures cost seconds.
     o.restarts_in_place = std::min(site.restarts_in_place_default, site.max_restarts_in_place);
   }
   if (!o.spare_nodes) o.spare_nodes = d.spare_nodes;

@@ -37,7 +37,7 @@ struct SuperviseOptions {
   // Signals sent by the launcher's parent (Slurm's step daemon) are forwarded only when set (see
   // ForwardSignalFromSlurm in launch.h); signals from anyone else always are.
   bool forward_from_parent = true;
-  // In-place restarts (issue 11): the wait also ends, with the program still running, when
+  // In-place restarts: the wait also ends, with the program still running, when
   // `wake_fd` is readable (the restart channel: the caller reads it) or when root sends
   // HungProgramSignal() carrying `generation` (autopard: the program hung).
   int wake_fd = -1;

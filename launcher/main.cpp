@@ -4,7 +4,7 @@
 // Fences and Gets it), GPU/CPU binding, torchrun's environment plus the job's plan, then the
 // program as a child in its own process group. A failing program ends the whole step through
 // PMIx_Abort (Slurm's mpi/pmix kills the step) so no other rank hangs in a collective, unless
-// the job restarts in place (--restarts-in-place, issue 11): then every launcher stops its
+// the job restarts in place (--restarts-in-place): then every launcher stops its
 // program, reports to rank 0's launcher over the restart channels, and follows its verdict (from
 // autopard: a new MASTER_PORT, the resume step and the nodes that run the program, which with
 // --spare-nodes may put a spare in a lost node's place) to start the program again or exit
@@ -142,7 +142,7 @@ class Launcher {
   int RunChild(const std::vector<std::string>& argv, const EnvMap& env,
                const std::vector<int>& cpus, bool forward_from_parent, bool* terminated);
 
-  // In place (issue 11). The program of one generation, supervised: returns its outcome, with
+  // In place. The program of one generation, supervised: returns its outcome, with
   // *failure set when it failed on its own or hung (then it has been stopped) and *told when
   // another launcher's stop notice ended it.
   ChildOutcome RunGeneration(const std::vector<std::string>& argv, const EnvMap& env,
@@ -201,7 +201,7 @@ class Launcher {
   sigset_t program_mask_{};
   int resume_round_ = 0;  // the restore rounds (PMIx keys; in place: within a generation)
 
-  // In-place restarts (issue 11).
+  // In-place restarts.
   bool in_place_ = false;
   // A Python program's next interpreter (prewarm.h): the command, the delay (-1: never), the one
   // prepared.
@@ -827,7 +827,7 @@ int Launcher::Run(int argc, char** argv) {
 
   bool use_pmix = PmixClient::ServerAdvertised(env);
   checkpoints_ = CheckpointsEnabled(Lookup(env));
-  // In place needs the rendezvous (PMIx) and autopard to decide (issue 11).
+  // In place needs the rendezvous (PMIx) and autopard to decide.
   in_place_ = use_pmix && std::atoll(Get(env, "AUTOPAR_RESTARTS_IN_PLACE", "0").c_str()) > 0 &&
               env.count("AUTOPAR_SOCKET") && env.count("SLURM_JOB_ID");
   if (use_pmix) {
@@ -1100,7 +1100,7 @@ int Launcher::Run(int argc, char** argv) {
     return code;
   }
   if (code != 0 && !terminated && !reported) {
-    // A crashed rank: tell the node's autopard first (issue 6, launch_events.h), so that it decides
+    // A crashed rank: tell the node's autopard first (launch_events.h), so that it decides
     // on a requeue while the step is being ended.
     Status st = ReportRankExit(
         [&child_env](const char* k) -> const char* {

@@ -1,5 +1,5 @@
-// PeerGroup: the launchers of one step as they reach each other for in-place restarts (issue 11,
-// docs/recovery.md): who they are (each one's restart channel, node and host, from the first PMIx
+// PeerGroup: the launchers of one step as they reach each other for in-place restarts
+// (docs/recovery.md): who they are (each one's restart channel, node and host, from the first PMIx
 // rendezvous), the messages between them (restart_logic.h) and the three exchanges they make
 // through rank 0's launcher: the reports after a failure, the verdict, and the restore
 // agreement's minimum. What a verdict says is the launcher's business (main.cpp); this class only

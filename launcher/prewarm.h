@@ -1,4 +1,4 @@
-// A warm interpreter for the next generation of an in-place restart (issue 11).
+// A warm interpreter for the next generation of an in-place restart.
 //
 // Restarting a Python program in place costs, before its first step, the program's own start-up:
 // a fresh interpreter importing torch (and what else it imports) on every rank at once, which on

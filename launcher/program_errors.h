@@ -1,4 +1,4 @@
-// Why a rank's program ended, beyond its exit status (issue 13, docs/health.md): out of memory,
+// Why a rank's program ended, beyond its exit status (docs/health.md): out of memory,
 // told by the kernel (the memory cgroup's oom_kill count went up while the program ran and it died
 // of SIGKILL) or by the program itself (its error in TORCHELASTIC_ERROR_FILE, the file torchrun's
 // @record writes and autopar's Python module writes for an uncaught exception). The pure part is

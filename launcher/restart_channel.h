@@ -1,5 +1,5 @@
 // RestartChannel: how the launchers of one step reach each other for an in-place restart
-// (issue 11; restart_logic.h has the messages). Each launcher listens on a TCP port of its
+// (restart_logic.h has the messages). Each launcher listens on a TCP port of its
 // reachable address (published through PMIx with the step's token); a launcher whose program
 // failed sends every other one a stop notice. One connection per notice, one line, then closed.
 // Anyone who can reach the port can connect: connections are served together (up to

@@ -1,4 +1,4 @@
-// In-place restarts (issue 11), the launcher's pure part: the messages the launchers of one step
+// In-place restarts, the launcher's pure part: the messages the launchers of one step
 // send each other over their restart channels (restart_channel.h), who decides, and which nodes
 // run the program. docs/recovery.md tells the whole mechanism:
 //

@@ -1,4 +1,4 @@
-// The launcher's side of utilisation (issue 13, docs/health.md): while the program runs, a thread
+// The launcher's side of utilisation (docs/health.md): while the program runs, a thread
 // samples its use of the node every interval and sends it to the node's autopard as a
 // "usage_sample" event (not journalled: autopard summarises it per node, core/health/usage.h):
 //  - CPU: the CPU time of the program's process group (the program and its children, e.g. data

@@ -15,7 +15,7 @@ bash scripts/build.sh
 # suite below (the integration tests mostly wait for Slurm and their programs' sleeps; they get
 # the CPU first), then their tests run at normal priority once the suite has passed:
 # - clang with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer's coverage
-#   (-DAUTOPAR_FUZZ=ON): the unit tests once more under the sanitizers (CONVENTIONS.md), then
+#   (-DAUTOPAR_FUZZ=ON): the unit tests once more under the sanitizers, then
 #   every fuzz target for a few seconds on its seed corpus (scripts/fuzz.sh; longer runs:
 #   bench/RESULTS.md);
 # - clang with ThreadSanitizer (-DAUTOPAR_TSAN=ON, -O1): autopard's tests, among them

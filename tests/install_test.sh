@@ -34,7 +34,7 @@ else
   fail=1
 fi
 # Exactly the public headers (the C APIs, nccl.h and the status.h it needs), each usable alone
-# from the installed tree: internal headers stay beside their sources (issue 17).
+# from the installed tree: internal headers stay beside their sources.
 headers=$(cd "$stage$prefix/include" && find . -type f | sort | tr '\n' ' ')
 want="./autopar/autopar_c.h ./autopar/ckpt_c.h ./autopar/nccl.h ./autopar/status.h "
 if [[ $headers == "$want" ]]; then echo "installed headers: $headers"; else

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Restore wall time of a resumed job (issue 5): one 4-rank job (4 nodes x 1 rank) writes FILE_MIB
+# Restore wall time of a resumed job: one 4-rank job (4 nodes x 1 rank) writes FILE_MIB
 # of random data per rank and commits it as step 1 to URI; once step 1 is COMPLETE, resumed jobs
 # run `srun --mpi=pmix LAUNCHER -- true` and report srun's wall time (rendezvous + restore of the
 # 4 files + a no-op program), the given launchers taking turns ROUNDS times (e.g. an older

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Commit stall (issue 5, "Performance"): how long `autopar.ckpt.commit(step)` blocks the training
+"""Commit stall: how long `autopar.ckpt.commit(step)` blocks the training
 program, p50/p99 over N commits, for checkpoints of 100 MB and 4 GB per rank (sparse files: the
 commit never reads the data, so the stall must not depend on the size). A private autopard is
 started with its state on this machine's disk, once per `commit_sync` mode (normal: the commit is
@@ -143,7 +143,7 @@ def main():
                 "SQLite WAL commit -> ack) to return, one rank, "
                 f"{args.files} sparse files per commit, uploads to a tmpfs file:// target running "
                 "in the background; autopard's `commit_sync` = normal (in the WAL file) or full "
-                "(and fdatasync'ed). Target (issue 5): p99 < 5 ms, flat in checkpoint size. "
+                "(and fdatasync'ed). Target: p99 < 5 ms, flat in checkpoint size. "
                 f"Load average (1 min) after each mode: {', '.join(f'{x:.2f}' for x in load)}.\n",
                 "| commit_sync | size per rank | commits | p50 | p99 | max |", "|---|---|---|---|---|---|"]
         for r in rows:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Two builds of the S3 upload path side by side (issue 17: "the upload benchmark shows no
-# regression, before and after"). Runs autopar-storage-tool from build A and from build B in
-# turn, A B A B ..., against one private s3rver on loopback, for three shapes of checkpoint:
+# Two builds of the S3 upload path side by side, to show that a change of it does not slow it
+# down. Runs autopar-storage-tool from build A and from build B in turn, A B A B ..., against
+# one private s3rver on loopback, for three shapes of checkpoint:
 #   big:       FILES files of BIG_MIB MiB, multipart (16 MiB parts, 8 in flight)
 #   whole:     the same files, one streamed PUT each (the default below the multipart threshold)
 #   small:     SMALL files of 64 KiB (per-request cost: signing, headers, XML replies)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoint upload throughput (issue 5, "Performance"): one checkpoint of TOTAL MiB in FILES rank
+# Checkpoint upload throughput: one checkpoint of TOTAL MiB in FILES rank
 # files, uploaded to a private s3rver on loopback by
 #   1. autopar's transfer engine (autopar-storage-tool upload) with its default settings
 #      (multipart_threshold auto: here one streamed PUT per file), and with multipart forced

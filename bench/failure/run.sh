@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Failure recovery benchmark (issue 6): runs the end-to-end fault tests of
+# Failure recovery benchmark: runs the end-to-end fault tests of
 # tests/integration/test_requeue_faults.py and test_time_limit.py on a running local test cluster (with autopard on every
 # node) and prints, per fault, the seconds from the fault to the first training step after the
 # resume, the steps computed twice, and for node loss the ratio to Slurm's own node-failure

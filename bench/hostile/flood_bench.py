@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A flooding neighbour (issue 15): user A's checkpoint commit latency, p50/p99 over N commits,
+"""A flooding neighbour: user A's checkpoint commit latency, p50/p99 over N commits,
 while user B (uid 65534, `nobody`) attacks the same autopard, side by side with no flood in the
 same run. B's attacks, each for the whole of A's measurement:
 
@@ -215,7 +215,7 @@ def main():
                 "each attack measured right after a run without one (`none`). A and B are pinned to "
                 "one core each, as Slurm confines two jobs of a node to their own cores; autopard "
                 "runs on any. Peak threads and "
-                "descriptors of autopard during each run. Target (issue 15): A's p99 under attack "
+                "descriptors of autopard during each run. Target: A's p99 under attack "
                 "within its usual p99.\n",
                 "| attack by B | commits | p50 | p99 | max | p99 / p99 without | autopard threads | descriptors |",
                 "|---|---|---|---|---|---|---|---|"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# autopar-launch benchmarks (issue 4), one command: bench/launch/run.sh [BUILD_DIR]
+# autopar-launch benchmarks, one command: bench/launch/run.sh [BUILD_DIR]
 #  (a) overhead: hyperfine, `srun --mpi=pmix autopar-launch -- true` vs `srun --mpi=pmix true` at
 #      8, 16 and 32 tasks on the 4 nodes (target: at most 1.10x), beside the floor: a bare PMIx
 #      client (launcher/bench-pmix-floor, bench/launch/pmix_floor.cpp) doing only PMIx_Init +

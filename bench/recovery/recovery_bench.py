@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Recovery in place vs the requeue path (issue 11), side by side in one run on the local test
+"""Recovery in place vs the requeue path, side by side in one run on the local test
 cluster: a 4-node x 2-rank PyTorch DDP training (tests/integration/requeue_train.py, gloo, a
 checkpoint every 5 steps) under autopar-launch, one fault per job, timed from the fault to the
 first training step after the recovery (rank 0's "train: ... run N" line of the next run).
@@ -9,7 +9,7 @@ first training step after the recovery (rank 0's "train: ... run N" line of the 
   node    the node of ranks 2-3 killed as a whole at step 30 (tests/cluster/kill-node.sh): in place
           on 3 nodes in use plus --spare-nodes=1 (4 nodes), against the requeue path on 3 nodes
           (requeued without the dead node onto the fourth, free one)
-  shrink  the same node loss with no spare (issue 12): in place, the 4-node run goes on with 3
+  shrink  the same node loss with no spare: in place, the 4-node run goes on with 3
           (--min-nodes=2; re-planned, every saved rank's files restored on each node), against
           the same requeue path on 3 nodes as `node`
 

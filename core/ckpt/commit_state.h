@@ -1,6 +1,6 @@
 // The states a rank's commit goes through on its way to storage (or, without an upload URI, to
 // being its own checkpoint), as autopard's state database records them, and the events that
-// move it (issue 17). The uploader records every transition through one place
+// move it. The uploader records every transition through one place
 // (Uploader::Transition), which refuses one this table does not allow:
 //
 //   queued ──start──> uploading ──uploaded──> uploaded

@@ -1,10 +1,10 @@
-// What autopar-launch tells its node's autopard for the job's timeline (issue 6, "One timeline"):
+// What autopar-launch tells its node's autopard for the job's timeline:
 // `event` requests with the kinds and fields of timeline.h.
 //
 //   rank_exit     exit=N [signal=S] run_s=SECONDS [generation=G]
 //                 any rank whose program ends with a non-zero status on its own (a crashed
 //                 rank); autopard's FailureHandler turns it into a requeue decision, except with
-//                 generation=G (the job restarts in place, issue 11): then it is journalled only
+//                 generation=G (the job restarts in place): then it is journalled only
 //                 and rank 0's `recover` request decides. The exit status follows the shell's
 //                 convention: 128+S for a program killed by signal S, which is then also given as
 //                 signal=S.

@@ -1,4 +1,4 @@
-// Out of memory (issue 13, docs/health.md): how a program's end is told to be an OOM. Two ways,
+// Out of memory (docs/health.md): how a program's end is told to be an OOM. Two ways,
 // both read by the rank's autopar-launch when its program ends:
 //  - the kernel's OOM killer ended it (SIGKILL): the memory cgroup the launcher and its program
 //    share (Slurm's task/cgroup puts each task in one; --mem and ConstrainRAMSpace set its limit)

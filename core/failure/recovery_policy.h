@@ -1,4 +1,4 @@
-// RecoveryPolicy: where a failure of a job goes first (issue 11): restarted in place, inside the
+// RecoveryPolicy: where a failure of a job goes first: restarted in place, inside the
 // running allocation (every rank's program stopped and started again with a new rendezvous and
 // the latest COMPLETE checkpoint), or handed to the requeue path (RequeuePolicy). Pure, no Slurm
 // calls: autopard feeds it one Failure, the job's in-place generation and budget, and the previous

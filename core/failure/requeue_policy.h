@@ -1,4 +1,4 @@
-// RequeuePolicy: what autopard does when a job fails (issue 6). Pure, no Slurm calls: the daemon
+// RequeuePolicy: what autopard does when a job fails. Pure, no Slurm calls: the daemon
 // feeds it a Failure and what it knows of the job (Slurm's restart count, the excluded nodes, the
 // previous run's failure) and carries the decision out through SlurmActions
 // (service/slurm_actions/slurm_actions.h).

@@ -1,4 +1,4 @@
-// Stack capture for a hung rank (issue 6), before autopard kills it: what the kernel knows of the
+// Stack capture for a hung rank, before autopard kills it: what the kernel knows of the
 // process, and the Python stacks when the rank runs Python.
 //
 //  - /proc/PID/status "State:" (e.g. "T (stopped)", "S (sleeping)") and /proc/PID/wchan (the

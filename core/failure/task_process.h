@@ -1,4 +1,4 @@
-// Which process of a Slurm task a peer of autopard belongs to (issue 6, `autopar heartbeat`).
+// Which process of a Slurm task a peer of autopard belongs to (`autopar heartbeat`).
 //
 // A heartbeat may come from a process that exits right after sending it (the `autopar heartbeat`
 // command in a shell loop). The rank is then alive as long as its task is: the task's process is

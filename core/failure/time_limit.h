@@ -1,5 +1,5 @@
 // When to ask a job's program to checkpoint before its time limit, so that the checkpoint is
-// COMPLETE before Slurm ends the job and the requeued run loses no work (issue 6). No `--signal`
+// COMPLETE before Slurm ends the job and the requeued run loses no work. No `--signal`
 // is needed: autopard reads the job's end time from Slurm and computes the moment itself.
 //
 // The formula (all in seconds):

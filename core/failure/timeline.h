@@ -1,4 +1,4 @@
-// One timeline per job (issue 6): the event record every part of autopar writes to autopard's
+// One timeline per job: the event record every part of autopar writes to autopard's
 // journal, its JSON form, the merge of several nodes' journals in time order, and the table that
 // `autopar events JOBID` prints.
 //
@@ -64,7 +64,7 @@ inline constexpr const char* kTimeLimitCheckpoint = "time_limit_checkpoint";
 inline constexpr const char* kTimeLimitMissed = "time_limit_missed";
 inline constexpr const char* kTimeLimitNotRequeued = "time_limit_not_requeued";
 inline constexpr const char* kFinished = "finished";  // exit=
-// In-place restarts (issue 11; docs/recovery.md): autopard's decision for a failed generation
+// In-place restarts (docs/recovery.md): autopard's decision for a failed generation
 // (action=restart-in-place|requeue-path|none generation= attempt= of= reason=), rank 0's launcher
 // when every rank's program was stopped and started again (generation= culprit_rank= stop_s=
 // decide_s= rendezvous_s=), each rank's restore (bytes_local= bytes_fetched= restore_s=), and
@@ -75,12 +75,12 @@ inline constexpr const char* kHangStop = "hang_stop";
 inline constexpr const char* kRestarted = "restarted";
 inline constexpr const char* kRestored = "restored";
 inline constexpr const char* kFirstStep = "first_step";
-// Elastic runs (issue 12; docs/elastic.md): rank 0's launcher when the run goes on with fewer
+// Elastic runs (docs/elastic.md): rank 0's launcher when the run goes on with fewer
 // nodes (generation= from_nodes= to_nodes= from_ranks= to_ranks= nodes= plan_before= plan_after=
 // reason=), and when a new run resumes a step written by another world size (generation=0, the
 // same fields but nodes= and plan_before=; its step is the step resumed).
 inline constexpr const char* kResized = "resized";
-// Training health (issue 13; docs/health.md): rank 0's measured progress against the plan (steps=
+// Training health (docs/health.md): rank 0's measured progress against the plan (steps=
 // step_s= [samples_per_s=] [tokens_per_s=] [loss=] [loss_last=] [planned_step_s= planned_mfu= mfu=
 // vs_plan=]), at most once per autopard's progress_interval_s.
 inline constexpr const char* kProgress = "progress";
@@ -92,7 +92,7 @@ inline constexpr const char* kBadLoss = "bad_loss";
 // launcher: generation= max_mem_gib= plan_before= mem_before_gib= plan_after= mem_after_gib=
 // reason=; plan_after "refused: ..." when no plan fits and the job ends instead).
 inline constexpr const char* kReplanned = "replanned";
-// Utilisation (issue 13, docs/health.md): every rank's autopar-launch sends "usage_sample"
+// Utilisation (docs/health.md): every rank's autopar-launch sends "usage_sample"
 // (cpu_cores= rss_gib= processes= [gpu_util= gpu_mem_gib=] [generation=]) to its node's autopard,
 // which does not journal it but summarises a node's share of the job as "usage" (core/health/
 // usage.h) at most once per progress_interval_s, and "idle" when it shows neither progress nor
@@ -100,7 +100,7 @@ inline constexpr const char* kReplanned = "replanned";
 inline constexpr const char* kUsageSample = "usage_sample";
 inline constexpr const char* kUsage = "usage";
 inline constexpr const char* kIdle = "idle";
-// A straggler (issue 13, docs/health.md), on rank 0's node: rank= node= compute_s= median_s= ratio=
+// A straggler (docs/health.md), on rank 0's node: rank= node= compute_s= median_s= ratio=
 // windows= margin= excluded_next=yes|no; once per rank per run.
 inline constexpr const char* kStraggler = "straggler";
 }  // namespace event_kind

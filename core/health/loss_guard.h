@@ -1,4 +1,4 @@
-// Bad losses (issue 13, docs/health.md): rank 0's reported loss, heartbeat by heartbeat, checked
+// Bad losses (docs/health.md): rank 0's reported loss, heartbeat by heartbeat, checked
 // for what a training run must not go on with: a NaN or infinite loss, or (with a spike factor) a
 // loss above `spike_factor` times the mean of the recent ones. autopard acts on what it finds
 // (--on-bad-loss: warn, rollback, stop). Pure; thread-compatible.

@@ -1,4 +1,4 @@
-// Plan against reality (issue 13, docs/health.md): rank 0's heartbeats, with the step's samples,
+// Plan against reality (docs/health.md): rank 0's heartbeats, with the step's samples,
 // tokens and loss when the program sends them, become the job's measured step time, throughput
 // and MFU, compared with what the plan predicted, at a bounded rate ("progress" events).
 //

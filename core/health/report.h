@@ -1,4 +1,4 @@
-// `autopar report JOBID` (issue 13, docs/health.md): what a job did, from its timeline alone:
+// `autopar report JOBID` (docs/health.md): what a job did, from its timeline alone:
 // planned against measured step time and MFU, throughput over time, and each recovery with the
 // time it cost. Pure: built from the merged journal (every node's events), rendered as text or
 // JSON. Thread-compatible values.

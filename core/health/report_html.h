@@ -1,4 +1,4 @@
-// `autopar report JOBID --html FILE` (issue 13, docs/health.md): the job's report as one
+// `autopar report JOBID --html FILE` (docs/health.md): the job's report as one
 // self-contained HTML page: a header (job, model, layout), a summary table (planned against
 // measured step time and MFU, throughput, recoveries and the time they cost, the end) and inline
 // SVG plots drawn here: throughput, step time against the plan's, and loss, over the job's time,

@@ -1,4 +1,4 @@
-// Stragglers (issue 13, docs/health.md): a rank whose own compute time per step (the time it works
+// Stragglers (docs/health.md): a rank whose own compute time per step (the time it works
 // before it waits for the others: autopar.health.watch_ddp measures it, rank 0's heartbeat carries
 // every rank's) stays above the job's median by a margin for several windows in a row is flagged,
 // with its node, once per run. In synchronous training everyone waits for the slowest rank, so the

@@ -1,4 +1,4 @@
-// Utilisation and idle allocations (issue 13, docs/health.md): every rank's autopar-launch samples
+// Utilisation and idle allocations (docs/health.md): every rank's autopar-launch samples
 // its program's use of the node (CPU cores from /proc, resident memory, and GPU utilisation and
 // memory through NVML when a GPU is there) and sends it to its node's autopard; NodeUsage keeps one
 // job's samples on one node, journals a summary per interval ("usage") and tells when the

@@ -485,7 +485,7 @@ TEST(PlanJob, InvalidRequestsNameTheOption) {
 
 TEST(PlanJob, GlobalBatchThatNoDataParallelSizeDivides) {
   // BLOOM's 70 layers and 112 heads on 384 GPUs with even stages only leave d in {24, 48, 96,
-  // 192, 384} (p divides 70 and 384/t: 1 or 2); uneven stages give BLOOM's own dp=8 (issue 16).
+  // 192, 384} (p divides 70 and 384/t: 1 or 2); uneven stages give BLOOM's own dp=8.
   PlanRequest r = Request("bloom-176b", 384, "a100-80gb", 2048);
   r.allow_uneven_stages = false;
   auto plan = PlanJob(r);
@@ -503,7 +503,7 @@ TEST(PlanJob, GlobalBatchThatNoDataParallelSizeDivides) {
 }
 
 TEST(PlanJob, PublishedRunsPlanWithoutFlags) {
-  // The refusals issue 16 reported: Meta's Llama 3 405B (TP8 PP16 DP128 on 16,384 H100s, 8K
+  // Runs the planner once refused: Meta's Llama 3 405B (TP8 PP16 DP128 on 16,384 H100s, 8K
   // tokens, 2048 sequences; 126 layers: 7 + 8 x 14 + 7) and BLOOM 176B (TP4 PP12 DP8 on 384 A100s;
   // 70 layers: 5 + 6 x 10 + 5) plan with default options, and their published layouts pinned fit.
   struct Case {

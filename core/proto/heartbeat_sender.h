@@ -1,6 +1,6 @@
 // HeartbeatSender: a program's heartbeats (hang detection, progress; protocol.h) sent by one
 // background thread, so that a heartbeat costs the program a lock instead of a round trip to
-// autopard (issue 13: under 100 us at p99). Used by the C API (autopar/ckpt_c.h).
+// autopard (under 100 us at p99). Used by the C API (autopar/ckpt_c.h).
 //
 // Post() records the heartbeat as the latest and returns at once; the thread (started by the first
 // Post; SCHED_BATCH, so that waking it never preempts the caller) sends the latest one each time

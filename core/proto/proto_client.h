@@ -68,7 +68,7 @@ Result<JobCkptEnv> JobTaskEnvFrom(const GetEnv& getenv);
 // reply's checkpoint_requested: true when the program is asked to checkpoint now because the
 // job's time limit is near. `short_lived`: the calling process exits right after (the
 // `autopar heartbeat` command); the rank is then alive as long as its Slurm task (protocol.h).
-// `progress` (optional, issue 13): the step's samples and tokens over the job and its loss.
+// `progress` (optional): the step's samples and tokens over the job and its loss.
 struct StepProgress {
   int64_t samples = -1;  // -1: not given
   int64_t tokens = -1;

@@ -42,18 +42,18 @@
 //
 // heartbeat's "samples" and "tokens" (integers >= 0) are the step's over the whole job (its global
 // batch, as any rank knows it) and "loss" its loss (a number, or "nan", "inf", "-inf"); all
-// optional (issue 13). Rank 0's, on its node's autopard, become the job's measured step time,
+// optional. Rank 0's, on its node's autopard, become the job's measured step time,
 // throughput and MFU against the plan ("progress" events, docs/health.md). Rank 0's may also carry
 // every rank's compute time of the step ("rank_compute_s": seconds >= 0, index = rank; the time
 // each rank worked before it waited for the others, autopar.health.watch_ddp) and, once per run,
 // the node of each rank ("rank_nodes"): its node's autopard looks for stragglers in them.
 //
 // heartbeat's reply: "checkpoint_requested": true (absent or false otherwise) asks the program to
-// checkpoint now because the job's time limit is near (issue 6; only for jobs submitted with
+// checkpoint now because the job's time limit is near (only for jobs submitted with
 // --requeue-on-failure). The ranks agree on one step (any rank's request counts), commit it as
 // usual and then wait for the requeue instead of exiting (docs/checkpoints.md, "Time limits").
 //
-// recover (issue 11) comes from the launcher of rank 0 when a generation of the program failed
+// recover comes from the launcher of rank 0 when a generation of the program failed
 // and the job restarts in place (or from the failed rank's own launcher, with unreachable=RANKS,
 // when it could not reach those launchers: no restart in place is possible then). "detail"
 // holds the failure (event fields: class exit signal run_s node generation detected, and
@@ -125,7 +125,7 @@ struct RestoreReply {
   std::string dir;         // the rank's restored directory: <ckpt_dir>/step-<N>/rank-<R>
   std::vector<std::string> skipped;  // newer complete steps that could not be used, and why
   // What the restore took from an intact copy already on the node, and what it fetched from the
-  // upload (issue 11).
+  // upload.
   uint64_t bytes_local = 0;
   uint64_t bytes_fetched = 0;
   // The step's directory (<ckpt_dir>/step-<N>, every restored rank-* below it) and the world size

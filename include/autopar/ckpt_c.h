@@ -7,7 +7,7 @@
  * background. Every function returns 0 on success and -1 on failure with a NUL-terminated message
  * in `err` (truncated to errlen; `err` may be NULL). Thread-safe.
  *
- * Heartbeats do not wait for autopard (issue 13: they cost the program microseconds, not a round
+ * Heartbeats do not wait for autopard (they cost the program microseconds, not a round
  * trip): autopar_ckpt_heartbeat, _check and _progress hand the heartbeat to one background thread
  * per process (a std::thread started by the first heartbeat) and return at once. That thread sends
  * the latest heartbeat (while heartbeats keep coming it looks for one every 20 ms, so a call need
@@ -42,7 +42,7 @@ int autopar_ckpt_heartbeat(long long step, char* err, size_t errlen);
  * exiting (docs/checkpoints.md, "Time limits"). */
 int autopar_ckpt_heartbeat_check(long long step, int* checkpoint_requested, char* err,
                                  size_t errlen);
-/* The same with the step's progress (issue 13; docs/health.md): `samples` and `tokens` over the
+/* The same with the step's progress (docs/health.md): `samples` and `tokens` over the
  * whole job (the global batch; -1: not given) and its `loss` (pass NAN when not given and
  * `has_loss` = 0). Rank 0's become the job's measured step time, throughput and MFU. */
 int autopar_ckpt_heartbeat_progress(long long step, long long samples, long long tokens,

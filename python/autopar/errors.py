@@ -1,4 +1,4 @@
-"""The program's error for its launcher (issue 13, docs/health.md): an uncaught exception is written
+"""The program's error for its launcher (docs/health.md): an uncaught exception is written
 to TORCHELASTIC_ERROR_FILE, in the format torchrun's @record uses, so that autopar-launch can tell
 an out-of-memory failure (CUDA's "out of memory", MemoryError, PyTorch's allocators) from any other
 crash and have the job re-planned with more memory headroom instead of failing the same way again.

@@ -1,4 +1,4 @@
-"""Stragglers (issue 13, docs/health.md): what each rank's step costs it, before it waits for the
+"""Stragglers (docs/health.md): what each rank's step costs it, before it waits for the
 others. In synchronous data-parallel training every rank leaves the gradient all-reduce together,
 so the step time alone cannot tell which rank held the others up; the time from the start of a
 rank's forward pass to the moment its last gradient bucket is ready can.

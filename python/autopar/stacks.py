@@ -1,4 +1,4 @@
-"""Python stack dumps for autopard's hang reports (issue 6; core/failure/stack_capture.h).
+"""Python stack dumps for autopard's hang reports (core/failure/stack_capture.h).
 
 ``install()`` registers ``faulthandler`` on SIGUSR2: when autopard finds the job hung, it sends
 SIGUSR2 to each rank that catches it, and the rank writes the stacks of all its threads to

@@ -66,7 +66,7 @@ struct DaemonConfig {
   std::chrono::seconds upload_retry_max{1800};
   int owner_cache_s = 300;       // how long a job's owner is cached
   int restore_timeout_s = 3600;  // the longest a restore may take before the client gives up
-  // Training health (issue 13): a job's measured step time, throughput and MFU are journalled
+  // Training health: a job's measured step time, throughput and MFU are journalled
   // ("progress") at most once per this many seconds, from rank 0's heartbeats.
   int progress_interval_s = 30;
   // Prometheus metrics (metrics_server.h, docs/metrics.md): "ADDRESS:PORT" to serve GET /metrics

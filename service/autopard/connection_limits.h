@@ -1,5 +1,5 @@
 // How many connections autopard serves at once, in all and per user (autopard.conf
-// max_connections, max_connections_per_uid; issue 15): every user may connect to the root daemon,
+// max_connections, max_connections_per_uid): every user may connect to the root daemon,
 // so one user's thousands of connections must not take the threads and descriptors that another
 // user's commit needs. A connection over a limit gets one error line and is closed at once by the
 // thread that accepted it (no thread of its own). Timeouts for slow and idle connections are the

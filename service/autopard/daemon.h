@@ -56,7 +56,7 @@ class Daemon {
   // Stops serving; uploads in flight stay pending in the database for the next start.
   void Stop();
 
-  // Turns on failure handling (issue 6, service/failure): heartbeats and events go to a
+  // Turns on failure handling (service/failure): heartbeats and events go to a
   // FailureHandler that requeues or stops failed jobs through `slurm`; a thread ticks it every
   // second until the daemon is destroyed. `limits`: the site's bounds on what a job's environment
   // asks for (site_limits.h). Call once, before Serve().

@@ -1,4 +1,4 @@
-// One daemon under concurrent load (issue 15): many threads call Handle() at once, as autopard's
+// One daemon under concurrent load: many threads call Handle() at once, as autopard's
 // connection threads do, while it serves its socket, flushes heartbeats, ticks the failure handler
 // and uploads. Every commit must reach its final state exactly once and every event must be
 // journalled exactly once. A real test in every build, and the workload of the ThreadSanitizer

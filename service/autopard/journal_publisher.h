@@ -1,4 +1,4 @@
-// Publication of this node's journal (issue 6, "one timeline"): with `journal_uri` set in
+// Publication of this node's journal: with `journal_uri` set in
 // autopard.conf, every job's events recorded on this node are written to the site's journal store
 // as append-only segments (timeline.h: PublishedSegmentKey), so that `autopar events JOBID` on any
 // node can merge every node's journal, after the job has ended and after a node died (what it

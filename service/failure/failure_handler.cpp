@@ -267,7 +267,7 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
       }
     }
     if (rank == 0) {
-      // The job's measured progress against its plan (issue 13), a window per run.
+      // The job's measured progress against its plan, a window per run.
       if (!run.progress) run.progress = std::make_unique<ProgressTracker>(config_.progress_interval_s);
       progress = run.progress->Add(ProgressSample{now, step, samples, tokens, loss}, ctx->plan);
       if (loss) {
@@ -342,7 +342,7 @@ void FailureHandler::OnEvent(const JournalEvent& e, pid_t pid) {
     return;
   }
   if (FieldInt(f, "generation")) {
-    // In place (issue 11): rank 0's launcher asks for the decision (Recover); journalled only.
+    // In place: rank 0's launcher asks for the decision (Recover); journalled only.
     std::lock_guard<std::mutex> lock(mu_);
     auto it = runs_.find(e.job_id);
     if (it != runs_.end() && it->second.hang) it->second.hang->RankExited(e.rank);

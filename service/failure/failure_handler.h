@@ -1,4 +1,4 @@
-// FailureHandler: autopard's failure handling for the jobs of its node (issue 6). The daemon
+// FailureHandler: autopard's failure handling for the jobs of its node. The daemon
 // passes it every heartbeat and journal event, and calls Tick() about once a second; it detects
 // crashed ranks and hangs, decides with RequeuePolicy, and carries the decision out through
 // SlurmActions (GuardedRequeue, CancelWithReason), writing every step to the journal.
@@ -34,13 +34,13 @@
 //    --requeue-on-failure=N like every automatic restart: requeue_policy.h rule 2). A run that
 //    ends TIMEOUT after a request without such a step journals "time_limit_missed".
 //
-//  - Bad losses (issue 13, docs/health.md): rank 0's reported loss goes through a LossGuard per
+//  - Bad losses (docs/health.md): rank 0's reported loss goes through a LossGuard per
 //    run; a NaN/Inf or a spike (AUTOPAR_LOSS_SPIKE) is journalled ("bad_loss") and, by
 //    AUTOPAR_ON_BAD_LOSS, left alone (warn), stopped (StopOnce) or rolled back: rank 0's launcher
 //    gets BadLossSignal, restarts the program in place and asks Recover(), whose reply limits the
 //    next generation's resume to the steps before the bad one. Rollbacks have their own budget
 //    (rollback:N) and do not count against --restarts-in-place.
-//  - In place (issue 11, docs/recovery.md): for a job whose ranks run under autopar-launch with
+//  - In place (docs/recovery.md): for a job whose ranks run under autopar-launch with
 //    AUTOPAR_RESTARTS_IN_PLACE, a hang is handed to the hung ranks' launchers after the stacks
 //    and the grace (HungProgramSignal), a rank_exit with generation= is journalled only, and rank
 //    0's launcher asks Recover() for the decision about each failed generation (RecoveryPolicy
@@ -89,20 +89,20 @@ struct JobContext {
   std::string stack_dir;                      // AUTOPAR_STACK_DIR or DefaultStackDir(job)
   bool ckpt_upload = false;  // AUTOPAR_CKPT_UPLOAD is set: a COMPLETE step is in shared storage
   bool checkpoints = false;  // AUTOPAR_CKPT_DIR is set: the job checkpoints
-  // Bad losses (issue 13): AUTOPAR_ON_BAD_LOSS (unset: warn) and AUTOPAR_LOSS_SPIKE (0: off).
+  // Bad losses: AUTOPAR_ON_BAD_LOSS (unset: warn) and AUTOPAR_LOSS_SPIKE (0: off).
   BadLossPolicy bad_loss;
   double loss_spike = 0;
   double idle_timeout_s = 0;  // AUTOPAR_IDLE_TIMEOUT (0: never flagged idle)
-  // Stragglers (issue 13): AUTOPAR_STRAGGLER_MARGIN and _WINDOWS (the site's plugstack settings),
+  // Stragglers: AUTOPAR_STRAGGLER_MARGIN and _WINDOWS (the site's plugstack settings),
   // and whether a flagged node is left out of the job's next restart (AUTOPAR_EXCLUDE_STRAGGLERS).
   double straggler_margin = 0.25;
   int straggler_windows = 3;
   bool exclude_stragglers = false;
-  int64_t restarts_in_place = 0;  // AUTOPAR_RESTARTS_IN_PLACE (issue 11)
+  int64_t restarts_in_place = 0;  // AUTOPAR_RESTARTS_IN_PLACE
   // AUTOPAR_RESTART_GENERATION, which autopar-launch gives the program when the job restarts in
   // place (-1: the program was not started by such a launcher).
   int64_t generation = -1;
-  // AUTOPAR_PLAN_JSON's prediction (issue 13: measured against it); nullopt without a plan.
+  // AUTOPAR_PLAN_JSON's prediction (measured against it); nullopt without a plan.
   std::optional<PlanTarget> plan;
   // In-place restarts are carried out by the launchers: a hang on this node is handed to them.
   bool in_place() const { return restarts_in_place > 0 && generation >= 0; }
@@ -145,7 +145,7 @@ struct FailureHandlerConfig {
   double job_refresh_s = 30;         // how often a watched job's end time is read from Slurm
 };
 
-// Rank 0's heartbeat's view of every rank (issue 13): compute times of the step and nodes.
+// Rank 0's heartbeat's view of every rank: compute times of the step and nodes.
 struct RanksReport {
   std::vector<double> compute_s;
   std::vector<std::string> nodes;
@@ -162,7 +162,7 @@ class FailureHandler {
   // A heartbeat of `rank` at `step`, sent by process `pid`; `short_lived`: the sender exits right
   // after (protocol.h). Returns true when the program is asked to checkpoint now because the
   // job's time limit is near (the reply's checkpoint_requested).
-  // `samples`, `tokens`, `loss`: the step's progress when the program sends it (issue 13; -1 /
+  // `samples`, `tokens`, `loss`: the step's progress when the program sends it (-1 /
   // nullopt: not given); rank 0's become "progress" events at most once per progress_interval_s.
   bool OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid,
                    bool short_lived = false, int64_t samples = -1, int64_t tokens = -1,
@@ -237,9 +237,9 @@ class FailureHandler {
     std::optional<int> hang_rank;           // its single suspect, if one
     bool hang_progress = false;             // the run made progress before it hung
     bool first_step_told = false;           // first_step journalled for this generation
-    std::unique_ptr<ProgressTracker> progress;  // rank 0's steps (issue 13)
-    std::unique_ptr<LossGuard> loss_guard;      // rank 0's losses (issue 13)
-    std::unique_ptr<StragglerDetector> stragglers;  // every rank's compute times (issue 13)
+    std::unique_ptr<ProgressTracker> progress;  // rank 0's steps
+    std::unique_ptr<LossGuard> loss_guard;      // rank 0's losses
+    std::unique_ptr<StragglerDetector> stragglers;  // every rank's compute times
   };
   // A rollback handed to rank 0's launcher, waiting for its `recover` request.
   struct PendingRollback {

@@ -1,4 +1,4 @@
-// FailureHandler's bad-loss handling (issue 13, docs/health.md); see failure_handler.h.
+// FailureHandler's bad-loss handling (docs/health.md); see failure_handler.h.
 #include "core/failure/launch_events.h"
 #include "core/failure/timeline.h"
 #include "core/text.h"

@@ -289,7 +289,7 @@ TEST_F(FailureHandlerTest, HangIsDetectedStacksCapturedAndRequeued) {
   EXPECT_EQ(events_.size(), 5u);
 }
 
-// In place (issue 11): a rank's program (pid) under its autopar-launch (pid - 50) of job 42.
+// In place: a rank's program (pid) under its autopar-launch (pid - 50) of job 42.
 void InPlaceTask(FakeProc& proc, int pid, int generation, const char* in_place = "3",
                  const std::vector<std::string>& extra = {}) {
   std::vector<std::string> env = {"SLURM_JOB_ID=42", "SLURM_RESTART_COUNT=0",
@@ -613,7 +613,7 @@ TEST_F(FailureHandlerTest, NoHeartbeatTimeoutNoHangWatch) {
   EXPECT_TRUE(events_.empty());
 }
 
-// Time limits (issue 6 (d)): job 42 started at 1000 with a 2-minute limit (end 1120).
+// Time limits: job 42 started at 1000 with a 2-minute limit (end 1120).
 class TimeLimitTest : public FailureHandlerTest {
  protected:
   TimeLimitTest() {

@@ -1,4 +1,4 @@
-// FailureHandler's time-limit handling (issue 6 (d)); see failure_handler.h.
+// FailureHandler's time-limit handling; see failure_handler.h.
 #include <algorithm>
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-// FailureHandler's utilisation and idle allocations (issue 13, docs/health.md); see
+// FailureHandler's utilisation and idle allocations (docs/health.md); see
 // failure_handler.h and core/health/usage.h.
 #include <cstdlib>
 

@@ -1,4 +1,4 @@
-// SlurmActions: the few things autopard asks of Slurm when a job fails (issue 6), behind one small
+// SlurmActions: the few things autopard asks of Slurm when a job fails, behind one small
 // interface so tests inject a Slurm that refuses. The libslurm implementation
 // (MakeLibSlurmActions, library autopar_slurm_actions in service/slurm_actions) needs root or
 // SlurmUser for requeue, update and cancel of another user's job.

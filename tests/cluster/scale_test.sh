@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The local cluster at scale (issue 15): starts a cluster of its own with AUTOPAR_SCALE_NODES nodes
+# The local cluster at scale: starts a cluster of its own with AUTOPAR_SCALE_NODES nodes
 # (default 16; 32 by hand), each slurmd with its own autopard, beside the suite's cluster (own
 # directory and ports), and runs a deterministic PyTorch DDP training (gloo) of NODES x TASKS ranks
 # as a batch job with the plugin's checkpoint and recovery options, under

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Proves that selftest.sh tells this project's daemons from everyone else's (issue 20): runs it N
+# Proves that selftest.sh tells this project's daemons from everyone else's: runs it N
 # times in a row beside a system munged (started as Debian's munge.service starts one, unless one
 # already runs) and beside the main test cluster (tests/cluster/start.sh, unless it already runs),
 # then once with AUTOPAR_SELFTEST_KILL_OUTSIDE=1, where an outside munged is killed while stop.sh

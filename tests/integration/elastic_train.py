@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Deterministic data-parallel training with a sharded optimizer (ZeRO-1) for the elastic tests
-(issue 12): gloo on CPU, a fixed global batch, Adam whose state (and the parameters' master copy)
+: gloo on CPU, a fixed global batch, Adam whose state (and the parameters' master copy)
 is split across the data-parallel ranks with autopar.reshard, so a run that loses a node goes on
 with fewer ranks from its latest COMPLETE checkpoint and the same mathematics.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Deterministic PyTorch DDP training (gloo, CPU) for the failure/requeue tests (issue 6): the
+"""Deterministic PyTorch DDP training (gloo, CPU) for the failure/requeue tests: the
 checkpointing training of ckpt_train.py (ddp_train.py: same model, data and bit-identical resume),
 plus a fixed pause per step (so faults land mid-run) and one line per step on stdout ("train: rank
 R step S time T run N port P", T = seconds since the epoch, N = TORCHELASTIC_RESTART_COUNT: requeues

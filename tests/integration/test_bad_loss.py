@@ -1,4 +1,4 @@
-"""Bad losses (issue 13, docs/health.md) on the local cluster, end to end: the deterministic DDP
+"""Bad losses (docs/health.md) on the local cluster, end to end: the deterministic DDP
 training of test_requeue_faults.py (2 nodes x 2 ranks, checkpoints every 5 steps) turns every weight
 into NaN before step 32 of its first program (requeue_train.py --nan-at), so its loss is NaN from
 then on, and sends its loss with a heartbeat every 5 steps only (--heartbeat-every 5), so that

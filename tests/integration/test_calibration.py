@@ -1,4 +1,4 @@
-"""The planner learns from a finished job (issue 13, docs/planner.md "Calibration"), on the local
+"""The planner learns from a finished job (docs/planner.md "Calibration"), on the local
 cluster: the toy training of test_health.py under a GPT-3 1.3B plan (slower than its plan, so its
 measured MFU is a real number below the plan's) is calibrated into a site calibration file with
 `autopar calibrate`; a second job submitted with `calibration=FILE` in the plugin's arguments gets

@@ -1,4 +1,4 @@
-"""Elastic runs (issue 12) on the local cluster, end to end, with the sharded-optimizer training of
+"""Elastic runs on the local cluster, end to end, with the sharded-optimizer training of
 elastic_train.py (ZeRO-1 with autopar.reshard, gloo, 2 ranks per node, global batch 24, a plan
 from --auto-parallel=tp=1,pp=1 so that dp is the world size):
 

@@ -1,4 +1,4 @@
-"""`autopar events JOBID`: one timeline across all nodes (issue 6), on the local cluster.
+"""`autopar events JOBID`: one timeline across all nodes, on the local cluster.
 
 Every node's autopard publishes its journal per job to journal_uri (tests/cluster/start.sh: a
 file:// directory the nodes share); any node's autopard merges them. A 2-node DDP job loses a rank

@@ -1,4 +1,4 @@
-"""Training health, plan against reality (issue 13, first part), on the local cluster: the
+"""Training health, plan against reality (first part), on the local cluster: the
 deterministic DDP training of test_requeue_faults.py sends the step's samples and loss with each
 heartbeat; rank 0's node journals "progress" windows (step time, throughput, MFU against the job's
 plan; progress_interval_s = 2 on this cluster), and `autopar report` shows the plan against the

@@ -1,9 +1,9 @@
-"""`autopar heartbeat` (issue 6, "Hang: every rank sends heartbeats ... or `autopar heartbeat`"):
+"""`autopar heartbeat`:
 a training loop written in shell reports its steps with the command. Each heartbeat comes from a
 process that exits right away; autopard takes the rank's Slurm task (the shell below
 autopar-launch) as the rank's process, so a shell that stops making progress is a hang: detected,
-its stack captured, the job requeued; the next run finishes. (It cannot restart in place, issue
-11: the other ranks do not wait for rank 1, so the job's progress stops only when they have ended,
+its stack captured, the job requeued; the next run finishes. (It cannot restart in place: the
+other ranks do not wait for rank 1, so the job's progress stops only when they have ended,
 and an ended program cannot be restarted: autopard hands the hang to rank 1's launcher, which
 finds the others gone and asks its autopard, whose requeue path takes over.)
 

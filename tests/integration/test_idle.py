@@ -1,4 +1,4 @@
-"""Utilisation and idle allocations (issue 13, docs/health.md) on the local cluster: every rank's
+"""Utilisation and idle allocations (docs/health.md) on the local cluster: every rank's
 autopar-launch samples its program's CPU, memory (and GPU, where there is one) use each second
 here (--usage-interval=1) and its node's autopard journals a `usage` summary per node every
 progress_interval_s (2 s here). A job whose program sleeps is flagged `idle` on each node once its

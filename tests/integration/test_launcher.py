@@ -1,4 +1,4 @@
-"""autopar-launch on the local 4-node cluster (issue 4's proof), plus its signal and exit-code
+"""autopar-launch on the local 4-node cluster, plus its signal and exit-code
 handling run directly (no Slurm needed for those).
 
 Cluster tests: every task's environment is consistent (4 nodes x 2 tasks), simultaneous jobs get

@@ -1,4 +1,4 @@
-"""Out of memory (issue 13, docs/health.md) on the local cluster, end to end: the deterministic DDP
+"""Out of memory (docs/health.md) on the local cluster, end to end: the deterministic DDP
 training of test_requeue_faults.py (2 nodes x 2 ranks, checkpoints every 5 steps) under a plan
 (llama-2-7b on a100-80gb, a memory-bound layout), where rank 1 of the first program allocates 4 GiB
 at step 20:

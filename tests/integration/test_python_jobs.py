@@ -1,4 +1,4 @@
-"""Jobs submitted and followed from Python (issue 19), on the local cluster: autopar.jobs (stdlib
+"""Jobs submitted and followed from Python, on the local cluster: autopar.jobs (stdlib
 only) submits the README's demo training (etc/examples), a rank is killed, and the job object
 tells the whole story (Slurm's state, the recovery in the timeline, the checkpoints in storage,
 the plan); a sweep and a job array are waited on together; pending and running jobs are

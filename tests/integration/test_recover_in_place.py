@@ -1,4 +1,4 @@
-"""Recovery in place (issue 11) on the local cluster, end to end: the deterministic PyTorch DDP
+"""Recovery in place on the local cluster, end to end: the deterministic PyTorch DDP
 training of test_requeue_faults.py (gloo, 2 nodes x 2 ranks, checkpoints every 5 steps), submitted
 with --requeue-on-failure=3 only (in-place restarts are the default then). After each fault every
 rank's program is stopped and started again inside the same job (Restarts=0, the same nodes), it

@@ -1,4 +1,4 @@
-"""End-to-end failure handling (issue 6) on the local cluster with autopard on every node: real
+"""End-to-end failure handling on the local cluster with autopard on every node: real
 PyTorch DDP (gloo) training (requeue_train.py, deterministic) under autopar-launch, one fault per
 test; the job must come back by itself and end with the same model as an uninterrupted run, and
 the journal must tell the story. These prove the requeue path: the program faults run with

@@ -1,4 +1,4 @@
-"""Stragglers (issue 13, docs/health.md) on the local cluster, end to end: the deterministic DDP
+"""Stragglers (docs/health.md) on the local cluster, end to end: the deterministic DDP
 training of test_requeue_faults.py with autopar.health.watch_ddp (every rank's compute time per
 step reaches rank 0's heartbeat), on 3 nodes with --spare-nodes=1 --exclude-stragglers. Rank 3 of
 the first program spends 0.1 s more in each forward pass (an overloaded node): rank 0's autopard

@@ -1,4 +1,4 @@
-"""Time limits (issue 6 (d)) end to end on the local cluster with autopard on every node: a job
+"""Time limits end to end on the local cluster with autopard on every node: a job
 whose --time is shorter than its training checkpoints when autopard asks (at its end time minus a
 margin from the observed checkpoint durations, no --signal), is requeued as soon as that step is
 COMPLETE, resumes from it without losing a step and finishes by itself with the same model as an
