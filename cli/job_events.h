@@ -1,5 +1,5 @@
 // A job's timeline as the CLI reads it from autopard: shared by `autopar events`, `report`
-// (ckpt_cmd.cpp) and `calibrate` (calibrate_command.cpp), so that they read it the same way.
+//  and `calibrate` (calibrate_command.cpp), so that they read it the same way.
 #pragma once
 
 #include <string>

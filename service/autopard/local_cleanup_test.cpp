@@ -107,7 +107,9 @@ TEST(LocalCleanupTest, LocalOnlyCheckpointsStayUnlessTheSiteSaysAll) {
     LocalCheckpointCleaner cleaner(policy, n.Io());
     EXPECT_EQ(cleaner.Sweep(), policy == LocalCleanup::kAll ? 1 : 0);
     EXPECT_EQ(n.dirs["/ck/1"].empty(), policy == LocalCleanup::kAll);
-    if (policy == LocalCleanup::kNone) EXPECT_EQ(n.asked, 0);
+    if (policy == LocalCleanup::kNone) {
+      EXPECT_EQ(n.asked, 0);
+    }
   }
 }
 
