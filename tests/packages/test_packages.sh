@@ -85,17 +85,23 @@ installed=0 cluster=0 fake_systemd=0
 mkdir -p "$work/bin"
 printf '#!/bin/sh\necho "$*" >>%q\n' "$work/systemctl.log" >"$work/bin/systemctl"
 chmod 0755 "$work/bin/systemctl"
+# fake_systemd: 1 while this test's /run/systemd/system exists, 2 while its /run/systemd does too.
+# Only what it made is removed again.
+unfake_systemd() {
+  ((fake_systemd)) || return 0
+  rmdir /run/systemd/system 2>/dev/null || true
+  if ((fake_systemd == 2)); then rmdir /run/systemd 2>/dev/null || true; fi
+  fake_systemd=0
+}
 with_systemd() { # with_systemd COMMAND...: runs it with the recording systemctl and /run/systemd/system
   local rc=0
   if [[ ! -e /run/systemd/system ]]; then
-    mkdir -p /run/systemd/system
     fake_systemd=1
+    [[ -e /run/systemd ]] || fake_systemd=2
+    mkdir -p /run/systemd/system
   fi
   PATH="$work/bin:$PATH" "$@" || rc=$?
-  if ((fake_systemd)); then
-    rmdir /run/systemd/system /run/systemd 2>/dev/null || true
-    fake_systemd=0
-  fi
+  unfake_systemd
   return "$rc"
 }
 cleanup() {
@@ -109,7 +115,7 @@ cleanup() {
     fi
   fi
   # Whatever failed, leave the machine as it was: this test installed them, nobody else had them.
-  if ((fake_systemd)); then rmdir /run/systemd/system /run/systemd 2>/dev/null || true; fi
+  unfake_systemd
   if ((installed)); then dpkg -P autopar-dev autopard autopar >/dev/null 2>&1 || true; fi
   rm -rf "$work"
   if ((rc == 0 && failures)); then rc=1; fi
@@ -171,8 +177,11 @@ check "every man page is compressed" test -z "$(grep '^/usr/share/man/' <<<"$all
 check "no example under /etc" test -z "$(grep '^/etc/autopar/examples' <<<"$all_files" || true)"
 for deb in "${debs[@]}"; do
   name=$(dpkg-deb -f "$deb" Package)
-  check "$name's copyright: Debian's format, Apache-2.0" \
-    bash -c "dpkg-deb --fsys-tarfile '$deb' | tar -xOf - ./usr/share/doc/$name/copyright | grep -q '^License: Apache-2.0'"
+  copyright=$(dpkg-deb --fsys-tarfile "$deb" | tar -xOf - "./usr/share/doc/$name/copyright" 2>/dev/null || true)
+  check "$name's copyright: Debian's format, Apache-2.0 (common-licenses), 2026 the autopar authors" \
+    has_all "$copyright" 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' \
+    'Files: *' 'Copyright: 2026 the autopar authors' 'License: Apache-2.0' \
+    ' can be found in "/usr/share/common-licenses/Apache-2.0".'
   check "$name's Maintainer is not a local address ($(dpkg-deb -f "$deb" Maintainer))" \
     test -z "$(dpkg-deb -f "$deb" Maintainer | grep -i localhost || true)"
 done
@@ -184,8 +193,16 @@ if grep -q 'libnccl\.so' <<<"$(ldd "$build"/launcher/nccl/libautopar.so 2>/dev/n
 fi
 check "autopar-dev depends on autopar $version" grep -q "autopar (= $version)" <<<"$(dpkg-deb -f "${debs[2]}" Depends)"
 depends=$(dpkg-deb -f "${debs[0]}" Depends)
-check "autopar depends on Slurm's plugin package and python3 ($depends)" \
-  grep -qE 'slurm-wlm-basic-plugins \(>= [0-9.]+\).*python3.*libpmix' <<<"$depends"
+# AUTOPAR_DEB_SLURM_DEPENDS (cmake/Packaging.cmake): OFF for a site's own Slurm build.
+if grep -qx 'AUTOPAR_DEB_SLURM_DEPENDS:BOOL=\(OFF\|NO\|FALSE\|0\)' "$build/CMakeCache.txt"; then
+  no_slurm_package() { grep -q python3 <<<"$depends" && ! grep -q slurm-wlm <<<"$depends"; }
+  check "autopar depends on python3 and no Slurm package (AUTOPAR_DEB_SLURM_DEPENDS=OFF: $depends)" \
+    no_slurm_package
+else
+  check "autopar depends on the release of Slurm's plugin package it was built for, and python3 ($depends)" \
+    grep -qE 'slurm-wlm-basic-plugins \(>= ([0-9]+)\.[0-9]+\), slurm-wlm-basic-plugins \(<< \1\.[0-9]+\).*python3.*libpmix' \
+    <<<"$depends"
+fi
 check "autopard depends on autopar $version and libslurm" \
   grep -qE "autopar \(= $version\).*libslurm" <<<"$(dpkg-deb -f "${debs[1]}" Depends)"
 
