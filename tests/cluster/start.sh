@@ -180,6 +180,9 @@ metrics_listen = 127.0.0.1:$((PORT_BASE + 60 + ${node#node}))
 # programs none in a loop).
 max_events_per_job = 3000
 max_event_bytes_per_job = 8M
+# Node-local checkpoint directories stay after a job: the checkpoint tests look at them once it
+# has ended. tests/integration/test_autopard_restart.py turns the cleanup on for its job's nodes.
+local_ckpt_cleanup = none
 EOF
   # autopard's keys for the checkpoint tests: s3rver's endpoint (its fixed credentials S3RVER),
   # and extra "key = value" lines from AUTOPAR_AUTOPARD_CONF_EXTRA. Root-only: it holds a secret.

@@ -13,7 +13,8 @@ test_requeue_faults.py (gloo, 2 nodes x 2 ranks, checkpoints every 5 steps to a 
   place once the daemon is back (the restarted rank's restore waits for it).
 * SIGHUP reloads what it can (log_level here) and names what needs a restart, and a
   configuration that does not parse changes nothing; autopard keeps serving throughout.
-* After the job, its node-local checkpoint directories are removed (local_ckpt_cleanup=uploaded).
+* After the job, its node-local checkpoint directories are removed (local_ckpt_cleanup=uploaded,
+  autopard.conf's default, set on the job's nodes for this test: the test cluster keeps them).
 
 Needs the cluster with autopard on every node (as test_requeue_faults.py). About 3 min.
 """
@@ -31,17 +32,25 @@ from test_requeue_faults import (events, kinds, need_autopard, node_of_rank, ran
 SOURCE_DIR = Path(__file__).resolve().parents[2]
 
 
-def autopard(node: str, *args):
+def autopard(node: str, *args, check=True):
     port = re.search(r"^SlurmctldPort=(\d+)", slurm_conf().read_text(), re.M).group(1)
     env = {"AUTOPAR_CLUSTER_DIR": str(cluster_dir()), "AUTOPAR_CLUSTER_PORT_BASE": port}
     return run([str(SOURCE_DIR / "tests" / "cluster" / "node-autopard.sh"), node, *args], env=env,
-               timeout=60, check=True)
+               timeout=60, check=check)
 
 
 def job_nodes(job: str):
     text = run(["scontrol", "show", "hostnames",
                 re.search(r"\bNodeList=(\S+)", show_job(job)).group(1)], check=True).stdout
     return text.split()
+
+
+def set_local_cleanup(node: str, policy: str):
+    """The node's autopard.conf with local_ckpt_cleanup = POLICY (the test cluster's is none)."""
+    conf = cluster_dir() / "etc" / f"autopard-{node}.conf"
+    text = re.sub(r"^local_ckpt_cleanup = \S+$", f"local_ckpt_cleanup = {policy}", conf.read_text(),
+                  flags=re.M)
+    conf.write_text(text)
 
 
 def local_step_dirs(work: Path):
@@ -59,8 +68,20 @@ def test_restarted_autopards_resume_the_watch_and_the_job_recovers(tmp_path, ref
     down = time.time()
     os.kill(rank_pid(job, 1), signal.SIGSTOP)  # hangs while no autopard watches it
     time.sleep(3)
-    for node in nodes:
-        autopard(node, "start")
+    try:
+        for node in nodes:
+            set_local_cleanup(node, "uploaded")  # the default of autopard.conf
+            autopard(node, "start")
+        run_to_the_end(job, work, nodes, down, reference)
+    finally:
+        for node in nodes:  # the test cluster's setting back, for the tests after this one
+            set_local_cleanup(node, "none")
+            if autopard(node, "pid", check=False).returncode == 0:
+                autopard(node, "stop", "TERM")
+            autopard(node, "start")
+
+
+def run_to_the_end(job, work, nodes, down, reference):
     assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
     assert restarts(job) == 1, show_job(job)
     assert same_model(work / "final.pt", reference), "the model differs from an uninterrupted run"

@@ -41,7 +41,8 @@ def node_socket(node="node1"):
 
 def train_job(tmp, steps, upload=None, keep=None, extra="", name="job"):
     """Submits ckpt_train.py on 2 nodes x 2 ranks; returns (job id, output file, model file)."""
-    lines = ["#!/bin/bash", "#SBATCH -N 2 --ntasks-per-node=2", f"#SBATCH --ckpt-dir={tmp}/ck/%j/%n"]
+    # On node1 and node2: node1's autopard is the one the tests ask (node_socket()).
+    lines = ["#!/bin/bash", "#SBATCH -N 2 --ntasks-per-node=2 -w node[1-2]", f"#SBATCH --ckpt-dir={tmp}/ck/%j/%n"]
     if upload:
         lines.append(f"#SBATCH --ckpt-upload={upload}")
     if keep:
@@ -159,7 +160,9 @@ def test_second_user_cannot_commit_list_or_restore(tmp_path):
     job, _, _ = train_job(tmp_path, 4, upload=uri, name="owner")
     sock = node_socket()
     # The owner (root) sees the step; the other account is refused or sees nothing.
-    assert [s["step"] for s in json.loads(ls(job).stdout)] == [3]
+    listed = ls(job)
+    assert listed.returncode == 0, listed.stderr
+    assert [s["step"] for s in json.loads(listed.stdout)] == [3]
     p = ls(job, user=TEST_USER)
     assert p.returncode == 1 and "permission denied: job " + job in p.stderr, p.stderr
     p = ls(uri, user=TEST_USER)

@@ -81,13 +81,6 @@ def test_report_has_the_plan_the_timelines_progress_and_the_recovery(tmp_path):
     os.kill(rank_pid(job, 1), signal.SIGKILL)
     assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
     evs = events(job, "finished", "first_step")
-    # The timeline's last events: each node removes the ended job's local checkpoint directories
-    # (autopard sweeps every 10 s); the reports below are compared with each other.
-    deadline = time.time() + 60
-    while len(kinds(evs, "ckpt_local_removed")) < 2 and time.time() < deadline:
-        time.sleep(1)
-        evs = events(job)
-    assert len(kinds(evs, "ckpt_local_removed")) == 2, kinds(evs, "ckpt_local_removed")
     progress = kinds(evs, "progress")
     assert len(progress) >= 4, progress
     submitted = kinds(evs, "submitted")[0]["fields"]
