@@ -55,8 +55,13 @@ s3_env=$(bash tests/s3/start-s3rver.sh "$s3_state")
 set -a  # export what start-s3rver.sh prints (AUTOPAR_S3_ENDPOINT, ...) to the tests
 eval "$s3_env"
 set +a
-bash tests/cluster/start.sh --restart
-env "${second[@]}" bash tests/cluster/start.sh --restart
+# Fresh clusters: a run that was killed leaves its clusters' Slurm and autopard state behind, and
+# a controller that recovers it fails its jobs' nodes ("missing from batch node"), with whatever
+# this run has started there.
+bash tests/cluster/stop.sh --clean
+env "${second[@]}" bash tests/cluster/stop.sh --clean
+bash tests/cluster/start.sh
+env "${second[@]}" bash tests/cluster/start.sh
 # shellcheck source=/dev/null
 source "$AUTOPAR_CLUSTER_DIR/env.sh"
 

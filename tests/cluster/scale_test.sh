@@ -93,7 +93,9 @@ trap 'exit 1' INT TERM
 
 t=$SECONDS
 cluster=1
-"$here/start.sh" --restart >"$work/start.log" 2>&1 ||
+# A fresh cluster: one left by a killed run keeps jobs in its Slurm state that hold the nodes.
+"$here/stop.sh" --clean >/dev/null
+"$here/start.sh" >"$work/start.log" 2>&1 ||
   { cat "$work/start.log" >&2; stop_here "start.sh with $nodes nodes ($AUTOPAR_CLUSTER_DIR)"; }
 start_s=$((SECONDS - t))
 idle=$(sinfo -h -N -t idle -o '%N' | sort -u | wc -l)
