@@ -85,7 +85,7 @@ struct DaemonConfig {
   int state_keep_days = 14;
   // Node-local checkpoint directories of ended jobs (local_cleanup.h): uploaded (default), all
   // or none.
-  LocalCleanup local_ckpt_cleanup = LocalCleanup::kUploaded;
+  LocalCleanup local_ckpt_cleanup = LocalCleanup::kAll;
   // Lines below this level are not logged (log.h); reloaded on SIGHUP.
   LogLevel log_level = LogLevel::kInfo;
   // Every key the file gave, with its text as written (CompareForReload).

@@ -208,7 +208,7 @@ TEST(ConfigReloadTest, JournalRetentionCannotBeShorterThanStateRetention) {
   EXPECT_EQ(c.message(), "autopard.conf: journal_keep_days: must be 0 or at least state_keep_days (14), got 7");
   EXPECT_TRUE(ParseDaemonConfig("journal_keep_days = 0\n", "a").ok());
   EXPECT_EQ(ParseDaemonConfig("", "a")->journal_keep_days, 90);
-  EXPECT_EQ(ParseDaemonConfig("", "a")->local_ckpt_cleanup, LocalCleanup::kUploaded);
+  EXPECT_EQ(ParseDaemonConfig("", "a")->local_ckpt_cleanup, LocalCleanup::kAll);
 }
 
 TEST(ConfigReloadTest, ABadLogLevelIsNamed) {

@@ -2,12 +2,12 @@
 // step directories on each node's disk for ever (/tmp/autopar/<user>/<job> by default).
 //
 // What is removed depends on autopard.conf's local_ckpt_cleanup:
-//   uploaded (default)  the step-<N> directories of a job whose commits on this node were all
-//                       uploaded (--ckpt-upload): the local copies are then only a cache. A
-//                       local-only checkpoint is the job's only copy and stays.
-//   all                 also the step directories of local-only jobs (sites whose checkpoint
-//                       directory is scratch that users know is wiped).
-//   none                nothing.
+//   all (default)  the step-<N> directories of a job none of whose commits on this node waits
+//                  for an upload (queued, uploading or failed to retry): a node's disk is not
+//                  where a finished job's checkpoints live.
+//   uploaded       only those of jobs that upload (--ckpt-upload), whose local copies are a
+//                  cache: a local-only checkpoint (the job's only copy) stays.
+//   none           nothing.
 // Only entries named step-<digits> (what autopar writes) go, then the directory itself when that
 // leaves it empty; anything else the user put there stays. Everything is done with the job
 // owner's identity, never through a symlink at the directory itself.

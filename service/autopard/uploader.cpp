@@ -276,6 +276,7 @@ Status Uploader::ResumePending() {
   auto pending = db_->PendingCommits();
   if (!pending) return pending.status();
   for (const auto& c : *pending) Enqueue(c.id);
+  if (!pending->empty()) Log(LogLevel::kNotice, "resumed %zu pending uploads", pending->size());
   RetryFailed("", 0);
   return Status::Ok();
 }

@@ -1,19 +1,21 @@
 """autopard restarting under a running job, on the local cluster: the training of
-test_requeue_faults.py (gloo, 2 nodes x 2 ranks, checkpoints every 5 steps to a file:// store).
+test_requeue_faults.py (gloo, 2 nodes x 2 ranks, checkpoints every 5 steps).
 
-* Both nodes' autopards are SIGKILLed mid-run (a crash; an upgrade stops them with SIGTERM) and a
-  rank is stopped (SIGSTOP) while they are down, then they start again: no heartbeat reaches them
-  any more, so only the watch each resumes from its state database can find the hang. It does
-  (watch_resumed, then heartbeat_missed within the first-step allowance), the job is requeued,
-  resumes from its last complete checkpoint and ends with the model of an uninterrupted run. The
-  ranks' commits during the outage wait for autopard (the clients retry) instead of failing the
-  program, and every step committed is complete in the store.
+* Both nodes' autopards are SIGKILLed mid-run (a crash; an upgrade stops them with SIGTERM) with
+  uploads pending (the job uploads to an S3 server of this test's own, stopped first), and a rank
+  is stopped (SIGSTOP) while they are down; then the S3 server and the autopards start again: the
+  pending uploads complete, and since no heartbeat reaches the daemons any more, only the watch
+  each resumes from its state database can find the hang. It does (watch_resumed, then
+  heartbeat_missed within the first-step allowance), the job is requeued, resumes from its last
+  complete checkpoint and ends with the model of an uninterrupted run. The ranks' commits during
+  the outage wait for autopard (the clients retry) instead of failing the program, and every step
+  committed is complete in the store.
 * One node's autopard stays down: a rank on that node hangs, and the other node's autopard finds
   it (every rank stops at the next collective), so the hang is not missed; the job recovers in
   place once the daemon is back (the restarted rank's restore waits for it).
 * SIGHUP reloads what it can (log_level here) and names what needs a restart, and a
   configuration that does not parse changes nothing; autopard keeps serving throughout.
-* After the job, its node-local checkpoint directories are removed (local_ckpt_cleanup=uploaded,
+* After the job, its node-local checkpoint directories are removed (local_ckpt_cleanup=all,
   autopard.conf's default, set on the job's nodes for this test: the test cluster keeps them).
 
 Needs the cluster with autopard on every node (as test_requeue_faults.py). About 3 min.
@@ -21,7 +23,10 @@ Needs the cluster with autopard on every node (as test_requeue_faults.py). About
 import os
 import re
 import signal
+import sqlite3
+import subprocess
 import time
+import uuid
 from pathlib import Path
 
 from conftest import cluster_dir, run, slurm_conf, wait_job
@@ -45,40 +50,87 @@ def job_nodes(job: str):
     return text.split()
 
 
-def set_local_cleanup(node: str, policy: str):
-    """The node's autopard.conf with local_ckpt_cleanup = POLICY (the test cluster's is none)."""
+def set_conf(node: str, key: str, value: str):
+    """The node's autopard.conf with KEY = VALUE (the test restores the cluster's file after)."""
     conf = cluster_dir() / "etc" / f"autopard-{node}.conf"
-    text = re.sub(r"^local_ckpt_cleanup = \S+$", f"local_ckpt_cleanup = {policy}", conf.read_text(),
-                  flags=re.M)
-    conf.write_text(text)
+    text = conf.read_text()
+    line = f"{key} = {value}"
+    text, n = re.subn(rf"^{key} = .*$", line, text, flags=re.M)
+    conf.write_text(text if n else text + line + "\n")
 
 
 def local_step_dirs(work: Path):
     return sorted(p for p in (work / "local").glob("*/step-*"))
 
 
-def test_restarted_autopards_resume_the_watch_and_the_job_recovers(tmp_path, reference):
-    work = tmp_path / "restart"
-    job = submit(work, opts="--restarts-in-place=0 --requeue-on-failure=3 --heartbeat-timeout=8",
-                 program=train_cmd(work))
-    wait_step(work, 0, 15)
-    nodes = job_nodes(job)
-    for node in nodes:
-        autopard(node, "stop", "KILL")
-    down = time.time()
-    os.kill(rank_pid(job, 1), signal.SIGSTOP)  # hangs while no autopard watches it
-    time.sleep(3)
+class S3:
+    """An S3 server (s3rver) of this test's own, to stop while uploads are under way."""
+    PORT = int(os.environ.get("AUTOPAR_S3_RESTART_PORT", "18953"))
+    BUCKET = "autopar-restart"
+
+    def __init__(self, state: Path):
+        self.state = state
+        self.endpoint = f"http://127.0.0.1:{self.PORT}"
+
+    def __call__(self, action: str):
+        env = dict(os.environ, AUTOPAR_S3_PORT=str(self.PORT), AUTOPAR_S3_STATE=str(self.state),
+                   AUTOPAR_S3_BUCKET=self.BUCKET)
+        p = subprocess.run([str(SOURCE_DIR / "tests" / "s3" / f"{action}-s3rver.sh")], env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, f"{action}-s3rver.sh: {p.stdout}{p.stderr}"
+
+    def objects(self):
+        return [p for p in (self.state / "data").rglob("*") if p.is_file()]
+
+
+def uploads_pending(node: str, job: str) -> int:
+    """Commits of JOB that NODE's (stopped) autopard had not uploaded yet, from its database."""
+    db = sqlite3.connect(f"file:{cluster_dir()}/autopard/{node}/autopard.db?mode=ro", uri=True)
     try:
+        return db.execute("SELECT COUNT(*) FROM commits WHERE job_id=? AND"
+                          " state IN ('queued', 'uploading', 'failed')", (job,)).fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_restarted_autopards_resume_the_watch_and_the_uploads(tmp_path, reference):
+    work = tmp_path / "restart"
+    s3 = S3(tmp_path / "s3")
+    nodes = ["node1", "node2"]
+    confs = {node: cluster_dir() / "etc" / f"autopard-{node}.conf" for node in nodes}
+    saved = {node: conf.read_text() for node, conf in confs.items()}
+    s3("start")
+    try:
+        for node in nodes:  # the job's uploads go to this test's S3 server
+            set_conf(node, "s3_endpoint", s3.endpoint)
+            autopard(node, "stop", "TERM")
+            autopard(node, "start")
+        job = submit(work, opts="-w node[1-2] --restarts-in-place=0 --requeue-on-failure=3"
+                     " --heartbeat-timeout=8", program=train_cmd(work),
+                     upload=f"s3://{S3.BUCKET}/restart-{uuid.uuid4().hex[:8]}")
+        wait_step(work, 0, 15)
+        s3("stop")  # from now on every upload waits (connection refused, retried)
+        wait_step(work, 0, 21)  # step 19 committed and not uploaded
         for node in nodes:
-            set_local_cleanup(node, "uploaded")  # the default of autopard.conf
+            autopard(node, "stop", "KILL")
+        down = time.time()
+        pending = {node: uploads_pending(node, job) for node in nodes}
+        assert all(pending.values()), pending
+        os.kill(rank_pid(job, 1), signal.SIGSTOP)  # hangs while no autopard watches it
+        time.sleep(3)
+        s3("start")
+        for node in nodes:
+            set_conf(node, "local_ckpt_cleanup", "all")  # the default of autopard.conf
             autopard(node, "start")
         run_to_the_end(job, work, nodes, down, reference)
+        assert s3.objects(), "the store lost its steps"
     finally:
-        for node in nodes:  # the test cluster's setting back, for the tests after this one
-            set_local_cleanup(node, "none")
+        for node in nodes:  # the test cluster's settings back, for the tests after this one
+            confs[node].write_text(saved[node])
             if autopard(node, "pid", check=False).returncode == 0:
                 autopard(node, "stop", "TERM")
             autopard(node, "start")
+        s3("stop")
 
 
 def run_to_the_end(job, work, nodes, down, reference):
@@ -105,7 +157,6 @@ def run_to_the_end(job, work, nodes, down, reference):
     assert not local_step_dirs(work), local_step_dirs(work)
     removed = kinds(events(job, "ckpt_local_removed"), "ckpt_local_removed")
     assert sorted(e["node"] for e in removed) == sorted(nodes), removed
-    assert (work / "store").exists() and any((work / "store").rglob("*")), "the store lost its steps"
 
 
 def test_a_hang_on_a_node_without_autopard_is_found_by_a_peer(tmp_path, reference):

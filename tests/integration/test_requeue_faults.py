@@ -61,10 +61,11 @@ def end_with_node_lost(job_id: str, node: str, timeout: float):
         cluster_script("revive-node.sh", node)
 
 
-def job_script(work: Path, *, sbatch_opts: str, program: str, after: str = "", nodes: int = 2) -> str:
+def job_script(work: Path, *, sbatch_opts: str, program: str, after: str = "", nodes: int = 2,
+               upload: str = "") -> str:
     return f"""#!/bin/bash
 #SBATCH -N{nodes} --ntasks-per-node=2 --open-mode=append -o {work}/out.txt -e {work}/out.txt
-#SBATCH --ckpt-upload=file://{work}/store --ckpt-dir={work}/local/%n
+#SBATCH --ckpt-upload={upload or f"file://{work}/store"} --ckpt-dir={work}/local/%n
 #SBATCH {sbatch_opts}
 export PYTHONPATH={SOURCE_DIR}/python
 echo "batch: run ${{SLURM_RESTART_COUNT:-0}} on $SLURM_JOB_NODELIST"
@@ -77,10 +78,13 @@ def train_cmd(work: Path, steps=STEPS) -> str:
             f"--out {work}/final.pt")
 
 
-def submit(work: Path, *, opts: str, program: str, after: str = "", nodes: int = 2) -> str:
+def submit(work: Path, *, opts: str, program: str, after: str = "", nodes: int = 2,
+           upload: str = "") -> str:
+    """UPLOAD: the --ckpt-upload target (default: file://WORK/store)."""
     work.mkdir(parents=True, exist_ok=True)
     work.chmod(0o777)
-    return sbatch(job_script(work, sbatch_opts=opts, program=program, after=after, nodes=nodes), work)
+    return sbatch(job_script(work, sbatch_opts=opts, program=program, after=after, nodes=nodes,
+                             upload=upload), work)
 
 
 def steps_logged(work: Path):
