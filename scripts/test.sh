@@ -60,6 +60,10 @@ set +a
 # this run has started there.
 bash tests/cluster/stop.sh --clean
 env "${second[@]}" bash tests/cluster/stop.sh --clean
+# Fresh clusters number their jobs from the same ids again: what earlier runs' jobs left under
+# their job ids in the machine's shared places (the Python stack dumps' directories, each its
+# job's owner's: autopar.stacks refuses another user's) must not meet this run's jobs.
+rm -rf /tmp/autopar-stacks
 bash tests/cluster/start.sh
 env "${second[@]}" bash tests/cluster/start.sh
 # shellcheck source=/dev/null

@@ -109,6 +109,16 @@ def recovered(a):
     gen1 = {r: v for (g, r), v in steps.items() if g == 1}
     check(sorted(gen1) == list(range(a.world)) and all(max(s for s, _ in v) == a.steps - 1 for v in gen1.values()),
           f"every rank of the restarted program trained to step {a.steps - 1}")
+    # The final model cannot tell a resume from a restart at step 0 (a step's data depends only on
+    # the step): the programs' own lines say what each loaded and where it went on.
+    loaded = {int(m.group(1)): int(m.group(2)) for m in
+              re.finditer(r"^train: rank (\d+) resumed from step (\d+) run 1$", out, re.M)}
+    steps_restored = {e["step"] for e in kinds(evs, "restored") if e["fields"].get("generation") == "1"}
+    first = {r: min(s for s, _ in v) for r, v in gen1.items()}
+    check(sorted(loaded) == list(range(a.world)) and len(steps_restored) == 1 and
+          set(loaded.values()) == steps_restored and all(first.get(r) == k + 1 for r, k in loaded.items()),
+          f"every restarted program loaded the restored step {sorted(steps_restored)} itself and went on "
+          f"from the next (loaded {sorted(set(loaded.values()))} by {len(loaded)} ranks)")
     checkpoints(evs, ls, a.world, a.steps, a.every)
     first = kinds(evs, "first_step")
     r = restarted[0]["fields"] if restarted else {}

@@ -20,6 +20,7 @@
 #   AUTOPAR_SCALE_STEPS      training steps (default 20; a checkpoint every 5)
 #   AUTOPAR_SCALE_DIR        the cluster's directory (default /tmp/autopar-cluster-scale)
 #   AUTOPAR_SCALE_PORT_BASE  default: the first of 21817, 22817, ..., 25817 whose ports are all free
+#   AUTOPAR_SCALE_FIRST_JOB_ID  the first job id (default 900000)
 set -euo pipefail
 
 build=$(cd -- "${1:?usage: scale_test.sh BUILD_DIR}" && pwd)
@@ -40,6 +41,9 @@ export AUTOPAR_PLUGSTACK_ARGS="socket=$AUTOPAR_CLUSTER_DIR/run/autopard-%n.sock 
 # 32 slurmd registering on 2 cores take longer than the default 60 s allows.
 export AUTOPAR_CLUSTER_TIMEOUT=${AUTOPAR_CLUSTER_TIMEOUT:-240}
 export SLURM_CONF=$AUTOPAR_CLUSTER_DIR/etc/slurm.conf
+# Job ids of its own (the suite's clusters: from 1 and from 500000): what a job leaves under its id
+# (the Python stack dumps' directory, its owner's) never meets another cluster's job.
+export AUTOPAR_CLUSTER_FIRST_JOB_ID=${AUTOPAR_SCALE_FIRST_JOB_ID:-900000}
 
 say() { printf 'scale: %s\n' "$*"; }
 failures=0
@@ -187,14 +191,19 @@ events() {
     ((have >= nodes || SECONDS >= deadline)) && break
     sleep 0.5
   done
+  ((have >= nodes)) || sed 's/^/scale: autopar events: /' "$work/events.err" >&2
   awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'
 }
 # scale_check ARGS...: tests/cluster/scale_check.py's checks, counted; sets $times to its times.
+# A checker that ends without naming a failed check (it crashed: a missing file, an empty events
+# list) is a failure too.
 scale_check() {
-  local out
-  out=$("$python" "$here/scale_check.py" "$@") || true
+  local out rc=0 failed
+  out=$("$python" "$here/scale_check.py" "$@" 2>&1) || rc=$?
   grep -v '^times ' <<<"$out" || true
-  failures=$((failures + $(grep -c '^FAIL' <<<"$out" || true)))
+  failed=$(grep -c '^FAIL' <<<"$out" || true)
+  failures=$((failures + failed))
+  ((rc == 0 || failed > 0)) || bad "scale_check.py $1 exited $rc without naming a failed check"
   times=$(sed -n 's/^times //p' <<<"$out")
 }
 ckpt_ls() { "$build/cli/autopar" ckpt ls "file://$work/$1/store" --json --socket "$AUTOPAR_CLUSTER_DIR/run/autopard-node1.sock"; }

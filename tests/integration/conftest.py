@@ -2,7 +2,10 @@
 
 The cluster is started by scripts/test.sh (tests/cluster/start.sh) before ctest runs; these tests
 find it through SLURM_CONF and the build tree through AUTOPAR_BUILD_DIR. Without SLURM_CONF they
-fail (not skip): an integration test that silently does nothing proves nothing.
+fail (not skip): an integration test that silently does nothing proves nothing. A test that
+skips itself (this machine cannot do what it needs: memory cgroups, hard links) fails its file in
+ctest too, with the reason (ctest runs pytest with -rs), unless AUTOPAR_ALLOW_SKIPS=1 says that
+this machine is known not to.
 """
 import os
 import re
@@ -16,6 +19,22 @@ import pytest
 SOURCE_DIR = Path(os.environ.get("AUTOPAR_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 BUILD_DIR = Path(os.environ.get("AUTOPAR_BUILD_DIR", SOURCE_DIR / "build"))
 PYTHON = "/usr/bin/python3"  # Debian's interpreter, the one with torch
+
+
+_skipped = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped:
+        _skipped.append(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """ctest shows a file whose tests all skipped as passed: a skip fails it (see above)."""
+    if _skipped and exitstatus == 0 and os.environ.get("AUTOPAR_ALLOW_SKIPS") != "1":
+        print(f"\n{len(_skipped)} test(s) skipped, which fails the file (AUTOPAR_ALLOW_SKIPS=1 "
+              f"allows it): {', '.join(_skipped)}")
+        session.exitstatus = 1
 
 
 def slurm_conf() -> Path:

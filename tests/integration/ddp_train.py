@@ -34,6 +34,13 @@ def make_data(seed, n, dim):
     return x, y
 
 
+def restart_count() -> int:
+    """The program's run: TORCHELASTIC_RESTART_COUNT (autopar-launch counts requeues and in-place
+    restarts in it), else SLURM_RESTART_COUNT."""
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT",
+                              os.environ.get("SLURM_RESTART_COUNT", "0")))
+
+
 class Trainer:
     """Joins the process group, builds the model and resumes from the restored step, if any:
     train from `start`, calling step(s) and, to checkpoint, save(s); then finish()."""
@@ -67,8 +74,11 @@ class Trainer:
             with open(os.path.join(ckpt.resume_dir(), "rank.txt")) as f:
                 assert f.read() == f"rank {self.rank} step {resumed}\n"
             self.start = resumed + 1
-            if self.rank == 0:
-                print(f"train: resumed from step {resumed}", flush=True)
+            # Every rank says what it loaded itself: the tests prove a resume with it (the final
+            # model cannot tell one from a restart at step 0, a step's data depending only on
+            # the step).
+            print(f"train: rank {self.rank} resumed from step {resumed} run {restart_count()}",
+                  flush=True)
 
     def step(self, step):
         n = self.x.shape[0]

@@ -65,8 +65,7 @@ def main():
     stacks.install()  # SIGUSR2 -> Python stacks into the hang report
     trainer = ddp_train.Trainer(args)
     rank = trainer.rank
-    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT",
-                                 os.environ.get("SLURM_RESTART_COUNT", "0")))
+    restart = ddp_train.restart_count()
     first_program = (os.environ.get("AUTOPAR_RESTART_GENERATION", "0") == "0"
                      and os.environ.get("SLURM_RESTART_COUNT", "0") == "0")
     if args.watch:

@@ -16,7 +16,8 @@ Needs the cluster as test_requeue_faults.py does. About 2 min.
 import pytest
 
 from conftest import assert_refused_at_submit, wait_job
-from test_requeue_faults import (events, kinds, need_autopard, reference, restarts,  # noqa: F401
+from test_requeue_faults import (assert_resumed, events, kinds, need_autopard, reference,  # noqa: F401
+                                 restarts,
                                  same_model, show_job, submit, train_cmd)
 
 OPTS = "--requeue-on-failure=3 --heartbeat-timeout=20"
@@ -52,6 +53,7 @@ def test_a_nan_loss_rolls_back_to_the_last_good_checkpoint_and_the_run_finishes(
     restored = kinds(evs, "restored")
     assert sorted(e["rank"] for e in restored) == [0, 1, 2, 3], restored
     assert {e["step"] for e in restored} == {29}, restored
+    assert assert_resumed(work, 1, evs) == 29  # the programs themselves loaded it
     assert any(e["step"] == 34 for e in kinds(evs, "ckpt_committed")), "the poisoned step was not saved"
     assert [e["fields"]["generation"] for e in kinds(evs, "first_step")] == ["1"], kinds(evs, "first_step")
 

@@ -9,6 +9,7 @@ AUTOPAR_S3_ENDPOINT/AUTOPAR_S3_BUCKET exported when the cluster started (scripts
 """
 import json
 import os
+import re
 import subprocess
 import time
 import uuid
@@ -125,7 +126,7 @@ def test_steps_complete_and_second_job_resumes_to_identical_model(tmp_path, stor
 
     job2, out2, model2 = train_job(tmp_path, 20, upload=store_uri, keep=2, name="second")
     assert f"resuming from checkpoint step 11 (job {job1})" in out2, out2
-    assert "train: resumed from step 11" in out2
+    assert sorted(re.findall(r"train: rank (\d) resumed from step 11 run 0", out2)) == list("0123"), out2
     assert same_model(model2, reference), "resumed run differs from the uninterrupted run"
     steps = json.loads(ls(store_uri).stdout)
     assert (job2, 19, "COMPLETE") in [(s["job_id"], s["step"], s["state"]) for s in steps]

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import PYTHON, job_state, metric, metric_samples, run, scrape, slurm_conf, wait_job
-from test_requeue_faults import (end_with_node_lost, events, kinds, need_autopard, node_of_rank,  # noqa: F401
-                                 rank_pid, record, recovery, reference, restarts, same_model,
-                                 show_job, steps_logged, stop_rank_mid_training,
+from test_requeue_faults import (assert_resumed, end_with_node_lost, events, kinds,  # noqa: F401
+                                 need_autopard, node_of_rank, rank_pid, record, recovery, reference,
+                                 restarts, same_model, show_job, steps_logged, stop_rank_mid_training,
                                  stop_rank_until_the_end, submit, train_cmd, wait_step)
 
 OPTS = "--requeue-on-failure=3 --heartbeat-timeout=20"
@@ -43,8 +43,9 @@ def assert_fresh_rendezvous(work, evs):
         assert ports[g] == {e["fields"]["port"]} and ports[g] != ports[g - 1], (ports, e)
 
 
-def assert_recovered_in_place(job, evs, generations):
-    """Every recovery of the job was in place, told in the timeline with its phases."""
+def assert_recovered_in_place(job, work, evs, generations):
+    """Every recovery of the job was in place, told in the timeline with its phases, and every
+    restarted program resumed the checkpoint its rank restored (the programs' own lines)."""
     assert restarts(job) == 0, show_job(job)
     assert not kinds(evs, "requeue"), kinds(evs, "requeue")
     decisions = kinds(evs, "recovery")
@@ -66,6 +67,9 @@ def assert_recovered_in_place(job, evs, generations):
         {(str(g), r) for g in range(1, generations + 1) for r in range(4)}, restored
     assert all(int(e["fields"]["bytes_local"]) > 0 and e["fields"]["bytes_fetched"] == "0"
                for e in restored), restored
+    for g in range(1, generations + 1):
+        step = assert_resumed(work, g, evs)
+        assert {e["step"] for e in restored if e["fields"]["generation"] == str(g)} == {step}, restored
 
 
 NODES = ["node1", "node2", "node3", "node4"]
@@ -83,7 +87,7 @@ def test_killed_rank_restarts_in_place(tmp_path, reference):
     assert node_list(job) == nodes
     assert same_model(work / "final.pt", reference), "the model differs from an uninterrupted run"
     evs = events(job, "first_step", "finished")
-    assert_recovered_in_place(job, evs, 1)
+    assert_recovered_in_place(job, work, evs, 1)
     assert_fresh_rendezvous(work, evs)
     failure = kinds(evs, "failure")
     assert len(failure) == 1 and failure[0]["fields"]["class"] == "rank-crash", failure
@@ -150,7 +154,7 @@ def test_stopped_rank_restarts_in_place(tmp_path, reference, waiting):
         before_fault=lambda job: fill_queue(waiting, "-w", node_list(job)))
     assert same_model(work / "final.pt", reference)
     evs = events(job, "first_step", "finished")
-    assert_recovered_in_place(job, evs, 1)
+    assert_recovered_in_place(job, work, evs, 1)
     assert_none_started_before(waiting, kinds(evs, "finished")[0]["time"])
     stacks = [e for e in kinds(evs, "stack") if e["rank"] == 1]
     assert stacks and 'state="T (stopped)"' in stacks[0]["detail"], kinds(evs, "stack")
@@ -178,7 +182,7 @@ def test_two_failures_in_place_on_different_nodes(tmp_path, reference):
     assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
     assert same_model(work / "final.pt", reference)
     evs = events(job, "finished")
-    assert_recovered_in_place(job, evs, 2)
+    assert_recovered_in_place(job, work, evs, 2)
     assert_fresh_rendezvous(work, evs)
     decisions = kinds(evs, "recovery")
     assert ["attempt=1 of=3" in e["detail"] for e in decisions] == [True, False], decisions
@@ -200,7 +204,7 @@ def test_a_hang_of_a_warm_started_program_restarts_in_place(tmp_path, reference)
     stop_rank_until_the_end(work, job, 1)
     assert same_model(work / "final.pt", reference)
     evs = events(job, "finished")
-    assert_recovered_in_place(job, evs, 2)
+    assert_recovered_in_place(job, work, evs, 2)
     assert [e["fields"]["class"] for e in kinds(evs, "failure")] == ["rank-crash", "hang"], \
         kinds(evs, "failure")
     told = kinds(evs, "hang_stop")
@@ -245,6 +249,7 @@ def test_a_lost_node_is_replaced_by_a_spare_in_place(tmp_path, reference, waitin
         assert restored[r]["node"] == hosts[0] and restored[r]["fields"]["bytes_fetched"] == "0", restored[r]
     for r in (2, 3):  # on the spare: fetched from the upload
         assert restored[r]["node"] == hosts[2] and int(restored[r]["fields"]["bytes_fetched"]) > 0, restored[r]
+    assert {e["step"] for e in restored.values()} == {assert_resumed(work, 1, evs)}, restored
     assert [e["fields"]["generation"] for e in kinds(evs, "first_step")] == ["1"], kinds(evs, "first_step")
     assert_fresh_rendezvous(work, evs)
     assert_none_started_before(waiting, kinds(evs, "finished")[0]["time"])
@@ -340,5 +345,5 @@ def test_a_full_queue_does_not_take_the_nodes_of_a_job_that_recovers_in_place(tm
     assert node_list(job) == nodes
     assert same_model(work / "final.pt", reference)
     evs = events(job, "first_step", "finished")
-    assert_recovered_in_place(job, evs, 1)
+    assert_recovered_in_place(job, work, evs, 1)
     assert_none_started_before(waiting, kinds(evs, "finished")[0]["time"])

@@ -15,8 +15,8 @@ import time
 import pytest
 
 from conftest import assert_refused_at_submit, metric, metric_samples, scrape, wait_job
-from test_requeue_faults import (events, kinds, need_autopard, node_of_rank, rank_pid,  # noqa: F401
-                                 reference_run, restarts, same_model, show_job, submit, train_cmd,
+from test_requeue_faults import (assert_resumed, events, kinds, need_autopard,  # noqa: F401
+                                 node_of_rank, rank_pid, reference_run, restarts, same_model, show_job, submit, train_cmd,
                                  wait_step)
 
 OPTS = "--requeue-on-failure=3 --heartbeat-timeout=20"
@@ -53,7 +53,9 @@ def test_a_slow_rank_is_flagged_and_its_node_left_out_at_the_next_restart(tmp_pa
     samples = metric_samples(scrape(flagged[0]["node"]))
     ratio = metric(samples, "autopard_job_straggler_ratio", job=job, rank="3", node=slow_node)
     assert ratio == float(f["ratio"]), (ratio, f)
-    # A crash after the flag: the in-place restart leaves the straggler's node out.
+    # A crash after the flag (and after step 9's checkpoint): the in-place restart leaves the
+    # straggler's node out.
+    wait_step(work, 0, 12)
     os.kill(rank_pid(job, 1), signal.SIGKILL)
     assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
     assert restarts(job) == 0, show_job(job)
@@ -66,6 +68,7 @@ def test_a_slow_rank_is_flagged_and_its_node_left_out_at_the_next_restart(tmp_pa
     assert len(restarted) == 1, restarted
     nodes = restarted[0]["fields"]["nodes"].split(",")
     assert fast_node in nodes and slow_node not in nodes and len(nodes) == 2, (nodes, slow_node)
+    assert assert_resumed(work, 1, evs) >= 9
     # Nobody is slow in the restarted program: no straggler is flagged again.
     assert len(kinds(evs, "straggler")) == 1, kinds(evs, "straggler")
 

@@ -55,6 +55,8 @@ cluster_dir = _it.cluster_dir
 BUILD_DIR = _it.BUILD_DIR
 SOURCE_DIR = _it.SOURCE_DIR
 PYTHON = _it.PYTHON
+pytest_runtest_logreport = _it.pytest_runtest_logreport  # a skip fails the file (see there)
+pytest_sessionfinish = _it.pytest_sessionfinish
 
 USER = "autopar-test2"
 CLI = BUILD_DIR / "cli" / "autopar"
@@ -303,14 +305,15 @@ class Secret:
         with os.fdopen(fd, "wb") as f:
             f.write(self.data)
 
-    def leaks(self, text: str):
-        """What of the secret `text` shows: its content, its SHA-256, its size (as a number)."""
+    def leaks(self, text: str, size_is_theirs: bool = False):
+        """What of the secret `text` shows: its content, its SHA-256, its size (as a number),
+        unless the user may know the size anyway (`size_is_theirs`: stat of a link they made)."""
         found = []
         if any(m in text for m in self.markers):
             found.append("content")
         if self.sha256 in text.lower():
             found.append(f"sha256 {self.sha256}")
-        if re.search(rf"(?<![\d.]){self.size}(?![\d.])", text):
+        if not size_is_theirs and re.search(rf"(?<![\d.]){self.size}(?![\d.])", text):
             found.append(f"size {self.size}")
         return found
 
