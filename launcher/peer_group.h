@@ -2,7 +2,7 @@
 // (docs/recovery.md): who they are (each one's restart channel, node and host, from the first PMIx
 // rendezvous), the messages between them (restart_logic.h) and the three exchanges they make
 // through rank 0's launcher: the reports after a failure, the verdict, and the restore
-// agreement's minimum. What a verdict says is the launcher's business (main.cpp); this class only
+// agreement's minimum. What a verdict says is the launcher's business (launcher.cpp); this class only
 // moves messages and tells who is gone. Not thread-safe; the launcher's main thread uses it.
 #pragma once
 

@@ -42,6 +42,18 @@ EventFields ReportFields(const FailureReport& r) {
   return f;
 }
 
+RecoverDetail RecoverDetailOf(const FailureReport& r) {
+  RecoverDetail d;
+  d.kind = r.kind;
+  d.generation = r.generation;
+  d.exit_status = r.exit_status;
+  d.run_s = r.run_s;
+  d.node = r.node;
+  d.detected = r.detected;
+  d.error = r.error;
+  return d;
+}
+
 Result<FailureReport> ReportFromFields(const EventFields& fields, int rank) {
   FailureReport r;
   r.rank = rank;

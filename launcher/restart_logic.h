@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "autopar/status.h"
+#include "core/failure/launch_events.h"
 #include "core/failure/timeline.h"
 #include "launcher/launch.h"
 
@@ -44,6 +45,8 @@ struct FailureReport {
 // takes in the stop notice, the report and autopard's `recover` request.
 EventFields ReportFields(const FailureReport& r);
 Result<FailureReport> ReportFromFields(const EventFields& fields, int rank);
+// The report as the `recover` request to autopard carries it (launch_events.h).
+RecoverDetail RecoverDetailOf(const FailureReport& r);
 
 // The messages between launchers, one line each: "autopar-KIND token=T rank=R generation=G
 // ...". `rank` is the sender's task rank in the step (its PMIx rank), `token` the step's secret

@@ -2,7 +2,9 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
+#include "core/failure/requeue_policy.h"
 #include "core/plan/planner.h"
 #include "core/text.h"
 
@@ -40,22 +42,58 @@ Status SendJobEvent(const GetEnv& getenv, const std::optional<Request>& request,
   return Status::Ok();
 }
 
-std::optional<Request> RankExitRequest(const GetEnv& getenv, int rank, const std::string& node,
-                                       int exit_status, double run_s, int64_t generation,
-                                       const std::string& oom) {
+int RankExit::Signal() const {
+  return exit_status > 128 && exit_status < 128 + 65 ? exit_status - 128 : 0;
+}
+
+EventFields RankExit::Fields() const {
   EventFields f = {{"exit", std::to_string(exit_status)}};
-  if (exit_status > 128 && exit_status < 128 + 65) {
-    f.emplace_back("signal", std::to_string(exit_status - 128));
-  }
+  if (Signal() != 0) f.emplace_back("signal", std::to_string(Signal()));
   f.emplace_back("run_s", FormatFixed(run_s, 1));
   if (generation >= 0) f.emplace_back("generation", std::to_string(generation));
   if (!oom.empty()) f.emplace_back("oom", oom);
-  return JobEventRequest(getenv, event_kind::kRankExit, rank, -1, node, f);
+  return f;
 }
 
-Status ReportRankExit(const GetEnv& getenv, int rank, const std::string& node, int exit_status,
-                      double run_s, int timeout_ms, int64_t generation, const std::string& oom) {
-  auto r = RankExitRequest(getenv, rank, node, exit_status, run_s, generation, oom);
+Result<RankExit> RankExit::Parse(const EventFields& fields) {
+  RankExit r;
+  bool have_exit = false;
+  for (const auto& [k, v] : fields) {
+    if (k == "exit") {
+      auto n = ParseInt(v, 0, 255);
+      if (!n) return Status::Error("rank_exit: exit: not a status in [0, 255]: '" + v + "'");
+      r.exit_status = static_cast<int>(*n);
+      have_exit = true;
+    } else if (k == "run_s") {
+      char* end = nullptr;
+      r.run_s = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0') return Status::Error("rank_exit: run_s: not seconds: '" + v + "'");
+    } else if (k == "generation") {
+      auto n = ParseInt(v, 0, INT32_MAX);
+      if (!n) return Status::Error("rank_exit: generation: not a count: '" + v + "'");
+      r.generation = *n;
+    } else if (k == "oom") {
+      r.oom = v;
+    }
+  }
+  if (!have_exit) return Status::Error("rank_exit: exit: missing");
+  for (const auto& [k, v] : fields) {
+    if (k == "signal" && v != std::to_string(r.Signal())) {
+      return Status::Error("rank_exit: signal: " + v + " is not the exit status's (" +
+                           std::to_string(r.exit_status) + ")");
+    }
+  }
+  return r;
+}
+
+std::optional<Request> RankExitRequest(const GetEnv& getenv, int rank, const std::string& node,
+                                       const RankExit& exit) {
+  return JobEventRequest(getenv, event_kind::kRankExit, rank, -1, node, exit.Fields());
+}
+
+Status ReportRankExit(const GetEnv& getenv, int rank, const std::string& node,
+                      const RankExit& exit, int timeout_ms) {
+  auto r = RankExitRequest(getenv, rank, node, exit);
   if (!r) return Status::Ok();
   auto reply = CallDaemonOk(Var(getenv, "AUTOPAR_SOCKET"), *r, timeout_ms, DaemonRetryMs(getenv));
   if (!reply.ok()) return Status::Error("reporting the exit to " + reply.message());
@@ -65,8 +103,95 @@ Status ReportRankExit(const GetEnv& getenv, int rank, const std::string& node, i
 int HungProgramSignal() { return SIGRTMIN + 3; }
 int BadLossSignal() { return SIGRTMIN + 4; }
 
-std::optional<Request> RecoverRequest(const GetEnv& getenv, int rank, const EventFields& failure) {
-  auto r = JobEventRequest(getenv, "recover", rank, -1, "", failure);
+int RecoverDetail::Signal() const {
+  return exit_status > 128 && exit_status < 128 + 65 ? exit_status - 128 : 0;
+}
+
+EventFields RecoverDetail::Fields() const {
+  EventFields f = {{"class", kind}, {"exit", std::to_string(exit_status)}};
+  if (Signal() != 0) f.emplace_back("signal", std::to_string(Signal()));
+  f.emplace_back("run_s", FormatFixed(run_s, 3));
+  f.emplace_back("node", node);
+  f.emplace_back("generation", std::to_string(generation));
+  f.emplace_back("detected", FormatFixed(detected, 3));
+  if (!error.empty()) f.emplace_back("error", error);
+  if (!unreachable.empty()) f.emplace_back("unreachable", unreachable);
+  if (!lost.empty()) {
+    f.emplace_back("lost", lost);
+    f.emplace_back("spares", std::to_string(spares));
+    if (min_nodes > 0) {
+      f.emplace_back("remaining", std::to_string(remaining));
+      f.emplace_back("min_nodes", std::to_string(min_nodes));
+      if (!plan_refusal.empty()) f.emplace_back("plan_refusal", plan_refusal);
+    }
+  }
+  if (!history.empty()) f.emplace_back("history", history);
+  return f;
+}
+
+Result<RecoverDetail> RecoverDetail::Parse(const EventFields& fields) {
+  RecoverDetail d;
+  bool have_generation = false;
+  for (const auto& [k, v] : fields) {
+    auto count = [&k = k, &v = v](int64_t lo, int64_t hi, int64_t* out) -> Status {
+      auto n = ParseInt(v, lo, hi);
+      if (!n) return Status::Error("recover: detail: " + k + ": not a number in [" +
+                                   std::to_string(lo) + ", " + std::to_string(hi) + "]: '" + v + "'");
+      *out = *n;
+      return Status::Ok();
+    };
+    auto seconds = [&k = k, &v = v](double* out) -> Status {
+      char* end = nullptr;
+      *out = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0') return Status::Error("recover: detail: " + k + ": not seconds: '" + v + "'");
+      return Status::Ok();
+    };
+    Status st;
+    int64_t n = 0;
+    if (k == "class") {
+      d.kind = v;
+    } else if (k == "generation") {
+      st = count(0, INT32_MAX, &d.generation);
+      have_generation = true;
+    } else if (k == "exit") {
+      st = count(-1, 255, &n);
+      d.exit_status = static_cast<int>(n);
+    } else if (k == "run_s") {
+      st = seconds(&d.run_s);
+    } else if (k == "detected") {
+      st = seconds(&d.detected);
+    } else if (k == "spares") {
+      st = count(0, INT32_MAX, &d.spares);
+    } else if (k == "remaining") {
+      st = count(0, INT32_MAX, &d.remaining);
+    } else if (k == "min_nodes") {
+      st = count(0, INT32_MAX, &d.min_nodes);
+    } else if (k == "node") {
+      d.node = v;
+    } else if (k == "error") {
+      d.error = v;
+    } else if (k == "lost") {
+      d.lost = v;
+    } else if (k == "plan_refusal") {
+      d.plan_refusal = v;
+    } else if (k == "history") {
+      d.history = v;
+    } else if (k == "unreachable") {
+      d.unreachable = v;
+    }
+    if (!st) return st;
+  }
+  auto kind = ParseFailureClass(d.kind);
+  if (!kind) return Status::Error("recover: detail: " + kind.message());
+  if (!have_generation) return Status::Error("recover: detail: generation: missing");
+  if (*kind == FailureClass::kNodeLoss && d.lost.empty()) {
+    return Status::Error("recover: detail: node-loss without lost=NODES");
+  }
+  return d;
+}
+
+std::optional<Request> RecoverRequest(const GetEnv& getenv, int rank, const RecoverDetail& detail) {
+  auto r = JobEventRequest(getenv, "recover", rank, -1, "", detail.Fields());
   if (r) {
     r->op = Op::kRecover;
     r->kind.clear();
@@ -74,9 +199,9 @@ std::optional<Request> RecoverRequest(const GetEnv& getenv, int rank, const Even
   return r;
 }
 
-Result<RecoverReply> AskRecovery(const GetEnv& getenv, int rank, const EventFields& failure,
+Result<RecoverReply> AskRecovery(const GetEnv& getenv, int rank, const RecoverDetail& detail,
                                  int timeout_ms) {
-  auto r = RecoverRequest(getenv, rank, failure);
+  auto r = RecoverRequest(getenv, rank, detail);
   if (!r) return Status::Error("no autopard to decide the recovery (AUTOPAR_SOCKET is not set)");
   auto reply = CallDaemonOk(Var(getenv, "AUTOPAR_SOCKET"), *r, timeout_ms, DaemonRetryMs(getenv));
   if (!reply.ok()) return Status::Error("asking autopard for the recovery: " + reply.message());

@@ -1,7 +1,7 @@
 // What autopar-launch tells its node's autopard for the job's timeline:
 // `event` requests with the kinds and fields of timeline.h.
 //
-//   rank_exit     exit=N [signal=S] run_s=SECONDS [generation=G]
+//   rank_exit     exit=N [signal=S] run_s=SECONDS [generation=G] [oom=HOW] (RankExit)
 //                 any rank whose program ends with a non-zero status on its own (a crashed
 //                 rank); autopard's FailureHandler turns it into a requeue decision, except with
 //                 generation=G (the job restarts in place): then it is journalled only
@@ -43,14 +43,26 @@ std::optional<Request> JobEventRequest(const GetEnv& getenv, const std::string& 
 // Sends it (at most `timeout_ms`); OK when `request` is nullopt. Errors name the socket.
 Status SendJobEvent(const GetEnv& getenv, const std::optional<Request>& request, int timeout_ms);
 
-// `generation` >= 0: the job restarts in place (see rank_exit above); -1: it does not. `oom`:
-// the program ran out of memory, this says how (core/failure/oom.h; field oom=).
+// A rank's end as its launcher reports it: formatted once (Fields) by the launcher and parsed
+// once (Parse) by autopard, the same type at both ends of the socket.
+struct RankExit {
+  int exit_status = 0;      // the shell's convention: 128+S for a program killed by signal S
+  double run_s = -1;        // how long the program ran (-1: unknown)
+  int64_t generation = -1;  // >= 0: the job restarts in place (see rank_exit above)
+  std::string oom;          // the program ran out of memory, this says how (core/failure/oom.h)
+
+  int Signal() const;  // S of 128+S, 0 for an exit of the program's own
+  bool Clean() const { return exit_status == 0; }
+  EventFields Fields() const;  // exit [signal] run_s [generation] [oom]
+  // Refuses a missing or out-of-range exit status, a signal= that is not the status's, and
+  // malformed numbers, naming the field.
+  static Result<RankExit> Parse(const EventFields& fields);
+};
+
 std::optional<Request> RankExitRequest(const GetEnv& getenv, int rank, const std::string& node,
-                                       int exit_status, double run_s, int64_t generation = -1,
-                                       const std::string& oom = "");
-Status ReportRankExit(const GetEnv& getenv, int rank, const std::string& node, int exit_status,
-                      double run_s, int timeout_ms = 3000, int64_t generation = -1,
-                      const std::string& oom = "");
+                                       const RankExit& exit);
+Status ReportRankExit(const GetEnv& getenv, int rank, const std::string& node,
+                      const RankExit& exit, int timeout_ms = 3000);
 
 // The signal autopard sends to a rank's autopar-launch (sigqueue, value = the generation) when
 // that rank's program hung in a job that restarts in place: the launcher then stops its program
@@ -62,12 +74,38 @@ int HungProgramSignal();
 // SIGRTMIN + 4; autopar-launch blocks it.
 int BadLossSignal();
 
+// What a launcher asks its node's autopard about a failed generation of a job that restarts in
+// place (the `recover` request's detail): built once by the launcher (Fields), parsed once by
+// autopard (Parse). Everything in it is the launcher's claim, which autopard checks (a lost node
+// against Slurm, the sender against the job) before it acts.
+struct RecoverDetail {
+  std::string kind = "rank-crash";  // FailureClassName of the generation's first failure
+  int64_t generation = 0;
+  int exit_status = -1;             // the shell's convention (128+S: signal S); -1: none
+  double run_s = -1;                // how long the failed program ran
+  std::string node;                 // where it failed ("": the asking node)
+  double detected = 0;              // when the launcher saw it (seconds since the epoch; 0: unknown)
+  std::string error;                // oom: what ran out
+  std::string lost;                 // node-loss: the hosts whose launchers are gone, comma-separated
+  int64_t spares = 0;               // node-loss: the spare nodes alive
+  int64_t remaining = 0;            // elastic (--min-nodes): the nodes left, and the floor
+  int64_t min_nodes = 0;
+  std::string plan_refusal;         // elastic: why the nodes left have no plan
+  std::string history;              // autopard's note about the previous failure (EncodeFailureNote)
+  std::string unreachable;          // the ranks the launcher's stop notice could not reach
+
+  int Signal() const;  // S of 128+S, else 0
+  EventFields Fields() const;
+  // Refuses an unknown class, a missing or negative generation, malformed numbers, and a
+  // node-loss without lost=, naming the field.
+  static Result<RecoverDetail> Parse(const EventFields& fields);
+};
+
 // rank 0's `recover` request (protocol.h) for a failed generation; nullopt without AUTOPAR_SOCKET
-// or SLURM_JOB_ID. `failure`: class exit signal run_s progress generation node history (the
-// previous decision's, when there is one).
-std::optional<Request> RecoverRequest(const GetEnv& getenv, int rank, const EventFields& failure);
+// or SLURM_JOB_ID.
+std::optional<Request> RecoverRequest(const GetEnv& getenv, int rank, const RecoverDetail& detail);
 // Sends it and waits for the decision (autopard carries out a requeue before it answers).
-Result<RecoverReply> AskRecovery(const GetEnv& getenv, int rank, const EventFields& failure,
+Result<RecoverReply> AskRecovery(const GetEnv& getenv, int rank, const RecoverDetail& detail,
                                  int timeout_ms);
 
 // True for the first step of the job's first run: SLURM_STEP_ID 0 (or unset: not in a step) and

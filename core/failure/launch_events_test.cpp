@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/plan/hardware.h"
 #include "core/plan/model.h"
@@ -28,7 +31,7 @@ TEST(RankExitTest, Request) {
       {255, "exit=255 run_s=2.5"},
   };
   for (const auto& c : cases) {
-    auto r = RankExitRequest(get, 3, "node2", c.status, 2.5);
+    auto r = RankExitRequest(get, 3, "node2", RankExit{c.status, 2.5});
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->op, Op::kEvent);
     EXPECT_EQ(r->kind, "rank_exit");
@@ -39,13 +42,77 @@ TEST(RankExitTest, Request) {
     EXPECT_TRUE(ValidateRequest(*r).ok()) << ValidateRequest(*r).message();
   }
   env.erase("AUTOPAR_SOCKET");
-  EXPECT_FALSE(RankExitRequest(get, 0, "n", 1, 0).has_value());
-  EXPECT_TRUE(ReportRankExit(get, 0, "n", 1, 0).ok());  // nobody to tell
+  EXPECT_FALSE(RankExitRequest(get, 0, "n", RankExit{1, 0}).has_value());
+  EXPECT_TRUE(ReportRankExit(get, 0, "n", RankExit{1, 0}).ok());  // nobody to tell
   env["AUTOPAR_SOCKET"] = "/nonexistent/autopard.sock";
   env["AUTOPAR_DAEMON_RETRY_S"] = "0";  // no autopard to wait for
-  Status s = ReportRankExit(get, 0, "n", 1, 0, 200);
+  Status s = ReportRankExit(get, 0, "n", RankExit{1, 0}, 200);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("/nonexistent/autopard.sock"), std::string::npos) << s.message();
+}
+
+TEST(LaunchEventsTest, ARankExitIsParsedBackAsItWasSentAndBadFieldsAreNamed) {
+  RankExit sent{137, 12.5, 3, "killed by the kernel's OOM killer"};
+  auto back = RankExit::Parse(sent.Fields());
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->exit_status, 137);
+  EXPECT_EQ(back->Signal(), 9);
+  EXPECT_DOUBLE_EQ(back->run_s, 12.5);
+  EXPECT_EQ(back->generation, 3);
+  EXPECT_EQ(back->oom, sent.oom);
+  EXPECT_FALSE(back->Clean());
+  auto plain = RankExit::Parse(ParseEventFields("exit=0"));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->Clean());
+  EXPECT_EQ(plain->generation, -1);
+  EXPECT_EQ(plain->Signal(), 0);
+  for (const auto& [detail, error] : std::vector<std::pair<std::string, std::string>>{
+           {"run_s=1", "rank_exit: exit: missing"},
+           {"exit=256", "rank_exit: exit: not a status in [0, 255]: '256'"},
+           {"exit=1 run_s=x", "rank_exit: run_s: not seconds: 'x'"},
+           {"exit=1 generation=-1", "rank_exit: generation: not a count: '-1'"},
+           {"exit=137 signal=15", "rank_exit: signal: 15 is not the exit status's (137)"},
+           {"exit=1 signal=9", "rank_exit: signal: 9 is not the exit status's (1)"}}) {
+    auto r = RankExit::Parse(ParseEventFields(detail));
+    ASSERT_FALSE(r.ok()) << detail;
+    EXPECT_EQ(r.message(), error) << detail;
+  }
+}
+
+TEST(LaunchEventsTest, ARecoverDetailIsParsedBackAsItWasSentAndBadFieldsAreNamed) {
+  RecoverDetail sent;
+  sent.kind = "node-loss";
+  sent.generation = 2;
+  sent.exit_status = 134;
+  sent.run_s = 61.25;
+  sent.node = "node3";
+  sent.detected = 1700000000.5;
+  sent.lost = "node2,node4";
+  sent.spares = 1;
+  sent.remaining = 3;
+  sent.min_nodes = 2;
+  sent.plan_refusal = "no plan for 6 ranks";
+  sent.history = "rank-crash@1:1700000000";
+  sent.unreachable = "4,5";
+  auto back = RecoverDetail::Parse(sent.Fields());
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(FormatEventFields(back->Fields()), FormatEventFields(sent.Fields()));
+  EXPECT_EQ(back->Signal(), 6);
+  EXPECT_EQ(back->lost, "node2,node4");
+  EXPECT_EQ(back->min_nodes, 2);
+  for (const auto& [detail, error] : std::vector<std::pair<std::string, std::string>>{
+           {"class=hang", "recover: detail: generation: missing"},
+           {"class=bogus generation=0",
+            "recover: detail: failure class: unknown 'bogus' (node-loss, rank-crash, hang, "
+            "time-limit, bad-loss, oom)"},
+           {"class=hang generation=-1",
+            "recover: detail: generation: not a number in [0, 2147483647]: '-1'"},
+           {"class=hang generation=0 run_s=soon", "recover: detail: run_s: not seconds: 'soon'"},
+           {"class=node-loss generation=0", "recover: detail: node-loss without lost=NODES"}}) {
+    auto r = RecoverDetail::Parse(ParseEventFields(detail));
+    ASSERT_FALSE(r.ok()) << detail;
+    EXPECT_EQ(r.message(), error) << detail;
+  }
 }
 
 GetEnv Lookup(const std::map<std::string, std::string>& env) {

@@ -13,29 +13,10 @@
 namespace autopar {
 namespace {
 
-std::optional<int64_t> FieldInt(const EventFields& f, const char* key) {
-  for (const auto& [k, v] : f) {
-    if (k == key) return ParseInt(v, INT64_MIN, INT64_MAX);
-  }
-  return std::nullopt;
-}
-
-std::string FieldOf(const EventFields& f, const char* key) {
-  for (const auto& [k, v] : f) {
-    if (k == key) return v;
-  }
-  return "";
-}
-
-std::optional<double> FieldReal(const EventFields& f, const char* key) {
-  for (const auto& [k, v] : f) {
-    if (k != key) continue;
-    char* end = nullptr;
-    double d = std::strtod(v.c_str(), &end);
-    if (end != v.c_str() && *end == '\0') return d;
-  }
-  return std::nullopt;
-}
+// A job of which nothing has run or happened on this node for this long is forgotten (its
+// in-place recovery, rollback budget and checkpoint durations with it): a requeued job comes back
+// within minutes, and a node must not keep every job it ever ran.
+constexpr double kForgetIdleS = 6 * 3600;
 
 }  // namespace
 
@@ -182,10 +163,39 @@ std::optional<JobContext> FailureHandler::ContextOf(const ProcStat& process) {
 
 pid_t FailureHandler::RankProcessOf(const std::string& job_id, int rank) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto run = runs_.find(job_id);
-  if (run == runs_.end()) return 0;
-  auto p = run->second.rank_procs.find(rank);
-  return p == run->second.rank_procs.end() ? 0 : p->second.pid;
+  auto job = jobs_.find(job_id);
+  if (job == jobs_.end()) return 0;
+  const auto& procs = job->second.run.rank_procs;
+  auto p = procs.find(rank);
+  return p == procs.end() ? 0 : p->second.pid;
+}
+
+FailureHandler::Run FailureHandler::NewRun(const JobContext& ctx, double since) const {
+  Run run;
+  run.ctx = ctx;
+  if (ctx.heartbeat_timeout_s > 0) {
+    HangSettings hs;
+    hs.timeout_s = ctx.heartbeat_timeout_s;
+    hs.first_step_factor = config_.first_step_factor;
+    run.hang = std::make_unique<HangDetector>(hs, since);
+  }
+  return run;
+}
+
+void FailureHandler::ForgetIdleJobsLocked(double now) {
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    const JobRecord& job = it->second;
+    bool busy = now - job.seen < kForgetIdleS || job.pending_rollback || job.usage.usage;
+    for (auto p = job.run.rank_procs.begin(); !busy && p != job.run.rank_procs.end(); ++p) {
+      busy = Alive(p->second);
+    }
+    if (busy) {
+      ++it;
+      continue;
+    }
+    ledger_.Forget(it->first);
+    it = jobs_.erase(it);
+  }
 }
 
 bool FailureHandler::ResumeWatch(const std::string& job_id, int rank, int64_t step, pid_t pid,
@@ -195,15 +205,11 @@ bool FailureHandler::ResumeWatch(const std::string& job_id, int rank, int64_t st
   auto ctx = ContextOf(*process);
   if (!ctx || ctx->job_id != job_id) return false;  // the pid now belongs to someone else
   std::lock_guard<std::mutex> lock(mu_);
-  Run& run = runs_[job_id];
+  JobRecord& job = jobs_[job_id];
+  job.seen = clock_();
+  Run& run = job.run;
   if (run.ctx.job_id.empty()) {
-    run.ctx = *ctx;
-    if (ctx->heartbeat_timeout_s > 0) {
-      HangSettings hs;
-      hs.timeout_s = ctx->heartbeat_timeout_s;
-      hs.first_step_factor = config_.first_step_factor;
-      run.hang = std::make_unique<HangDetector>(hs, time);
-    }
+    run = NewRun(*ctx, time);
   } else if (std::make_pair(ctx->restart_count, ctx->generation) !=
              std::make_pair(run.ctx.restart_count, run.ctx.generation)) {
     return false;  // another run of the job is watched already
@@ -233,94 +239,95 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
   auto ctx = ContextOf(*process);
   if (!ctx || ctx->job_id != job_id) return false;  // not a task of that job: nothing to watch
   const double now = clock_();
-  std::optional<EventFields> first_step;  // journalled below, outside the lock
-  std::optional<EventFields> progress;
-  std::optional<LossAnomaly> bad_loss;
-  std::vector<StragglerFlag> stragglers;
+  HeartbeatNews news;  // journalled below, outside the lock
   bool requested = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Run& run = runs_[job_id];
+    JobRecord& job = jobs_[job_id];
+    job.seen = now;
+    Run& run = job.run;
     const auto run_key = [](const JobContext& c) {
       return std::make_pair(c.restart_count, c.generation);
     };
     if (run.ctx.job_id.empty() || run_key(*ctx) > run_key(run.ctx)) {
-      run = Run{};  // a new run of the job (a requeue) or of its program (in place): start over
-      run.ctx = *ctx;
-      if (ctx->heartbeat_timeout_s > 0) {
-        HangSettings hs;
-        hs.timeout_s = ctx->heartbeat_timeout_s;
-        hs.first_step_factor = config_.first_step_factor;
-        run.hang = std::make_unique<HangDetector>(hs, now);
-      }
+      // A new run of the job (a requeue) or of its program (in place): start over.
+      run = NewRun(*ctx, now);
     } else if (run_key(*ctx) < run_key(run.ctx)) {
       return false;  // a late heartbeat of an earlier run
     }
-    if (rank == 0 && ctx->generation > 0 && !run.first_step_told) {
-      // The end of an in-place recovery: the restarted program's first step.
-      run.first_step_told = true;
-      first_step = EventFields{{"generation", std::to_string(ctx->generation)}};
-      auto since = recovering_since_.find(job_id);
-      if (since != recovering_since_.end()) {
-        first_step->emplace_back("since_failure_s", FormatFixed(now - since->second, 3));
-        recovering_since_.erase(since);  // the recovery is over: nothing kept per job
-      }
-    }
-    if (rank == 0) {
-      // The job's measured progress against its plan, a window per run.
-      if (!run.progress) run.progress = std::make_unique<ProgressTracker>(config_.progress_interval_s);
-      progress = run.progress->Add(ProgressSample{now, step, samples, tokens, loss}, ctx->plan);
-      if (loss) {
-        if (!run.loss_guard) {
-          LossGuardSettings ls;
-          ls.spike_factor = ctx->loss_spike;
-          run.loss_guard = std::make_unique<LossGuard>(ls);
-        }
-        bad_loss = run.loss_guard->Add(step, *loss);
-      }
-      if (!ranks.compute_s.empty()) {
-        if (!run.stragglers) {
-          StragglerSettings ss;
-          ss.margin = ctx->straggler_margin;
-          ss.windows = ctx->straggler_windows;
-          ss.window_s = config_.progress_interval_s;
-          run.stragglers = std::make_unique<StragglerDetector>(ss);
-        }
-        if (!ranks.nodes.empty()) run.stragglers->SetNodes(ranks.nodes);
-        stragglers = run.stragglers->Add(now, ranks.compute_s);
-        for (const auto& f : stragglers) {
-          if (!f.node.empty()) straggler_nodes_[job_id].insert(f.node);
-        }
-      }
-    }
+    if (rank == 0) WatchRankZeroLocked(&job, *ctx, ProgressSample{now, step, samples, tokens, loss},
+                                       ranks, &news);
     run.rank_procs[rank] = RankProcess{process->pid, process->start_ticks};
     run.heartbeats = true;
-    if (auto u = usage_.find(job_id); u != usage_.end() && u->second.usage) u->second.usage->Progress(now);
+    if (job.usage.usage) job.usage.usage->Progress(now);
     if (run.hang) run.hang->Heartbeat(rank, step, now);
-    TimeLimitWatch& tl = run.tl;
-    if (tl.first_step < 0) {
-      tl.first_step = step;
-      tl.first_step_time = now;
-    }
-    if (step > tl.max_step) {
-      tl.max_step = step;
-      tl.max_step_time = now;
-    }
-    if (tl.requested && tl.delivered_step < 0) {
-      tl.delivered_at = now;
-      tl.delivered_step = step;
-    }
-    requested = tl.requested;
+    requested = run.tl.OnStep(step, now);
   }
   // The journal writes to the state database and calls back into OnEvent: never under mu_.
-  if (first_step) Emit(job_id, event_kind::kFirstStep, 0, step, FormatEventFields(*first_step));
-  if (progress) Emit(job_id, event_kind::kProgress, 0, step, FormatEventFields(*progress));
-  if (bad_loss) OnBadLoss(*ctx, *bad_loss, RankProcess{process->pid, process->start_ticks});
-  for (const auto& f : stragglers) {
+  if (news.first_step) Emit(job_id, event_kind::kFirstStep, 0, step, FormatEventFields(*news.first_step));
+  if (news.progress) Emit(job_id, event_kind::kProgress, 0, step, FormatEventFields(*news.progress));
+  if (news.bad_loss) OnBadLoss(*ctx, *news.bad_loss, RankProcess{process->pid, process->start_ticks});
+  for (const auto& f : news.stragglers) {
     EventFields fields = f.Fields();
     fields.emplace_back("margin", FormatFixed(ctx->straggler_margin, 2));
     fields.emplace_back("excluded_next", ctx->exclude_stragglers ? "yes" : "no");
     Emit(job_id, event_kind::kStraggler, f.rank, step, FormatEventFields(fields));
+  }
+  return requested;
+}
+
+void FailureHandler::WatchRankZeroLocked(JobRecord* job, const JobContext& ctx,
+                                         const ProgressSample& sample, const RanksReport& ranks,
+                                         HeartbeatNews* news) {
+  Run& run = job->run;
+  if (ctx.generation > 0 && !run.first_step_told) {
+    // The end of an in-place recovery: the restarted program's first step.
+    run.first_step_told = true;
+    news->first_step = EventFields{{"generation", std::to_string(ctx.generation)}};
+    if (job->recovering_since) {
+      news->first_step->emplace_back("since_failure_s",
+                                     FormatFixed(sample.time - *job->recovering_since, 3));
+      job->recovering_since.reset();  // the recovery is over
+    }
+  }
+  // The job's measured progress against its plan, a window per run.
+  if (!run.progress) run.progress = std::make_unique<ProgressTracker>(config_.progress_interval_s);
+  news->progress = run.progress->Add(sample, ctx.plan);
+  if (sample.loss) {
+    if (!run.loss_guard) {
+      LossGuardSettings ls;
+      ls.spike_factor = ctx.loss_spike;
+      run.loss_guard = std::make_unique<LossGuard>(ls);
+    }
+    news->bad_loss = run.loss_guard->Add(sample.step, *sample.loss);
+  }
+  if (ranks.compute_s.empty()) return;
+  if (!run.stragglers) {
+    StragglerSettings ss;
+    ss.margin = ctx.straggler_margin;
+    ss.windows = ctx.straggler_windows;
+    ss.window_s = config_.progress_interval_s;
+    run.stragglers = std::make_unique<StragglerDetector>(ss);
+  }
+  if (!ranks.nodes.empty()) run.stragglers->SetNodes(ranks.nodes);
+  news->stragglers = run.stragglers->Add(sample.time, ranks.compute_s);
+  for (const auto& f : news->stragglers) {
+    if (!f.node.empty()) job->straggler_nodes.insert(f.node);
+  }
+}
+
+bool FailureHandler::TimeLimitWatch::OnStep(int64_t step, double now) {
+  if (first_step < 0) {
+    first_step = step;
+    first_step_time = now;
+  }
+  if (step > max_step) {
+    max_step = step;
+    max_step_time = now;
+  }
+  if (requested && delivered_step < 0) {
+    delivered_at = now;
+    delivered_step = step;
   }
   return requested;
 }
@@ -332,20 +339,18 @@ void FailureHandler::OnEvent(const JournalEvent& e, pid_t pid) {
     return;
   }
   if (e.kind != event_kind::kRankExit) return;
-  EventFields f = ParseEventFields(e.detail);
-  auto exit_code = FieldInt(f, "exit");
-  auto sig = FieldInt(f, "signal");
-  if (exit_code && *exit_code == 0 && !sig) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = runs_.find(e.job_id);
-    if (it != runs_.end() && it->second.hang) it->second.hang->RankExited(e.rank);
+  auto exit = RankExit::Parse(ParseEventFields(e.detail));
+  if (!exit) {
+    Emit(e.job_id, event_kind::kRequeueFailed, e.rank, -1,
+         FormatEventFields({{"error", exit.message() + "; no decision"}}));
     return;
   }
-  if (FieldInt(f, "generation")) {
-    // In place: rank 0's launcher asks for the decision (Recover); journalled only.
+  // A clean exit, or in place (rank 0's launcher asks for the decision: Recover): journalled,
+  // and the rank no longer counts for the hang watch.
+  if (exit->Clean() || exit->generation >= 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = runs_.find(e.job_id);
-    if (it != runs_.end() && it->second.hang) it->second.hang->RankExited(e.rank);
+    auto it = jobs_.find(e.job_id);
+    if (it != jobs_.end() && it->second.run.hang) it->second.run.hang->RankExited(e.rank);
     return;
   }
   auto ctx = ContextOf(pid);
@@ -356,19 +361,20 @@ void FailureHandler::OnEvent(const JournalEvent& e, pid_t pid) {
     return;
   }
   Failure failure;
-  failure.kind = FieldOf(f, "oom").empty() ? FailureClass::kRankCrash : FailureClass::kOom;
-  failure.note = FieldOf(f, "oom");
+  failure.kind = exit->oom.empty() ? FailureClass::kRankCrash : FailureClass::kOom;
+  failure.note = exit->oom;
   failure.node = e.node.empty() ? config_.node : e.node;
   failure.rank = e.rank;
-  failure.exit_code = exit_code ? static_cast<int>(*exit_code) : -1;
-  failure.signal = sig ? static_cast<int>(*sig) : 0;
-  failure.run_seconds = FieldReal(f, "run_s").value_or(-1);
+  failure.exit_code = exit->exit_status;
+  failure.signal = exit->Signal();
+  failure.run_seconds = exit->run_s;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = runs_.find(e.job_id);
-    if (it != runs_.end() && it->second.ctx.restart_count == ctx->restart_count) {
-      failure.made_progress = it->second.heartbeats;
-      if (it->second.hang) it->second.hang->RankExited(e.rank);
+    auto it = jobs_.find(e.job_id);
+    if (it != jobs_.end() && it->second.run.ctx.restart_count == ctx->restart_count) {
+      Run& run = it->second.run;
+      failure.made_progress = run.heartbeats;
+      if (run.hang) run.hang->RankExited(e.rank);
     }
   }
   HandleFailure(*ctx, failure);
@@ -389,7 +395,10 @@ void FailureHandler::Tick() {
   std::vector<std::pair<JobContext, std::map<int, RankProcess>>> hand_over;  // in place
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [job, run] : runs_) {
+    ForgetIdleJobsLocked(now);
+    for (auto& [id, job] : jobs_) {
+      Run& run = job.run;
+      if (run.ctx.job_id.empty()) continue;
       if (run.hang_requeue_at && now >= *run.hang_requeue_at && run.ctx.in_place()) {
         run.hang_requeue_at.reset();
         hand_over.emplace_back(run.ctx, run.rank_procs);
@@ -446,11 +455,12 @@ void FailureHandler::Tick() {
     }
     // The requeue comes on a later Tick, after the grace (see hang_requeue_grace_s).
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = runs_.find(h.ctx.job_id);
-    if (it == runs_.end() || it->second.ctx.restart_count != h.ctx.restart_count) continue;
-    it->second.hang_requeue_at = clock_() + config_.hang_requeue_grace_s;
-    if (h.verdict.suspects.size() == 1) it->second.hang_rank = h.verdict.suspects[0];
-    it->second.hang_progress = h.verdict.last_step >= 0;
+    auto it = jobs_.find(h.ctx.job_id);
+    if (it == jobs_.end() || it->second.run.ctx.restart_count != h.ctx.restart_count) continue;
+    Run& run = it->second.run;
+    run.hang_requeue_at = clock_() + config_.hang_requeue_grace_s;
+    if (h.verdict.suspects.size() == 1) run.hang_rank = h.verdict.suspects[0];
+    run.hang_progress = h.verdict.last_step >= 0;
   }
   for (const auto& [ctx, failure] : due) HandleFailure(ctx, failure);
   for (const auto& [ctx, procs] : hand_over) HandHangToLaunchers(ctx, procs);
@@ -506,8 +516,8 @@ RequeueDecision FailureHandler::DecideFor(const JobContext& ctx, const Failure& 
     // The next run leaves out the nodes flagged as stragglers (this node knows them when it
     // holds rank 0: it decides every in-place job's requeue).
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = straggler_nodes_.find(ctx.job_id); it != straggler_nodes_.end()) {
-      for (const auto& n : it->second) {
+    if (auto it = jobs_.find(ctx.job_id); it != jobs_.end()) {
+      for (const auto& n : it->second.straggler_nodes) {
         if (std::find(excluded.begin(), excluded.end(), n) == excluded.end()) excluded.push_back(n);
       }
     }
@@ -592,7 +602,7 @@ std::string FailureHandler::RequeuePath(const JobContext& ctx, const Failure& f,
   ledger_.Record(ctx.job_id, d);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    last_[ctx.job_id] = d;
+    jobs_[ctx.job_id].last = d;
   }
   const double now = clock_();
   std::string lock = config_.lock_dir.empty() ? ""
@@ -635,45 +645,12 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
   if (!ctx || ctx->job_id != job_id) {
     return Status::Error("recover: the request did not come from a task of job " + job_id);
   }
-  EventFields in = ParseEventFields(detail);
-  auto field = [&](const char* key) -> std::string {
-    for (const auto& [k, v] : in) {
-      if (k == key) return v;
-    }
-    return "";
-  };
-  auto kind = ParseFailureClass(field("class"));
-  if (!kind.ok()) return Status::Error("recover: detail: " + kind.message());
-  auto generation = FieldInt(in, "generation");
-  if (!generation || *generation < 0) {
-    return Status::Error("recover: detail: generation: missing or negative");
+  auto d = RecoverDetail::Parse(ParseEventFields(detail));
+  if (!d) return d.status();
+  if (*ParseFailureClass(d->kind) == FailureClass::kBadLoss) {
+    return RecoverBadLoss(*ctx, d->generation);
   }
-  if (*kind == FailureClass::kBadLoss) return RecoverBadLoss(*ctx, *generation);
-  Failure failure;
-  failure.kind = *kind;
-  failure.node = field("node").empty() ? config_.node : field("node");
-  failure.rank = rank;
-  failure.exit_code = static_cast<int>(FieldInt(in, "exit").value_or(-1));
-  failure.signal = static_cast<int>(FieldInt(in, "signal").value_or(0));
-  failure.run_seconds = FieldReal(in, "run_s").value_or(-1);
-  if (failure.kind == FailureClass::kOom) failure.note = field("error");
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // When the launcher saw the failure (its clock): the job's own first_step since_failure_s,
-    // kept within the last day and never after now.
-    if (auto detected = FieldReal(in, "detected")) {
-      const double now = clock_();
-      recovering_since_[job_id] = std::clamp(*detected, now - 86400, now);
-    }
-    // Progress: a heartbeat of the failed generation on this node (rank 0's: every rank of a
-    // data-parallel job steps together).
-    auto it = runs_.find(job_id);
-    failure.made_progress = it != runs_.end() && it->second.ctx.generation == *generation &&
-                            it->second.ctx.restart_count == ctx->restart_count &&
-                            it->second.heartbeats;
-  }
-  std::optional<PastFailure> previous = ParseFailureNote(field("history"));
-
+  Failure failure = FailureOfDetail(*ctx, *d, rank);
   std::vector<std::string> lost_nodes;
   NodeLoss loss;
   auto job = slurm_->LoadJob(job_id);
@@ -681,27 +658,70 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
     // Rank 0's launcher names the nodes whose launchers are gone and the spares left alive
     // (launcher/restart_logic.h). That is evidence, not a verdict: only nodes of this job's
     // allocation whose slurmd is gone count as lost (root marks them DOWN on the requeue path).
-    if (field("lost").empty()) return Status::Error("recover: detail: node-loss without lost=NODES");
-    lost_nodes = ConfirmLostNodes(job_id, field("lost"), job);
+    lost_nodes = ConfirmLostNodes(job_id, d->lost, job);
     if (lost_nodes.empty()) {
       // Nothing of the claim holds: the job's own ranks failed (on a node that still answers).
       failure.kind = FailureClass::kRankCrash;
-      failure.rank = rank;
+    } else {
+      failure.node = Join(lost_nodes, ",");
+      failure.rank = -1;
+      loss = NodeLoss{static_cast<int64_t>(lost_nodes.size()), d->spares, d->remaining,
+                      d->min_nodes, d->plan_refusal};
     }
-  }
-  if (failure.kind == FailureClass::kNodeLoss) {
-    failure.node = Join(lost_nodes, ",");
-    failure.rank = -1;
-    loss.lost = static_cast<int64_t>(lost_nodes.size());
-    loss.spares = std::max<int64_t>(0, FieldInt(in, "spares").value_or(0));
-    loss.remaining = std::max<int64_t>(0, FieldInt(in, "remaining").value_or(0));
-    loss.min_nodes = std::max<int64_t>(0, FieldInt(in, "min_nodes").value_or(0));
-    loss.plan_refusal = field("plan_refusal");
   } else if (job.ok()) {
     failure = ClassifyNodeLoss(*ctx, failure, *job, &lost_nodes);
   }
-  EventFields fields = FailureFields(*ctx, failure);
-  fields.emplace_back("generation", std::to_string(*generation));
+  JournalRecoverFailure(*ctx, failure, d->generation, lost_nodes, loss);
+  // Rollbacks (a bad loss) have a budget of their own: the generations they took do not count
+  // against --restarts-in-place.
+  int64_t rolled_back = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = jobs_.find(job_id); it != jobs_.end()) rolled_back = it->second.rollbacks;
+  }
+  RecoveryDecision decision =
+      DecideRecovery(config_.policy, failure, ctx->restart_count,
+                     std::max<int64_t>(0, d->generation - rolled_back), ctx->restarts_in_place,
+                     ParseFailureNote(d->history), loss);
+  if (!d->unreachable.empty() && decision.action == RecoveryAction::kRestartInPlace) {
+    // The launcher that failed could not reach every other launcher (their programs ended).
+    decision = RecoveryDecision{};
+    decision.generation = d->generation;
+    decision.reason = failure.Describe() + "; no in-place restart: the launchers of ranks " +
+                      d->unreachable + " cannot be reached";
+  }
+  return CarryOutRecovery(*ctx, failure, d->generation, decision, job, lost_nodes);
+}
+
+Failure FailureHandler::FailureOfDetail(const JobContext& ctx, const RecoverDetail& d, int rank) {
+  Failure failure;
+  failure.kind = *ParseFailureClass(d.kind);
+  failure.node = d.node.empty() ? config_.node : d.node;
+  failure.rank = rank;
+  failure.exit_code = d.exit_status;
+  failure.signal = d.Signal();
+  failure.run_seconds = d.run_s;
+  if (failure.kind == FailureClass::kOom) failure.note = d.error;
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRecord& job = jobs_[ctx.job_id];
+  job.seen = clock_();
+  // When the launcher saw the failure (its clock): the job's own first_step since_failure_s,
+  // kept within the last day and never after now.
+  if (d.detected > 0) job.recovering_since = std::clamp(d.detected, job.seen - 86400, job.seen);
+  // Progress: a heartbeat of the failed generation on this node (rank 0's: every rank of a
+  // data-parallel job steps together).
+  const Run& run = job.run;
+  failure.made_progress = run.ctx.generation == d.generation &&
+                          run.ctx.restart_count == ctx.restart_count && run.heartbeats;
+  return failure;
+}
+
+void FailureHandler::JournalRecoverFailure(const JobContext& ctx, const Failure& failure,
+                                           int64_t generation,
+                                           const std::vector<std::string>& lost_nodes,
+                                           const NodeLoss& loss) {
+  EventFields fields = FailureFields(ctx, failure);
+  fields.emplace_back("generation", std::to_string(generation));
   if (loss.lost > 0) {
     fields.emplace_back("lost", Join(lost_nodes, ","));
     fields.emplace_back("spares", std::to_string(loss.spares));
@@ -711,43 +731,33 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
     }
   }
   fields.emplace_back("reason", failure.Describe());
-  Emit(job_id, event_kind::kFailure, failure.rank, -1, FormatEventFields(fields));
+  Emit(ctx.job_id, event_kind::kFailure, failure.rank, -1, FormatEventFields(fields));
+}
 
-  // Rollbacks (a bad loss) have a budget of their own: the generations they took do not count
-  // against --restarts-in-place.
-  int64_t rolled_back = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = rollbacks_.find(job_id); it != rollbacks_.end()) rolled_back = it->second;
-  }
-  RecoveryDecision d = DecideRecovery(config_.policy, failure, ctx->restart_count,
-                                      std::max<int64_t>(0, *generation - rolled_back),
-                                      ctx->restarts_in_place, previous, loss);
-  if (!field("unreachable").empty() && d.action == RecoveryAction::kRestartInPlace) {
-    // The launcher that failed could not reach every other launcher (their programs ended).
-    d = RecoveryDecision{};
-    d.generation = *generation;
-    d.reason = failure.Describe() + "; no in-place restart: the launchers of ranks " +
-               field("unreachable") + " cannot be reached";
-  }
+Result<RecoverReply> FailureHandler::CarryOutRecovery(const JobContext& ctx, const Failure& failure,
+                                                      int64_t generation, RecoveryDecision d,
+                                                      const Result<SlurmJob>& job,
+                                                      const std::vector<std::string>& lost_nodes) {
+  const std::string& job_id = ctx.job_id;
   EventFields out = {{"action", RecoveryActionName(d.action)},
-                     {"generation", std::to_string(*generation)}};
+                     {"generation", std::to_string(generation)}};
   RecoverReply reply;
   reply.reason = d.reason;
   if (d.action == RecoveryAction::kRestartInPlace) {
     out.emplace_back("attempt", std::to_string(d.attempt));
     out.emplace_back("of", std::to_string(d.budget));
-    if (failure.kind == FailureClass::kOom && ctx->plan && ctx->plan->mem_gib > 0) {
+    if (failure.kind == FailureClass::kOom && ctx.plan && ctx.plan->mem_gib > 0) {
       // The plan that ran out predicted too little: the next one must fit in less (docs/health.md).
-      reply.max_mem_gib = OomReplanMemGib(ctx->plan->mem_gib);
-      d.reason += "; re-planned within " + FormatFixed(reply.max_mem_gib, 1) + " GiB per GPU (the plan that ran out: " +
-                  FormatFixed(ctx->plan->mem_gib, 1) + " GiB)";
+      reply.max_mem_gib = OomReplanMemGib(ctx.plan->mem_gib);
+      d.reason += "; re-planned within " + FormatFixed(reply.max_mem_gib, 1) +
+                  " GiB per GPU (the plan that ran out: " + FormatFixed(ctx.plan->mem_gib, 1) + " GiB)";
       out.emplace_back("max_mem_gib", FormatFixed(reply.max_mem_gib, 2));
     }
-    if (ctx->exclude_stragglers) {
+    if (ctx.exclude_stragglers) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = straggler_nodes_.find(job_id); it != straggler_nodes_.end()) {
-        reply.exclude_nodes.assign(it->second.begin(), it->second.end());
+      if (auto it = jobs_.find(job_id); it != jobs_.end()) {
+        const auto& nodes = it->second.straggler_nodes;
+        reply.exclude_nodes.assign(nodes.begin(), nodes.end());
       }
     }
     if (!reply.exclude_nodes.empty()) {
@@ -762,7 +772,7 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
     if (d.history) reply.history = EncodeFailureNote(*d.history);
     return reply;
   }
-  if (!ctx->requeue_on_failure) {
+  if (!ctx.requeue_on_failure) {
     out[0].second = "none";
     reply.action = "none";
     reply.reason = d.reason + "; --requeue-on-failure is off: the job ends";
@@ -776,11 +786,11 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
     Emit(job_id, event_kind::kRequeueFailed, -1, -1, FormatEventFields({{"error", job.message()}}));
     return Status::Error("recover: " + job.message());
   }
-  if (!ledger_.Claim(job_id, ctx->restart_count)) {
+  if (!ledger_.Claim(job_id, ctx.restart_count)) {
     reply.action = "requeue";  // this run was decided already (a rank_exit of the same run)
     return reply;
   }
-  reply.action = RequeuePath(*ctx, failure, *job, lost_nodes, d.history);
+  reply.action = RequeuePath(ctx, failure, *job, lost_nodes, d.history);
   return reply;
 }
 
@@ -828,9 +838,9 @@ std::vector<std::string> FailureHandler::ConfirmLostNodes(const std::string& job
 
 std::optional<RequeueDecision> FailureHandler::LastDecision(const std::string& job_id) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = last_.find(job_id);
-  if (it == last_.end()) return std::nullopt;
-  return it->second;
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return std::nullopt;
+  return it->second.last;
 }
 
 }  // namespace autopar

@@ -9,9 +9,9 @@
 //    SO_PEERCRED): SLURM_JOB_ID, SLURM_RESTART_COUNT, AUTOPAR_REQUEUE_ON_FAILURE,
 //    AUTOPAR_HEARTBEAT_TIMEOUT (exported by the SPANK plugin). A job without
 //    AUTOPAR_REQUEUE_ON_FAILURE is watched and journalled but never requeued.
-//  - Crashed ranks: autopar-launch sends an event of kind "rank_exit" with detail
-//    "exit=N [signal=S] run_s=SECONDS" when its program ends with a non-zero status on its own
-//    (not because the step was being ended).
+//  - Crashed ranks: autopar-launch sends an event of kind "rank_exit" (RankExit, launch_events.h:
+//    "exit=N [signal=S] run_s=SECONDS ...") when its program ends with a non-zero status on its
+//    own (not because the step was being ended).
 //  - Node loss: on any failure, the job's nodes whose slurmd no longer accepts connections
 //    (SlurmActions::UnreachableNodes) make it a node loss: the node is marked DOWN at once (so the
 //    requeued job need not wait for its epilog there until SlurmdTimeout) and excluded.
@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "core/failure/hang_detector.h"
+#include "core/failure/launch_events.h"
 #include "core/health/loss_guard.h"
 #include "core/health/progress.h"
 #include "core/health/straggler.h"
@@ -220,6 +221,9 @@ class FailureHandler {
     int64_t announced_step = -1;  // the step the program said it checkpoints for the limit
     bool acted = false;        // requeued (or decided not to) for the time limit
     bool done = false;         // the run ended or has no time limit to watch
+    // A heartbeat of `step`: the step time's span, the request's delivery; whether the program
+    // is asked to checkpoint for its time limit (the heartbeat's reply says so).
+    bool OnStep(int64_t step, double now);
   };
   // The process whose life is a rank's on this node.
   struct RankProcess {
@@ -248,7 +252,48 @@ class FailureHandler {
     LossAnomaly anomaly;
     BadLossDecision decision;
   };
+  // This node's share of a job (utilisation and idleness), per run of the job.
+  struct UsageWatch {
+    int64_t restart_count = 0;
+    double last_sample = 0;
+    std::unique_ptr<NodeUsage> usage;  // null: no samples (any more)
+  };
+  // A checkpoint step's earliest commit and latest upload/completion seen on this node.
+  struct CkptTimes {
+    double committed = 0;
+    double done = 0;
+  };
+  // Everything this node keeps about one job: its current run and what outlives a run. One
+  // record per job, forgotten (ForgetIdleJobsLocked) once nothing of it has run or happened on
+  // this node for a while.
+  struct JobRecord {
+    Run run;  // the current run here (run.ctx.job_id empty: none seen yet)
+    std::optional<RequeueDecision> last;      // the last failure decided here
+    std::optional<double> recovering_since;   // an in-place recovery's failure (the launcher's
+                                              // clock), until the restarted program's first step
+    int64_t rollbacks = 0;                    // carried out (--on-bad-loss=rollback:N's budget)
+    std::optional<PendingRollback> pending_rollback;  // handed to rank 0's launcher
+    std::set<std::string> straggler_nodes;    // flagged in its runs (rank 0's), kept across runs
+    UsageWatch usage;
+    std::map<int64_t, CkptTimes> ckpt_times;  // step -> times, the newest 64, kept across runs
+    double seen = 0;                          // the clock at its last heartbeat, event or sample
+  };
 
+  // What a heartbeat found, journalled once the lock is released.
+  struct HeartbeatNews {
+    std::optional<EventFields> first_step;  // an in-place recovery's end
+    std::optional<EventFields> progress;    // a progress window closed
+    std::optional<LossAnomaly> bad_loss;
+    std::vector<StragglerFlag> stragglers;
+  };
+  // Rank 0's heartbeat: the job's progress, loss and stragglers (mu_ held).
+  void WatchRankZeroLocked(JobRecord* job, const JobContext& ctx, const ProgressSample& sample,
+                           const RanksReport& ranks, HeartbeatNews* news);
+  // A fresh run of `ctx` (a new run of the job or of its program), its hang watch from `since`.
+  Run NewRun(const JobContext& ctx, double since) const;
+  // Forgets the jobs of which nothing runs on this node, nothing is under way (a rollback, usage
+  // samples) and nothing happened for kForgetIdleS (mu_ held).
+  void ForgetIdleJobsLocked(double now);
   // The job context for `pid` (cached per process), or nullopt when unreadable.
   std::optional<JobContext> ContextOf(pid_t pid);
   std::optional<JobContext> ContextOf(const ProcStat& process);
@@ -292,6 +337,15 @@ class FailureHandler {
   std::optional<ProcStat> LauncherOf(const JobContext& ctx, const RankProcess& process);
   // A bad loss of rank 0 (failure_handler_loss.cpp): journals it and acts by --on-bad-loss.
   void OnBadLoss(const JobContext& ctx, const LossAnomaly& anomaly, const RankProcess& rank0);
+  // Recover()'s parts: the failure a launcher's detail claims (with what this node saw of the
+  // run); its journal entry; the decision journalled and carried out (a requeue before the reply).
+  Failure FailureOfDetail(const JobContext& ctx, const RecoverDetail& d, int rank);
+  void JournalRecoverFailure(const JobContext& ctx, const Failure& failure, int64_t generation,
+                             const std::vector<std::string>& lost_nodes, const NodeLoss& loss);
+  Result<RecoverReply> CarryOutRecovery(const JobContext& ctx, const Failure& failure,
+                                        int64_t generation, RecoveryDecision d,
+                                        const Result<SlurmJob>& job,
+                                        const std::vector<std::string>& lost_nodes);
   // Recover() for a generation that rank 0's launcher stopped for a rollback.
   Result<RecoverReply> RecoverBadLoss(const JobContext& ctx, int64_t generation);
   void Emit(const std::string& job_id, const std::string& kind, int rank, int64_t step,
@@ -308,31 +362,7 @@ class FailureHandler {
 
   mutable std::mutex mu_;
   std::map<std::pair<pid_t, uint64_t>, JobContext> contexts_;  // (pid, start) -> context
-  std::map<std::string, Run> runs_;  // job id -> its current run on this node
-  std::map<std::string, RequeueDecision> last_;
-  // Per job: when its last in-place recovery's failure was detected (the launcher's clock), for
-  // first_step's since_failure_s.
-  std::map<std::string, double> recovering_since_;
-  // Per job: rollbacks carried out (--on-bad-loss=rollback:N's budget), and the one under way.
-  std::map<std::string, int64_t> rollbacks_;
-  std::map<std::string, PendingRollback> pending_rollbacks_;
-  // Per job: the nodes flagged as stragglers in its runs on this node (rank 0's), kept across
-  // runs until the job's restart leaves them out.
-  std::map<std::string, std::set<std::string>> straggler_nodes_;
-  // Per job: this node's share of it (utilisation and idleness), per run of the job.
-  struct UsageWatch {
-    int64_t restart_count = 0;
-    double last_sample = 0;
-    std::unique_ptr<NodeUsage> usage;
-  };
-  std::map<std::string, UsageWatch> usage_;
-  // Per job: step -> earliest commit and latest upload/completion seen on this node (the
-  // checkpoint durations), kept across runs, bounded.
-  struct CkptTimes {
-    double committed = 0;
-    double done = 0;
-  };
-  std::map<std::string, std::map<int64_t, CkptTimes>> ckpt_times_;
+  std::map<std::string, JobRecord> jobs_;                       // job id -> what this node keeps
 };
 
 }  // namespace autopar

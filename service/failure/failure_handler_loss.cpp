@@ -12,10 +12,10 @@ void FailureHandler::OnBadLoss(const JobContext& ctx, const LossAnomaly& anomaly
   bool under_way = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = rollbacks_.find(ctx.job_id); it != rollbacks_.end()) done = it->second;
-    auto p = pending_rollbacks_.find(ctx.job_id);
-    under_way = p != pending_rollbacks_.end() && p->second.generation == ctx.generation &&
-                p->second.restart_count == ctx.restart_count;
+    const JobRecord& job = jobs_[ctx.job_id];
+    done = job.rollbacks;
+    const auto& p = job.pending_rollback;
+    under_way = p && p->generation == ctx.generation && p->restart_count == ctx.restart_count;
   }
   if (under_way) return;  // this generation is being rolled back already
   const bool can_roll_back = ctx.in_place() && ctx.checkpoints;
@@ -44,7 +44,7 @@ void FailureHandler::OnBadLoss(const JobContext& ctx, const LossAnomaly& anomaly
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_rollbacks_[ctx.job_id] = PendingRollback{ctx.restart_count, ctx.generation, anomaly, d};
+    jobs_[ctx.job_id].pending_rollback = PendingRollback{ctx.restart_count, ctx.generation, anomaly, d};
   }
   Status st = proc_.queue_signal
                   ? proc_.queue_signal(launcher->pid, BadLossSignal(), static_cast<int>(ctx.generation))
@@ -53,7 +53,7 @@ void FailureHandler::OnBadLoss(const JobContext& ctx, const LossAnomaly& anomaly
     // The launcher cannot be told: nothing will ask for the rollback. Stop rather than train on.
     {
       std::lock_guard<std::mutex> lock(mu_);
-      pending_rollbacks_.erase(ctx.job_id);
+      jobs_[ctx.job_id].pending_rollback.reset();
     }
     const std::string reason = anomaly.Describe() + "; rank 0's launcher cannot be told (" +
                                st.message() + "): the job is stopped";
@@ -68,15 +68,17 @@ Result<RecoverReply> FailureHandler::RecoverBadLoss(const JobContext& ctx, int64
   PendingRollback p;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = pending_rollbacks_.find(ctx.job_id);
-    if (it == pending_rollbacks_.end() || it->second.generation != generation ||
-        it->second.restart_count != ctx.restart_count) {
+    auto it = jobs_.find(ctx.job_id);
+    const bool asked = it != jobs_.end() && it->second.pending_rollback &&
+                       it->second.pending_rollback->generation == generation &&
+                       it->second.pending_rollback->restart_count == ctx.restart_count;
+    if (!asked) {
       return Status::Error("recover: no rollback of generation " + std::to_string(generation) +
                            " of job " + ctx.job_id + " was asked for");
     }
-    p = it->second;
-    pending_rollbacks_.erase(it);
-    rollbacks_[ctx.job_id] = p.decision.attempt;
+    p = *it->second.pending_rollback;
+    it->second.pending_rollback.reset();
+    it->second.rollbacks = p.decision.attempt;
   }
   Failure failure;
   failure.kind = FailureClass::kBadLoss;

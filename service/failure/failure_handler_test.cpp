@@ -519,6 +519,27 @@ TEST_F(FailureHandlerTest, AWatchResumedAfterARestartFindsARankThatHungMeanwhile
   EXPECT_EQ(events_[0].kind, "heartbeat_missed");
 }
 
+TEST_F(FailureHandlerTest, AJobIsForgottenOnlyOnceNothingOfItRunsOrHappenedForSixHours) {
+  Task(100, 0);
+  handler_->OnHeartbeat("42", 0, 5, 100);
+  // Six hours and more of no news, but its rank still runs (a hang is reported, not forgotten).
+  now_ += 6 * 3600 + 1;
+  handler_->Tick();
+  EXPECT_EQ(handler_->RankProcessOf("42", 0), 100);
+  // The rank ended: the record goes at the next tick after six idle hours, not before.
+  files_.erase("/proc/100/stat");
+  handler_->OnHeartbeat("42", 0, 6, 100);  // refused (the process is gone): no news
+  handler_->Tick();
+  EXPECT_EQ(handler_->RankProcessOf("42", 0), 0);
+  // Seen again (a new record): its rank ended an hour ago, and it is kept.
+  Task(200, 0);
+  handler_->OnHeartbeat("42", 0, 1, 200);
+  files_.erase("/proc/200/stat");
+  now_ += 3600;
+  handler_->Tick();
+  EXPECT_EQ(handler_->RankProcessOf("42", 0), 200);
+}
+
 TEST_F(FailureHandlerTest, NewRunResetsHangWatch) {
   Task(100, 0);
   handler_->OnHeartbeat("42", 0, 5, 100);

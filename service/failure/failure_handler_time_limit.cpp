@@ -21,9 +21,9 @@ struct Pending {
 
 std::vector<double> FailureHandler::CkptDurationsLocked(const std::string& job_id) const {
   std::vector<double> out;
-  auto it = ckpt_times_.find(job_id);
-  if (it == ckpt_times_.end()) return out;
-  for (const auto& [step, t] : it->second) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return out;
+  for (const auto& [step, t] : it->second.ckpt_times) {
     if (t.committed > 0 && t.done >= t.committed) out.push_back(t.done - t.committed);
   }
   return out;
@@ -37,7 +37,8 @@ void FailureHandler::TickTimeLimits(double now) {
   std::vector<Load> loads;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [job, run] : runs_) {
+    for (auto& [job, record] : jobs_) {
+      Run& run = record.run;
       TimeLimitWatch& tl = run.tl;
       if (!run.ctx.requeue_on_failure || !run.ctx.ckpt_upload || tl.done || tl.acted) continue;
       // After the end time, sooner: Slurm forgets an ended job after MinJobAge, and the missed
@@ -54,9 +55,9 @@ void FailureHandler::TickTimeLimits(double now) {
   for (const auto& l : loads) {
     auto job = slurm_->LoadJob(l.job_id);
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = runs_.find(l.job_id);
-    if (it == runs_.end() || it->second.ctx.restart_count != l.restart_count) continue;
-    TimeLimitWatch& tl = it->second.tl;
+    auto it = jobs_.find(l.job_id);
+    if (it == jobs_.end() || it->second.run.ctx.restart_count != l.restart_count) continue;
+    TimeLimitWatch& tl = it->second.run.tl;
     if (!job.ok()) {
       // slurmctld busy or down: try again at the next refresh; a job gone long after its end
       // is no longer watched.
@@ -86,7 +87,8 @@ void FailureHandler::TickTimeLimits(double now) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [job, run] : runs_) {
+    for (auto& [job, record] : jobs_) {
+      Run& run = record.run;
       TimeLimitWatch& tl = run.tl;
       if (!run.ctx.requeue_on_failure || tl.done || tl.acted || tl.requested || tl.end_time <= 0) {
         continue;
@@ -134,8 +136,10 @@ void FailureHandler::OnCheckpointEvent(const JournalEvent& e, pid_t pid) {
   bool progress = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    JobRecord& job = jobs_[e.job_id];
+    job.seen = clock_();
     if (!announce && e.step >= 0) {
-      auto& steps = ckpt_times_[e.job_id];
+      auto& steps = job.ckpt_times;
       CkptTimes& t = steps[e.step];
       if (e.kind == event_kind::kCkptCommitted) {
         t.committed = t.committed > 0 ? std::min(t.committed, e.time) : e.time;
@@ -143,18 +147,9 @@ void FailureHandler::OnCheckpointEvent(const JournalEvent& e, pid_t pid) {
         t.done = std::max(t.done, e.time);
       }
       while (steps.size() > 64) steps.erase(steps.begin());
-      if (ckpt_times_.size() > 4096) {
-        for (auto it = ckpt_times_.begin(); it != ckpt_times_.end(); ++it) {
-          if (it->first != e.job_id) {
-            ckpt_times_.erase(it);
-            break;
-          }
-        }
-      }
     }
-    auto it = runs_.find(e.job_id);
-    if (it == runs_.end()) return;
-    Run& run = it->second;
+    Run& run = job.run;
+    if (run.ctx.job_id.empty()) return;
     TimeLimitWatch& tl = run.tl;
     if (!run.ctx.requeue_on_failure || tl.acted || e.step < 0) return;
     if (announce) {
@@ -210,7 +205,7 @@ void FailureHandler::RequeueForTimeLimit(const JobContext& ctx, int64_t step,
     ledger_.Record(ctx.job_id, d);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      last_[ctx.job_id] = d;
+      jobs_[ctx.job_id].last = d;
     }
     Emit(ctx.job_id, event_kind::kTimeLimitNotRequeued, -1, step,
          FormatEventFields({{"end", end}, {"reason", d.reason}}));
@@ -223,7 +218,7 @@ void FailureHandler::RequeueForTimeLimit(const JobContext& ctx, int64_t step,
   ledger_.Record(ctx.job_id, d);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    last_[ctx.job_id] = d;
+    jobs_[ctx.job_id].last = d;
   }
   std::string lock = config_.lock_dir.empty() ? ""
                                               : config_.lock_dir + "/requeue-" + ctx.job_id + ".lock";

@@ -36,7 +36,9 @@ void FailureHandler::OnUsageSample(const JournalEvent& e, pid_t pid) {
   s.gpu_util = Real(f, "gpu_util");
   s.gpu_mem_gib = Real(f, "gpu_mem_gib");
   std::lock_guard<std::mutex> lock(mu_);
-  UsageWatch& w = usage_[e.job_id];
+  JobRecord& job = jobs_[e.job_id];
+  job.seen = s.time;
+  UsageWatch& w = job.usage;
   if (!w.usage || ctx->restart_count > w.restart_count) {
     w.restart_count = ctx->restart_count;
     w.usage = std::make_unique<NodeUsage>(config_.progress_interval_s, ctx->idle_timeout_s, s.time);
@@ -51,13 +53,14 @@ void FailureHandler::TickUsage(double now) {
   std::vector<std::pair<std::string, std::pair<std::string, EventFields>>> due;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = usage_.begin(); it != usage_.end();) {
-      if (now - it->second.last_sample > kUsageForgetS) {
-        it = usage_.erase(it);  // the job's programs ended on this node
+    for (auto& [id, job] : jobs_) {
+      UsageWatch& w = job.usage;
+      if (!w.usage) continue;
+      if (now - w.last_sample > kUsageForgetS) {
+        w.usage.reset();  // the job's programs ended on this node
         continue;
       }
-      for (auto& ev : it->second.usage->Due(now)) due.emplace_back(it->first, std::move(ev));
-      ++it;
+      for (auto& ev : w.usage->Due(now)) due.emplace_back(id, std::move(ev));
     }
   }
   // The journal calls back into OnEvent: never under mu_.
