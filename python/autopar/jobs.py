@@ -12,8 +12,8 @@
     job.checkpoints()               # the steps in storage: step, state, bytes, where
     job.plan()                      # the parallel plan the latest run used
 
-`submit` writes the batch script itself (the README's form: `srun --mpi=pmix autopar-launch --
-COMMAND`) and hands it to sbatch on its standard input, so nothing is left on disk; the job's
+`submit` writes the batch script itself (docs/manual.md's form: `srun --mpi=pmix autopar-launch
+-- COMMAND`) and hands it to sbatch on its standard input, so nothing is left on disk; the job's
 shape and every autopar option go on sbatch's command line, where the plugin checks them. A value
 the plugin or Slurm refuses raises SubmitError with that one line, and no job exists. See
 docs/python.md for what each argument becomes on Slurm.
@@ -194,7 +194,7 @@ def sbatch_arguments(*, name=None, nodes=None, tasks_per_node=None, gpu_count=No
 
 
 def batch_script(command, launcher=None, mpi="pmix"):
-    """The README's batch script: every task runs COMMAND under autopar-launch."""
+    """The batch script of docs/manual.md: every task runs COMMAND under autopar-launch."""
     if isinstance(command, (list, tuple)):
         command = " ".join(shlex.quote(str(c)) for c in command)
     if not str(command).strip():
