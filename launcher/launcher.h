@@ -12,7 +12,10 @@
 // After the rendezvous the launcher is a state machine (generation_machine.h): Run() acts in
 // the state it is in (one member function each) and takes the next state from the table. The
 // pure decisions live in launch.h, restart_logic.h and core/failure; this class wires the edges
-// (PMIx, the restart channels, the program, autopard) together.
+// (PMIx, the restart channels, the program, autopard) together, one file per part:
+// launcher.cpp (the task, Run and the states), launcher_setup.cpp (before the program),
+// launcher_program.cpp (the program of a generation), launcher_restart.cpp (agreeing on a
+// restart, the spares), launcher_resume.cpp (the checkpoint).
 //
 // Thread safety: one Launcher per process, used from its main thread (the story thread only
 // reads a copy of the environment).

@@ -1,0 +1,154 @@
+// The Launcher's program: started (cold, or the warm interpreter prepared during the last
+// generation), supervised, stopped, and its end told as a failure report (launcher.h).
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "core/failure/requeue_policy.h"
+#include "launcher/launcher.h"
+#include "launcher/launcher_internal.h"
+
+namespace autopar {
+using launcher_detail::kStopGraceMs;
+using launcher_detail::EpochNow;
+using launcher_detail::SecondsSince;
+
+int Launcher::RunChild(const std::vector<std::string>& argv, const EnvMap& env,
+                       const std::vector<int>& cpus, bool forward_from_parent, bool* terminated) {
+  ChildSpec spec{argv, env, cpus, program_mask_, {}};
+  int exec_errno = 0;
+  auto pid = StartChild(spec, &exec_errno);
+  if (!pid) Fail(pid.message(), exec_errno == ENOENT ? 127 : 126);
+  usage_.Start(*pid, env, info_.rank, host_, gpu_device_, usage_interval_s_, -1);
+  SuperviseOptions options;
+  options.forward_from_parent = forward_from_parent;
+  ChildOutcome out = SuperviseChild(*pid, options);
+  usage_.Stop();
+  *terminated = out.termination_signal != 0;
+  return ExitCodeFromWaitStatus(out.wait_status);
+}
+
+Result<pid_t> Launcher::StartProgram(const std::vector<std::string>& argv, const EnvMap& env,
+                                     const std::vector<int>& cpus) {
+  Result<pid_t> pid = Status::Error("not started");
+  if (warm_.started()) {
+    // The interpreter prepared during the last generation becomes this one's program.
+    pid = warm_.Activate(env);
+    if (!pid) Say("starting the program cold: " + pid.message());
+  }
+  if (!pid) {
+    ChildSpec spec{argv, env, cpus, program_mask_, {}};
+    int exec_errno = 0;
+    pid = StartChild(spec, &exec_errno);
+    if (!pid) Fail(pid.message(), exec_errno == ENOENT ? 127 : 126);
+  }
+  return pid;
+}
+
+int Launcher::ArmPrewarmTimer() const {
+  // The next generation's interpreter, prepared once this program is past its own start-up.
+  if (!python_ || opts_.prewarm_after_s < 0 || warm_.started()) return -1;
+  const int timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+  if (timer < 0) return -1;
+  itimerspec when{};
+  when.it_value.tv_sec = opts_.prewarm_after_s;
+  when.it_value.tv_nsec = opts_.prewarm_after_s == 0 ? 1 : 0;  // 0 would disarm it
+  if (timerfd_settime(timer, 0, &when, nullptr) == 0) return timer;
+  close(timer);
+  return -1;
+}
+
+ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const EnvMap& env,
+                                     const std::vector<int>& cpus, bool forward_from_parent,
+                                     std::optional<FailureReport>* failure, bool* told) {
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = *StartProgram(argv, env, cpus);
+  usage_.Start(pid, env, info_.rank, host_, gpu_device_, usage_interval_s_, generation_);
+  SuperviseOptions options;
+  options.forward_from_parent = forward_from_parent;
+  options.wake_fd = peers_.fd();
+  options.generation = generation_;
+  options.timer_fd = ArmPrewarmTimer();
+  ChildOutcome out;
+  *told = false;
+  for (;;) {
+    // Notices of an earlier generation (several ranks failed at once) are stale.
+    peers_.Poll(generation_);
+    if (peers_.TakeStop(generation_)) {
+      // Another rank failed: the program is stopped below (unless it ended by itself already).
+      // Set here too: the notice may come before the program was waited for at all (a peer that
+      // fails at its start), when `out` still holds its default, "exited".
+      *told = true;
+      out.exited = false;
+      break;
+    }
+    out = SuperviseChild(pid, options);
+    if (out.timer) {
+      close(options.timer_fd);
+      options.timer_fd = -1;
+      if (Status st = warm_.Start(*python_, NextGenerationEnv(env), cpus, program_mask_); !st) {
+        Say(st.message());
+      }
+      continue;
+    }
+    if (out.exited || out.hung || out.bad_loss) break;
+  }
+  if (options.timer_fd >= 0) close(options.timer_fd);
+  usage_.Stop();
+  FailureReport report = EndGeneration(pid, *told, start, &out);
+  if (out.hung || out.bad_loss ||
+      (out.exited && report.exit_status != 0 && out.termination_signal == 0)) {
+    *failure = report;
+  }
+  return out;
+}
+
+FailureReport Launcher::EndGeneration(pid_t pid, bool told,
+                                      std::chrono::steady_clock::time_point start,
+                                      ChildOutcome* out) {
+  FailureReport report;
+  report.generation = generation_;
+  report.rank = info_.rank;
+  report.node = host_;
+  report.detected = EpochNow();
+  std::string own_oom;  // the program's own out-of-memory error, found after it was stopped
+  if (out->hung) {
+    // autopard captured its stacks already; nothing to wait for.
+    out->wait_status = StopChild(pid, 0);
+    report.kind = "hang";
+  } else if (out->bad_loss) {
+    // Its loss went bad (autopard, --on-bad-loss=rollback): nothing it could still save is wanted.
+    out->wait_status = StopChild(pid, 0);
+    report.kind = FailureClassName(FailureClass::kBadLoss);
+  } else if (told) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      // It had ended by itself before the notice was taken (ranks failing together: the one
+      // that ran out of memory and the ones whose collectives broke): its own end, reported
+      // as such when it failed. Only a program this launcher stops is the others' failure.
+      out->exited = true;
+      out->wait_status = status;
+    } else {
+      out->wait_status = StopChild(pid, kStopGraceMs);
+      // Stopped while it was ending by itself: a program that ran out of memory recorded its own
+      // error (the error file) before it died, and its rank's collective peers failed first,
+      // within milliseconds. That error is its own failure, not the others'.
+      own_oom = errors_.OutOfMemory(ExitCodeFromWaitStatus(out->wait_status));
+      if (!own_oom.empty()) out->exited = true;
+    }
+  }
+  report.exit_status = ExitCodeFromWaitStatus(out->wait_status);
+  report.run_s = SecondsSince(start);
+  if (!own_oom.empty()) {
+    report.error = own_oom;
+    report.kind = FailureClassName(FailureClass::kOom);
+  } else if (out->exited && out->termination_signal == 0) {
+    report.error = errors_.OutOfMemory(report.exit_status);
+    if (!report.error.empty()) report.kind = FailureClassName(FailureClass::kOom);
+  }
+  return report;
+}
+
+}  // namespace autopar
