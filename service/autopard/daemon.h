@@ -1,27 +1,27 @@
-// autopard's request handling: one Daemon per process, holding the configuration, the state
-// database, the job-owner lookup and the uploader. Serve() accepts connections on the Unix socket
-// (threads waiting in accept() serve one connection each; see Accept), identifies each peer with
-// SO_PEERCRED and answers each request line with one reply line (protocol.h). Handle() is the
-// socket-free core, used by tests.
+// autopard: one Daemon per process, holding the configuration, the state database, the
+// job-owner lookup, the uploader and failure handling. Serve() puts a RequestServer
+// (request_server.h: the socket, the peers' kernel identities, the limits) in front of Handle(),
+// the socket-free core that tests call directly. The request handlers live in one file per
+// concern: daemon_checkpoints.cpp (commit, ls), daemon_restore.cpp, daemon_events.cpp (event,
+// events), daemon_recovery.cpp (heartbeat, recover), daemon_status.cpp (status, metrics); the
+// periodic work (heartbeat flushing, retention, local cleanup) in daemon_housekeeping.cpp.
 //
 // Thread safety: Handle() may be called from many threads at once.
 #pragma once
-
-#include <sys/socket.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 
 #include "auth.h"
-#include "connection_limits.h"
 #include "core/proto/protocol.h"
 #include "config.h"
+#include "core/ckpt/ckpt_manifest.h"
+#include "core/ckpt/ckpt_store.h"
 #include "failure_handler.h"
 #include "core/metrics/node_metrics.h"
 #include "job_quota.h"
@@ -100,56 +100,56 @@ class Daemon {
 
  private:
   Daemon(const DaemonConfig& config, std::unique_ptr<JobOwnerLookup> owners);
-  // The listening socket, shared by the threads that accept on it; closed by the last one.
-  struct Listener {
-    explicit Listener(int f) : fd(f) {}
-    ~Listener();
-    const int fd;
-    std::atomic<bool> stopped{false};
-    std::mutex mu;
-    int idle = 0;     // threads waiting in accept()
-    int threads = 0;  // acceptor and connection threads alive (Serve waits for 0)
-    std::condition_variable done;  // notified when a thread leaves
-    std::set<int> open;            // connections being served (shut down when Serve stops)
-  };
-  // Threads waiting in accept() when the daemon is idle: a request is served by a thread that
-  // already waits for it (no thread creation, no hand-off on the commit path).
-  static constexpr int kIdleAcceptors = 2;
-  void StartAcceptor(const std::shared_ptr<Listener>& l);
+  // The threads of the node's periodic work (daemon_housekeeping.cpp), each waiting on
+  // retention_cv_ so that Stop() ends them at once.
+  void StartHousekeeping();
   // Starts the sweep of node-local checkpoint directories (local_cleanup.h), when Slurm can tell
   // which jobs ended.
   void StartLocalCleanup();
+  // metrics_listen's HTTP listener; one warning line (and no metrics) when it cannot start.
+  void StartMetricsListener();
   // After a restart: watches again the ranks still running whose heartbeats the state database
   // has (FailureHandler::ResumeWatch), one watch_resumed event per job.
   void ResumeWatches();
-  // Accepts and serves connections until the socket is shut down. The thread that takes the
-  // last waiting slot starts another first; one finishing a connection while kIdleAcceptors
-  // others wait exits.
-  void Accept(std::shared_ptr<Listener> l);
-  // Serves one admitted connection until the peer closes it or a timeout ends it (the caller
-  // closes `fd`).
-  void ServeConnection(int fd, const Peer& peer);
-  // Sends `why` as an error line (without waiting) and closes `fd`; logs at most every 10 s.
-  void RefuseConnection(int fd, const ucred& cred, const std::string& why);
   // Records an event in this node's journal and hands it to failure handling (`pid`: the peer
   // that sent it, 0 for autopard's own) and to publication; autopard's own events (`own`) are
   // also counted in the metrics. Errors: the database refused it.
   Status Journal(const JournalEvent& e, pid_t pid = 0, bool own = true);
+
+  // The request handlers, one per op (Handle dispatches).
   Reply Commit(const Request& r, const Peer& peer);
-  Reply Restore(const Request& r, const Peer& peer);
-  Reply RestoreLocal(const Request& r, const UserIdentity& id);
   Reply List(const Request& r, const Peer& peer);
+  // `ls URI`: every step in a store the peer may see (their own jobs' unless privileged).
+  Reply ListStoreOf(const Request& r, const Peer& peer);
+  // `ls` of a job: its steps in the stores it uploaded to and in its node-local directories.
+  Reply ListJob(const Request& r, const Peer& peer);
+  // Appends the steps of `job_id` (every job's with "") in the store at `uri`, read as `as`, that
+  // `allowed` lets through.
+  Status ListStore(const std::string& uri, const std::string& job_id, const UserIdentity& as,
+                   const std::function<bool(const std::string&)>& allowed, std::vector<StepInfo>* out);
+  Reply Restore(const Request& r, const Peer& peer);
+  // Restores step `s` of the store for the requesting rank into `reply` (true), or notes in
+  // reply->restore.skipped why it cannot (false: the caller tries the next older step).
+  bool RestoreStep(ObjectStore& store, const StepRef& s, const Request& r, const UserIdentity& id,
+                   Reply* reply);
+  // Fetches into the job's directory, as its owner, the files of `ranks` in step `s` that the
+  // node does not already hold intact; counts the bytes found and fetched.
+  Status FetchStep(ObjectStore& store, const StepRef& s, const CheckpointManifest& m,
+                   const std::vector<int>& ranks, const Request& r, const UserIdentity& id,
+                   uint64_t* local_bytes, uint64_t* fetched_bytes);
+  Reply RestoreLocal(const Request& r, const UserIdentity& id);
   Reply UploadStatus(const Request& r, const Peer& peer);
+  Reply Event(const Request& r, const Peer& peer);
   // `events`: this node's journal merged with every node's published one (journal_uri).
   Reply Events(const Request& r, const Peer& peer);
+  Reply Heartbeat(const Request& r, const Peer& peer);
+  Reply Recover(const Request& r, const Peer& peer);
   // uid in job-<J>/owner.json of `store`, or -1 when absent/unreadable.
   int64_t StoredJobOwner(ObjectStore& store, const std::string& job_id);
 
   DaemonConfig config_;
   std::mutex reload_mu_;
   DaemonConfig effective_;  // config_ with what reloads changed (reload_mu_)
-  ConnectionLimits limits_;  // max_connections, max_connections_per_uid
-  std::atomic<int64_t> last_refusal_log_{0};
   std::unique_ptr<JobOwnerLookup> owners_;
   std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<StateDb> db_;
