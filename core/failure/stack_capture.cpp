@@ -1,13 +1,6 @@
 #include "core/failure/stack_capture.h"
 
-#include <signal.h>
-#include <time.h>
-
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "core/text.h"
 #include "core/failure/timeline.h"
@@ -35,40 +28,6 @@ std::string Proc(int pid, const char* what) {
 
 }  // namespace
 
-ProcAccess RealProcAccess() {
-  ProcAccess p;
-  p.read_file = [](const std::string& path) -> Result<std::string> {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Status::Error(path + ": " + std::strerror(errno));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) return Status::Error(path + ": read error");
-    return ss.str();
-  };
-  p.send_signal = [](int pid, int sig) -> Status {
-    if (kill(pid, sig) != 0) {
-      return Status::Error("kill(" + std::to_string(pid) + ", " + std::to_string(sig) +
-                           "): " + std::strerror(errno));
-    }
-    return Status::Ok();
-  };
-  p.queue_signal = [](int pid, int sig, int value) -> Status {
-    union sigval v;
-    v.sival_int = value;
-    if (sigqueue(pid, sig, v) != 0) {
-      return Status::Error("sigqueue(" + std::to_string(pid) + ", " + std::to_string(sig) +
-                           "): " + std::strerror(errno));
-    }
-    return Status::Ok();
-  };
-  p.sleep_ms = [](int ms) {
-    struct timespec ts {ms / 1000, static_cast<long>(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-  };
-  return p;
-}
-
 std::string DefaultStackDir(const std::string& job_id) { return "/tmp/autopar-stacks/" + job_id; }
 
 std::string PythonStackDumpPath(const std::string& dir, int rank) {
@@ -90,43 +49,87 @@ std::string StackCapture::KernelDetail() const {
   return FormatEventFields({{"pid", std::to_string(pid)}, {"kernel_stack", kernel_stack}});
 }
 
-StackCapture CaptureStack(int pid, const StackCaptureOptions& options, const ProcAccess& proc) {
-  StackCapture c;
-  c.pid = pid;
+namespace {
+
+// State and caught signals from /proc/PID/status; whether SIGUSR2 has a handler.
+bool ReadState(int pid, const ProcAccess& proc, StackCapture* c) {
   auto status = proc.read_file(Proc(pid, "status"));
   bool catches_usr2 = false;
   if (!status.ok()) {
-    c.notes.push_back("no state: " + status.message());
-  } else {
-    for (const auto& line : Split(*status, '\n')) {
-      if (StartsWith(line, "State:")) c.state = Trim(line.substr(6));
-      if (StartsWith(line, "SigCgt:")) {
-        // Hex mask of caught signals, bit (sig - 1).
-        unsigned long long mask = std::strtoull(Trim(line.substr(7)).c_str(), nullptr, 16);
-        catches_usr2 = (mask >> (kPythonStackSignal - 1)) & 1ULL;
-      }
+    c->notes.push_back("no state: " + status.message());
+    return false;
+  }
+  for (const auto& line : Split(*status, '\n')) {
+    if (StartsWith(line, "State:")) c->state = Trim(line.substr(6));
+    if (StartsWith(line, "SigCgt:")) {
+      // Hex mask of caught signals, bit (sig - 1).
+      unsigned long long mask = std::strtoull(Trim(line.substr(7)).c_str(), nullptr, 16);
+      catches_usr2 = (mask >> (kPythonStackSignal - 1)) & 1ULL;
     }
   }
+  return catches_usr2;
+}
+
+// What the kernel says the process waits in: wchan and /proc/PID/stack (root only).
+void ReadKernelSide(int pid, const ProcAccess& proc, StackCapture* c) {
   auto wchan = proc.read_file(Proc(pid, "wchan"));
   if (!wchan.ok()) {
-    c.notes.push_back("no wchan: " + wchan.message());
+    c->notes.push_back("no wchan: " + wchan.message());
   } else if (Trim(*wchan) != "0") {
-    c.wchan = Trim(*wchan);
+    c->wchan = Trim(*wchan);
   }
   auto stack = proc.read_file(Proc(pid, "stack"));
   if (!stack.ok()) {
-    c.notes.push_back("no kernel stack: " + stack.message());
-  } else {
-    // Lines look like "[<0>] do_signal_stop+0x1ae/0x240"; keep the function part.
-    std::vector<std::string> frames;
-    for (const auto& line : Split(*stack, '\n')) {
-      std::string t = Trim(line);
-      if (t.empty()) continue;
-      size_t sp = t.find("] ");
-      frames.push_back(sp == std::string::npos ? t : t.substr(sp + 2));
-    }
-    c.kernel_stack = Join(frames, " <- ");
+    c->notes.push_back("no kernel stack: " + stack.message());
+    return;
   }
+  // Lines look like "[<0>] do_signal_stop+0x1ae/0x240"; keep the function part.
+  std::vector<std::string> frames;
+  for (const auto& line : Split(*stack, '\n')) {
+    std::string t = Trim(line);
+    if (t.empty()) continue;
+    size_t sp = t.find("] ");
+    frames.push_back(sp == std::string::npos ? t : t.substr(sp + 2));
+  }
+  c->kernel_stack = Join(frames, " <- ");
+}
+
+// Asks the Python program for its stack (SIGUSR2, autopar's faulthandler) and waits for the dump.
+void CapturePythonStack(int pid, const StackCaptureOptions& options, const ProcAccess& proc,
+                        StackCapture* c) {
+  const auto& read_dump = options.read_dump ? options.read_dump : proc.read_file;
+  // A dump left from an earlier capture must not be taken for this one.
+  auto old = read_dump(options.python_dump_path);
+  size_t old_size = old.ok() ? old->size() : 0;
+  if (Status s = proc.send_signal(pid, kPythonStackSignal); !s.ok()) {
+    c->notes.push_back("no Python stack: " + s.message());
+    return;
+  }
+  const int step_ms = 100;
+  for (int waited = 0; waited <= options.python_wait_ms; waited += step_ms) {
+    auto dump = read_dump(options.python_dump_path);
+    if (dump.ok() && dump->size() > old_size) {
+      // faulthandler writes the whole dump at once; give it one more step to finish.
+      proc.sleep_ms(step_ms);
+      auto full = read_dump(options.python_dump_path);
+      const std::string& text = full.ok() ? *full : *dump;
+      c->python_stack = JoinLines(text.substr(old_size), "; ", 60);
+      return;
+    }
+    proc.sleep_ms(step_ms);
+  }
+  c->notes.push_back("no Python stack: nothing in " + options.python_dump_path + " " +
+                     std::to_string(options.python_wait_ms) +
+                     " ms after SIGUSR2 (does the program import autopar?)");
+}
+
+}  // namespace
+
+StackCapture CaptureStack(int pid, const StackCaptureOptions& options, const ProcAccess& proc) {
+  StackCapture c;
+  c.pid = pid;
+  const bool catches_usr2 = ReadState(pid, proc, &c);
+  ReadKernelSide(pid, proc, &c);
   auto cmdline = proc.read_file(Proc(pid, "cmdline"));
   if (cmdline.ok()) {
     std::string argv0 = cmdline->substr(0, cmdline->find('\0'));
@@ -144,30 +147,7 @@ StackCapture CaptureStack(int pid, const StackCaptureOptions& options, const Pro
                       "is not registered)");
     return c;
   }
-  const auto& read_dump = options.read_dump ? options.read_dump : proc.read_file;
-  // A dump left from an earlier capture must not be taken for this one.
-  auto old = read_dump(options.python_dump_path);
-  size_t old_size = old.ok() ? old->size() : 0;
-  if (Status s = proc.send_signal(pid, kPythonStackSignal); !s.ok()) {
-    c.notes.push_back("no Python stack: " + s.message());
-    return c;
-  }
-  const int step_ms = 100;
-  for (int waited = 0; waited <= options.python_wait_ms; waited += step_ms) {
-    auto dump = read_dump(options.python_dump_path);
-    if (dump.ok() && dump->size() > old_size) {
-      // faulthandler writes the whole dump at once; give it one more step to finish.
-      proc.sleep_ms(step_ms);
-      auto full = read_dump(options.python_dump_path);
-      const std::string& text = full.ok() ? *full : *dump;
-      c.python_stack = JoinLines(text.substr(old_size), "; ", 60);
-      return c;
-    }
-    proc.sleep_ms(step_ms);
-  }
-  c.notes.push_back("no Python stack: nothing in " + options.python_dump_path + " " +
-                    std::to_string(options.python_wait_ms) +
-                    " ms after SIGUSR2 (does the program import autopar?)");
+  CapturePythonStack(pid, options, proc, &c);
   return c;
 }
 

@@ -40,8 +40,7 @@ struct ProcAccess {
   // Sleeps this many milliseconds (polling for the Python dump).
   std::function<void(int ms)> sleep_ms;
 };
-// The real /proc, kill(2) and nanosleep.
-ProcAccess RealProcAccess();
+// The real one (/proc, kill(2), nanosleep) is autopard's: service/failure/proc_access.h.
 
 // Where a rank's Python faulthandler dump goes: "<dir>/stack-rank<R>.txt". `dir` is
 // AUTOPAR_STACK_DIR when the task has it, else "/tmp/autopar-stacks/<job_id>".

@@ -17,6 +17,7 @@
 #include "core/ckpt/ckpt_uri.h"
 #include "daemon_internal.h"
 #include "log.h"
+#include "proc_access.h"
 #include "request_server.h"
 #include "service/user_access/user_fs.h"
 
