@@ -209,6 +209,8 @@ constexpr uint64_t kAutoSinglePutMax = 1ull << 30;
 // slowly). With fewer, only parts keep the pipe full: files above `part_size` are split. Pure.
 uint64_t AutoMultipartThreshold(size_t large_files, int concurrency, uint64_t part_size);
 
+class TransferEnv;  // transfer_env.h
+
 struct TransferOptions {
   uint64_t part_size = 16ull << 20;  // bytes per part / ranged GET; >= 5 MiB for S3 (not checked)
   int concurrency = 8;               // parts in flight across the whole batch
@@ -231,6 +233,9 @@ struct TransferOptions {
   // The largest object GetSmallObject reads (manifests, ownership records, journal segments):
   // larger is an error, never an allocation of what a store claims.
   uint64_t max_small_object = 64ull << 20;
+  // The local files and threads of UploadFiles and DownloadFiles (not owned); null:
+  // DefaultTransferEnv(), POSIX files and threads.
+  TransferEnv* env = nullptr;
 };
 
 struct UploadItem {

@@ -1,13 +1,18 @@
-// The transfer engine against an in-memory ObjectStore, with failures injected by wrappers.
+// The transfer engine against an in-memory ObjectStore and in-memory local files (MemoryEnv: no
+// filesystem, no threads), with failures injected by wrappers; one round trip through the real
+// POSIX files and threads at the end.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 
 #include "core/ckpt/storage.h"
+#include "core/ckpt/transfer_env.h"
+#include "memory_env_for_test.h"
 #include "memory_store_for_test.h"
 
 namespace autopar {
@@ -26,9 +31,8 @@ std::string Pattern(size_t n, int seed) {
 class TransferTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "autopar_transfer_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    ::mkdir(dir_.c_str(), 0755);
+    dir_ = "/mem/" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    opts_.env = &env_;
     opts_.part_size = 1000;
     mem_.expected_part_size = 1000;
     opts_.concurrency = 4;
@@ -38,20 +42,20 @@ class TransferTest : public ::testing::Test {
   }
   std::string Write(const std::string& name, const std::string& data) {
     std::string path = dir_ + "/" + name;
-    std::ofstream(path, std::ios::binary) << data;
+    env_.files[path] = data;
     return path;
   }
-  static std::string Read(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-  }
+  std::string Read(const std::string& path) { return env_.files[path]; }
+  bool Exists(const std::string& path) const { return env_.files.count(path) > 0; }
+  void TearDown() override { EXPECT_EQ(env_.open_files(), 0u); }
   std::string dir_;
+  MemoryEnv env_;
   TransferOptions opts_;
   int sleeps_ = 0;
   MemoryStore mem_;
 };
 
-TEST_F(TransferTest, UploadsSinglesAndMultipartsConcurrently) {
+TEST_F(TransferTest, UploadsSinglesAndMultiparts) {
   std::vector<std::string> data = {Pattern(10, 1), Pattern(1000, 2), Pattern(3500, 3), ""};
   std::vector<UploadItem> items;
   for (size_t i = 0; i < data.size(); ++i) {
@@ -82,6 +86,7 @@ TEST_F(TransferTest, UploadsSinglesAndMultipartsConcurrently) {
   EXPECT_EQ(calls, 7);
   EXPECT_TRUE(mem_.uploads.empty());
   EXPECT_EQ(sleeps_, 0);
+  EXPECT_EQ(env_.most_concurrent, 5u);  // 4 part workers and the SHA-256 reader
 }
 
 TEST_F(TransferTest, ThresholdIgnoredForStoresThatNeedBuffers) {
@@ -211,8 +216,8 @@ TEST_F(TransferTest, DownloadsAndVerifies) {
   EXPECT_EQ(Read(dir_ + "/out/b"), b);
   EXPECT_EQ(Read(dir_ + "/out/empty"), "");
   EXPECT_EQ(done, a.size() + b.size());
-  struct stat st;
-  EXPECT_NE(::stat((dir_ + "/out/deep/a.autopar-tmp").c_str(), &st), 0);
+  EXPECT_FALSE(Exists(dir_ + "/out/deep/a.autopar-tmp"));
+  EXPECT_EQ(env_.modes[dir_ + "/out/deep/a"], 0644u);
 }
 
 TEST_F(TransferTest, DownloadFailuresNameTheObjectAndLeaveNoFile) {
@@ -235,8 +240,7 @@ TEST_F(TransferTest, DownloadFailuresNameTheObjectAndLeaveNoFile) {
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.message(), c.expect);
     EXPECT_EQ(Read(dir_ + "/old"), "previous content");
-    struct stat st;
-    EXPECT_NE(::stat((dir_ + "/old.autopar-tmp").c_str(), &st), 0);
+    EXPECT_FALSE(Exists(dir_ + "/old.autopar-tmp"));
   }
 }
 
@@ -262,6 +266,49 @@ TEST_F(TransferTest, SmallObjectsListAndDeletePrefix) {
   EXPECT_EQ(mem_.max_delete_batch, 1000u);
   EXPECT_EQ(mem_.objects.count("keep/1"), 1u);
   EXPECT_EQ(mem_.objects.size(), 2u);
+}
+
+TEST_F(TransferTest, AFailedLocalWriteNamesTheFileAndLeavesNothing) {
+  std::string a = Pattern(2500, 14);
+  mem_.objects["s/a"] = a;
+  Write("a", "previous content");
+  env_.fail_writes.insert(dir_ + "/a.autopar-tmp");
+  Status s = DownloadFiles(mem_, {{"s/a", dir_ + "/a", a.size(), Sha256Hex(a)}}, opts_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), dir_ + "/a.autopar-tmp: " + std::strerror(ENOSPC));
+  EXPECT_EQ(Read(dir_ + "/a"), "previous content");
+  EXPECT_FALSE(Exists(dir_ + "/a.autopar-tmp"));
+}
+
+TEST_F(TransferTest, DownloadKeepsTheSavedMode) {
+  mem_.objects["s/x"] = "exec";
+  ASSERT_TRUE(DownloadFiles(mem_, {{"s/x", dir_ + "/bin/x", 4, Sha256Hex("exec"), 0750}}, opts_).ok());
+  EXPECT_EQ(env_.modes[dir_ + "/bin/x"], 0750u);
+}
+
+// The real env: POSIX files, std::thread workers, a multipart file and a directory to create.
+TEST(TransferRealEnvTest, RoundTripThroughFilesAndThreads) {
+  const std::string dir = ::testing::TempDir() + "autopar_transfer_real";
+  ::mkdir(dir.c_str(), 0755);
+  const std::string data = Pattern(5500, 15);
+  std::ofstream(dir + "/in", std::ios::binary) << data;
+  MemoryStore mem;
+  mem.expected_part_size = 1000;
+  TransferOptions o;
+  o.part_size = 1000;
+  o.concurrency = 4;
+  auto up = UploadFiles(mem, {{dir + "/in", "k/in"}}, o);
+  ASSERT_TRUE(up.ok()) << up.message();
+  EXPECT_EQ((*up)[0].parts, 6);
+  EXPECT_EQ((*up)[0].sha256, Sha256Hex(data));
+  Status down = DownloadFiles(mem, {{"k/in", dir + "/out/sub/in", data.size(), Sha256Hex(data)}}, o);
+  ASSERT_TRUE(down.ok()) << down.message();
+  std::ifstream f(dir + "/out/sub/in", std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(f), {}), data);
+  struct stat st;
+  EXPECT_NE(::stat((dir + "/out/sub/in.autopar-tmp").c_str(), &st), 0);
+  ASSERT_EQ(::stat((dir + "/out/sub/in").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
 }
 
 TEST(MultipartEtagTest, KnownValue) {
