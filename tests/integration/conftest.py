@@ -10,6 +10,7 @@ this machine is known not to.
 import os
 import re
 import shlex
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -105,6 +106,17 @@ def sbatch(script: str, tmp_path: Path, *args, env=None) -> str:
     path.write_text(script)
     p = run(["sbatch", "--parsable", f"--chdir={tmp_path}", *args, str(path)], env=env, check=True)
     return p.stdout.strip().split(";")[0]
+
+
+def pending_uploads(state_db: Path, job: str) -> int:
+    """Commits of JOB that a stopped autopard had recorded and not uploaded yet (queued, uploading
+    or failed), from its state database STATE_DB, read-only."""
+    db = sqlite3.connect(f"file:{state_db}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT COUNT(*) FROM commits WHERE job_id=? AND"
+                          " state IN ('queued', 'uploading', 'failed')", (job,)).fetchone()[0]
+    finally:
+        db.close()
 
 
 def env_lines(text: str, tag: str = "ENV") -> list:

@@ -23,13 +23,12 @@ Needs the cluster with autopard on every node (as test_requeue_faults.py). About
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
-from conftest import cluster_dir, run, slurm_conf, wait_job
+from conftest import cluster_dir, pending_uploads, run, slurm_conf, wait_job
 from test_requeue_faults import (events, kinds, need_autopard, node_of_rank, rank_pid,  # noqa: F401
                                  reference, restarts, same_model, show_job, steps_logged, submit,
                                  train_cmd, wait_step)
@@ -83,16 +82,6 @@ class S3:
         return [p for p in (self.state / "data").rglob("*") if p.is_file()]
 
 
-def uploads_pending(node: str, job: str) -> int:
-    """Commits of JOB that NODE's (stopped) autopard had not uploaded yet, from its database."""
-    db = sqlite3.connect(f"file:{cluster_dir()}/autopard/{node}/autopard.db?mode=ro", uri=True)
-    try:
-        return db.execute("SELECT COUNT(*) FROM commits WHERE job_id=? AND"
-                          " state IN ('queued', 'uploading', 'failed')", (job,)).fetchone()[0]
-    finally:
-        db.close()
-
-
 def test_restarted_autopards_resume_the_watch_and_the_uploads(tmp_path, reference):
     work = tmp_path / "restart"
     s3 = S3(tmp_path / "s3")
@@ -114,7 +103,8 @@ def test_restarted_autopards_resume_the_watch_and_the_uploads(tmp_path, referenc
         for node in nodes:
             autopard(node, "stop", "KILL")
         down = time.time()
-        pending = {node: uploads_pending(node, job) for node in nodes}
+        pending = {node: pending_uploads(cluster_dir() / "autopard" / node / "autopard.db", job)
+                   for node in nodes}
         assert all(pending.values()), pending
         os.kill(rank_pid(job, 1), signal.SIGSTOP)  # hangs while no autopard watches it
         time.sleep(3)

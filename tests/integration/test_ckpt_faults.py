@@ -14,14 +14,13 @@ import hashlib
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR, SOURCE_DIR
+from conftest import BUILD_DIR, SOURCE_DIR, pending_uploads
 
 AUTOPARD = BUILD_DIR / "service/autopard/autopard"
 AUTOPAR = BUILD_DIR / "cli/autopar"
@@ -156,16 +155,6 @@ def step_state(d, job, step):
     return next((s["state"] for s in json.loads(p.stdout) if s["job_id"] == job and s["step"] == step), None)
 
 
-def pending_commits(d, job):
-    """Commits of JOB the stopped daemon had recorded and not uploaded, from its database."""
-    db = sqlite3.connect(f"file:{d.root}/state/autopard.db?mode=ro", uri=True)
-    try:
-        return db.execute("SELECT COUNT(*) FROM commits WHERE job_id=? AND"
-                          " state IN ('queued', 'uploading', 'failed')", (job,)).fetchone()[0]
-    finally:
-        db.close()
-
-
 def wait_uploaded(d, fraction, what):
     total = SIZE_MIB << 20
     wait_for(lambda: any(u["bytes_done"] > total * fraction for u in d.uploads()), 120, what)
@@ -280,7 +269,7 @@ def test_commits_survive_sigkill_right_after_they_return(setup):
                     f"from autopar import ckpt\nfor s in range(1, {count + 1}): ckpt.commit(s)"],
                    env=env, check=True, timeout=120)
     d.kill(signal.SIGKILL)
-    assert pending_commits(d, "kill2") == count
+    assert pending_uploads(d.root / "state" / "autopard.db", "kill2") == count
     s3rver("start", tmp / "s3")
     d.start()
     want = list(range(1, count + 1))
