@@ -42,6 +42,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
+from conftest import wait_for  # noqa: E402
 from test_requeue_faults import cluster_script, node_of_rank, rank_pid  # noqa: E402
 BUILD = Path(os.environ.get("AUTOPAR_BUILD_DIR", REPO / "build"))
 TRAIN = REPO / "tests" / "integration" / "requeue_train.py"
@@ -75,16 +76,6 @@ def steps(work: Path):
     return [(int(m.group(4)), int(m.group(2)), float(m.group(3))) for m in
             re.finditer(r"train: rank (\d+) step (\d+) time ([\d.]+) run (\d+)", text)
             if m.group(1) == "0"]
-
-
-def wait_for(pred, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise RuntimeError(f"timed out waiting for {what}")
 
 
 def startup(job: str, work: Path) -> float:

@@ -108,6 +108,18 @@ def sbatch(script: str, tmp_path: Path, *args, env=None) -> str:
     return p.stdout.strip().split(";")[0]
 
 
+def wait_for(pred, timeout, what):
+    """Calls PRED every 0.1 s until it returns something true, and returns that; fails naming WHAT
+    after TIMEOUT seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def pending_uploads(state_db: Path, job: str) -> int:
     """Commits of JOB that a stopped autopard had recorded and not uploaded yet (queued, uploading
     or failed), from its state database STATE_DB, read-only."""

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR, SOURCE_DIR, pending_uploads
+from conftest import BUILD_DIR, SOURCE_DIR, pending_uploads, wait_for
 
 AUTOPARD = BUILD_DIR / "service/autopard/autopard"
 AUTOPAR = BUILD_DIR / "cli/autopar"
@@ -114,16 +114,6 @@ def commit_big_file(d, tmp, job, step=1):
     d.cli("ckpt", "commit", "--step", str(step), env=commit_env(d, ck, job))
     assert time.time() - t < 2
     return hashlib.sha256(data).hexdigest()
-
-
-def wait_for(pred, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def storage_tool(tmp, *args):
