@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from conftest import PYTHON, job_state, metric, metric_samples, run, scrape, slurm_conf, wait_job
-from test_requeue_faults import (assert_resumed, end_with_node_lost, events, kinds,  # noqa: F401
-                                 need_autopard, node_of_rank, rank_pid, record, recovery, reference,
-                                 restarts, same_model, show_job, steps_logged, stop_rank_mid_training,
-                                 stop_rank_until_the_end, submit, train_cmd, wait_step)
+from test_requeue_faults import (assert_resumed, end_with_node_lost, events,  # noqa: F401
+                                 first_of_two_failures, kinds, need_autopard, node_of_rank, rank_pid,
+                                 record, recovery, reference, restarts, same_model, show_job,
+                                 steps_logged, stop_rank_mid_training, stop_rank_until_the_end,
+                                 submit, train_cmd, wait_step)
 
 OPTS = "--requeue-on-failure=3 --heartbeat-timeout=20"
 
@@ -171,13 +172,7 @@ def test_stopped_rank_restarts_in_place(tmp_path, reference, waiting):
 def test_two_failures_in_place_on_different_nodes(tmp_path, reference):
     work = tmp_path / "two"
     job = submit(work, opts=OPTS, program=train_cmd(work))
-    wait_step(work, 0, 12)
-    first_node = node_of_rank(job, 0)
-    other = next(r for r in (1, 2, 3) if node_of_rank(job, r) != first_node)
-    os.kill(rank_pid(job, 0), signal.SIGKILL)
-    wait_step(work, 1, 0, timeout=120)
-    resumed = min(s for r, _, s, _ in steps_logged(work) if r == 1)
-    wait_step(work, 1, resumed + 8)
+    _, other = first_of_two_failures(work, job)
     os.kill(rank_pid(job, other), signal.SIGKILL)
     assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
     assert same_model(work / "final.pt", reference)

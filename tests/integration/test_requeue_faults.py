@@ -335,13 +335,7 @@ def test_two_failures_in_a_row_on_different_nodes(tmp_path, reference):
     work = tmp_path / "f"
     job = submit(work, opts="--restarts-in-place=0 --requeue-on-failure=3 --heartbeat-timeout=20",
                  program=train_cmd(work))
-    wait_step(work, 0, 12)
-    first_node = node_of_rank(job, 0)
-    other = next(r for r in (1, 2, 3) if node_of_rank(job, r) != first_node)
-    os.kill(rank_pid(job, 0), signal.SIGKILL)
-    wait_step(work, 1, 0, timeout=120)
-    resumed = min(s for r, _, s, _ in steps_logged(work) if r == 1)
-    wait_step(work, 1, resumed + 8)
+    first_node, other = first_of_two_failures(work, job)
     assert node_of_rank(job, other) != first_node
     os.kill(rank_pid(job, other), signal.SIGKILL)
     assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
@@ -355,6 +349,20 @@ def test_two_failures_in_a_row_on_different_nodes(tmp_path, reference):
     assert len(nodes) == 2, kinds(evs, "failure")
     first = assert_resumed(work, 1, evs)
     assert 9 <= first < assert_resumed(work, 2, evs), "the second resume is not from a later step"
+
+
+def first_of_two_failures(work, job):
+    """The first of two failures on different nodes: kills rank 0's program at step 12 and waits
+    until the next program run (run 1) has trained 8 steps past the one it resumed from; returns
+    (rank 0's node, a rank that was on another node), for the second."""
+    wait_step(work, 0, 12)
+    first_node = node_of_rank(job, 0)
+    other = next(r for r in (1, 2, 3) if node_of_rank(job, r) != first_node)
+    os.kill(rank_pid(job, 0), signal.SIGKILL)
+    wait_step(work, 1, 0, timeout=120)
+    resumed = min(s for r, _, s, _ in steps_logged(work) if r == 1)
+    wait_step(work, 1, resumed + 8)
+    return first_node, other
 
 
 def stop_rank_mid_training(tmp_path, name, opts, before_fault=None):
