@@ -174,6 +174,18 @@ def test_a_hang_on_a_node_without_autopard_is_found_by_a_peer(tmp_path, referenc
     assert [e["fields"]["action"] for e in kinds(evs, "recovery")][:1] == ["restart-in-place"], evs
 
 
+def sighup(node: str, log: Path) -> str:
+    """Sends NODE's autopard SIGHUP; returns what it logged since, once that tells of the reload
+    (and half a second later: the warnings of a reload follow the line that tells of it)."""
+    before = len(log.read_text())
+    autopard(node, "signal", "HUP")
+    deadline = time.time() + 10
+    while "reload" not in log.read_text()[before:] and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(0.5)
+    return log.read_text()[before:]
+
+
 def test_sighup_reloads_and_names_what_needs_a_restart(tmp_path):
     node = "node4"
     conf = cluster_dir() / "etc" / f"autopard-{node}.conf"
@@ -182,24 +194,13 @@ def test_sighup_reloads_and_names_what_needs_a_restart(tmp_path):
     pid = autopard(node, "pid").stdout.strip()
     try:
         conf.write_text(saved + "log_level = notice\nrequest_timeout_s = 11\n")
-        before = len(log.read_text())
-        autopard(node, "signal", "HUP")
-        deadline = time.time() + 10
-        while "reload" not in log.read_text()[before:] and time.time() < deadline:
-            time.sleep(0.2)
-        time.sleep(0.5)
-        text = log.read_text()[before:]
+        text = sighup(node, log)
         assert "autopard: reloaded " in text and "applied log_level;" in text, text
         assert "autopard: warning: reload: request_timeout_s changed but take effect only at a " \
                "restart" in text, text
         # A file that does not parse changes nothing.
         conf.write_text(saved + "log_level = loud\n")
-        before = len(log.read_text())
-        autopard(node, "signal", "HUP")
-        deadline = time.time() + 10
-        while "reload" not in log.read_text()[before:] and time.time() < deadline:
-            time.sleep(0.2)
-        text = log.read_text()[before:]
+        text = sighup(node, log)
         assert "autopard: error: reload refused, the running configuration stays: " in text, text
         assert "log_level: 'loud' is not a level" in text, text
         # Still the same daemon, still serving: a job step that needs it runs on the node.
