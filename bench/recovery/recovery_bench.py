@@ -42,8 +42,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
-from conftest import wait_for  # noqa: E402
-from test_requeue_faults import cluster_script, node_of_rank, rank_pid  # noqa: E402
+from conftest import cluster_script, wait_for  # noqa: E402
+from test_requeue_faults import node_of_rank, rank_pid  # noqa: E402
 BUILD = Path(os.environ.get("AUTOPAR_BUILD_DIR", REPO / "build"))
 TRAIN = REPO / "tests" / "integration" / "requeue_train.py"
 LAUNCH = BUILD / "launcher" / "autopar-launch"

@@ -204,8 +204,15 @@ def cluster_plugstack():
     path.write_text(saved)
 
 
-def restart_node(node):
+def cluster_script(name: str, *args, timeout=180, check=True):
+    """Runs tests/cluster/NAME ARGS... against this test's cluster (its directory and ports)."""
     port = re.search(r"^SlurmctldPort=(\d+)", slurm_conf().read_text(), re.M).group(1)
-    env = {"AUTOPAR_CLUSTER_DIR": str(slurm_conf().parent.parent), "AUTOPAR_CLUSTER_PORT_BASE": port}
+    env = {"AUTOPAR_CLUSTER_DIR": str(cluster_dir()), "AUTOPAR_CLUSTER_PORT_BASE": port}
+    return run(["bash", str(SOURCE_DIR / "tests" / "cluster" / name), *args], env=env,
+               timeout=timeout, check=check)
+
+
+def restart_node(node):
+    """Kills NODE as a whole and revives it: a fresh slurmd and autopard."""
     for script in ("kill-node.sh", "revive-node.sh"):
-        run([str(SOURCE_DIR / "tests" / "cluster" / script), node], env=env, timeout=180, check=True)
+        cluster_script(script, node)

@@ -28,7 +28,7 @@ import time
 import uuid
 from pathlib import Path
 
-from conftest import cluster_dir, pending_uploads, run, slurm_conf, wait_job
+from conftest import cluster_dir, cluster_script, pending_uploads, run, wait_job
 from test_requeue_faults import (events, kinds, need_autopard, node_of_rank, rank_pid,  # noqa: F401
                                  reference, restarts, same_model, show_job, steps_logged, submit,
                                  train_cmd, wait_step)
@@ -37,10 +37,7 @@ SOURCE_DIR = Path(__file__).resolve().parents[2]
 
 
 def autopard(node: str, *args, check=True):
-    port = re.search(r"^SlurmctldPort=(\d+)", slurm_conf().read_text(), re.M).group(1)
-    env = {"AUTOPAR_CLUSTER_DIR": str(cluster_dir()), "AUTOPAR_CLUSTER_PORT_BASE": port}
-    return run([str(SOURCE_DIR / "tests" / "cluster" / "node-autopard.sh"), node, *args], env=env,
-               timeout=60, check=check)
+    return cluster_script("node-autopard.sh", node, *args, timeout=60, check=check)
 
 
 def job_nodes(job: str):

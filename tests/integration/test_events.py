@@ -12,9 +12,8 @@ import re
 import signal
 import time
 
-from conftest import PYTHON, SOURCE_DIR, cluster_dir, run, sbatch, wait_job
-from test_requeue_faults import CLI, LAUNCH, TRAIN, cluster_script, node_of_rank, rank_pid, \
-    sockets, wait_step
+from conftest import PYTHON, SOURCE_DIR, cluster_dir, cluster_script, run, sbatch, wait_job
+from test_requeue_faults import CLI, LAUNCH, TRAIN, node_of_rank, rank_pid, sockets, wait_step
 
 TEST_USER = "autopar-test2"
 

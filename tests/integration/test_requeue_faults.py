@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR, PYTHON, SOURCE_DIR, cluster_dir, run, sbatch, wait_job
+from conftest import BUILD_DIR, PYTHON, SOURCE_DIR, cluster_dir, cluster_script, run, sbatch, wait_job
 
 TRAIN = SOURCE_DIR / "tests" / "integration" / "requeue_train.py"
 LAUNCH = BUILD_DIR / "launcher" / "autopar-launch"
@@ -40,14 +40,6 @@ def need_autopard():
     for p in (LAUNCH, CLI):
         if not p.exists():
             pytest.fail(f"{p} is not built")
-
-
-def cluster_script(name: str, node: str):
-    """Runs tests/cluster/<name> NODE against this test's cluster (its directory and port)."""
-    port = re.search(r"^SlurmctldPort=(\d+)", (cluster_dir() / "etc" / "slurm.conf").read_text(),
-                     re.M).group(1)
-    env = {"AUTOPAR_CLUSTER_DIR": str(cluster_dir()), "AUTOPAR_CLUSTER_PORT_BASE": port}
-    run([str(SOURCE_DIR / "tests" / "cluster" / name), node], env=env, timeout=180, check=True)
 
 
 def end_with_node_lost(job_id: str, node: str, timeout: float):

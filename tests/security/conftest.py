@@ -52,6 +52,7 @@ job_state = _it.job_state
 wait_job = _it.wait_job
 slurm_conf = _it.slurm_conf
 cluster_dir = _it.cluster_dir
+restart_node = _it.restart_node
 BUILD_DIR = _it.BUILD_DIR
 SOURCE_DIR = _it.SOURCE_DIR
 PYTHON = _it.PYTHON
@@ -182,15 +183,6 @@ def _status_kib(pid: int, key: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def cluster_script(name: str, node: str):
-    """tests/cluster/<name> NODE against this test's cluster (its directory and ports)."""
-    port = re.search(r"^SlurmctldPort=(\d+)", (cluster_dir() / "etc" / "slurm.conf").read_text(),
-                     re.M).group(1)
-    env = {"AUTOPAR_CLUSTER_DIR": str(cluster_dir()), "AUTOPAR_CLUSTER_PORT_BASE": port}
-    run(["bash", str(SOURCE_DIR / "tests" / "cluster" / name), node], env=env, timeout=180,
-        check=True)
-
-
 class AutopardGuard:
     """A node's autopard during an attack (see the module docstring)."""
 
@@ -241,8 +233,7 @@ class AutopardGuard:
             return
         # Killed by the attack (the proof is the test's failure): a node with a fresh autopard for
         # whatever runs next.
-        cluster_script("kill-node.sh", self.node)
-        cluster_script("revive-node.sh", self.node)
+        restart_node(self.node)
         deadline = time.time() + 30
         while time.time() < deadline and not node_socket_alive(self.node):
             time.sleep(0.5)
