@@ -120,6 +120,16 @@ def wait_for(pred, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def s3rver_script(action: str, state: Path, port: int, bucket: str):
+    """Starts or stops (ACTION: start, stop) a test's own s3rver on loopback PORT with BUCKET, its
+    data in STATE, by tests/s3/ACTION-s3rver.sh."""
+    env = dict(os.environ, AUTOPAR_S3_PORT=str(port), AUTOPAR_S3_STATE=str(state),
+               AUTOPAR_S3_BUCKET=bucket)
+    script = SOURCE_DIR / "tests" / "s3" / f"{action}-s3rver.sh"
+    p = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, f"{script.name} failed:\n{p.stdout}{p.stderr}"
+
+
 def pending_uploads(state_db: Path, job: str) -> int:
     """Commits of JOB that a stopped autopard had recorded and not uploaded yet (queued, uploading
     or failed), from its state database STATE_DB, read-only."""

@@ -23,17 +23,14 @@ Needs the cluster with autopard on every node (as test_requeue_faults.py). About
 import os
 import re
 import signal
-import subprocess
 import time
 import uuid
 from pathlib import Path
 
-from conftest import cluster_dir, cluster_script, pending_uploads, run, wait_job
+from conftest import cluster_dir, cluster_script, pending_uploads, run, s3rver_script, wait_job
 from test_requeue_faults import (events, kinds, need_autopard, node_of_rank, rank_pid,  # noqa: F401
                                  reference, restarts, same_model, show_job, steps_logged, submit,
                                  train_cmd, wait_step)
-
-SOURCE_DIR = Path(__file__).resolve().parents[2]
 
 
 def autopard(node: str, *args, check=True):
@@ -69,11 +66,7 @@ class S3:
         self.endpoint = f"http://127.0.0.1:{self.PORT}"
 
     def __call__(self, action: str):
-        env = dict(os.environ, AUTOPAR_S3_PORT=str(self.PORT), AUTOPAR_S3_STATE=str(self.state),
-                   AUTOPAR_S3_BUCKET=self.BUCKET)
-        p = subprocess.run([str(SOURCE_DIR / "tests" / "s3" / f"{action}-s3rver.sh")], env=env,
-                           capture_output=True, text=True, timeout=60)
-        assert p.returncode == 0, f"{action}-s3rver.sh: {p.stdout}{p.stderr}"
+        s3rver_script(action, self.state, self.PORT, self.BUCKET)
 
     def objects(self):
         return [p for p in (self.state / "data").rglob("*") if p.is_file()]

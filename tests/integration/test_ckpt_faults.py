@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR, SOURCE_DIR, pending_uploads, wait_for
+from conftest import BUILD_DIR, SOURCE_DIR, pending_uploads, s3rver_script, wait_for
 
 AUTOPARD = BUILD_DIR / "service/autopard/autopard"
 AUTOPAR = BUILD_DIR / "cli/autopar"
@@ -32,10 +32,7 @@ SIZE_MIB = 160
 
 
 def s3rver(action, state):
-    env = dict(os.environ, AUTOPAR_S3_PORT=str(PORT), AUTOPAR_S3_STATE=str(state), AUTOPAR_S3_BUCKET=BUCKET)
-    script = SOURCE_DIR / "tests/s3" / f"{action}-s3rver.sh"
-    p = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, f"{script.name} failed:\n{p.stdout}{p.stderr}"
+    s3rver_script(action, state, PORT, BUCKET)
 
 
 class Daemon:
