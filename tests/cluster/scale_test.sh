@@ -46,22 +46,8 @@ export SLURM_CONF=$AUTOPAR_CLUSTER_DIR/etc/slurm.conf
 export AUTOPAR_CLUSTER_FIRST_JOB_ID=${AUTOPAR_SCALE_FIRST_JOB_ID:-900000}
 
 say() { printf 'scale: %s\n' "$*"; }
-failures=0
-ok() { printf 'ok   %s\n' "$*"; }
-bad() {
-  failures=$((failures + 1))
-  printf 'FAIL %s\n' "$*"
-}
-# check DESCRIPTION COMMAND...: ok if the command succeeds.
-check() {
-  local what=$1
-  shift
-  if "$@"; then ok "$what"; else bad "$what"; fi
-}
-stop_here() {
-  bad "$*"
-  exit 1
-}
+# shellcheck source=tests/cluster/checks.sh
+source "$here/checks.sh"
 ((EUID == 0)) || { say "error: run as root (the cluster)" >&2; exit 1; }
 
 # shellcheck source=tests/cluster/ports.sh

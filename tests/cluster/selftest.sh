@@ -28,8 +28,8 @@ source "$here/lib.sh"
 check_settings
 require_root
 
-failures=0
-checks=0
+# shellcheck source-path=SCRIPTDIR source=checks.sh
+source "$here/checks.sh"
 t_start=$SECONDS
 phase_t=$SECONDS
 timings=()
@@ -38,21 +38,6 @@ chmod 0755 "$work"
 bystander=""
 outside_munged=""  # PID:START of the munged this script starts outside the cluster
 
-ok() {
-  checks=$((checks + 1))
-  printf 'ok   %s\n' "$*"
-}
-bad() {
-  checks=$((checks + 1))
-  failures=$((failures + 1))
-  printf 'FAIL %s\n' "$*"
-}
-# check DESCRIPTION COMMAND...: runs the command; ok if it succeeds.
-check() {
-  local what=$1
-  shift
-  if "$@"; then ok "$what"; else bad "$what"; fi
-}
 phase() {
   timings+=("$(printf '%-28s %3ds' "$1" $((SECONDS - phase_t)))")
   phase_t=$SECONDS

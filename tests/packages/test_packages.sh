@@ -36,23 +36,8 @@ own_paths=(/usr/bin/autopar /usr/bin/autopar-launch /usr/sbin/autopard "$plugin_
 packages=(autopar autopard autopar-dev)
 
 say() { printf 'packages: %s\n' "$*"; }
-failures=0
-ok() { printf 'ok   %s\n' "$*"; }
-bad() {
-  failures=$((failures + 1))
-  printf 'FAIL %s\n' "$*"
-}
-# check DESCRIPTION COMMAND...: ok if the command succeeds.
-check() {
-  local what=$1
-  shift
-  if "$@"; then ok "$what"; else bad "$what"; fi
-}
-# stop_here MESSAGE: a failure the later steps cannot go on from.
-stop_here() {
-  bad "$*"
-  exit 1
-}
+# shellcheck source=tests/cluster/checks.sh
+source "$cluster_scripts/checks.sh"
 
 # --- refuse to touch an existing installation ------------------------------------------------
 
