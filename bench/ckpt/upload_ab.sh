@@ -37,14 +37,9 @@ bucket=autopar-bench
 endpoint=http://127.0.0.1:$port
 
 work=$(mktemp -d /tmp/autopar-upload-ab.XXXXXX)
-cleanup() {
-  AUTOPAR_S3_PORT=$port bash "$repo/tests/s3/stop-s3rver.sh" "$work/s3" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-AUTOPAR_S3_PORT=$port AUTOPAR_S3_BUCKET=$bucket bash "$repo/tests/s3/start-s3rver.sh" "$work/s3" >/dev/null
-printf 'S3RVER\nS3RVER\n' >"$work/creds"
-chmod 600 "$work/creds"
+# shellcheck source=bench/ckpt/s3rver.sh
+source "$repo/bench/ckpt/s3rver.sh"
+start_s3rver "$port" "$bucket" "$work"
 
 mkdir -p "$work/big" "$work/small"
 for ((i = 0; i < files; i++)); do head -c "${big_mib}M" /dev/urandom >"$work/big/rank-$i.pt"; done

@@ -33,15 +33,9 @@ aws_cli=/usr/bin/aws
 
 work=${AUTOPAR_BENCH_DIR:-$(mktemp -d /tmp/autopar-ckpt-bench.XXXXXX)}
 mkdir -p "$work/src"
-cleanup() {
-  AUTOPAR_S3_PORT=$port bash "$repo/tests/s3/stop-s3rver.sh" "$work/s3" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-AUTOPAR_S3_PORT=$port AUTOPAR_S3_BUCKET=$bucket bash "$repo/tests/s3/start-s3rver.sh" "$work/s3" >/dev/null
-printf 'S3RVER\nS3RVER\n' >"$work/creds"
-chmod 600 "$work/creds"
+# shellcheck source=bench/ckpt/s3rver.sh
+source "$repo/bench/ckpt/s3rver.sh"
+start_s3rver "$port" "$bucket" "$work"
 
 per_file=$((total_mib / files))
 for ((i = 0; i < files; i++)); do
