@@ -57,6 +57,18 @@ def flood(kind: str, detail_bytes: int, limit: int):
     return job.group(1), json.loads(result.group(1))
 
 
+def assert_refused_at_the_cap(job: str, r: dict, key: str, cap: int, fit: int):
+    """The flood's RESULT R: its job's events were accepted up to the cap exactly (FIT of them:
+    KEY = CAP) and then refused with an error naming KEY, and so was the same event over a fresh
+    connection."""
+    assert r["error"] is not None, (f"job {job} sent {r['sent']} events and none was refused "
+                                    f"({key} = {cap})")
+    assert key in r["error"], r
+    assert r["accepted"] == fit, (f"job {job}'s events were refused after {r['accepted']}, not at "
+                                  f"the cap {key} = {cap} ({fit} events): {r}")
+    assert r["again"] and key in r["again"], f"a fresh connection of job {job} was not refused: {r}"
+
+
 def journalled(job: str, node: str = NODE):
     """(events, bytes of detail) root's state database holds for the job on `node`."""
     db = cluster_dir() / "autopard" / node / "autopard.db"
@@ -90,13 +102,7 @@ def test_events_past_the_count_cap_are_refused(autopard_guard):
     max_events, _ = caps()
     guard = autopard_guard(NODE)
     job, r = flood("flood", 16, max_events + 100)
-    assert r["error"] is not None, (f"job {job} sent {r['sent']} events and none was refused "
-                                    f"(max_events_per_job = {max_events})")
-    assert "max_events_per_job" in r["error"], r
-    assert r["accepted"] == max_events, (f"job {job}'s events were refused after "
-                                         f"{r['accepted']}, not at the cap {max_events}: {r}")
-    assert r["again"] and "max_events_per_job" in r["again"], \
-        f"a fresh connection of job {job} was not refused: {r}"
+    assert_refused_at_the_cap(job, r, "max_events_per_job", max_events, max_events)
     assert journalled(job) == (max_events, 16 * max_events), journalled(job)
     assert_still_serves(guard, job, "flood", max_events)
 
@@ -108,13 +114,7 @@ def test_event_details_past_the_byte_cap_are_refused(autopard_guard):
     assert fit < max_events, "the byte cap must bind before the count cap"
     guard = autopard_guard(NODE)
     job, r = flood("big", BIG, fit + 20)
-    assert r["error"] is not None, (f"job {job} sent {r['sent']} x {BIG} bytes and none was "
-                                    f"refused (max_event_bytes_per_job = {max_bytes})")
-    assert "max_event_bytes_per_job" in r["error"], r
-    assert r["accepted"] == fit, (f"job {job}'s events were refused after {r['accepted']} x "
-                                  f"{BIG} bytes, not at the cap {max_bytes} ({fit}): {r}")
-    assert r["again"] and "max_event_bytes_per_job" in r["again"], \
-        f"a fresh connection of job {job} was not refused: {r}"
+    assert_refused_at_the_cap(job, r, "max_event_bytes_per_job", max_bytes, fit)
     n, size = journalled(job)
     assert n == fit and size == fit * BIG <= max_bytes, (n, size)
     assert_still_serves(guard, job, "big", fit)
