@@ -10,6 +10,7 @@ import time
 import pytest
 
 from autopar import ckpt
+from conftest import read_request
 
 
 class Daemon:
@@ -30,13 +31,10 @@ class Daemon:
             while True:
                 conn, _ = s.accept()
                 with conn:
-                    buf = b""
-                    while b"\n" not in buf:
-                        chunk = conn.recv(65536)
-                        if not chunk:
-                            break
-                        buf += chunk
-                    self.requests.append(json.loads(buf.split(b"\n", 1)[0]))
+                    req = read_request(conn)
+                    if req is None:
+                        continue
+                    self.requests.append(req)
                     if self.drop > 0:
                         self.drop -= 1
                         continue

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import read_request
+
 PYTHON_DIR = Path(__file__).resolve().parents[1]
 TORCH_PYTHON = "/usr/bin/python3"  # Debian's interpreter, the one with torch
 
@@ -40,13 +42,9 @@ class FakeAutopard:
 
     def _one(self, conn):
         with conn:
-            buf = b""
-            while b"\n" not in buf:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                buf += chunk
-            req = json.loads(buf.split(b"\n", 1)[0])
+            req = read_request(conn)
+            if req is None:
+                return
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             self.pids.append(struct.unpack("3i", creds)[0])
             self.requests.append(req)
