@@ -65,16 +65,11 @@ cleanup() {
         [[ -f $d/out.txt ]] && cp "$d/out.txt" "$AUTOPAR_CLUSTER_DIR/log/scale-$(basename "$d").out"
         [[ -f $d/events.json ]] && cp "$d/events.json" "$AUTOPAR_CLUSTER_DIR/log/scale-$(basename "$d").events.json"
       done
-      "$here/stop.sh" >/dev/null 2>&1 || true
-      say "logs kept in $AUTOPAR_CLUSTER_DIR/log" >&2
-    else
-      "$here/stop.sh" --clean >/dev/null 2>&1 || true
     fi
+    stop_own_cluster "$rc"
   fi
   rm -rf "$work"
-  if ((rc == 0 && failures)); then rc=1; fi
-  if ((rc)); then say "FAILED ($failures failed checks)" >&2; else say "passed"; fi
-  exit "$rc"
+  exit_with_verdict "$rc"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM

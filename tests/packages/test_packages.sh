@@ -91,21 +91,12 @@ with_systemd() { # with_systemd COMMAND...: runs it with the recording systemctl
 }
 cleanup() {
   local rc=$?
-  if ((cluster)); then
-    if ((rc || failures)); then
-      "$cluster_scripts/stop.sh" >/dev/null 2>&1 || true
-      say "logs kept in $AUTOPAR_CLUSTER_DIR/log" >&2
-    else
-      "$cluster_scripts/stop.sh" --clean >/dev/null 2>&1 || true
-    fi
-  fi
+  if ((cluster)); then stop_own_cluster "$rc"; fi
   # Whatever failed, leave the machine as it was: this test installed them, nobody else had them.
   unfake_systemd
   if ((installed)); then dpkg -P autopar-dev autopard autopar >/dev/null 2>&1 || true; fi
   rm -rf "$work"
-  if ((rc == 0 && failures)); then rc=1; fi
-  if ((rc)); then say "FAILED ($failures failed checks)" >&2; else say "passed"; fi
-  exit "$rc"
+  exit_with_verdict "$rc"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
