@@ -301,6 +301,20 @@ class FailureHandler {
   bool Alive(const RankProcess& p) const;
   // Time limits: reads end times, plans, journals requests and missed limits (from Tick).
   void TickTimeLimits(double now);
+  // An event decided under mu_, journalled once it is released.
+  struct PendingEvent {
+    std::string job_id;
+    std::string kind;
+    int64_t step = -1;
+    std::string detail;
+  };
+  // TickTimeLimits' parts: whether Slurm's view of a run's end is to be read again now (mu_
+  // held); that view read and applied (a missed limit noted in `out`); the checkpoint request a
+  // run's plan makes due now (mu_ held).
+  bool TimeLimitRefreshDueLocked(Run* run, double now);
+  void RefreshTimeLimit(const std::string& job_id, int64_t restart_count, double now,
+                        std::vector<PendingEvent>* out);
+  std::optional<PendingEvent> TimeLimitRequestLocked(const std::string& job, Run* run, double now);
   // Checkpoint events for the time limit (from OnEvent).
   void OnCheckpointEvent(const JournalEvent& event, pid_t pid);
   // Requeues `ctx`'s run for its time limit now that `step` is COMPLETE.
@@ -315,14 +329,14 @@ class FailureHandler {
                             const std::optional<PastFailure>& history) const;
   // Decides and acts on one failure of `ctx`'s run; never throws, journals everything.
   void HandleFailure(const JobContext& ctx, const Failure& failure);
-  // A crashed rank whose peer node died is a node loss: probes the job's nodes and, when some
-  // are unreachable, journals and returns the node-loss failure (`lost` gets the nodes).
-  // Of the nodes a recover request names as lost (a hostlist), those of the job's allocation
-  // whose slurmd does not answer; every other one is journaled as a refused claim with its reason.
   // CaptureStack's reader of the Python dump of process `pid` (null: the ProcAccess's).
   std::function<Result<std::string>(const std::string&)> DumpReader(int pid) const;
+  // Of the nodes a recover request names as lost (a hostlist), those of the job's allocation
+  // whose slurmd does not answer; every other one is journaled as a refused claim with its reason.
   std::vector<std::string> ConfirmLostNodes(const std::string& job_id, const std::string& claimed,
                                             const Result<SlurmJob>& job);
+  // A crashed rank whose peer node died is a node loss: probes the job's nodes and, when some
+  // are unreachable, journals and returns the node-loss failure (`lost` gets the nodes).
   Failure ClassifyNodeLoss(const JobContext& ctx, const Failure& failure, const SlurmJob& job,
                            std::vector<std::string>* lost);
   // The requeue path for a failure already journalled: RequeuePolicy's decision (with `history`
@@ -330,6 +344,24 @@ class FailureHandler {
   std::string RequeuePath(const JobContext& ctx, const Failure& failure, const SlurmJob& job,
                           const std::vector<std::string>& lost_nodes,
                           const std::optional<PastFailure>& history);
+  // Hangs (failure_handler_hang.cpp): what one Tick found, acted on once mu_ is released.
+  struct HungRun {
+    JobContext ctx;
+    HangVerdict verdict;
+    std::map<int, RankProcess> procs;
+  };
+  struct HangWork {
+    std::vector<HungRun> hung;                         // newly hung: journal them, take stacks
+    std::vector<std::pair<JobContext, Failure>> due;   // hangs whose grace has passed
+    std::vector<std::pair<JobContext, std::map<int, RankProcess>>> hand_over;  // in place
+  };
+  // The failure a hang of `run` is, once its grace has passed.
+  Failure HangFailure(const Run& run) const;
+  // Checks one run's hang watch at `now` and notes what is to be done (mu_ held).
+  void CheckHangLocked(Run* run, double now, HangWork* work);
+  // Journals a newly hung run with its ranks' stacks and sets its requeue after the grace.
+  void ReportHang(const HungRun& h);
+  void CaptureHungStacks(const HungRun& h);
   // A hang in a job that restarts in place: tells the launchers of this node's ranks (their
   // programs hung) with HungProgramSignal, so that they stop and restart the program.
   void HandHangToLaunchers(const JobContext& ctx, const std::map<int, RankProcess>& procs);

@@ -8,17 +8,6 @@
 #include "failure_handler.h"
 
 namespace autopar {
-namespace {
-
-struct Pending {
-  std::string job_id;
-  std::string kind;
-  int64_t step = -1;
-  std::string detail;
-};
-
-}  // namespace
-
 std::vector<double> FailureHandler::CkptDurationsLocked(const std::string& job_id) const {
   std::vector<double> out;
   auto it = jobs_.find(job_id);
@@ -30,98 +19,103 @@ std::vector<double> FailureHandler::CkptDurationsLocked(const std::string& job_i
 }
 
 void FailureHandler::TickTimeLimits(double now) {
-  struct Load {
-    std::string job_id;
-    int64_t restart_count;
-  };
-  std::vector<Load> loads;
+  std::vector<std::pair<std::string, int64_t>> loads;  // job, restart count
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [job, record] : jobs_) {
-      Run& run = record.run;
-      TimeLimitWatch& tl = run.tl;
-      if (!run.ctx.requeue_on_failure || !run.ctx.ckpt_upload || tl.done || tl.acted) continue;
-      // After the end time, sooner: Slurm forgets an ended job after MinJobAge, and the missed
-      // time limit is journalled from its TIMEOUT state.
-      const double every = tl.end_time > 0 && now >= tl.end_time ? std::min(5.0, config_.job_refresh_s)
-                                                                 : config_.job_refresh_s;
-      if (tl.loaded_at >= 0 && now - tl.loaded_at < every) continue;
-      tl.loaded_at = now;
-      loads.push_back({job, run.ctx.restart_count});
+      if (TimeLimitRefreshDueLocked(&record.run, now)) loads.emplace_back(job, record.run.ctx.restart_count);
     }
   }
-  std::vector<Pending> out;
+  std::vector<PendingEvent> out;
   // Slurm's view, outside the lock (a libslurm call may take a while).
-  for (const auto& l : loads) {
-    auto job = slurm_->LoadJob(l.job_id);
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = jobs_.find(l.job_id);
-    if (it == jobs_.end() || it->second.run.ctx.restart_count != l.restart_count) continue;
-    TimeLimitWatch& tl = it->second.run.tl;
-    if (!job.ok()) {
-      // slurmctld busy or down: try again at the next refresh; a job gone long after its end
-      // is no longer watched.
-      if (tl.end_time > 0 && now > tl.end_time + 600) tl.done = true;
-      continue;
-    }
-    if (job->restart_count != l.restart_count) {
-      tl.done = true;  // requeued by someone else: that run is over
-      continue;
-    }
-    if (!job->running()) {
-      if (tl.requested && !tl.acted && job->state == "TIMEOUT") {
-        out.push_back({l.job_id, event_kind::kTimeLimitMissed, tl.max_step,
-                       FormatEventFields(
-                           {{"requested_at", FormatEventTime(tl.requested_at, false)},
-                            {"end", FormatEventTime(tl.end_time, false)},
-                            {"reason", "the job reached its time limit before a checkpoint "
-                                       "committed after the request was COMPLETE; not requeued "
-                                       "(the program ignored the request or its checkpoint "
-                                       "took longer than the margin)"}})});
-      }
-      tl.done = true;
-      continue;
-    }
-    tl.start_time = job->start_time;
-    tl.end_time = job->time_limit_min < 0 ? 0 : job->end_time;
-  }
+  for (const auto& [job_id, restart_count] : loads) RefreshTimeLimit(job_id, restart_count, now, &out);
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [job, record] : jobs_) {
-      Run& run = record.run;
-      TimeLimitWatch& tl = run.tl;
-      if (!run.ctx.requeue_on_failure || tl.done || tl.acted || tl.requested || tl.end_time <= 0) {
-        continue;
-      }
-      // This node's ranks have all ended (the training finished, or they were killed): nothing
-      // to ask. Slurm's state may lag by up to a refresh.
-      bool alive = false;
-      for (const auto& [rank, process] : run.rank_procs) alive = alive || Alive(process);
-      if (!alive) continue;
-      TimeLimitInputs in;
-      in.start_time = tl.start_time;
-      in.end_time = tl.end_time;
-      if (tl.max_step > tl.first_step) {
-        in.step_s = (tl.max_step_time - tl.first_step_time) /
-                    static_cast<double>(tl.max_step - tl.first_step);
-      }
-      in.ckpt_durations_s = CkptDurationsLocked(job);
-      TimeLimitPlan plan = PlanTimeLimit(config_.time_limit, in);
-      if (!CheckpointDue(plan, now)) continue;
-      tl.requested = true;
-      tl.requested_at = now;
-      tl.plan = plan;
-      out.push_back({job, event_kind::kTimeLimitRequest, tl.max_step,
-                     FormatEventFields({{"end", FormatEventTime(tl.end_time, false)},
-                                        {"left_s", FormatFixed(tl.end_time - now, 1)},
-                                        {"margin_s", FormatFixed(plan.margin_s, 1)},
-                                        {"ckpt_estimate_s", FormatFixed(plan.ckpt_estimate_s, 1)},
-                                        {"ckpt_observed", std::to_string(in.ckpt_durations_s.size())},
-                                        {"step_s", FormatFixed(in.step_s, 1)},
-                                        {"plan", plan.Describe()}})});
+      if (auto request = TimeLimitRequestLocked(job, &record.run, now)) out.push_back(std::move(*request));
     }
   }
   for (const auto& p : out) Emit(p.job_id, p.kind, -1, p.step, p.detail);
+}
+
+bool FailureHandler::TimeLimitRefreshDueLocked(Run* run, double now) {
+  TimeLimitWatch& tl = run->tl;
+  if (!run->ctx.requeue_on_failure || !run->ctx.ckpt_upload || tl.done || tl.acted) return false;
+  // After the end time, sooner: Slurm forgets an ended job after MinJobAge, and the missed
+  // time limit is journalled from its TIMEOUT state.
+  const double every = tl.end_time > 0 && now >= tl.end_time ? std::min(5.0, config_.job_refresh_s)
+                                                             : config_.job_refresh_s;
+  if (tl.loaded_at >= 0 && now - tl.loaded_at < every) return false;
+  tl.loaded_at = now;
+  return true;
+}
+
+void FailureHandler::RefreshTimeLimit(const std::string& job_id, int64_t restart_count, double now,
+                                      std::vector<PendingEvent>* out) {
+  auto job = slurm_->LoadJob(job_id);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || it->second.run.ctx.restart_count != restart_count) return;
+  TimeLimitWatch& tl = it->second.run.tl;
+  if (!job.ok()) {
+    // slurmctld busy or down: try again at the next refresh; a job gone long after its end
+    // is no longer watched.
+    if (tl.end_time > 0 && now > tl.end_time + 600) tl.done = true;
+    return;
+  }
+  if (job->restart_count != restart_count) {
+    tl.done = true;  // requeued by someone else: that run is over
+    return;
+  }
+  if (!job->running()) {
+    if (tl.requested && !tl.acted && job->state == "TIMEOUT") {
+      out->push_back({job_id, event_kind::kTimeLimitMissed, tl.max_step,
+                      FormatEventFields(
+                          {{"requested_at", FormatEventTime(tl.requested_at, false)},
+                           {"end", FormatEventTime(tl.end_time, false)},
+                           {"reason", "the job reached its time limit before a checkpoint "
+                                      "committed after the request was COMPLETE; not requeued "
+                                      "(the program ignored the request or its checkpoint "
+                                      "took longer than the margin)"}})});
+    }
+    tl.done = true;
+    return;
+  }
+  tl.start_time = job->start_time;
+  tl.end_time = job->time_limit_min < 0 ? 0 : job->end_time;
+}
+
+std::optional<FailureHandler::PendingEvent> FailureHandler::TimeLimitRequestLocked(const std::string& job,
+                                                                                   Run* run, double now) {
+  TimeLimitWatch& tl = run->tl;
+  if (!run->ctx.requeue_on_failure || tl.done || tl.acted || tl.requested || tl.end_time <= 0) {
+    return std::nullopt;
+  }
+  // This node's ranks have all ended (the training finished, or they were killed): nothing
+  // to ask. Slurm's state may lag by up to a refresh.
+  bool alive = false;
+  for (const auto& [rank, process] : run->rank_procs) alive = alive || Alive(process);
+  if (!alive) return std::nullopt;
+  TimeLimitInputs in;
+  in.start_time = tl.start_time;
+  in.end_time = tl.end_time;
+  if (tl.max_step > tl.first_step) {
+    in.step_s = (tl.max_step_time - tl.first_step_time) / static_cast<double>(tl.max_step - tl.first_step);
+  }
+  in.ckpt_durations_s = CkptDurationsLocked(job);
+  TimeLimitPlan plan = PlanTimeLimit(config_.time_limit, in);
+  if (!CheckpointDue(plan, now)) return std::nullopt;
+  tl.requested = true;
+  tl.requested_at = now;
+  tl.plan = plan;
+  return PendingEvent{job, event_kind::kTimeLimitRequest, tl.max_step,
+                      FormatEventFields({{"end", FormatEventTime(tl.end_time, false)},
+                                         {"left_s", FormatFixed(tl.end_time - now, 1)},
+                                         {"margin_s", FormatFixed(plan.margin_s, 1)},
+                                         {"ckpt_estimate_s", FormatFixed(plan.ckpt_estimate_s, 1)},
+                                         {"ckpt_observed", std::to_string(in.ckpt_durations_s.size())},
+                                         {"step_s", FormatFixed(in.step_s, 1)},
+                                         {"plan", plan.Describe()}})};
 }
 
 void FailureHandler::OnCheckpointEvent(const JournalEvent& e, pid_t pid) {
