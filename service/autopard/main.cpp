@@ -91,72 +91,71 @@ void Reload(const std::string& config_path, autopar::Daemon* d) {
   (void)autopar::NotifySystemd("READY=1");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // Buffers of 256 KiB and more (curl's 512 KiB and 2 MiB transfer buffers, upload parts) are
-  // mapped and unmapped on their own. glibc's default raises that threshold to the largest block
-  // freed so far, after which such buffers come from the arenas and their memory stays with the
-  // daemon after a burst of uploads.
-  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+// The command line: the configuration's path, or an answer of its own (--version, --help, an
+// unknown argument) as an exit status in `*exit_now`.
+struct Args {
   std::string config_path = kDefaultConfig;
   bool check = false;
+};
+bool ParseArgs(int argc, char** argv, Args* args, int* exit_now) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--config" && i + 1 < argc) {
-      config_path = argv[++i];
+      args->config_path = argv[++i];
     } else if (a.rfind("--config=", 0) == 0) {
-      config_path = a.substr(9);
+      args->config_path = a.substr(9);
     } else if (a == "--check-config") {
-      check = true;
+      args->check = true;
     } else if (a == "--version" || a == "-V") {
       std::printf("autopard %s (protocol %d)\n", AUTOPAR_VERSION, autopar::kProtocolVersion);
-      return 0;
+      *exit_now = 0;
+      return false;
     } else if (a == "--help" || a == "-h") {
-      return Usage(stdout, 0);
+      *exit_now = Usage(stdout, 0);
+      return false;
     } else {
       std::fprintf(stderr, "autopard: unknown argument '%s'\n", a.c_str());
-      return Usage(stderr, 2);
+      *exit_now = Usage(stderr, 2);
+      return false;
     }
   }
-  auto config = autopar::LoadDaemonConfig(config_path);
-  if (!config) {
-    autopar::Log(autopar::LogLevel::kError, "%s", config.message().c_str());
-    return 1;
-  }
-  autopar::SetLogLevel(config->log_level);
-  // The site's limits on what a job may ask for (its environment is its owner's to change).
-  auto site = SiteSettingsFor(*config);
-  if (!site) {
-    autopar::Log(autopar::LogLevel::kError, "%s", site.message().c_str());
-    return 1;
-  }
-  for (const auto& problem : site->problems) {
-    autopar::Log(autopar::LogLevel::kWarning, "%s (its default holds)", problem.c_str());
-  }
-  const autopar::JobLimits limits = autopar::JobLimitsOf(site->site);
-  const std::string limits_text = LimitsText(*site);
-  if (check) {
-    std::printf("autopard: %s: OK (socket %s, state %s; %s)\n", config_path.c_str(),
-                config->socket.c_str(), config->state_dir.c_str(), limits_text.c_str());
-    return 0;
-  }
-  autopar::Log(autopar::LogLevel::kInfo, "%s", limits_text.c_str());
-  // Room for max_connections descriptors besides the database's, the uploads' and the stores'
-  // (systemd's default soft limit is 1024): raised up to the hard limit, else a warning.
+  return true;
+}
+
+// Room for max_connections descriptors besides the database's, the uploads' and the stores'
+// (systemd's default soft limit is 1024): raised up to the hard limit, else a warning.
+void RaiseDescriptorLimit(int max_connections) {
   rlimit files{};
-  const rlim_t want = static_cast<rlim_t>(config->max_connections) + 512;
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < want) {
-    files.rlim_cur = std::min(want, files.rlim_max);
-    setrlimit(RLIMIT_NOFILE, &files);
-    if (files.rlim_cur < want) {
-      autopar::Log(autopar::LogLevel::kWarning,
-                   "max_connections %d: the descriptor limit is %llu (hard); connections beyond "
-                   "it wait in the socket's backlog",
-                   config->max_connections, static_cast<unsigned long long>(files.rlim_max));
-    }
+  const rlim_t want = static_cast<rlim_t>(max_connections) + 512;
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur >= want) return;
+  files.rlim_cur = std::min(want, files.rlim_max);
+  setrlimit(RLIMIT_NOFILE, &files);
+  if (files.rlim_cur < want) {
+    autopar::Log(autopar::LogLevel::kWarning,
+                 "max_connections %d: the descriptor limit is %llu (hard); connections beyond "
+                 "it wait in the socket's backlog",
+                 max_connections, static_cast<unsigned long long>(files.rlim_max));
   }
-  // Signals go to a dedicated thread; every other thread inherits the blocked mask.
+}
+
+// One libslurm user for the whole daemon: owner lookups and failure handling share it. libslurm
+// ends the process when it finds no configuration, so without a readable slurm.conf (a daemon
+// serving only checkpoints, e.g. in tests and benchmarks) neither is available: null, and why
+// in `*why`.
+std::shared_ptr<autopar::SlurmActions> OpenSlurm(const std::string& slurm_conf, std::string* why) {
+  auto opened = autopar::OpenLibSlurmActions(slurm_conf);
+  if (opened.ok()) return std::move(*opened);
+  *why = opened.message();
+  autopar::Log(autopar::LogLevel::kWarning,
+               "%s: job owners cannot be looked up (only root and SlurmUser may use this "
+               "daemon) and failure handling (requeue) is off",
+               why->c_str());
+  return nullptr;
+}
+
+// Signals go to a dedicated thread: blocked here before any other thread starts (every thread
+// inherits the mask), so that none of them is ended by SIGTERM's default action.
+sigset_t BlockSignals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -164,28 +163,11 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  return set;
+}
 
-  // One libslurm user for the whole daemon: owner lookups and failure handling share it. libslurm
-  // ends the process when it finds no configuration, so without a readable slurm.conf (a daemon
-  // serving only checkpoints, e.g. in tests and benchmarks) neither is available.
-  std::shared_ptr<autopar::SlurmActions> slurm;
-  std::string no_slurm;
-  if (auto opened = autopar::OpenLibSlurmActions(config->slurm_conf); opened.ok()) {
-    slurm = std::move(*opened);
-  } else {
-    no_slurm = opened.message();
-    autopar::Log(autopar::LogLevel::kWarning,
-                 "%s: job owners cannot be looked up (only root and SlurmUser may use this "
-                 "daemon) and failure handling (requeue) is off",
-                 no_slurm.c_str());
-  }
-  auto daemon = autopar::Daemon::Create(*config, autopar::MakeSlurmJobOwners(slurm, no_slurm));
-  if (!daemon) {
-    autopar::Log(autopar::LogLevel::kError, "%s", daemon.message().c_str());
-    return 1;
-  }
-  autopar::Daemon* d = daemon->get();
-  if (slurm) d->EnableFailureHandling(slurm, limits);
+// The thread that takes the blocked signals: SIGHUP reloads, SIGTERM and SIGINT stop the daemon.
+void HandleSignals(const sigset_t& set, const std::string& config_path, autopar::Daemon* d) {
   std::thread([d, set, config_path] {
     for (;;) {
       int sig = 0;
@@ -201,6 +183,21 @@ int main(int argc, char** argv) {
       return;
     }
   }).detach();
+}
+
+// Creates the daemon and serves until a signal stops it; the exit status.
+int Run(const std::string& config_path, const autopar::DaemonConfig& config, const autopar::JobLimits& limits) {
+  const sigset_t signals = BlockSignals();
+  std::string no_slurm;
+  std::shared_ptr<autopar::SlurmActions> slurm = OpenSlurm(config.slurm_conf, &no_slurm);
+  auto daemon = autopar::Daemon::Create(config, autopar::MakeSlurmJobOwners(slurm, no_slurm));
+  if (!daemon) {
+    autopar::Log(autopar::LogLevel::kError, "%s", daemon.message().c_str());
+    return 1;
+  }
+  autopar::Daemon* d = daemon->get();
+  if (slurm) d->EnableFailureHandling(slurm, limits);
+  HandleSignals(signals, config_path, d);
   autopar::Status st = d->Serve([] {
     if (autopar::Status n = autopar::NotifySystemd("READY=1"); !n) {
       autopar::Log(autopar::LogLevel::kWarning, "%s", n.message().c_str());
@@ -212,4 +209,40 @@ int main(int argc, char** argv) {
   }
   daemon->reset();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Buffers of 256 KiB and more (curl's 512 KiB and 2 MiB transfer buffers, upload parts) are
+  // mapped and unmapped on their own. glibc's default raises that threshold to the largest block
+  // freed so far, after which such buffers come from the arenas and their memory stays with the
+  // daemon after a burst of uploads.
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  Args args;
+  if (int exit_now = 0; !ParseArgs(argc, argv, &args, &exit_now)) return exit_now;
+  auto config = autopar::LoadDaemonConfig(args.config_path);
+  if (!config) {
+    autopar::Log(autopar::LogLevel::kError, "%s", config.message().c_str());
+    return 1;
+  }
+  autopar::SetLogLevel(config->log_level);
+  // The site's limits on what a job may ask for (its environment is its owner's to change).
+  auto site = SiteSettingsFor(*config);
+  if (!site) {
+    autopar::Log(autopar::LogLevel::kError, "%s", site.message().c_str());
+    return 1;
+  }
+  for (const auto& problem : site->problems) {
+    autopar::Log(autopar::LogLevel::kWarning, "%s (its default holds)", problem.c_str());
+  }
+  const std::string limits_text = LimitsText(*site);
+  if (args.check) {
+    std::printf("autopard: %s: OK (socket %s, state %s; %s)\n", args.config_path.c_str(),
+                config->socket.c_str(), config->state_dir.c_str(), limits_text.c_str());
+    return 0;
+  }
+  autopar::Log(autopar::LogLevel::kInfo, "%s", limits_text.c_str());
+  RaiseDescriptorLimit(config->max_connections);
+  return Run(args.config_path, *config, autopar::JobLimitsOf(site->site));
 }
