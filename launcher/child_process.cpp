@@ -33,9 +33,72 @@ sigset_t BlockForwardedSignals() {
   return old;
 }
 
+namespace {
+
+// The paths execvpe would try for `program`, in order: itself when it names a directory, else
+// each directory of PATH (the program's environment's, or the default).
+std::vector<std::string> ExecCandidates(const std::string& program,
+                                        const EnvMap& env) {
+  if (program.find('/') != std::string::npos) return {program};
+  const std::string path = env.count("PATH") ? env.at("PATH") : "/usr/local/bin:/usr/bin:/bin";
+  std::vector<std::string> candidates;
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t colon = path.find(':', pos);
+    std::string dir = path.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+    candidates.push_back((dir.empty() ? "." : dir) + "/" + program);
+    if (colon == std::string::npos) break;
+    pos = colon + 1;
+  }
+  return candidates;
+}
+
+// What the child reads between clone and execve, all prepared before: after clone only
+// async-signal-safe calls.
+struct ExecArgs {
+  const ChildSpec* spec;
+  const cpu_set_t* cpus;
+  const std::vector<std::string>* candidates;
+  char** argv;
+  char** envp;
+  pid_t parent;
+  int err;  // written by the child when no candidate could be executed
+};
+
+// The child's side, sharing the launcher's memory until it execs.
+int ChildMain(void* arg) {
+  auto* e = static_cast<ExecArgs*>(arg);
+  setpgid(0, 0);
+  // The program must not outlive a launcher that Slurm killed with SIGKILL.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != e->parent) _exit(128 + SIGKILL);
+  for (int s : {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGCONT, SIGCHLD, SIGPIPE}) signal(s, SIG_DFL);
+  // A handler a library installed must not run in this child (it shares the launcher's memory)
+  // between unblocking and execve.
+  for (int s = 1; s < NSIG; ++s) {
+    struct sigaction sa;
+    if (sigaction(s, nullptr, &sa) == 0 && sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN) {
+      signal(s, SIG_DFL);
+    }
+  }
+  if (!e->spec->cpus.empty()) sched_setaffinity(0, sizeof(*e->cpus), e->cpus);
+  for (int fd : e->spec->inherit_fds) fcntl(fd, F_SETFD, 0);  // the child's own descriptor table
+  sigprocmask(SIG_SETMASK, &e->spec->mask, nullptr);
+  int err = ENOENT;
+  for (const auto& c : *e->candidates) {
+    execve(c.c_str(), e->argv, e->envp);
+    // Like execvp: remember a permission problem, keep searching on ENOENT/ENOTDIR.
+    if (errno != ENOENT && errno != ENOTDIR) err = errno;
+  }
+  e->err = err;
+  _exit(err == ENOENT ? 127 : 126);
+}
+
+}  // namespace
+
 Result<pid_t> StartChild(const ChildSpec& spec, int* exec_errno) {
   *exec_errno = 0;
-  // Everything the child needs is prepared before fork(): after it, only async-signal-safe calls.
+  // Everything the child needs is prepared before clone(): after it, only async-signal-safe calls.
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp, argv;
@@ -49,70 +112,20 @@ Result<pid_t> StartChild(const ChildSpec& spec, int* exec_errno) {
   for (int c : spec.cpus) {
     if (c >= 0 && c < CPU_SETSIZE) CPU_SET(static_cast<size_t>(c), &cpus);
   }
-  // PATH of the program's environment, as execvpe searches it.
-  std::string path = spec.env.count("PATH") ? spec.env.at("PATH") : "/usr/local/bin:/usr/bin:/bin";
-  std::vector<std::string> candidates;
-  if (args[0].find('/') != std::string::npos) {
-    candidates.push_back(args[0]);
-  } else {
-    size_t pos = 0;
-    while (pos <= path.size()) {
-      size_t colon = path.find(':', pos);
-      std::string dir = path.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
-      candidates.push_back((dir.empty() ? "." : dir) + "/" + args[0]);
-      if (colon == std::string::npos) break;
-      pos = colon + 1;
-    }
-  }
-
+  const std::vector<std::string> candidates = ExecCandidates(args[0], spec.env);
   // The child shares the launcher's memory until it execs (clone with CLONE_VM|CLONE_VFORK, as
   // posix_spawn does): no page tables to copy and no copy-on-write faults in the launcher, whose
   // address space (PMIx, its threads) is large next to the little a child needs before execve.
   // The launcher is suspended meanwhile; the child touches only `exec`, its own stack and
   // async-signal-safe calls, and all signals stay blocked until it installs the program's mask.
-  struct ExecArgs {
-    const ChildSpec* spec;
-    const cpu_set_t* cpus;
-    const std::vector<std::string>* candidates;
-    char** argv;
-    char** envp;
-    pid_t parent;
-    int err;  // written by the child when no candidate could be executed
-  } exec{&spec, &cpus, &candidates, argv.data(), envp.data(), getpid(), 0};
-  auto child_main = [](void* arg) -> int {
-    auto* e = static_cast<ExecArgs*>(arg);
-    setpgid(0, 0);
-    // The program must not outlive a launcher that Slurm killed with SIGKILL.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != e->parent) _exit(128 + SIGKILL);
-    for (int s : {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGCONT, SIGCHLD, SIGPIPE}) signal(s, SIG_DFL);
-    // A handler a library installed must not run in this child (it shares the launcher's memory)
-    // between unblocking and execve.
-    for (int s = 1; s < NSIG; ++s) {
-      struct sigaction sa;
-      if (sigaction(s, nullptr, &sa) == 0 && sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN) {
-        signal(s, SIG_DFL);
-      }
-    }
-    if (!e->spec->cpus.empty()) sched_setaffinity(0, sizeof(*e->cpus), e->cpus);
-    for (int fd : e->spec->inherit_fds) fcntl(fd, F_SETFD, 0);  // the child's own descriptor table
-    sigprocmask(SIG_SETMASK, &e->spec->mask, nullptr);
-    int err = ENOENT;
-    for (const auto& c : *e->candidates) {
-      execve(c.c_str(), e->argv, e->envp);
-      // Like execvp: remember a permission problem, keep searching on ENOENT/ENOTDIR.
-      if (errno != ENOENT && errno != ENOTDIR) err = errno;
-    }
-    e->err = err;
-    _exit(err == ENOENT ? 127 : 126);
-  };
+  ExecArgs exec{&spec, &cpus, &candidates, argv.data(), envp.data(), getpid(), 0};
   // Not value-initialized: the child touches only the top pages of its stack.
   constexpr size_t kStackBytes = 256 * 1024;
   std::unique_ptr<char[]> stack(new char[kStackBytes]);
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  pid_t pid = clone(child_main, stack.get() + kStackBytes, CLONE_VM | CLONE_VFORK | SIGCHLD, &exec);
+  pid_t pid = clone(ChildMain, stack.get() + kStackBytes, CLONE_VM | CLONE_VFORK | SIGCHLD, &exec);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) return Status::Error(std::string("clone: ") + strerror(clone_errno));
