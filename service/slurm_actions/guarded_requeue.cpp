@@ -63,6 +63,64 @@ bool SameRun(const SlurmJob& job, int64_t restart_count) {
          job.state == "NODE_FAIL" || job.state == "TIMEOUT";
 }
 
+// Why the run `decision` was made for no longer needs a requeue (stopped, or requeued by another
+// caller); "" when it does.
+std::string AlreadyDone(const SlurmJob& job, const std::string& job_id, const RequeueDecision& decision) {
+  if (job.admin_comment.find(StopMarker(decision.restart_count)) != std::string::npos) {
+    return "job " + job_id + " was stopped in this run (" + job.admin_comment + ")";
+  }
+  if (!SameRun(job, decision.restart_count)) {
+    return "job " + job_id + " was requeued already or has left that run (state " + job.state +
+           (job.completing ? "+COMPLETING" : "") + ", restart count " + std::to_string(job.restart_count) +
+           ", decision for restart count " + std::to_string(decision.restart_count) + ")";
+  }
+  return "";
+}
+
+// What to set on the requeued (now pending) job: the failure note, the excluded nodes, the
+// begin time of a delayed retry. Problems are warnings in `r`: the job is requeued.
+SlurmJobUpdate FollowUp(SlurmActions& slurm, const std::string& job_id, const RequeueDecision& decision,
+                        double now, GuardedRequeueResult* r) {
+  auto after = slurm.LoadJob(job_id);
+  SlurmJobUpdate u;
+  u.job_id = job_id;
+  u.admin_comment = "autopar: " + decision.reason + "; " + EncodeFailureNote(decision.note);
+  if (!after.ok()) {
+    r->warnings.push_back("job not re-read after the requeue: " + after.message());
+    r->restart_count_now = decision.restart_count + 1;
+    return u;
+  }
+  r->restart_count_now = after->restart_count;
+  if (!decision.exclude_nodes.empty()) {
+    auto merged = MergedExcluded(*after, decision.exclude_nodes);
+    if (merged.ok()) {
+      u.excluded_nodes = *merged;
+    } else {
+      r->warnings.push_back("excluded nodes not updated: " + merged.message());
+    }
+  }
+  double begin = std::floor(now + decision.delay_s);
+  if (decision.delay_s > 0 && begin > after->eligible_time) u.begin_time = begin;
+  return u;
+}
+
+// Applies `u`; when Slurm refuses it, each field on its own, so one refusal does not lose the
+// others.
+void ApplyFollowUp(SlurmActions& slurm, const SlurmJobUpdate& u, GuardedRequeueResult* r) {
+  Status s = slurm.Update(u);
+  if (s.ok()) return;
+  r->warnings.push_back("update after requeue: " + s.message());
+  for (int field = 0; field < 3; ++field) {
+    SlurmJobUpdate one;
+    one.job_id = u.job_id;
+    if (field == 0) one.admin_comment = u.admin_comment;
+    if (field == 1) one.excluded_nodes = u.excluded_nodes;
+    if (field == 2) one.begin_time = u.begin_time;
+    if (!one.admin_comment && !one.excluded_nodes && !one.begin_time) continue;
+    if (Status s1 = slurm.Update(one); !s1.ok()) r->warnings.push_back(s1.message());
+  }
+}
+
 }  // namespace
 
 Result<GuardedRequeueResult> GuardedRequeue(SlurmActions& slurm, const std::string& job_id,
@@ -79,17 +137,9 @@ Result<GuardedRequeueResult> GuardedRequeue(SlurmActions& slurm, const std::stri
   auto job = slurm.LoadJob(job_id);
   if (!job.ok()) return Status::Error("requeue of job " + job_id + ": " + job.message());
   r.restart_count_now = job->restart_count;
-  if (job->admin_comment.find(StopMarker(decision.restart_count)) != std::string::npos) {
+  if (std::string done = AlreadyDone(*job, job_id, decision); !done.empty()) {
     r.outcome = RequeueOutcome::kAlreadyDone;
-    r.message = "job " + job_id + " was stopped in this run (" + job->admin_comment + ")";
-    return r;
-  }
-  if (!SameRun(*job, decision.restart_count)) {
-    r.outcome = RequeueOutcome::kAlreadyDone;
-    r.message = "job " + job_id + " was requeued already or has left that run (state " +
-                job->state + (job->completing ? "+COMPLETING" : "") + ", restart count " +
-                std::to_string(job->restart_count) + ", decision for restart count " +
-                std::to_string(decision.restart_count) + ")";
+    r.message = done;
     return r;
   }
   if (!job->batch) {
@@ -112,41 +162,8 @@ Result<GuardedRequeueResult> GuardedRequeue(SlurmActions& slurm, const std::stri
     return Status::Error("requeue of job " + job_id + " refused by Slurm: " + s.message());
   }
   r.outcome = RequeueOutcome::kRequeued;
-
-  // Follow-up settings on the now pending job. Failures are warnings: the job is requeued.
-  auto after = slurm.LoadJob(job_id);
-  SlurmJobUpdate u;
-  u.job_id = job_id;
-  u.admin_comment = "autopar: " + decision.reason + "; " + EncodeFailureNote(decision.note);
-  if (after.ok()) {
-    r.restart_count_now = after->restart_count;
-    if (!decision.exclude_nodes.empty()) {
-      auto merged = MergedExcluded(*after, decision.exclude_nodes);
-      if (merged.ok()) {
-        u.excluded_nodes = *merged;
-      } else {
-        r.warnings.push_back("excluded nodes not updated: " + merged.message());
-      }
-    }
-    double begin = std::floor(now + decision.delay_s);
-    if (decision.delay_s > 0 && begin > after->eligible_time) u.begin_time = begin;
-  } else {
-    r.warnings.push_back("job not re-read after the requeue: " + after.message());
-    r.restart_count_now = decision.restart_count + 1;
-  }
-  if (Status s = slurm.Update(u); !s.ok()) {
-    // Each field on its own, so one refusal does not lose the others.
-    r.warnings.push_back("update after requeue: " + s.message());
-    for (int field = 0; field < 3; ++field) {
-      SlurmJobUpdate one;
-      one.job_id = job_id;
-      if (field == 0) one.admin_comment = u.admin_comment;
-      if (field == 1) one.excluded_nodes = u.excluded_nodes;
-      if (field == 2) one.begin_time = u.begin_time;
-      if (!one.admin_comment && !one.excluded_nodes && !one.begin_time) continue;
-      if (Status s1 = slurm.Update(one); !s1.ok()) r.warnings.push_back(s1.message());
-    }
-  }
+  const SlurmJobUpdate u = FollowUp(slurm, job_id, decision, now, &r);
+  ApplyFollowUp(slurm, u, &r);
   r.message = "job " + job_id + " requeued (attempt " + std::to_string(decision.attempt) + " of " +
               std::to_string(decision.max_restarts) + ", restart count now " +
               std::to_string(r.restart_count_now) + ")";
