@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <charconv>
 
 namespace autopar {
@@ -57,6 +58,14 @@ std::optional<int64_t> ParseInt(std::string_view s, int64_t min, int64_t max) {
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
   if (v < min || v > max) return std::nullopt;
+  return v;
+}
+
+std::optional<double> ParseDouble(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (*end != '\0') return std::nullopt;
   return v;
 }
 

@@ -28,6 +28,9 @@ std::string ToLower(std::string_view s);
 // Parses a whole decimal integer (optional leading '-', no spaces, no trailing text) within
 // [min, max]. Returns nullopt on any other input.
 std::optional<int64_t> ParseInt(std::string_view s, int64_t min, int64_t max);
+// Parses a whole number as strtod reads it ("1.5", "-2e3"; no trailing text, not empty).
+// Returns nullopt on any other input.
+std::optional<double> ParseDouble(const std::string& s);
 // `v` with `digits` decimals ("%.*f"): FormatFixed(2.345, 1) == "2.3".
 std::string FormatFixed(double v, int digits);
 

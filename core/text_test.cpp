@@ -13,6 +13,16 @@ TEST(Text, Trim) {
   EXPECT_EQ(Trim("   "), "");
 }
 
+TEST(Text, ParseDoubleTakesOnlyAWholeNumber) {
+  EXPECT_EQ(ParseDouble("1.5"), 1.5);
+  EXPECT_EQ(ParseDouble("-2e3"), -2000.0);
+  EXPECT_EQ(ParseDouble("0"), 0.0);
+  EXPECT_FALSE(ParseDouble(""));
+  EXPECT_FALSE(ParseDouble("1.5s"));
+  EXPECT_FALSE(ParseDouble("1 "));
+  EXPECT_FALSE(ParseDouble("seconds"));
+}
+
 TEST(Text, SplitKeepsEmptyFields) {
   EXPECT_EQ(Split("a,,b", ','), (std::vector<std::string>{"a", "", "b"}));
   EXPECT_EQ(Split("", ','), (std::vector<std::string>{""}));

@@ -42,9 +42,16 @@ Status SendJobEvent(const GetEnv& getenv, const std::optional<Request>& request,
   return Status::Ok();
 }
 
-int RankExit::Signal() const {
+namespace {
+
+// The signal a shell's exit status 128 + N says ended the program; 0 for an exit.
+int SignalOfExitStatus(int exit_status) {
   return exit_status > 128 && exit_status < 128 + 65 ? exit_status - 128 : 0;
 }
+
+}  // namespace
+
+int RankExit::Signal() const { return SignalOfExitStatus(exit_status); }
 
 EventFields RankExit::Fields() const {
   EventFields f = {{"exit", std::to_string(exit_status)}};
@@ -65,9 +72,9 @@ Result<RankExit> RankExit::Parse(const EventFields& fields) {
       r.exit_status = static_cast<int>(*n);
       have_exit = true;
     } else if (k == "run_s") {
-      char* end = nullptr;
-      r.run_s = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0') return Status::Error("rank_exit: run_s: not seconds: '" + v + "'");
+      auto s = ParseDouble(v);
+      if (!s) return Status::Error("rank_exit: run_s: not seconds: '" + v + "'");
+      r.run_s = *s;
     } else if (k == "generation") {
       auto n = ParseInt(v, 0, INT32_MAX);
       if (!n) return Status::Error("rank_exit: generation: not a count: '" + v + "'");
@@ -103,9 +110,7 @@ Status ReportRankExit(const GetEnv& getenv, int rank, const std::string& node,
 int HungProgramSignal() { return SIGRTMIN + 3; }
 int BadLossSignal() { return SIGRTMIN + 4; }
 
-int RecoverDetail::Signal() const {
-  return exit_status > 128 && exit_status < 128 + 65 ? exit_status - 128 : 0;
-}
+int RecoverDetail::Signal() const { return SignalOfExitStatus(exit_status); }
 
 EventFields RecoverDetail::Fields() const {
   EventFields f = {{"class", kind}, {"exit", std::to_string(exit_status)}};
@@ -141,9 +146,9 @@ Result<RecoverDetail> RecoverDetail::Parse(const EventFields& fields) {
       return Status::Ok();
     };
     auto seconds = [&k = k, &v = v](double* out) -> Status {
-      char* end = nullptr;
-      *out = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0') return Status::Error("recover: detail: " + k + ": not seconds: '" + v + "'");
+      auto s = ParseDouble(v);
+      if (!s) return Status::Error("recover: detail: " + k + ": not seconds: '" + v + "'");
+      *out = *s;
       return Status::Ok();
     };
     Status st;
