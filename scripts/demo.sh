@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job, on a fresh machine (root, Debian 12): installs the dependencies, builds autopar,
+# The main job, on a fresh machine (root, Debian 12): installs its dependencies, builds autopar,
 # starts the local 4-node Slurm cluster with the plugin, submits etc/examples/train.sbatch (a
 # PyTorch DDP training with #SBATCH autopar options) and follows it to its final loss. On the way
 # it shows a recovered fault: once a checkpoint is COMPLETE it kills one rank (kill -9); every
@@ -13,8 +13,9 @@ set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/cluster-env.sh"
 cd "$AUTOPAR_REPO"
 
-bash scripts/install-deps.sh
-bash scripts/build.sh
+# Only what this job needs; the test command (scripts/test.sh) installs and builds the rest.
+bash scripts/install-deps.sh --demo
+bash scripts/build.sh --demo
 bash tests/cluster/start.sh
 # shellcheck source=/dev/null
 source "$AUTOPAR_CLUSTER_DIR/env.sh"

@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
-# Installs every system dependency of autopar on a fresh Debian 12 machine (run as root).
-# Idempotent: a second run only checks.
+# Installs the system dependencies of autopar on a fresh Debian 12 machine (run as root).
+# With --demo only what the main job (scripts/demo.sh) builds and runs on: the compilers, Slurm,
+# munge, PMIx, the libraries autopar links and PyTorch. Without it everything the tests and
+# benchmarks use besides. Idempotent: a second run only checks.
 set -euo pipefail
 
-PKGS=(
+DEMO_PKGS=(
   build-essential cmake pkg-config git
   slurm-wlm slurmctld slurmd slurm-client libslurm-dev munge libmunge-dev
   libpmix-dev libpmix-bin
-  libcurl4-openssl-dev libjsoncpp-dev libtinyxml2-dev python3-botocore libboost-program-options-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  libsqlite3-dev sqlite3 libssl-dev libhwloc-dev
+  libcurl4-openssl-dev libjsoncpp-dev libtinyxml2-dev libboost-program-options-dev
+  libsqlite3-dev libssl-dev libhwloc-dev
   python3-torch python3-numpy
-  hyperfine awscli curl util-linux procps iproute2 jq python3-pytest shellcheck
+  util-linux procps iproute2
+)
+TEST_PKGS=(
+  python3-botocore libgtest-dev libgmock-dev libbenchmark-dev sqlite3
+  hyperfine awscli curl jq python3-pytest shellcheck
   chromium  # tests/integration/test_health.py renders the --html report headless
   mandoc  # tests/man/lint_man_pages.sh lints the man pages (docs/man)
   file  # CPack's DEB generator finds the binaries to give to dpkg-shlibdeps (scripts/package.sh)
   prometheus  # promtool checks autopard's metrics in the integration tests (docs/metrics.md)
   clang libclang-rt-14-dev  # scripts/test.sh's sanitizer + libFuzzer build (fuzz/)
 )
+
+demo=0
+[[ ${1:-} == --demo ]] && demo=1
+PKGS=("${DEMO_PKGS[@]}")
+((demo)) || PKGS+=("${TEST_PKGS[@]}")
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -37,6 +47,11 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" || rc=$?
   if ((own_policy)); then rm -f "$policy"; fi
   ((rc == 0)) || exit "$rc"
+fi
+
+if ((demo)); then
+  echo "autopar: the main job's dependencies installed"
+  exit 0
 fi
 
 # Node.js with npm: this machine's image may already ship one (nodesource, npm bundled); Debian's
