@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "commands.h"
+#include "core/calibration/calibration.h"
 #include "core/health/report.h"
-#include "core/plan/calibration.h"
 #include "core/plan/hardware.h"
 #include "core/text.h"
 #include "job_events.h"

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/plan/calibration.h"
+#include "core/calibration/calibration.h"
 #include "core/plan/hardware.h"
 #include "core/plan/model.h"
 #include "core/plan/planner.h"

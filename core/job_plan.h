@@ -5,10 +5,10 @@
 
 #include <cstdint>
 
-#include "core/options.h"
-#include "core/plan/calibration.h"
-#include "core/plan/planner.h"
 #include "autopar/status.h"
+#include "core/calibration/calibration.h"
+#include "core/options.h"
+#include "core/plan/planner.h"
 #include "core/task_env.h"
 
 namespace autopar {

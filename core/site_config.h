@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/options.h"
-#include "core/plan/calibration.h"
 #include "autopar/status.h"
+#include "core/calibration/calibration.h"
+#include "core/options.h"
 
 namespace autopar {
 

@@ -1,7 +1,7 @@
 #include "launcher/launch.h"
 
+#include "core/calibration/calibration.h"
 #include "core/job_plan.h"
-#include "core/plan/calibration.h"
 #include "core/options.h"
 #include "core/plan/planner.h"
 #include "core/site_config.h"

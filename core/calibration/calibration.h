@@ -8,9 +8,9 @@
 //             "planned_mfu": 0.1319, "measured_mfu": 0.0412, "windows": 8,
 //             "date": "2026-12-02T09:10:04Z"}}}
 //
-// `factor` (in (0, 2]) and `job` are required; a GPU type is a preset name or alias (hardware.h),
-// stored under its preset name. Parsing and the calibration rules are pure and thread-safe; the
-// file functions do I/O (one read; a write to PATH.tmp renamed over PATH).
+// `factor` (in (0, 2]) and `job` are required; a GPU type is a preset name or alias
+// (core/plan/hardware.h), stored under its preset name. Parsing and the calibration rules are pure
+// and thread-safe; the file functions do I/O (one read; a write to PATH.tmp renamed over PATH).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "core/plan/calibration.h"
+#include "core/calibration/calibration.h"
 
 #include <gtest/gtest.h>
 

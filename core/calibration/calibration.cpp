@@ -1,5 +1,5 @@
 // Site calibration files and the rules that make one from a job's report (calibration.h).
-#include "core/plan/calibration.h"
+#include "core/calibration/calibration.h"
 
 #include <json/json.h>
 
