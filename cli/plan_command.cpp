@@ -7,11 +7,11 @@
 #include <sstream>
 #include <string>
 
+#include "commands.h"
 #include "core/calibration/calibration.h"
 #include "core/plan/hardware.h"
 #include "core/plan/model.h"
 #include "core/plan/planner.h"
-#include "commands.h"
 
 namespace po = boost::program_options;
 
@@ -69,9 +69,8 @@ std::string Help(const po::options_description& desc) {
   return os.str();
 }
 
-}  // namespace
-
-int RunPlanCommand(int argc, char** argv) {
+// The options of `autopar plan` (its --help lists them).
+po::options_description PlanOptions() {
   po::options_description desc("options");
   // Values are read as strings and converted here, so every error names its option.
   desc.add_options()("help,h", "print this help")(
@@ -104,134 +103,164 @@ int RunPlanCommand(int argc, char** argv) {
       "pin layers per chunk recomputed in full (0 = all)")(
       "optimizer-sharding", po::value<std::string>(), "pin the distributed optimizer: on, off")(
       "allow-cross-node-tp", "let tensor parallelism span nodes")(
-      "even-stages", "pipeline stages must hold the same number of layers (default: uneven"
-                     " stages are considered, the first and last holding fewer)")(
+      "even-stages",
+      "pipeline stages must hold the same number of layers (default: uneven"
+      " stages are considered, the first and last holding fewer)")(
       "allow-uneven-stages", "uneven pipeline stages (the default; kept for old scripts)");
-  po::variables_map vm;
+  return desc;
+}
+
+// Errors are the line to print after kPrefix.
+Status ParseCommandLine(int argc, char** argv, const po::options_description& desc,
+                        po::variables_map* vm) {
   try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
-    po::notify(vm);
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), *vm);
+    po::notify(*vm);
   } catch (const po::unknown_option& e) {
-    return UsageError(e.get_option_name() + ": unknown option (see 'autopar plan --help')");
+    return Status::Error(e.get_option_name() + ": unknown option (see 'autopar plan --help')");
   } catch (const po::error& e) {
-    return UsageError(e.what());
+    return Status::Error(e.what());
   }
-  if (vm.count("help")) {
-    std::cout << Help(desc);
-    return 0;
-  }
-  for (const char* required : {"model", "gpus", "gpu-type", "global-batch"}) {
-    if (!vm.count(required)) return UsageError(std::string("--") + required + ": required");
-  }
-  auto str = [&](const char* key) { return vm[key].as<std::string>(); };
+  return Status::Ok();
+}
 
-  auto model = ResolveModel(str("model"));
-  if (!model.ok()) return UsageError("--model: " + model.message());
-  auto gpu = ResolveGpuType(str("gpu-type"));
-  if (!gpu.ok()) return UsageError("--gpu-type: " + gpu.message());
+std::string Str(const po::variables_map& vm, const char* key) { return vm[key].as<std::string>(); }
 
-  PlanRequest req;
-  req.model = *model;
-  req.gpu = *gpu;
+// The job's size: GPUs, GPUs per node, global batch, sequence length; and --top.
+Status ReadCounts(const po::variables_map& vm, PlanRequest* req) {
   struct CountOption {
     const char* key;
     int64_t min;
     int64_t* out;
-  } counts[] = {{"gpus", 1, &req.gpus},
-                {"gpus-per-node", 1, &req.gpus_per_node},
-                {"global-batch", 1, &req.global_batch}};
+  } counts[] = {{"gpus", 1, &req->gpus},
+                {"gpus-per-node", 1, &req->gpus_per_node},
+                {"global-batch", 1, &req->global_batch}};
   for (const auto& c : counts) {
-    auto v = ParseCount(std::string("--") + c.key, str(c.key), c.min);
-    if (!v.ok()) return UsageError(v.message());
+    auto v = ParseCount(std::string("--") + c.key, Str(vm, c.key), c.min);
+    if (!v.ok()) return v.status();
     *c.out = *v;
   }
   if (vm.count("seq-len")) {
-    auto v = ParseCount("--seq-len", str("seq-len"), 1);
-    if (!v.ok()) return UsageError(v.message());
-    req.seq_len = *v;
+    auto v = ParseCount("--seq-len", Str(vm, "seq-len"), 1);
+    if (!v.ok()) return v.status();
+    req->seq_len = *v;
   }
-  auto top = ParseCount("--top", str("top"), 0);
-  if (!top.ok()) return UsageError(top.message());
-  req.top_k = static_cast<int>(std::min<int64_t>(*top, 1000));
+  auto top = ParseCount("--top", Str(vm, "top"), 0);
+  if (!top.ok()) return top.status();
+  req->top_k = static_cast<int>(std::min<int64_t>(*top, 1000));
+  return Status::Ok();
+}
+
+// The GPU preset's numbers the options override (the GPU is then named "(modified)"), and the
+// memory headroom.
+Status ReadGpuOverrides(const po::variables_map& vm, PlanRequest* req) {
   struct NumberOption {
     const char* key;
     double* out;
   } numbers[] = {
-      {"gpu-mem-gib", &req.gpu.mem_gib},     {"gpu-tflops", &req.gpu.bf16_tflops},
-      {"nvlink-gbps", &req.gpu.nvlink_gbps}, {"net-gbps", &req.gpu.net_gbps},
-      {"hbm-gbps", &req.gpu.hbm_gbps},       {"gpu-efficiency", &req.gpu.matmul_efficiency}};
+      {"gpu-mem-gib", &req->gpu.mem_gib},     {"gpu-tflops", &req->gpu.bf16_tflops},
+      {"nvlink-gbps", &req->gpu.nvlink_gbps}, {"net-gbps", &req->gpu.net_gbps},
+      {"hbm-gbps", &req->gpu.hbm_gbps},       {"gpu-efficiency", &req->gpu.matmul_efficiency}};
+  bool modified = false;
   for (const auto& n : numbers) {
     if (!vm.count(n.key)) continue;
-    auto v = ParsePositive(std::string("--") + n.key, str(n.key));
-    if (!v.ok()) return UsageError(v.message());
+    auto v = ParsePositive(std::string("--") + n.key, Str(vm, n.key));
+    if (!v.ok()) return v.status();
     *n.out = *v;
+    modified = true;
   }
   if (vm.count("headroom")) {
-    const std::string text = str("headroom");
+    const std::string text = Str(vm, "headroom");
     char* end = nullptr;
     const double v = std::strtod(text.c_str(), &end);
     if (text.empty() || *end != '\0' || !(v >= 0 && v < 1)) {
-      return UsageError("--headroom: invalid value '" + text + "' (expected a fraction in [0, 1))");
+      return Status::Error("--headroom: invalid value '" + text +
+                           "' (expected a fraction in [0, 1))");
     }
-    req.headroom_fraction = v;
+    req->headroom_fraction = v;
   }
-  if (vm.count("gpu-mem-gib") || vm.count("gpu-tflops") || vm.count("nvlink-gbps") ||
-      vm.count("net-gbps") || vm.count("hbm-gbps") || vm.count("gpu-efficiency")) {
-    req.gpu.name += " (modified)";
-  }
+  if (modified) req->gpu.name += " (modified)";
+  return Status::Ok();
+}
+
+// The pinned sizes, named in errors as they were given ("--tp 3 --pp 2").
+Status ReadPinnedSizes(const po::variables_map& vm, PlanRequest* req) {
   struct PinOption {
     const char* key;
     std::optional<int64_t>* out;
-  } pins[] = {{"tp", &req.tp},
-              {"cp", &req.cp},
-              {"ep", &req.ep},
-              {"pp", &req.pp},
-              {"dp", &req.dp},
-              {"micro-batch", &req.micro_batch},
-              {"vpp", &req.vpp}};
+  } pins[] = {{"tp", &req->tp},  {"cp", &req->cp}, {"ep", &req->ep},
+              {"pp", &req->pp},  {"dp", &req->dp}, {"micro-batch", &req->micro_batch},
+              {"vpp", &req->vpp}};
   for (const auto& p : pins) {
     if (!vm.count(p.key)) continue;
-    auto v = ParseCount(std::string("--") + p.key, str(p.key), 1);
-    if (!v.ok()) return UsageError(v.message());
+    auto v = ParseCount(std::string("--") + p.key, Str(vm, p.key), 1);
+    if (!v.ok()) return v.status();
     *p.out = *v;
   }
   for (const char* key : {"tp", "cp", "ep", "pp", "dp"}) {
     if (!vm.count(key)) continue;
-    req.pin_label += (req.pin_label.empty() ? "--" : " --") + std::string(key) + " " + str(key);
+    req->pin_label +=
+        (req->pin_label.empty() ? "--" : " --") + std::string(key) + " " + Str(vm, key);
   }
+  return Status::Ok();
+}
+
+// The pinned knobs (recompute, its layers, the distributed optimizer) and the stage rules.
+Status ReadPinnedKnobs(const po::variables_map& vm, PlanRequest* req) {
   if (vm.count("recompute")) {
-    auto rc = ParseRecompute(str("recompute"));
-    if (!rc.ok())
-      return UsageError("--recompute: invalid value '" + str("recompute") +
-                        "' (none, selective, full)");
-    req.recompute = *rc;
+    auto rc = ParseRecompute(Str(vm, "recompute"));
+    if (!rc.ok()) {
+      return Status::Error("--recompute: invalid value '" + Str(vm, "recompute") +
+                           "' (none, selective, full)");
+    }
+    req->recompute = *rc;
   }
   if (vm.count("recompute-layers")) {
-    auto v = ParseCount("--recompute-layers", str("recompute-layers"), 0);
-    if (!v.ok()) return UsageError(v.message());
-    req.recompute_layers = *v;
+    auto v = ParseCount("--recompute-layers", Str(vm, "recompute-layers"), 0);
+    if (!v.ok()) return v.status();
+    req->recompute_layers = *v;
   }
   if (vm.count("optimizer-sharding")) {
-    const std::string v = str("optimizer-sharding");
+    const std::string v = Str(vm, "optimizer-sharding");
     if (v == "on" || v == "1" || v == "true") {
-      req.optimizer_sharding = true;
+      req->optimizer_sharding = true;
     } else if (v == "off" || v == "0" || v == "false") {
-      req.optimizer_sharding = false;
+      req->optimizer_sharding = false;
     } else {
-      return UsageError("--optimizer-sharding: invalid value '" + v + "' (on, off)");
+      return Status::Error("--optimizer-sharding: invalid value '" + v + "' (on, off)");
     }
   }
-  req.allow_cross_node_tp = vm.count("allow-cross-node-tp") > 0;
+  req->allow_cross_node_tp = vm.count("allow-cross-node-tp") > 0;
   if (vm.count("even-stages") && vm.count("allow-uneven-stages")) {
-    return UsageError("--even-stages: contradicts --allow-uneven-stages");
+    return Status::Error("--even-stages: contradicts --allow-uneven-stages");
   }
-  req.allow_uneven_stages = vm.count("even-stages") == 0;
+  req->allow_uneven_stages = vm.count("even-stages") == 0;
+  return Status::Ok();
+}
+
+// The request the options describe; errors are the line to print after kPrefix.
+Result<PlanRequest> RequestFromOptions(const po::variables_map& vm) {
+  auto model = ResolveModel(Str(vm, "model"));
+  if (!model.ok()) return Status::Error("--model: " + model.message());
+  auto gpu = ResolveGpuType(Str(vm, "gpu-type"));
+  if (!gpu.ok()) return Status::Error("--gpu-type: " + gpu.message());
+  PlanRequest req;
+  req.model = *model;
+  req.gpu = *gpu;
+  if (Status s = ReadCounts(vm, &req); !s) return s;
+  if (Status s = ReadGpuOverrides(vm, &req); !s) return s;
+  if (Status s = ReadPinnedSizes(vm, &req); !s) return s;
+  if (Status s = ReadPinnedKnobs(vm, &req); !s) return s;
   if (vm.count("calibration")) {
-    auto file = ReadCalibrationFile(str("calibration"));
-    if (!file.ok()) return UsageError("--calibration: " + file.message());
+    auto file = ReadCalibrationFile(Str(vm, "calibration"));
+    if (!file.ok()) return Status::Error("--calibration: " + file.message());
     req.calibration = file->For(gpu->name);  // the preset's name, also with overrides
   }
+  return req;
+}
 
+// Plans and prints; the exit status.
+int PrintPlan(const PlanRequest& req, bool json) {
   auto plan = PlanJob(req);
   if (!plan.ok()) {
     // Request errors name an option (exit 2); "does not fit" is a planning result (exit 1).
@@ -239,12 +268,30 @@ int RunPlanCommand(int argc, char** argv) {
     std::cerr << kPrefix << msg << "\n";
     return msg.rfind("--", 0) == 0 && msg.find("does not fit") == std::string::npos ? 2 : 1;
   }
-  if (vm.count("json")) {
+  if (json) {
     std::cout << PlanToJson(*plan) << "\n";
   } else {
     std::cout << PlanToText(*plan);
   }
   return 0;
+}
+
+}  // namespace
+
+int RunPlanCommand(int argc, char** argv) {
+  const po::options_description desc = PlanOptions();
+  po::variables_map vm;
+  if (Status s = ParseCommandLine(argc, argv, desc, &vm); !s) return UsageError(s.message());
+  if (vm.count("help")) {
+    std::cout << Help(desc);
+    return 0;
+  }
+  for (const char* required : {"model", "gpus", "gpu-type", "global-batch"}) {
+    if (!vm.count(required)) return UsageError(std::string("--") + required + ": required");
+  }
+  auto req = RequestFromOptions(vm);
+  if (!req.ok()) return UsageError(req.message());
+  return PrintPlan(*req, vm.count("json") > 0);
 }
 
 }  // namespace autopar::cli

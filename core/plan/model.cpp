@@ -225,9 +225,9 @@ Status ValidateModel(const ModelArch& m) {
   }
   if (m.moe()) {
     if (m.experts_per_token < 1 || m.experts_per_token > m.experts) {
-      return Status::Error("experts_per_token: must be in [1, experts=" +
-                           std::to_string(m.experts) + "], got " +
-                           std::to_string(m.experts_per_token));
+      return Status::Error(
+          "experts_per_token: must be in [1, experts=" + std::to_string(m.experts) + "], got " +
+          std::to_string(m.experts_per_token));
     }
     if (m.expert_ffn_hidden <= 0) {
       return Status::Error("expert_ffn_hidden: must be a positive integer, got " +
@@ -327,7 +327,18 @@ ModelArch ModelForSize(double params) {
   return m;
 }
 
-Result<ModelArch> ModelFromJson(const std::string& json_text, const std::string& origin) {
+namespace {
+
+// The keys a model's JSON may have: any other is refused, so that a misspelt one is not ignored.
+constexpr const char* kModelKeys[] = {
+    "name",          "layers",  "hidden",   "heads",     "kv_heads",          "vocab",
+    "ffn_hidden",    "seq_len", "head_dim", "gated_mlp", "tied_embeddings",   "learned_pos_emb",
+    "bias",          "dropout", "source",   "experts",   "experts_per_token", "expert_ffn_hidden",
+    "shared_experts"};
+
+// The object of a model's JSON text, or why it is not one: not JSON, not an object, an unknown
+// key.
+Result<Json::Value> ParseModelObject(const std::string& json_text, const std::string& origin) {
   Json::CharReaderBuilder builder;
   builder["collectComments"] = false;
   Json::Value root;
@@ -338,14 +349,9 @@ Result<ModelArch> ModelFromJson(const std::string& json_text, const std::string&
     return Status::Error(origin + ": not valid JSON: " + first_line);
   }
   if (!root.isObject()) return Status::Error(origin + ": expected a JSON object");
-  static const char* const kKnown[] = {"name",      "layers",          "hidden",          "heads",
-                                       "kv_heads",  "vocab",           "ffn_hidden",      "seq_len",
-                                       "gated_mlp", "tied_embeddings", "learned_pos_emb", "bias",
-                                       "dropout",   "source",          "head_dim",        "experts",
-                                       "experts_per_token", "expert_ffn_hidden", "shared_experts"};
   for (const auto& key : root.getMemberNames()) {
-    if (std::find_if(std::begin(kKnown), std::end(kKnown),
-                     [&](const char* k) { return key == k; }) == std::end(kKnown)) {
+    if (std::find_if(std::begin(kModelKeys), std::end(kModelKeys),
+                     [&](const char* k) { return key == k; }) == std::end(kModelKeys)) {
       std::string message = origin;
       message += ": unknown key '";
       message += key;
@@ -353,84 +359,118 @@ Result<ModelArch> ModelFromJson(const std::string& json_text, const std::string&
       return Status::Error(message);
     }
   }
-  auto get_int = [&](const char* key, bool required, int64_t fallback) -> Result<int64_t> {
+  return root;
+}
+
+// A model's JSON object and the file it came from, which every error names.
+struct ModelJson {
+  const Json::Value& root;
+  const std::string& origin;
+
+  bool Has(const char* key) const { return root.isMember(key); }
+
+  // A positive integer; a missing key is an error when `required`, else `fallback`.
+  Status Int(const char* key, bool required, int64_t fallback, int64_t* out) const {
     if (!root.isMember(key)) {
       if (required) return Status::Error(origin + ": missing required key '" + key + "'");
-      return fallback;
+      *out = fallback;
+      return Status::Ok();
     }
     const Json::Value& v = root[key];
     if (!v.isIntegral() || v.asInt64() <= 0) {
       return Status::Error(origin + ": " + key + ": must be a positive integer");
     }
-    return static_cast<int64_t>(v.asInt64());
-  };
-  auto get_bool = [&](const char* key, bool fallback) -> Result<bool> {
-    if (!root.isMember(key)) return fallback;
+    *out = static_cast<int64_t>(v.asInt64());
+    return Status::Ok();
+  }
+
+  // true or false; a missing key is `fallback`.
+  Status Bool(const char* key, bool fallback, bool* out) const {
+    if (!root.isMember(key)) {
+      *out = fallback;
+      return Status::Ok();
+    }
     if (!root[key].isBool()) return Status::Error(origin + ": " + key + ": must be true or false");
-    return root[key].asBool();
-  };
-  ModelArch m;
+    *out = root[key].asBool();
+    return Status::Ok();
+  }
+};
+
+// The sizes: layers, hidden, heads and vocab required; the others default as a GPT's.
+Status ReadSizes(const ModelJson& json, ModelArch* m) {
   const std::pair<const char*, int64_t*> required[] = {
-      {"layers", &m.layers}, {"hidden", &m.hidden}, {"heads", &m.heads}, {"vocab", &m.vocab}};
+      {"layers", &m->layers}, {"hidden", &m->hidden}, {"heads", &m->heads}, {"vocab", &m->vocab}};
   for (const auto& [key, field] : required) {
-    auto v = get_int(key, true, 0);
-    if (!v.ok()) return v.status();
-    *field = *v;
+    if (Status s = json.Int(key, true, 0, field); !s) return s;
   }
-  auto ffn = get_int("ffn_hidden", false, 4 * m.hidden);
-  if (!ffn.ok()) return ffn.status();
-  m.ffn_hidden = *ffn;
-  auto kv = get_int("kv_heads", false, m.heads);
-  if (!kv.ok()) return kv.status();
-  m.kv_heads = *kv;
-  auto seq = get_int("seq_len", false, 2048);
-  if (!seq.ok()) return seq.status();
-  m.seq_len = *seq;
-  auto head_dim = get_int("head_dim", false, 0);
-  if (!head_dim.ok()) return head_dim.status();
-  m.explicit_head_dim = *head_dim;
-  if (root.isMember("experts")) {
-    for (auto [key, field] : {std::pair<const char*, int64_t*>{"experts", &m.experts},
-                              {"experts_per_token", &m.experts_per_token}}) {
-      auto v = get_int(key, true, 0);
-      if (!v.ok()) return v.status();
-      *field = *v;
-    }
-    auto fe = get_int("expert_ffn_hidden", false, m.ffn_hidden);
-    if (!fe.ok()) return fe.status();
-    m.expert_ffn_hidden = *fe;
-    if (root.isMember("shared_experts")) {
-      const Json::Value& v = root["shared_experts"];
-      if (!v.isIntegral() || v.asInt64() < 0) {
-        return Status::Error(origin + ": shared_experts: must be an integer >= 0");
-      }
-      m.shared_experts = v.asInt64();
-    }
-  } else {
+  if (Status s = json.Int("ffn_hidden", false, 4 * m->hidden, &m->ffn_hidden); !s) return s;
+  if (Status s = json.Int("kv_heads", false, m->heads, &m->kv_heads); !s) return s;
+  if (Status s = json.Int("seq_len", false, 2048, &m->seq_len); !s) return s;
+  return json.Int("head_dim", false, 0, &m->explicit_head_dim);
+}
+
+// A mixture of experts: experts and experts_per_token, with the others only beside them.
+Status ReadExperts(const ModelJson& json, ModelArch* m) {
+  if (!json.Has("experts")) {
     for (const char* key : {"experts_per_token", "expert_ffn_hidden", "shared_experts"}) {
-      if (root.isMember(key)) return Status::Error(origin + ": " + key + ": needs experts");
+      if (json.Has(key)) return Status::Error(json.origin + ": " + key + ": needs experts");
     }
+    return Status::Ok();
   }
-  const std::pair<const char*, bool*> flags[] = {{"gated_mlp", &m.gated_mlp},
-                                                 {"tied_embeddings", &m.tied_embeddings},
-                                                 {"learned_pos_emb", &m.learned_pos_emb},
-                                                 {"bias", &m.bias}};
+  for (auto [key, field] : {std::pair<const char*, int64_t*>{"experts", &m->experts},
+                            {"experts_per_token", &m->experts_per_token}}) {
+    if (Status s = json.Int(key, true, 0, field); !s) return s;
+  }
+  if (Status s = json.Int("expert_ffn_hidden", false, m->ffn_hidden, &m->expert_ffn_hidden); !s) {
+    return s;
+  }
+  if (json.Has("shared_experts")) {
+    const Json::Value& v = json.root["shared_experts"];
+    if (!v.isIntegral() || v.asInt64() < 0) {
+      return Status::Error(json.origin + ": shared_experts: must be an integer >= 0");
+    }
+    m->shared_experts = v.asInt64();
+  }
+  return Status::Ok();
+}
+
+// The architecture's switches: all off unless set, dropout on.
+Status ReadFlags(const ModelJson& json, ModelArch* m) {
+  const std::pair<const char*, bool*> flags[] = {{"gated_mlp", &m->gated_mlp},
+                                                 {"tied_embeddings", &m->tied_embeddings},
+                                                 {"learned_pos_emb", &m->learned_pos_emb},
+                                                 {"bias", &m->bias}};
   for (const auto& [key, field] : flags) {
-    auto v = get_bool(key, false);
-    if (!v.ok()) return v.status();
-    *field = *v;
+    if (Status s = json.Bool(key, false, field); !s) return s;
   }
-  auto dropout = get_bool("dropout", true);
-  if (!dropout.ok()) return dropout.status();
-  m.dropout = *dropout;
+  return json.Bool("dropout", true, &m->dropout);
+}
+
+// The name and the source, both the file's when not given.
+Status ReadNames(const ModelJson& json, ModelArch* m) {
+  const Json::Value& root = json.root;
   if (root.isMember("name")) {
-    if (!root["name"].isString()) return Status::Error(origin + ": name: must be a string");
-    m.name = root["name"].asString();
+    if (!root["name"].isString()) return Status::Error(json.origin + ": name: must be a string");
+    m->name = root["name"].asString();
   } else {
-    m.name = origin;
+    m->name = json.origin;
   }
-  m.source =
-      root.isMember("source") && root["source"].isString() ? root["source"].asString() : origin;
+  m->source = root.isMember("source") && root["source"].isString() ? root["source"].asString()
+                                                                   : json.origin;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelArch> ModelFromJson(const std::string& json_text, const std::string& origin) {
+  auto root = ParseModelObject(json_text, origin);
+  if (!root.ok()) return root.status();
+  const ModelJson json{*root, origin};
+  ModelArch m;
+  if (Status s = ReadSizes(json, &m); !s) return s;
+  if (Status s = ReadExperts(json, &m); !s) return s;
+  if (Status s = ReadFlags(json, &m); !s) return s;
+  if (Status s = ReadNames(json, &m); !s) return s;
   Status valid = ValidateModel(m);
   if (!valid.ok()) return Status::Error(origin + ": " + valid.message());
   return m;

@@ -1,0 +1,718 @@
+// The planner's layout search: the request checked, every layout that satisfies the constraints
+// enumerated and costed (planner.cpp), the fastest that fits chosen with its alternatives, and a
+// refusal that names what would plan (docs/planner.md).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/plan/planner.h"
+#include "core/plan/planner_internal.h"
+#include "core/text.h"
+
+namespace autopar {
+using planner_detail::CeilDiv;
+using planner_detail::D;
+namespace {
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  (void)std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+std::vector<int64_t> Divisors(int64_t n) {
+  std::vector<int64_t> small, large;
+  for (int64_t i = 1; i * i <= n; ++i) {
+    if (n % i == 0) {
+      small.push_back(i);
+      if (i != n / i) large.push_back(n / i);
+    }
+  }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  return small;
+}
+
+std::string PinnedLabel(const PlanRequest& r) {
+  if (!r.pin_label.empty()) return r.pin_label;
+  std::string out;
+  auto add = [&](const char* key, const std::optional<int64_t>& v) {
+    if (!v) return;
+    out += (out.empty() ? "" : ",") + std::string(key) + "=" + std::to_string(*v);
+  };
+  add("tp", r.tp);
+  add("cp", r.cp);
+  add("ep", r.ep);
+  add("pp", r.pp);
+  add("dp", r.dp);
+  return "--auto-parallel=" + out;
+}
+
+bool Pinned(const PlanRequest& r) { return r.tp || r.cp || r.ep || r.pp || r.dp; }
+
+Status ValidateRequest(const PlanRequest& r) {
+  if (r.gpus < 1) return Status::Error("--gpus: must be >= 1 (got " + std::to_string(r.gpus) + ")");
+  if (r.gpus_per_node < 1) {
+    return Status::Error("--gpus-per-node: must be >= 1 (got " + std::to_string(r.gpus_per_node) +
+                         ")");
+  }
+  if (r.global_batch < 1) {
+    return Status::Error("--global-batch: must be >= 1 (got " + std::to_string(r.global_batch) +
+                         ")");
+  }
+  if (r.seq_len < 0)
+    return Status::Error("--seq-len: must be >= 1 (got " + std::to_string(r.seq_len) + ")");
+  Status model = ValidateModel(r.model);
+  if (!model.ok()) return Status::Error("--model: " + r.model.name + ": " + model.message());
+  struct Positive {
+    const char* option;
+    double value;
+  } numbers[] = {
+      {"--gpu-mem-gib", r.gpu.mem_gib},     {"--gpu-tflops", r.gpu.bf16_tflops},
+      {"--nvlink-gbps", r.gpu.nvlink_gbps}, {"--net-gbps", r.gpu.net_gbps},
+      {"--hbm-gbps", r.gpu.hbm_gbps},       {"--gpu-efficiency", r.gpu.matmul_efficiency}};
+  for (const auto& n : numbers) {
+    if (!(n.value > 0) || !std::isfinite(n.value)) {
+      return Status::Error(std::string(n.option) + ": must be a positive number (got " +
+                           Fixed(n.value, 3) + ")");
+    }
+  }
+  if (r.gpu.matmul_efficiency > 1) return Status::Error("--gpu-efficiency: must be <= 1");
+  if (!(r.headroom_fraction >= 0 && r.headroom_fraction < 1)) {
+    return Status::Error("headroom_fraction: must be in [0, 1)");
+  }
+  if (r.top_k < 0) return Status::Error("--top: must be >= 0");
+  if (r.calibration && !(r.calibration->factor > 0 && r.calibration->factor <= 2)) {
+    return Status::Error("calibration: the factor must be in (0, 2] (got " +
+                         Fixed(r.calibration->factor, 3) + ")");
+  }
+  const std::pair<const char*, const std::optional<int64_t>*> pins[] = {
+      {"tp", &r.tp},  {"cp", &r.cp}, {"ep", &r.ep},
+      {"pp", &r.pp},  {"dp", &r.dp}, {"micro_batch", &r.micro_batch},
+      {"vpp", &r.vpp}};
+  if (r.recompute_layers && *r.recompute_layers < 0)
+    return Status::Error("recompute_layers: must be >= 0");
+  for (const auto& [key, value] : pins) {
+    if (*value && **value < 1) {
+      return Status::Error(std::string(key) + ": must be >= 1 (got " + std::to_string(**value) +
+                           ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// Why a pinned tp cannot work, or "" when it can (or is not pinned).
+std::string TensorPinError(const PlanRequest& r, const std::string& label) {
+  if (!r.tp) return "";
+  const ModelArch& m = r.model;
+  const int64_t t = *r.tp;
+  const std::string tp = label + ": tp=" + std::to_string(t);
+  if (m.heads % t != 0) {
+    return tp + " does not divide the attention heads (" + std::to_string(m.heads) + ")";
+  }
+  if (m.kv_heads % t != 0) {
+    return tp + " does not divide the key/value heads (" + std::to_string(m.kv_heads) + ")";
+  }
+  if (t > r.gpus_per_node && !r.allow_cross_node_tp) {
+    return tp + " exceeds the " + std::to_string(r.gpus_per_node) +
+           " GPUs of a node (tensor parallelism must stay on NVLink)";
+  }
+  if (t <= r.gpus_per_node && r.gpus_per_node % t != 0 && !r.allow_cross_node_tp) {
+    return tp + " does not divide the " + std::to_string(r.gpus_per_node) +
+           " GPUs of a node (a tensor-parallel group would straddle two nodes)";
+  }
+  if (r.gpus % t != 0) {
+    return tp + " does not divide the job's " + std::to_string(r.gpus) + " GPUs";
+  }
+  return "";
+}
+
+// Why a pinned pp cannot hold the model's layers, or "".
+std::string PipelinePinError(const PlanRequest& r, const std::string& label) {
+  if (!r.pp) return "";
+  const ModelArch& m = r.model;
+  const int64_t p = *r.pp;
+  const std::string pp = label + ": pp=" + std::to_string(p);
+  const std::string layers = std::to_string(m.layers);
+  if (p > m.layers) return pp + " exceeds the model's " + layers + " layers";
+  if (m.layers % p != 0 && !r.allow_uneven_stages) {
+    return pp + " does not divide the model's " + layers +
+           " layers and uneven stages are off (--even-stages)";
+  }
+  if (!SplitStages(m.layers, p)) {
+    return pp + " stages cannot hold the model's " + layers +
+           " layers (the first or last stage would hold none)";
+  }
+  return "";
+}
+
+// Why a pinned ep or cp cannot work with the model and its s-token sequences, or "".
+std::string ExpertContextPinError(const PlanRequest& r, const std::string& label, int64_t s) {
+  const ModelArch& m = r.model;
+  if (r.ep && *r.ep > 1 && !m.moe()) {
+    return label + ": ep=" + std::to_string(*r.ep) + " needs a mixture-of-experts model (" +
+           m.name + " has no experts)";
+  }
+  if (r.ep && m.moe() && m.experts % *r.ep != 0) {
+    return label + ": ep=" + std::to_string(*r.ep) + " does not divide the model's " +
+           std::to_string(m.experts) + " experts";
+  }
+  if (r.cp && *r.cp > 1 && s % (2 * *r.cp) != 0) {
+    return label + ": cp=" + std::to_string(*r.cp) + " needs a sequence length divisible by " +
+           std::to_string(2 * *r.cp) + " (got " + std::to_string(s) + ")";
+  }
+  return "";
+}
+
+// Why the pinned sizes together do not split the job's GPUs, or their dp the global batch, or "".
+std::string SplitPinError(const PlanRequest& r, const std::string& label) {
+  const int64_t tp = r.tp.value_or(1), pp = r.pp.value_or(1), cp = r.cp.value_or(1);
+  const std::string tpp = cp > 1 ? "tp*cp*pp" : "tp*pp";
+  if (r.gpus % (tp * cp * pp) != 0) {
+    return label + ": " + tpp + "=" + std::to_string(tp * cp * pp) + " does not divide the job's " +
+           std::to_string(r.gpus) + " GPUs";
+  }
+  if (r.tp && r.pp && r.dp && tp * cp * pp * *r.dp != r.gpus) {
+    return label + ": " + tpp + "*dp=" + std::to_string(tp * cp * pp * *r.dp) +
+           " but the job has " + std::to_string(r.gpus) + " GPUs";
+  }
+  if (r.dp && r.global_batch % *r.dp != 0) {
+    return label + ": dp=" + std::to_string(*r.dp) + " does not divide the global batch (" +
+           std::to_string(r.global_batch) + ")";
+  }
+  if (r.tp && r.pp && !r.dp && r.global_batch % (r.gpus / (tp * cp * pp)) != 0) {
+    return label + ": the resulting dp=" + std::to_string(r.gpus / (tp * cp * pp)) +
+           " does not divide the global batch (" + std::to_string(r.global_batch) + ")";
+  }
+  return "";
+}
+
+// Why a pinned (t, p, d) cannot work, or "" when it can.
+std::string PinnedConstraintError(const PlanRequest& r, int64_t s) {
+  const std::string label = PinnedLabel(r);
+  std::string why = TensorPinError(r, label);
+  if (why.empty()) why = PipelinePinError(r, label);
+  if (why.empty()) why = ExpertContextPinError(r, label, s);
+  if (why.empty()) why = SplitPinError(r, label);
+  return why;
+}
+
+struct SearchSpace {
+  std::vector<Layout> layouts;
+};
+
+// Whether the search tries context parallelism cx for sequences of s tokens: 1 always; more only
+// where every rank keeps at least kContextParallelMinTokens tokens, s divisible by 2*cx.
+bool ContextParallelSearched(int64_t s, int64_t cx) {
+  return cx == 1 || (s % (2 * cx) == 0 && s / cx >= kContextParallelMinTokens);
+}
+
+// Whether p stages of v chunks each can hold the model's layers under the request: evenly, or
+// (allow_uneven_stages) as ChunkLayers splits them.
+bool StagesAllowed(const PlanRequest& r, int64_t p, int64_t v) {
+  if (r.model.layers % (p * v) == 0) return true;
+  return r.allow_uneven_stages && !ChunkLayers(r.model.layers, p, v).empty();
+}
+
+// Every micro-batch, interleaving, recompute and sharding choice for the sizes in `base`.
+void EnumerateKnobs(const PlanRequest& r, const Layout& base, const Recompute (&all_rc)[3],
+                    std::vector<Layout>* out) {
+  const int64_t p = base.pp, d = base.dp;
+  const int64_t per_replica = r.global_batch / d;
+  for (int64_t b : Divisors(per_replica)) {
+    if (r.micro_batch && b != *r.micro_batch) continue;
+    if (b > 64) break;
+    const int64_t mb = per_replica / b;
+    std::vector<int64_t> vpps = {1};
+    if (p > 1) {
+      for (int64_t v : Divisors(CeilDiv(r.model.layers, p))) {
+        if (v > 1 && mb % p == 0 && StagesAllowed(r, p, v)) vpps.push_back(v);
+      }
+    }
+    for (int64_t v : vpps) {
+      if (r.vpp && v != *r.vpp) continue;
+      for (Recompute rc : all_rc) {
+        if (r.recompute && rc != *r.recompute) continue;
+        for (int sh = 0; sh < (d * base.cp > 1 ? 2 : 1); ++sh) {
+          if (r.optimizer_sharding && (sh == 1) != *r.optimizer_sharding) continue;
+          Layout l = base;
+          l.micro_batch = b;
+          l.grad_accum = mb;
+          l.vpp = v;
+          l.recompute = rc;
+          l.recompute_layers = rc == Recompute::kFull ? r.recompute_layers.value_or(0) : 0;
+          l.optimizer_sharding = sh == 1;
+          out->push_back(l);
+        }
+      }
+    }
+  }
+}
+
+// The expert-parallel sizes the search tries for d*c ranks that hold the same dense weights: 1
+// for a dense model; for a mixture of experts every ep dividing both the experts and d*c
+// (Megatron carves expert parallelism out of the data- and context-parallel ranks).
+std::vector<int64_t> ExpertSizes(const PlanRequest& r, int64_t replicas) {
+  if (!r.model.moe()) return {1};
+  std::vector<int64_t> out;
+  for (int64_t ep : Divisors(r.model.experts)) {
+    if (replicas % ep == 0 && (!r.ep || ep == *r.ep)) out.push_back(ep);
+  }
+  return out;
+}
+
+// Enumerates every valid layout of the request; `memory_only` keeps, for each (t, c, p, d, ep),
+// only the least-memory knobs (micro-batch 1, full recompute, sharding) and ignores batch
+// divisibility.
+void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector<Layout>* out) {
+  const ModelArch& m = r.model;
+  const Recompute all_rc[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  for (int64_t t : Divisors(gpus)) {
+    if (r.tp && t != *r.tp) continue;
+    if (m.heads % t != 0 || m.kv_heads % t != 0) continue;
+    // Tensor-parallel groups stay inside a node: t divides the GPUs of a node.
+    if ((t > r.gpus_per_node || r.gpus_per_node % t != 0) && !r.allow_cross_node_tp) continue;
+    for (int64_t cx : Divisors(gpus / t)) {
+      if (r.cp ? cx != *r.cp : !ContextParallelSearched(r.seq_len, cx)) continue;
+      for (int64_t p : Divisors(gpus / (t * cx))) {
+        if (r.pp && p != *r.pp) continue;
+        if (p > m.layers) break;
+        if (!StagesAllowed(r, p, 1)) continue;
+        const int64_t d = gpus / (t * cx * p);
+        if (r.dp && d != *r.dp) continue;
+        for (int64_t ep : ExpertSizes(r, d * cx)) {
+          Layout base;
+          base.tp = t;
+          base.cp = cx;
+          base.pp = p;
+          base.dp = d;
+          base.ep = ep;
+          if (memory_only) {
+            Layout l = base;
+            l.micro_batch = 1;
+            l.recompute = r.recompute.value_or(Recompute::kFull);
+            l.optimizer_sharding = r.optimizer_sharding.value_or(d * cx > 1);
+            out->push_back(l);
+            continue;
+          }
+          if (r.global_batch % d != 0) continue;
+          EnumerateKnobs(r, base, all_rc, out);
+        }
+      }
+    }
+  }
+}
+
+// The least memory per GPU any layout of `gpus` GPUs needs (ignoring batch divisibility).
+bool SmallestMemory(const PlanRequest& r, int64_t gpus, PlanCandidate* best) {
+  PlanRequest q = r;
+  q.gpus = gpus;
+  std::vector<Layout> layouts;
+  Enumerate(q, gpus, true, &layouts);
+  bool found = false;
+  for (const Layout& l : layouts) {
+    PlanCandidate c = EvaluateLayout(q, l);
+    if (!found || c.memory.total_gib < best->memory.total_gib) {
+      *best = c;
+      found = true;
+    }
+  }
+  return found;
+}
+
+std::string DescribeKnobs(const Layout& l) {
+  return "tp=" + std::to_string(l.tp) + (l.cp > 1 ? ", cp=" + std::to_string(l.cp) : "") +
+         (l.ep > 1 ? ", ep=" + std::to_string(l.ep) : "") + ", pp=" + std::to_string(l.pp) +
+         ", dp=" + std::to_string(l.dp) + ", micro-batch " + std::to_string(l.micro_batch) + ", " +
+         RecomputeName(l.recompute) + " recompute" +
+         (l.recompute_layers > 0 ? " of " + std::to_string(l.recompute_layers) + " layers per chunk"
+                                 : "") +
+         (l.optimizer_sharding ? ", distributed optimizer" : "");
+}
+
+Result<Plan> Search(const PlanRequest& request, bool explain);
+
+// Whether the request plans: how every change a refusal suggests is checked before it is printed.
+bool Plans(const PlanRequest& r) { return Search(r, false).ok(); }
+
+std::string Nodes(int64_t gpus, int64_t per_node) {
+  return std::to_string(gpus) + " GPUs (" + std::to_string(CeilDiv(gpus, per_node)) + " nodes of " +
+         std::to_string(per_node) + ")";
+}
+
+// A request without the pinned layout sizes and knobs: what the search finds on its own.
+PlanRequest Unpinned(PlanRequest q) {
+  q.tp.reset();
+  q.cp.reset();
+  q.ep.reset();
+  q.pp.reset();
+  q.dp.reset();
+  q.micro_batch.reset();
+  q.vpp.reset();
+  q.recompute.reset();
+  q.recompute_layers.reset();
+  q.optimizer_sharding.reset();
+  q.pin_label.clear();
+  return q;
+}
+
+// "; without the pins it plans: <layout> (<GiB> GiB per GPU)" when the search on its own finds a
+// plan for a pinned request that cannot work, else "".
+std::vector<std::string> FitFixes(const PlanRequest& r, double usable);
+
+std::string WithoutPins(const PlanRequest& r) {
+  const PlanRequest q = Unpinned(r);
+  auto free = Search(q, false);
+  if (free.ok()) {
+    return "; without the pins it plans: " + DescribeKnobs(free->chosen.layout) + " (" +
+           Fixed(free->chosen.memory.total_gib, 1) + " GiB per GPU)";
+  }
+  const std::vector<std::string> fixes = FitFixes(q, q.gpu.mem_gib * (1.0 - q.headroom_fraction));
+  return "; nothing plans without the pins either" +
+         (fixes.empty() ? std::string() : "; it plans with " + Join(fixes, " or with "));
+}
+
+// The changes that make a request which fits no layout plan, each planned before it is named:
+// uneven stages (when forbidden), more nodes, a GPU type with more memory.
+std::vector<std::string> FitFixes(const PlanRequest& r, double usable) {
+  std::vector<std::string> fixes;
+  if (!r.allow_uneven_stages) {
+    PlanRequest q = r;
+    q.allow_uneven_stages = true;
+    if (Plans(q)) fixes.push_back("uneven pipeline stages (without --even-stages)");
+  }
+  // More nodes: the first node count whose smallest layout fits (a cheap walk, steps growing
+  // with the count), then the first count from there that plans (batch split included).
+  const int64_t g = r.gpus_per_node;
+  int64_t k = CeilDiv(r.gpus, g) + 1;
+  for (; k <= 1000000; k += std::max<int64_t>(1, k / 16)) {
+    PlanCandidate c;
+    if (SmallestMemory(r, k * g, &c) && c.memory.total_gib <= usable) break;
+  }
+  for (int tries = 0; k <= 1000000 && tries < 64; ++tries, k += std::max<int64_t>(1, k / 64)) {
+    PlanRequest q = r;
+    q.gpus = k * g;
+    if (Plans(q)) {
+      fixes.push_back(Nodes(k * g, g));
+      break;
+    }
+  }
+  for (const auto& name : GpuTypeNames()) {
+    auto gpu = ResolveGpuType(name);
+    if (!gpu.ok() || gpu->mem_gib <= r.gpu.mem_gib) continue;
+    PlanRequest q = r;
+    q.gpu = *gpu;
+    if (Plans(q)) {
+      fixes.push_back("a GPU type with more memory (" + name + ")");
+      break;
+    }
+  }
+  return fixes;
+}
+
+std::string CannotFitMessage(const PlanRequest& r, const PlanCandidate& smallest, double usable) {
+  std::ostringstream os;
+  os << r.model.name << " (" << Fixed(CountParams(r.model).total / 1e9, 1)
+     << "B parameters) does not fit on " << r.gpus << " x " << r.gpu.name
+     << ": the smallest layout (" << DescribeKnobs(smallest.layout) << ") needs "
+     << Fixed(smallest.memory.total_gib, 1) << " GiB per GPU, " << Fixed(usable, 1)
+     << " GiB usable";
+  const std::vector<std::string> fixes = FitFixes(r, usable);
+  if (fixes.empty()) {
+    os << "; no change found that fits (tried " << (r.allow_uneven_stages ? "" : "uneven stages, ")
+       << "more nodes and every GPU type with more memory)";
+  } else {
+    os << "; it plans with " << Join(fixes, " or with ");
+  }
+  return os.str();
+}
+
+// Why no layout splits the global batch, with the data-parallel sizes possible and changes that
+// plan.
+std::string BatchMessage(const PlanRequest& r, const std::vector<Layout>& any) {
+  std::set<int64_t> dps;
+  for (const Layout& l : any) dps.insert(l.dp);
+  std::vector<std::string> listed;
+  for (int64_t d : dps) {
+    if (listed.size() == 8) {
+      listed.push_back("...");
+      break;
+    }
+    listed.push_back(std::to_string(d));
+  }
+  std::string out = "--global-batch: " + std::to_string(r.global_batch) +
+                    " is not divisible by any data-parallel size possible on " +
+                    std::to_string(r.gpus) + " GPUs (dp = " + Join(listed, ", ") +
+                    (r.allow_uneven_stages ? "" : "; even pipeline stages only") + ")";
+  // The nearest batches some possible dp divides, nearest first, the first that plans.
+  std::vector<int64_t> batches;
+  for (int64_t d : dps) {
+    batches.push_back(CeilDiv(r.global_batch, d) * d);
+    if (r.global_batch / d > 0) batches.push_back(r.global_batch / d * d);
+  }
+  std::sort(batches.begin(), batches.end(), [&](int64_t a, int64_t b) {
+    const int64_t da = std::llabs(a - r.global_batch), db = std::llabs(b - r.global_batch);
+    return da != db ? da < db : a < b;
+  });
+  std::vector<std::string> fixes;
+  for (size_t i = 0; i < batches.size() && i < 16; ++i) {
+    PlanRequest q = r;
+    q.global_batch = batches[i];
+    if (Plans(q)) {
+      fixes.push_back("--global-batch=" + std::to_string(batches[i]));
+      break;
+    }
+  }
+  if (!r.allow_uneven_stages) {
+    PlanRequest q = r;
+    q.allow_uneven_stages = true;
+    if (Plans(q)) fixes.push_back("uneven pipeline stages (without --even-stages)");
+  }
+  if (!fixes.empty()) out += "; it plans with " + Join(fixes, " or with ");
+  return out;
+}
+
+// Names the component that grew most between the chosen plan and `c`.
+std::string SlowerReason(const PlanCandidate& best, const PlanCandidate& c) {
+  const double pct = (c.step_time_s / best.step_time_s - 1.0) * 100.0;
+  struct Part {
+    const char* what;
+    double delta;
+  } parts[] = {
+      {"compute on the slowest stage", c.time.compute_s - best.time.compute_s},
+      {"element-wise (memory-bound) work", c.time.elementwise_s - best.time.elementwise_s},
+      {"activation recompute", c.time.recompute_s - best.time.recompute_s},
+      {"tensor-parallel communication", c.time.tp_comm_s - best.time.tp_comm_s},
+      {"pipeline bubble", c.time.bubble_s - best.time.bubble_s},
+      {"pipeline point-to-point", c.time.p2p_s - best.time.p2p_s},
+      {"exposed data-parallel gradient reduction",
+       c.time.dp_comm_exposed_s - best.time.dp_comm_exposed_s},
+      {"optimizer step", c.time.optimizer_s - best.time.optimizer_s},
+  };
+  const Part* worst = &parts[0];
+  for (const auto& part : parts) {
+    if (part.delta > worst->delta) worst = &part;
+  }
+  return "slower by " + Fixed(pct, 1) + "%: more " + worst->what + " (+" + Fixed(worst->delta, 3) +
+         " s)";
+}
+
+bool Better(const PlanCandidate& a, const PlanCandidate& b) {
+  if (a.step_time_s != b.step_time_s) return a.step_time_s < b.step_time_s;
+  return a.memory.total_gib < b.memory.total_gib;
+}
+
+}  // namespace
+
+Result<Plan> PlanJob(const PlanRequest& request) { return Search(request, true); }
+
+namespace {
+
+// Why nothing was enumerated: no layout of the GPUs satisfies the constraints, or none splits the
+// global batch.
+Status NoLayoutError(const PlanRequest& r, bool explain) {
+  std::vector<Layout> any;
+  Enumerate(r, r.gpus, true, &any);
+  if (any.empty()) {
+    if (Pinned(r))
+      return Status::Error(PinnedLabel(r) + ": no valid layout of " + std::to_string(r.gpus) +
+                           " GPUs" + (explain ? WithoutPins(r) : ""));
+    return Status::Error("--gpus: no layout of " + std::to_string(r.gpus) +
+                         " GPUs satisfies the constraints (tp must divide " +
+                         std::to_string(r.model.heads) + " heads and " +
+                         std::to_string(r.model.kv_heads) + " kv heads and fit in a node of " +
+                         std::to_string(r.gpus_per_node) + "; pp must divide " +
+                         std::to_string(r.model.layers) + " layers)");
+  }
+  if (!explain) return Status::Error("--global-batch: no data-parallel size divides it");
+  return Status::Error(BatchMessage(r, any));
+}
+
+// The evaluated layouts the search keeps: the best fitting one per (t, cp, p, d, ep), every one
+// that does not fit, and the one that needs the least memory.
+class Candidates {
+ public:
+  void Add(const PlanCandidate& c) {
+    if (!have_smallest_ || c.memory.total_gib < smallest_.memory.total_gib) {
+      smallest_ = c;
+      have_smallest_ = true;
+    }
+    if (!c.fits) {
+      unfit_.push_back(c);
+      return;
+    }
+    const Layout& l = c.layout;
+    auto key = std::make_tuple(l.tp, l.cp, l.pp, l.dp, l.ep);
+    auto it = best_per_layout_.find(key);
+    if (it == best_per_layout_.end()) {
+      best_per_layout_.emplace(key, c);
+    } else if (Better(c, it->second)) {
+      it->second = c;
+    }
+  }
+
+  bool any_fits() const { return !best_per_layout_.empty(); }
+  const PlanCandidate& smallest() const { return smallest_; }
+  const std::vector<PlanCandidate>& unfit() const { return unfit_; }
+
+  // The best fitting candidate of each (t, cp, p, d, ep), best first.
+  std::vector<PlanCandidate> Ranked() const {
+    std::vector<PlanCandidate> ranked;
+    ranked.reserve(best_per_layout_.size());
+    for (auto& entry : best_per_layout_) ranked.push_back(entry.second);
+    std::sort(ranked.begin(), ranked.end(), Better);
+    return ranked;
+  }
+
+ private:
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, PlanCandidate> best_per_layout_;
+  PlanCandidate smallest_;
+  bool have_smallest_ = false;
+  std::vector<PlanCandidate> unfit_;
+};
+
+// Full recompute of every layer fits but selective does not: the layout that recomputes just
+// enough layers of each chunk in full (memory falls linearly with their number), when one fits.
+// `full`: `l` evaluated.
+std::optional<PlanCandidate> PartialRecompute(const PlanRequest& r, const Layout& l,
+                                              const PlanCandidate& full, double usable) {
+  const int64_t chunk = CeilDiv(CeilDiv(r.model.layers, l.pp), l.vpp);
+  if (l.recompute != Recompute::kFull || !full.fits || chunk < 2 || r.recompute_layers) {
+    return std::nullopt;
+  }
+  Layout sel_layout = l;
+  sel_layout.recompute = Recompute::kSelective;
+  const PlanCandidate sel = EvaluateLayout(r, sel_layout);
+  if (sel.fits) return std::nullopt;
+  const double saving_per_layer = (sel.memory.total_gib - full.memory.total_gib) / D(chunk);
+  if (!(saving_per_layer > 0)) return std::nullopt;
+  int64_t k = static_cast<int64_t>(std::ceil((sel.memory.total_gib - usable) / saving_per_layer));
+  for (k = std::max<int64_t>(1, k); k < chunk; ++k) {
+    Layout partial = l;
+    partial.recompute_layers = k;
+    PlanCandidate pc = EvaluateLayout(r, partial);
+    if (pc.fits) return pc;
+  }
+  return std::nullopt;
+}
+
+Candidates EvaluateAll(const PlanRequest& r, const std::vector<Layout>& layouts, double usable) {
+  Candidates out;
+  for (const Layout& l : layouts) {
+    const PlanCandidate c = EvaluateLayout(r, l);
+    out.Add(c);
+    if (auto partial = PartialRecompute(r, l, c, usable)) out.Add(*partial);
+  }
+  return out;
+}
+
+// No layout fits: how much the smallest one needs and, with `explain`, what would fit.
+Status DoesNotFitError(const PlanRequest& r, const PlanCandidate& smallest, double usable,
+                       bool explain) {
+  if (!explain) return Status::Error("does not fit");
+  if (Pinned(r)) {
+    return Status::Error(PinnedLabel(r) + ": does not fit: the smallest configuration (" +
+                         DescribeKnobs(smallest.layout) + ") needs " +
+                         Fixed(smallest.memory.total_gib, 1) + " GiB per GPU, " + Fixed(usable, 1) +
+                         " GiB usable on " + r.gpu.name + WithoutPins(r));
+  }
+  return Status::Error(CannotFitMessage(r, smallest, usable));
+}
+
+// A plan of the request before any layout is chosen: what it plans and on what.
+Plan PlanOf(const PlanRequest& r, double usable, size_t candidates) {
+  Plan plan;
+  plan.model_name = r.model.name;
+  plan.params = CountParams(r.model).total;
+  plan.layers = r.model.layers;
+  plan.experts = r.model.experts;
+  plan.experts_per_token = r.model.experts_per_token;
+  plan.expert_ffn_hidden = r.model.expert_ffn_hidden;
+  plan.shared_experts = r.model.shared_experts;
+  plan.active_params = CountParams(r.model).active;
+  plan.gpu_name = r.gpu.name;
+  plan.gpus = r.gpus;
+  plan.gpus_per_node = r.gpus_per_node;
+  plan.global_batch = r.global_batch;
+  plan.seq_len = r.seq_len;
+  plan.mem_usable_gib = usable;
+  plan.candidates_evaluated = static_cast<int64_t>(candidates);
+  plan.calibration = r.calibration;
+  return plan;
+}
+
+// Of the layouts that would be faster than `chosen` but do not fit, the one closest to fitting.
+std::optional<PlanCandidate> ClosestFasterUnfit(const std::vector<PlanCandidate>& unfit,
+                                                const PlanCandidate& chosen) {
+  std::optional<PlanCandidate> closest;
+  for (const PlanCandidate& c : unfit) {
+    if (c.step_time_s >= chosen.step_time_s) continue;
+    if (!closest || c.memory.total_gib < closest->memory.total_gib) closest = c;
+  }
+  return closest;
+}
+
+// The fastest fitting candidate, and up to top_k alternatives, each with why it lost: the next
+// fastest fitting ones and, in the last slot, the closest faster one that does not fit.
+void Choose(const PlanRequest& r, const Candidates& candidates, double usable, Plan* plan) {
+  const std::vector<PlanCandidate> ranked = candidates.Ranked();
+  plan->chosen = ranked.front();
+  std::optional<PlanCandidate> unfit;
+  if (r.top_k > 0) unfit = ClosestFasterUnfit(candidates.unfit(), plan->chosen);
+  const size_t fitting_slots = static_cast<size_t>(r.top_k) - (unfit ? 1 : 0);
+  for (size_t i = 1; i < ranked.size() && plan->alternatives.size() < fitting_slots; ++i) {
+    PlanCandidate alt = ranked[i];
+    alt.reason = SlowerReason(plan->chosen, alt);
+    plan->alternatives.push_back(alt);
+  }
+  if (unfit) {
+    unfit->reason = "does not fit: needs " + Fixed(unfit->memory.total_gib, 1) + " GiB per GPU, " +
+                    Fixed(usable, 1) + " GiB usable (would be " +
+                    Fixed((1.0 - unfit->step_time_s / plan->chosen.step_time_s) * 100.0, 1) +
+                    "% faster)";
+    plan->alternatives.push_back(*unfit);
+  }
+}
+
+// The best layout the search finds without the request's pins.
+std::optional<PlanCandidate> BestUnpinned(const PlanRequest& r) {
+  PlanRequest q = Unpinned(r);
+  q.top_k = 0;
+  auto free = Search(q, false);
+  if (!free.ok()) return std::nullopt;
+  return free->chosen;
+}
+
+// The search; `explain`: refusals name changes that plan, and a pinned plan is compared with the
+// best one found without its pins (both plan again, with explain off).
+Result<Plan> Search(const PlanRequest& request, bool explain) {
+  Status valid = ValidateRequest(request);
+  if (!valid.ok()) return valid;
+  PlanRequest r = request;
+  if (r.seq_len == 0) r.seq_len = r.model.seq_len;
+  const double usable = r.gpu.mem_gib * (1.0 - r.headroom_fraction);
+  if (Pinned(r)) {
+    std::string why = PinnedConstraintError(r, r.seq_len);
+    if (!why.empty()) return Status::Error(why + (explain ? WithoutPins(r) : ""));
+  }
+  std::vector<Layout> layouts;
+  layouts.reserve(4096);
+  Enumerate(r, r.gpus, false, &layouts);
+  if (layouts.empty()) return NoLayoutError(r, explain);
+  const Candidates candidates = EvaluateAll(r, layouts, usable);
+  if (!candidates.any_fits()) return DoesNotFitError(r, candidates.smallest(), usable, explain);
+  Plan plan = PlanOf(r, usable, layouts.size());
+  Choose(r, candidates, usable, &plan);
+  if (explain && Pinned(r)) plan.unpinned = BestUnpinned(r);
+  return plan;
+}
+
+}  // namespace
+}  // namespace autopar
