@@ -79,7 +79,7 @@ struct PlanRequest {
   // headroom_fraction), the "usable" memory.
   double headroom_fraction = 0.10;  // allocator fragmentation
   double framework_gib = 1.5;       // CUDA context, cuBLAS workspace, NCCL buffers
-  // The site's calibration for gpu (CalibrationFile::For); unset: the time model as it is.
+  // The site's calibration for gpu (core/calibration: CalibrationFile::For); unset: the time model as it is.
   std::optional<PlanCalibration> calibration;
 };
 

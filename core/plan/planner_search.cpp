@@ -204,10 +204,6 @@ std::string PinnedConstraintError(const PlanRequest& r, int64_t s) {
   return why;
 }
 
-struct SearchSpace {
-  std::vector<Layout> layouts;
-};
-
 // Whether the search tries context parallelism cx for sequences of s tokens: 1 always; more only
 // where every rank keeps at least kContextParallelMinTokens tokens, s divisible by 2*cx.
 bool ContextParallelSearched(int64_t s, int64_t cx) {
