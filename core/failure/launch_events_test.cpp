@@ -31,7 +31,7 @@ TEST(RankExitTest, Request) {
       {255, "exit=255 run_s=2.5"},
   };
   for (const auto& c : cases) {
-    auto r = RankExitRequest(get, 3, "node2", RankExit{c.status, 2.5});
+    auto r = RankExitRequest(get, 3, "node2", RankExit{c.status, 2.5, -1, ""});
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->op, Op::kEvent);
     EXPECT_EQ(r->kind, "rank_exit");
@@ -42,11 +42,11 @@ TEST(RankExitTest, Request) {
     EXPECT_TRUE(ValidateRequest(*r).ok()) << ValidateRequest(*r).message();
   }
   env.erase("AUTOPAR_SOCKET");
-  EXPECT_FALSE(RankExitRequest(get, 0, "n", RankExit{1, 0}).has_value());
-  EXPECT_TRUE(ReportRankExit(get, 0, "n", RankExit{1, 0}).ok());  // nobody to tell
+  EXPECT_FALSE(RankExitRequest(get, 0, "n", RankExit{1, 0, -1, ""}).has_value());
+  EXPECT_TRUE(ReportRankExit(get, 0, "n", RankExit{1, 0, -1, ""}).ok());  // nobody to tell
   env["AUTOPAR_SOCKET"] = "/nonexistent/autopard.sock";
   env["AUTOPAR_DAEMON_RETRY_S"] = "0";  // no autopard to wait for
-  Status s = ReportRankExit(get, 0, "n", RankExit{1, 0}, 200);
+  Status s = ReportRankExit(get, 0, "n", RankExit{1, 0, -1, ""}, 200);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("/nonexistent/autopard.sock"), std::string::npos) << s.message();
 }
