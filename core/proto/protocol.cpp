@@ -218,10 +218,10 @@ std::string EncodeRequest(const Request& r) {
   return CompactJson(v);
 }
 
-Result<Request> DecodeRequest(std::string_view line) {
-  auto parsed = ParseObject(line, "request");
-  if (!parsed) return parsed.status();
-  const Json::Value& v = *parsed;
+namespace {
+
+// The operation a request names, once its protocol version is the one this autopard speaks.
+Result<Op> DecodeOp(const Json::Value& v) {
   JsonFields f(v, "request");
   int64_t version = f.Int("v", 0, true);
   std::string op_name = f.Str("op", true);
@@ -230,75 +230,110 @@ Result<Request> DecodeRequest(std::string_view line) {
     return Status::Error("request: v: unsupported protocol version " + std::to_string(version) +
                          " (this autopard speaks " + std::to_string(kProtocolVersion) + ")");
   }
-  Request r;
-  bool found = false;
   for (const auto& e : kOps) {
-    if (op_name == e.name) {
-      r.op = e.op;
-      found = true;
-    }
+    if (op_name == e.name) return e.op;
   }
-  if (!found) return Status::Error("request: op: unknown operation '" + op_name + "'");
-  JsonFields g(v, OpName(r.op));
-  r.job_id = g.Str("job_id");
-  r.step = g.Int("step", -1);
-  r.max_step = g.Int("max_step", -1);
-  r.probe = g.Bool("probe");
-  r.reshard = g.Bool("reshard");
-  r.short_lived = g.Bool("short_lived");
-  for (auto [key, field] : {std::pair<const char*, int64_t*>{"samples", &r.samples},
-                            {"tokens", &r.tokens}}) {
+  return Status::Error("request: op: unknown operation '" + op_name + "'");
+}
+
+// Reads the request's plain fields with `g`, in the order that decides which of their errors `g`
+// keeps; the one error returned at once is a negative samples or tokens count.
+Status ReadFields(const Json::Value& v, JsonFields& g, Request* r) {
+  r->job_id = g.Str("job_id");
+  r->step = g.Int("step", -1);
+  r->max_step = g.Int("max_step", -1);
+  r->probe = g.Bool("probe");
+  r->reshard = g.Bool("reshard");
+  r->short_lived = g.Bool("short_lived");
+  for (auto [key, field] :
+       {std::pair<const char*, int64_t*>{"samples", &r->samples}, {"tokens", &r->tokens}}) {
     *field = g.Int(key, -1);
     if (v.isMember(key) && g.status() && *field < 0) {
-      return Status::Error(std::string(OpName(r.op)) + ": " + key + ": must be >= 0");
+      return Status::Error(std::string(OpName(r->op)) + ": " + key + ": must be >= 0");
     }
   }
-  if (v.isMember("loss")) {
-    const Json::Value& loss = v["loss"];
-    if (loss.isNumeric()) {
-      r.loss = loss.asDouble();
-    } else if (loss.isString() && (loss.asString() == "nan" || loss.asString() == "inf" ||
-                                   loss.asString() == "-inf")) {
-      const std::string s = loss.asString();
-      r.loss = s == "nan" ? std::nan("") : s == "inf" ? HUGE_VAL : -HUGE_VAL;
-    } else {
-      return Status::Error(std::string(OpName(r.op)) +
-                           ": loss: must be a number, \"nan\", \"inf\" or \"-inf\"");
-    }
+  r->rank = g.SmallInt("rank", -1);
+  r->world_size = g.SmallInt("world_size", 0);
+  r->local_world_size = g.SmallInt("local_world_size", 0);
+  r->ckpt_dir = g.Str("ckpt_dir");
+  r->upload = g.Str(r->op == Op::kLs ? "uri" : "upload");
+  r->keep = g.Int("keep", 0);
+  r->node = g.Str("node");
+  r->kind = g.Str("kind");
+  r->detail = g.Str("detail");
+  return Status::Ok();
+}
+
+// The heartbeat's loss: a number, or "nan", "inf" or "-inf" (which JSON has no numbers for).
+Status DecodeLoss(const Json::Value& v, Request* r) {
+  if (!v.isMember("loss")) return Status::Ok();
+  const Json::Value& loss = v["loss"];
+  if (loss.isNumeric()) {
+    r->loss = loss.asDouble();
+    return Status::Ok();
   }
+  if (loss.isString() &&
+      (loss.asString() == "nan" || loss.asString() == "inf" || loss.asString() == "-inf")) {
+    const std::string s = loss.asString();
+    r->loss = s == "nan" ? std::nan("") : s == "inf" ? HUGE_VAL : -HUGE_VAL;
+    return Status::Ok();
+  }
+  return Status::Error(std::string(OpName(r->op)) +
+                       ": loss: must be a number, \"nan\", \"inf\" or \"-inf\"");
+}
+
+bool IsComputeSeconds(const Json::Value& x) {
+  return x.isNumeric() && std::isfinite(x.asDouble()) && x.asDouble() >= 0;
+}
+
+bool IsNodeName(const Json::Value& x) {
+  return x.isString() && !x.asString().empty() && x.asString().size() <= 255;
+}
+
+// Whether `a` is a list of at most kMaxRanksPerHeartbeat values that all pass `valid`.
+bool IsPerRankList(const Json::Value& a, bool (*valid)(const Json::Value&)) {
+  if (!a.isArray() || a.size() > kMaxRanksPerHeartbeat) return false;
+  for (const Json::Value& x : a) {
+    if (!valid(x)) return false;
+  }
+  return true;
+}
+
+// Rank 0's heartbeat: every rank's compute time and node, each list absent or one per rank.
+Status DecodeRankLists(const Json::Value& v, Request* r) {
+  const std::string op = OpName(r->op);
   if (v.isMember("rank_compute_s")) {
     const Json::Value& a = v["rank_compute_s"];
-    bool ok = a.isArray() && a.size() <= kMaxRanksPerHeartbeat;
-    for (Json::ArrayIndex i = 0; ok && i < a.size(); ++i) {
-      ok = a[i].isNumeric() && std::isfinite(a[i].asDouble()) && a[i].asDouble() >= 0;
-      if (ok) r.rank_compute_s.push_back(a[i].asDouble());
+    if (!IsPerRankList(a, IsComputeSeconds)) {
+      return Status::Error(op + ": rank_compute_s: must be a list of seconds >= 0, one per rank");
     }
-    if (!ok) {
-      return Status::Error(std::string(OpName(r.op)) +
-                           ": rank_compute_s: must be a list of seconds >= 0, one per rank");
-    }
+    for (const Json::Value& x : a) r->rank_compute_s.push_back(x.asDouble());
   }
   if (v.isMember("rank_nodes")) {
     const Json::Value& a = v["rank_nodes"];
-    bool ok = a.isArray() && a.size() <= kMaxRanksPerHeartbeat;
-    for (Json::ArrayIndex i = 0; ok && i < a.size(); ++i) {
-      ok = a[i].isString() && !a[i].asString().empty() && a[i].asString().size() <= 255;
-      if (ok) r.rank_nodes.push_back(a[i].asString());
+    if (!IsPerRankList(a, IsNodeName)) {
+      return Status::Error(op + ": rank_nodes: must be a list of node names, one per rank");
     }
-    if (!ok) {
-      return Status::Error(std::string(OpName(r.op)) +
-                           ": rank_nodes: must be a list of node names, one per rank");
-    }
+    for (const Json::Value& x : a) r->rank_nodes.push_back(x.asString());
   }
-  r.rank = g.SmallInt("rank", -1);
-  r.world_size = g.SmallInt("world_size", 0);
-  r.local_world_size = g.SmallInt("local_world_size", 0);
-  r.ckpt_dir = g.Str("ckpt_dir");
-  r.upload = g.Str(r.op == Op::kLs ? "uri" : "upload");
-  r.keep = g.Int("keep", 0);
-  r.node = g.Str("node");
-  r.kind = g.Str("kind");
-  r.detail = g.Str("detail");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Request> DecodeRequest(std::string_view line) {
+  auto parsed = ParseObject(line, "request");
+  if (!parsed) return parsed.status();
+  const Json::Value& v = *parsed;
+  auto op = DecodeOp(v);
+  if (!op) return op.status();
+  Request r;
+  r.op = *op;
+  JsonFields g(v, OpName(r.op));
+  // A request with several faults is refused for the first in this order.
+  if (Status st = ReadFields(v, g, &r); !st) return st;
+  if (Status st = DecodeLoss(v, &r); !st) return st;
+  if (Status st = DecodeRankLists(v, &r); !st) return st;
   if (!g.status()) return g.status();
   if (Status st = ValidateRequest(r); !st) return st;
   return r;
@@ -376,6 +411,156 @@ std::string EncodeReply(Op op, const Reply& reply) {
   return CompactJson(v);
 }
 
+namespace {
+
+// The reply's array `key`.
+Result<const Json::Value*> ReplyArray(const Json::Value& v, const char* key) {
+  const Json::Value& a = v[key];
+  if (!a.isArray()) return Status::Error(std::string("autopard reply: ") + key + ": not an array");
+  return &a;
+}
+
+// The strings of the reply's array `key`, appended to `out`.
+Status DecodeStrings(const Json::Value& v, const char* key, std::vector<std::string>* out) {
+  auto a = ReplyArray(v, key);
+  if (!a) return a.status();
+  for (const auto& s : **a) {
+    if (!s.isString()) {
+      return Status::Error(std::string("autopard reply: ") + key + ": not strings");
+    }
+    out->push_back(s.asString());
+  }
+  return Status::Ok();
+}
+
+// The objects of the reply's array `key`, each read by `decode`, appended to `out`.
+template <typename T>
+Status DecodeObjects(const Json::Value& v, const char* key, Result<T> (*decode)(const Json::Value&),
+                     std::vector<T>* out) {
+  auto a = ReplyArray(v, key);
+  if (!a) return a.status();
+  for (const auto& e : **a) {
+    if (!e.isObject()) {
+      return Status::Error(std::string("autopard reply: ") + key + ": not objects");
+    }
+    auto item = decode(e);
+    if (!item) return item.status();
+    out->push_back(std::move(*item));
+  }
+  return Status::Ok();
+}
+
+Result<StepInfo> StepFromValue(const Json::Value& e) {
+  JsonFields g(e, "autopard reply: steps[]");
+  StepInfo s;
+  s.job_id = g.Str("job_id");
+  s.step = g.Int("step", 0);
+  s.state = g.Str("state");
+  s.bytes = g.UInt("bytes");
+  s.ranks = g.SmallInt("ranks", 0);
+  s.world_size = g.SmallInt("world_size", 0);
+  s.uri = g.Str("uri");
+  if (!g.status()) return g.status();
+  return s;
+}
+
+Result<UploadInfo> UploadFromValue(const Json::Value& e) {
+  JsonFields g(e, "autopard reply: uploads[]");
+  UploadInfo u;
+  u.job_id = g.Str("job_id");
+  u.step = g.Int("step", 0);
+  u.rank = g.SmallInt("rank", 0);
+  u.state = g.Str("state");
+  u.bytes_done = g.UInt("bytes_done");
+  u.bytes_total = g.UInt("bytes_total");
+  u.throughput_bps = g.Real("throughput_bps", 0);
+  u.eta_s = g.Real("eta_s", -1);
+  u.error = g.Str("error");
+  u.next_retry_s = g.Real("next_retry_s", -1);
+  if (!g.status()) return g.status();
+  return u;
+}
+
+Result<JournalEvent> EventFromValue(const Json::Value& e) {
+  JsonFields g(e, "autopard reply: events[]");
+  JournalEvent ev;
+  ev.time = g.Real("time", 0);
+  ev.node = g.Str("node");
+  ev.job_id = g.Str("job_id");
+  ev.kind = g.Str("kind");
+  ev.rank = g.SmallInt("rank", -1);
+  ev.step = g.Int("step", -1);
+  ev.detail = g.Str("detail");
+  if (!g.status()) return g.status();
+  return ev;
+}
+
+void ReadCommitReply(JsonFields& f, CommitReply* c) {
+  c->commit_id = f.Int("commit_id", 0);
+  c->files = f.SmallInt("files", 0);
+  c->bytes = f.UInt("bytes");
+  c->duplicate = f.Bool("duplicate");
+}
+
+// The restore's fields (their errors left in `f`) and its skipped steps.
+Status DecodeRestoreReply(const Json::Value& v, JsonFields& f, RestoreReply* r) {
+  r->step = f.Int("step", -1);
+  r->source_job = f.Str("source_job");
+  r->dir = f.Str("dir");
+  r->step_dir = f.Str("step_dir");
+  r->world_size = f.SmallInt("world_size", 0);
+  r->bytes_local = f.UInt("bytes_local");
+  r->bytes_fetched = f.UInt("bytes_fetched");
+  return DecodeStrings(v, "skipped", &r->skipped);
+}
+
+Status DecodeEventsReply(const Json::Value& v, Reply* r) {
+  if (Status st = DecodeObjects(v, "events", EventFromValue, &r->events); !st) return st;
+  // Optional: absent from older daemons and without notes.
+  if (!v.isMember("notes")) return Status::Ok();
+  return DecodeStrings(v, "notes", &r->notes);
+}
+
+void ReadRecoverReply(JsonFields& f, RecoverReply* r) {
+  r->action = f.Str("action", true);
+  r->reason = f.Str("reason");
+  r->history = f.Str("history");
+  r->resume_max_step = f.Int("resume_max_step", -1);
+  r->max_mem_gib = f.Real("max_mem_gib", 0);
+  for (const std::string& n : Split(f.Str("exclude_nodes"), ',')) {
+    if (!n.empty()) r->exclude_nodes.push_back(n);
+  }
+}
+
+// The part of a successful reply that `op` has. Errors of the fields read with `f` stay in `f`
+// for the caller, after this one's own.
+Status DecodeReplyBody(Op op, const Json::Value& v, JsonFields& f, Reply* r) {
+  switch (op) {
+    case Op::kCommit:
+      ReadCommitReply(f, &r->commit);
+      return Status::Ok();
+    case Op::kRestore:
+      return DecodeRestoreReply(v, f, &r->restore);
+    case Op::kLs:
+      return DecodeObjects(v, "steps", StepFromValue, &r->steps);
+    case Op::kStatus:
+      return DecodeObjects(v, "uploads", UploadFromValue, &r->uploads);
+    case Op::kEvents:
+      return DecodeEventsReply(v, r);
+    case Op::kHeartbeat:
+      r->checkpoint_requested = f.Bool("checkpoint_requested");
+      return Status::Ok();
+    case Op::kEvent:
+      return Status::Ok();
+    case Op::kRecover:
+      ReadRecoverReply(f, &r->recover);
+      return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<Reply> DecodeReply(Op op, std::string_view line) {
   auto parsed = ParseObject(line, "autopard reply");
   if (!parsed) return parsed.status();
@@ -389,118 +574,7 @@ Result<Reply> DecodeReply(Op op, std::string_view line) {
     r.status = Status::Error(error.empty() ? "autopard refused the request" : error);
     return r;
   }
-  auto array = [&](const char* key) -> Result<const Json::Value*> {
-    const Json::Value& a = v[key];
-    if (!a.isArray()) return Status::Error(std::string("autopard reply: ") + key + ": not an array");
-    return &a;
-  };
-  switch (op) {
-    case Op::kCommit:
-      r.commit.commit_id = f.Int("commit_id", 0);
-      r.commit.files = f.SmallInt("files", 0);
-      r.commit.bytes = f.UInt("bytes");
-      r.commit.duplicate = f.Bool("duplicate");
-      break;
-    case Op::kRestore: {
-      r.restore.step = f.Int("step", -1);
-      r.restore.source_job = f.Str("source_job");
-      r.restore.dir = f.Str("dir");
-      r.restore.step_dir = f.Str("step_dir");
-      r.restore.world_size = f.SmallInt("world_size", 0);
-      r.restore.bytes_local = f.UInt("bytes_local");
-      r.restore.bytes_fetched = f.UInt("bytes_fetched");
-      auto a = array("skipped");
-      if (!a) return a.status();
-      for (const auto& s : **a) {
-        if (!s.isString()) return Status::Error("autopard reply: skipped: not strings");
-        r.restore.skipped.push_back(s.asString());
-      }
-      break;
-    }
-    case Op::kLs: {
-      auto a = array("steps");
-      if (!a) return a.status();
-      for (const auto& e : **a) {
-        if (!e.isObject()) return Status::Error("autopard reply: steps: not objects");
-        JsonFields g(e, "autopard reply: steps[]");
-        StepInfo s;
-        s.job_id = g.Str("job_id");
-        s.step = g.Int("step", 0);
-        s.state = g.Str("state");
-        s.bytes = g.UInt("bytes");
-        s.ranks = g.SmallInt("ranks", 0);
-        s.world_size = g.SmallInt("world_size", 0);
-        s.uri = g.Str("uri");
-        if (!g.status()) return g.status();
-        r.steps.push_back(std::move(s));
-      }
-      break;
-    }
-    case Op::kStatus: {
-      auto a = array("uploads");
-      if (!a) return a.status();
-      for (const auto& e : **a) {
-        if (!e.isObject()) return Status::Error("autopard reply: uploads: not objects");
-        JsonFields g(e, "autopard reply: uploads[]");
-        UploadInfo u;
-        u.job_id = g.Str("job_id");
-        u.step = g.Int("step", 0);
-        u.rank = g.SmallInt("rank", 0);
-        u.state = g.Str("state");
-        u.bytes_done = g.UInt("bytes_done");
-        u.bytes_total = g.UInt("bytes_total");
-        u.throughput_bps = g.Real("throughput_bps", 0);
-        u.eta_s = g.Real("eta_s", -1);
-        u.error = g.Str("error");
-        u.next_retry_s = g.Real("next_retry_s", -1);
-        if (!g.status()) return g.status();
-        r.uploads.push_back(std::move(u));
-      }
-      break;
-    }
-    case Op::kEvents: {
-      auto a = array("events");
-      if (!a) return a.status();
-      for (const auto& e : **a) {
-        if (!e.isObject()) return Status::Error("autopard reply: events: not objects");
-        JsonFields g(e, "autopard reply: events[]");
-        JournalEvent ev;
-        ev.time = g.Real("time", 0);
-        ev.node = g.Str("node");
-        ev.job_id = g.Str("job_id");
-        ev.kind = g.Str("kind");
-        ev.rank = g.SmallInt("rank", -1);
-        ev.step = g.Int("step", -1);
-        ev.detail = g.Str("detail");
-        if (!g.status()) return g.status();
-        r.events.push_back(std::move(ev));
-      }
-      if (v.isMember("notes")) {  // optional: absent from older daemons and without notes
-        auto n = array("notes");
-        if (!n) return n.status();
-        for (const auto& note : **n) {
-          if (!note.isString()) return Status::Error("autopard reply: notes: not strings");
-          r.notes.push_back(note.asString());
-        }
-      }
-      break;
-    }
-    case Op::kHeartbeat:
-      r.checkpoint_requested = f.Bool("checkpoint_requested");
-      break;
-    case Op::kEvent:
-      break;
-    case Op::kRecover:
-      r.recover.action = f.Str("action", true);
-      r.recover.reason = f.Str("reason");
-      r.recover.history = f.Str("history");
-      r.recover.resume_max_step = f.Int("resume_max_step", -1);
-      r.recover.max_mem_gib = f.Real("max_mem_gib", 0);
-      for (const std::string& n : Split(f.Str("exclude_nodes"), ',')) {
-        if (!n.empty()) r.recover.exclude_nodes.push_back(n);
-      }
-      break;
-  }
+  if (Status st = DecodeReplyBody(op, v, f, &r); !st) return st;
   if (!f.status()) return f.status();
   return r;
 }
