@@ -262,53 +262,114 @@ Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
   return spec;
 }
 
+namespace {
+
+Status SetAutoParallel(JobOptions& opts, const std::string& text) {
+  auto spec = ParseParallelSpec(text);
+  if (!spec) return spec.status();
+  opts.auto_parallel = *spec;
+  return Status::Ok();
+}
+
+Status SetModel(JobOptions& opts, const std::string& text) {
+  auto model = ResolveModel(text);
+  if (!model) return Named(OptionId::kModel, model.status());
+  opts.model = text;
+  return Status::Ok();
+}
+
+Status SetGpuType(JobOptions& opts, const std::string& text) {
+  auto gpu = ResolveGpuType(text);
+  if (!gpu) return Named(OptionId::kGpuType, gpu.status());
+  opts.gpu_type = ToLower(text);
+  return Status::Ok();
+}
+
+Status SetCkptDir(JobOptions& opts, const std::string& text, const SiteConfig& site) {
+  if (Status s = CheckCkptDir(text, site); !s.ok()) return s;
+  opts.ckpt_dir = text;
+  return Status::Ok();
+}
+
+Status SetCkptUpload(JobOptions& opts, const std::string& text, const SiteConfig& site) {
+  if (Status s = CheckCkptUpload(text, site); !s.ok()) return s;
+  opts.ckpt_upload = text;
+  return Status::Ok();
+}
+
+// Given alone, the site's default count (within its maximum).
+Status SetRequeueOnFailure(JobOptions& opts, const char* value, const SiteConfig& site) {
+  if (value == nullptr || value[0] == '\0') {
+    opts.requeue_on_failure = std::min(site.requeue_default_count, site.max_requeue);
+    return Status::Ok();
+  }
+  return SetRanged(OptionId::kRequeueOnFailure, value, 0, site.max_requeue,
+                   &opts.requeue_on_failure);
+}
+
+Status SetOnBadLoss(JobOptions& opts, const std::string& text, const SiteConfig& site) {
+  auto p = ParseBadLossPolicy(text, site.rollbacks_default, site.max_rollbacks);
+  if (!p) return p.status();
+  opts.on_bad_loss = *p;
+  return Status::Ok();
+}
+
+Status SetIdleTimeout(JobOptions& opts, const char* value) {
+  const OptionId id = OptionId::kIdleTimeout;
+  auto v = ParseRanged(id, value, 0, 7 * 86400);
+  if (!v) return v.status();
+  if (*v != 0 && *v < 10) {
+    return Bad(id, "must be 0 (never) or at least 10 seconds, got '" + std::string(value) + "'");
+  }
+  opts.idle_timeout = *v;
+  return Status::Ok();
+}
+
+// Given alone, yes.
+Status SetExcludeStragglers(JobOptions& opts, const std::string& text) {
+  if (text.empty() || text == "yes") {
+    opts.exclude_stragglers = true;
+  } else if (text == "no") {
+    opts.exclude_stragglers = false;
+  } else {
+    return Bad(OptionId::kExcludeStragglers, "must be yes or no, got '" + text + "'");
+  }
+  return Status::Ok();
+}
+
+Status SetLossSpike(JobOptions& opts, const std::string& text) {
+  auto f = ParseLossSpike(text);
+  if (!f) return f.status();
+  opts.loss_spike = *f;
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status SetOption(JobOptions& opts, OptionId id, const char* value, const SiteConfig& site) {
   const std::string text = value ? value : "";
   if (value == nullptr && !GetOptionSpec(id).optional_arg) return Bad(id, "needs a value");
   if (value != nullptr && text.empty() && !GetOptionSpec(id).optional_arg)
     return Bad(id, "needs a value");
   switch (id) {
-    case OptionId::kAutoParallel: {
-      auto spec = ParseParallelSpec(text);
-      if (!spec) return spec.status();
-      opts.auto_parallel = *spec;
-      return Status::Ok();
-    }
-    case OptionId::kModel: {
-      auto model = ResolveModel(text);
-      if (!model) return Named(id, model.status());
-      opts.model = text;
-      return Status::Ok();
-    }
-    case OptionId::kGpuType: {
-      auto gpu = ResolveGpuType(text);
-      if (!gpu) return Named(id, gpu.status());
-      opts.gpu_type = ToLower(text);
-      return Status::Ok();
-    }
+    case OptionId::kAutoParallel:
+      return SetAutoParallel(opts, text);
+    case OptionId::kModel:
+      return SetModel(opts, text);
+    case OptionId::kGpuType:
+      return SetGpuType(opts, text);
     case OptionId::kGlobalBatch:
       return SetRanged(id, value, 1, kMaxInt32, &opts.global_batch);
     case OptionId::kSeqLen:
       return SetRanged(id, value, 1, 1 << 24, &opts.seq_len);
-    case OptionId::kCkptDir: {
-      if (Status s = CheckCkptDir(text, site); !s.ok()) return s;
-      opts.ckpt_dir = text;
-      return Status::Ok();
-    }
-    case OptionId::kCkptUpload: {
-      if (Status s = CheckCkptUpload(text, site); !s.ok()) return s;
-      opts.ckpt_upload = text;
-      return Status::Ok();
-    }
+    case OptionId::kCkptDir:
+      return SetCkptDir(opts, text, site);
+    case OptionId::kCkptUpload:
+      return SetCkptUpload(opts, text, site);
     case OptionId::kCkptKeep:
       return SetRanged(id, value, 1, site.max_ckpt_keep, &opts.ckpt_keep);
-    case OptionId::kRequeueOnFailure: {
-      if (value == nullptr || text.empty()) {
-        opts.requeue_on_failure = std::min(site.requeue_default_count, site.max_requeue);
-        return Status::Ok();
-      }
-      return SetRanged(id, value, 0, site.max_requeue, &opts.requeue_on_failure);
-    }
+    case OptionId::kRequeueOnFailure:
+      return SetRequeueOnFailure(opts, value, site);
     case OptionId::kHeartbeatTimeout:
       return SetRanged(id, value, site.min_heartbeat_timeout, site.max_heartbeat_timeout,
                        &opts.heartbeat_timeout);
@@ -318,35 +379,14 @@ Status SetOption(JobOptions& opts, OptionId id, const char* value, const SiteCon
       return SetRanged(id, value, 0, site.max_spare_nodes, &opts.spare_nodes);
     case OptionId::kMinNodes:
       return SetRanged(id, value, 1, kMaxNodes, &opts.min_nodes);
-    case OptionId::kOnBadLoss: {
-      auto p = ParseBadLossPolicy(text, site.rollbacks_default, site.max_rollbacks);
-      if (!p) return p.status();
-      opts.on_bad_loss = *p;
-      return Status::Ok();
-    }
-    case OptionId::kIdleTimeout: {
-      auto v = ParseRanged(id, value, 0, 7 * 86400);
-      if (!v) return v.status();
-      if (*v != 0 && *v < 10) return Bad(id, "must be 0 (never) or at least 10 seconds, got '" + text + "'");
-      opts.idle_timeout = *v;
-      return Status::Ok();
-    }
-    case OptionId::kExcludeStragglers: {
-      if (value == nullptr || text.empty() || text == "yes") {
-        opts.exclude_stragglers = true;
-      } else if (text == "no") {
-        opts.exclude_stragglers = false;
-      } else {
-        return Bad(id, "must be yes or no, got '" + text + "'");
-      }
-      return Status::Ok();
-    }
-    case OptionId::kLossSpike: {
-      auto f = ParseLossSpike(text);
-      if (!f) return f.status();
-      opts.loss_spike = *f;
-      return Status::Ok();
-    }
+    case OptionId::kOnBadLoss:
+      return SetOnBadLoss(opts, text, site);
+    case OptionId::kIdleTimeout:
+      return SetIdleTimeout(opts, value);
+    case OptionId::kExcludeStragglers:
+      return SetExcludeStragglers(opts, text);
+    case OptionId::kLossSpike:
+      return SetLossSpike(opts, text);
   }
   return Status::Error("unknown option");
 }
