@@ -44,97 +44,148 @@ Setter DefaultSetter(OptionId id) {
   };
 }
 
+Status SetStragglerMargin(SiteConfig& c, const std::string& v) {
+  char* end = nullptr;
+  const double margin = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(margin > 0 && margin <= 10))
+    return Status::Error("must be a fraction in (0, 10], got '" + v + "'");
+  c.straggler_margin = margin;
+  return Status::Ok();
+}
+
+Status SetCkptUploadSchemes(SiteConfig& c, const std::string& v) {
+  Status s = ListSetter(&SiteConfig::ckpt_upload_schemes)(c, v);
+  for (const auto& scheme : c.ckpt_upload_schemes)
+    if (scheme != "s3" && scheme != "file")
+      return Status::Error("unknown scheme '" + scheme + "' (s3, file)");
+  return s;
+}
+
+Status SetCkptDirPrefixes(SiteConfig& c, const std::string& v) {
+  Status s = ListSetter(&SiteConfig::ckpt_dir_prefixes)(c, v);
+  for (const auto& p : c.ckpt_dir_prefixes)
+    if (p[0] != '/') return Status::Error("'" + p + "' is not an absolute path");
+  return s;
+}
+
+// Checked as a job's --ckpt-dir would be.
+Status SetBuiltinCkptDir(SiteConfig& c, const std::string& v) {
+  JobOptions probe;
+  if (Status s = SetOption(probe, OptionId::kCkptDir, v.c_str(), c); !s.ok()) return s;
+  c.builtin_ckpt_dir = v;
+  return Status::Ok();
+}
+
+Status SetSocket(SiteConfig& c, const std::string& v) {
+  if (v.empty() || v[0] != '/') return Status::Error("must be an absolute path, got '" + v + "'");
+  c.socket = v;
+  return Status::Ok();
+}
+
+Status SetNcclEnv(SiteConfig& c, const std::string& v) {
+  const size_t eq = v.find('=');
+  const std::string name = v.substr(0, eq);
+  if (eq == std::string::npos || !StartsWith(name, "NCCL_") || name.size() == 5)
+    return Status::Error("expected NCCL_NAME=VALUE, got '" + v + "'");
+  for (char ch : name) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (!(std::isupper(u) || std::isdigit(u) || ch == '_'))
+      return Status::Error("'" + name + "' is not a variable name");
+  }
+  c.nccl_env.emplace_back(name, v.substr(eq + 1));
+  return Status::Ok();
+}
+
+Status SetCalibration(SiteConfig& c, const std::string& v) {
+  if (v.empty() || v[0] != '/') return Status::Error("must be an absolute path, got '" + v + "'");
+  auto file = ReadCalibrationFile(v);
+  if (!file) return file.status();
+  c.calibration_path = v;
+  c.calibration = *file;
+  return Status::Ok();
+}
+
+Status SetTorchrunEnv(SiteConfig& c, const std::string& v) {
+  if (v != "autopar" && v != "all") return Status::Error("must be autopar or all, got '" + v + "'");
+  c.torchrun_env_all = v == "all";
+  return Status::Ok();
+}
+
+Status SetOnAutopardMissing(SiteConfig& c, const std::string& v) {
+  if (v != "fail" && v != "warn") return Status::Error("must be fail or warn, got '" + v + "'");
+  c.fail_without_autopard = v == "fail";
+  return Status::Ok();
+}
+
+Status SetMasterIfname(SiteConfig& c, const std::string& v) {
+  if (v.empty() || v.size() > 15)
+    return Status::Error("must be an interface name, got '" + v + "'");
+  c.master_ifname = v;
+  return Status::Ok();
+}
+
+// The integer keys and their bounds.
+struct IntKey {
+  const char* key;
+  int64_t SiteConfig::*field;
+  int64_t min;
+  int64_t max;
+};
+constexpr IntKey kIntKeys[] = {
+    {"requeue_default_count", &SiteConfig::requeue_default_count, 0, 1000},
+    {"max_requeue", &SiteConfig::max_requeue, 0, 1000},
+    {"restarts_in_place_default", &SiteConfig::restarts_in_place_default, 0, 1000},
+    {"max_restarts_in_place", &SiteConfig::max_restarts_in_place, 0, 1000},
+    {"max_spare_nodes", &SiteConfig::max_spare_nodes, 0, 1000},
+    {"rollbacks_default", &SiteConfig::rollbacks_default, 0, 1000},
+    {"max_rollbacks", &SiteConfig::max_rollbacks, 0, 1000},
+    {"straggler_windows", &SiteConfig::straggler_windows, 1, 1000},
+    {"max_ckpt_keep", &SiteConfig::max_ckpt_keep, 1, 100000},
+    {"min_heartbeat_timeout", &SiteConfig::min_heartbeat_timeout, 1, 86400 * 7},
+    {"max_heartbeat_timeout", &SiteConfig::max_heartbeat_timeout, 1, 86400 * 7},
+    {"master_port_base", &SiteConfig::master_port_base, 1024, 65535},
+    {"master_port_range", &SiteConfig::master_port_range, 1, 64511},
+};
+
+// The keys with a setter of their own.
+struct OtherKey {
+  const char* key;
+  Status (*set)(SiteConfig& c, const std::string& value);
+};
+constexpr OtherKey kOtherKeys[] = {
+    {"straggler_margin", SetStragglerMargin},
+    {"ckpt_upload_schemes", SetCkptUploadSchemes},
+    {"ckpt_dir_prefixes", SetCkptDirPrefixes},
+    {"builtin_ckpt_dir", SetBuiltinCkptDir},
+    {"socket", SetSocket},
+    {"nccl_env", SetNcclEnv},
+    {"calibration", SetCalibration},
+    {"torchrun_env", SetTorchrunEnv},
+    {"on_autopard_missing", SetOnAutopardMissing},
+    {"master_ifname", SetMasterIfname},
+};
+
+// default_<option> for every job option (dashes as underscores): the site's default for it.
+void AddDefaultSetters(std::map<std::string, Setter>* m) {
+  for (const OptionSpec& spec : OptionTable()) {
+    std::string key = std::string("default_") + spec.name;
+    for (char& ch : key)
+      if (ch == '-') ch = '_';
+    (*m)[key] = DefaultSetter(spec.id);
+  }
+}
+
+std::map<std::string, Setter> MakeSetters() {
+  std::map<std::string, Setter> m;
+  AddDefaultSetters(&m);
+  for (const IntKey& k : kIntKeys) m[k.key] = IntSetter(k.field, k.min, k.max);
+  m["ckpt_upload_prefixes"] = ListSetter(&SiteConfig::ckpt_upload_prefixes);
+  for (const OtherKey& k : kOtherKeys) m[k.key] = k.set;
+  return m;
+}
+
 const std::map<std::string, Setter>& Setters() {
-  static const std::map<std::string, Setter> setters = [] {
-    std::map<std::string, Setter> m;
-    for (const OptionSpec& spec : OptionTable()) {
-      std::string key = std::string("default_") + spec.name;
-      for (char& ch : key)
-        if (ch == '-') ch = '_';
-      m[key] = DefaultSetter(spec.id);
-    }
-    m["requeue_default_count"] = IntSetter(&SiteConfig::requeue_default_count, 0, 1000);
-    m["max_requeue"] = IntSetter(&SiteConfig::max_requeue, 0, 1000);
-    m["restarts_in_place_default"] = IntSetter(&SiteConfig::restarts_in_place_default, 0, 1000);
-    m["max_restarts_in_place"] = IntSetter(&SiteConfig::max_restarts_in_place, 0, 1000);
-    m["max_spare_nodes"] = IntSetter(&SiteConfig::max_spare_nodes, 0, 1000);
-    m["rollbacks_default"] = IntSetter(&SiteConfig::rollbacks_default, 0, 1000);
-    m["max_rollbacks"] = IntSetter(&SiteConfig::max_rollbacks, 0, 1000);
-    m["straggler_windows"] = IntSetter(&SiteConfig::straggler_windows, 1, 1000);
-    m["straggler_margin"] = [](SiteConfig& c, const std::string& v) -> Status {
-      char* end = nullptr;
-      const double margin = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(margin > 0 && margin <= 10))
-        return Status::Error("must be a fraction in (0, 10], got '" + v + "'");
-      c.straggler_margin = margin;
-      return Status::Ok();
-    };
-    m["max_ckpt_keep"] = IntSetter(&SiteConfig::max_ckpt_keep, 1, 100000);
-    m["min_heartbeat_timeout"] = IntSetter(&SiteConfig::min_heartbeat_timeout, 1, 86400 * 7);
-    m["max_heartbeat_timeout"] = IntSetter(&SiteConfig::max_heartbeat_timeout, 1, 86400 * 7);
-    m["master_port_base"] = IntSetter(&SiteConfig::master_port_base, 1024, 65535);
-    m["master_port_range"] = IntSetter(&SiteConfig::master_port_range, 1, 64511);
-    m["ckpt_upload_schemes"] = [](SiteConfig& c, const std::string& v) -> Status {
-      Status s = ListSetter(&SiteConfig::ckpt_upload_schemes)(c, v);
-      for (const auto& scheme : c.ckpt_upload_schemes)
-        if (scheme != "s3" && scheme != "file")
-          return Status::Error("unknown scheme '" + scheme + "' (s3, file)");
-      return s;
-    };
-    m["ckpt_upload_prefixes"] = ListSetter(&SiteConfig::ckpt_upload_prefixes);
-    m["ckpt_dir_prefixes"] = [](SiteConfig& c, const std::string& v) -> Status {
-      Status s = ListSetter(&SiteConfig::ckpt_dir_prefixes)(c, v);
-      for (const auto& p : c.ckpt_dir_prefixes)
-        if (p[0] != '/') return Status::Error("'" + p + "' is not an absolute path");
-      return s;
-    };
-    m["builtin_ckpt_dir"] = [](SiteConfig& c, const std::string& v) -> Status {
-      JobOptions probe;
-      if (Status s = SetOption(probe, OptionId::kCkptDir, v.c_str(), c); !s.ok()) return s;
-      c.builtin_ckpt_dir = v;
-      return Status::Ok();
-    };
-    m["socket"] = [](SiteConfig& c, const std::string& v) -> Status {
-      if (v.empty() || v[0] != '/') return Status::Error("must be an absolute path, got '" + v + "'");
-      c.socket = v;
-      return Status::Ok();
-    };
-    m["nccl_env"] = [](SiteConfig& c, const std::string& v) -> Status {
-      const size_t eq = v.find('=');
-      const std::string name = v.substr(0, eq);
-      if (eq == std::string::npos || !StartsWith(name, "NCCL_") || name.size() == 5)
-        return Status::Error("expected NCCL_NAME=VALUE, got '" + v + "'");
-      for (char ch : name)
-        if (!(std::isupper(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) || ch == '_'))
-          return Status::Error("'" + name + "' is not a variable name");
-      c.nccl_env.emplace_back(name, v.substr(eq + 1));
-      return Status::Ok();
-    };
-    m["calibration"] = [](SiteConfig& c, const std::string& v) -> Status {
-      if (v.empty() || v[0] != '/') return Status::Error("must be an absolute path, got '" + v + "'");
-      auto file = ReadCalibrationFile(v);
-      if (!file) return file.status();
-      c.calibration_path = v;
-      c.calibration = *file;
-      return Status::Ok();
-    };
-    m["torchrun_env"] = [](SiteConfig& c, const std::string& v) -> Status {
-      if (v != "autopar" && v != "all") return Status::Error("must be autopar or all, got '" + v + "'");
-      c.torchrun_env_all = v == "all";
-      return Status::Ok();
-    };
-    m["on_autopard_missing"] = [](SiteConfig& c, const std::string& v) -> Status {
-      if (v != "fail" && v != "warn") return Status::Error("must be fail or warn, got '" + v + "'");
-      c.fail_without_autopard = v == "fail";
-      return Status::Ok();
-    };
-    m["master_ifname"] = [](SiteConfig& c, const std::string& v) -> Status {
-      if (v.empty() || v.size() > 15) return Status::Error("must be an interface name, got '" + v + "'");
-      c.master_ifname = v;
-      return Status::Ok();
-    };
-    return m;
-  }();
+  static const std::map<std::string, Setter> setters = MakeSetters();
   return setters;
 }
 
