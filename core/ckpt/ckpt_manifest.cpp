@@ -96,7 +96,10 @@ std::string ManifestToJson(const CheckpointManifest& m) {
   return Json::writeString(w, root) + "\n";
 }
 
-Result<CheckpointManifest> ParseManifest(std::string_view json, std::string_view origin) {
+namespace {
+
+// `json` as a JSON object; errors name `origin`.
+Result<Json::Value> ParseObject(std::string_view json, std::string_view origin) {
   Json::CharReaderBuilder builder;
   builder["collectComments"] = false;
   builder["rejectDupKeys"] = true;
@@ -111,70 +114,100 @@ Result<CheckpointManifest> ParseManifest(std::string_view json, std::string_view
     return Status::Error(std::string(origin) + ": invalid JSON: " + first);
   }
   if (!root.isObject()) return Status::Error(std::string(origin) + ": not a JSON object");
-  auto need = [&](const Json::Value& obj, const char* key, const std::string& where,
-                  bool (Json::Value::*is)() const, const char* type) -> Result<Json::Value> {
-    if (!obj.isMember(key)) return Status::Error(Where(origin, where + key + ": missing"));
-    const Json::Value& v = obj[key];
-    if (!(v.*is)()) return Status::Error(Where(origin, where + key + ": expected " + type));
-    return v;
-  };
-  auto format = need(root, "format", "", &Json::Value::isString, "a string");
+  return root;
+}
+
+// The member `key` of `obj`, present and of the type `is` tests (`type` names it in the error);
+// `where` is the path to `obj` ("ranks[0].").
+Result<Json::Value> Need(std::string_view origin, const Json::Value& obj, const char* key,
+                         const std::string& where, bool (Json::Value::*is)() const,
+                         const char* type) {
+  if (!obj.isMember(key)) return Status::Error(Where(origin, where + key + ": missing"));
+  const Json::Value& v = obj[key];
+  if (!(v.*is)()) return Status::Error(Where(origin, where + key + ": expected " + type));
+  return v;
+}
+
+// One entry of a rank's files; `where` is its path ("ranks[0].files[1].").
+Result<CheckpointFile> ParseFile(std::string_view origin, const Json::Value& f,
+                                 const std::string& where) {
+  if (!f.isObject())
+    return Status::Error(Where(origin, where.substr(0, where.size() - 1) + ": expected an object"));
+  auto path = Need(origin, f, "path", where, &Json::Value::isString, "a string");
+  if (!path.ok()) return path.status();
+  auto size = Need(origin, f, "size", where, &Json::Value::isUInt64, "a non-negative integer");
+  if (!size.ok()) return size.status();
+  auto sha = Need(origin, f, "sha256", where, &Json::Value::isString, "a string");
+  if (!sha.ok()) return sha.status();
+  uint32_t mode = 0;
+  if (f.isMember("mode")) {
+    if (!f["mode"].isUInt() || f["mode"].asUInt() > 0777) {
+      return Status::Error(Where(origin, where + "mode: expected permission bits in [0, 0777]"));
+    }
+    mode = f["mode"].asUInt();
+  }
+  return CheckpointFile{path->asString(), size->asUInt64(), sha->asString(), mode};
+}
+
+// ranks[i] into `m`, its files sorted by path; a rank listed twice is an error.
+Status ParseRank(std::string_view origin, const Json::Value& r, Json::ArrayIndex i,
+                 CheckpointManifest* m) {
+  std::string where = "ranks[" + std::to_string(i) + "].";
+  if (!r.isObject())
+    return Status::Error(Where(origin, "ranks[" + std::to_string(i) + "]: expected an object"));
+  auto rank = Need(origin, r, "rank", where, &Json::Value::isInt, "an integer");
+  if (!rank.ok()) return rank.status();
+  auto verified = Need(origin, r, "verified", where, &Json::Value::isBool, "true or false");
+  if (!verified.ok()) return verified.status();
+  auto files = Need(origin, r, "files", where, &Json::Value::isArray, "an array");
+  if (!files.ok()) return files.status();
+  RankEntry entry;
+  entry.verified = verified->asBool();
+  for (Json::ArrayIndex j = 0; j < files->size(); ++j) {
+    auto file = ParseFile(origin, (*files)[j], where + "files[" + std::to_string(j) + "].");
+    if (!file.ok()) return file.status();
+    entry.files.push_back(std::move(*file));
+  }
+  std::sort(entry.files.begin(), entry.files.end(),
+            [](const CheckpointFile& a, const CheckpointFile& b) { return a.path < b.path; });
+  if (!m->ranks.emplace(rank->asInt(), std::move(entry)).second) {
+    return Status::Error(
+        Where(origin, where + "rank: rank " + std::to_string(rank->asInt()) + " listed twice"));
+  }
+  return Status::Ok();
+}
+
+// The manifest's format (which must be this one's), job, step and world size into `m`.
+Status ParseHeader(std::string_view origin, const Json::Value& root, CheckpointManifest* m) {
+  auto format = Need(origin, root, "format", "", &Json::Value::isString, "a string");
   if (!format.ok()) return format.status();
   if (format->asString() != kManifestFormat) {
     return Status::Error(
         Where(origin, "format: '" + format->asString() + "' is not '" + kManifestFormat + "'"));
   }
-  CheckpointManifest m;
-  auto job = need(root, "job_id", "", &Json::Value::isString, "a string");
+  auto job = Need(origin, root, "job_id", "", &Json::Value::isString, "a string");
   if (!job.ok()) return job.status();
-  m.job_id = job->asString();
-  auto step = need(root, "step", "", &Json::Value::isInt64, "an integer");
+  m->job_id = job->asString();
+  auto step = Need(origin, root, "step", "", &Json::Value::isInt64, "an integer");
   if (!step.ok()) return step.status();
-  m.step = step->asInt64();
-  auto world = need(root, "world_size", "", &Json::Value::isInt, "an integer");
+  m->step = step->asInt64();
+  auto world = Need(origin, root, "world_size", "", &Json::Value::isInt, "an integer");
   if (!world.ok()) return world.status();
-  m.world_size = world->asInt();
-  auto ranks = need(root, "ranks", "", &Json::Value::isArray, "an array");
+  m->world_size = world->asInt();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<CheckpointManifest> ParseManifest(std::string_view json, std::string_view origin) {
+  auto root = ParseObject(json, origin);
+  if (!root.ok()) return root.status();
+  CheckpointManifest m;
+  if (Status s = ParseHeader(origin, *root, &m); !s.ok()) return s;
+  auto ranks = Need(origin, *root, "ranks", "", &Json::Value::isArray, "an array");
   if (!ranks.ok()) return ranks.status();
   for (Json::ArrayIndex i = 0; i < ranks->size(); ++i) {
-    const Json::Value& r = (*ranks)[i];
-    std::string where = "ranks[" + std::to_string(i) + "].";
-    if (!r.isObject())
-      return Status::Error(Where(origin, "ranks[" + std::to_string(i) + "]: expected an object"));
-    auto rank = need(r, "rank", where, &Json::Value::isInt, "an integer");
-    if (!rank.ok()) return rank.status();
-    auto verified = need(r, "verified", where, &Json::Value::isBool, "true or false");
-    if (!verified.ok()) return verified.status();
-    auto files = need(r, "files", where, &Json::Value::isArray, "an array");
-    if (!files.ok()) return files.status();
-    RankEntry entry;
-    entry.verified = verified->asBool();
-    for (Json::ArrayIndex j = 0; j < files->size(); ++j) {
-      const Json::Value& f = (*files)[j];
-      std::string fw = where + "files[" + std::to_string(j) + "].";
-      if (!f.isObject())
-        return Status::Error(Where(origin, fw.substr(0, fw.size() - 1) + ": expected an object"));
-      auto path = need(f, "path", fw, &Json::Value::isString, "a string");
-      if (!path.ok()) return path.status();
-      auto size = need(f, "size", fw, &Json::Value::isUInt64, "a non-negative integer");
-      if (!size.ok()) return size.status();
-      auto sha = need(f, "sha256", fw, &Json::Value::isString, "a string");
-      if (!sha.ok()) return sha.status();
-      uint32_t mode = 0;
-      if (f.isMember("mode")) {
-        if (!f["mode"].isUInt() || f["mode"].asUInt() > 0777) {
-          return Status::Error(Where(origin, fw + "mode: expected permission bits in [0, 0777]"));
-        }
-        mode = f["mode"].asUInt();
-      }
-      entry.files.push_back({path->asString(), size->asUInt64(), sha->asString(), mode});
-    }
-    std::sort(entry.files.begin(), entry.files.end(),
-              [](const CheckpointFile& a, const CheckpointFile& b) { return a.path < b.path; });
-    if (!m.ranks.emplace(rank->asInt(), std::move(entry)).second) {
-      return Status::Error(
-          Where(origin, where + "rank: rank " + std::to_string(rank->asInt()) + " listed twice"));
-    }
+    if (Status s = ParseRank(origin, (*ranks)[i], i, &m); !s.ok()) return s;
   }
   if (Status s = ValidateManifest(m, origin); !s.ok()) return s;
   return m;

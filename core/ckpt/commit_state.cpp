@@ -7,6 +7,25 @@ namespace {
 
 constexpr const char* kStateNames[] = {"queued", "uploading", "uploaded", "failed", "local"};
 
+const char* Shown(CommitState s) { return CommitStateName(s); }
+const char* Shown(CommitEvent e) { return CommitEventName(e); }
+std::string Shown(const FileState& s) {
+  return std::string(FileTransferName(s.transfer)) + (s.hashed ? " (hashed)" : "");
+}
+const char* Shown(FileEvent e) { return FileEventName(e); }
+
+// A step of either table: `to` when the table allows `event` in `from`, else an error naming
+// the machine ("commit", "file"), the event and the state.
+template <typename State, typename Event>
+Result<State> Transition(const char* machine, const State& from, Event event, bool allowed,
+                         const State& to) {
+  if (!allowed) {
+    return Status::Error(std::string(machine) + " state: no '" + Shown(event) + "' from " +
+                         Shown(from));
+  }
+  return to;
+}
+
 }  // namespace
 
 const char* CommitStateName(CommitState s) { return kStateNames[static_cast<int>(s)]; }
@@ -30,31 +49,18 @@ const char* CommitEventName(CommitEvent e) {
 
 Result<CommitState> NextCommitState(CommitState from, CommitEvent event) {
   using S = CommitState;
-  bool allowed = false;
-  S to = from;
+  auto next = [&](bool allowed, S to) { return Transition("commit", from, event, allowed, to); };
   switch (event) {
     case CommitEvent::kStartUpload:
-      allowed = from == S::kQueued || from == S::kUploading || from == S::kFailed;
-      to = S::kUploading;
-      break;
+      return next(from == S::kQueued || from == S::kUploading || from == S::kFailed, S::kUploading);
     case CommitEvent::kUploaded:
-      allowed = from == S::kUploading;
-      to = S::kUploaded;
-      break;
+      return next(from == S::kUploading, S::kUploaded);
     case CommitEvent::kHashedLocal:
-      allowed = from == S::kQueued;
-      to = S::kLocal;
-      break;
+      return next(from == S::kQueued, S::kLocal);
     case CommitEvent::kFailed:
-      allowed = from != S::kUploaded;
-      to = S::kFailed;
-      break;
+      return next(from != S::kUploaded, S::kFailed);
   }
-  if (!allowed) {
-    return Status::Error(std::string("commit state: no '") + CommitEventName(event) + "' from " +
-                         CommitStateName(from));
-  }
-  return to;
+  return next(false, from);
 }
 
 const char* FileTransferName(FileTransfer t) {
@@ -80,38 +86,25 @@ const char* FileEventName(FileEvent e) {
 
 Result<FileState> NextFileState(FileState from, FileEvent event) {
   using T = FileTransfer;
-  FileState to = from;
-  bool allowed = false;
+  // Every event but kHashed moves the transfer state alone.
+  auto next = [&](bool allowed, T transfer) {
+    return Transition("file", from, event, allowed, FileState{transfer, from.hashed});
+  };
   switch (event) {
     case FileEvent::kHashed:
-      allowed = !from.hashed;
-      to.hashed = true;
-      break;
+      return Transition("file", from, event, !from.hashed, FileState{from.transfer, true});
     case FileEvent::kMultipartStarted:
-      allowed = from.transfer == T::kUnsent;
-      to.transfer = T::kMultipart;
-      break;
+      return next(from.transfer == T::kUnsent, T::kMultipart);
     case FileEvent::kPartSent:
-      allowed = from.transfer == T::kMultipart;
-      break;
+      return next(from.transfer == T::kMultipart, T::kMultipart);
     case FileEvent::kMultipartDropped:
-      allowed = from.transfer == T::kMultipart;
-      to.transfer = T::kUnsent;
-      break;
+      return next(from.transfer == T::kMultipart, T::kUnsent);
     case FileEvent::kPut:
-      allowed = from.transfer == T::kUnsent;
-      to.transfer = T::kUploaded;
-      break;
+      return next(from.transfer == T::kUnsent, T::kUploaded);
     case FileEvent::kMultipartCompleted:
-      allowed = from.transfer == T::kMultipart;
-      to.transfer = T::kUploaded;
-      break;
+      return next(from.transfer == T::kMultipart, T::kUploaded);
   }
-  if (!allowed) {
-    return Status::Error(std::string("file state: no '") + FileEventName(event) + "' from " +
-                         FileTransferName(from.transfer) + (from.hashed ? " (hashed)" : ""));
-  }
-  return to;
+  return next(false, from.transfer);
 }
 
 }  // namespace autopar
