@@ -44,102 +44,210 @@ std::string Thousands(double v) {
   return digits;
 }
 
+// An event's key=value fields by key (Fields).
+using FieldMap = std::map<std::string, std::string>;
+
+// Reads a job's journal, event by event, into its report.
+class ReportBuilder {
+ public:
+  explicit ReportBuilder(const std::string& job_id) { r_.job_id = job_id; }
+
+  void Add(const JournalEvent& e) {
+    if (r_.first_time == 0 || e.time < r_.first_time) r_.first_time = e.time;
+    r_.last_time = std::max(r_.last_time, e.time);
+    const FieldMap f = Fields(e);
+    if (e.kind == event_kind::kSubmitted && r_.model.empty() && f.count("model")) {
+      AddPlan(f);
+    } else if (e.kind == "progress") {
+      AddProgress(e, f);
+    } else if (e.kind == event_kind::kFailure) {
+      OpenRecovery(e, f);
+    } else if (DecidesRecovery(e)) {
+      SetRecoveryAction(e, f);
+    } else if (EndsRecovery(e)) {
+      CloseRecovery(e, f);
+    } else if (e.kind == event_kind::kUsage) {
+      AddUsage(e, f);
+    } else if (e.kind == event_kind::kIdle) {
+      r_.idle.push_back(
+          {e.time, f.count("node") ? f.at("node") : e.node, Number(f, "idle_s").value_or(0)});
+    } else if (e.kind == event_kind::kFinished) {
+      r_.end = "finished exit=" + (f.count("exit") ? f.at("exit") : std::string("?"));
+    } else if (e.kind == event_kind::kStopped) {
+      r_.end = "stopped: " + (f.count("reason") ? f.at("reason") : e.detail);
+    }
+  }
+
+  // The report once every event is in: per-node means, nodes by name, the windows' medians.
+  JobReport Finish() {
+    for (auto& u : r_.utilisation) {
+      u.cpu_cores /= u.summaries;
+      if (u.gpu_util) *u.gpu_util /= u.summaries;
+    }
+    std::sort(
+        r_.utilisation.begin(), r_.utilisation.end(),
+        [](const JobReport::NodeUse& a, const JobReport::NodeUse& b) { return a.node < b.node; });
+    r_.step_s = Median(step_s_);
+    r_.mfu = Median(mfu_);
+    r_.tokens_per_s = Median(tokens_);
+    r_.samples_per_s = Median(samples_);
+    return r_;
+  }
+
+ private:
+  // The plan, from the "submitted" event.
+  void AddPlan(const FieldMap& f) {
+    r_.model = f.at("model");
+    std::string layout;
+    for (const char* k : {"tp", "cp", "pp", "dp", "micro_batch", "grad_accum", "recompute"}) {
+      if (f.count(k)) layout += (layout.empty() ? "" : " ") + std::string(k) + "=" + f.at(k);
+    }
+    r_.layout = layout;
+    r_.planned_step_s = Number(f, "step_s");
+    r_.planned_mfu = Number(f, "mfu");
+  }
+
+  void AddProgress(const JournalEvent& e, const FieldMap& f) {
+    JobReport::Window w;
+    w.time = e.time;
+    w.step = e.step;
+    w.step_s = Number(f, "step_s").value_or(0);
+    w.samples_per_s = Number(f, "samples_per_s");
+    w.tokens_per_s = Number(f, "tokens_per_s");
+    w.mfu = Number(f, "mfu");
+    w.loss = Number(f, "loss");
+    if (!r_.planned_step_s) r_.planned_step_s = Number(f, "planned_step_s");
+    if (!r_.planned_mfu) r_.planned_mfu = Number(f, "planned_mfu");
+    if (w.step_s > 0) step_s_.push_back(w.step_s);
+    if (w.mfu) mfu_.push_back(*w.mfu);
+    if (w.tokens_per_s) tokens_.push_back(*w.tokens_per_s);
+    if (w.samples_per_s) samples_.push_back(*w.samples_per_s);
+    r_.progress.push_back(w);
+  }
+
+  void OpenRecovery(const JournalEvent& e, const FieldMap& f) {
+    JobReport::Recovery rec;
+    rec.time = e.time;
+    rec.failure_class = f.count("class") ? f.at("class") : "unknown";
+    r_.recoveries.push_back(rec);
+    open_ = r_.recoveries.size();
+  }
+
+  // Whether `e` says what is done about the open recovery.
+  bool DecidesRecovery(const JournalEvent& e) const {
+    return open_ && (e.kind == event_kind::kRecovery || e.kind == event_kind::kRequeue ||
+                     e.kind == event_kind::kStopped);
+  }
+
+  // The first decision about a recovery is its action.
+  void SetRecoveryAction(const JournalEvent& e, const FieldMap& f) {
+    auto& rec = r_.recoveries[open_ - 1];
+    if (!rec.action.empty()) return;
+    rec.action = e.kind == event_kind::kRecovery && f.count("action") ? f.at("action")
+                 : e.kind == event_kind::kRequeue                     ? "requeue"
+                                                                      : "stop";
+  }
+
+  // In place, the restarted program restores (resumed) before its first step; a requeued job's
+  // next run has no first_step event, so its resume ends the recovery.
+  bool EndsRecovery(const JournalEvent& e) const {
+    return open_ && (e.kind == event_kind::kFirstStep ||
+                     (e.kind == event_kind::kResumed &&
+                      r_.recoveries[open_ - 1].action != "restart-in-place"));
+  }
+
+  void CloseRecovery(const JournalEvent& e, const FieldMap& f) {
+    auto& rec = r_.recoveries[open_ - 1];
+    auto since = Number(f, "since_failure_s");
+    rec.lost_s = since && e.kind == event_kind::kFirstStep ? *since : e.time - rec.time;
+    r_.lost_s += *rec.lost_s;
+    open_ = 0;
+  }
+
+  // One "usage" summary of a node, added to its totals (Finish turns sums into means).
+  void AddUsage(const JournalEvent& e, const FieldMap& f) {
+    const std::string node = f.count("node") ? f.at("node") : e.node;
+    auto it = std::find_if(r_.utilisation.begin(), r_.utilisation.end(),
+                           [&](const JobReport::NodeUse& u) { return u.node == node; });
+    if (it == r_.utilisation.end()) {
+      JobReport::NodeUse use;
+      use.node = node;
+      r_.utilisation.push_back(use);
+      it = r_.utilisation.end() - 1;
+    }
+    it->ranks = std::max(it->ranks, static_cast<int>(Number(f, "ranks").value_or(0)));
+    it->cpu_cores += Number(f, "cpu_cores").value_or(0);  // a sum here, a mean in Finish
+    it->rss_gib = std::max(it->rss_gib, Number(f, "rss_gib").value_or(0));
+    if (auto g = Number(f, "gpu_util")) it->gpu_util = it->gpu_util.value_or(0) + *g;
+    if (auto g = Number(f, "gpu_mem_gib")) {
+      it->gpu_mem_gib = std::max(it->gpu_mem_gib.value_or(0), *g);
+    }
+    ++it->summaries;
+  }
+
+  JobReport r_;
+  std::vector<double> step_s_, mfu_, tokens_, samples_;  // the windows', for the medians
+  size_t open_ = 0;  // 1 + the index of the recovery whose first step is awaited; 0: none
+};
+
+Json::Value OptionalNumber(const std::optional<double>& x) {
+  return x ? Json::Value(*x) : Json::Value();
+}
+
+Json::Value WindowToValue(const JobReport::Window& w) {
+  Json::Value x(Json::objectValue);
+  x["time"] = w.time;
+  x["step"] = Json::Int64(w.step);
+  x["step_s"] = w.step_s;
+  x["tokens_per_s"] = OptionalNumber(w.tokens_per_s);
+  x["samples_per_s"] = OptionalNumber(w.samples_per_s);
+  x["mfu"] = OptionalNumber(w.mfu);
+  x["loss"] = OptionalNumber(w.loss);
+  return x;
+}
+
+Json::Value RecoveryToValue(const JobReport::Recovery& rec) {
+  Json::Value x(Json::objectValue);
+  x["time"] = rec.time;
+  x["class"] = rec.failure_class;
+  x["action"] = rec.action;
+  x["lost_s"] = OptionalNumber(rec.lost_s);
+  return x;
+}
+
+Json::Value NodeUseToValue(const JobReport::NodeUse& u) {
+  Json::Value x(Json::objectValue);
+  x["node"] = u.node;
+  x["ranks"] = u.ranks;
+  x["cpu_cores"] = u.cpu_cores;
+  x["rss_gib"] = u.rss_gib;
+  x["gpu_util"] = OptionalNumber(u.gpu_util);
+  x["gpu_mem_gib"] = OptionalNumber(u.gpu_mem_gib);
+  return x;
+}
+
+Json::Value IdleToValue(const JobReport::Idle& i) {
+  Json::Value x(Json::objectValue);
+  x["time"] = i.time;
+  x["node"] = i.node;
+  x["idle_s"] = i.idle_s;
+  return x;
+}
+
+// `items` as a JSON array, each element made by `to_value`.
+template <typename T>
+Json::Value ArrayOf(const std::vector<T>& items, Json::Value (*to_value)(const T&)) {
+  Json::Value a(Json::arrayValue);
+  for (const T& x : items) a.append(to_value(x));
+  return a;
+}
+
 }  // namespace
 
 JobReport BuildReport(const std::string& job_id, const std::vector<JournalEvent>& events) {
-  JobReport r;
-  r.job_id = job_id;
-  std::vector<double> step_s, mfu, tokens, samples;
-  size_t open = 0;  // 1 + the index of the recovery whose first step is awaited; 0: none
-  for (const JournalEvent& e : events) {
-    if (r.first_time == 0 || e.time < r.first_time) r.first_time = e.time;
-    r.last_time = std::max(r.last_time, e.time);
-    const auto f = Fields(e);
-    if (e.kind == event_kind::kSubmitted && r.model.empty() && f.count("model")) {
-      r.model = f.at("model");
-      std::string layout;
-      for (const char* k : {"tp", "cp", "pp", "dp", "micro_batch", "grad_accum", "recompute"}) {
-        if (f.count(k)) layout += (layout.empty() ? "" : " ") + std::string(k) + "=" + f.at(k);
-      }
-      r.layout = layout;
-      r.planned_step_s = Number(f, "step_s");
-      r.planned_mfu = Number(f, "mfu");
-    } else if (e.kind == "progress") {
-      JobReport::Window w;
-      w.time = e.time;
-      w.step = e.step;
-      w.step_s = Number(f, "step_s").value_or(0);
-      w.samples_per_s = Number(f, "samples_per_s");
-      w.tokens_per_s = Number(f, "tokens_per_s");
-      w.mfu = Number(f, "mfu");
-      w.loss = Number(f, "loss");
-      if (!r.planned_step_s) r.planned_step_s = Number(f, "planned_step_s");
-      if (!r.planned_mfu) r.planned_mfu = Number(f, "planned_mfu");
-      if (w.step_s > 0) step_s.push_back(w.step_s);
-      if (w.mfu) mfu.push_back(*w.mfu);
-      if (w.tokens_per_s) tokens.push_back(*w.tokens_per_s);
-      if (w.samples_per_s) samples.push_back(*w.samples_per_s);
-      r.progress.push_back(w);
-    } else if (e.kind == event_kind::kFailure) {
-      JobReport::Recovery rec;
-      rec.time = e.time;
-      rec.failure_class = f.count("class") ? f.at("class") : "unknown";
-      r.recoveries.push_back(rec);
-      open = r.recoveries.size();
-    } else if (open && (e.kind == event_kind::kRecovery || e.kind == event_kind::kRequeue ||
-                        e.kind == event_kind::kStopped)) {
-      auto& rec = r.recoveries[open - 1];
-      if (rec.action.empty()) {
-        rec.action = e.kind == event_kind::kRecovery && f.count("action") ? f.at("action")
-                     : e.kind == event_kind::kRequeue                    ? "requeue"
-                                                                         : "stop";
-      }
-    } else if (open && (e.kind == event_kind::kFirstStep ||
-                        (e.kind == event_kind::kResumed &&
-                         r.recoveries[open - 1].action != "restart-in-place"))) {
-      // In place, the restarted program restores (resumed) before its first step; a requeued
-      // job's next run has no first_step event, so its resume ends the recovery.
-      auto& rec = r.recoveries[open - 1];
-      auto since = Number(f, "since_failure_s");
-      rec.lost_s = since && e.kind == event_kind::kFirstStep ? *since : e.time - rec.time;
-      r.lost_s += *rec.lost_s;
-      open = 0;
-    } else if (e.kind == event_kind::kUsage) {
-      const std::string node = f.count("node") ? f.at("node") : e.node;
-      auto it = std::find_if(r.utilisation.begin(), r.utilisation.end(),
-                             [&](const JobReport::NodeUse& u) { return u.node == node; });
-      if (it == r.utilisation.end()) {
-        JobReport::NodeUse use;
-        use.node = node;
-        r.utilisation.push_back(use);
-        it = r.utilisation.end() - 1;
-      }
-      it->ranks = std::max(it->ranks, static_cast<int>(Number(f, "ranks").value_or(0)));
-      it->cpu_cores += Number(f, "cpu_cores").value_or(0);  // a sum here, a mean below
-      it->rss_gib = std::max(it->rss_gib, Number(f, "rss_gib").value_or(0));
-      if (auto g = Number(f, "gpu_util")) it->gpu_util = it->gpu_util.value_or(0) + *g;
-      if (auto g = Number(f, "gpu_mem_gib")) it->gpu_mem_gib = std::max(it->gpu_mem_gib.value_or(0), *g);
-      ++it->summaries;
-    } else if (e.kind == event_kind::kIdle) {
-      r.idle.push_back({e.time, f.count("node") ? f.at("node") : e.node,
-                        Number(f, "idle_s").value_or(0)});
-    } else if (e.kind == event_kind::kFinished) {
-      r.end = "finished exit=" + (f.count("exit") ? f.at("exit") : std::string("?"));
-    } else if (e.kind == event_kind::kStopped) {
-      r.end = "stopped: " + (f.count("reason") ? f.at("reason") : e.detail);
-    }
-  }
-  for (auto& u : r.utilisation) {
-    u.cpu_cores /= u.summaries;
-    if (u.gpu_util) *u.gpu_util /= u.summaries;
-  }
-  std::sort(r.utilisation.begin(), r.utilisation.end(),
-            [](const JobReport::NodeUse& a, const JobReport::NodeUse& b) { return a.node < b.node; });
-  r.step_s = Median(step_s);
-  r.mfu = Median(mfu);
-  r.tokens_per_s = Median(tokens);
-  r.samples_per_s = Median(samples);
-  return r;
+  ReportBuilder b(job_id);
+  for (const JournalEvent& e : events) b.Add(e);
+  return b.Finish();
 }
 
 RecoveryCounts CountRecoveries(const JobReport& r) {
@@ -219,57 +327,16 @@ std::string ReportToJson(const JobReport& r) {
   v["job_id"] = r.job_id;
   v["model"] = r.model;
   v["layout"] = r.layout;
-  auto opt = [](const std::optional<double>& x) { return x ? Json::Value(*x) : Json::Value(); };
-  v["planned"]["step_s"] = opt(r.planned_step_s);
-  v["planned"]["mfu"] = opt(r.planned_mfu);
-  v["measured"]["step_s"] = opt(r.step_s);
-  v["measured"]["mfu"] = opt(r.mfu);
-  v["measured"]["tokens_per_s"] = opt(r.tokens_per_s);
-  v["measured"]["samples_per_s"] = opt(r.samples_per_s);
-  Json::Value windows(Json::arrayValue);
-  for (const auto& w : r.progress) {
-    Json::Value x(Json::objectValue);
-    x["time"] = w.time;
-    x["step"] = Json::Int64(w.step);
-    x["step_s"] = w.step_s;
-    x["tokens_per_s"] = opt(w.tokens_per_s);
-    x["samples_per_s"] = opt(w.samples_per_s);
-    x["mfu"] = opt(w.mfu);
-    x["loss"] = opt(w.loss);
-    windows.append(x);
-  }
-  v["progress"] = windows;
-  Json::Value recs(Json::arrayValue);
-  for (const auto& rec : r.recoveries) {
-    Json::Value x(Json::objectValue);
-    x["time"] = rec.time;
-    x["class"] = rec.failure_class;
-    x["action"] = rec.action;
-    x["lost_s"] = opt(rec.lost_s);
-    recs.append(x);
-  }
-  v["recoveries"] = recs;
-  Json::Value use(Json::arrayValue);
-  for (const auto& u : r.utilisation) {
-    Json::Value x(Json::objectValue);
-    x["node"] = u.node;
-    x["ranks"] = u.ranks;
-    x["cpu_cores"] = u.cpu_cores;
-    x["rss_gib"] = u.rss_gib;
-    x["gpu_util"] = opt(u.gpu_util);
-    x["gpu_mem_gib"] = opt(u.gpu_mem_gib);
-    use.append(x);
-  }
-  v["utilisation"] = use;
-  Json::Value idle(Json::arrayValue);
-  for (const auto& i : r.idle) {
-    Json::Value x(Json::objectValue);
-    x["time"] = i.time;
-    x["node"] = i.node;
-    x["idle_s"] = i.idle_s;
-    idle.append(x);
-  }
-  v["idle"] = idle;
+  v["planned"]["step_s"] = OptionalNumber(r.planned_step_s);
+  v["planned"]["mfu"] = OptionalNumber(r.planned_mfu);
+  v["measured"]["step_s"] = OptionalNumber(r.step_s);
+  v["measured"]["mfu"] = OptionalNumber(r.mfu);
+  v["measured"]["tokens_per_s"] = OptionalNumber(r.tokens_per_s);
+  v["measured"]["samples_per_s"] = OptionalNumber(r.samples_per_s);
+  v["progress"] = ArrayOf(r.progress, WindowToValue);
+  v["recoveries"] = ArrayOf(r.recoveries, RecoveryToValue);
+  v["utilisation"] = ArrayOf(r.utilisation, NodeUseToValue);
+  v["idle"] = ArrayOf(r.idle, IdleToValue);
   v["lost_s"] = r.lost_s;
   v["duration_s"] = r.last_time - r.first_time;
   v["end"] = r.end;
