@@ -635,83 +635,82 @@ Result<int64_t> QueryInt(sqlite3* db, const std::string& sql, const std::string&
   return s.Int(0);
 }
 
-}  // namespace
+// A check that keeps a job: a count of its rows (`sql`, the job bound as ?1) that, when not 0,
+// keeps it for `reason`.
+struct KeepCheck {
+  const char* sql;
+  const char* what;  // names the query in its errors
+  const char* reason;
+};
+constexpr KeepCheck kUploadsPending = {
+    "SELECT COUNT(*) FROM commits WHERE job_id=?1 AND (state IN "
+    "('queued','uploading') OR (state='failed' AND retry=1 AND upload!=''))",
+    "job commits", "uploads pending or to retry"};
+constexpr KeepCheck kPublicationPending = {
+    "SELECT COALESCE((SELECT MAX(id) FROM journal WHERE job_id=?1), 0) > "
+    "COALESCE((SELECT MAX(last_id) FROM journal_segments WHERE job_id=?1), 0)",
+    "journal publication", "journal publication pending"};
 
-Result<StateDb::PruneResult> StateDb::PruneJob(
-    const std::string& job_id, double before, bool require_published,
-    const std::vector<std::pair<int64_t, std::string>>& gone_local) {
-  PruneResult out;
-  // One round: a transaction that checks the job and deletes a batch of its rows. Returns
-  // whether the job still has rows to delete (another round).
-  auto round = [&]() -> Result<bool> {
-    // Checked in every transaction: an event, commit or heartbeat arriving meanwhile keeps the
-    // job (the heartbeats recorded so far are written in this transaction first).
-    if (Status st = WritePendingHeartbeats(); !st) return st;
-    Stmt act(db_,
-             "SELECT MAX(t) FROM ("
-             " SELECT MAX(time) t FROM journal WHERE job_id=?1"
-             " UNION ALL SELECT MAX(MAX(created), MAX(finished)) FROM commits WHERE job_id=?1"
-             " UNION ALL SELECT MAX(time) FROM heartbeats WHERE job_id=?1)");
-    act.Bind(job_id);
-    if (!act.ok() || act.Step() != SQLITE_ROW) return act.Error("job activity");
-    if (act.Real(0) >= before) {
-      out.kept_because = "recently active";
-      return false;
-    }
-    auto blocking =
-        QueryInt(db_,
-                 "SELECT COUNT(*) FROM commits WHERE job_id=?1 AND (state IN "
-                 "('queued','uploading') OR (state='failed' AND retry=1 AND upload!=''))",
-                 job_id, "job commits");
-    if (!blocking) return blocking.status();
-    if (*blocking > 0) {
-      out.kept_because = "uploads pending or to retry";
-      return false;
-    }
-    if (require_published) {
-      auto unpublished =
-          QueryInt(db_,
-                   "SELECT COALESCE((SELECT MAX(id) FROM journal WHERE job_id=?1), 0) > "
-                   "COALESCE((SELECT MAX(last_id) FROM journal_segments WHERE job_id=?1), 0)",
-                   job_id, "journal publication");
-      if (!unpublished) return unpublished.status();
-      if (*unpublished) {
-        out.kept_because = "journal publication pending";
-        return false;
-      }
-    }
-    auto run = [&](const std::string& sql, const char* what, int64_t* changed = nullptr,
-                   int64_t step = 0, const std::string* where = nullptr) -> Status {
-      Stmt d(db_, sql.c_str());
-      d.Bind(job_id);
-      if (where) d.Bind(step).Bind(*where);
-      if (Status st = Run(d, what); !st) return st;
-      out.rows += sqlite3_changes(db_);
-      if (changed) *changed = sqlite3_changes(db_);
-      return Status::Ok();
-    };
+// The check's reason when it keeps the job, else empty.
+Result<std::string> Check(sqlite3* db, const KeepCheck& check, const std::string& job_id) {
+  auto n = QueryInt(db, check.sql, job_id, check.what);
+  if (!n) return n.status();
+  return std::string(*n != 0 ? check.reason : "");
+}
+
+// Why the job must be kept for now: active since `before`, uploads to finish or (with
+// `require_published`) events not yet published; empty when nothing keeps it.
+Result<std::string> ReasonToKeep(sqlite3* db, const std::string& job_id, double before,
+                                 bool require_published) {
+  Stmt act(db,
+           "SELECT MAX(t) FROM ("
+           " SELECT MAX(time) t FROM journal WHERE job_id=?1"
+           " UNION ALL SELECT MAX(MAX(created), MAX(finished)) FROM commits WHERE job_id=?1"
+           " UNION ALL SELECT MAX(time) FROM heartbeats WHERE job_id=?1)");
+  act.Bind(job_id);
+  if (!act.ok() || act.Step() != SQLITE_ROW) return act.Error("job activity");
+  if (act.Real(0) >= before) return std::string("recently active");
+  auto uploads = Check(db, kUploadsPending, job_id);
+  if (!uploads || !uploads->empty() || !require_published) return uploads;
+  return Check(db, kPublicationPending, job_id);
+}
+
+// Deletes a job's rows inside a retention transaction, adding how many to `*rows`.
+class JobRows {
+ public:
+  JobRows(sqlite3* db, const std::string& job_id, int64_t* rows)
+      : db_(db), job_id_(job_id), rows_(rows) {}
+
+  // The local steps whose directories are gone, whatever their state.
+  Status DeleteGoneSteps(const std::vector<std::pair<int64_t, std::string>>& gone_local) {
     for (const auto& [step, where] : gone_local) {
-      if (Status st = run("DELETE FROM steps WHERE job_id=?1 AND step=?2 AND location=?3",
-                          "prune steps", nullptr, step, &where);
-          !st) {
-        return st;
-      }
+      Stmt d(db_, "DELETE FROM steps WHERE job_id=?1 AND step=?2 AND location=?3");
+      d.Bind(job_id_).Bind(step).Bind(where);
+      if (Status st = Count(Run(d, "prune steps")); !st) return st;
     }
-    // Large jobs go in batches, each its own short transaction: a commit waits for SQLite's
-    // write lock at most one batch (about a millisecond), never the whole job.
+    return Status::Ok();
+  }
+
+  // A batch of the journal; true when it was a full one (more may be left).
+  Result<bool> DeleteJournalBatch() {
     int64_t n = 0;
-    if (Status st = run("DELETE FROM journal WHERE id IN (SELECT id FROM journal WHERE job_id=?1 "
-                        "ORDER BY id LIMIT " +
-                            std::to_string(kPruneBatch) + ")",
-                        "prune journal", &n);
+    if (Status st = Delete("DELETE FROM journal WHERE id IN (SELECT id FROM journal WHERE "
+                           "job_id=?1 ORDER BY id LIMIT " +
+                               std::to_string(kPruneBatch) + ")",
+                           "prune journal", &n);
         !st) {
       return st;
     }
-    if (n == kPruneBatch) return true;
+    return n == kPruneBatch;
+  }
+
+  // A batch of commits with their files and parts, all but those of a local-only checkpoint
+  // still recorded complete; true when it was a full one (more may be left).
+  Result<bool> DeleteCommitBatch() {
     Stmt pick(db_, (std::string("SELECT id FROM commits WHERE job_id=?1 AND ") + kNotLocalComplete +
                     " LIMIT " + std::to_string(kPruneBatch / 8))
                        .c_str());
-    pick.Bind(job_id);
+    pick.Bind(job_id_);
     auto ids = ReadRows<int64_t>(pick, "prune commits", [](const Stmt& r) { return r.Int(0); });
     if (!ids) return ids.status();
     for (int64_t id : *ids) {
@@ -720,33 +719,64 @@ Result<StateDb::PruneResult> StateDb::PruneJob(
             "DELETE FROM commits WHERE id=?"}) {
         Stmt d(db_, sql);
         d.Bind(id);
-        if (Status st = Run(d, "prune commits"); !st) return st;
-        out.rows += sqlite3_changes(db_);
+        if (Status st = Count(Run(d, "prune commits")); !st) return st;
       }
     }
-    const int64_t picked = static_cast<int64_t>(ids->size());
-    if (picked == kPruneBatch / 8) return true;
-    if (Status st = run("DELETE FROM steps WHERE job_id=?1 AND NOT (state='COMPLETE-LOCAL' AND "
-                        "EXISTS (SELECT 1 FROM commits c WHERE c.job_id=steps.job_id AND "
-                        "c.step=steps.step AND c.ckpt_dir=steps.location AND c.upload='' AND "
-                        "c.state='local'))",
-                        "prune steps");
+    return static_cast<int64_t>(ids->size()) == kPruneBatch / 8;
+  }
+
+  // What is left once the journal and commits are gone: the steps (but a local-only checkpoint's
+  // still recorded complete), heartbeats, owner and published segments.
+  Status DeleteTheRest() {
+    if (Status st = Delete("DELETE FROM steps WHERE job_id=?1 AND NOT (state='COMPLETE-LOCAL' AND "
+                           "EXISTS (SELECT 1 FROM commits c WHERE c.job_id=steps.job_id AND "
+                           "c.step=steps.step AND c.ckpt_dir=steps.location AND c.upload='' AND "
+                           "c.state='local'))",
+                           "prune steps");
         !st) {
       return st;
     }
     for (const char* table : {"heartbeats", "job_owners", "journal_segments"}) {
-      if (Status st = run(std::string("DELETE FROM ") + table + " WHERE job_id=?1", "prune"); !st) {
+      if (Status st = Delete(std::string("DELETE FROM ") + table + " WHERE job_id=?1", "prune");
+          !st) {
         return st;
       }
     }
-    out.pruned = true;
-    return false;
-  };
+    return Status::Ok();
+  }
+
+ private:
+  // One statement that binds the job as ?1; `changed`, if given, gets the rows it deleted.
+  Status Delete(const std::string& sql, const char* what, int64_t* changed = nullptr) {
+    Stmt d(db_, sql.c_str());
+    d.Bind(job_id_);
+    if (Status st = Count(Run(d, what)); !st) return st;
+    if (changed) *changed = sqlite3_changes(db_);
+    return Status::Ok();
+  }
+
+  // `st`, having counted the rows the statement just run deleted when it succeeded.
+  Status Count(Status st) {
+    if (st) *rows_ += sqlite3_changes(db_);
+    return st;
+  }
+
+  sqlite3* db_;
+  const std::string& job_id_;
+  int64_t* rows_;
+};
+
+}  // namespace
+
+Result<StateDb::PruneResult> StateDb::PruneJob(
+    const std::string& job_id, double before, bool require_published,
+    const std::vector<std::pair<int64_t, std::string>>& gone_local) {
+  PruneResult out;
   for (;;) {
     DbLock lock(mu_);  // released between rounds: the uploader's bookkeeping goes in between
     if (Status st = Exec(db_, "BEGIN IMMEDIATE"); !st) return st;
     const int64_t rows_before = out.rows;
-    Result<bool> again = round();
+    Result<bool> again = PruneRound(job_id, before, require_published, gone_local, &out);
     Status st = again.ok() ? Exec(db_, "COMMIT") : again.status();
     if (!st.ok()) {
       (void)Exec(db_, "ROLLBACK");
@@ -755,6 +785,32 @@ Result<StateDb::PruneResult> StateDb::PruneJob(
     }
     if (!*again) return out;
   }
+}
+
+Result<bool> StateDb::PruneRound(const std::string& job_id, double before, bool require_published,
+                                 const std::vector<std::pair<int64_t, std::string>>& gone_local,
+                                 PruneResult* out) {
+  // Checked in every transaction: an event, commit or heartbeat arriving meanwhile keeps the
+  // job (the heartbeats recorded so far are written in this transaction first).
+  if (Status st = WritePendingHeartbeats(); !st) return st;
+  auto keep = ReasonToKeep(db_, job_id, before, require_published);
+  if (!keep) return keep.status();
+  if (!keep->empty()) {
+    out->kept_because = *keep;
+    return false;
+  }
+  JobRows rows(db_, job_id, &out->rows);
+  if (Status st = rows.DeleteGoneSteps(gone_local); !st) return st;
+  // Large jobs go in batches, each its own short transaction: a commit waits for SQLite's
+  // write lock at most one batch (about a millisecond), never the whole job.
+  for (auto batch : {&JobRows::DeleteJournalBatch, &JobRows::DeleteCommitBatch}) {
+    Result<bool> full = (rows.*batch)();
+    if (!full) return full.status();
+    if (*full) return true;
+  }
+  if (Status st = rows.DeleteTheRest(); !st) return st;
+  out->pruned = true;
+  return false;
 }
 
 Status StateDb::Heartbeat(const std::string& job_id, int rank, int64_t step, double time, int pid) {

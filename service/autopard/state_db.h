@@ -232,6 +232,12 @@ class StateDb {
   std::mutex mu_;
   // Writes the pending heartbeats on db_ (mu_ held; inside the caller's transaction, if any).
   Status WritePendingHeartbeats();
+  // One transaction's worth of PruneJob (mu_ held, inside the transaction): checks that nothing
+  // keeps the job and deletes a batch of its rows, adding to `out`. True when rows are left for
+  // another round.
+  Result<bool> PruneRound(const std::string& job_id, double before, bool require_published,
+                          const std::vector<std::pair<int64_t, std::string>>& gone_local,
+                          PruneResult* out);
   sqlite3_stmt* heartbeat_stmt_ = nullptr;  // on db_, prepared once (under mu_)
   struct HeartbeatRow {
     int64_t step = 0;
