@@ -109,22 +109,21 @@ class PosixStore : public ObjectStore {
   StoreStatus UploadPartFromFile(const std::string& key, const std::string& upload_id,
                                  int part_number, uint64_t offset, int src, uint64_t length,
                                  std::string* etag) override {
-    if (!ValidKey(key)) return BadKey(key);
-    AsUser as(config_.identity);
-    const std::string tmp = TmpKey(key, upload_id);
-    UniqueFd fd = OpenKey(tmp, O_WRONLY);
-    if (!fd.ok()) return FromErrno(errno, Path(tmp));
-    // The object takes its source's mode (within the root's), as a whole PUT does: set with the
-    // first part (parts may come in any order; each upload has a first).
-    if (part_number == 1) {
-      struct stat sst;
-      UniqueFd root = Root(false);
-      if (::fstat(src, &sst) == 0 && root.ok()) ::fchmod(fd.get(), FileModeOf(root.get(), sst.st_mode & 0777));
-    }
-    StoreStatus s = CopyRange(src, fd.get(), offset, length, Path(tmp));
-    // Non-empty by contract (callers use it to tell uploaded parts).
-    if (s.ok()) *etag = "part-" + std::to_string(part_number);
-    return s;
+    return WritePart(key, upload_id, [&](int fd, const std::string& tmp) {
+      // The object takes its source's mode (within the root's), as a whole PUT does: set with
+      // the first part (parts may come in any order; each upload has a first).
+      if (part_number == 1) {
+        struct stat sst;
+        UniqueFd root = Root(false);
+        if (::fstat(src, &sst) == 0 && root.ok()) {
+          ::fchmod(fd, FileModeOf(root.get(), sst.st_mode & 0777));
+        }
+      }
+      StoreStatus s = CopyRange(src, fd, offset, length, tmp);
+      // Non-empty by contract (callers use it to tell uploaded parts).
+      if (s.ok()) *etag = "part-" + std::to_string(part_number);
+      return s;
+    });
   }
 
   StoreStatus PutObject(const std::string& key, std::string_view data,
@@ -156,15 +155,12 @@ class PosixStore : public ObjectStore {
   StoreStatus UploadPart(const std::string& key, const std::string& upload_id, int /*part*/,
                          uint64_t offset, std::string_view data, const Md5Digest& md5,
                          std::string* etag) override {
-    if (!ValidKey(key)) return BadKey(key);
-    AsUser as(config_.identity);
-    const std::string tmp = TmpKey(key, upload_id);
-    UniqueFd fd = OpenKey(tmp, O_WRONLY);
-    if (!fd.ok()) return FromErrno(errno, Path(tmp));
-    StoreStatus s = WriteAt(fd.get(), data, offset, Path(tmp));
-    // Non-empty by contract (callers use it to tell uploaded parts); the MD5 given, if any.
-    if (s.ok()) *etag = HexEncode(md5);
-    return s;
+    return WritePart(key, upload_id, [&](int fd, const std::string& tmp) {
+      StoreStatus s = WriteAt(fd, data, offset, tmp);
+      // Non-empty by contract (callers use it to tell uploaded parts); the MD5 given, if any.
+      if (s.ok()) *etag = HexEncode(md5);
+      return s;
+    });
   }
 
   StoreStatus CompleteUpload(const std::string& key, const std::string& upload_id,
@@ -356,6 +352,18 @@ class PosixStore : public ObjectStore {
     UniqueFd root = Root(false);
     if (!root.ok()) return root;
     return UniqueFd(OpenBeneath(root.get(), key, flags));
+  }
+
+  // Writes a part of the multipart upload `upload_id` of `key`: `write(fd, shown)` on its
+  // temporary, opened for writing with the store's identity (`shown`: the temporary's path).
+  template <typename Write>
+  StoreStatus WritePart(const std::string& key, const std::string& upload_id, Write write) {
+    if (!ValidKey(key)) return BadKey(key);
+    AsUser as(config_.identity);
+    const std::string tmp = TmpKey(key, upload_id);
+    UniqueFd fd = OpenKey(tmp, O_WRONLY);
+    if (!fd.ok()) return FromErrno(errno, Path(tmp));
+    return write(fd.get(), Path(tmp));
   }
 
   // Writes a whole object: a temporary beside it (mode `mode` within the root's), fsync'ed,
