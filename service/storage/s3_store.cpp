@@ -164,6 +164,41 @@ size_t HeaderCallback(char* data, size_t size, size_t nitems, void* userdata) {
   return n;
 }
 
+// The options that depend on the request's method (a GET needs none): no body for HEAD, the
+// body's source for PUT and POST.
+void SetUpMethod(CURL* h, const Request& req, Transfer* t) {
+  if (req.method == "HEAD") {
+    curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+  } else if (req.method == "PUT") {
+    curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, ReadCallback);
+    curl_easy_setopt(h, CURLOPT_READDATA, t);
+    curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, SeekCallback);
+    curl_easy_setopt(h, CURLOPT_SEEKDATA, t);
+    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
+                     static_cast<curl_off_t>(req.body_fd >= 0 ? req.body_length : req.body.size()));
+    if (req.body_fd >= 0 && req.md5_body) {
+      t->md5 = EVP_MD_CTX_new();
+      EVP_DigestInit_ex(t->md5, EVP_md5(), nullptr);
+    }
+  } else if (req.method == "POST") {
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, req.body.data());
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+  } else if (req.method == "DELETE") {
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
+  }
+}
+
+// The hex MD5 of a streamed body; frees `md5`.
+std::string FinishMd5(EVP_MD_CTX* md5) {
+  Md5Digest d{};
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(md5, d.data(), &len);
+  EVP_MD_CTX_free(md5);
+  return HexEncode(d);
+}
+
 bool RetryableCurlCode(CURLcode rc) {
   switch (rc) {
     case CURLE_COULDNT_RESOLVE_HOST:
@@ -478,15 +513,29 @@ class S3Store : public ObjectStore {
       curl_slist_free_all(headers);
       return StoreStatus::Retryable(what + ": curl_easy_init failed");
     }
+    Transfer t;
+    t.handle = h;
+    t.request = &req;
+    t.response = resp;
+    SetUp(h, url, headers, &t);
+    SetUpMethod(h, req, &t);
+    CURLcode rc = curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
+    curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &resp->content_length);
+    pool_.Give(h);
+    curl_slist_free_all(headers);
+    if (t.md5) resp->body_md5 = FinishMd5(t.md5);
+    return Outcome(req, *resp, t, rc, what);
+  }
+
+  // The handle's options for every request: signing, timeouts, TLS, buffers and the callbacks
+  // that read the reply into `t`.
+  void SetUp(CURL* h, const std::string& url, curl_slist* headers, Transfer* t) const {
     curl_easy_reset(h);
     SignWithSigV4(h, config_.credentials, config_.region, "s3");
     // Curl sends "Expect: 100-continue" before large bodies; waiting 0 ms for the 100 sends the
     // body at once (no round trip) without removing the header (s3_sign.h says why not).
     curl_easy_setopt(h, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
-    Transfer t;
-    t.handle = h;
-    t.request = &req;
-    t.response = resp;
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -500,43 +549,14 @@ class S3Store : public ObjectStore {
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, config_.verify_tls ? 2L : 0L);
     if (!config_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, config_.ca_file.c_str());
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, WriteCallback);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, t);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, HeaderCallback);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
-    if (req.method == "HEAD") {
-      curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    } else if (req.method == "PUT") {
-      curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-      curl_easy_setopt(h, CURLOPT_READFUNCTION, ReadCallback);
-      curl_easy_setopt(h, CURLOPT_READDATA, &t);
-      curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, SeekCallback);
-      curl_easy_setopt(h, CURLOPT_SEEKDATA, &t);
-      curl_easy_setopt(
-          h, CURLOPT_INFILESIZE_LARGE,
-          static_cast<curl_off_t>(req.body_fd >= 0 ? req.body_length : req.body.size()));
-      if (req.body_fd >= 0 && req.md5_body) {
-        t.md5 = EVP_MD_CTX_new();
-        EVP_DigestInit_ex(t.md5, EVP_md5(), nullptr);
-      }
-    } else if (req.method == "POST") {
-      curl_easy_setopt(h, CURLOPT_POST, 1L);
-      curl_easy_setopt(h, CURLOPT_POSTFIELDS, req.body.data());
-      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
-    } else if (req.method == "DELETE") {
-      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
-    }
-    CURLcode rc = curl_easy_perform(h);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
-    curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &resp->content_length);
-    pool_.Give(h);
-    curl_slist_free_all(headers);
-    if (t.md5) {
-      Md5Digest d{};
-      unsigned int len = 0;
-      EVP_DigestFinal_ex(t.md5, d.data(), &len);
-      EVP_MD_CTX_free(t.md5);
-      resp->body_md5 = HexEncode(d);
-    }
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, t);
+  }
+
+  // What the request's status, curl's result and the transfer's flags make of it.
+  StoreStatus Outcome(const Request& req, const Response& resp, const Transfer& t, CURLcode rc,
+                      const std::string& what) const {
     if (t.file_read_failed) {
       return StoreStatus::Fatal(what + ": reading the local file failed: " + std::strerror(errno));
     }
@@ -549,10 +569,10 @@ class S3Store : public ObjectStore {
                         endpoint_.host + ")";
       return RetryableCurlCode(rc) ? StoreStatus::Retryable(msg) : StoreStatus::Fatal(msg);
     }
-    if (resp->status / 100 != 2) return FromHttp(resp->status, resp->body, what);
+    if (resp.status / 100 != 2) return FromHttp(resp.status, resp.body, what);
     // CompleteMultipartUpload (and DeleteObjects) may report errors inside a 200 reply.
-    if (req.method == "POST" && s3xml::ParseError(resp->body)) {
-      return FromHttp(500, resp->body, what);
+    if (req.method == "POST" && s3xml::ParseError(resp.body)) {
+      return FromHttp(500, resp.body, what);
     }
     return StoreStatus::Ok();
   }
