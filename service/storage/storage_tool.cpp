@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,125 +65,208 @@ void Walk(const std::string& root, const std::string& rel, std::vector<std::stri
   closedir(d);
 }
 
-int Main(int argc, char** argv) {
+// What the options set, and the arguments: URI, COMMAND and its own.
+struct ToolOptions {
+  ToolOptions() { s3.endpoint = "http://127.0.0.1:18900"; }
   S3Config s3;
-  s3.endpoint = "http://127.0.0.1:18900";
   PosixConfig posix;
   TransferOptions opts;
   std::vector<std::string> args;
+};
+
+// An option: whether it takes a value and what it sets (an error ends the program).
+struct ToolFlag {
+  const char* name;
+  bool takes_value;
+  Status (*set)(ToolOptions& o, const std::string& value);
+};
+
+Status ReadCredentials(ToolOptions& o, const std::string& path) {
+  std::ifstream f(path);
+  if (!f || !std::getline(f, o.s3.credentials.access_key_id) ||
+      !std::getline(f, o.s3.credentials.secret_access_key)) {
+    return Status::Error("--credentials: " + path +
+                         ": cannot read two lines (access key id, secret)");
+  }
+  return Status::Ok();
+}
+
+constexpr ToolFlag kFlags[] = {
+    {"--endpoint", true,
+     [](ToolOptions& o, const std::string& v) {
+       o.s3.endpoint = v;
+       return Status::Ok();
+     }},
+    {"--region", true,
+     [](ToolOptions& o, const std::string& v) {
+       o.s3.region = v;
+       return Status::Ok();
+     }},
+    {"--credentials", true, ReadCredentials},
+    {"--part-size-mib", true,
+     [](ToolOptions& o, const std::string& v) {
+       o.opts.part_size = std::strtoull(v.c_str(), nullptr, 10) << 20;
+       return Status::Ok();
+     }},
+    {"--multipart-threshold-mib", true,
+     [](ToolOptions& o, const std::string& v) {
+       o.opts.multipart_threshold = std::strtoull(v.c_str(), nullptr, 10) << 20;
+       return Status::Ok();
+     }},
+    {"--concurrency", true,
+     [](ToolOptions& o, const std::string& v) {
+       o.opts.concurrency = std::atoi(v.c_str());
+       return Status::Ok();
+     }},
+    {"--sign-payload", false,
+     [](ToolOptions& o, const std::string&) {
+       o.s3.sign_payload = true;
+       return Status::Ok();
+     }},
+    {"--no-md5", false,
+     [](ToolOptions& o, const std::string&) {
+       o.s3.content_md5 = false;
+       return Status::Ok();
+     }},
+    {"--no-fsync", false,
+     [](ToolOptions& o, const std::string&) {
+       o.posix.fsync = false;
+       return Status::Ok();
+     }},
+    {"--as-uid", true,
+     [](ToolOptions& o, const std::string& v) {
+       o.posix.identity = WithGroups(IdentityOf(static_cast<uid_t>(std::atol(v.c_str()))));
+       return Status::Ok();
+     }},
+};
+
+// Reads the command line into `o`; the exit status when the program ends here (help, a bad
+// option; a missing value exits at once with 2).
+std::optional<int> ParseArgs(int argc, char** argv, ToolOptions* o) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::cerr << "autopar-storage-tool: " << a << ": missing value\n";
-        std::exit(2);
+    const ToolFlag* flag = nullptr;
+    for (const ToolFlag& f : kFlags) {
+      if (a == f.name) flag = &f;
+    }
+    if (flag) {
+      std::string value;
+      if (flag->takes_value) {
+        if (i + 1 >= argc) {
+          std::cerr << "autopar-storage-tool: " << a << ": missing value\n";
+          std::exit(2);
+        }
+        value = argv[++i];
       }
-      return argv[++i];
-    };
-    if (a == "--endpoint") {
-      s3.endpoint = value();
-    } else if (a == "--region") {
-      s3.region = value();
-    } else if (a == "--credentials") {
-      std::string path = value();
-      std::ifstream f(path);
-      if (!f || !std::getline(f, s3.credentials.access_key_id) ||
-          !std::getline(f, s3.credentials.secret_access_key)) {
-        return Fail("--credentials: " + path + ": cannot read two lines (access key id, secret)");
-      }
-    } else if (a == "--part-size-mib") {
-      opts.part_size = std::strtoull(value().c_str(), nullptr, 10) << 20;
-    } else if (a == "--multipart-threshold-mib") {
-      opts.multipart_threshold = std::strtoull(value().c_str(), nullptr, 10) << 20;
-    } else if (a == "--concurrency") {
-      opts.concurrency = std::atoi(value().c_str());
-    } else if (a == "--sign-payload") {
-      s3.sign_payload = true;
-    } else if (a == "--no-md5") {
-      s3.content_md5 = false;
-    } else if (a == "--no-fsync") {
-      posix.fsync = false;
-    } else if (a == "--as-uid") {
-      posix.identity = WithGroups(IdentityOf(static_cast<uid_t>(std::atol(value().c_str()))));
+      if (Status s = flag->set(*o, value); !s.ok()) return Fail(s.message());
     } else if (a == "-h" || a == "--help") {
       std::cout << kUsage;
       return 0;
     } else if (a.rfind("--", 0) == 0) {
       return Fail(a + ": unknown option\n" + kUsage);
     } else {
-      args.push_back(a);
+      o->args.push_back(a);
     }
   }
-  if (args.size() < 2) return Fail(std::string("missing URI or command\n") + kUsage);
-  auto uri = ParseCheckpointUri(args[0]);
-  if (!uri.ok()) return Fail(uri.message());
-  auto opened = OpenObjectStore(*uri, s3, posix);
-  if (!opened.ok()) return Fail(opened.message());
-  ObjectStore& store = **opened;
-  const std::string& cmd = args[1];
-  auto need = [&](size_t n) { return args.size() >= n + 2; };
+  return std::nullopt;
+}
 
-  if (cmd == "upload" && need(2)) {
-    std::vector<std::string> files;
-    Walk(args[2], "", &files);
-    std::vector<UploadItem> items;
-    for (const auto& f : files) items.push_back({args[2] + "/" + f, args[3] + "/" + f});
-    opts.compute_sha256 = false;
-    auto start = std::chrono::steady_clock::now();
-    auto r = UploadFiles(store, items, opts);
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!r.ok()) return Fail(r.message());
-    uint64_t bytes = 0;
-    for (const auto& u : *r) bytes += u.size;
-    std::printf("uploaded %zu files, %llu bytes in %.3f s (%.1f MiB/s)\n", r->size(),
-                static_cast<unsigned long long>(bytes), secs,
-                static_cast<double>(bytes) / (1 << 20) / secs);
-    return 0;
+// Whether the command (args[1]) has at least `n` arguments of its own.
+bool HasArgs(const std::vector<std::string>& args, size_t n) { return args.size() >= n + 2; }
+
+int Upload(ObjectStore& store, const std::vector<std::string>& args, const TransferOptions& opts) {
+  std::vector<std::string> files;
+  Walk(args[2], "", &files);
+  std::vector<UploadItem> items;
+  for (const auto& f : files) items.push_back({args[2] + "/" + f, args[3] + "/" + f});
+  TransferOptions no_digest = opts;
+  no_digest.compute_sha256 = false;
+  auto start = std::chrono::steady_clock::now();
+  auto r = UploadFiles(store, items, no_digest);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!r.ok()) return Fail(r.message());
+  uint64_t bytes = 0;
+  for (const auto& u : *r) bytes += u.size;
+  std::printf("uploaded %zu files, %llu bytes in %.3f s (%.1f MiB/s)\n", r->size(),
+              static_cast<unsigned long long>(bytes), secs,
+              static_cast<double>(bytes) / (1 << 20) / secs);
+  return 0;
+}
+
+int Put(ObjectStore& store, const std::vector<std::string>& args, const TransferOptions& opts) {
+  auto r = UploadFiles(store, {{args[2], args[3]}}, opts);
+  if (!r.ok()) return Fail(r.message());
+  std::printf("%s %llu %s\n", (*r)[0].key.c_str(), static_cast<unsigned long long>((*r)[0].size),
+              (*r)[0].sha256.c_str());
+  return 0;
+}
+
+int Get(ObjectStore& store, const std::vector<std::string>& args, const TransferOptions& opts) {
+  ObjectInfo info;
+  StoreStatus h = store.Head(args[2], &info);
+  if (!h.ok()) return Fail(store.Describe() + "/" + args[2] + ": " + h.message);
+  Status s =
+      DownloadFiles(store, {{args[2], args[3], info.size, HasArgs(args, 3) ? args[4] : ""}}, opts);
+  if (!s.ok()) return Fail(s.message());
+  return 0;
+}
+
+int Cat(ObjectStore& store, const std::vector<std::string>& args, const TransferOptions& opts) {
+  auto r = GetSmallObject(store, args[2], opts);
+  if (!r.ok()) return Fail(r.message());
+  std::fwrite(r->data(), 1, r->size(), stdout);
+  return 0;
+}
+
+int Ls(ObjectStore& store, const std::vector<std::string>& args, const TransferOptions& opts) {
+  auto r = ListObjects(store, HasArgs(args, 1) ? args[2] : "", opts);
+  if (!r.ok()) return Fail(r.message());
+  for (const auto& o : *r) {
+    std::printf("%llu %s\n", static_cast<unsigned long long>(o.size), o.key.c_str());
   }
-  if (cmd == "put" && need(2)) {
-    auto r = UploadFiles(store, {{args[2], args[3]}}, opts);
-    if (!r.ok()) return Fail(r.message());
-    std::printf("%s %llu %s\n", (*r)[0].key.c_str(), static_cast<unsigned long long>((*r)[0].size),
-                (*r)[0].sha256.c_str());
-    return 0;
+  return 0;
+}
+
+int Rm(ObjectStore& store, const std::vector<std::string>& args, const TransferOptions& opts) {
+  auto r = DeletePrefix(store, args[2], opts);
+  if (!r.ok()) return Fail(r.message());
+  std::printf("deleted %zu objects\n", *r);
+  return 0;
+}
+
+int Steps(ObjectStore& store, const std::vector<std::string>& args, const TransferOptions& opts) {
+  auto r = ListSteps(store, HasArgs(args, 1) ? args[2] : "", opts);
+  if (!r.ok()) return Fail(r.message());
+  for (const auto& s : *r) {
+    std::printf("%s %lld %s %llu\n", s.job_id.c_str(), static_cast<long long>(s.step),
+                s.has_manifest ? "complete" : "incomplete",
+                static_cast<unsigned long long>(s.bytes));
   }
-  if (cmd == "get" && need(2)) {
-    ObjectInfo info;
-    StoreStatus h = store.Head(args[2], &info);
-    if (!h.ok()) return Fail(store.Describe() + "/" + args[2] + ": " + h.message);
-    Status s = DownloadFiles(store, {{args[2], args[3], info.size, need(3) ? args[4] : ""}}, opts);
-    if (!s.ok()) return Fail(s.message());
-    return 0;
-  }
-  if (cmd == "cat" && need(1)) {
-    auto r = GetSmallObject(store, args[2], opts);
-    if (!r.ok()) return Fail(r.message());
-    std::fwrite(r->data(), 1, r->size(), stdout);
-    return 0;
-  }
-  if (cmd == "ls") {
-    auto r = ListObjects(store, need(1) ? args[2] : "", opts);
-    if (!r.ok()) return Fail(r.message());
-    for (const auto& o : *r) {
-      std::printf("%llu %s\n", static_cast<unsigned long long>(o.size), o.key.c_str());
-    }
-    return 0;
-  }
-  if (cmd == "rm" && need(1)) {
-    auto r = DeletePrefix(store, args[2], opts);
-    if (!r.ok()) return Fail(r.message());
-    std::printf("deleted %zu objects\n", *r);
-    return 0;
-  }
-  if (cmd == "steps") {
-    auto r = ListSteps(store, need(1) ? args[2] : "", opts);
-    if (!r.ok()) return Fail(r.message());
-    for (const auto& s : *r) {
-      std::printf("%s %lld %s %llu\n", s.job_id.c_str(), static_cast<long long>(s.step),
-                  s.has_manifest ? "complete" : "incomplete",
-                  static_cast<unsigned long long>(s.bytes));
-    }
-    return 0;
+  return 0;
+}
+
+// A command, the arguments it needs at least, and what runs it.
+struct Command {
+  const char* name;
+  size_t min_args;
+  int (*run)(ObjectStore& store, const std::vector<std::string>& args, const TransferOptions& opts);
+};
+constexpr Command kCommands[] = {
+    {"upload", 2, Upload}, {"put", 2, Put}, {"get", 2, Get},     {"cat", 1, Cat},
+    {"ls", 0, Ls},         {"rm", 1, Rm},   {"steps", 0, Steps},
+};
+
+int Main(int argc, char** argv) {
+  ToolOptions o;
+  if (std::optional<int> exit_status = ParseArgs(argc, argv, &o)) return *exit_status;
+  if (o.args.size() < 2) return Fail(std::string("missing URI or command\n") + kUsage);
+  auto uri = ParseCheckpointUri(o.args[0]);
+  if (!uri.ok()) return Fail(uri.message());
+  auto opened = OpenObjectStore(*uri, o.s3, o.posix);
+  if (!opened.ok()) return Fail(opened.message());
+  const std::string& cmd = o.args[1];
+  for (const Command& c : kCommands) {
+    if (cmd == c.name && HasArgs(o.args, c.min_args)) return c.run(**opened, o.args, o.opts);
   }
   return Fail("unknown command or missing arguments: " + cmd + "\n" + kUsage);
 }
