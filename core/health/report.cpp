@@ -308,7 +308,11 @@ std::string ReportToText(const JobReport& r) {
     for (const auto& u : r.utilisation) {
       os << "  " << u.node << "  " << u.ranks << (u.ranks == 1 ? " rank  " : " ranks  ")
          << FormatFixed(u.cpu_cores, 2) << " CPU cores  " << FormatFixed(u.rss_gib, 2) << " GiB";
-      if (u.gpu_util) os << "  GPU " << FormatFixed(*u.gpu_util, 1) << "%, " << FormatFixed(*u.gpu_mem_gib, 1) << " GiB";
+      if (u.gpu_util) {
+        os << "  GPU " << FormatFixed(*u.gpu_util, 1) << "%";
+        // A node may report utilisation without memory (no NVML memory query): say nothing of it.
+        if (u.gpu_mem_gib) os << ", " << FormatFixed(*u.gpu_mem_gib, 1) << " GiB";
+      }
       os << "\n";
     }
   }

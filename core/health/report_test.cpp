@@ -102,5 +102,14 @@ TEST(JobReport, UtilisationPerNodeAndIdleStretches) {
   EXPECT_EQ(v["idle"][0]["idle_s"].asDouble(), 600);
 }
 
+TEST(JobReport, GpuUtilisationWithoutMemoryPrintsNoMemory) {
+  JobReport r = BuildReport(
+      "7", {Ev(1000, "usage", -1, "node=node1 ranks=2 cpu_cores=0.5 rss_gib=0.30 gpu_util=40.0 heartbeats=3")});
+  ASSERT_EQ(r.utilisation.size(), 1u);
+  EXPECT_FALSE(r.utilisation[0].gpu_mem_gib);
+  const std::string text = ReportToText(r);
+  EXPECT_NE(text.find("GPU 40.0%\n"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace autopar
