@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/health/report.h"
+#include "core/plan/plan_request_for_test.h"
 
 namespace autopar {
 namespace {
@@ -123,17 +124,6 @@ TEST_F(CalibrationFileOnDisk, ReadsNamesThePathInErrorsAndMissingIsEmptyOnlyWhen
 
 // --- the plan with and without it ---------------------------------------------------------
 
-PlanRequest Request(const std::string& model, int64_t gpus, const std::string& gpu, int64_t batch,
-                    int64_t seq = 0) {
-  PlanRequest r;
-  r.model = ResolveModel(model).value();
-  r.gpu = ResolveGpuType(gpu).value();
-  r.gpus = gpus;
-  r.global_batch = batch;
-  r.seq_len = seq;
-  return r;
-}
-
 void ExpectScaled(const PlanCandidate& raw, const PlanCandidate& cal, double f) {
   EXPECT_DOUBLE_EQ(cal.step_time_s, raw.step_time_s / f);
   EXPECT_DOUBLE_EQ(cal.mfu, raw.mfu * f);
@@ -160,7 +150,7 @@ TEST(CalibratedPlan, DiffersExactlyByTheFactorInStepTimeAndMfu) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.model);
-    const PlanRequest raw_req = Request(c.model, c.gpus, c.gpu, c.batch, c.seq);
+    const PlanRequest raw_req = PlanRequestFor(c.model, c.gpus, c.gpu, c.batch, c.seq);
     PlanRequest cal_req = raw_req;
     cal_req.calibration = PlanCalibration{c.factor, "1234"};
     auto raw = PlanJob(raw_req);
@@ -184,7 +174,7 @@ TEST(CalibratedPlan, DiffersExactlyByTheFactorInStepTimeAndMfu) {
 }
 
 TEST(CalibratedPlan, NamesItsCalibrationInJsonTextAndBack) {
-  PlanRequest r = Request("gpt3-1.3b", 4, "a100-80gb", 64, 128);
+  PlanRequest r = PlanRequestFor("gpt3-1.3b", 4, "a100-80gb", 64, 128);
   r.calibration = PlanCalibration{0.87, "1234"};
   auto plan = PlanJob(r);
   ASSERT_TRUE(plan.ok()) << plan.message();
@@ -218,7 +208,7 @@ TEST(CalibratedPlan, NamesItsCalibrationInJsonTextAndBack) {
 
 TEST(CalibratedPlan, RefusesAFactorOutsideItsRange) {
   for (double f : {0.0, -1.0, 2.5}) {
-    PlanRequest r = Request("gpt3-1.3b", 4, "a100-80gb", 64, 128);
+    PlanRequest r = PlanRequestFor("gpt3-1.3b", 4, "a100-80gb", 64, 128);
     r.calibration = PlanCalibration{f, "1"};
     auto plan = PlanJob(r);
     ASSERT_FALSE(plan.ok()) << f;

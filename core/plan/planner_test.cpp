@@ -1,4 +1,5 @@
 #include "core/plan/planner.h"
+#include "core/plan/plan_request_for_test.h"
 
 #include <gtest/gtest.h>
 
@@ -12,17 +13,6 @@
 namespace autopar {
 namespace {
 
-PlanRequest Request(const std::string& model, int64_t gpus, const std::string& gpu, int64_t batch,
-                    int64_t seq = 0) {
-  PlanRequest r;
-  r.model = ResolveModel(model).value();
-  r.gpu = ResolveGpuType(gpu).value();
-  r.gpus = gpus;
-  r.global_batch = batch;
-  r.seq_len = seq;
-  return r;
-}
-
 // A refusal of pinned sizes names the layout the search finds without them ("without the pins it
 // plans: tp=1, ep=8, pp=1, dp=48, ..."): pinned to those sizes instead, the request plans.
 void ExpectSuggestedLayoutPlans(PlanRequest r, const std::string& message) {
@@ -33,7 +23,7 @@ void ExpectSuggestedLayoutPlans(PlanRequest r, const std::string& message) {
     const std::string more = "nothing plans without the pins either; it plans with ";
     const size_t m = message.find(more);
     ASSERT_NE(m, std::string::npos) << message;
-    r = Request(r.model.name, std::stoll(message.substr(m + more.size())), r.gpu.name,
+    r = PlanRequestFor(r.model.name, std::stoll(message.substr(m + more.size())), r.gpu.name,
                 r.global_batch);
     EXPECT_TRUE(PlanJob(r).ok()) << message;
     return;
@@ -139,7 +129,7 @@ TEST(ModelFlopsPerStep, PalmFormulaForLlama) {
 }
 
 TEST(EvaluateLayout, PipelineBubbleIsPMinus1OverMV) {
-  PlanRequest r = Request("gpt3-175b", 64, "a100-80gb", 64);
+  PlanRequest r = PlanRequestFor("gpt3-175b", 64, "a100-80gb", 64);
   for (int64_t v : {1, 2, 3}) {
     Layout l;
     l.tp = 8;
@@ -158,7 +148,7 @@ TEST(EvaluateLayout, PipelineBubbleIsPMinus1OverMV) {
 }
 
 TEST(EvaluateLayout, InterleavingAddsKorthikantiActivationFactor) {
-  PlanRequest r = Request("gpt3-175b", 64, "a100-80gb", 64);
+  PlanRequest r = PlanRequestFor("gpt3-175b", 64, "a100-80gb", 64);
   Layout l;
   l.tp = 8;
   l.pp = 8;
@@ -171,7 +161,7 @@ TEST(EvaluateLayout, InterleavingAddsKorthikantiActivationFactor) {
 }
 
 TEST(EvaluateLayout, MemoryAndTimeAreConsistent) {
-  PlanRequest r = Request("llama-2-13b", 16, "a100-80gb", 128);
+  PlanRequest r = PlanRequestFor("llama-2-13b", 16, "a100-80gb", 128);
   Layout l;
   l.tp = 2;
   l.pp = 2;
@@ -226,7 +216,7 @@ TEST(PlanJob, EveryPlanSatisfiesTheConstraints) {
       {"7B", 24, 8, 96, "a100-80gb"},
   };
   for (const auto& c : cases) {
-    PlanRequest r = Request(c.model, c.gpus, c.gpu, c.batch);
+    PlanRequest r = PlanRequestFor(c.model, c.gpus, c.gpu, c.batch);
     r.gpus_per_node = c.gpus_per_node;
     r.top_k = 5;
     auto plan = PlanJob(r);
@@ -270,7 +260,7 @@ TEST(PlanJob, EveryPlanSatisfiesTheConstraints) {
 
 TEST(PlanJob, ChoosesTheFastestFittingLayout) {
   // Brute force over the same space with EvaluateLayout: nothing that fits is faster.
-  PlanRequest r = Request("llama-2-7b", 16, "a100-80gb", 64);
+  PlanRequest r = PlanRequestFor("llama-2-7b", 16, "a100-80gb", 64);
   auto plan = PlanJob(r);
   ASSERT_TRUE(plan.ok()) << plan.message();
   for (int64_t t : {1, 2, 4, 8}) {
@@ -300,7 +290,7 @@ TEST(PlanJob, ChoosesTheFastestFittingLayout) {
 }
 
 TEST(PlanJob, SmallModelUsesDataParallelism) {
-  auto plan = PlanJob(Request("gpt3-1.3b", 8, "a100-80gb", 512));
+  auto plan = PlanJob(PlanRequestFor("gpt3-1.3b", 8, "a100-80gb", 512));
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->chosen.layout.tp, 1);
   EXPECT_EQ(plan->chosen.layout.pp, 1);
@@ -308,7 +298,7 @@ TEST(PlanJob, SmallModelUsesDataParallelism) {
 }
 
 TEST(PlanJob, TensorParallelStaysInANodeUnlessAllowed) {
-  PlanRequest r = Request("gpt3-175b", 256, "a100-80gb", 512);
+  PlanRequest r = PlanRequestFor("gpt3-175b", 256, "a100-80gb", 512);
   r.gpus_per_node = 4;
   auto plan = PlanJob(r);
   ASSERT_TRUE(plan.ok()) << plan.message();
@@ -323,7 +313,7 @@ TEST(PlanJob, TensorParallelStaysInANodeUnlessAllowed) {
             0u)
       << pinned.message();
   // A model whose 48 heads allow t = 6: on 8-GPU nodes a group of 6 would straddle two nodes.
-  PlanRequest straddle = Request("gpt3-1.3b", 12, "a100-80gb", 48);
+  PlanRequest straddle = PlanRequestFor("gpt3-1.3b", 12, "a100-80gb", 48);
   straddle.model.heads = 48;
   straddle.model.hidden = 48 * 64;
   straddle.model.kv_heads = 48;
@@ -343,7 +333,7 @@ TEST(PlanJob, TensorParallelStaysInANodeUnlessAllowed) {
 }
 
 TEST(PlanJob, PinnedSizesAreKept) {
-  PlanRequest r = Request("llama-2-13b", 32, "a100-80gb", 256);
+  PlanRequest r = PlanRequestFor("llama-2-13b", 32, "a100-80gb", 256);
   r.tp = 4;
   r.pp = 2;
   auto plan = PlanJob(r);
@@ -386,7 +376,7 @@ TEST(PlanJob, PinnedSizesAreRefusedWithTheReason) {
        "full recompute, distributed optimizer) needs "},
   };
   for (const auto& c : cases) {
-    PlanRequest r = Request(c.model, c.gpus, "a100-80gb", c.batch);
+    PlanRequest r = PlanRequestFor(c.model, c.gpus, "a100-80gb", c.batch);
     r.tp = c.tp;
     r.pp = c.pp;
     r.dp = c.dp;
@@ -399,7 +389,7 @@ TEST(PlanJob, PinnedSizesAreRefusedWithTheReason) {
 }
 
 TEST(PlanJob, ModelThatCannotFitSaysWhatWouldMakeItFit) {
-  PlanRequest r = Request("llama-3-405b", 8, "a100-80gb", 64);
+  PlanRequest r = PlanRequestFor("llama-3-405b", 8, "a100-80gb", 64);
   auto plan = PlanJob(r);
   ASSERT_FALSE(plan.ok());
   const std::string& msg = plan.message();
@@ -416,17 +406,17 @@ TEST(PlanJob, ModelThatCannotFitSaysWhatWouldMakeItFit) {
   EXPECT_GT(std::stod(m[1].str()), 72.0);
   // The suggested GPU count plans, with the same request otherwise.
   const int64_t gpus = std::stoll(m[2].str());
-  PlanRequest bigger = Request("llama-3-405b", gpus, "a100-80gb", 64);
+  PlanRequest bigger = PlanRequestFor("llama-3-405b", gpus, "a100-80gb", 64);
   EXPECT_TRUE(PlanJob(bigger).ok()) << gpus << " GPUs: " << PlanJob(bigger).message();
   // One node fewer than suggested does not.
-  PlanRequest smaller = Request("llama-3-405b", gpus - 8, "a100-80gb", gpus - 8);
+  PlanRequest smaller = PlanRequestFor("llama-3-405b", gpus - 8, "a100-80gb", gpus - 8);
   EXPECT_FALSE(PlanJob(smaller).ok());
 }
 
 TEST(PlanJob, RecomputesJustEnoughLayersInFull) {
   // Llama-3-405B's published layout at 8K tokens: selective recompute does not fit, so the planner
   // recomputes the fewest layers per chunk in full that make it fit (Megatron's block method).
-  PlanRequest r = Request("llama-3-405b", 16384, "h100-80gb", 2048);
+  PlanRequest r = PlanRequestFor("llama-3-405b", 16384, "h100-80gb", 2048);
   r.tp = 8;
   r.pp = 16;
   r.dp = 128;
@@ -451,11 +441,11 @@ TEST(PlanJob, RecomputesJustEnoughLayersInFull) {
 }
 
 TEST(PlanJob, SuggestsABiggerGpuWhenOneWouldDo) {
-  auto plan = PlanJob(Request("megatron-22b", 4, "a100-80gb", 16));
+  auto plan = PlanJob(PlanRequestFor("megatron-22b", 4, "a100-80gb", 16));
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.message().find("or with a GPU type with more memory (h200-141gb)"), std::string::npos)
       << plan.message();
-  EXPECT_TRUE(PlanJob(Request("megatron-22b", 4, "h200-141gb", 16)).ok());
+  EXPECT_TRUE(PlanJob(PlanRequestFor("megatron-22b", 4, "h200-141gb", 16)).ok());
 }
 
 TEST(PlanJob, InvalidRequestsNameTheOption) {
@@ -475,7 +465,7 @@ TEST(PlanJob, InvalidRequestsNameTheOption) {
       {[](PlanRequest& r) { r.tp = 0; }, "tp: must be >= 1 (got 0)"},
   };
   for (const auto& c : cases) {
-    PlanRequest r = Request("llama-2-7b", 8, "a100-80gb", 64);
+    PlanRequest r = PlanRequestFor("llama-2-7b", 8, "a100-80gb", 64);
     c.mutate(r);
     auto plan = PlanJob(r);
     ASSERT_FALSE(plan.ok()) << c.expected;
@@ -486,7 +476,7 @@ TEST(PlanJob, InvalidRequestsNameTheOption) {
 TEST(PlanJob, GlobalBatchThatNoDataParallelSizeDivides) {
   // BLOOM's 70 layers and 112 heads on 384 GPUs with even stages only leave d in {24, 48, 96,
   // 192, 384} (p divides 70 and 384/t: 1 or 2); uneven stages give BLOOM's own dp=8.
-  PlanRequest r = Request("bloom-176b", 384, "a100-80gb", 2048);
+  PlanRequest r = PlanRequestFor("bloom-176b", 384, "a100-80gb", 2048);
   r.allow_uneven_stages = false;
   auto plan = PlanJob(r);
   ASSERT_FALSE(plan.ok());
@@ -518,7 +508,7 @@ TEST(PlanJob, PublishedRunsPlanWithoutFlags) {
       {"bloom-176b", 384, "a100-80gb", 2048, 2048, 4, 12, 8, {5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5}},
   };
   for (const auto& c : cases) {
-    PlanRequest r = Request(c.model, c.gpus, c.gpu, c.batch);
+    PlanRequest r = PlanRequestFor(c.model, c.gpus, c.gpu, c.batch);
     r.seq_len = c.seq;
     auto plan = PlanJob(r);
     ASSERT_TRUE(plan.ok()) << c.model << ": " << plan.message();
@@ -550,7 +540,7 @@ TEST(ActivationBytesPerLayer, ContextParallelHoldsItsShareOfTheTokens) {
 
 TEST(PlanJob, LongContextUsesContextParallelism) {
   // Llama 3 405B's long-context stage: 131,072 tokens on 16,384 H100s.
-  PlanRequest r = Request("llama-3-405b", 16384, "h100-80gb", 128);
+  PlanRequest r = PlanRequestFor("llama-3-405b", 16384, "h100-80gb", 128);
   r.seq_len = 131072;
   auto plan = PlanJob(r);
   ASSERT_TRUE(plan.ok()) << plan.message();
@@ -569,7 +559,7 @@ TEST(PlanJob, LongContextUsesContextParallelism) {
       << refused.message();
   EXPECT_NE(refused.message().find(", cp="), std::string::npos) << refused.message();
   // Short sequences never search it (every rank keeps >= 8K tokens).
-  auto short_seq = PlanJob(Request("llama-2-7b", 64, "a100-80gb", 512));
+  auto short_seq = PlanJob(PlanRequestFor("llama-2-7b", 64, "a100-80gb", 512));
   ASSERT_TRUE(short_seq.ok());
   EXPECT_EQ(short_seq->chosen.layout.cp, 1);
 }
@@ -605,7 +595,7 @@ TEST(PlanJob, PublishedRunsWithinStatedTolerance) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.model) + " on " + std::to_string(c.gpus));
-    PlanRequest r = Request(c.model, c.gpus, "a100-80gb", c.batch);
+    PlanRequest r = PlanRequestFor(c.model, c.gpus, "a100-80gb", c.batch);
     if (c.net_gbps > 0) r.gpu.net_gbps = c.net_gbps;
     auto free = PlanJob(r);
     ASSERT_TRUE(free.ok()) << free.message();
@@ -622,7 +612,7 @@ TEST(PlanJob, PublishedRunsWithinStatedTolerance) {
   }
   // OPT-175B trained with FSDP, which the planner does not model: its layout pinned is refused
   // (weights and gradients not sharded), and the refusal's layout plans.
-  PlanRequest opt = Request("opt-175b", 992, "a100-80gb", 992);
+  PlanRequest opt = PlanRequestFor("opt-175b", 992, "a100-80gb", 992);
   ASSERT_TRUE(PlanJob(opt).ok());
   opt.tp = 8;
   opt.pp = 1;
@@ -631,7 +621,7 @@ TEST(PlanJob, PublishedRunsWithinStatedTolerance) {
   ASSERT_FALSE(refused.ok());
   ExpectSuggestedLayoutPlans(opt, refused.message());
   // Llama 2 70B: no layout published; it plans.
-  PlanRequest llama2 = Request("llama-2-70b", 2048, "a100-80gb", 1024);
+  PlanRequest llama2 = PlanRequestFor("llama-2-70b", 2048, "a100-80gb", 1024);
   llama2.seq_len = 4096;
   EXPECT_TRUE(PlanJob(llama2).ok());
 }
@@ -651,7 +641,7 @@ TEST(PlanJob, Llama3PublishedLayoutsWithinTolerance) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::to_string(c.gpus) + " GPUs, " + std::to_string(c.seq) + " tokens");
-    PlanRequest r = Request("llama-3-405b", c.gpus, "h100-80gb", c.batch);
+    PlanRequest r = PlanRequestFor("llama-3-405b", c.gpus, "h100-80gb", c.batch);
     r.seq_len = c.seq;
     auto free = PlanJob(r);
     ASSERT_TRUE(free.ok()) << free.message();
@@ -672,7 +662,7 @@ TEST(PlanJob, MixtureOfExpertsUsesExpertParallelism) {
   // container, DGX-H100): gpt-oss-120b, 64 H100, BF16, GBS 512, MBS 4, 4096 tokens, TP1 PP4 CP1
   // VP1 EP8, 5,630 tokens/s/GPU. It plans without flags with expert parallelism; the published
   // layout pinned fits and is predicted within 25% of its throughput.
-  PlanRequest r = Request("gpt-oss-120b", 64, "h100-80gb", 512);
+  PlanRequest r = PlanRequestFor("gpt-oss-120b", 64, "h100-80gb", 512);
   r.seq_len = 4096;
   auto plan = PlanJob(r);
   ASSERT_TRUE(plan.ok()) << plan.message();
@@ -701,7 +691,7 @@ TEST(PlanJob, MixtureOfExpertsUsesExpertParallelism) {
   one.ep = 1;
   EXPECT_GT(EvaluateLayout(r, one).memory.weights_gib, 4 * published->chosen.memory.weights_gib);
   // A dense model refuses an expert-parallel pin; a size that does not divide the experts too.
-  PlanRequest dense = Request("llama-2-7b", 8, "a100-80gb", 64);
+  PlanRequest dense = PlanRequestFor("llama-2-7b", 8, "a100-80gb", 64);
   dense.ep = 2;
   EXPECT_EQ(PlanJob(dense).message().rfind(
                 "--auto-parallel=ep=2: ep=2 needs a mixture-of-experts model (llama-2-7b has no "
@@ -709,7 +699,7 @@ TEST(PlanJob, MixtureOfExpertsUsesExpertParallelism) {
                 0),
             0u);
   ExpectSuggestedLayoutPlans(dense, PlanJob(dense).message());
-  PlanRequest odd = Request("mixtral-8x7b", 48, "h100-80gb", 96);
+  PlanRequest odd = PlanRequestFor("mixtral-8x7b", 48, "h100-80gb", 96);
   odd.seq_len = 4096;
   odd.ep = 3;
   EXPECT_EQ(PlanJob(odd).message().rfind(
@@ -749,7 +739,7 @@ TEST(SplitStages, FirstAndLastHoldWhatIsLeft) {
 }
 
 TEST(PlanJob, EvenStagesForbidUnevenOnes) {
-  PlanRequest r = Request("llama-3-405b", 16384, "h100-80gb", 2048);
+  PlanRequest r = PlanRequestFor("llama-3-405b", 16384, "h100-80gb", 2048);
   r.seq_len = 8192;
   r.allow_uneven_stages = false;
   auto plan = PlanJob(r);
@@ -772,7 +762,7 @@ TEST(PlanJob, EvenStagesForbidUnevenOnes) {
 
 TEST(PlanJob, MoreMemoryNeverMakesThePlanSlower) {
   for (const char* gpu : {"a100-40gb", "a100-80gb"}) {
-    PlanRequest small = Request("llama-2-13b", 16, gpu, 256);
+    PlanRequest small = PlanRequestFor("llama-2-13b", 16, gpu, 256);
     PlanRequest big = small;
     big.gpu.mem_gib *= 2;
     auto a = PlanJob(small);

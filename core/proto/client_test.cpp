@@ -1,6 +1,7 @@
 #include "core/proto/proto_client.h"
 
 #include "autopar/ckpt_c.h"
+#include "core/proto/temp_socket_for_test.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -27,15 +28,8 @@ namespace {
 class FakeDaemon {
  public:
   explicit FakeDaemon(std::function<std::string(const std::string&)> answer) {
-    char tmpl[] = "/tmp/autopar-client-test-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    path_ = dir_ + "/s.sock";
-    fd_ = socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strcpy(addr.sun_path, path_.c_str());
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(listen(fd_, 4), 0);
+    fd_ = socket_.Listen(4);
+    EXPECT_GE(fd_, 0);
     thread_ = std::thread([this, answer] {
       int c = accept(fd_, nullptr, nullptr);
       if (c < 0) return;
@@ -54,17 +48,15 @@ class FakeDaemon {
     });
   }
   ~FakeDaemon() {
-    shutdown(fd_, SHUT_RDWR);
+    socket_.Shutdown();
     thread_.join();
-    close(fd_);
-    unlink(path_.c_str());
-    rmdir(dir_.c_str());
   }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return socket_.path(); }
   const std::string& received() const { return received_; }
 
  private:
-  std::string dir_, path_, received_;
+  TempSocket socket_;
+  std::string received_;
   int fd_ = -1;
   std::thread thread_;
 };
@@ -174,16 +166,10 @@ TEST(ClientTest, MissingDaemonAndEnvironmentAreNamed) {
 class LateDaemon {
  public:
   LateDaemon(std::chrono::milliseconds delay, std::string reply) {
-    char tmpl[] = "/tmp/autopar-client-test-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    path_ = dir_ + "/s.sock";
     thread_ = std::thread([this, delay, reply] {
       std::this_thread::sleep_for(delay);
-      int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-      sockaddr_un addr{};
-      addr.sun_family = AF_UNIX;
-      std::strcpy(addr.sun_path, path_.c_str());
-      if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 4) != 0) return;
+      int fd = socket_.Listen(4);
+      if (fd < 0) return;
       int c = accept(fd, nullptr, nullptr);
       char buf[4096];
       std::string in;
@@ -194,18 +180,13 @@ class LateDaemon {
       }
       (void)!write(c, reply.data(), reply.size());
       close(c);
-      close(fd);
     });
   }
-  ~LateDaemon() {
-    thread_.join();
-    unlink(path_.c_str());
-    rmdir(dir_.c_str());
-  }
-  const std::string& path() const { return path_; }
+  ~LateDaemon() { thread_.join(); }
+  const std::string& path() const { return socket_.path(); }
 
  private:
-  std::string dir_, path_;
+  TempSocket socket_;
   std::thread thread_;
 };
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "autopar/ckpt_c.h"
+#include "core/proto/temp_socket_for_test.h"
 
 namespace autopar {
 namespace {
@@ -187,15 +188,8 @@ TEST(HeartbeatSenderTest, SentByTheNextLookOrByAWakeUpOnceQuiet) {
 class EchoDaemon {
  public:
   EchoDaemon() {
-    char tmpl[] = "/tmp/autopar-hb-test-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    path_ = dir_ + "/s.sock";
-    fd_ = socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strcpy(addr.sun_path, path_.c_str());
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(listen(fd_, 16), 0);
+    fd_ = socket_.Listen(16);
+    EXPECT_GE(fd_, 0);
     thread_ = std::thread([this] {
       for (;;) {
         int c = accept(fd_, nullptr, nullptr);
@@ -224,13 +218,10 @@ class EchoDaemon {
     });
   }
   ~EchoDaemon() {
-    shutdown(fd_, SHUT_RDWR);
+    socket_.Shutdown();
     thread_.join();
-    close(fd_);
-    unlink(path_.c_str());
-    rmdir(dir_.c_str());
   }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return socket_.path(); }
   void Reply(const std::string& r) {
     std::lock_guard<std::mutex> l(mu_);
     reply_ = r;
@@ -250,7 +241,7 @@ class EchoDaemon {
   }
 
  private:
-  std::string dir_, path_;
+  TempSocket socket_;
   int fd_ = -1;
   std::thread thread_;
   std::mutex mu_;
