@@ -18,6 +18,7 @@ shape and every autopar option go on sbatch's command line, where the plugin che
 the plugin or Slurm refuses raises SubmitError with that one line, and no job exists. See
 docs/python.md for what each argument becomes on Slurm.
 """
+import datetime as _dt
 import json
 import math
 import os
@@ -110,19 +111,77 @@ def _one_line(stderr):
 
 
 def _memory_mib(value):
-    """'64GiB', '64GB', '500M', 4096 (MiB) -> MiB for --mem (Slurm's K/M/G/T are powers of 1024)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
+    """'64GiB', '64GB', '500MiB', '500M' -> MiB for --mem (Slurm's K/M/G/T are powers of 1024). A
+    number without a unit is refused: Slurm would read 64 as 64 MiB, rarely what was meant."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)(B?)\s*", str(value), re.I)
-    if not m or (m.group(3) and not m.group(4)):
-        raise ValueError(f"memory: '{value}' is not a size like 64GiB, 64GB or 4096 (MiB)")
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not m \
+            or (m.group(3) and not m.group(4)):
+        raise ValueError(f"memory: '{value}' is not a size like 64GiB, 64GB or 500MiB")
+    if not m.group(2):
+        raise ValueError(f"memory: '{value}' has no unit (Slurm would read it as {value} MiB): "
+                         f"say '{value}GiB' or '{value}MiB'")
     number, unit, binary, byte = float(m.group(1)), m.group(2).upper(), m.group(3), m.group(4)
-    power = "KMGT".index(unit) + 1 if unit else 2  # a bare number is MiB, as for --mem
-    base = 1024 if (binary or not byte or not unit) else 1000
-    mib = number * base ** power / 1024 ** 2 if unit else number
+    power = "KMGT".index(unit) + 1
+    base = 1024 if (binary or not byte) else 1000
+    mib = number * base ** power / 1024 ** 2
     if mib <= 0:
         raise ValueError(f"memory: '{value}' must be more than 0")
     return int(math.ceil(mib))
+
+
+# Slurm's forms of a time limit (sbatch(1) --time), all but a bare number of minutes.
+_TIME_FORMS = re.compile(r"\d+:\d{1,2}(:\d{1,2})?|\d+-\d{1,2}(:\d{1,2}){0,2}", re.A)
+
+
+def _time_limit(value):
+    """A time limit for --time: a datetime.timedelta, or a string in one of Slurm's forms
+    ('HH:MM:SS', 'MM:SS', 'D-HH', 'D-HH:MM', 'D-HH:MM:SS', 'UNLIMITED'). A bare number is refused:
+    Slurm reads it as minutes, Python users as seconds."""
+    if isinstance(value, _dt.timedelta):
+        seconds = int(math.ceil(value.total_seconds()))
+        if seconds <= 0:
+            raise ValueError(f"time: {value} must be more than 0")
+        days, rest = divmod(seconds, 86400)
+        return f"{days}-{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    text = str(value).strip() if isinstance(value, str) else None
+    if text and text.upper() in ("UNLIMITED", "INFINITE"):
+        return text
+    if text is None or not _TIME_FORMS.fullmatch(text):
+        hint = (f" (Slurm would read {value} as minutes): give '{value // 3600:02d}:"
+                f"{value % 3600 // 60:02d}:{value % 60:02d}' for {value} seconds, or a "
+                f"datetime.timedelta") if isinstance(value, int) and not isinstance(value, bool) \
+            and value > 0 else ": give 'HH:MM:SS', 'D-HH:MM:SS' or a datetime.timedelta"
+        raise ValueError(f"time: {value!r} is not a time limit{hint}")
+    return text
+
+
+def _extra(value):
+    """Other sbatch options: a list of arguments, or one string split as a shell would."""
+    if isinstance(value, str):
+        try:
+            return shlex.split(value)
+        except ValueError as e:
+            raise ValueError(f"extra: {value!r}: {e}") from None
+    if not isinstance(value, (list, tuple)) or not all(isinstance(a, str) for a in value):
+        raise ValueError(f"extra: must be a list of strings (or one string), got {value!r}")
+    return list(value)
+
+
+def _environment(env):
+    """The variables to add to sbatch's environment: names are strings, values strings or numbers
+    (numbers written as Python writes them)."""
+    if env is None:
+        return None
+    if not isinstance(env, dict):
+        raise ValueError(f"env: must be a dict of names to values, got {type(env).__name__}")
+    out = {}
+    for name, value in env.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"env: {name!r} is not a variable name")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise ValueError(f"env: {name}: {value!r} is not a string or a number")
+        out[name] = str(value)
+    return out
 
 
 def _positive(name, value):
@@ -160,7 +219,9 @@ def sbatch_arguments(*, name=None, nodes=None, tasks_per_node=None, gpu_count=No
         args.append(f"--cpus-per-task={_positive('cpus_per_task', cpus_per_task)}")
     if memory is not None:
         args.append(f"--mem={_memory_mib(memory)}M")
-    for key, flag, value in (("time", "--time", time), ("partition", "--partition", partition),
+    if time is not None:
+        args.append(f"--time={_time_limit(time)}")
+    for key, flag, value in (("partition", "--partition", partition),
                              ("account", "--account", account), ("qos", "--qos", qos),
                              ("output", "--output", output), ("error", "--error", error),
                              ("array", "--array", array), ("chdir", "--chdir", chdir)):
@@ -189,7 +250,7 @@ def sbatch_arguments(*, name=None, nodes=None, tasks_per_node=None, gpu_count=No
             args.append(f"{flag}=" + ",".join(f"{k}={v}" for k, v in value.items()))
         else:
             args.append(f"{flag}={value}")
-    args.extend(extra)
+    args.extend(_extra(extra))
     return args
 
 
@@ -209,37 +270,60 @@ def submit(command=None, *, script=None, env=None, launcher=None, **options):
     """Submits one job (or a job array with array="0-9") and returns its Job. `command` (a string
     or a list) runs on every task under autopar-launch; or `script` names an sbatch script to submit
     as it is. The other keywords are Slurm's (sbatch_arguments) and autopar's (AUTOPAR_OPTIONS).
-    Raises SubmitError with the one line that refused it; ValueError for a value that is not one."""
+    Every argument is checked before Slurm is asked (ValueError or TypeError naming it, without
+    sbatch on PATH too); SubmitError with the one line that refused it otherwise."""
     if (command is None) == (script is None):
         raise ValueError("submit: give exactly one of command= and script=")
+    if command is not None and (callable(command) or not isinstance(command, (str, list, tuple))):
+        raise TypeError(f"command: a shell command (a string or a list of arguments), "
+                        f"got {type(command).__name__}")
+    extra_env = _environment(env)
+    args = sbatch_arguments(**options)
+    if script is not None and not os.path.isfile(script):
+        raise ValueError(f"script: {script}: no such file")
+    text = batch_script(command, launcher) if command is not None else None
     sbatch = _tool("AUTOPAR_SBATCH", "sbatch")
-    args = sbatch_arguments(sbatch=sbatch, **options)
-    if script is not None:
-        if not os.path.isfile(script):
-            raise ValueError(f"script: {script}: no such file")
-        cmd, text = [sbatch, "--parsable", *args, script], None
-    else:
-        cmd, text = [sbatch, "--parsable", *args], batch_script(command, launcher)
+    cmd = [sbatch, "--parsable", *args] + ([script] if script is not None else [])
     p = subprocess.run(cmd, input=text, capture_output=True, text=True,
-                       env=None if env is None else {**os.environ, **env})
+                       env=None if extra_env is None else {**os.environ, **extra_env})
     if p.returncode != 0:
         raise SubmitError(_one_line(p.stderr) or f"sbatch: exit status {p.returncode}")
     job_id = p.stdout.strip().split(";")[0]
     if not job_id.isdigit():
         raise SubmitError(f"sbatch: unexpected reply '{p.stdout.strip()}'")
-    return Job(job_id, ckpt_upload=options.get("ckpt_upload"))
+    return Job(job_id, ckpt_upload=options.get("ckpt_upload"),
+               stdout_path=_stdout_path(options, job_id))
+
+
+def _stdout_path(options, job_id):
+    """Where Slurm writes the job's standard output (sbatch's --output pattern, else its default),
+    for output() once the controller has forgotten the job; None when the pattern needs what only
+    Slurm knows (a node, an array task, the name of a job submitted without one)."""
+    pattern = str(options.get("output") or ("slurm-%A_%a.out" if options.get("array") else "slurm-%j.out"))
+    name = options.get("name")
+    parts = []
+    for piece in pattern.split("%%"):  # %% is a literal %
+        piece = piece.replace("%j", job_id)
+        if name:
+            piece = piece.replace("%x", str(name))
+        if "%" in piece:
+            return None
+        parts.append(piece)
+    path = "%".join(parts)
+    return path if os.path.isabs(path) else os.path.join(options.get("chdir") or os.getcwd(), path)
 
 
 def wait_all(jobs, timeout=None, poll=1.0):
-    """Waits for every job (a sweep, or a job array's tasks); returns {job id: final state}. Raises
-    TimeoutError naming the jobs still running when `timeout` seconds pass."""
+    """Waits for every job (a sweep, or a job array's tasks); returns {job id: final state}, which is
+    UNKNOWN for a job Slurm no longer knows (see Job.state). Raises TimeoutError naming the jobs
+    still running when `timeout` seconds pass."""
     deadline = None if timeout is None else time.monotonic() + timeout
     states = {}
     pending = list(jobs)
     while pending:
         for job in list(pending):
             s = job.state()
-            if s in TERMINAL:
+            if s in TERMINAL or s == "UNKNOWN":  # forgotten by Slurm: it has ended
                 states[job.id] = s
                 pending.remove(job)
         if not pending:
@@ -254,8 +338,9 @@ class Job:
     """A Slurm job, followed through Slurm (state, output) and autopard (plan, events,
     checkpoints). `socket`: a node's autopard (default $AUTOPAR_SOCKET, else autopard's)."""
 
-    def __init__(self, job_id, socket=None, ckpt_upload=None):
+    def __init__(self, job_id, socket=None, ckpt_upload=None, stdout_path=None):
         self.id = str(job_id)
+        self.stdout_path = stdout_path  # where submit expects its output (output() after Slurm forgot it)
         self.socket = socket or os.environ.get("AUTOPAR_SOCKET") or "/run/autopard/autopard.sock"
         self.ckpt_upload = ckpt_upload  # where checkpoints() looks; else autopard's record of the job
 
@@ -284,7 +369,7 @@ class Job:
         completed, else the first other final state."""
         states = [r["JobState"] for r in self._records() if "JobState" in r]
         if not states:
-            sacct = shutil.which("sacct")
+            sacct = os.environ.get("AUTOPAR_SACCT") or shutil.which("sacct")
             if sacct:
                 p = _run([sacct, "-n", "-X", "-P", "-o", "State", "-j", self.id], check=False)
                 states = [line.split()[0] for line in p.stdout.splitlines() if line.strip()] \
@@ -303,15 +388,17 @@ class Job:
         return wait_all([self], timeout, poll)[self.id]
 
     def cancel(self):
-        """Cancels the job (pending or running); nothing to do for one that has ended."""
+        """Cancels the job (pending or running); nothing to do for one that has ended, or that Slurm
+        no longer knows."""
         p = _run([_tool("AUTOPAR_SCANCEL", "scancel"), self.id], check=False)
-        if p.returncode != 0 and self.state() not in TERMINAL:
+        if p.returncode != 0 and self.state() not in TERMINAL | {"UNKNOWN"}:
             raise RuntimeError(f"scancel {self.id}: {_one_line(p.stderr)}")
 
     def output(self, lines=50):
-        """The last `lines` lines of the job's standard output file."""
+        """The last `lines` lines of the job's standard output file (where scontrol says, else where
+        submit expected it: the job may be long forgotten by the controller)."""
         records = self._records()
-        path = records[0].get("StdOut") if records else None
+        path = records[0].get("StdOut") if records else self.stdout_path
         if not path or not os.path.exists(path):
             return ""
         with open(path, errors="replace") as f:

@@ -1,5 +1,7 @@
 """autopar.jobs without a cluster: what each argument becomes on sbatch's command line, and the one
 line a refusal comes back as. The cluster tests (tests/integration/test_python_jobs.py) submit."""
+import datetime
+
 import pytest
 
 from autopar import jobs
@@ -31,7 +33,7 @@ def test_slurm_and_autopar_options():
 
 
 @pytest.mark.parametrize("value,mib", [("64GiB", 65536), ("64G", 65536), ("64GB", 61036), ("500M", 500),
-                                       ("1.5GiB", 1536), (4096, 4096), ("2T", 2097152), ("100MB", 96)])
+                                       ("1.5GiB", 1536), ("2T", 2097152), ("100MB", 96)])
 def test_memory_units(value, mib):
     assert jobs._memory_mib(value) == mib
 
@@ -39,6 +41,15 @@ def test_memory_units(value, mib):
 @pytest.mark.parametrize("kwargs,error", [
     ({"memory": "lots"}, "memory: 'lots' is not a size"),
     ({"memory": "64Gi"}, "memory: '64Gi' is not a size"),
+    ({"memory": 64}, "memory: '64' has no unit .Slurm would read it as 64 MiB.: say '64GiB' or '64MiB'"),
+    ({"memory": "4096"}, "memory: '4096' has no unit"),
+    ({"time": 3600}, "time: 3600 is not a time limit .Slurm would read 3600 as minutes.: give '01:00:00'"),
+    ({"time": "90"}, "time: '90' is not a time limit: give 'HH:MM:SS'"),
+    ({"time": "1h"}, "time: '1h' is not a time limit"),
+    ({"time": datetime.timedelta(0)}, "time: 0:00:00 must be more than 0"),
+    ({"extra": 5}, "extra: must be a list of strings"),
+    ({"extra": ["--exclusive", 3]}, "extra: must be a list of strings"),
+    ({"extra": "--comment='unclosed"}, "extra: .* No closing quotation"),
     ({"gpu_count": 0}, "gpu_count: must be an integer >= 1"),
     ({"nodes": "two"}, "nodes: must be an integer >= 1"),
     ({"tasks_per_node": True}, "tasks_per_node: must be an integer >= 1"),
@@ -48,6 +59,87 @@ def test_memory_units(value, mib):
 def test_values_that_cannot_be_one_name_the_argument(kwargs, error):
     with pytest.raises(ValueError, match=error):
         jobs.sbatch_arguments(**kwargs)
+
+
+@pytest.mark.parametrize("value,slurm", [
+    ("04:00:00", "04:00:00"), ("30:00", "30:00"), ("2-12", "2-12"), ("1-00:30:00", "1-00:30:00"),
+    ("UNLIMITED", "UNLIMITED"), (datetime.timedelta(hours=1), "0-01:00:00"),
+    (datetime.timedelta(days=2, minutes=1, seconds=0.5), "2-00:01:01")])
+def test_time_limits_in_slurms_forms(value, slurm):
+    assert jobs.sbatch_arguments(time=value) == [f"--time={slurm}"]
+
+
+def test_extra_as_one_string_is_split_as_a_shell_would():
+    assert jobs.sbatch_arguments(extra="--exclusive --comment='two words'") == \
+        ["--exclusive", "--comment=two words"]
+    assert jobs.sbatch_arguments(extra=("--exclusive",)) == ["--exclusive"]
+
+
+@pytest.mark.parametrize("env,error", [
+    ({"A": [1]}, r"env: A: \[1\] is not a string or a number"),
+    ({"A B": "1"}, "env: 'A B' is not a variable name"),
+    ({1: "x"}, "env: 1 is not a variable name"),
+    (["A=1"], "env: must be a dict"),
+])
+def test_env_values_are_checked_by_name(env, error):
+    with pytest.raises(ValueError, match=error):
+        jobs.submit("true", env=env)
+
+
+def test_env_numbers_become_strings():
+    assert jobs._environment({"A": 1, "B": 0.5, "C": "x"}) == {"A": "1", "B": "0.5", "C": "x"}
+
+
+def test_every_argument_is_checked_without_slurm(monkeypatch, tmp_path):
+    """No sbatch anywhere: a bad argument is still named; a good one gets as far as looking for
+    sbatch."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("AUTOPAR_SBATCH", raising=False)
+    with pytest.raises(ValueError, match="memory: '8' has no unit"):
+        jobs.submit("true", memory=8, launcher="/x/autopar-launch")
+    with pytest.raises(TypeError, match="command: a shell command .* got builtin_function_or_method"):
+        jobs.submit(command=print)
+    with pytest.raises(FileNotFoundError, match="sbatch not found"):
+        jobs.submit("true", memory="8GiB", time="01:00:00", launcher="/x/autopar-launch")
+
+
+def test_the_output_path_submit_expects(tmp_path):
+    assert jobs._stdout_path({"output": "/o/%x-%j.txt", "name": "n"}, "12") == "/o/n-12.txt"
+    assert jobs._stdout_path({"output": "/o/100%%-%j"}, "12") == "/o/100%-12"
+    assert jobs._stdout_path({"chdir": "/w"}, "12") == "/w/slurm-12.out"
+    assert jobs._stdout_path({"output": "/o/%N.txt"}, "12") is None
+    assert jobs._stdout_path({"output": "/o/%x.txt"}, "12") is None  # sbatch names it, not us
+    assert jobs._stdout_path({"array": "0-3"}, "12") is None
+
+
+def _fake_tool(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + text)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_a_job_slurm_has_forgotten(monkeypatch, tmp_path):
+    """scontrol no longer knows it and there is no accounting: wait() returns UNKNOWN at once,
+    cancel() has nothing to do, output() reads the file submit expected."""
+    monkeypatch.setenv("AUTOPAR_SCONTROL", _fake_tool(
+        tmp_path, "scontrol", "echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1\n"))
+    monkeypatch.setenv("AUTOPAR_SACCT", _fake_tool(tmp_path, "sacct", "exit 0\n"))
+    monkeypatch.setenv("AUTOPAR_SCANCEL", _fake_tool(
+        tmp_path, "scancel", "echo 'scancel: error: Invalid job id specified' >&2; exit 1\n"))
+    out = tmp_path / "slurm-999.out"
+    out.write_text("a\nb\nlast\n")
+    job = jobs.Job("999", stdout_path=str(out))
+    assert job.state() == "UNKNOWN"
+    assert job.wait(timeout=5) == "UNKNOWN"
+    job.cancel()
+    assert job.output(lines=1) == "last\n"
+
+
+def test_accounting_tells_a_forgotten_jobs_state(monkeypatch, tmp_path):
+    monkeypatch.setenv("AUTOPAR_SCONTROL", _fake_tool(tmp_path, "scontrol", "exit 1\n"))
+    monkeypatch.setenv("AUTOPAR_SACCT", _fake_tool(tmp_path, "sacct", "echo 'FAILED'\n"))
+    assert jobs.Job("999").wait(timeout=5) == "FAILED"
 
 
 def test_unknown_keywords_are_refused():
