@@ -12,6 +12,10 @@
     job.checkpoints()               # the steps in storage: step, state, bytes, where
     job.plan()                      # the parallel plan the latest run used
 
+A Python function runs as a job too (docs/python.md, "Functions"): `job = jobs.submit(fn, 3e-4,
+folder="/shared/autopar-jobs", nodes=2)`, then `job.result()`; `jobs.Executor` holds the keywords
+as submitit's executor does.
+
 `submit` writes the batch script itself (docs/manual.md's form: `srun --mpi=pmix autopar-launch
 -- COMMAND`) and hands it to sbatch on its standard input, so nothing is left on disk; the job's
 shape and every autopar option go on sbatch's command line, where the plugin checks them. A value
@@ -26,9 +30,12 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import time
+import uuid
 
-__all__ = ["submit", "wait_all", "Job", "Event", "SubmitError", "AUTOPAR_OPTIONS"]
+__all__ = ["submit", "wait_all", "Executor", "Job", "FunctionJob", "LocalJob", "Event", "SubmitError",
+           "AUTOPAR_OPTIONS"]
 
 # The plugin's options (spank/plugin.cpp registers core/options.cpp's table): Python name ->
 # sbatch flag. test_python_jobs.py checks this against `sbatch --help`, so the two cannot drift.
@@ -266,22 +273,39 @@ def batch_script(command, launcher=None, mpi="pmix"):
             f"srun --mpi={mpi} {shlex.quote(launch)} -- {command}\n")
 
 
-def submit(command=None, *, script=None, env=None, launcher=None, **options):
+def submit(command=None, *args, script=None, env=None, launcher=None, kwargs=None, folder=None,
+           ranks="0", local=False, **options):
     """Submits one job (or a job array with array="0-9") and returns its Job. `command` (a string
     or a list) runs on every task under autopar-launch; or `script` names an sbatch script to submit
-    as it is. The other keywords are Slurm's (sbatch_arguments) and autopar's (AUTOPAR_OPTIONS).
-    Every argument is checked before Slurm is asked (ValueError or TypeError naming it, without
-    sbatch on PATH too); SubmitError with the one line that refused it otherwise."""
+    as it is; or `command` is a function, called as command(*args, **kwargs) in the job (on rank 0,
+    or on every rank with ranks="all") and its value or exception returned by the Job's result():
+    the call and its outcome travel through `folder` (default ./autopar-jobs, on a filesystem every
+    node sees; autopar.functions), and local=True calls it here and now instead (no Slurm). The
+    other keywords are Slurm's (sbatch_arguments) and autopar's (AUTOPAR_OPTIONS). Every argument
+    is checked before Slurm is asked (ValueError or TypeError naming it, without sbatch on PATH
+    too); SubmitError with the one line that refused it otherwise."""
+    if callable(command):
+        return _submit_function(command, args, kwargs or {}, folder=folder, ranks=ranks, local=local,
+                                env=env, launcher=launcher, **options)
+    if args or kwargs is not None or folder is not None or local:
+        raise TypeError("submit: args, kwargs=, folder= and local= go with a function (command=fn)")
     if (command is None) == (script is None):
         raise ValueError("submit: give exactly one of command= and script=")
-    if command is not None and (callable(command) or not isinstance(command, (str, list, tuple))):
-        raise TypeError(f"command: a shell command (a string or a list of arguments), "
+    if command is not None and not isinstance(command, (str, list, tuple)):
+        raise TypeError(f"command: a shell command (a string or a list of arguments) or a function, "
                         f"got {type(command).__name__}")
     extra_env = _environment(env)
     args = sbatch_arguments(**options)
     if script is not None and not os.path.isfile(script):
         raise ValueError(f"script: {script}: no such file")
     text = batch_script(command, launcher) if command is not None else None
+    job_id = _sbatch(args, text, script, extra_env)
+    return Job(job_id, ckpt_upload=options.get("ckpt_upload"),
+               stdout_path=_stdout_path(options, job_id))
+
+
+def _sbatch(args, text, script, extra_env):
+    """Runs sbatch; the job id, or SubmitError with the line that refused it."""
     sbatch = _tool("AUTOPAR_SBATCH", "sbatch")
     cmd = [sbatch, "--parsable", *args] + ([script] if script is not None else [])
     p = subprocess.run(cmd, input=text, capture_output=True, text=True,
@@ -291,8 +315,40 @@ def submit(command=None, *, script=None, env=None, launcher=None, **options):
     job_id = p.stdout.strip().split(";")[0]
     if not job_id.isdigit():
         raise SubmitError(f"sbatch: unexpected reply '{p.stdout.strip()}'")
-    return Job(job_id, ckpt_upload=options.get("ckpt_upload"),
-               stdout_path=_stdout_path(options, job_id))
+    return job_id
+
+
+def _submit_function(fn, args, kwargs, *, folder, ranks, local, env, launcher, **options):
+    if local:
+        return LocalJob(fn, args, kwargs)
+    extra_env = _environment(env) or {}
+    if "array" in options:
+        raise ValueError("array: a function job is one call; submit one per value (map_array)")
+    sbatch_arguments(**options)  # every value checked before the call is written
+    call_dir = os.path.abspath(os.path.join(folder or "autopar-jobs", uuid.uuid4().hex))
+    options.setdefault("output", os.path.join(call_dir, "%j.out"))
+    options.setdefault("error", os.path.join(call_dir, "%j.err"))
+    # The job's Python finds this autopar and what the caller imports (a function of the caller's
+    # module is pickled by reference; one of __main__ travels whole).
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [package_root] + [os.path.abspath(p) for p in sys.path if p and os.path.isdir(p)]
+    extra_env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    text = batch_script([sys.executable, "-m", "autopar", "run-function", call_dir], launcher)
+    _tool("AUTOPAR_SBATCH", "sbatch")  # before anything is written
+    _functions().write_call(call_dir, fn, args, kwargs, ranks)
+    try:
+        job_id = _sbatch(sbatch_arguments(**options), text, None, extra_env)
+    except BaseException:
+        shutil.rmtree(call_dir, ignore_errors=True)  # no job: nothing of it is left
+        raise
+    return FunctionJob(job_id, call_dir, ckpt_upload=options.get("ckpt_upload"),
+                       stdout_path=_stdout_path(options, job_id),
+                       stderr_path=_stdout_path({**options, "output": options["error"]}, job_id))
+
+
+def _functions():
+    from . import functions
+    return functions
 
 
 def _stdout_path(options, job_id):
@@ -338,9 +394,10 @@ class Job:
     """A Slurm job, followed through Slurm (state, output) and autopard (plan, events,
     checkpoints). `socket`: a node's autopard (default $AUTOPAR_SOCKET, else autopard's)."""
 
-    def __init__(self, job_id, socket=None, ckpt_upload=None, stdout_path=None):
+    def __init__(self, job_id, socket=None, ckpt_upload=None, stdout_path=None, stderr_path=None):
         self.id = str(job_id)
         self.stdout_path = stdout_path  # where submit expects its output (output() after Slurm forgot it)
+        self.stderr_path = stderr_path
         self.socket = socket or os.environ.get("AUTOPAR_SOCKET") or "/run/autopard/autopard.sock"
         self.ckpt_upload = ckpt_upload  # where checkpoints() looks; else autopard's record of the job
 
@@ -382,6 +439,15 @@ class Job:
         failed = [s for s in states if s != "COMPLETED"]
         return failed[0] if failed else "COMPLETED"
 
+    @property
+    def job_id(self):
+        """The job id (submitit's name for `id`)."""
+        return self.id
+
+    def done(self):
+        """Whether the job has ended (a final state, or forgotten by Slurm)."""
+        return self.state() in TERMINAL | {"UNKNOWN"}
+
     def wait(self, timeout=None, poll=1.0):
         """Blocks until the job has ended (across requeues and in-place restarts); returns its
         final state. TimeoutError after `timeout` seconds."""
@@ -397,12 +463,24 @@ class Job:
     def output(self, lines=50):
         """The last `lines` lines of the job's standard output file (where scontrol says, else where
         submit expected it: the job may be long forgotten by the controller)."""
+        return self._tail("StdOut", self.stdout_path, lines)
+
+    def stdout(self, lines=None):
+        """The job's standard output (all of it, or the last `lines` lines); "" when there is none."""
+        return self._tail("StdOut", self.stdout_path, lines)
+
+    def stderr(self, lines=None):
+        """The job's standard error (its --error file; the same as stdout when it has none)."""
+        return self._tail("StdErr", self.stderr_path or self.stdout_path, lines)
+
+    def _tail(self, field, expected, lines):
         records = self._records()
-        path = records[0].get("StdOut") if records else self.stdout_path
+        path = records[0].get(field) if records else expected
         if not path or not os.path.exists(path):
             return ""
         with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
+            text = f.readlines()
+        return "".join(text if lines is None else text[-lines:])
 
     def events(self):
         """The job's timeline across requeues and in-place restarts (every node's journal,
@@ -436,3 +514,108 @@ class Job:
                 return []
             raise RuntimeError(f"autopar ckpt ls: {_one_line(p.stderr)}")
         return [s for s in json.loads(p.stdout) if s.get("job_id") == self.id]
+
+
+class FunctionJob(Job):
+    """A job that calls a Python function (submit(fn, ...)): a Job, and its call's outcome."""
+
+    def __init__(self, job_id, call_dir, **kw):
+        super().__init__(job_id, **kw)
+        self.call_dir = call_dir
+
+    def result(self, timeout=None, poll=1.0):
+        """Waits for the job and returns the function's value (of the run that finished, across
+        requeues and in-place restarts); raises the function's exception, its remote traceback in
+        the exception's notes; RuntimeError when the job ended without an outcome."""
+        outcome = self._outcome(timeout, poll)
+        if outcome[0] == "ok":
+            return outcome[1]
+        raise outcome[1]
+
+    def exception(self, timeout=None, poll=1.0):
+        """Waits for the job; the function's exception, or None when it returned."""
+        outcome = self._outcome(timeout, poll)
+        return None if outcome[0] == "ok" else outcome[1]
+
+    def _outcome(self, timeout, poll):
+        state = self.wait(timeout, poll)
+        outcome = _functions().read_outcome(self.call_dir)
+        if outcome is None:
+            tail = self.stderr(lines=5).strip()
+            raise RuntimeError(f"job {self.id} ended {state} without the function's outcome"
+                               + (f"; its stderr ends: {tail}" if tail else ""))
+        if outcome[0] == "error" and hasattr(outcome[1], "add_note") and \
+                not getattr(outcome[1], "_autopar_noted", False):
+            outcome[1].add_note(f"in job {self.id}; the remote traceback:\n{outcome[2]}")
+            outcome[1]._autopar_noted = True
+        return outcome
+
+
+class LocalJob:
+    """submit(fn, ..., local=True): the call made here and now, behind a Job's surface (for tests
+    and debugging without Slurm)."""
+
+    def __init__(self, fn, args, kwargs):
+        self.id = self.job_id = "local"
+        try:
+            self._outcome = ("ok", fn(*args, **kwargs))
+        except Exception as e:
+            self._outcome = ("error", e)
+
+    def state(self):
+        return "COMPLETED" if self._outcome[0] == "ok" else "FAILED"
+
+    def done(self):
+        return True
+
+    def wait(self, timeout=None, poll=1.0):
+        return self.state()
+
+    def cancel(self):
+        pass
+
+    def result(self, timeout=None, poll=1.0):
+        if self._outcome[0] == "ok":
+            return self._outcome[1]
+        raise self._outcome[1]
+
+    def exception(self, timeout=None, poll=1.0):
+        return None if self._outcome[0] == "ok" else self._outcome[1]
+
+
+class Executor:
+    """submitit's executor shape: holds submit's keywords (Slurm's, autopar's, folder, ranks, env,
+    launcher, local) and submits functions with them.
+
+        ex = jobs.Executor(folder="/shared/autopar-jobs", nodes=1, gpu_count=8)
+        ex.update_parameters(time="01:00:00")
+        job = ex.submit(train, 3e-4, steps=500)      # train(3e-4, steps=500) in the job
+        jobs_ = ex.map_array(train, [1e-3, 3e-4])    # one job per value
+    """
+
+    def __init__(self, folder="autopar-jobs", **parameters):
+        self.folder = folder
+        self.parameters = {}
+        self.update_parameters(**parameters)
+
+    def update_parameters(self, **parameters):
+        """Sets keywords for the next submissions; a value that cannot be one is refused now,
+        naming it."""
+        local = {k: parameters[k] for k in ("ranks", "env", "launcher", "local") if k in parameters}
+        slurm = {k: v for k, v in parameters.items() if k not in local}
+        sbatch_arguments(**{**{k: v for k, v in self.parameters.items()
+                               if k not in ("ranks", "env", "launcher", "local")}, **slurm})
+        if "env" in local:
+            _environment(local["env"])
+        self.parameters.update(parameters)
+
+    def submit(self, fn, *args, **kwargs):
+        """Submits fn(*args, **kwargs) as a job; its FunctionJob (a LocalJob with local=True)."""
+        if not callable(fn):
+            raise TypeError(f"Executor.submit: a function, got {type(fn).__name__}")
+        return submit(fn, *args, kwargs=kwargs, folder=self.folder, **self.parameters)
+
+    def map_array(self, fn, *iterables):
+        """One job per element (fn(a, b, ...) for each zip of `iterables`), in their order."""
+        return [self.submit(fn, *values) for values in zip(*iterables)]
+

@@ -97,8 +97,11 @@ def test_every_argument_is_checked_without_slurm(monkeypatch, tmp_path):
     monkeypatch.delenv("AUTOPAR_SBATCH", raising=False)
     with pytest.raises(ValueError, match="memory: '8' has no unit"):
         jobs.submit("true", memory=8, launcher="/x/autopar-launch")
-    with pytest.raises(TypeError, match="command: a shell command .* got builtin_function_or_method"):
-        jobs.submit(command=print)
+    with pytest.raises(TypeError, match="command: a shell command .* or a function, got int"):
+        jobs.submit(command=42)
+    with pytest.raises(FileNotFoundError, match="sbatch not found"):
+        jobs.submit(print, "x", folder=str(tmp_path / "calls"), launcher="/x/autopar-launch")
+    assert not (tmp_path / "calls").exists()  # nothing written for a job that cannot be submitted
     with pytest.raises(FileNotFoundError, match="sbatch not found"):
         jobs.submit("true", memory="8GiB", time="01:00:00", launcher="/x/autopar-launch")
 

@@ -77,6 +77,58 @@ def test_the_demo_training_submitted_from_python_is_followed_to_its_end(tmp_path
     assert job.output(100).strip()
 
 
+# Functions the jobs below call: importable on every node (this file's directory is on the
+# submitter's sys.path, which submit passes to the job).
+def where_am_i(tag):
+    return {"tag": tag, "job": os.environ["SLURM_JOB_ID"], "rank": int(os.environ["RANK"]),
+            "world": int(os.environ["WORLD_SIZE"]), "restart": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))}
+
+
+class BadLearningRate(ValueError):
+    pass
+
+
+def refuse(lr):
+    raise BadLearningRate(f"lr={lr} diverges")
+
+
+def crash_once(marker):
+    """The first run dies as a killed rank does; the run that follows returns."""
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return "the run after the crash"
+
+
+def test_a_function_job_returns_its_value_from_every_rank(tmp_path):
+    work = shared(tmp_path)
+    job = jobs.submit(where_am_i, "a", folder=str(work / "calls"), ranks="all", nodes=2, tasks_per_node=2)
+    value = job.result(timeout=120)
+    assert value == {"tag": "a", "job": job.id, "rank": 0, "world": 4, "restart": 0}, job.stderr()
+    assert job.state() == "COMPLETED" and job.done()
+    outcomes = [jobs._functions().read_outcome(job.call_dir, r) for r in range(4)]
+    assert [o[1]["rank"] for o in outcomes] == [0, 1, 2, 3], outcomes
+
+
+def test_a_function_jobs_exception_is_raised_with_its_remote_traceback(tmp_path):
+    work = shared(tmp_path)
+    job = jobs.submit(refuse, 0.5, folder=str(work / "calls"), nodes=1, tasks_per_node=1)
+    with pytest.raises(BadLearningRate, match="lr=0.5 diverges") as raised:
+        job.result(timeout=120)
+    assert any("remote traceback" in n and "in refuse" in n for n in raised.value.__notes__)
+    assert job.state() == "FAILED"
+    assert "BadLearningRate: lr=0.5 diverges" in job.stderr()
+
+
+def test_a_function_job_restarted_in_place_returns_the_finished_runs_value(tmp_path):
+    work = shared(tmp_path)
+    job = jobs.submit(crash_once, str(work / "crashed"), folder=str(work / "calls"), nodes=1,
+                      tasks_per_node=1, requeue_on_failure=2)
+    assert job.result(timeout=180) == "the run after the crash", job.stderr()
+    assert job.state() == "COMPLETED"
+    assert [e.fields["action"] for e in job.events() if e.kind == "recovery"] == ["restart-in-place"]
+
+
 def test_a_sweep_and_a_job_array_are_waited_on_together(tmp_path):
     work = shared(tmp_path)
     sweep = [jobs.submit(["bash", "-c", f"echo lr={lr}"], name=f"sweep-{lr}", nodes=1, tasks_per_node=1,

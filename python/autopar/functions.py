@@ -1,0 +1,98 @@
+"""A Python function run as a Slurm job (autopar.jobs.submit(fn, ...)): the call is pickled into a
+folder both sides see, the job runs it under autopar-launch (`python3 -m autopar run-function
+DIR`), and the outcome comes back through the same folder.
+
+    DIR/call.pkl          (fn, args, kwargs, ranks), written by the submitter with cloudpickle
+    DIR/result.pkl        rank 0's outcome: ("ok", value) or ("error", exception, traceback text)
+    DIR/result-rank<R>.pkl  every other rank's, when every rank runs the function (ranks="all")
+
+A run that finishes writes its outcome whole (a temporary file renamed over the last one), so a job
+requeued or restarted in place leaves the outcome of the run that finished. cloudpickle (Debian's
+python3-cloudpickle) is needed on both sides; the rest of autopar stays standard-library only.
+"""
+import os
+import sys
+import traceback
+
+RANKS = ("0", "all")
+
+
+def _cloudpickle():
+    try:
+        import cloudpickle
+    except ImportError:
+        raise ImportError("autopar.jobs.submit(fn): a function job needs cloudpickle "
+                          "(Debian: apt install python3-cloudpickle; pip: pip install cloudpickle)") from None
+    return cloudpickle
+
+
+def write_call(folder, fn, args, kwargs, ranks):
+    """Pickles the call into `folder` (made, 0700: what it holds is the caller's)."""
+    if ranks not in RANKS:
+        raise ValueError(f"ranks: '{ranks}' is not one of {', '.join(RANKS)}")
+    cloudpickle = _cloudpickle()
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    try:
+        data = cloudpickle.dumps((fn, tuple(args), dict(kwargs), ranks))
+    except Exception as e:  # what cannot be pickled cannot travel to the job
+        raise TypeError(f"submit: the call cannot be pickled: {e}") from None
+    _write_whole(os.path.join(folder, "call.pkl"), data)
+
+
+def result_path(folder, rank=0):
+    return os.path.join(folder, "result.pkl" if rank == 0 else f"result-rank{rank}.pkl")
+
+
+def read_outcome(folder, rank=0):
+    """The outcome a finished run left, ("ok", value) or ("error", exception, traceback text), or
+    None when no run finished."""
+    try:
+        with open(result_path(folder, rank), "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    return _cloudpickle().loads(data)
+
+
+def run(folder):
+    """The job's side: runs the call on this task when its rank should; returns the exit status."""
+    with open(os.path.join(folder, "call.pkl"), "rb") as f:
+        fn, args, kwargs, ranks = _cloudpickle().loads(f.read())
+    rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
+    if ranks == "0" and rank != 0:
+        return 0
+    try:
+        outcome = ("ok", fn(*args, **kwargs))
+        status = 0
+    except BaseException as e:  # noqa: B036 - the caller decides what a SystemExit means
+        text = traceback.format_exc()
+        sys.stderr.write(text)
+        outcome = ("error", _picklable(e, text), text)
+        status = 1
+    try:
+        data = _cloudpickle().dumps(outcome)
+    except Exception as e:  # a value that cannot travel back is the call's failure
+        text = f"the function's return value cannot be pickled: {e}"
+        data = _cloudpickle().dumps(("error", TypeError(text), text))
+        status = 1
+    _write_whole(result_path(folder, rank), data)
+    return status
+
+
+def _picklable(exc, text):
+    """`exc` itself when it pickles (its class must exist on the caller's side too), else a
+    RuntimeError holding its text."""
+    try:
+        _cloudpickle().loads(_cloudpickle().dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc} (not picklable; the traceback follows)\n{text}")
+
+
+def _write_whole(path, data):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
