@@ -112,12 +112,13 @@ def test_a_function_job_returns_its_value_from_every_rank(tmp_path):
 
 def test_a_function_jobs_exception_is_raised_with_its_remote_traceback(tmp_path):
     work = shared(tmp_path)
-    job = jobs.submit(refuse, 0.5, folder=str(work / "calls"), nodes=1, tasks_per_node=1)
+    job = jobs.submit(refuse, 0.5, folder=str(work / "calls"), nodes=1, tasks_per_node=2)  # rank 0 only
     with pytest.raises(BadLearningRate, match="lr=0.5 diverges") as raised:
         job.result(timeout=120)
     assert any("remote traceback" in n and "in refuse" in n for n in raised.value.__notes__)
     assert job.state() == "FAILED"
     assert "BadLearningRate: lr=0.5 diverges" in job.stderr()
+    assert jobs._functions().read_outcome(job.call_dir, 1) is None  # rank 1 did not call it
 
 
 def test_a_function_job_restarted_in_place_returns_the_finished_runs_value(tmp_path):
