@@ -15,7 +15,7 @@ DEMO_PKGS=(
   util-linux procps iproute2
 )
 TEST_PKGS=(
-  python3-botocore python3-cloudpickle libgtest-dev libgmock-dev libbenchmark-dev sqlite3
+  python3-botocore python3-cloudpickle python3-venv libgtest-dev libgmock-dev libbenchmark-dev sqlite3
   hyperfine awscli curl jq python3-pytest shellcheck
   chromium  # tests/integration/test_health.py renders the --html report headless
   mandoc  # tests/man/lint_man_pages.sh lints the man pages (docs/man)
