@@ -439,6 +439,16 @@ class Job:
         failed = [s for s in states if s != "COMPLETED"]
         return failed[0] if failed else "COMPLETED"
 
+    def tasks(self):
+        """The tasks of a job array, one Job each ("JOBID_TASK": state, output and cancel of that
+        task alone); [] for a job that is not an array, or once the controller has forgotten it."""
+        out = []
+        for r in self._records():
+            if r.get("ArrayTaskId", "N/A").isdigit() and "ArrayJobId" in r:
+                out.append(Job(f"{r['ArrayJobId']}_{r['ArrayTaskId']}", socket=self.socket,
+                               stdout_path=r.get("StdOut"), stderr_path=r.get("StdErr")))
+        return sorted(out, key=lambda j: int(j.id.rsplit("_", 1)[1]))
+
     @property
     def job_id(self):
         """The job id (submitit's name for `id`)."""

@@ -166,3 +166,15 @@ def test_the_batch_script_runs_the_command_under_the_launcher():
         jobs.batch_script(" ", launcher="x")
     with pytest.raises(ValueError, match="exactly one of command= and script="):
         jobs.submit()
+
+
+def test_an_arrays_tasks_are_jobs_of_their_own(monkeypatch, tmp_path):
+    records = "\n".join(f"JobId={20 + i} ArrayJobId=20 ArrayTaskId={i} JobState=COMPLETED "
+                        f"StdOut={tmp_path}/a-{i}.txt" for i in (2, 0, 1))
+    monkeypatch.setenv("AUTOPAR_SCONTROL", _fake_tool(tmp_path, "scontrol", f"cat <<'X'\n{records}\nX\n"))
+    for i in range(3):
+        (tmp_path / f"a-{i}.txt").write_text(f"task {i}\n")
+    tasks = jobs.Job("20").tasks()
+    assert [t.id for t in tasks] == ["20_0", "20_1", "20_2"]
+    assert [t.stdout_path for t in tasks] == [f"{tmp_path}/a-{i}.txt" for i in range(3)]
+

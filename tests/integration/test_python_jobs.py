@@ -121,13 +121,23 @@ def test_a_function_jobs_exception_is_raised_with_its_remote_traceback(tmp_path)
     assert jobs._functions().read_outcome(job.call_dir, 1) is None  # rank 1 did not call it
 
 
-def test_a_function_job_restarted_in_place_returns_the_finished_runs_value(tmp_path):
+@pytest.mark.parametrize("restarts_in_place,action", [(None, "restart-in-place"), (0, "requeue")])
+def test_a_restarted_function_job_returns_the_finished_runs_value(tmp_path, restarts_in_place, action):
     work = shared(tmp_path)
     job = jobs.submit(crash_once, str(work / "crashed"), folder=str(work / "calls"), nodes=1,
-                      tasks_per_node=1, requeue_on_failure=2)
+                      tasks_per_node=1, requeue_on_failure=2, restarts_in_place=restarts_in_place)
     assert job.result(timeout=180) == "the run after the crash", job.stderr()
     assert job.state() == "COMPLETED"
-    assert [e.fields["action"] for e in job.events() if e.kind == "recovery"] == ["restart-in-place"]
+    assert [e.fields["action"] for e in job.events() if e.kind == "recovery"] == [action]
+
+
+def test_an_executor_maps_a_function_over_values(tmp_path):
+    work = shared(tmp_path)
+    ex = jobs.Executor(folder=str(work / "calls"), nodes=1, tasks_per_node=1)
+    ex.update_parameters(time="00:05:00")
+    mapped = ex.map_array(where_am_i, ["x", "y"])
+    assert [j.result(timeout=120)["tag"] for j in mapped] == ["x", "y"]
+    assert len({j.id for j in mapped}) == 2
 
 
 def test_a_sweep_and_a_job_array_are_waited_on_together(tmp_path):
@@ -143,6 +153,10 @@ def test_a_sweep_and_a_job_array_are_waited_on_together(tmp_path):
         assert (work / f"lr-{lr}.txt").read_text().strip() == f"lr={lr}"
     assert sorted((work / f"array-{i}.txt").read_text().strip() for i in range(3)) == \
         ["task=0", "task=1", "task=2"]
+    tasks = array.tasks()
+    assert [t.id for t in tasks] == [f"{array.id}_{i}" for i in range(3)], tasks
+    assert [t.output().strip() for t in tasks] == ["task=0", "task=1", "task=2"]
+    assert all(t.state() == "COMPLETED" for t in tasks)
 
 
 def test_pending_and_running_jobs_are_cancelled(tmp_path):
