@@ -285,6 +285,8 @@ def submit(command=None, *args, script=None, env=None, launcher=None, kwargs=Non
     is checked before Slurm is asked (ValueError or TypeError naming it, without sbatch on PATH
     too); SubmitError with the one line that refused it otherwise."""
     if callable(command):
+        if script is not None:
+            raise TypeError("submit: script= goes with a command, not with a function")
         return _submit_function(command, args, kwargs or {}, folder=folder, ranks=ranks, local=local,
                                 env=env, launcher=launcher, **options)
     if args or kwargs is not None or folder is not None or local:
