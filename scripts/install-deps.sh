@@ -17,6 +17,7 @@ DEMO_PKGS=(
 TEST_PKGS=(
   python3-botocore python3-cloudpickle python3-venv libgtest-dev libgmock-dev libbenchmark-dev sqlite3
   hyperfine awscli curl jq python3-pytest shellcheck
+  mypy  # tests/CMakeLists.txt's python_types checks python/autopar's type hints
   chromium  # tests/integration/test_health.py renders the --html report headless
   mandoc  # tests/man/lint_man_pages.sh lints the man pages (docs/man)
   file  # CPack's DEB generator finds the binaries to give to dpkg-shlibdeps (scripts/package.sh)

@@ -19,6 +19,8 @@ where each rank's Python threads were. Opt out with AUTOPAR_STACKS=0 in the job'
 (e.g. when the program uses SIGUSR2 itself). It also writes an uncaught exception to
 TORCHELASTIC_ERROR_FILE (autopar.errors), so that autopar-launch can tell an out-of-memory failure.
 """
+from __future__ import annotations
+
 from . import ckpt  # noqa: F401
 from . import errors
 from . import stacks

@@ -22,6 +22,8 @@ that step). See docs/checkpoints.md.
 Only the standard library is used. Errors raise ``AutoparError`` with autopard's message (except a
 background heartbeat's: see heartbeat()).
 """
+from __future__ import annotations
+
 import atexit
 import json
 import math
@@ -30,6 +32,7 @@ import socket
 import sys
 import threading
 import time
+from typing import Any, Callable, Dict, List, NoReturn, Optional, SupportsFloat, Tuple, overload
 
 __all__ = ["AutoparError", "enabled", "rank", "step_dir", "commit", "heartbeat", "flush_heartbeats",
            "heartbeat_error", "event", "uploads", "wait_uploads",
@@ -37,30 +40,41 @@ __all__ = ["AutoparError", "enabled", "rank", "step_dir", "commit", "heartbeat",
 
 PROTOCOL_VERSION = 1
 
+# A heartbeat: (step, samples, tokens, loss, timeout).
+_Beat = Tuple[int, Optional[int], Optional[int], Optional[float], float]
+
 
 class AutoparError(RuntimeError):
     """autopard refused a request or could not be reached."""
 
 
-def _env(name, default=None):
+@overload
+def _env(name: str) -> Optional[str]: ...
+@overload
+def _env(name: str, default: str) -> str: ...
+@overload
+def _env(name: str, default: Optional[str]) -> Optional[str]: ...
+
+
+def _env(name: str, default: Optional[str] = None) -> Optional[str]:
     v = os.environ.get(name)
     return v if v not in (None, "") else default
 
 
-def enabled():
+def enabled() -> bool:
     """True when the job was submitted with --ckpt-dir or --ckpt-upload (and autopar set it up)."""
     return _env("AUTOPAR_CKPT_DIR") is not None and _env("AUTOPAR_SOCKET") is not None
 
 
-def rank():
+def rank() -> int:
     return int(_env("RANK", _env("SLURM_PROCID", "0")))
 
 
-def _world_size():
+def _world_size() -> int:
     return int(_env("WORLD_SIZE", _env("SLURM_NTASKS", "1")))
 
 
-def _require(name):
+def _require(name: str) -> str:
     v = _env(name)
     if v is None:
         raise AutoparError(f"{name} is not set: submit the job with --ckpt-dir or --ckpt-upload "
@@ -68,7 +82,7 @@ def _require(name):
     return v
 
 
-def step_dir(step, create=True, rank_=None):
+def step_dir(step: int, create: bool = True, rank_: Optional[int] = None) -> str:
     """The directory where this rank writes (and finds, after a restore) its files of `step`."""
     if int(step) < 0:
         raise ValueError(f"step must be >= 0, got {step}")
@@ -93,7 +107,7 @@ class _ClosedBeforeReply(Exception):
     """The connection ended after the request was sent, before its reply."""
 
 
-def _retry_s():
+def _retry_s() -> int:
     """How long a call keeps trying while the node's autopard restarts: AUTOPAR_DAEMON_RETRY_S
     (default 30, 0: one attempt), as the C++ clients."""
     v = _env("AUTOPAR_DAEMON_RETRY_S")
@@ -103,7 +117,7 @@ def _retry_s():
         return 30
 
 
-def _call_once(path, line, timeout):
+def _call_once(path: str, line: bytes, timeout: float) -> bytes:
     deadline = time.monotonic() + timeout
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
@@ -135,7 +149,7 @@ def _call_once(path, line, timeout):
     return buf
 
 
-def _call(request, timeout, path=None):
+def _call(request: Dict[str, Any], timeout: float, path: Optional[str] = None) -> Any:
     """One request to the node's autopard. While autopard is not there (restarting), tried again
     after 0.1 s doubling up to 1 s, for up to AUTOPAR_DAEMON_RETRY_S; so is a request safe to
     repeat whose connection closed before the reply. `timeout` bounds each attempt."""
@@ -164,18 +178,18 @@ def _call(request, timeout, path=None):
     return reply
 
 
-def _job_fields():
-    fields = {"job_id": _require("SLURM_JOB_ID"), "rank": rank(), "world_size": _world_size()}
+def _job_fields() -> Dict[str, Any]:
+    fields: Dict[str, Any] = {"job_id": _require("SLURM_JOB_ID"), "rank": rank(), "world_size": _world_size()}
     node = _env("SLURMD_NODENAME")
     if node:
         fields["node"] = node
     return fields
 
 
-def commit(step, timeout=30.0):
+def commit(step: int, timeout: float = 30.0) -> Dict[str, Any]:
     """Commits this rank's files of `step` (written under step_dir(step)); returns autopard's reply
     ({"commit_id", "files", "bytes", "duplicate"}) once the commit is durable."""
-    req = {"op": "commit", "step": int(step), "ckpt_dir": _require("AUTOPAR_CKPT_DIR"),
+    req: Dict[str, Any] = {"op": "commit", "step": int(step), "ckpt_dir": _require("AUTOPAR_CKPT_DIR"),
            **_job_fields()}
     local = _env("LOCAL_WORLD_SIZE")
     if local:
@@ -189,7 +203,8 @@ def commit(step, timeout=30.0):
     return _call(req, timeout)
 
 
-def heartbeat(step, samples=None, tokens=None, loss=None, timeout=5.0, wait=False):
+def heartbeat(step: int, samples: Optional[int] = None, tokens: Optional[int] = None,
+              loss: Optional[SupportsFloat] = None, timeout: float = 5.0, wait: bool = False) -> bool:
     """Tells autopard this rank made progress (reached `step`). Returns True when autopard asks
     the program to checkpoint now because the job's time limit is near (the reply's
     ``checkpoint_requested``; only for jobs with --requeue-on-failure), else False. Pass the value
@@ -218,7 +233,7 @@ def heartbeat(step, samples=None, tokens=None, loss=None, timeout=5.0, wait=Fals
     The job's variables (SLURM_JOB_ID, RANK, AUTOPAR_SOCKET, ...) are read when the heartbeat is
     sent. Outside a job (no SLURM_JOB_ID or AUTOPAR_SOCKET) a process's first heartbeat raises
     AutoparError, as does every synchronous one."""
-    beat = (int(step), None if samples is None else int(samples),
+    beat: _Beat = (int(step), None if samples is None else int(samples),
             None if tokens is None else int(tokens), None if loss is None else float(loss), timeout)
     s = _sender  # None in a forked child: os.register_at_fork (no getpid() system call here)
     if s is None or wait or s.thread is None:
@@ -237,11 +252,11 @@ def heartbeat(step, samples=None, tokens=None, loss=None, timeout=5.0, wait=Fals
     return requested
 
 
-def _heartbeat_request(beat):
+def _heartbeat_request(beat: _Beat) -> Dict[str, Any]:
     """The request of a heartbeat (step, samples, tokens, loss, timeout), with the job's fields."""
     step, samples, tokens, loss, _ = beat
     f = _job_fields()
-    req = {"op": "heartbeat", "job_id": f["job_id"], "rank": f["rank"], "step": step}
+    req: Dict[str, Any] = {"op": "heartbeat", "job_id": f["job_id"], "rank": f["rank"], "step": step}
     if "node" in f:
         req["node"] = f["node"]
     if samples is not None:
@@ -263,10 +278,10 @@ def _heartbeat_request(beat):
     return req
 
 
-_ranks_report = None  # autopar.health's watch on rank 0: () -> (compute seconds, nodes or None)
+_ranks_report: Optional[Callable[[], Tuple[Optional[List[float]], Optional[List[str]]]]] = None  # autopar.health's watch on rank 0: () -> (compute seconds, nodes or None)
 
 
-def flush_heartbeats(timeout=5.0):
+def flush_heartbeats(timeout: float = 5.0) -> bool:
     """Waits until the heartbeats handed to the background thread so far are sent (or failed);
     returns False when `timeout` seconds passed first. Called at exit (at most 1 s); call it
     yourself before os._exit() or exec."""
@@ -274,7 +289,7 @@ def flush_heartbeats(timeout=5.0):
     return True if s is None or s.pid != os.getpid() else s.flush(timeout)
 
 
-def heartbeat_error():
+def heartbeat_error() -> Optional[str]:
     """The first error of a background heartbeat of this process (a str), or None."""
     s = _sender
     return None if s is None or s.pid != os.getpid() else s.error
@@ -295,7 +310,7 @@ class _HeartbeatSender:
     whoever sets `signalled`, which the thread clears when it took it (a Condition would cost the
     caller more Python code)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.pid = os.getpid()
         self.lock = threading.Lock()
         self.send_lock = threading.Lock()
@@ -303,14 +318,14 @@ class _HeartbeatSender:
         self.wake.acquire()
         self.signalled = False
         self.idle = False  # the thread no longer looks by itself: post() wakes it
-        self.pending = None  # (step, samples, tokens, loss, timeout) not sent yet
+        self.pending: Optional[_Beat] = None  # (step, samples, tokens, loss, timeout) not sent yet
         self.sending = False
         self.sync_waiting = 0  # send() calls waiting for send_lock: the pending one is theirs
         self.requested = False  # a reply since the last call asked for a checkpoint
-        self.error = None
-        self.thread = None
+        self.error: Optional[str] = None
+        self.thread: Optional[threading.Thread] = None
 
-    def _signal(self):
+    def _signal(self) -> bool:
         # self.lock held; True: the caller releases `wake` once it unlocked.
         if self.signalled:
             return False
@@ -318,7 +333,7 @@ class _HeartbeatSender:
         return True
 
     @staticmethod
-    def _replace(old, new):
+    def _replace(old: Optional[_Beat], new: _Beat) -> _Beat:
         # The latest wins, but a bad loss must reach the loss guard: a NaN or infinity of a
         # heartbeat that is replaced before it was sent goes with the one that replaces it.
         if old is None or old[3] is None or math.isfinite(old[3]) or \
@@ -326,7 +341,7 @@ class _HeartbeatSender:
             return new
         return new[:3] + (old[3],) + new[4:]
 
-    def post(self, item):
+    def post(self, item: _Beat) -> bool:
         with self.lock:
             self.pending = item if self.pending is None else self._replace(self.pending, item)
             requested, self.requested = self.requested, False
@@ -337,7 +352,7 @@ class _HeartbeatSender:
             self.wake.release()
         return requested
 
-    def _start(self):
+    def _start(self) -> None:
         # self.lock held. Without a thread (e.g. at interpreter shutdown) the heartbeat is sent
         # here and now, its errors reported as the thread's would be.
         try:
@@ -347,13 +362,14 @@ class _HeartbeatSender:
             self.thread = None
             item, self.pending = self.pending, None
             self.lock.release()
+            assert item is not None  # post() set it just before
             try:
                 with self.send_lock:
                     self._send_one(item)
             finally:
                 self.lock.acquire()
 
-    def send(self, item):
+    def send(self, item: _Beat) -> bool:
         with self.lock:
             self.sync_waiting += 1
         waiting = True
@@ -375,7 +391,7 @@ class _HeartbeatSender:
                 self.wake.release()
         return bool(reply.get("checkpoint_requested", False)) or requested
 
-    def flush(self, timeout):
+    def flush(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while True:
             with self.lock:
@@ -390,7 +406,7 @@ class _HeartbeatSender:
                 return False
             time.sleep(0.0005)
 
-    def _run(self):
+    def _run(self) -> None:
         # SCHED_BATCH (this thread only): no wake-up preemption, so that post()'s wake-up does not
         # hand the program's core to this thread mid-call (core/proto/heartbeat_sender.cpp).
         try:
@@ -425,7 +441,7 @@ class _HeartbeatSender:
                     with self.lock:
                         self.sending = False
 
-    def _send_one(self, item):
+    def _send_one(self, item: _Beat) -> None:
         try:
             flag = bool(_call(_heartbeat_request(item), item[4]).get("checkpoint_requested", False))
         except Exception as e:  # never raised in the program: the first one is reported
@@ -444,12 +460,12 @@ class _HeartbeatSender:
                 self.requested = True
 
 
-_sender = None  # this process's _HeartbeatSender (another process's after a fork: replaced)
+_sender: Optional[_HeartbeatSender] = None  # this process's _HeartbeatSender (another process's after a fork: replaced)
 _sender_lock = threading.Lock()
 _flush_registered = False
 
 
-def _heartbeat_sender():
+def _heartbeat_sender() -> _HeartbeatSender:
     global _sender, _flush_registered
     s = _sender
     if s is not None and s.pid == os.getpid():
@@ -465,7 +481,7 @@ def _heartbeat_sender():
         return _sender
 
 
-def _forget_sender_in_child():
+def _forget_sender_in_child() -> None:
     # The parent's thread does not exist here and its locks may be held: start afresh. Every fork
     # that runs Python code in the child runs this (os.fork, multiprocessing; a C extension's
     # fork() must call PyOS_AfterFork_Child, which does).
@@ -477,13 +493,13 @@ def _forget_sender_in_child():
 os.register_at_fork(after_in_child=_forget_sender_in_child)
 
 
-def _flush_at_exit():
+def _flush_at_exit() -> None:
     # The last step's heartbeat (and its loss) still reaches autopard when the program ends right
     # after it; bounded, so an unreachable autopard never holds the exit.
     flush_heartbeats(1.0)
 
 
-def agree(flag):
+def agree(flag: object) -> bool:
     """True on every rank when `flag` is true on any rank: an all_reduce(MAX) through
     torch.distributed when the program has imported it and initialized the default process
     group (a collective: every rank must call it at the same point), else `flag` itself. This
@@ -499,7 +515,7 @@ def agree(flag):
     return bool(t.item())
 
 
-def time_limit_reached(requested, step):
+def time_limit_reached(requested: object, step: int) -> bool:
     """Call on every rank after heartbeat(step) with its result. Returns True on every rank when
     any rank was asked to checkpoint for the time limit (agree()); the program then writes and
     commits `step` and calls wait_for_requeue(). When True, the step is also recorded on the
@@ -515,11 +531,11 @@ def time_limit_reached(requested, step):
     return True
 
 
-_time_limit_step = None  # the step announced by time_limit_reached()
+_time_limit_step: Optional[int] = None  # the step announced by time_limit_reached()
 _holding = False
 
 
-def _hold_at_exit():
+def _hold_at_exit() -> None:
     # A program that returns (or raises) after its time-limit checkpoint instead of calling
     # wait_for_requeue() would end the job COMPLETED (or FAILED) with training unfinished: hold
     # here, so the requeue ends it.
@@ -529,7 +545,7 @@ def _hold_at_exit():
         wait_for_requeue()
 
 
-def wait_for_requeue(timeout=None, poll=0.5):
+def wait_for_requeue(timeout: Optional[float] = None, poll: float = 0.5) -> NoReturn:
     """After the time-limit checkpoint is committed: waits until this node's uploads are done,
     then holds until Slurm ends the task (autopard requeues the job as soon as the step is
     COMPLETE on every node). It does not return normally: returning would let the job end as
@@ -549,10 +565,10 @@ def wait_for_requeue(timeout=None, poll=0.5):
     raise AutoparError(f"the job was not requeued within {timeout:g} s of the time-limit checkpoint")
 
 
-def event(kind, detail="", step=None, timeout=5.0):
+def event(kind: str, detail: str = "", step: Optional[int] = None, timeout: float = 5.0) -> None:
     """Adds an event to the job's timeline (`autopar events JOBID`)."""
     f = _job_fields()
-    req = {"op": "event", "job_id": f["job_id"], "rank": f["rank"], "kind": str(kind)}
+    req: Dict[str, Any] = {"op": "event", "job_id": f["job_id"], "rank": f["rank"], "kind": str(kind)}
     if detail:
         req["detail"] = str(detail)
     if step is not None:
@@ -562,40 +578,40 @@ def event(kind, detail="", step=None, timeout=5.0):
     _call(req, timeout)
 
 
-def resume_step():
+def resume_step() -> Optional[int]:
     """The step restored before the program started, or None for a fresh start."""
     v = _env("AUTOPAR_RESUME_STEP")
     return int(v) if v is not None else None
 
 
-def resume_dir():
+def resume_dir() -> Optional[str]:
     """This rank's restored directory (<ckpt dir>/step-<N>/rank-<R>), or None."""
     return _env("AUTOPAR_RESUME_DIR")
 
 
-def resume_step_dir():
+def resume_step_dir() -> Optional[str]:
     """The restored step's directory (its rank-*/ below it), or None for a fresh start. After a
     restart on another number of ranks (an elastic run, --min-nodes) it holds every saved rank's
     files: see resume_world_size() and autopar.reshard."""
     return _env("AUTOPAR_RESUME_STEP_DIR")
 
 
-def resume_world_size():
+def resume_world_size() -> Optional[int]:
     """The world size that wrote the restored step (int), or None for a fresh start."""
     v = _env("AUTOPAR_RESUME_WORLD_SIZE")
     return int(v) if v is not None else None
 
 
-def uploads(job_only=True, timeout=10.0):
+def uploads(job_only: bool = True, timeout: float = 10.0) -> List[Dict[str, Any]]:
     """This node's uploads (of this job by default): a list of dicts with job_id, step, rank,
     state, bytes_done, bytes_total, throughput_bps, eta_s, error."""
-    req = {"op": "status"}
+    req: Dict[str, Any] = {"op": "status"}
     if job_only:
         req["job_id"] = _require("SLURM_JOB_ID")
     return _call(req, timeout)["uploads"]
 
 
-def wait_uploads(timeout=600.0, poll=0.2):
+def wait_uploads(timeout: float = 600.0, poll: float = 0.2) -> None:
     """Waits until none of this job's uploads on this node is queued or running; raises
     AutoparError when one failed or the time is up. Call it before the job ends when the next
     job must find the last checkpoint complete."""

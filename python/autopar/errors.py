@@ -6,16 +6,21 @@ crash and have the job re-planned with more memory headroom instead of failing t
 Importing autopar installs it (a sys.excepthook that calls the previous one) when the launcher set
 the variable. A file already there (written by @record) is kept.
 """
+from __future__ import annotations
+
 import json
 import os
 import sys
 import time
 import traceback
+from types import TracebackType
+from typing import Optional, Type
 
 __all__ = ["install", "install_by_default", "write_error_file"]
 
 
-def write_error_file(path, exc_type, exc, tb):
+def write_error_file(path: str, exc_type: Type[BaseException], exc: BaseException,
+                     tb: Optional[TracebackType]) -> None:
     """Writes the exception as torchelastic's error file, unless one is there already."""
     if os.path.exists(path):
         return
@@ -29,10 +34,10 @@ def write_error_file(path, exc_type, exc, tb):
     os.replace(tmp, path)
 
 
-def install(path):
+def install(path: str) -> None:
     previous = sys.excepthook
 
-    def hook(exc_type, exc, tb):
+    def hook(exc_type: Type[BaseException], exc: BaseException, tb: Optional[TracebackType]) -> None:
         try:
             write_error_file(path, exc_type, exc, tb)
         except OSError:
@@ -42,7 +47,7 @@ def install(path):
     sys.excepthook = hook
 
 
-def install_by_default():
+def install_by_default() -> None:
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if path and os.environ.get("SLURM_JOB_ID"):
         install(path)

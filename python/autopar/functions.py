@@ -10,14 +10,17 @@ A run that finishes writes its outcome whole (a temporary file renamed over the 
 requeued or restarted in place leaves the outcome of the run that finished. cloudpickle (Debian's
 python3-cloudpickle) is needed on both sides; the rest of autopar stays standard-library only.
 """
+from __future__ import annotations
+
 import os
 import sys
 import traceback
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
 RANKS = ("0", "all")
 
 
-def _cloudpickle():
+def _cloudpickle() -> Any:
     try:
         import cloudpickle
     except ImportError:
@@ -26,7 +29,8 @@ def _cloudpickle():
     return cloudpickle
 
 
-def write_call(folder, fn, args, kwargs, ranks):
+def write_call(folder: str, fn: Callable[..., Any], args: Iterable[Any], kwargs: Mapping[str, Any],
+               ranks: str) -> None:
     """Pickles the call into `folder` (made, 0700: what it holds is the caller's)."""
     if ranks not in RANKS:
         raise ValueError(f"ranks: '{ranks}' is not one of {', '.join(RANKS)}")
@@ -39,11 +43,11 @@ def write_call(folder, fn, args, kwargs, ranks):
     _write_whole(os.path.join(folder, "call.pkl"), data)
 
 
-def result_path(folder, rank=0):
+def result_path(folder: str, rank: int = 0) -> str:
     return os.path.join(folder, "result.pkl" if rank == 0 else f"result-rank{rank}.pkl")
 
 
-def read_outcome(folder, rank=0):
+def read_outcome(folder: str, rank: int = 0) -> Optional[Tuple[Any, ...]]:
     """The outcome a finished run left, ("ok", value) or ("error", exception, traceback text), or
     None when no run finished."""
     try:
@@ -54,7 +58,7 @@ def read_outcome(folder, rank=0):
     return _cloudpickle().loads(data)
 
 
-def run(folder):
+def run(folder: str) -> int:
     """The job's side: runs the call on this task when its rank should; returns the exit status."""
     with open(os.path.join(folder, "call.pkl"), "rb") as f:
         fn, args, kwargs, ranks = _cloudpickle().loads(f.read())
@@ -62,7 +66,7 @@ def run(folder):
     if ranks == "0" and rank != 0:
         return 0
     try:
-        outcome = ("ok", fn(*args, **kwargs))
+        outcome: Tuple[Any, ...] = ("ok", fn(*args, **kwargs))
         status = 0
     except BaseException as e:  # noqa: B036 - the caller decides what a SystemExit means
         text = traceback.format_exc()
@@ -79,7 +83,7 @@ def run(folder):
     return status
 
 
-def _picklable(exc, text):
+def _picklable(exc: BaseException, text: str) -> BaseException:
     """`exc` itself when it pickles (its class must exist on the caller's side too), else a
     RuntimeError holding its text."""
     try:
@@ -89,7 +93,7 @@ def _picklable(exc, text):
         return RuntimeError(f"{type(exc).__name__}: {exc} (not picklable; the traceback follows)\n{text}")
 
 
-def _write_whole(path, data):
+def _write_whole(path: str, data: bytes) -> None:
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "wb") as f:
         f.write(data)

@@ -13,10 +13,13 @@ rank, so rank 0 learns every rank's compute time of the step at no extra synchro
 next heartbeat (autopar.ckpt.heartbeat) carries the vector, and, once, the node of each rank; its
 node's autopard flags a rank that stays slower than the job's median (docs/health.md).
 """
+from __future__ import annotations
+
 import os
 import socket
 import threading
 import time
+from typing import Any, List, Optional, Tuple
 
 from . import ckpt
 
@@ -24,7 +27,7 @@ __all__ = ["watch_ddp"]
 
 
 class _DdpWatch:
-    def __init__(self, ddp, process_group=None):
+    def __init__(self, ddp: Any, process_group: Any = None) -> None:
         import torch
         import torch.distributed as dist
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -34,18 +37,18 @@ class _DdpWatch:
         self.rank = dist.get_rank(process_group)
         self.world = dist.get_world_size(process_group)
         node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-        nodes = [None] * self.world
+        nodes: List[Any] = [None] * self.world
         dist.all_gather_object(nodes, node, group=process_group)
         self.nodes = [str(n) for n in nodes]
         self.nodes_sent = False
         self.lock = threading.Lock()
-        self.start = None
-        self.pending = None  # (work, tensor) of the step in flight
-        self.last = None     # every rank's compute seconds of the last finished step
+        self.start: Optional[float] = None
+        self.pending: Optional[Tuple[Any, Any]] = None  # (work, tensor) of the step in flight
+        self.last: Optional[List[float]] = None     # every rank's compute seconds of the last finished step
         ddp.register_forward_pre_hook(self._forward_pre)
         ddp.register_comm_hook(None, self._comm)
 
-    def _collect(self):
+    def _collect(self) -> None:
         if self.pending is None:
             return
         work, times = self.pending
@@ -54,11 +57,11 @@ class _DdpWatch:
         with self.lock:
             self.last = [round(float(t), 6) for t in times.tolist()]
 
-    def _forward_pre(self, module, args):
+    def _forward_pre(self, module: Any, args: Any) -> None:
         self._collect()  # the previous step's vector (its all-reduce finished with that step)
         self.start = time.monotonic()
 
-    def _comm(self, state, bucket):
+    def _comm(self, state: Any, bucket: Any) -> Any:
         fut = self._allreduce(self.group, bucket)
         if bucket.is_last() and self.start is not None:
             times = self._torch.zeros(self.world, dtype=self._torch.float64)
@@ -67,7 +70,7 @@ class _DdpWatch:
             self.pending = (work, times)
         return fut
 
-    def report(self):
+    def report(self) -> Tuple[Optional[List[float]], Optional[List[str]]]:
         """(every rank's compute seconds of the last finished step, the nodes once) for rank 0's
         heartbeat; (None, None) before the first step."""
         with self.lock:
@@ -78,7 +81,7 @@ class _DdpWatch:
         return last, nodes
 
 
-def watch_ddp(ddp, process_group=None):
+def watch_ddp(ddp: Any, process_group: Any = None) -> _DdpWatch:
     """Measures every rank's compute time per step of `ddp` (a DistributedDataParallel module)
     for straggler detection; call it on every rank, once, before the first step. Returns the
     watch. Registering DDP's communication hook is allowed once per module: a program that needs

@@ -22,6 +22,8 @@ shape and every autopar option go on sbatch's command line, where the plugin che
 the plugin or Slurm refuses raises SubmitError with that one line, and no job exists. See
 docs/python.md for what each argument becomes on Slurm.
 """
+from __future__ import annotations
+
 import datetime as _dt
 import json
 import math
@@ -33,6 +35,8 @@ import subprocess
 import sys
 import time
 import uuid
+from types import ModuleType
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, overload
 
 __all__ = ["submit", "wait_all", "Executor", "Job", "FunctionJob", "LocalJob", "Event", "SubmitError",
            "AUTOPAR_OPTIONS"]
@@ -78,7 +82,7 @@ class Event:
 
     __slots__ = ("time", "node", "rank", "step", "kind", "detail", "fields")
 
-    def __init__(self, d):
+    def __init__(self, d: Mapping[str, Any]) -> None:
         self.time = d["time"]
         self.node = d.get("node", "")
         self.rank = d.get("rank", -1)
@@ -87,25 +91,25 @@ class Event:
         self.detail = d.get("detail", "")
         self.fields = d.get("fields", {})
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Event({self.kind!r}, node={self.node!r}, rank={self.rank}, step={self.step}, {self.fields!r})"
 
 
-def _tool(env_name, name):
+def _tool(env_name: str, name: str) -> str:
     path = os.environ.get(env_name) or shutil.which(name)
     if not path:
         raise FileNotFoundError(f"{name} not found (on PATH or in ${env_name})")
     return path
 
 
-def _run(cmd, *, input=None, check=True):
+def _run(cmd: List[str], *, input: Optional[str] = None, check: bool = True) -> subprocess.CompletedProcess[str]:
     p = subprocess.run(cmd, input=input, capture_output=True, text=True)
     if check and p.returncode != 0:
         raise RuntimeError(f"{cmd[0]}: {_one_line(p.stderr) or 'exit status ' + str(p.returncode)}")
     return p
 
 
-def _one_line(stderr):
+def _one_line(stderr: str) -> str:
     """The line that says why: the autopar plugin's, else Slurm's first error line."""
     lines = [l.strip() for l in stderr.splitlines() if l.strip()]
     for line in lines:
@@ -117,7 +121,7 @@ def _one_line(stderr):
     return lines[0] if lines else ""
 
 
-def _memory_mib(value):
+def _memory_mib(value: object) -> int:
     """'64GiB', '64GB', '500MiB', '500M' -> MiB for --mem (Slurm's K/M/G/T are powers of 1024). A
     number without a unit is refused: Slurm would read 64 as 64 MiB, rarely what was meant."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)(B?)\s*", str(value), re.I)
@@ -140,7 +144,7 @@ def _memory_mib(value):
 _TIME_FORMS = re.compile(r"\d+:\d{1,2}(:\d{1,2})?|\d+-\d{1,2}(:\d{1,2}){0,2}", re.A)
 
 
-def _time_limit(value):
+def _time_limit(value: object) -> str:
     """A time limit for --time: a datetime.timedelta, or a string in one of Slurm's forms
     ('HH:MM:SS', 'MM:SS', 'D-HH', 'D-HH:MM', 'D-HH:MM:SS', 'UNLIMITED'). A bare number is refused:
     Slurm reads it as minutes, Python users as seconds."""
@@ -162,7 +166,7 @@ def _time_limit(value):
     return text
 
 
-def _extra(value):
+def _extra(value: object) -> List[str]:
     """Other sbatch options: a list of arguments, or one string split as a shell would."""
     if isinstance(value, str):
         try:
@@ -174,14 +178,14 @@ def _extra(value):
     return list(value)
 
 
-def _environment(env):
+def _environment(env: object) -> Optional[Dict[str, str]]:
     """The variables to add to sbatch's environment: names are strings, values strings or numbers
     (numbers written as Python writes them)."""
     if env is None:
         return None
     if not isinstance(env, dict):
         raise ValueError(f"env: must be a dict of names to values, got {type(env).__name__}")
-    out = {}
+    out: Dict[str, str] = {}
     for name, value in env.items():
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise ValueError(f"env: {name!r} is not a variable name")
@@ -191,23 +195,28 @@ def _environment(env):
     return out
 
 
-def _positive(name, value):
+def _positive(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name}: must be an integer >= 1, got {value!r}")
     return value
 
 
-def _has_pyxis(sbatch):
+def _has_pyxis(sbatch: str) -> bool:
     return "--container-image" in _run([sbatch, "--help"], check=False).stdout
 
 
-def sbatch_arguments(*, name=None, nodes=None, tasks_per_node=None, gpu_count=None, gpu_type=None,
-                     gres_type=None, cpus_per_task=None, memory=None, time=None, partition=None,
-                     account=None, qos=None, output=None, error=None, array=None, chdir=None,
-                     image=None, sbatch=None, extra=(), **autopar):
+def sbatch_arguments(*, name: Optional[str] = None, nodes: Union[int, str, None] = None,
+                     tasks_per_node: Optional[int] = None, gpu_count: Optional[int] = None,
+                     gpu_type: Optional[str] = None, gres_type: Optional[str] = None,
+                     cpus_per_task: Optional[int] = None, memory: Union[str, int, float, None] = None,
+                     time: Union[str, _dt.timedelta, None] = None, partition: Optional[str] = None,
+                     account: Optional[str] = None, qos: Optional[str] = None, output: Union[str, os.PathLike[str], None] = None,
+                     error: Union[str, os.PathLike[str], None] = None, array: Union[str, int, None] = None, chdir: Union[str, os.PathLike[str], None] = None,
+                     image: Optional[str] = None, sbatch: Optional[str] = None,
+                     extra: Union[str, Sequence[str]] = (), **autopar: Any) -> List[str]:
     """The sbatch command-line arguments for these values (what submit passes); ValueError names
     the argument of a value that cannot be one."""
-    args = []
+    args: List[str] = []
     if name is not None:
         args.append(f"--job-name={name}")
     if nodes is not None:
@@ -261,7 +270,7 @@ def sbatch_arguments(*, name=None, nodes=None, tasks_per_node=None, gpu_count=No
     return args
 
 
-def batch_script(command, launcher=None, mpi="pmix"):
+def batch_script(command: Union[str, Sequence[object]], launcher: Optional[str] = None, mpi: str = "pmix") -> str:
     """The batch script of docs/manual.md: every task runs COMMAND under autopar-launch."""
     if isinstance(command, (list, tuple)):
         command = " ".join(shlex.quote(str(c)) for c in command)
@@ -273,8 +282,20 @@ def batch_script(command, launcher=None, mpi="pmix"):
             f"srun --mpi={mpi} {shlex.quote(launch)} -- {command}\n")
 
 
-def submit(command=None, *args, script=None, env=None, launcher=None, kwargs=None, folder=None,
-           ranks="0", local=False, **options):
+@overload
+def submit(command: Callable[..., Any], *args: Any, script: Optional[str] = None, env: Optional[Mapping[str, object]] = None,
+           launcher: Optional[str] = None, kwargs: Optional[Mapping[str, Any]] = None,
+           folder: Optional[str] = None, ranks: str = "0", local: bool = False, **options: Any) -> Union[FunctionJob, LocalJob]: ...
+@overload
+def submit(command: Union[str, Sequence[object], None] = None, *args: Any, script: Optional[str] = None, env: Optional[Mapping[str, object]] = None,
+           launcher: Optional[str] = None, kwargs: Optional[Mapping[str, Any]] = None,
+           folder: Optional[str] = None, ranks: str = "0", local: bool = False, **options: Any) -> Job: ...
+
+
+def submit(command: Union[str, Sequence[object], Callable[..., Any], None] = None, *args: Any,
+           script: Optional[str] = None, env: Optional[Mapping[str, object]] = None,
+           launcher: Optional[str] = None, kwargs: Optional[Mapping[str, Any]] = None,
+           folder: Optional[str] = None, ranks: str = "0", local: bool = False, **options: Any) -> Union[Job, LocalJob]:
     """Submits one job (or a job array with array="0-9") and returns its Job. `command` (a string
     or a list) runs on every task under autopar-launch; or `script` names an sbatch script to submit
     as it is; or `command` is a function, called as command(*args, **kwargs) in the job (on rank 0,
@@ -297,7 +318,7 @@ def submit(command=None, *args, script=None, env=None, launcher=None, kwargs=Non
         raise TypeError(f"command: a shell command (a string or a list of arguments) or a function, "
                         f"got {type(command).__name__}")
     extra_env = _environment(env)
-    args = sbatch_arguments(**options)
+    args = sbatch_arguments(**options)  # type: ignore[assignment]  # (no positional args here)
     if script is not None and not os.path.isfile(script):
         raise ValueError(f"script: {script}: no such file")
     text = batch_script(command, launcher) if command is not None else None
@@ -306,7 +327,8 @@ def submit(command=None, *args, script=None, env=None, launcher=None, kwargs=Non
                stdout_path=_stdout_path(options, job_id))
 
 
-def _sbatch(args, text, script, extra_env):
+def _sbatch(args: Sequence[str], text: Optional[str], script: Optional[str],
+            extra_env: Optional[Mapping[str, str]]) -> str:
     """Runs sbatch; the job id, or SubmitError with the line that refused it."""
     sbatch = _tool("AUTOPAR_SBATCH", "sbatch")
     cmd = [sbatch, "--parsable", *args] + ([script] if script is not None else [])
@@ -320,7 +342,9 @@ def _sbatch(args, text, script, extra_env):
     return job_id
 
 
-def _submit_function(fn, args, kwargs, *, folder, ranks, local, env, launcher, **options):
+def _submit_function(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any], *,
+                     folder: Optional[str], ranks: str, local: bool, env: Optional[Mapping[str, object]],
+                     launcher: Optional[str], **options: Any) -> Union[FunctionJob, LocalJob]:
     if local:
         return LocalJob(fn, args, kwargs)
     extra_env = _environment(env) or {}
@@ -348,12 +372,12 @@ def _submit_function(fn, args, kwargs, *, folder, ranks, local, env, launcher, *
                        stderr_path=_stdout_path({**options, "output": options["error"]}, job_id))
 
 
-def _functions():
+def _functions() -> ModuleType:
     from . import functions
     return functions
 
 
-def _stdout_path(options, job_id):
+def _stdout_path(options: Mapping[str, Any], job_id: str) -> Optional[str]:
     """Where Slurm writes the job's standard output (sbatch's --output pattern, else its default),
     for output() once the controller has forgotten the job; None when the pattern needs what only
     Slurm knows (a node, an array task, the name of a job submitted without one)."""
@@ -371,12 +395,13 @@ def _stdout_path(options, job_id):
     return path if os.path.isabs(path) else os.path.join(options.get("chdir") or os.getcwd(), path)
 
 
-def wait_all(jobs, timeout=None, poll=1.0):
+def wait_all(jobs: Iterable[Union[Job, LocalJob]], timeout: Optional[float] = None,
+             poll: float = 1.0) -> Dict[str, str]:
     """Waits for every job (a sweep, or a job array's tasks); returns {job id: final state}, which is
     UNKNOWN for a job Slurm no longer knows (see Job.state). Raises TimeoutError naming the jobs
     still running when `timeout` seconds pass."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    states = {}
+    states: Dict[str, str] = {}
     pending = list(jobs)
     while pending:
         for job in list(pending):
@@ -396,31 +421,32 @@ class Job:
     """A Slurm job, followed through Slurm (state, output) and autopard (plan, events,
     checkpoints). `socket`: a node's autopard (default $AUTOPAR_SOCKET, else autopard's)."""
 
-    def __init__(self, job_id, socket=None, ckpt_upload=None, stdout_path=None, stderr_path=None):
+    def __init__(self, job_id: Union[str, int], socket: Optional[str] = None, ckpt_upload: Optional[str] = None,
+                 stdout_path: Optional[str] = None, stderr_path: Optional[str] = None) -> None:
         self.id = str(job_id)
         self.stdout_path = stdout_path  # where submit expects its output (output() after Slurm forgot it)
         self.stderr_path = stderr_path
         self.socket = socket or os.environ.get("AUTOPAR_SOCKET") or "/run/autopard/autopard.sock"
         self.ckpt_upload = ckpt_upload  # where checkpoints() looks; else autopard's record of the job
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Job({self.id!r})"
 
-    def _records(self):
+    def _records(self) -> List[Dict[str, str]]:
         """scontrol's records of the job: one, or one per task of a job array."""
         p = _run([_tool("AUTOPAR_SCONTROL", "scontrol"), "show", "job", "-o", self.id], check=False)
         if p.returncode != 0:
             return []
-        records = []
+        records: List[Dict[str, str]] = []
         for line in p.stdout.splitlines():
-            fields = {}
+            fields: Dict[str, str] = {}
             for m in re.finditer(r"(\w+(?:/\w+)?)=(\S*)", line):
                 fields.setdefault(m.group(1), m.group(2))
             if fields:
                 records.append(fields)
         return records
 
-    def state(self):
+    def state(self) -> str:
         """Slurm's state: PENDING, RUNNING, REQUEUED, COMPLETING, COMPLETED, FAILED, CANCELLED, ...
         From scontrol while the controller knows the job, then from sacct (accounting); UNKNOWN
         when neither does (a job ended longer ago than MinJobAge, without accounting). For a job
@@ -441,7 +467,7 @@ class Job:
         failed = [s for s in states if s != "COMPLETED"]
         return failed[0] if failed else "COMPLETED"
 
-    def tasks(self):
+    def tasks(self) -> List[Job]:
         """The tasks of a job array, one Job each ("JOBID_TASK": state, output and cancel of that
         task alone); [] for a job that is not an array, or once the controller has forgotten it."""
         out = []
@@ -452,40 +478,40 @@ class Job:
         return sorted(out, key=lambda j: int(j.id.rsplit("_", 1)[1]))
 
     @property
-    def job_id(self):
+    def job_id(self) -> str:
         """The job id (submitit's name for `id`)."""
         return self.id
 
-    def done(self):
+    def done(self) -> bool:
         """Whether the job has ended (a final state, or forgotten by Slurm)."""
         return self.state() in TERMINAL | {"UNKNOWN"}
 
-    def wait(self, timeout=None, poll=1.0):
+    def wait(self, timeout: Optional[float] = None, poll: float = 1.0) -> str:
         """Blocks until the job has ended (across requeues and in-place restarts); returns its
         final state. TimeoutError after `timeout` seconds."""
         return wait_all([self], timeout, poll)[self.id]
 
-    def cancel(self):
+    def cancel(self) -> None:
         """Cancels the job (pending or running); nothing to do for one that has ended, or that Slurm
         no longer knows."""
         p = _run([_tool("AUTOPAR_SCANCEL", "scancel"), self.id], check=False)
         if p.returncode != 0 and self.state() not in TERMINAL | {"UNKNOWN"}:
             raise RuntimeError(f"scancel {self.id}: {_one_line(p.stderr)}")
 
-    def output(self, lines=50):
+    def output(self, lines: int = 50) -> str:
         """The last `lines` lines of the job's standard output file (where scontrol says, else where
         submit expected it: the job may be long forgotten by the controller)."""
         return self._tail("StdOut", self.stdout_path, lines)
 
-    def stdout(self, lines=None):
+    def stdout(self, lines: Optional[int] = None) -> str:
         """The job's standard output (all of it, or the last `lines` lines); "" when there is none."""
         return self._tail("StdOut", self.stdout_path, lines)
 
-    def stderr(self, lines=None):
+    def stderr(self, lines: Optional[int] = None) -> str:
         """The job's standard error (its --error file; the same as stdout when it has none)."""
         return self._tail("StdErr", self.stderr_path or self.stdout_path, lines)
 
-    def _tail(self, field, expected, lines):
+    def _tail(self, field: str, expected: Optional[str], lines: Optional[int]) -> str:
         records = self._records()
         path = records[0].get(field) if records else expected
         if not path or not os.path.exists(path):
@@ -494,18 +520,18 @@ class Job:
             text = f.readlines()
         return "".join(text if lines is None else text[-lines:])
 
-    def events(self):
+    def events(self) -> List[Event]:
         """The job's timeline across requeues and in-place restarts (every node's journal,
         merged), as Event objects in time order."""
         p = _run([_tool("AUTOPAR_CLI", "autopar"), "events", self.id, "--json", "--socket", self.socket])
         return [Event(e) for e in json.loads(p.stdout)["events"]]
 
-    def plan(self):
+    def plan(self) -> Optional[Dict[str, Any]]:
         """The parallel plan of the latest run, as the timeline holds it: the fields of its
         `submitted` event (model, gpus, tp, pp, dp, micro_batch, grad_accum, ...), updated by a later
         `resized` (plan_after); None when the job has no plan (no --auto-parallel) or has not
         started."""
-        plan = None
+        plan: Optional[Dict[str, Any]] = None
         for e in self.events():
             if e.kind == "submitted" and e.fields.get("plan") != "none":
                 plan = dict(e.fields)
@@ -513,7 +539,7 @@ class Job:
                 plan.update(kv.split("=", 1) for kv in e.fields["plan_after"].split() if "=" in kv)
         return plan
 
-    def checkpoints(self):
+    def checkpoints(self) -> List[Dict[str, Any]]:
         """The job's checkpoint steps in its --ckpt-upload storage, newest first: dicts with step,
         job_id, state (COMPLETE, INCOMPLETE), bytes, ranks and uri (`autopar ckpt ls --json` of the
         job's upload URI when submit knew it, else of the job id: what node's autopard knows);
@@ -531,11 +557,11 @@ class Job:
 class FunctionJob(Job):
     """A job that calls a Python function (submit(fn, ...)): a Job, and its call's outcome."""
 
-    def __init__(self, job_id, call_dir, **kw):
+    def __init__(self, job_id: Union[str, int], call_dir: str, **kw: Any) -> None:
         super().__init__(job_id, **kw)
         self.call_dir = call_dir
 
-    def result(self, timeout=None, poll=1.0):
+    def result(self, timeout: Optional[float] = None, poll: float = 1.0) -> Any:
         """Waits for the job and returns the function's value (of the run that finished, across
         requeues and in-place restarts); raises the function's exception, its remote traceback in
         the exception's notes; RuntimeError when the job ended without an outcome."""
@@ -544,12 +570,12 @@ class FunctionJob(Job):
             return outcome[1]
         raise outcome[1]
 
-    def exception(self, timeout=None, poll=1.0):
+    def exception(self, timeout: Optional[float] = None, poll: float = 1.0) -> Optional[BaseException]:
         """Waits for the job; the function's exception, or None when it returned."""
         outcome = self._outcome(timeout, poll)
         return None if outcome[0] == "ok" else outcome[1]
 
-    def _outcome(self, timeout, poll):
+    def _outcome(self, timeout: Optional[float], poll: float) -> Tuple[Any, ...]:
         state = self.wait(timeout, poll)
         outcome = _functions().read_outcome(self.call_dir)
         if outcome is None:
@@ -567,31 +593,31 @@ class LocalJob:
     """submit(fn, ..., local=True): the call made here and now, behind a Job's surface (for tests
     and debugging without Slurm)."""
 
-    def __init__(self, fn, args, kwargs):
+    def __init__(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         self.id = self.job_id = "local"
         try:
-            self._outcome = ("ok", fn(*args, **kwargs))
+            self._outcome: Tuple[str, Any] = ("ok", fn(*args, **kwargs))
         except Exception as e:
             self._outcome = ("error", e)
 
-    def state(self):
+    def state(self) -> str:
         return "COMPLETED" if self._outcome[0] == "ok" else "FAILED"
 
-    def done(self):
+    def done(self) -> bool:
         return True
 
-    def wait(self, timeout=None, poll=1.0):
+    def wait(self, timeout: Optional[float] = None, poll: float = 1.0) -> str:
         return self.state()
 
-    def cancel(self):
+    def cancel(self) -> None:
         pass
 
-    def result(self, timeout=None, poll=1.0):
+    def result(self, timeout: Optional[float] = None, poll: float = 1.0) -> Any:
         if self._outcome[0] == "ok":
             return self._outcome[1]
         raise self._outcome[1]
 
-    def exception(self, timeout=None, poll=1.0):
+    def exception(self, timeout: Optional[float] = None, poll: float = 1.0) -> Optional[BaseException]:
         return None if self._outcome[0] == "ok" else self._outcome[1]
 
 
@@ -605,12 +631,12 @@ class Executor:
         jobs_ = ex.map_array(train, [1e-3, 3e-4])    # one job per value
     """
 
-    def __init__(self, folder="autopar-jobs", **parameters):
+    def __init__(self, folder: str = "autopar-jobs", **parameters: Any) -> None:
         self.folder = folder
-        self.parameters = {}
+        self.parameters: Dict[str, Any] = {}
         self.update_parameters(**parameters)
 
-    def update_parameters(self, **parameters):
+    def update_parameters(self, **parameters: Any) -> None:
         """Sets keywords for the next submissions; a value that cannot be one is refused now,
         naming it."""
         local = {k: parameters[k] for k in ("ranks", "env", "launcher", "local") if k in parameters}
@@ -621,13 +647,13 @@ class Executor:
             _environment(local["env"])
         self.parameters.update(parameters)
 
-    def submit(self, fn, *args, **kwargs):
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Union[FunctionJob, LocalJob]:
         """Submits fn(*args, **kwargs) as a job; its FunctionJob (a LocalJob with local=True)."""
         if not callable(fn):
             raise TypeError(f"Executor.submit: a function, got {type(fn).__name__}")
         return submit(fn, *args, kwargs=kwargs, folder=self.folder, **self.parameters)
 
-    def map_array(self, fn, *iterables):
+    def map_array(self, fn: Callable[..., Any], *iterables: Iterable[Any]) -> List[Union[FunctionJob, LocalJob]]:
         """One job per element (fn(a, b, ...) for each zip of `iterables`), in their order."""
         return [self.submit(fn, *values) for values in zip(*iterables)]
 

@@ -21,8 +21,11 @@ Megatron-LM's); load_sharded reads only the files of the caller's tp and pp rank
 
 Works with torch 1.13 (torch.save/torch.load of plain tensors; no torch.distributed.checkpoint).
 """
+from __future__ import annotations
+
 import json
 import os
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 
@@ -32,7 +35,7 @@ LAYOUT_FILE = "autopar-shard.json"
 SHARD_FILE = "shard.pt"
 
 
-def shard_range(numel, dp_size, dp_rank):
+def shard_range(numel: int, dp_size: int, dp_rank: int) -> Tuple[int, int]:
     """[start, end) of data-parallel rank `dp_rank`'s slice of a flat tensor of `numel` elements."""
     if dp_size < 1 or not 0 <= dp_rank < dp_size or numel < 0:
         raise ValueError(f"shard_range: bad numel={numel} dp_size={dp_size} dp_rank={dp_rank}")
@@ -41,11 +44,12 @@ def shard_range(numel, dp_size, dp_rank):
     return start, start + base + (1 if dp_rank < extra else 0)
 
 
-def save_sharded(directory, shards, numel, dp_rank, dp_size, tp_rank=0, pp_rank=0, extra=None):
+def save_sharded(directory: str, shards: Mapping[str, torch.Tensor], numel: Mapping[str, int], dp_rank: int,
+                 dp_size: int, tp_rank: int = 0, pp_rank: int = 0, extra: Any = None) -> None:
     """Writes this rank's slices (name -> 1-D tensor of shard_range's length) and their layout into
     `directory` (the rank's step directory, before ckpt.commit). `extra`: anything torch.save takes,
     returned by load_sharded from the caller's own saved rank (or rank 0's)."""
-    ranges = {}
+    ranges: Dict[str, List[int]] = {}
     for name, t in shards.items():
         start, end = shard_range(numel[name], dp_size, dp_rank)
         if t.dim() != 1 or t.numel() != end - start:
@@ -60,8 +64,8 @@ def save_sharded(directory, shards, numel, dp_rank, dp_size, tp_rank=0, pp_rank=
         json.dump(layout, f, sort_keys=True)
 
 
-def _saved_layouts(step_dir, tp_rank, pp_rank):
-    found = []
+def _saved_layouts(step_dir: str, tp_rank: int, pp_rank: int) -> List[Tuple[str, Dict[str, Any]]]:
+    found: List[Tuple[str, Dict[str, Any]]] = []
     for entry in sorted(os.listdir(step_dir)):
         path = os.path.join(step_dir, entry, LAYOUT_FILE)
         if entry.startswith("rank-") and os.path.isfile(path):
@@ -84,7 +88,8 @@ def _saved_layouts(step_dir, tp_rank, pp_rank):
     return sorted(found, key=lambda x: x[1]["dp_rank"])
 
 
-def load_sharded(dp_rank, dp_size, step_dir=None, tp_rank=0, pp_rank=0):
+def load_sharded(dp_rank: int, dp_size: int, step_dir: Optional[str] = None, tp_rank: int = 0,
+                 pp_rank: int = 0) -> Tuple[Dict[str, torch.Tensor], Any]:
     """This rank's slices for `dp_size` data-parallel ranks, from the step saved by any number of
     them under `step_dir` (default: AUTOPAR_RESUME_STEP_DIR). Returns (name -> 1-D tensor, extra)."""
     step_dir = step_dir or os.environ.get("AUTOPAR_RESUME_STEP_DIR")
@@ -92,6 +97,8 @@ def load_sharded(dp_rank, dp_size, step_dir=None, tp_rank=0, pp_rank=0):
         raise FileNotFoundError("load_sharded: no step directory (AUTOPAR_RESUME_STEP_DIR is not set)")
     saved = _saved_layouts(step_dir, tp_rank, pp_rank)
     numel = saved[0][1]["numel"]
+    out: Dict[str, Any]  # name -> its tensor (None until a saved slice or the end fills it)
+    extra: Any
     out, extra = {}, None
     wanted = {name: shard_range(n, dp_size, dp_rank) for name, n in numel.items()}
     for name, (start, end) in wanted.items():

@@ -12,19 +12,22 @@ e.g. for a program that uses SIGUSR2 itself). Outside a job nothing is installed
 
 Only the standard library is used; calling install() again does nothing.
 """
+from __future__ import annotations
+
 import faulthandler
 import os
 import signal
 import stat as _stat
 import sys
+from typing import Optional, TextIO
 
 __all__ = ["install", "install_by_default", "dump_path"]
 
-_file = None
+_file: Optional[TextIO] = None
 _DEFAULT_ROOT = "/tmp/autopar-stacks"
 
 
-def dump_path():
+def dump_path() -> str:
     """Where this rank's dump goes (the same rule as autopard's PythonStackDumpPath)."""
     job = os.environ.get("SLURM_JOB_ID", "nojob")
     d = os.environ.get("AUTOPAR_STACK_DIR") or os.path.join(_DEFAULT_ROOT, job)
@@ -32,7 +35,7 @@ def dump_path():
     return os.path.join(d, f"stack-rank{rank}.txt")
 
 
-def install():
+def install() -> str:
     """Registers the SIGUSR2 stack dump; returns the dump file's path."""
     global _file
     path = dump_path()
@@ -58,7 +61,7 @@ def install():
     return path
 
 
-def install_by_default():
+def install_by_default() -> Optional[str]:
     """install() inside a Slurm job unless AUTOPAR_STACKS opts out; returns the dump file's path
     or None. A failure (e.g. an unwritable directory) is reported once on stderr, not raised: the
     training runs on without stack dumps."""
