@@ -10,6 +10,7 @@ work=$(mktemp -d /tmp/autopar-venv-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 "$python" -m venv "$work/venv"
 "$work/venv/bin/pip" install --no-index --quiet "$repo/python"
+compgen -G "$work/venv/lib/python3*/site-packages/autopar/py.typed" >/dev/null  # typed (PEP 561)
 cd "$work"  # not the source tree: the installed module must be the one imported
 "$work/venv/bin/python" - "$work/venv" <<'PY'
 import sys
