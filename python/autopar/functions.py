@@ -5,6 +5,7 @@ DIR`), and the outcome comes back through the same folder.
     DIR/call.pkl          (fn, args, kwargs, ranks), written by the submitter with cloudpickle
     DIR/result.pkl        rank 0's outcome: ("ok", value) or ("error", exception, traceback text)
     DIR/result-rank<R>.pkl  every other rank's, when every rank runs the function (ranks="all")
+    DIR/<i>/...           the same for task i of a job array (Executor.map_array)
 
 A run that finishes writes its outcome whole (a temporary file renamed over the last one), so a job
 requeued or restarted in place leaves the outcome of the run that finished. cloudpickle (Debian's
@@ -59,7 +60,11 @@ def read_outcome(folder: str, rank: int = 0) -> Optional[Tuple[Any, ...]]:
 
 
 def run(folder: str) -> int:
-    """The job's side: runs the call on this task when its rank should; returns the exit status."""
+    """The job's side: runs the call on this task when its rank should; returns the exit status.
+    In a job array (Executor.map_array) the folder holds one call per task, DIR/TASK."""
+    task = os.environ.get("SLURM_ARRAY_TASK_ID")
+    if task is not None and not os.path.exists(os.path.join(folder, "call.pkl")):
+        folder = os.path.join(folder, task)
     with open(os.path.join(folder, "call.pkl"), "rb") as f:
         fn, args, kwargs, ranks = _cloudpickle().loads(f.read())
     rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))

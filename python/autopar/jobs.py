@@ -347,13 +347,29 @@ def _submit_function(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mappin
                      launcher: Optional[str], **options: Any) -> Union[FunctionJob, LocalJob]:
     if local:
         return LocalJob(fn, args, kwargs)
-    extra_env = _environment(env) or {}
     if "array" in options:
-        raise ValueError("array: a function job is one call; submit one per value (map_array)")
-    sbatch_arguments(**options)  # every value checked before the call is written
+        raise ValueError("array: a function job is one call; Executor.map_array makes an array of calls")
+    return _submit_calls(fn, [(tuple(args), dict(kwargs))], as_array=False, folder=folder,
+                         ranks=ranks, env=env, launcher=launcher, **options)[0]
+
+
+def _submit_calls(fn: Callable[..., Any], calls: Sequence[Tuple[Tuple[Any, ...], Dict[str, Any]]], *,
+                  as_array: bool, folder: Optional[str], ranks: str = "0",
+                  env: Optional[Mapping[str, object]] = None, launcher: Optional[str] = None,
+                  array_parallelism: Optional[int] = None, **options: Any) -> List[FunctionJob]:
+    """One job for one call; or one Slurm array, task i making call i (its call and outcome in
+    DIR/i). Nothing is left of them when sbatch refuses."""
+    extra_env = _environment(env) or {}
+    is_array = as_array
+    if array_parallelism is not None:
+        _positive("array_parallelism", array_parallelism)
+    sbatch_arguments(**options)  # every value checked before a call is written
     call_dir = os.path.abspath(os.path.join(folder or "autopar-jobs", uuid.uuid4().hex))
-    options.setdefault("output", os.path.join(call_dir, "%j.out"))
-    options.setdefault("error", os.path.join(call_dir, "%j.err"))
+    task_dir = os.path.join(call_dir, "%a") if is_array else call_dir
+    options.setdefault("output", os.path.join(task_dir, "%A_%a.out" if is_array else "%j.out"))
+    options.setdefault("error", os.path.join(task_dir, "%A_%a.err" if is_array else "%j.err"))
+    if is_array:
+        options["array"] = f"0-{len(calls) - 1}" + (f"%{array_parallelism}" if array_parallelism else "")
     # The job's Python finds this autopar and what the caller imports (a function of the caller's
     # module is pickled by reference; one of __main__ travels whole).
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -361,15 +377,23 @@ def _submit_function(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mappin
     extra_env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     text = batch_script([sys.executable, "-m", "autopar", "run-function", call_dir], launcher)
     _tool("AUTOPAR_SBATCH", "sbatch")  # before anything is written
-    _functions().write_call(call_dir, fn, args, kwargs, ranks)
     try:
+        for i, (args, kwargs) in enumerate(calls):
+            _functions().write_call(os.path.join(call_dir, str(i)) if is_array else call_dir,
+                                    fn, args, kwargs, ranks)
         job_id = _sbatch(sbatch_arguments(**options), text, None, extra_env)
     except BaseException:
         shutil.rmtree(call_dir, ignore_errors=True)  # no job: nothing of it is left
         raise
-    return FunctionJob(job_id, call_dir, ckpt_upload=options.get("ckpt_upload"),
-                       stdout_path=_stdout_path(options, job_id),
-                       stderr_path=_stdout_path({**options, "output": options["error"]}, job_id))
+    if not is_array:
+        return [FunctionJob(job_id, call_dir, ckpt_upload=options.get("ckpt_upload"),
+                            stdout_path=_stdout_path(options, job_id),
+                            stderr_path=_stdout_path({**options, "output": options["error"]}, job_id))]
+    return [FunctionJob(f"{job_id}_{i}", os.path.join(call_dir, str(i)),
+                        ckpt_upload=options.get("ckpt_upload"),
+                        stdout_path=_stdout_path(options, job_id, i),
+                        stderr_path=_stdout_path({**options, "output": options["error"]}, job_id, i))
+            for i in range(len(calls))]
 
 
 def _functions() -> ModuleType:
@@ -377,15 +401,19 @@ def _functions() -> ModuleType:
     return functions
 
 
-def _stdout_path(options: Mapping[str, Any], job_id: str) -> Optional[str]:
+def _stdout_path(options: Mapping[str, Any], job_id: str, task: Optional[int] = None) -> Optional[str]:
     """Where Slurm writes the job's standard output (sbatch's --output pattern, else its default),
     for output() once the controller has forgotten the job; None when the pattern needs what only
-    Slurm knows (a node, an array task, the name of a job submitted without one)."""
+    Slurm knows (a node, the name of a job submitted without one, an array task's own job id).
+    `task`: a task of job array `job_id` (%A is the array's id, %a the task's index)."""
     pattern = str(options.get("output") or ("slurm-%A_%a.out" if options.get("array") else "slurm-%j.out"))
     name = options.get("name")
     parts = []
     for piece in pattern.split("%%"):  # %% is a literal %
-        piece = piece.replace("%j", job_id)
+        if task is None:
+            piece = piece.replace("%j", job_id)
+        else:
+            piece = piece.replace("%A", job_id).replace("%a", str(task))
         if name:
             piece = piece.replace("%x", str(name))
         if "%" in piece:
@@ -460,12 +488,26 @@ class Job:
                 states = [line.split()[0] for line in p.stdout.splitlines() if line.strip()] \
                     if p.returncode == 0 else []
         if not states:
-            return "UNKNOWN"
+            return self._state_from_own_record()
         running = [s for s in states if s not in TERMINAL]
         if running:
             return running[0]
         failed = [s for s in states if s != "COMPLETED"]
         return failed[0] if failed else "COMPLETED"
+
+    def _state_from_own_record(self) -> str:
+        """The final state of a job Slurm has forgotten, from what autopar kept of it: its timeline's
+        end (`autopar report`: rank 0 finished with exit 0 -> COMPLETED, autopard stopped it ->
+        FAILED); UNKNOWN when that says neither (or autopard cannot be asked)."""
+        try:
+            p = _run([_tool("AUTOPAR_CLI", "autopar"), "report", self.id, "--json", "--socket",
+                      self.socket], check=False)
+            end = str(json.loads(p.stdout).get("end", "")) if p.returncode == 0 else ""
+        except (FileNotFoundError, ValueError, AttributeError):
+            return "UNKNOWN"
+        if end == "finished exit=0":
+            return "COMPLETED"
+        return "FAILED" if end.startswith("stopped") else "UNKNOWN"
 
     def tasks(self) -> List[Job]:
         """The tasks of a job array, one Job each ("JOBID_TASK": state, output and cancel of that
@@ -500,7 +542,8 @@ class Job:
 
     def output(self, lines: int = 50) -> str:
         """The last `lines` lines of the job's standard output file (where scontrol says, else where
-        submit expected it: the job may be long forgotten by the controller)."""
+        submit expected it: the job may be long forgotten by the controller). A job array's tasks
+        each have their own: tasks()."""
         return self._tail("StdOut", self.stdout_path, lines)
 
     def stdout(self, lines: Optional[int] = None) -> str:
@@ -575,6 +618,14 @@ class FunctionJob(Job):
         outcome = self._outcome(timeout, poll)
         return None if outcome[0] == "ok" else outcome[1]
 
+    def _state_from_own_record(self) -> str:
+        """A forgotten function job's outcome file says how it ended (COMPLETED when the function
+        returned, FAILED when it raised); else the timeline, as for any job."""
+        outcome = _functions().read_outcome(self.call_dir)
+        if outcome is not None:
+            return "COMPLETED" if outcome[0] == "ok" else "FAILED"
+        return super()._state_from_own_record()
+
     def _outcome(self, timeout: Optional[float], poll: float) -> Tuple[Any, ...]:
         state = self.wait(timeout, poll)
         outcome = _functions().read_outcome(self.call_dir)
@@ -628,8 +679,12 @@ class Executor:
         ex = jobs.Executor(folder="/shared/autopar-jobs", nodes=1, gpu_count=8)
         ex.update_parameters(time="01:00:00")
         job = ex.submit(train, 3e-4, steps=500)      # train(3e-4, steps=500) in the job
-        jobs_ = ex.map_array(train, [1e-3, 3e-4])    # one job per value
+        jobs_ = ex.map_array(train, [1e-3, 3e-4])    # one Slurm array, a FunctionJob per task
+
+    `array_parallelism=N` caps how many of map_array's tasks run at once (sbatch --array=...%N).
     """
+
+    _NOT_SBATCH = ("ranks", "env", "launcher", "local", "array_parallelism")
 
     def __init__(self, folder: str = "autopar-jobs", **parameters: Any) -> None:
         self.folder = folder
@@ -639,21 +694,35 @@ class Executor:
     def update_parameters(self, **parameters: Any) -> None:
         """Sets keywords for the next submissions; a value that cannot be one is refused now,
         naming it."""
-        local = {k: parameters[k] for k in ("ranks", "env", "launcher", "local") if k in parameters}
+        local = {k: parameters[k] for k in self._NOT_SBATCH if k in parameters}
         slurm = {k: v for k, v in parameters.items() if k not in local}
+        if "array" in slurm:
+            raise ValueError("array: map_array makes the array (array_parallelism=N caps it)")
         sbatch_arguments(**{**{k: v for k, v in self.parameters.items()
-                               if k not in ("ranks", "env", "launcher", "local")}, **slurm})
+                               if k not in self._NOT_SBATCH}, **slurm})
         if "env" in local:
             _environment(local["env"])
+        if local.get("array_parallelism") is not None:
+            _positive("array_parallelism", local["array_parallelism"])
         self.parameters.update(parameters)
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Union[FunctionJob, LocalJob]:
         """Submits fn(*args, **kwargs) as a job; its FunctionJob (a LocalJob with local=True)."""
         if not callable(fn):
             raise TypeError(f"Executor.submit: a function, got {type(fn).__name__}")
-        return submit(fn, *args, kwargs=kwargs, folder=self.folder, **self.parameters)
+        parameters = {k: v for k, v in self.parameters.items() if k != "array_parallelism"}
+        return submit(fn, *args, kwargs=kwargs, folder=self.folder, **parameters)
 
     def map_array(self, fn: Callable[..., Any], *iterables: Iterable[Any]) -> List[Union[FunctionJob, LocalJob]]:
-        """One job per element (fn(a, b, ...) for each zip of `iterables`), in their order."""
-        return [self.submit(fn, *values) for values in zip(*iterables)]
+        """fn(a, b, ...) for each zip of `iterables`, as one Slurm job array (task i makes call
+        i); a FunctionJob per task ("JOBID_i"), in their order. [] for no values."""
+        if not callable(fn):
+            raise TypeError(f"Executor.map_array: a function, got {type(fn).__name__}")
+        calls: List[Tuple[Tuple[Any, ...], Dict[str, Any]]] = [(tuple(v), {}) for v in zip(*iterables)]
+        parameters = dict(self.parameters)
+        if parameters.pop("local", False):
+            return [LocalJob(fn, args, kwargs) for args, kwargs in calls]
+        if not calls:
+            return []
+        return list(_submit_calls(fn, calls, as_array=True, folder=self.folder, **parameters))
 

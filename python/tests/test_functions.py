@@ -19,17 +19,41 @@ def _fake_tool(tmp_path, name, text):
 
 
 @pytest.fixture
+def forgotten(monkeypatch, tmp_path):
+    """Slurm knows the job no more, accounting neither, autopard has no timeline of it."""
+    monkeypatch.setenv("AUTOPAR_SCONTROL", _fake_tool(tmp_path, "scontrol", "exit 1\n"))
+    monkeypatch.setenv("AUTOPAR_SACCT", _fake_tool(tmp_path, "sacct", "exit 0\n"))
+    monkeypatch.setenv("AUTOPAR_CLI", _fake_tool(tmp_path, "autopar", "exit 1\n"))
+
+
+@pytest.fixture
+def sbatch(monkeypatch, tmp_path):
+    """A fake sbatch that records its arguments and standard input, and answers job 40 (or
+    refuses with Slurm's line when $REFUSE is set)."""
+    log = tmp_path / "sbatch.log"
+    monkeypatch.setenv("AUTOPAR_SBATCH", _fake_tool(tmp_path, "sbatch", f"""
+if [ -n "$REFUSE" ]; then echo 'sbatch: error: Batch job submission failed: Invalid job array specification' >&2; exit 1; fi
+echo "$@" >> {log}
+cat >> {log}
+echo 40
+"""))
+    return log
+
+
+@pytest.fixture
 def ended(monkeypatch, tmp_path):
     """Slurm says the job completed (accounting)."""
     monkeypatch.setenv("AUTOPAR_SCONTROL", _fake_tool(tmp_path, "scontrol", "exit 1\n"))
     monkeypatch.setenv("AUTOPAR_SACCT", _fake_tool(tmp_path, "sacct", "echo COMPLETED\n"))
 
 
-def run_task(call_dir, rank):
-    """One task of the job, as autopar-launch starts it."""
+def run_task(call_dir, rank, array_task=None):
+    """One task of the job, as autopar-launch starts it (of a job array's task `array_task`)."""
     # The caller's modules are importable in the job (submit passes its sys.path): here, this file's.
     path = os.pathsep.join([PYTHON_DIR, os.path.dirname(os.path.abspath(__file__))])
     env = {**os.environ, "RANK": str(rank), "PYTHONPATH": path, "AUTOPAR_STACKS": "0"}
+    if array_task is not None:
+        env["SLURM_ARRAY_TASK_ID"] = str(array_task)
     return subprocess.run([sys.executable, "-m", "autopar", "run-function", str(call_dir)], env=env,
                           capture_output=True, text=True)
 
@@ -147,3 +171,47 @@ def test_the_executor_holds_the_keywords_and_maps():
     with pytest.raises(TypeError, match="unexpected keyword argument 'gpus'"):
         jobs.Executor(gpus=8)
 
+
+
+def test_map_array_is_one_slurm_array_with_a_job_per_task(tmp_path, sbatch, forgotten):
+    ex = jobs.Executor(folder=str(tmp_path / "calls"), launcher="/x/autopar-launch", nodes=1)
+    tasks = ex.map_array(add, [1, 2, 3], [10, 20, 30])
+    submitted = sbatch.read_text()
+    assert submitted.count("--parsable") == 1 and "--array=0-2" in submitted.split()
+    assert [t.job_id for t in tasks] == ["40_0", "40_1", "40_2"]
+    call_dir = os.path.dirname(tasks[0].call_dir)
+    assert f"--output={call_dir}/%a/%A_%a.out" in submitted
+    assert tasks[1].stdout_path == f"{call_dir}/1/40_1.out"
+    assert f"run-function {call_dir}\n" in submitted  # every task the same line; its index picks
+    for i in range(3):
+        assert run_task(call_dir, 0, array_task=i).returncode == 0
+    assert [t.result(timeout=5) for t in tasks] == [11, 22, 33]
+    assert [t.state() for t in tasks] == ["COMPLETED"] * 3  # from each task's outcome file
+
+
+def test_map_array_parallelism_and_refusals(tmp_path, sbatch, monkeypatch):
+    ex = jobs.Executor(folder=str(tmp_path / "calls"), launcher="/x/autopar-launch",
+                       array_parallelism=2)
+    assert ex.map_array(add, []) == []
+    assert [t.job_id for t in ex.map_array(add, [5])] == ["40_0"]
+    assert "--array=0-0%2" in sbatch.read_text().split()
+    with pytest.raises(ValueError, match="array_parallelism: must be an integer >= 1"):
+        ex.update_parameters(array_parallelism=0)
+    with pytest.raises(ValueError, match="array: map_array makes the array"):
+        ex.update_parameters(array="0-3")
+    monkeypatch.setenv("REFUSE", "1")
+    before = sorted(os.listdir(tmp_path / "calls"))
+    with pytest.raises(jobs.SubmitError, match="Invalid job array specification"):
+        ex.map_array(add, [1, 2])
+    assert sorted(os.listdir(tmp_path / "calls")) == before  # nothing left of a refused array
+
+
+def test_a_forgotten_function_jobs_state_is_its_outcome(tmp_path, forgotten):
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    functions.write_call(str(good), add, (1,), {}, "0")
+    functions.write_call(str(bad), refuse, ("x",), {}, "0")
+    run_task(good, 0), run_task(bad, 0)
+    assert jobs.FunctionJob("8", str(good)).wait(timeout=5) == "COMPLETED"
+    assert jobs.FunctionJob("9", str(bad)).wait(timeout=5) == "FAILED"
+    functions.write_call(str(tmp_path / "never"), add, (1,), {}, "0")
+    assert jobs.FunctionJob("10", str(tmp_path / "never")).state() == "UNKNOWN"

@@ -1,6 +1,7 @@
 """autopar.jobs without a cluster: what each argument becomes on sbatch's command line, and the one
 line a refusal comes back as. The cluster tests (tests/integration/test_python_jobs.py) submit."""
 import datetime
+import json
 
 import pytest
 
@@ -113,6 +114,8 @@ def test_the_output_path_submit_expects(tmp_path):
     assert jobs._stdout_path({"output": "/o/%N.txt"}, "12") is None
     assert jobs._stdout_path({"output": "/o/%x.txt"}, "12") is None  # sbatch names it, not us
     assert jobs._stdout_path({"array": "0-3"}, "12") is None
+    assert jobs._stdout_path({"array": "0-3", "output": "/o/%A_%a.out"}, "12", 3) == "/o/12_3.out"
+    assert jobs._stdout_path({"array": "0-3", "output": "/o/%j.out"}, "12", 3) is None
 
 
 def _fake_tool(tmp_path, name, text):
@@ -130,6 +133,8 @@ def test_a_job_slurm_has_forgotten(monkeypatch, tmp_path):
     monkeypatch.setenv("AUTOPAR_SACCT", _fake_tool(tmp_path, "sacct", "exit 0\n"))
     monkeypatch.setenv("AUTOPAR_SCANCEL", _fake_tool(
         tmp_path, "scancel", "echo 'scancel: error: Invalid job id specified' >&2; exit 1\n"))
+    monkeypatch.setenv("AUTOPAR_CLI", _fake_tool(
+        tmp_path, "autopar", "echo 'autopar report: no events of job 999' >&2; exit 1\n"))
     out = tmp_path / "slurm-999.out"
     out.write_text("a\nb\nlast\n")
     job = jobs.Job("999", stdout_path=str(out))
@@ -143,6 +148,19 @@ def test_accounting_tells_a_forgotten_jobs_state(monkeypatch, tmp_path):
     monkeypatch.setenv("AUTOPAR_SCONTROL", _fake_tool(tmp_path, "scontrol", "exit 1\n"))
     monkeypatch.setenv("AUTOPAR_SACCT", _fake_tool(tmp_path, "sacct", "echo 'FAILED'\n"))
     assert jobs.Job("999").wait(timeout=5) == "FAILED"
+
+
+@pytest.mark.parametrize("end,state", [("finished exit=0", "COMPLETED"),
+                                       ("stopped: crash, no requeues left", "FAILED"), ("", "UNKNOWN")])
+def test_autopars_timeline_tells_a_forgotten_jobs_end(monkeypatch, tmp_path, end, state):
+    """Neither scontrol nor accounting knows the job: `autopar report`'s end says how it ended."""
+    monkeypatch.setenv("AUTOPAR_SCONTROL", _fake_tool(tmp_path, "scontrol", "exit 1\n"))
+    monkeypatch.setenv("AUTOPAR_SACCT", _fake_tool(tmp_path, "sacct", "exit 0\n"))
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"job_id": "999", "end": end}))
+    monkeypatch.setenv("AUTOPAR_CLI", _fake_tool(
+        tmp_path, "autopar", f'[ "$1 $2 $3" = "report 999 --json" ] || exit 9\ncat {report}\n'))
+    assert jobs.Job("999").wait(timeout=5) == state
 
 
 def test_unknown_keywords_are_refused():

@@ -134,13 +134,16 @@ def test_a_restarted_function_job_returns_the_finished_runs_value(tmp_path, rest
         recovered_by, [e.kind for e in evs]
 
 
-def test_an_executor_maps_a_function_over_values(tmp_path):
+def test_an_executor_maps_a_function_over_values_as_one_array(tmp_path):
     work = shared(tmp_path)
     ex = jobs.Executor(folder=str(work / "calls"), nodes=1, tasks_per_node=1)
     ex.update_parameters(time="00:05:00")
-    mapped = ex.map_array(where_am_i, ["x", "y"])
-    assert [j.result(timeout=120)["tag"] for j in mapped] == ["x", "y"]
-    assert len({j.id for j in mapped}) == 2
+    mapped = ex.map_array(where_am_i, ["x", "y", "z"])
+    assert [j.result(timeout=120)["tag"] for j in mapped] == ["x", "y", "z"]
+    array_id = mapped[0].id.split("_")[0]
+    assert [j.id for j in mapped] == [f"{array_id}_{i}" for i in range(3)]  # one Slurm array
+    assert [t.id for t in jobs.Job(array_id).tasks()] == [j.id for j in mapped]
+    assert all(j.state() == "COMPLETED" for j in mapped)
 
 
 def test_a_sweep_and_a_job_array_are_waited_on_together(tmp_path):
