@@ -1,0 +1,59 @@
+// Per-step fault tolerance (docs/ft.md), the group's pure part: who trains together after a
+// failure. Every program of a run with --fault-tolerance=step trains as one member of a
+// data-parallel group whose membership can change between steps without any healthy program
+// stopping. When a member is lost (its program crashed, hung and was killed, or its node went),
+// the launchers gather a "join" from every program still there and from each replacement, and
+// one of them (the lowest launcher alive: no fixed node decides) turns the joins into the next
+// quorum: the members in rank order, the step they all run next, whose store the new group meets
+// on, and which member sends its state to each one that is behind. Pure; reentrant.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autopar/status.h"
+#include "core/failure/timeline.h"
+
+namespace autopar {
+
+// A program's request to train in the next quorum.
+struct FtJoin {
+  int rank = -1;      // its program rank: its place in the group and its share of each batch
+  int launcher = -1;  // the step rank of the launcher that runs it
+  std::string store;  // "ADDR:PORT" of the rendezvous store its program serves
+  // The steps its state has committed (its next step); -1 for a program with no state yet (a
+  // replacement, a spare's program).
+  int64_t step = -1;
+};
+
+// The members of one epoch of the group, and how they start it.
+struct FtQuorum {
+  int64_t epoch = 0;
+  std::vector<FtJoin> members;  // by rank
+  std::string store;            // the store the group's rendezvous uses (a member's)
+  int64_t step = 0;             // the step every member runs next
+  // (to rank, from rank): a member whose state is behind (or none) receives it from a live
+  // member that holds step `step`; the sources take turns, lowest rank first.
+  std::vector<std::pair<int, int>> heals;
+};
+
+struct FtQuorumRules {
+  int world = 0;      // the ranks the run was planned for
+  int min_world = 0;  // fewest members it may go on with (the ranks of --min-nodes; world without)
+};
+
+// The next quorum (epoch `epoch`) of `joins`. Refused, with the reason, when no join holds
+// state (nothing to heal from: the run must restore a checkpoint), when fewer than
+// rules.min_world remain, or when a join is malformed or names a rank twice or out of range.
+Result<FtQuorum> DecideQuorum(int64_t epoch, std::vector<FtJoin> joins, const FtQuorumRules& rules);
+
+// The forms they travel in over the launchers' channels and to the programs: event fields
+// (rank= launcher= store= step=; epoch= step= store= members=R@L@STORE@STEP,... heals=TO<FROM,...).
+EventFields FtJoinFields(const FtJoin& j);
+Result<FtJoin> FtJoinOf(const EventFields& fields);
+EventFields FtQuorumFields(const FtQuorum& q);
+Result<FtQuorum> FtQuorumOf(const EventFields& fields);
+
+}  // namespace autopar
