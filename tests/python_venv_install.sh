@@ -11,6 +11,7 @@ trap 'rm -rf "$work"' EXIT
 "$python" -m venv "$work/venv"
 "$work/venv/bin/pip" install --no-index --quiet "$repo/python"
 compgen -G "$work/venv/lib/python3*/site-packages/autopar/py.typed" >/dev/null  # typed (PEP 561)
+compgen -G "$work/venv/lib/python3*/site-packages/autopar/ft/manager.py" >/dev/null  # with its subpackages
 cd "$work"  # not the source tree: the installed module must be the one imported
 "$work/venv/bin/python" - "$work/venv" <<'PY'
 import sys

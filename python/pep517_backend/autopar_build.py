@@ -37,11 +37,13 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     dist_info = f"{p['name']}-{p['version']}.dist-info"
     wheel_name = f"{p['name']}-{p['version']}-py3-none-any.whl"
     files = []
-    package = os.path.join(HERE, "autopar")
-    for name in sorted(os.listdir(package)):
-        if name.endswith(".py") or name == "py.typed":
-            with open(os.path.join(package, name), "rb") as f:
-                files.append((f"autopar/{name}", f.read()))
+    for folder, dirs, names in os.walk(os.path.join(HERE, "autopar")):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(names):
+            if name.endswith(".py") or name == "py.typed":
+                path = os.path.join(folder, name)
+                with open(path, "rb") as f:
+                    files.append((os.path.relpath(path, HERE).replace(os.sep, "/"), f.read()))
     files.append((f"{dist_info}/METADATA", _metadata(p).encode()))
     files.append((f"{dist_info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: autopar_build\n"
                                        b"Root-Is-Purelib: true\nTag: py3-none-any\n"))

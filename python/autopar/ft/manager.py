@@ -1,0 +1,173 @@
+"""The fault-tolerant data-parallel step (docs/ft.md): a Manager holds the program's place in the
+group, averages its gradients over the members, and decides per step whether the step commits.
+
+    manager = ft.Manager(model, optimizer, global_batch=64)
+    while manager.step < steps:
+        ids = manager.begin_step()            # this member's sample ids of manager.step
+        loss = loss_fn(model(x[ids]), y[ids])  # a mean over its samples
+        loss.backward()
+        manager.commit(loss)                  # True: the step is applied; False: it is redone
+
+A step commits when every member's gradients reached the sum (the group's collective completed)
+and every member's loss was finite; the optimizer then steps on the same averaged gradients
+everywhere. A step that does not commit leaves the state as it was: the program runs it again,
+in the group the launchers re-form when a member is gone. A member that joins without state (a
+replacement, a spare) receives it from a live member, never from storage.
+"""
+from __future__ import annotations
+
+import math
+import os
+import socket
+from typing import Any, Dict, List, Mapping, Optional
+
+import torch
+from torch.distributed import TCPStore
+
+from . import shards, state
+from .channel import Abandoned, LauncherChannel, Quorum
+from .group import Group
+
+
+class Manager:
+    """model and optimizer (and any other object with state_dict/load_state_dict in `extra`)
+    are the state a newcomer receives. `step`: the steps already committed (a run restored from a
+    checkpoint starts there). `ledger_dir`: each committed step's samples, one file per rank
+    (shards.check_ledger reads them)."""
+
+    # A step whose loss is not finite is discarded and redone this many times before the run
+    # gives up on it (the same data fails the same way: that is not a transient fault).
+    MAX_BAD_REDOS = 3
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, global_batch: int,
+                 extra: Optional[Mapping[str, state.Stateful]] = None, step: int = 0,
+                 channel: Optional[LauncherChannel] = None, ledger_dir: Optional[str] = None,
+                 timeout_s: float = 300.0) -> None:
+        if global_batch < 1:
+            raise ValueError(f"global_batch: must be >= 1, got {global_batch}")
+        self.model = model
+        self.optimizer = optimizer
+        self.objects: Dict[str, state.Stateful] = {"model": model, "optimizer": optimizer, **(extra or {})}
+        self.global_batch = global_batch
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.step = step
+        self.has_state = os.environ.get("AUTOPAR_FT_NEWCOMER") != "1"
+        self.channel = channel or LauncherChannel()
+        self.group = Group(timeout_s)
+        self.quorum: Optional[Quorum] = None
+        self.ledger_dir = ledger_dir or os.environ.get("AUTOPAR_FT_LEDGER") or None
+        self.stats = {"committed": 0, "discarded": 0, "healed_bytes": 0, "epochs": 0}
+        self._broken = True  # no group yet
+        self._ids: range = range(0)
+        self._bad_redos = 0
+        addr = os.environ.get("AUTOPAR_FT_ADDR") or socket.gethostbyname(socket.gethostname())
+        # Every member serves a store; the quorum picks whose the group meets on, so no single
+        # program's loss leaves the group without one.
+        self._store = TCPStore(addr, 0, None, True, self.group.timeout, False)
+        self.store_endpoint = f"{addr}:{self._store.port}"
+
+    @property
+    def world(self) -> int:
+        return len(self.quorum.members) if self.quorum else 0
+
+    def begin_step(self) -> range:
+        """Starts manager.step (joining a new quorum first when the group changed); this member's
+        sample ids for it."""
+        self.optimizer.zero_grad(set_to_none=False)
+        while self._broken:
+            self._join()
+        assert self.quorum is not None
+        self._ids = shards.sample_ids(self.step, self.global_batch, self.world,
+                                      self.quorum.position(self.rank))
+        return self._ids
+
+    def commit(self, loss: Any) -> bool:
+        """Averages the gradients over the group (weighted by each member's samples) and applies
+        the step when it is whole everywhere; False when it was discarded (run it again)."""
+        assert self.quorum is not None, "commit() before begin_step()"
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        count = float(len(self._ids))
+        finite = 1.0 if math.isfinite(float(loss)) else 0.0
+        flat = torch.cat([g.reshape(-1) * count for g in grads] +
+                         [torch.tensor([count, finite], dtype=grads[0].dtype if grads else torch.float32)])
+        try:
+            self.group.allreduce(flat, self.channel)
+        except (Abandoned, RuntimeError):
+            self._broken = True
+            self.stats["discarded"] += 1
+            return False
+        total, finite_members = float(flat[-2]), float(flat[-1])
+        if finite_members != self.world or total != self.global_batch:
+            return self._bad_step(total, finite_members)
+        offset = 0
+        for p, g in zip(params, grads):
+            n = g.numel()
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            p.grad.copy_(flat[offset:offset + n].view_as(p) / self.global_batch)
+            offset += n
+        self.optimizer.step()
+        self._committed()
+        return True
+
+    def _committed(self) -> None:
+        if self.ledger_dir:
+            with open(os.path.join(self.ledger_dir, f"rank-{self.rank}.jsonl"), "a") as f:
+                f.write(shards.ledger_line(self.step, self.quorum.epoch if self.quorum else -1,
+                                           self.global_batch, self.quorum.ranks if self.quorum else []))
+        self.step += 1
+        self.stats["committed"] += 1
+        self._bad_redos = 0
+
+    def _bad_step(self, total: float, finite_members: float) -> bool:
+        self.stats["discarded"] += 1
+        if total != self.global_batch:
+            raise RuntimeError(f"autopar.ft: step {self.step}: the group summed {total:.0f} samples, "
+                               f"not the global batch {self.global_batch}")
+        self._bad_redos += 1
+        if self._bad_redos > self.MAX_BAD_REDOS:
+            raise FloatingPointError(f"autopar.ft: step {self.step}: the loss was not finite on "
+                                     f"{self.world - finite_members:.0f} member(s) "
+                                     f"{self._bad_redos} times in a row")
+        return False
+
+    def _join(self) -> None:
+        """Asks the launchers for the next quorum and takes this member's place in it: the new
+        process group, and the state from a live member when this one is behind."""
+        left = self.quorum.epoch if self.quorum else -1
+        q = self.channel.join(left, self.step if self.has_state else -1, self.store_endpoint)
+        try:
+            self.group.reform(q, self.rank)
+            self._heal(q)
+        except (Abandoned, RuntimeError):
+            self.quorum = q  # the next join leaves this epoch
+            return
+        self.quorum = q
+        self.step = q.step
+        self.has_state = True
+        self.stats["epochs"] += 1
+        self._broken = False
+
+    def _heal(self, q: Quorum) -> None:
+        me = self.rank
+        if q.epoch == 0 or not any(frm == me or to == me for to, frm in q.heals):
+            if q.epoch == 0:
+                self._broadcast_initial(q)
+            return
+        assert self.group.pg is not None
+        for i, (to, frm) in enumerate(q.heals):
+            tag = 2 * i + 1
+            if frm == me:
+                data = state.dump(self.objects, self.step)
+                state.send(self.group.pg, data, q.position(to), tag)
+            elif to == me:
+                data = state.recv(self.group.pg, q.position(frm), tag)
+                state.load(self.objects, data)
+                self.stats["healed_bytes"] += len(data)
+
+    def _broadcast_initial(self, q: Quorum) -> None:
+        """The group's first epoch starts every member from the lowest member's parameters (as
+        DistributedDataParallel does at its start)."""
+        for p in self.model.parameters():
+            self.group.broadcast(p.data, 0, self.channel)
