@@ -44,3 +44,11 @@ execute_process(COMMAND ${AUTOPAR} plan --model llama-2-7b --gpu-type a100-80gb 
 if(NOT rc EQUAL 2 OR NOT err STREQUAL "autopar plan: --gpus: required\n")
   message(FATAL_ERROR "missing --gpus: exit ${rc}, stderr '${err}'")
 endif()
+
+# A malformed model file: one line naming the file, where and what is wrong.
+set(bad_model "${CMAKE_CURRENT_BINARY_DIR}/autopar_plan_bad_model.json")
+file(WRITE "${bad_model}" "{\"layers\": 2, \"hidden\": 64, \"heads\": 4 \"vocab\": 10}")
+expect_usage_error(
+  "autopar plan: --model: model file ${bad_model}: line 1, column 40: Missing ',' or '}'"
+  --model "${bad_model}")
+file(REMOVE "${bad_model}")

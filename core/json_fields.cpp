@@ -5,6 +5,8 @@
 #include <sstream>
 #include <utility>
 
+#include "core/text.h"
+
 namespace autopar {
 
 JsonFields::JsonFields(const Json::Value& object, std::string where)
@@ -81,6 +83,21 @@ int JsonFields::SmallInt(const char* key, int dflt, bool required) {
 
 void JsonFields::Fail(const char* key, const char* why) {
   if (error_.empty()) error_ = where_ + ": " + key + ": " + why;
+}
+
+std::string JsonParseError(const std::string& jsoncpp_errors) {
+  std::string where, what;
+  for (const std::string& line : Split(jsoncpp_errors, '\n')) {
+    const std::string t = Trim(line);
+    if (StartsWith(t, "* ")) {
+      if (!where.empty()) break;  // the next error
+      where = ToLower(t.substr(2));
+    } else if (!t.empty() && what.empty()) {
+      what = t;
+    }
+  }
+  if (where.empty()) return what.empty() ? "not valid JSON" : what;
+  return what.empty() ? where : where + ": " + what;
 }
 
 std::string CompactJson(const Json::Value& value) {

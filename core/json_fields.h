@@ -42,6 +42,11 @@ class JsonFields {
   std::string error_;
 };
 
+// jsoncpp's parse errors ("* Line 1, Column 68\n  Missing ',' or '}' in object declaration\n...")
+// as one line naming where and what: "line 1, column 68: Missing ',' or '}' in object
+// declaration" (the first error only).
+std::string JsonParseError(const std::string& jsoncpp_errors);
+
 // `value` as one line of JSON: no indentation, no trailing newline, UTF-8 left as it is.
 std::string CompactJson(const Json::Value& value);
 

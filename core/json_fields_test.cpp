@@ -74,5 +74,12 @@ TEST(JsonFieldsTest, CompactJsonIsOneLineWithUtf8AsItIs) {
   EXPECT_EQ(CompactJson(v), "{\"list\":[1],\"name\":\"n\xc3\xb6" "de\"}");
 }
 
+TEST(JsonParseError, OneLineWithWhereAndWhat) {
+  EXPECT_EQ(JsonParseError("* Line 1, Column 68\n  Missing ',' or '}' in object declaration\n"
+                           "* Line 2, Column 1\n  Something else\n"),
+            "line 1, column 68: Missing ',' or '}' in object declaration");
+  EXPECT_EQ(JsonParseError(""), "not valid JSON");
+}
+
 }  // namespace
 }  // namespace autopar

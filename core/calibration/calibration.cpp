@@ -14,6 +14,7 @@
 #include "core/failure/timeline.h"
 #include "core/health/report.h"
 #include "core/plan/hardware.h"
+#include "core/json_fields.h"
 #include "core/text.h"
 
 namespace autopar {
@@ -73,14 +74,7 @@ Result<CalibrationFile> ParseCalibration(const std::string& json) {
   std::string errors;
   std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
   if (!reader->parse(json.data(), json.data() + json.size(), &root, &errors)) {
-    // jsoncpp's "* Line 1, Column 9\n  Missing ',' or '}' in object declaration\n" on one line.
-    std::string why;
-    for (const std::string& line : Split(errors, '\n')) {
-      std::string t = Trim(line);
-      if (StartsWith(t, "* ")) t = t.substr(2);
-      if (!t.empty()) why += (why.empty() ? "" : ": ") + t;
-    }
-    return Status::Error("not valid JSON: " + why);
+    return Status::Error("not valid JSON: " + JsonParseError(errors));
   }
   if (!root.isObject()) return Status::Error("must be a JSON object with 'gpus'");
   for (const std::string& key : root.getMemberNames()) {

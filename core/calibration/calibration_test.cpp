@@ -58,7 +58,7 @@ TEST(CalibrationFile, RefusesBadInputNamingTheKey) {
     const char* json;
     const char* want;
   } cases[] = {
-      {R"({"gpus": {"a100-80gb": {"factor": 0.5, "job": "1")", "not valid JSON: Line 1, Column"},
+      {R"({"gpus": {"a100-80gb": {"factor": 0.5, "job": "1")", "not valid JSON: line 1, column"},
       {R"([1, 2])", "must be a JSON object with 'gpus'"},
       {R"({"colour": 1, "gpus": {}})", "'colour': unknown key (gpus)"},
       {R"({})", "'gpus': missing or not an object of GPU types"},

@@ -11,6 +11,8 @@
 #include <memory>
 #include <sstream>
 
+#include "core/json_fields.h"
+
 namespace autopar {
 namespace {
 
@@ -345,8 +347,7 @@ Result<Json::Value> ParseModelObject(const std::string& json_text, const std::st
   std::string errors;
   std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
   if (!reader->parse(json_text.data(), json_text.data() + json_text.size(), &root, &errors)) {
-    std::string first_line = errors.substr(0, errors.find('\n'));
-    return Status::Error(origin + ": not valid JSON: " + first_line);
+    return Status::Error(origin + ": " + JsonParseError(errors));
   }
   if (!root.isObject()) return Status::Error(origin + ": expected a JSON object");
   for (const auto& key : root.getMemberNames()) {
@@ -487,7 +488,7 @@ Result<ModelArch> ResolveModel(const std::string& spec) {
     std::ostringstream text;
     text << in.rdbuf();
     if (in.bad()) return Status::Error("cannot read '" + spec + "'");
-    return ModelFromJson(text.str(), spec);
+    return ModelFromJson(text.str(), "model file " + spec);
   }
   auto preset = ModelPreset(spec);
   if (preset.ok()) return preset;

@@ -167,7 +167,9 @@ TEST(ModelFromJson, Errors) {
     const char* json;
     const char* expected;
   } cases[] = {
-      {"{", "m.json: not valid JSON: "},
+      {"{", "m.json: line 1, column 2: "},
+      {R"({"layers": 2 "hidden": 64})",
+       "m.json: line 1, column 14: Missing ',' or '}' in object declaration"},
       {"[1]", "m.json: expected a JSON object"},
       {R"({"hidden": 1, "heads": 1, "vocab": 1})", "m.json: missing required key 'layers'"},
       {R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 10, "colour": 1})",
@@ -197,7 +199,21 @@ TEST(ModelFromJson, Errors) {
     auto m = ModelFromJson(c.json, "m.json");
     ASSERT_FALSE(m.ok()) << c.json;
     EXPECT_EQ(m.message().rfind(c.expected, 0), 0u) << m.message();
+    EXPECT_EQ(m.message().find('\n'), std::string::npos) << m.message();
   }
+}
+
+TEST(ResolveModel, MalformedFileIsNamedWithWhereAndWhat) {
+  const std::string path = ::testing::TempDir() + "/autopar_model_malformed.json";
+  {
+    std::ofstream out(path);
+    out << R"({"layers": 2, "hidden": 64, "heads": 4 "vocab": 10})";
+  }
+  auto m = ResolveModel(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.message(), "model file " + path +
+                             ": line 1, column 40: Missing ',' or '}' in object declaration");
+  std::remove(path.c_str());
 }
 
 TEST(CountParams, MixtureOfExperts) {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <sstream>
 
+#include "core/json_fields.h"
 #include "core/plan/planner.h"
 #include "core/text.h"
 
@@ -226,7 +227,7 @@ Result<Plan> PlanFromJson(const std::string& json) {
   std::string errors;
   std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
   if (!reader->parse(json.data(), json.data() + json.size(), &root, &errors)) {
-    return Status::Error("plan JSON: not valid JSON: " + errors.substr(0, errors.find('\n')));
+    return Status::Error("plan JSON: not valid JSON: " + JsonParseError(errors));
   }
   if (!root.isObject()) return Status::Error("plan JSON: expected an object");
   std::string error;
@@ -426,9 +427,7 @@ std::string PlanToText(const Plan& plan) {
                     " pp=" + std::to_string(x.pp) +
                     " dp=" + std::to_string(x.dp) + ", micro-batch " +
                     std::to_string(x.micro_batch) + " x " + std::to_string(x.grad_accum) +
-                    " accumulation steps, " + RecomputeName(x.recompute) + " recompute";
-    if (x.recompute_layers > 0)
-      s += " of " + std::to_string(x.recompute_layers) + " layers per chunk";
+                    " accumulation steps, " + RecomputePhrase(x);
     if (x.vpp > 1) s += ", interleaved x" + std::to_string(x.vpp);
     if (x.optimizer_sharding) s += ", distributed optimizer";
     if (x.sequence_parallel) s += ", sequence parallel";

@@ -124,7 +124,7 @@ TEST(PlanJson, ErrorsNameTheKey) {
     std::string text;
     const char* expected;
   } cases[] = {
-      {"{", "plan JSON: not valid JSON: "},
+      {"{", "plan JSON: not valid JSON: line 1, column 2: "},
       {"[]", "plan JSON: expected an object"},
       {[&] {
          Json::Value c = v;
@@ -323,6 +323,25 @@ TEST(PlanToText, ShowsLayoutMemoryTimeAndAlternatives) {
         "MFU ", "alternatives (", "  1. ", "  3. ", " -- "}) {
     EXPECT_NE(text.find(part), std::string::npos) << part << "\n" << text;
   }
+}
+
+TEST(PlanToText, SaysRecomputeAndLayersInWords) {
+  Plan p = FixedPlan(1, 1, 8, Recompute::kNone, true, 1);
+  std::string text = PlanToText(p);
+  EXPECT_NE(text.find(", no recompute"), std::string::npos) << text;
+  EXPECT_EQ(text.find("none recompute"), std::string::npos) << text;
+  p.chosen.layout.recompute = Recompute::kFull;
+  p.chosen.layout.recompute_layers = 1;
+  text = PlanToText(p);
+  EXPECT_NE(text.find("full recompute of 1 layer per chunk"), std::string::npos) << text;
+  p.chosen.layout.recompute_layers = 3;
+  EXPECT_NE(PlanToText(p).find("full recompute of 3 layers per chunk"), std::string::npos);
+}
+
+TEST(PlanToText, NoAlternativesHeaderWithoutAlternatives) {
+  Plan p = SamplePlan();
+  p.alternatives.clear();
+  EXPECT_EQ(PlanToText(p).find("alternatives"), std::string::npos) << PlanToText(p);
 }
 
 }  // namespace

@@ -74,6 +74,16 @@ const char* RecomputeName(Recompute r) {
   return "none";
 }
 
+std::string RecomputePhrase(const Layout& l) {
+  if (l.recompute == Recompute::kNone) return "no recompute";
+  std::string out = std::string(RecomputeName(l.recompute)) + " recompute";
+  if (l.recompute == Recompute::kFull && l.recompute_layers > 0) {
+    out += " of " + std::to_string(l.recompute_layers) +
+           (l.recompute_layers == 1 ? " layer" : " layers") + " per chunk";
+  }
+  return out;
+}
+
 Result<Recompute> ParseRecompute(const std::string& name) {
   if (name == "none") return Recompute::kNone;
   if (name == "selective") return Recompute::kSelective;

@@ -204,6 +204,9 @@ double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micr
 // Context parallelism is searched only where every rank keeps at least this many tokens of a
 // sequence (so from 16K tokens on), and with s divisible by 2*cp (Megatron's load balancing).
 inline constexpr int64_t kContextParallelMinTokens = 8192;
+// The recompute of a layout in words: "no recompute", "selective recompute", "full recompute",
+// "full recompute of 1 layer per chunk", "full recompute of 3 layers per chunk".
+std::string RecomputePhrase(const Layout& layout);
 // Model FLOPs of one step (forward + backward, no recompute) for `batch` sequences: 3 * (L * (2 *
 // b*s * W + 4 * b * s^2 * h) + 2 * b*s*h*V) (Narayanan et al. 2021, generalized).
 double ModelFlopsPerStep(const ModelArch& m, int64_t seq_len, int64_t batch);

@@ -327,10 +327,7 @@ std::string DescribeKnobs(const Layout& l) {
   return "tp=" + std::to_string(l.tp) + (l.cp > 1 ? ", cp=" + std::to_string(l.cp) : "") +
          (l.ep > 1 ? ", ep=" + std::to_string(l.ep) : "") + ", pp=" + std::to_string(l.pp) +
          ", dp=" + std::to_string(l.dp) + ", micro-batch " + std::to_string(l.micro_batch) + ", " +
-         RecomputeName(l.recompute) + " recompute" +
-         (l.recompute_layers > 0 ? " of " + std::to_string(l.recompute_layers) + " layers per chunk"
-                                 : "") +
-         (l.optimizer_sharding ? ", distributed optimizer" : "");
+         RecomputePhrase(l) + (l.optimizer_sharding ? ", distributed optimizer" : "");
 }
 
 Result<Plan> Search(const PlanRequest& request, bool explain);
