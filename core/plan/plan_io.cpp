@@ -347,6 +347,10 @@ std::string DeepSpeedConfigJson(const Plan& plan) {
   Json::Value bf16(Json::objectValue);
   bf16["enabled"] = true;
   v["bf16"] = bf16;
+  // Gradients accumulated and reduced in fp32, as the planner counts them (DeepSpeed's default
+  // accumulates in the model's bf16).
+  v["data_types"]["grad_accum_dtype"] = "fp32";
+  v["communication_data_type"] = "fp32";
   if (l.recompute == Recompute::kFull) {
     Json::Value ac(Json::objectValue);
     ac["partition_activations"] = l.tp > 1;

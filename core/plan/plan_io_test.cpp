@@ -311,6 +311,9 @@ TEST(DeepSpeedConfig, BatchArithmeticAndZeroStage) {
     EXPECT_EQ(v["train_batch_size"].asInt64(), 1536);
     EXPECT_EQ(v["zero_optimization"]["stage"].asInt(), sharding ? 1 : 0);
     EXPECT_TRUE(v["bf16"]["enabled"].asBool());
+    // fp32 gradients, as the memory model counts them.
+    EXPECT_EQ(v["data_types"]["grad_accum_dtype"].asString(), "fp32");
+    EXPECT_EQ(v["communication_data_type"].asString(), "fp32");
     EXPECT_TRUE(v["activation_checkpointing"]["partition_activations"].asBool());
   }
 }

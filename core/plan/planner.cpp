@@ -14,11 +14,17 @@ using planner_detail::D;
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// Bytes per parameter of the bf16 weights and of the gradients. The gradients are fp32: Megatron-LM
+// with --bf16 accumulates and reduces them in fp32 main-grad buffers (its distributed optimizer
+// guide: 18 bytes per parameter, 6 + 12/d with the optimizer sharded), and the DeepSpeed config
+// asks for the same (data_types.grad_accum_dtype fp32, plan_io.cpp).
+constexpr double kWeightBytes = 2.0;
+constexpr double kGradBytes = 4.0;
 // NCCL reaches about this fraction of a link's bandwidth in large collectives (nccl-tests "busbw").
 constexpr double kLinkEfficiency = 0.8;
 // Optimizer step traffic per parameter of the local shard: read+write fp32 master, momentum and
-// variance (24), read the bf16 grad (2), write the bf16 weight (2).
-constexpr double kOptimizerBytesPerParam = 28.0;
+// variance (24), read the fp32 main grad (4), write the bf16 weight (2).
+constexpr double kOptimizerBytesPerParam = 30.0;
 // GEMM efficiency falls for narrow per-GPU matrices and few tokens per micro-batch:
 // eff = base * w/(w + kWidthHalf) * n/(n + kTokensHalf), w = h/t, n = b*s (docs/planner.md).
 constexpr double kWidthHalf = 480.0;
@@ -92,9 +98,11 @@ Result<Recompute> ParseRecompute(const std::string& name) {
 }
 
 double ModelStateBytesPerParam(bool optimizer_sharding, int64_t dp) {
-  // 2 bf16 weights + 2 bf16 grads + 12 fp32 (master weights, Adam momentum, Adam variance).
+  // 2 bf16 weights + 4 fp32 main grads (what Megatron's --bf16 accumulates and reduces in unless
+  // told --grad-reduce-in-bf16) + 12 fp32 (master weights, Adam momentum, Adam variance).
   const double optimizer = 12.0;
-  return 2.0 + 2.0 + (optimizer_sharding && dp > 1 ? optimizer / D(dp) : optimizer);
+  return kWeightBytes + kGradBytes +
+         (optimizer_sharding && dp > 1 ? optimizer / D(dp) : optimizer);
 }
 
 double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micro_batch, int64_t tp,
@@ -326,10 +334,11 @@ StageMemory CostMemory(const PlanRequest& req, const Layout& l, const LayoutShap
   const StageMemory& worst =
       (sh.p == 1 || StageBytes(ends.first, state) >= StageBytes(ends.last, state)) ? ends.first
                                                                                    : ends.last;
-  memory->weights_gib = (worst.params + worst.experts) * 2.0 / kGiB;
-  memory->grads_gib = (worst.params + worst.experts) * 2.0 / kGiB;
+  const double held = kWeightBytes + kGradBytes;  // not sharded by the distributed optimizer
+  memory->weights_gib = (worst.params + worst.experts) * kWeightBytes / kGiB;
+  memory->grads_gib = (worst.params + worst.experts) * kGradBytes / kGiB;
   memory->optimizer_gib =
-      (worst.params * (state.dense - 4.0) + worst.experts * (state.experts - 4.0)) / kGiB;
+      (worst.params * (state.dense - held) + worst.experts * (state.experts - held)) / kGiB;
   memory->activations_gib = worst.activations / kGiB;
   memory->transient_gib = worst.transient / kGiB;
   memory->framework_gib = req.framework_gib;
@@ -452,10 +461,11 @@ double PipelineSeconds(const PlanRequest& req, const LayoutShape& sh) {
   return 2.0 * D(sh.v) * (bytes / (bw * 1e9 * kLinkEfficiency) + lat * 1e-6);
 }
 
-// Data parallelism: bf16 gradients of this GPU's parameters, ring all-reduce (or reduce-scatter
-// + all-gather with the distributed optimizer: the same volume). The reduction overlaps with
-// the backward pass of the last micro-batch; the distributed optimizer's parameter all-gather
-// overlaps with the first forward pass (Megatron's --overlap-grad-reduce/--overlap-param-gather).
+// Data parallelism: the fp32 gradients of this GPU's parameters, ring all-reduce; with the
+// distributed optimizer a reduce-scatter of the fp32 gradients and an all-gather of the updated
+// bf16 weights (each half an all-reduce of its bytes). The reduction overlaps with the backward
+// pass of the last micro-batch; the distributed optimizer's parameter all-gather overlaps with
+// the first forward pass (Megatron's --overlap-grad-reduce/--overlap-param-gather).
 void CostDataParallel(const PlanRequest& req, const Layout& l, const LayoutShape& sh,
                       const StageMemory& worst, const MicroBatchTimes& mbt, TimeBreakdown* time) {
   const int64_t d = sh.d, cx = sh.cx;
@@ -464,14 +474,20 @@ void CostDataParallel(const PlanRequest& req, const Layout& l, const LayoutShape
   const bool dp_in_node = sh.t * cx * d <= req.gpus_per_node;
   const double bw = dp_in_node ? g.nvlink_gbps : g.net_gbps;
   const double lat = dp_in_node ? g.nvlink_latency_us : g.net_latency_us;
-  time->dp_comm_s = AllReduceSeconds(2.0 * worst.params, d * cx, bw, lat) +
-                    AllReduceSeconds(2.0 * worst.experts, d * cx / sh.ep, bw, lat);
+  auto all_reduce = [&](double bytes_per_param) {
+    return AllReduceSeconds(bytes_per_param * worst.params, d * cx, bw, lat) +
+           AllReduceSeconds(bytes_per_param * worst.experts, d * cx / sh.ep, bw, lat);
+  };
   const double backward_window = (2.0 / 3.0) * (mbt.compute + mbt.elementwise) + mbt.recompute;
   const double forward_window = (1.0 / 3.0) * (mbt.compute + mbt.elementwise);
   if (l.optimizer_sharding) {
-    time->dp_comm_exposed_s = std::max(0.0, time->dp_comm_s / 2 - backward_window) +
-                              std::max(0.0, time->dp_comm_s / 2 - forward_window);
+    const double reduce_scatter = all_reduce(kGradBytes) / 2;
+    const double all_gather = all_reduce(kWeightBytes) / 2;
+    time->dp_comm_s = reduce_scatter + all_gather;
+    time->dp_comm_exposed_s = std::max(0.0, reduce_scatter - backward_window) +
+                              std::max(0.0, all_gather - forward_window);
   } else {
+    time->dp_comm_s = all_reduce(kGradBytes);
     time->dp_comm_exposed_s = std::max(0.0, time->dp_comm_s - backward_window);
   }
 }

@@ -108,7 +108,7 @@ struct Layout {
 // Per-GPU memory on the most loaded pipeline stage, GiB.
 struct MemoryBreakdown {
   double weights_gib = 0;      // bf16 parameters
-  double grads_gib = 0;        // bf16 gradients
+  double grads_gib = 0;        // fp32 main gradients (Megatron's --bf16 default)
   double optimizer_gib = 0;    // fp32 master weights + Adam moments (sharded over d if enabled)
   double activations_gib = 0;  // stored activations of all in-flight micro-batches
   double transient_gib = 0;    // logits / recompute working set / gathers
@@ -190,9 +190,10 @@ Result<Plan> PlanJob(const PlanRequest& request);
 PlanCandidate EvaluateLayout(const PlanRequest& request, const Layout& layout);
 
 // --- the formulas (docs/planner.md), exposed for unit tests --------------------------------
-// Bytes of model state per parameter for mixed-precision Adam (ZeRO paper, Rajbhandari et al.
-// 2020): 2 (bf16 weights) + 2 (bf16 grads) + 12 (fp32 master, momentum, variance) = 16; with the
-// optimizer states sharded over d: 4 + 12/d.
+// Bytes of model state per parameter for mixed-precision Adam as Megatron-LM's --bf16 keeps it
+// (its distributed optimizer guide): 2 (bf16 weights) + 4 (fp32 main grads) + 12 (fp32 master,
+// momentum, variance) = 18; with the optimizer states sharded over d (ZeRO stage 1,
+// Rajbhandari et al. 2020): 6 + 12/d.
 double ModelStateBytesPerParam(bool optimizer_sharding, int64_t dp);
 // Activation bytes of one transformer layer for one micro-batch of b sequences of length s on one
 // GPU (Korthikanti et al. 2022, generalized to GQA and gated MLPs; equals s*b*h*(34 + 5*a*s/h)
