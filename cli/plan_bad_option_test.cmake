@@ -37,6 +37,9 @@ expect_usage_error("autopar plan: --frobnicate: unknown option" --frobnicate 1)
 expect_usage_error("autopar plan: --tp 3: tp=3 does not divide the attention heads (32)" --tp 3)
 expect_usage_error("autopar plan: --net-gbps: invalid value 'fast'" --net-gbps fast)
 expect_usage_error("autopar plan: --headroom: invalid value '1.5'" --headroom 1.5)
+expect_usage_error(
+  "autopar plan: --headroom: invalid value '0.6' (expected a fraction of the GPU's memory in [0, 0.5])"
+  --headroom 0.6)
 
 # A missing required option.
 execute_process(COMMAND ${AUTOPAR} plan --model llama-2-7b --gpu-type a100-80gb --global-batch 64

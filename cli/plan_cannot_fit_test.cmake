@@ -6,6 +6,6 @@ execute_process(
 if(NOT rc EQUAL 1)
   message(FATAL_ERROR "exit ${rc}, expected 1 (stderr: ${err})")
 endif()
-if(NOT err MATCHES "^autopar plan: llama-3-405b \\(405\\.[0-9]B parameters\\) does not fit on 8 x a100-80gb: the smallest layout \\(.*\\) needs [0-9.]+ GiB per GPU, 72\\.0 GiB usable; it plans with [0-9]+ GPUs \\([0-9]+ nodes of 8\\)")
+if(NOT err MATCHES "^autopar plan: llama-3-405b \\(405\\.[0-9]B parameters\\) does not fit on 8 x a100-80gb: the smallest layout \\(.*\\) needs [0-9.]+ GiB per GPU, 73\\.6 GiB usable; it plans with [0-9]+ GPUs \\([0-9]+ nodes of 8\\)")
   message(FATAL_ERROR "unexpected message: ${err}")
 endif()

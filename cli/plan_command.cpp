@@ -88,7 +88,9 @@ po::options_description PlanOptions() {
       "net-gbps", po::value<std::string>(), "override: network per GPU per direction, GB/s")(
       "hbm-gbps", po::value<std::string>(), "override: HBM bandwidth, GB/s")(
       "gpu-efficiency", po::value<std::string>(), "override: fraction of peak large GEMMs reach")(
-      "headroom", po::value<std::string>(), "fraction of memory kept free (default 0.10)")(
+      "headroom", po::value<std::string>(),
+      "fraction of each GPU's memory kept free for fragmentation, NCCL buffers and the CUDA "
+      "context, in [0, 0.5] (default 0.08; sites set it with plan_headroom=)")(
       "calibration", po::value<std::string>(),
       "a site calibration file (autopar calibrate): plans for a GPU type in it use its factor")(
       "tp", po::value<std::string>(), "pin the tensor-parallel size")(
@@ -173,9 +175,9 @@ Status ReadGpuOverrides(const po::variables_map& vm, PlanRequest* req) {
     const std::string text = Str(vm, "headroom");
     char* end = nullptr;
     const double v = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || !(v >= 0 && v < 1)) {
+    if (text.empty() || *end != '\0' || !(v >= 0 && v <= 0.5)) {
       return Status::Error("--headroom: invalid value '" + text +
-                           "' (expected a fraction in [0, 1))");
+                           "' (expected a fraction of the GPU's memory in [0, 0.5])");
     }
     req->headroom_fraction = v;
   }

@@ -11,8 +11,15 @@ Status Bad(const std::string& why) { return Status::Error("--auto-parallel: " + 
 
 }  // namespace
 
+SitePlanning SitePlanningOf(const SiteConfig& site) {
+  SitePlanning p;
+  p.calibration = &site.calibration;
+  p.headroom = site.plan_headroom;
+  return p;
+}
+
 Result<PlanRequest> StepPlanRequest(const JobOptions& opts, int64_t gpus, int64_t gpus_per_node,
-                                    const CalibrationFile* calibration) {
+                                    const SitePlanning& site) {
   if (!opts.auto_parallel) return Bad("not requested");
   if (!opts.model) return Bad("needs --model (a preset, a size like 7B, or FILE.json)");
   if (!opts.gpu_type) return Bad("needs --gpu-type (or the site's default_gpu_type)");
@@ -35,13 +42,14 @@ Result<PlanRequest> StepPlanRequest(const JobOptions& opts, int64_t gpus, int64_
   if (pin.pp) req.pp = pin.pp;
   if (pin.dp) req.dp = pin.dp;
   if (pin.pinned()) req.pin_label = "--auto-parallel=" + pin.ToString();
-  if (calibration) req.calibration = calibration->For(req.gpu.name);
+  if (site.calibration) req.calibration = site.calibration->For(req.gpu.name);
+  req.headroom_fraction = site.headroom;
   return req;
 }
 
 Result<Plan> PlanStep(const JobOptions& opts, int64_t gpus, int64_t gpus_per_node,
-                      double max_mem_gib, const CalibrationFile* calibration) {
-  auto req = StepPlanRequest(opts, gpus, gpus_per_node, calibration);
+                      double max_mem_gib, const SitePlanning& site) {
+  auto req = StepPlanRequest(opts, gpus, gpus_per_node, site);
   if (!req) return req.status();
   if (max_mem_gib > 0 && req->gpu.mem_gib > 0) {
     req->headroom_fraction = std::max(req->headroom_fraction, 1.0 - max_mem_gib / req->gpu.mem_gib);

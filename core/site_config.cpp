@@ -105,6 +105,15 @@ Status SetCalibration(SiteConfig& c, const std::string& v) {
   return Status::Ok();
 }
 
+Status SetPlanHeadroom(SiteConfig& c, const std::string& v) {
+  char* end = nullptr;
+  const double f = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(f >= 0 && f <= 0.5))
+    return Status::Error("must be a fraction of the GPU's memory in [0, 0.5], got '" + v + "'");
+  c.plan_headroom = f;
+  return Status::Ok();
+}
+
 Status SetTorchrunEnv(SiteConfig& c, const std::string& v) {
   if (v != "autopar" && v != "all") return Status::Error("must be autopar or all, got '" + v + "'");
   c.torchrun_env_all = v == "all";
@@ -160,6 +169,7 @@ constexpr OtherKey kOtherKeys[] = {
     {"socket", SetSocket},
     {"nccl_env", SetNcclEnv},
     {"calibration", SetCalibration},
+    {"plan_headroom", SetPlanHeadroom},
     {"torchrun_env", SetTorchrunEnv},
     {"on_autopard_missing", SetOnAutopardMissing},
     {"master_ifname", SetMasterIfname},

@@ -12,6 +12,7 @@
 #include "autopar/status.h"
 #include "core/calibration/calibration.h"
 #include "core/options.h"
+#include "core/plan/planner.h"
 
 namespace autopar {
 
@@ -48,6 +49,9 @@ struct SiteConfig {
   // for a GPU type in it are calibrated. Empty path: no calibration.
   std::string calibration_path;
   CalibrationFile calibration;
+  // plan_headroom=F (docs/planner.md, "Memory per GPU"): every plan keeps this fraction of each
+  // GPU's memory free (fragmentation, NCCL buffers, the CUDA context).
+  double plan_headroom = kDefaultMemoryHeadroom;
 };
 
 // Parses plugstack.conf arguments ("key=value" each). Unknown keys, malformed values and values

@@ -1,5 +1,7 @@
 #include "core/site_config.h"
 
+#include "core/job_plan.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -75,6 +77,10 @@ TEST(SiteConfig, RefusesBadInputNamingTheKey) {
       {{"max_rollbacks=-1"}, "plugstack.conf: max_rollbacks: must be an integer in [0, 1000]"},
       {{"default_on_bad_loss=sometimes"}, "plugstack.conf: default_on_bad_loss: --on-bad-loss: must be"},
       {{"default_idle_timeout=3"}, "plugstack.conf: default_idle_timeout: --idle-timeout: must be 0"},
+      {{"plan_headroom=0.6"},
+       "plugstack.conf: plan_headroom: must be a fraction of the GPU's memory in [0, 0.5], got "
+       "'0.6'"},
+      {{"plan_headroom=8%"}, "plugstack.conf: plan_headroom: must be a fraction"},
   };
   for (const auto& c : cases) {
     auto r = ParseSiteConfig(c.args);
@@ -83,6 +89,23 @@ TEST(SiteConfig, RefusesBadInputNamingTheKey) {
               true)
         << r.message();
   }
+}
+
+TEST(SiteConfig, PlanHeadroomReachesEveryPlan) {
+  EXPECT_DOUBLE_EQ(ParseSiteConfig({})->plan_headroom, kDefaultMemoryHeadroom);
+  auto c = ParseSiteConfig({"plan_headroom=0.12"});
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_DOUBLE_EQ(c->plan_headroom, 0.12);
+  JobOptions o;
+  o.auto_parallel = *ParseParallelSpec("auto");
+  o.model = "llama-2-7b";
+  o.gpu_type = "a100-80gb";
+  o.global_batch = 64;
+  auto plan = PlanStep(o, 8, 8, 0, SitePlanningOf(*c));
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_DOUBLE_EQ(plan->mem_headroom, 0.12);
+  EXPECT_DOUBLE_EQ(plan->mem_usable_gib, 80.0 * 0.88);
+  EXPECT_LE(plan->chosen.memory.total_gib, 80.0 * 0.88);
 }
 
 TEST(SiteConfig, KeysCoverEveryOptionDefault) {

@@ -40,10 +40,13 @@ Result<std::string> ReplanJson(const EnvMap& env, int world, int per_node, doubl
     if (Status s = SetOption(opts, id, it->second.c_str(), site); !s) return s;
   }
   if (!opts.auto_parallel) return Status::Error("the job has no plan (--auto-parallel)");
-  // The step's plan was made with the site's calibration (docs/planner.md): the new one too.
+  // The step's plan was made with the site's calibration and headroom (docs/planner.md): the
+  // new one too.
   CalibrationFile calibration;
+  double headroom = kDefaultMemoryHeadroom;
   if (auto it = env.find("AUTOPAR_PLAN_JSON"); it != env.end()) {
     auto step_plan = PlanFromJson(it->second);
+    if (step_plan) headroom = step_plan->mem_headroom;
     if (step_plan && step_plan->calibration) {
       CalibrationEntry entry;
       entry.factor = step_plan->calibration->factor;
@@ -51,8 +54,10 @@ Result<std::string> ReplanJson(const EnvMap& env, int world, int per_node, doubl
       calibration.gpus[step_plan->gpu_name] = entry;
     }
   }
-  auto plan = PlanStep(opts, world, per_node, max_mem_gib,
-                       calibration.gpus.empty() ? nullptr : &calibration);
+  SitePlanning planning;
+  planning.calibration = calibration.gpus.empty() ? nullptr : &calibration;
+  planning.headroom = headroom;
+  auto plan = PlanStep(opts, world, per_node, max_mem_gib, planning);
   if (!plan) return plan.status();
   return PlanToJson(*plan, false);
 }

@@ -249,7 +249,7 @@ int CheckSmallestPlan(const autopar::JobOptions& opts) {
   }
   if (nodes <= 0) return 0;
   auto plan = autopar::PlanStep(opts, nodes * g.gpus_per_node, g.gpus_per_node, 0,
-                                &State().site.calibration);
+                                SitePlanningOf(State().site));
   if (plan.ok()) return 0;
   return Fail(flag + ": no plan on " + std::to_string(nodes) + " node(s) (" +
               std::to_string(nodes * g.gpus_per_node) + " GPUs): " + plan.message());
@@ -315,7 +315,7 @@ int LocalUserInit(spank_t sp) {
       // The smallest size the run may shrink to must have a plan, or shrinking would stop it.
       const int64_t per_node = tasks / nodes;
       auto smallest =
-          autopar::PlanStep(*resolved, min_nodes * per_node, per_node, 0, &st.site.calibration);
+          autopar::PlanStep(*resolved, min_nodes * per_node, per_node, 0, SitePlanningOf(st.site));
       if (!smallest.ok()) {
         return Fail(flag + ": no plan on " + std::to_string(min_nodes) + " node(s) (" +
                     std::to_string(min_nodes * per_node) + " GPUs): " + smallest.message());
@@ -325,7 +325,7 @@ int LocalUserInit(spank_t sp) {
   if (!resolved->auto_parallel) return 0;
   // One task per GPU; with an uneven distribution the planner assumes the smaller share.
   auto plan = autopar::PlanStep(*resolved, tasks, std::max<uint32_t>(1, tasks / nodes), 0,
-                                &st.site.calibration);
+                                SitePlanningOf(st.site));
   if (!plan.ok()) return Fail(plan.message());
   const autopar::Layout& l = plan->chosen.layout;
   // The global batch is the user's; the gradient accumulation follows the data-parallel size.
@@ -367,7 +367,7 @@ autopar::Result<autopar::EnvList> TaskPlanEnv(spank_t sp, const autopar::JobOpti
   std::string json = autopar::spank::JobGetenv(sp, "AUTOPAR_PLAN_JSON");
   if (json.empty()) {
     auto plan =
-        autopar::PlanStep(opts, world, task.local_world_size, 0, &State().site.calibration);
+        autopar::PlanStep(opts, world, task.local_world_size, 0, SitePlanningOf(State().site));
     if (!plan.ok()) return plan.status();
     json = autopar::PlanToJson(*plan, false);
   }

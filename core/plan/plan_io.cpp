@@ -67,7 +67,6 @@ Json::Value CandidateToJson(const PlanCandidate& c) {
   mem["optimizer_gib"] = c.memory.optimizer_gib;
   mem["activations_gib"] = c.memory.activations_gib;
   mem["transient_gib"] = c.memory.transient_gib;
-  mem["framework_gib"] = c.memory.framework_gib;
   mem["total_gib"] = c.memory.total_gib;
   v["memory"] = mem;
   Json::Value time(Json::objectValue);
@@ -155,7 +154,6 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
   c.memory.optimizer_gib = r.Num(mem, mp, "optimizer_gib");
   c.memory.activations_gib = r.Num(mem, mp, "activations_gib");
   c.memory.transient_gib = r.Num(mem, mp, "transient_gib");
-  c.memory.framework_gib = r.Num(mem, mp, "framework_gib");
   c.memory.total_gib = r.Num(mem, mp, "total_gib");
   const Json::Value& time = v["time"];
   const std::string tp = path + "time.";
@@ -207,6 +205,7 @@ std::string PlanToJson(const Plan& plan, bool with_alternatives) {
   v["global_batch"] = Json::Int64(plan.global_batch);
   v["seq_len"] = Json::Int64(plan.seq_len);
   v["mem_usable_gib"] = plan.mem_usable_gib;
+  v["mem_headroom"] = plan.mem_headroom;
   v["candidates_evaluated"] = Json::Int64(plan.candidates_evaluated);
   if (plan.calibration) {
     v["calibration"]["factor"] = plan.calibration->factor;
@@ -252,6 +251,8 @@ Result<Plan> PlanFromJson(const std::string& json) {
   plan.global_batch = r.Int(root, "", "global_batch");
   plan.seq_len = r.Int(root, "", "seq_len");
   plan.mem_usable_gib = r.Num(root, "", "mem_usable_gib");
+  // Plans written before the headroom was a setting kept 10% free.
+  plan.mem_headroom = root.isMember("mem_headroom") ? r.Num(root, "", "mem_headroom") : 0.10;
   plan.candidates_evaluated = r.Int(root, "", "candidates_evaluated");
   if (root.isMember("alternatives")) {
     const Json::Value& alts = root["alternatives"];
@@ -421,6 +422,18 @@ std::string StagesLine(const Plan& plan) {
 }
 }  // namespace
 
+namespace {
+// "headroom:    8% of 80.0 GiB (6.4 GiB) kept free for ...\n".
+std::string HeadroomLine(const Plan& plan) {
+  const double gpu_gib = plan.mem_usable_gib / (1.0 - plan.mem_headroom);
+  char pct[32];
+  (void)std::snprintf(pct, sizeof(pct), "%.3g", plan.mem_headroom * 100);
+  return std::string("headroom:    ") + pct + "% of " + FormatFixed(gpu_gib, 1) + " GiB (" +
+         FormatFixed(gpu_gib - plan.mem_usable_gib, 1) +
+         " GiB) kept free for allocator fragmentation, NCCL buffers and the CUDA context\n";
+}
+}  // namespace
+
 std::string PlanToText(const Plan& plan) {
   const PlanCandidate& c = plan.chosen;
   const Layout& l = c.layout;
@@ -450,8 +463,8 @@ std::string PlanToText(const Plan& plan) {
      << FormatFixed(plan.mem_usable_gib, 1) << " usable = weights " << FormatFixed(c.memory.weights_gib, 1)
      << " + grads " << FormatFixed(c.memory.grads_gib, 1) << " + optimizer "
      << FormatFixed(c.memory.optimizer_gib, 1) << " + activations " << FormatFixed(c.memory.activations_gib, 1)
-     << " + transient " << FormatFixed(c.memory.transient_gib, 1) << " + framework "
-     << FormatFixed(c.memory.framework_gib, 1) << "\n"
+     << " + transient " << FormatFixed(c.memory.transient_gib, 1) << "\n"
+     << HeadroomLine(plan)
      << "step time:   " << FormatFixed(c.step_time_s, 3) << " s = compute " << FormatFixed(c.time.compute_s, 3)
      << " + element-wise " << FormatFixed(c.time.elementwise_s, 3) << " + recompute "
      << FormatFixed(c.time.recompute_s, 3) << " + TP comm " << FormatFixed(c.time.tp_comm_s, 3)

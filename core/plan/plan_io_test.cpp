@@ -341,6 +341,21 @@ TEST(PlanToText, SaysRecomputeAndLayersInWords) {
   EXPECT_NE(PlanToText(p).find("full recompute of 3 layers per chunk"), std::string::npos);
 }
 
+TEST(PlanToText, SaysTheHeadroom) {
+  const Plan p = SamplePlan();
+  EXPECT_NE(PlanToText(p).find("headroom:    8% of 80.0 GiB (6.4 GiB) kept free for allocator "
+                               "fragmentation, NCCL buffers and the CUDA context\n"),
+            std::string::npos)
+      << PlanToText(p);
+  EXPECT_DOUBLE_EQ(Parse(PlanToJson(p))["mem_headroom"].asDouble(), kDefaultMemoryHeadroom);
+  // A plan written before the headroom was a setting kept 10% free.
+  Json::Value old = Parse(PlanToJson(p, false));
+  old.removeMember("mem_headroom");
+  auto read = PlanFromJson(Json::FastWriter().write(old));
+  ASSERT_TRUE(read.ok()) << read.message();
+  EXPECT_DOUBLE_EQ(read->mem_headroom, 0.10);
+}
+
 TEST(PlanToText, NoAlternativesHeaderWithoutAlternatives) {
   Plan p = SamplePlan();
   p.alternatives.clear();

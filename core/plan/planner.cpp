@@ -341,8 +341,7 @@ StageMemory CostMemory(const PlanRequest& req, const Layout& l, const LayoutShap
       (worst.params * (state.dense - held) + worst.experts * (state.experts - held)) / kGiB;
   memory->activations_gib = worst.activations / kGiB;
   memory->transient_gib = worst.transient / kGiB;
-  memory->framework_gib = req.framework_gib;
-  memory->total_gib = StageBytes(worst, state) / kGiB + req.framework_gib;
+  memory->total_gib = StageBytes(worst, state) / kGiB;
   return worst;
 }
 

@@ -50,6 +50,11 @@ struct PlanCalibration {
 // "calibrated x0.87 from job 1234"
 std::string CalibrationLabel(const PlanCalibration& calibration);
 
+// The fraction of each GPU's memory a plan keeps free by default: room for the caching
+// allocator's fragmentation, NCCL's buffers and the CUDA context, none of which the memory model
+// counts (docs/planner.md, "Memory per GPU").
+inline constexpr double kDefaultMemoryHeadroom = 0.08;
+
 struct PlanRequest {
   ModelArch model;
   GpuSpec gpu;       // a preset from ResolveGpuType, with any numbers overridden
@@ -75,10 +80,11 @@ struct PlanRequest {
   // Pipeline stages may hold different numbers of layers (SplitStages; the largest stage is
   // costed for every stage, an upper bound); off: p must divide the layers.
   bool allow_uneven_stages = true;
-  // A layout fits when its memory (including framework_gib) <= gpu.mem_gib * (1 -
-  // headroom_fraction), the "usable" memory.
-  double headroom_fraction = 0.10;  // allocator fragmentation
-  double framework_gib = 1.5;       // CUDA context, cuBLAS workspace, NCCL buffers
+  // A layout fits when the memory it is modelled to need <= gpu.mem_gib * (1 -
+  // headroom_fraction), the "usable" memory: the headroom is kept free for what the model does
+  // not count (allocator fragmentation, NCCL buffers, the CUDA context). The site sets it
+  // (plugstack.conf plan_headroom=), `autopar plan` with --headroom.
+  double headroom_fraction = kDefaultMemoryHeadroom;
   // The site's calibration for gpu (core/calibration: CalibrationFile::For); unset: the time model as it is.
   std::optional<PlanCalibration> calibration;
 };
@@ -112,7 +118,6 @@ struct MemoryBreakdown {
   double optimizer_gib = 0;    // fp32 master weights + Adam moments (sharded over d if enabled)
   double activations_gib = 0;  // stored activations of all in-flight micro-batches
   double transient_gib = 0;    // logits / recompute working set / gathers
-  double framework_gib = 0;    // fixed reserve
   double total_gib = 0;
 };
 
@@ -155,6 +160,7 @@ struct Plan {
   std::string gpu_name;
   int64_t gpus = 0, gpus_per_node = 0, global_batch = 0, seq_len = 0;
   double mem_usable_gib = 0;
+  double mem_headroom = kDefaultMemoryHeadroom;  // the fraction of the GPU's memory kept free
   int64_t candidates_evaluated = 0;
   PlanCandidate chosen;
   std::vector<PlanCandidate> alternatives;  // ranked, best first

@@ -86,7 +86,8 @@ Status ValidateRequest(const PlanRequest& r) {
   }
   if (r.gpu.matmul_efficiency > 1) return Status::Error("--gpu-efficiency: must be <= 1");
   if (!(r.headroom_fraction >= 0 && r.headroom_fraction < 1)) {
-    return Status::Error("headroom_fraction: must be in [0, 1)");
+    return Status::Error("--headroom: must be a fraction in [0, 1) (got " +
+                         Fixed(r.headroom_fraction, 3) + ")");
   }
   if (r.top_k < 0) return Status::Error("--top: must be >= 0");
   if (r.calibration && !(r.calibration->factor > 0 && r.calibration->factor <= 2)) {
@@ -636,6 +637,7 @@ Plan PlanOf(const PlanRequest& r, double usable, size_t candidates) {
   plan.global_batch = r.global_batch;
   plan.seq_len = r.seq_len;
   plan.mem_usable_gib = usable;
+  plan.mem_headroom = r.headroom_fraction;
   plan.candidates_evaluated = static_cast<int64_t>(candidates);
   plan.calibration = r.calibration;
   return plan;
