@@ -74,6 +74,7 @@ Json::Value CandidateToJson(const PlanCandidate& c) {
   time["elementwise_s"] = c.time.elementwise_s;
   time["recompute_s"] = c.time.recompute_s;
   time["tp_comm_s"] = c.time.tp_comm_s;
+  time["tp_comm_hidden_s"] = c.time.tp_comm_hidden_s;
   time["cp_comm_s"] = c.time.cp_comm_s;
   time["ep_comm_s"] = c.time.ep_comm_s;
   time["bubble_s"] = c.time.bubble_s;
@@ -161,6 +162,8 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
   c.time.elementwise_s = r.Num(time, tp, "elementwise_s");
   c.time.recompute_s = r.Num(time, tp, "recompute_s");
   c.time.tp_comm_s = r.Num(time, tp, "tp_comm_s");
+  c.time.tp_comm_hidden_s =
+      time.isMember("tp_comm_hidden_s") ? r.Num(time, tp, "tp_comm_hidden_s") : 0.0;
   c.time.cp_comm_s = time.isMember("cp_comm_s") ? r.Num(time, tp, "cp_comm_s") : 0.0;
   c.time.ep_comm_s = time.isMember("ep_comm_s") ? r.Num(time, tp, "ep_comm_s") : 0.0;
   c.time.bubble_s = r.Num(time, tp, "bubble_s");
@@ -206,6 +209,7 @@ std::string PlanToJson(const Plan& plan, bool with_alternatives) {
   v["seq_len"] = Json::Int64(plan.seq_len);
   v["mem_usable_gib"] = plan.mem_usable_gib;
   v["mem_headroom"] = plan.mem_headroom;
+  v["tp_comm_overlap"] = plan.tp_comm_overlap;
   v["candidates_evaluated"] = Json::Int64(plan.candidates_evaluated);
   if (plan.calibration) {
     v["calibration"]["factor"] = plan.calibration->factor;
@@ -251,6 +255,8 @@ Result<Plan> PlanFromJson(const std::string& json) {
   plan.global_batch = r.Int(root, "", "global_batch");
   plan.seq_len = r.Int(root, "", "seq_len");
   plan.mem_usable_gib = r.Num(root, "", "mem_usable_gib");
+  // Plans written before the overlap was modelled had none.
+  plan.tp_comm_overlap = root.isMember("tp_comm_overlap") && r.Bool(root, "", "tp_comm_overlap");
   // Plans written before the headroom was a setting kept 10% free.
   plan.mem_headroom = root.isMember("mem_headroom") ? r.Num(root, "", "mem_headroom") : 0.10;
   plan.candidates_evaluated = r.Int(root, "", "candidates_evaluated");
@@ -299,6 +305,8 @@ std::string MegatronArgs(const Plan& plan) {
        << " --moe-token-dispatcher-type alltoall --moe-grouped-gemm";
   }
   if (l.sequence_parallel) os << " --sequence-parallel";
+  // Transformer Engine's TP communication/GEMM overlap, which the time model counts on.
+  if (l.tp > 1 && l.sequence_parallel && plan.tp_comm_overlap) os << " --tp-comm-overlap";
   if (l.recompute == Recompute::kSelective) {
     os << " --recompute-granularity selective";
   } else if (l.recompute == Recompute::kFull && l.recompute_layers > 0) {
@@ -468,6 +476,9 @@ std::string PlanToText(const Plan& plan) {
      << "step time:   " << FormatFixed(c.step_time_s, 3) << " s = compute " << FormatFixed(c.time.compute_s, 3)
      << " + element-wise " << FormatFixed(c.time.elementwise_s, 3) << " + recompute "
      << FormatFixed(c.time.recompute_s, 3) << " + TP comm " << FormatFixed(c.time.tp_comm_s, 3)
+     << (c.time.tp_comm_hidden_s > 0
+             ? " (of " + FormatFixed(c.time.tp_comm_s + c.time.tp_comm_hidden_s, 3) + ")"
+             : std::string())
      << (l.cp > 1 ? " + CP comm " + FormatFixed(c.time.cp_comm_s, 3) : std::string())
      << (l.ep > 1 ? " + EP comm " + FormatFixed(c.time.ep_comm_s, 3) : std::string()) << " + bubble "
      << FormatFixed(c.time.bubble_s, 3) << " + p2p " << FormatFixed(c.time.p2p_s, 3) << " + DP comm "

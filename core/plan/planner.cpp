@@ -29,6 +29,17 @@ constexpr double kOptimizerBytesPerParam = 30.0;
 // eff = base * w/(w + kWidthHalf) * n/(n + kTokensHalf), w = h/t, n = b*s (docs/planner.md).
 constexpr double kWidthHalf = 480.0;
 constexpr double kTokensHalf = 64.0;
+// The fraction of the tensor-parallel collectives Megatron's --tp-comm-overlap hides behind the
+// GEMMs next to them (as long as those GEMMs last). NVIDIA's shipped Transformer Engine overlap
+// configurations (Megatron-Bridge, training/comm_overlap.py, the H100 presets for GPT-3 175B,
+// Llama 3 70B and 405B) overlap every one of a layer's eight collectives: the forward
+// all-gathers and backward reduce-scatters by ring exchange (one chunk per rank, only the first
+// GEMM chunk waits), the forward reduce-scatters pipelined in 4 splits (the last split's
+// transfer is exposed: 2 of 8 collectives x 1/4 = 1/16) and the backward ones in bulk behind
+// the weight-gradient GEMMs. Those kernels also take 16-32 of H100's 132 SMs from the GEMMs they
+// hide behind (num_sm), about 20%: we count 3/4 as hidden, not 15/16. An estimate from the
+// structure, not a measurement (docs/planner.md).
+constexpr double kTensorParallelOverlap = 0.75;
 // HBM passes over a layer's stored activations made by its element-wise kernels (forward: one
 // write + one read; backward: about two reads + one write + one more for the gradient).
 constexpr double kElementwisePasses = 6.0;
@@ -496,6 +507,7 @@ void CostDataParallel(const PlanRequest& req, const Layout& l, const LayoutShape
 void Calibrate(double factor, TimeBreakdown* time) {
   for (double* x :
        {&time->compute_s, &time->elementwise_s, &time->recompute_s, &time->tp_comm_s,
+       &time->tp_comm_hidden_s,
         &time->cp_comm_s, &time->ep_comm_s, &time->bubble_s, &time->p2p_s, &time->dp_comm_s,
         &time->dp_comm_exposed_s, &time->optimizer_s, &time->total_s}) {
     *x /= factor;
@@ -510,6 +522,11 @@ TimeBreakdown CostStep(const PlanRequest& req, const Layout& l, const LayoutShap
   MicroBatchTimes mbt;
   CostCompute(req, sh, gpu_flops, &mbt);
   mbt.tp = TensorParallelSeconds(req, sh);
+  // Hidden behind the layer's GEMMs (forward, backward and recompute), at most as long as they.
+  const double tp_hidden =
+      req.tp_comm_overlap ? std::min(kTensorParallelOverlap * mbt.tp, mbt.compute + mbt.recompute)
+                          : 0.0;
+  mbt.tp -= tp_hidden;
   mbt.cp = ContextParallelSeconds(req, sh, gpu_flops);
   mbt.ep = ExpertParallelSeconds(req, sh);
   mbt.p2p = PipelineSeconds(req, sh);
@@ -520,6 +537,7 @@ TimeBreakdown CostStep(const PlanRequest& req, const Layout& l, const LayoutShap
   time.elementwise_s = mb * mbt.elementwise;
   time.recompute_s = mb * mbt.recompute;
   time.tp_comm_s = mb * mbt.tp;
+  time.tp_comm_hidden_s = mb * tp_hidden;
   time.cp_comm_s = mb * mbt.cp;
   time.ep_comm_s = mb * mbt.ep;
   time.p2p_s = mb * mbt.p2p;

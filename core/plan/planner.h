@@ -85,6 +85,11 @@ struct PlanRequest {
   // not count (allocator fragmentation, NCCL buffers, the CUDA context). The site sets it
   // (plugstack.conf plan_headroom=), `autopar plan` with --headroom.
   double headroom_fraction = kDefaultMemoryHeadroom;
+  // Megatron's --tp-comm-overlap (Transformer Engine's userbuffers, with sequence parallelism):
+  // part of the tensor-parallel communication is hidden behind the GEMMs (docs/planner.md,
+  // "Communication"), and the Megatron arguments ask for it. Off: every byte is exposed, as in
+  // runs before the overlap existed (the published runs of 2021-2022 the model is checked on).
+  bool tp_comm_overlap = true;
   // The site's calibration for gpu (core/calibration: CalibrationFile::For); unset: the time model as it is.
   std::optional<PlanCalibration> calibration;
 };
@@ -127,7 +132,8 @@ struct TimeBreakdown {
   double compute_s = 0;          // model FLOPs of the slowest stage, all micro-batches
   double elementwise_s = 0;      // memory-bound element-wise kernels (norms, activations, ...)
   double recompute_s = 0;        // extra forward work of activation recompute
-  double tp_comm_s = 0;          // tensor-parallel all-gather/reduce-scatter, not overlapped
+  double tp_comm_s = 0;          // tensor-parallel all-gather/reduce-scatter, the exposed part
+  double tp_comm_hidden_s = 0;   // the part hidden behind GEMMs (--tp-comm-overlap); not in total
   double cp_comm_s = 0;          // context-parallel K/V ring exchange, the part attention does not hide
   double ep_comm_s = 0;          // expert-parallel all-to-all (dispatch and combine), not overlapped
   double bubble_s = 0;           // pipeline fill/drain: (p-1)/(m*v) of the steady state
@@ -161,6 +167,7 @@ struct Plan {
   int64_t gpus = 0, gpus_per_node = 0, global_batch = 0, seq_len = 0;
   double mem_usable_gib = 0;
   double mem_headroom = kDefaultMemoryHeadroom;  // the fraction of the GPU's memory kept free
+  bool tp_comm_overlap = false;  // planned with Megatron's --tp-comm-overlap (PlanRequest)
   int64_t candidates_evaluated = 0;
   PlanCandidate chosen;
   std::vector<PlanCandidate> alternatives;  // ranked, best first

@@ -638,6 +638,7 @@ Plan PlanOf(const PlanRequest& r, double usable, size_t candidates) {
   plan.seq_len = r.seq_len;
   plan.mem_usable_gib = usable;
   plan.mem_headroom = r.headroom_fraction;
+  plan.tp_comm_overlap = r.tp_comm_overlap;
   plan.candidates_evaluated = static_cast<int64_t>(candidates);
   plan.calibration = r.calibration;
   return plan;
