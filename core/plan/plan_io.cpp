@@ -220,6 +220,7 @@ std::string PlanToJson(const Plan& plan, bool with_alternatives) {
     for (const auto& a : plan.alternatives) alts.append(CandidateToJson(a));
     v["alternatives"] = alts;
     if (plan.unpinned) v["unpinned"] = CandidateToJson(*plan.unpinned);
+    if (plan.set_aside) v["set_aside"] = CandidateToJson(*plan.set_aside);
   }
   return Write(v, false);
 }
@@ -269,6 +270,9 @@ Result<Plan> PlanFromJson(const std::string& json) {
     }
   }
   if (root.isMember("unpinned")) plan.unpinned = CandidateFromJson(root["unpinned"], "unpinned.", r, &error);
+  if (root.isMember("set_aside")) {
+    plan.set_aside = CandidateFromJson(root["set_aside"], "set_aside.", r, &error);
+  }
   if (root.isMember("calibration")) {  // plans made with a site calibration file
     PlanCalibration cal;
     cal.factor = r.Num(root["calibration"], "calibration.", "factor");
@@ -486,6 +490,12 @@ std::string PlanToText(const Plan& plan) {
      << ") + optimizer " << FormatFixed(c.time.optimizer_s, 3) << "\n"
      << "throughput:  " << Thousands(c.tokens_per_s) << " tokens/s, " << FormatFixed(c.samples_per_s, 2)
      << " samples/s, MFU " << FormatFixed(c.mfu * 100, 1) << "%\n";
+  if (plan.set_aside) {
+    const PlanCandidate& f = *plan.set_aside;
+    os << "simpler:     chosen over " << knobs(f.layout) << ": " << FormatFixed(f.step_time_s, 3)
+       << " s, " << FormatFixed(f.memory.total_gib, 1) << " GiB, MFU "
+       << FormatFixed(f.mfu * 100, 1) << "% -- " << f.reason << "\n";
+  }
   if (plan.calibration) {
     os << "calibration: " << CalibrationLabel(*plan.calibration) << " (the site's measured "
        << plan.gpu_name << " efficiency: every predicted time / "

@@ -55,6 +55,12 @@ std::string CalibrationLabel(const PlanCalibration& calibration);
 // counts (docs/planner.md, "Memory per GPU").
 inline constexpr double kDefaultMemoryHeadroom = 0.08;
 
+// The time model's stated relative error: its calibration set (Korthikanti et al. 2022's four
+// runs, docs/planner.md) is predicted within 5% (PublishedRunsWithinStatedTolerance). A more
+// complex layout (more pipeline stages, tensor or context parallelism) is chosen over a simpler
+// one only when it is predicted faster by more than this.
+inline constexpr double kTimeModelError = 0.05;
+
 struct PlanRequest {
   ModelArch model;
   GpuSpec gpu;       // a preset from ResolveGpuType, with any numbers overridden
@@ -171,6 +177,10 @@ struct Plan {
   int64_t candidates_evaluated = 0;
   PlanCandidate chosen;
   std::vector<PlanCandidate> alternatives;  // ranked, best first
+  // The fastest layout, when it was set aside for a simpler one (fewer pipeline stages, then
+  // smaller tensor, then context parallelism) predicted within kTimeModelError of it; its
+  // reason says by how much it was faster.
+  std::optional<PlanCandidate> set_aside;
   // With pinned sizes (tp/pp/dp): the best layout found without the pins, when one plans.
   std::optional<PlanCandidate> unpinned;
   // The calibration every time of this plan was divided by (PlanRequest::calibration).

@@ -503,6 +503,34 @@ bool Better(const PlanCandidate& a, const PlanCandidate& b) {
   return a.memory.total_gib < b.memory.total_gib;
 }
 
+// Whether a's layout is simpler to run than b's: fewer pipeline stages, then a smaller
+// tensor-parallel size, then a smaller context-parallel size (each one less to set up, debug and
+// balance); equal layouts are not simpler than each other.
+bool Simpler(const Layout& a, const Layout& b) {
+  return std::make_tuple(a.pp, a.tp, a.cp) < std::make_tuple(b.pp, b.tp, b.cp);
+}
+
+// The layout chosen from the fitting candidates ranked fastest first: the simplest of those
+// predicted within kTimeModelError of the fastest (the model cannot tell them apart), the faster
+// on a tie.
+size_t ChooseSimplest(const std::vector<PlanCandidate>& ranked) {
+  size_t chosen = 0;
+  const double limit = ranked.front().step_time_s * (1.0 + kTimeModelError);
+  for (size_t i = 1; i < ranked.size() && ranked[i].step_time_s <= limit; ++i) {
+    if (Simpler(ranked[i].layout, ranked[chosen].layout)) chosen = i;
+  }
+  return chosen;
+}
+
+std::string Percent(double fraction) { return Fixed(fraction * 100.0, 1) + "%"; }
+
+// Why a fitting layout faster than the chosen one was not chosen.
+std::string FasterButNotSimplerReason(const PlanCandidate& chosen, const PlanCandidate& c) {
+  return "faster by " + Percent(1.0 - c.step_time_s / chosen.step_time_s) +
+         ", within the model's " + Percent(kTimeModelError) +
+         " error: the simpler layout was chosen";
+}
+
 }  // namespace
 
 Result<Plan> PlanJob(const PlanRequest& request) { return Search(request, true); }
@@ -659,13 +687,21 @@ std::optional<PlanCandidate> ClosestFasterUnfit(const std::vector<PlanCandidate>
 // fastest fitting ones and, in the last slot, the closest faster one that does not fit.
 void Choose(const PlanRequest& r, const Candidates& candidates, double usable, Plan* plan) {
   const std::vector<PlanCandidate> ranked = candidates.Ranked();
-  plan->chosen = ranked.front();
+  const size_t chosen = ChooseSimplest(ranked);
+  plan->chosen = ranked[chosen];
+  if (chosen != 0) {
+    plan->set_aside = ranked.front();
+    plan->set_aside->reason = FasterButNotSimplerReason(plan->chosen, ranked.front());
+  }
   std::optional<PlanCandidate> unfit;
   if (r.top_k > 0) unfit = ClosestFasterUnfit(candidates.unfit(), plan->chosen);
   const size_t fitting_slots = static_cast<size_t>(r.top_k) - (unfit ? 1 : 0);
   for (size_t i = 1; i < ranked.size() && plan->alternatives.size() < fitting_slots; ++i) {
+    if (i == chosen) continue;
     PlanCandidate alt = ranked[i];
-    alt.reason = SlowerReason(plan->chosen, alt);
+    alt.reason = alt.step_time_s < plan->chosen.step_time_s
+                     ? FasterButNotSimplerReason(plan->chosen, alt)
+                     : SlowerReason(plan->chosen, alt);
     plan->alternatives.push_back(alt);
   }
   if (unfit) {
