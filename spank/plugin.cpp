@@ -344,6 +344,10 @@ int LocalUserInit(spank_t sp) {
              static_cast<long long>(l.dp),
              autopar::RecomputeName(l.recompute), l.optimizer_sharding ? "on" : "off",
              plan->chosen.memory.total_gib, plan->chosen.step_time_s, calibrated.c_str());
+  // A batch that forces a poor layout: the nearby one that plans markedly better.
+  if (plan->batch_advice) {
+    slurm_info("autopar: --global-batch: %s", autopar::BatchAdviceText(*plan).c_str());
+  }
   // spank_setenv is valid only in the remote context; srun passes its own environment to the
   // step's tasks, so set it there. (With --export=NONE it does not travel, and task_init plans the
   // step itself: the same inputs give the same plan.)

@@ -221,6 +221,12 @@ std::string PlanToJson(const Plan& plan, bool with_alternatives) {
     v["alternatives"] = alts;
     if (plan.unpinned) v["unpinned"] = CandidateToJson(*plan.unpinned);
     if (plan.set_aside) v["set_aside"] = CandidateToJson(*plan.set_aside);
+    if (plan.batch_advice) {
+      Json::Value advice = CandidateToJson(plan.batch_advice->plan);
+      advice["global_batch"] = Json::Int64(plan.batch_advice->global_batch);
+      advice["reason"] = BatchAdviceText(plan);
+      v["batch_advice"] = advice;
+    }
   }
   return Write(v, false);
 }
@@ -270,6 +276,12 @@ Result<Plan> PlanFromJson(const std::string& json) {
     }
   }
   if (root.isMember("unpinned")) plan.unpinned = CandidateFromJson(root["unpinned"], "unpinned.", r, &error);
+  if (root.isMember("batch_advice")) {
+    BatchAdvice advice;
+    advice.plan = CandidateFromJson(root["batch_advice"], "batch_advice.", r, &error);
+    advice.global_batch = r.Int(root["batch_advice"], "batch_advice.", "global_batch");
+    plan.batch_advice = advice;
+  }
   if (root.isMember("set_aside")) {
     plan.set_aside = CandidateFromJson(root["set_aside"], "set_aside.", r, &error);
   }
@@ -446,6 +458,20 @@ std::string HeadroomLine(const Plan& plan) {
 }
 }  // namespace
 
+std::string BatchAdviceText(const Plan& plan) {
+  if (!plan.batch_advice) return "";
+  const BatchAdvice& a = *plan.batch_advice;
+  const Layout& l = a.plan.layout;
+  const int64_t delta = a.global_batch - plan.global_batch;
+  return "--global-batch=" + std::to_string(a.global_batch) + " (" + (delta > 0 ? "+" : "") +
+         std::to_string(delta) + ") plans tp=" + std::to_string(l.tp) +
+         (l.cp > 1 ? " cp=" + std::to_string(l.cp) : "") + " pp=" + std::to_string(l.pp) +
+         " dp=" + std::to_string(l.dp) + " at " + FormatFixed(a.plan.mfu * 100, 1) +
+         "% MFU against " + FormatFixed(plan.chosen.mfu * 100, 1) + "% for " +
+         std::to_string(plan.global_batch) + " (it allows a data-parallel size above " +
+         std::to_string(plan.chosen.layout.dp) + ")";
+}
+
 std::string PlanToText(const Plan& plan) {
   const PlanCandidate& c = plan.chosen;
   const Layout& l = c.layout;
@@ -490,6 +516,7 @@ std::string PlanToText(const Plan& plan) {
      << ") + optimizer " << FormatFixed(c.time.optimizer_s, 3) << "\n"
      << "throughput:  " << Thousands(c.tokens_per_s) << " tokens/s, " << FormatFixed(c.samples_per_s, 2)
      << " samples/s, MFU " << FormatFixed(c.mfu * 100, 1) << "%\n";
+  if (plan.batch_advice) os << "advice:      " << BatchAdviceText(plan) << "\n";
   if (plan.set_aside) {
     const PlanCandidate& f = *plan.set_aside;
     os << "simpler:     chosen over " << knobs(f.layout) << ": " << FormatFixed(f.step_time_s, 3)

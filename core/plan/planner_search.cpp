@@ -713,6 +713,47 @@ void Choose(const PlanRequest& r, const Candidates& candidates, double usable, P
   }
 }
 
+// The batches near the request's that allow a data-parallel size larger than `d`, which the
+// request's batch rules out: the nearest multiples of each, within kNearbyBatchFraction, nearest
+// first (the smaller first on a tie).
+std::vector<int64_t> NearbyBatches(const PlanRequest& r, int64_t d) {
+  std::vector<Layout> any;
+  Enumerate(r, r.gpus, true, &any);
+  const int64_t b = r.global_batch;
+  const int64_t span = std::max<int64_t>(1, std::llround(D(b) * kNearbyBatchFraction));
+  std::set<int64_t> found;
+  for (const Layout& l : any) {
+    if (l.dp <= d || b % l.dp == 0) continue;
+    for (int64_t near : {b / l.dp * l.dp, CeilDiv(b, l.dp) * l.dp}) {
+      if (near >= 1 && std::llabs(near - b) <= span) found.insert(near);
+    }
+  }
+  std::vector<int64_t> out(found.begin(), found.end());
+  std::stable_sort(out.begin(), out.end(), [&](int64_t x, int64_t y) {
+    return std::llabs(x - b) < std::llabs(y - b);
+  });
+  return out;
+}
+
+// A nearby batch whose plan's MFU beats `chosen`'s by more than kBatchAdviceMfuPoints: of the
+// nearest such batches, the one that plans best. Every batch advised was planned.
+std::optional<BatchAdvice> AdviseBatch(const PlanRequest& r, const PlanCandidate& chosen) {
+  std::optional<BatchAdvice> best;
+  int searches = 0;
+  for (int64_t b : NearbyBatches(r, chosen.layout.dp)) {
+    if (best && std::llabs(b - r.global_batch) > std::llabs(best->global_batch - r.global_batch))
+      break;  // a farther batch: the nearest that plans well is advised
+    if (++searches > kBatchAdviceSearches) break;
+    PlanRequest q = r;
+    q.global_batch = b;
+    q.top_k = 0;
+    auto plan = Search(q, false);
+    if (!plan.ok() || plan->chosen.mfu - chosen.mfu <= kBatchAdviceMfuPoints) continue;
+    if (!best || plan->chosen.mfu > best->plan.mfu) best = BatchAdvice{b, plan->chosen};
+  }
+  return best;
+}
+
 // The best layout the search finds without the request's pins.
 std::optional<PlanCandidate> BestUnpinned(const PlanRequest& r) {
   PlanRequest q = Unpinned(r);
@@ -743,6 +784,7 @@ Result<Plan> Search(const PlanRequest& request, bool explain) {
   Plan plan = PlanOf(r, usable, layouts.size());
   Choose(r, candidates, usable, &plan);
   if (explain && Pinned(r)) plan.unpinned = BestUnpinned(r);
+  if (explain && !Pinned(r) && !r.micro_batch) plan.batch_advice = AdviseBatch(r, plan.chosen);
   return plan;
 }
 

@@ -414,6 +414,41 @@ TEST(PlanJob, PrefersTheSimplerLayoutWithinTheModelError) {
   EXPECT_EQ(PlanToText(*one).find("simpler:"), std::string::npos);
 }
 
+TEST(PlanJob, AdvisesANearbyBatchThatPlansMarkedlyBetter) {
+  // 2047 sequences on 384 A100: only dp=1 divides it, and gpt3-175b runs tp=8 pp=48 (one or two
+  // layers per stage). 2048 allows dp=16: the advice names it, planned, > 5 points of MFU better.
+  PlanRequest r = PlanRequestFor("gpt3-175b", 384, "a100-80gb", 2047);
+  auto plan = PlanJob(r);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_EQ(plan->chosen.layout.dp, 1);
+  ASSERT_TRUE(plan->batch_advice);
+  EXPECT_EQ(plan->batch_advice->global_batch, 2048);
+  EXPECT_GT(plan->batch_advice->plan.mfu, plan->chosen.mfu + kBatchAdviceMfuPoints);
+  auto at_2048 = PlanJob(PlanRequestFor("gpt3-175b", 384, "a100-80gb", 2048));
+  ASSERT_TRUE(at_2048.ok());
+  EXPECT_EQ(plan->batch_advice->plan.layout.dp, at_2048->chosen.layout.dp);
+  EXPECT_DOUBLE_EQ(plan->batch_advice->plan.mfu, at_2048->chosen.mfu);
+  EXPECT_FALSE(at_2048->batch_advice);  // a good batch gets no advice
+  auto read = PlanFromJson(PlanToJson(*plan));
+  ASSERT_TRUE(read.ok()) << read.message();
+  ASSERT_TRUE(read->batch_advice);
+  EXPECT_EQ(read->batch_advice->global_batch, 2048);
+  EXPECT_NE(PlanToText(*plan).find("advice:      --global-batch=2048 (+1) plans tp="),
+            std::string::npos)
+      << PlanToText(*plan);
+  // llama-2-7b on 8 GPUs with 513 sequences (= 27 x 19: dp=1 only): 512 runs dp=8.
+  auto odd = PlanJob(PlanRequestFor("llama-2-7b", 8, "a100-80gb", 513));
+  ASSERT_TRUE(odd.ok());
+  ASSERT_TRUE(odd->batch_advice);
+  EXPECT_EQ(odd->batch_advice->global_batch, 512);
+  EXPECT_EQ(odd->batch_advice->plan.layout.dp, 8);
+  // A pinned layout is being evaluated: no advice.
+  r.tp = 8;
+  auto pinned = PlanJob(r);
+  ASSERT_TRUE(pinned.ok());
+  EXPECT_FALSE(pinned->batch_advice);
+}
+
 TEST(PlanJob, SmallModelUsesDataParallelism) {
   auto plan = PlanJob(PlanRequestFor("gpt3-1.3b", 8, "a100-80gb", 512));
   ASSERT_TRUE(plan.ok());
