@@ -40,3 +40,13 @@ string(JSON reason GET "${out}" alternatives 0 reason)
 if(NOT reason MATCHES "^(slower by|faster by|does not fit)")
   message(FATAL_ERROR "alternative without a reason: '${reason}'")
 endif()
+# What each framework is handed: Megatron-LM's arguments, a DeepSpeed config, torchtitan's and
+# Accelerate's parallelism keys, for the same layout.
+string(JSON tt_tp GET "${out}" frameworks torchtitan parallelism tensor_parallel_degree)
+string(JSON acc_pp GET "${out}" frameworks accelerate megatron_lm_config megatron_lm_pp_degree)
+string(JSON ds_mb GET "${out}" frameworks deepspeed_config train_micro_batch_size_per_gpu)
+string(JSON mg GET "${out}" frameworks megatron_args)
+if(NOT tt_tp EQUAL tp OR NOT acc_pp EQUAL pp OR NOT ds_mb EQUAL micro_batch
+   OR NOT mg MATCHES "--tensor-model-parallel-size ${tp} --pipeline-model-parallel-size ${pp} ")
+  message(FATAL_ERROR "framework arguments disagree with the plan: ${tt_tp} ${acc_pp} ${ds_mb} '${mg}'")
+endif()

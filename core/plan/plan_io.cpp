@@ -88,6 +88,9 @@ Json::Value CandidateToJson(const PlanCandidate& c) {
   return v;
 }
 
+Json::Value TorchtitanJson(const Plan& plan);  // below, with the other frameworks' arguments
+Json::Value AccelerateJson(const Plan& plan);
+
 // Field readers that remember the first error (named by its key path).
 class Reader {
  public:
@@ -221,6 +224,14 @@ std::string PlanToJson(const Plan& plan, bool with_alternatives) {
     v["alternatives"] = alts;
     if (plan.unpinned) v["unpinned"] = CandidateToJson(*plan.unpinned);
     if (plan.set_aside) v["set_aside"] = CandidateToJson(*plan.set_aside);
+    Json::Value& fw = v["frameworks"];
+    fw["megatron_args"] = MegatronArgs(plan);
+    Json::CharReaderBuilder builder;
+    std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
+    const std::string ds = DeepSpeedConfigJson(plan);
+    reader->parse(ds.data(), ds.data() + ds.size(), &fw["deepspeed_config"], nullptr);
+    fw["torchtitan"] = TorchtitanJson(plan);
+    fw["accelerate"] = AccelerateJson(plan);
     if (plan.batch_advice) {
       Json::Value advice = CandidateToJson(plan.batch_advice->plan);
       advice["global_batch"] = Json::Int64(plan.batch_advice->global_batch);
@@ -386,6 +397,101 @@ std::string DeepSpeedConfigJson(const Plan& plan) {
   return Write(v, false);
 }
 
+namespace {
+
+// torchtitan's JobConfig sections (torchtitan/config/job_config.py). Its data parallelism is DDP
+// (data_parallel_replicate_degree) only without any other parallelism and without sharding;
+// otherwise FSDP (data_parallel_shard_degree), which shards weights and gradients as well as the
+// optimizer: at most the memory planned, with parameter gathers the time model does not count.
+Json::Value TorchtitanJson(const Plan& plan) {
+  const Layout& l = plan.chosen.layout;
+  const bool ddp = l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.optimizer_sharding;
+  Json::Value v(Json::objectValue);
+  Json::Value& par = v["parallelism"];
+  par["data_parallel_replicate_degree"] = Json::Int64(ddp ? l.dp : 1);
+  par["data_parallel_shard_degree"] = Json::Int64(ddp ? 1 : l.dp);
+  par["tensor_parallel_degree"] = Json::Int64(l.tp);
+  par["context_parallel_degree"] = Json::Int64(l.cp);
+  par["expert_parallel_degree"] = Json::Int64(l.ep);
+  par["pipeline_parallel_degree"] = Json::Int64(l.pp);
+  if (l.pp > 1) {
+    par["pipeline_parallel_schedule"] = l.vpp > 1 ? "Interleaved1F1B" : "1F1B";
+    par["pipeline_parallel_microbatch_size"] = Json::Int64(l.micro_batch);
+    if (plan.layers % (l.pp * l.vpp) == 0) {
+      par["pipeline_parallel_layers_per_stage"] = Json::Int64(plan.layers / (l.pp * l.vpp));
+    }
+  }
+  // With a pipeline every micro-batch of a step is one local batch the schedule splits; without
+  // one torchtitan accumulates global / (local * dp) micro-batches.
+  v["training"]["local_batch_size"] =
+      Json::Int64(l.pp > 1 ? l.micro_batch * l.grad_accum : l.micro_batch);
+  v["training"]["global_batch_size"] = Json::Int64(plan.global_batch);
+  v["training"]["seq_len"] = Json::Int64(plan.seq_len);
+  v["activation_checkpoint"]["mode"] = RecomputeName(l.recompute);
+  if (l.recompute == Recompute::kSelective) v["activation_checkpoint"]["selective_ac_option"] = "op";
+  return v;
+}
+
+// Accelerate's config file with its Megatron-LM plugin (`accelerate config`, megatron_lm_config).
+// It has no key for context or expert parallelism or for full recompute.
+Json::Value AccelerateJson(const Plan& plan) {
+  const Layout& l = plan.chosen.layout;
+  Json::Value v(Json::objectValue);
+  v["distributed_type"] = "MEGATRON_LM";
+  v["mixed_precision"] = "bf16";
+  v["num_processes"] = Json::Int64(plan.gpus);
+  Json::Value& m = v["megatron_lm_config"];
+  m["megatron_lm_tp_degree"] = Json::Int64(l.tp);
+  m["megatron_lm_pp_degree"] = Json::Int64(l.pp);
+  m["megatron_lm_num_micro_batches"] = Json::Int64(l.grad_accum);
+  m["megatron_lm_sequence_parallelism"] = l.sequence_parallel;
+  m["megatron_lm_recompute_activations"] = l.recompute == Recompute::kSelective;
+  m["megatron_lm_use_distributed_optimizer"] = l.optimizer_sharding;
+  return v;
+}
+
+std::string Scalar(const Json::Value& v) {
+  if (v.isString()) return v.asString();
+  if (v.isBool()) return v.asBool() ? "true" : "false";
+  return std::to_string(v.asInt64());
+}
+
+}  // namespace
+
+std::string TorchtitanArgs(const Plan& plan) {
+  const Json::Value v = TorchtitanJson(plan);
+  std::string out;
+  for (const char* section : {"parallelism", "training", "activation_checkpoint"}) {
+    for (const std::string& key : v[section].getMemberNames()) {
+      out += (out.empty() ? "--" : " --") + std::string(section) + "." + key + " " +
+             Scalar(v[section][key]);
+    }
+  }
+  return out;
+}
+
+std::string AccelerateConfig(const Plan& plan) {
+  const Json::Value v = AccelerateJson(plan);
+  std::string out = "distributed_type: MEGATRON_LM, mixed_precision: bf16, num_processes: " +
+                    Scalar(v["num_processes"]) + ", megatron_lm_config: {";
+  std::string sep;
+  for (const std::string& key : v["megatron_lm_config"].getMemberNames()) {
+    out += sep + key + ": " + Scalar(v["megatron_lm_config"][key]);
+    sep = ", ";
+  }
+  const Layout& l = plan.chosen.layout;
+  out += "}";
+  if (l.cp > 1 || l.ep > 1 || l.recompute == Recompute::kFull) {
+    out += " (no key for " + std::string(l.cp > 1 ? "context parallelism" : "") +
+           (l.cp > 1 && (l.ep > 1 || l.recompute == Recompute::kFull) ? ", " : "") +
+           (l.ep > 1 ? "expert parallelism" : "") +
+           (l.ep > 1 && l.recompute == Recompute::kFull ? ", " : "") +
+           (l.recompute == Recompute::kFull ? "full recompute" : "") +
+           ": pass them with the Megatron-LM arguments)";
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, std::string>> PlanTaskEnv(const Plan& plan, int rank) {
   const Layout& l = plan.chosen.layout;
   std::vector<std::pair<std::string, std::string>> env = {
@@ -547,6 +653,11 @@ std::string PlanToText(const Plan& plan) {
                                 : FormatFixed(std::abs(pct), 1) + (pct > 0 ? "% slower" : "% faster"))
        << "\n";
   }
+  os << "arguments:\n"
+     << "  Megatron-LM: " << MegatronArgs(plan) << "\n"
+     << "  DeepSpeed:   " << DeepSpeedConfigJson(plan) << "\n"
+     << "  torchtitan:  " << TorchtitanArgs(plan) << "\n"
+     << "  Accelerate:  " << AccelerateConfig(plan) << "\n";
   return os.str();
 }
 

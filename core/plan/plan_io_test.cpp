@@ -356,6 +356,61 @@ TEST(PlanToText, SaysTheHeadroom) {
   EXPECT_DOUBLE_EQ(read->mem_headroom, 0.10);
 }
 
+TEST(FrameworkArguments, TorchtitanAndAccelerateKeys) {
+  // torchtitan's JobConfig keys (torchtitan/config/job_config.py): with a pipeline the step's
+  // micro-batches are one local batch; with any model parallelism or sharding, FSDP.
+  Plan p = FixedPlan(2, 2, 8, Recompute::kSelective, true, 1);
+  std::string tt = TorchtitanArgs(p);
+  for (const std::string part :
+       {"--parallelism.data_parallel_replicate_degree 1", "--parallelism.data_parallel_shard_degree 8",
+        "--parallelism.tensor_parallel_degree 2", "--parallelism.pipeline_parallel_degree 2",
+        "--parallelism.pipeline_parallel_schedule 1F1B",
+        "--parallelism.pipeline_parallel_microbatch_size 2", "--training.global_batch_size 1536",
+        "--training.local_batch_size 192", "--training.seq_len 2048",
+        "--activation_checkpoint.mode selective", "--activation_checkpoint.selective_ac_option op"}) {
+    EXPECT_NE(tt.find(part), std::string::npos) << part << "\n" << tt;
+  }
+  // Plain data parallelism without sharding: DDP; no pipeline: the micro-batch is the local batch.
+  tt = TorchtitanArgs(FixedPlan(1, 1, 8, Recompute::kNone, false, 1));
+  EXPECT_NE(tt.find("--parallelism.data_parallel_replicate_degree 8 "
+                    "--parallelism.data_parallel_shard_degree 1"),
+            std::string::npos)
+      << tt;
+  EXPECT_NE(tt.find("--training.local_batch_size 2"), std::string::npos) << tt;
+  EXPECT_NE(tt.find("--activation_checkpoint.mode none"), std::string::npos) << tt;
+  // Accelerate's Megatron-LM plugin: num_micro_batches is the accumulation.
+  const std::string acc = AccelerateConfig(p);
+  for (const std::string part :
+       {"distributed_type: MEGATRON_LM", "mixed_precision: bf16", "num_processes: 32",
+        "megatron_lm_tp_degree: 2", "megatron_lm_pp_degree: 2",
+        "megatron_lm_num_micro_batches: 96", "megatron_lm_sequence_parallelism: true",
+        "megatron_lm_recompute_activations: true", "megatron_lm_use_distributed_optimizer: true"}) {
+    EXPECT_NE(acc.find(part), std::string::npos) << part << "\n" << acc;
+  }
+  EXPECT_NE(AccelerateConfig(FixedPlan(2, 2, 8, Recompute::kFull, true, 1)).find("no key for full recompute"),
+            std::string::npos);
+}
+
+TEST(FrameworkArguments, ShownInTextAndJson) {
+  const Plan p = SamplePlan();
+  const std::string text = PlanToText(p);
+  for (const char* part : {"arguments:\n  Megatron-LM: --tensor-model-parallel-size ",
+                           "\n  DeepSpeed:   {", "\n  torchtitan:  --parallelism.",
+                           "\n  Accelerate:  distributed_type: MEGATRON_LM"}) {
+    EXPECT_NE(text.find(part), std::string::npos) << part << "\n" << text;
+  }
+  const Json::Value v = Parse(PlanToJson(p));
+  const Json::Value& fw = v["frameworks"];
+  EXPECT_EQ(fw["megatron_args"].asString(), MegatronArgs(p));
+  EXPECT_EQ(fw["deepspeed_config"]["zero_optimization"]["stage"].asInt(),
+            p.chosen.layout.optimizer_sharding ? 1 : 0);
+  EXPECT_EQ(fw["torchtitan"]["parallelism"]["tensor_parallel_degree"].asInt64(), p.chosen.layout.tp);
+  EXPECT_EQ(fw["accelerate"]["megatron_lm_config"]["megatron_lm_pp_degree"].asInt64(),
+            p.chosen.layout.pp);
+  // Not in the job's environment copy of the plan.
+  EXPECT_FALSE(Parse(PlanToJson(p, false)).isMember("frameworks"));
+}
+
 TEST(PlanToText, NoAlternativesHeaderWithoutAlternatives) {
   Plan p = SamplePlan();
   p.alternatives.clear();

@@ -272,6 +272,13 @@ Result<Plan> PlanFromJson(const std::string& json);
 std::vector<std::pair<std::string, std::string>> PlanTaskEnv(const Plan& plan, int rank);
 std::string MegatronArgs(const Plan& plan);
 std::string DeepSpeedConfigJson(const Plan& plan);
+// The plan as torchtitan's job config overrides ("--parallelism.tensor_parallel_degree 2 ...":
+// parallelism, training batch and sequence, activation_checkpoint) and as Accelerate's Megatron-LM
+// plugin config ("distributed_type: MEGATRON_LM, ... megatron_lm_config: {megatron_lm_tp_degree:
+// 2, ...}"), each on one line; FrameworksJson: all four (Megatron-LM, DeepSpeed, torchtitan,
+// Accelerate) as one JSON object, what `autopar plan` shows (docs/planner.md).
+std::string TorchtitanArgs(const Plan& plan);
+std::string AccelerateConfig(const Plan& plan);
 
 // "--global-batch=2048 (+1) plans tp=4 pp=6 dp=16 at 62.2% MFU against 49.5% for 2047 (it
 // allows a data-parallel size above 1)"; "" without advice.
