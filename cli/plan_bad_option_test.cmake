@@ -55,3 +55,5 @@ expect_usage_error(
   "autopar plan: --model: model file ${bad_model}: line 1, column 40: Missing ',' or '}'"
   --model "${bad_model}")
 file(REMOVE "${bad_model}")
+expect_usage_error("autopar plan: --tp-comm-overlap: invalid value 'maybe' (on, off)"
+  --tp-comm-overlap maybe)

@@ -104,6 +104,9 @@ po::options_description PlanOptions() {
       "recompute-layers", po::value<std::string>(),
       "pin layers per chunk recomputed in full (0 = all)")(
       "optimizer-sharding", po::value<std::string>(), "pin the distributed optimizer: on, off")(
+      "tp-comm-overlap", po::value<std::string>()->default_value("on"),
+      "Megatron's --tp-comm-overlap hides 3/4 of the tensor-parallel communication: on, off "
+      "(a stack without it)")(
       "allow-cross-node-tp", "let tensor parallelism span nodes")(
       "even-stages",
       "pipeline stages must hold the same number of layers (default: uneven"
@@ -232,6 +235,11 @@ Status ReadPinnedKnobs(const po::variables_map& vm, PlanRequest* req) {
       return Status::Error("--optimizer-sharding: invalid value '" + v + "' (on, off)");
     }
   }
+  const std::string overlap = Str(vm, "tp-comm-overlap");
+  if (overlap != "on" && overlap != "off") {
+    return Status::Error("--tp-comm-overlap: invalid value '" + overlap + "' (on, off)");
+  }
+  req->tp_comm_overlap = overlap == "on";
   req->allow_cross_node_tp = vm.count("allow-cross-node-tp") > 0;
   if (vm.count("even-stages") && vm.count("allow-uneven-stages")) {
     return Status::Error("--even-stages: contradicts --allow-uneven-stages");

@@ -37,36 +37,36 @@ def hfu_to_mfu(model, seq, tflops, gpu):
 # Published runs. "metric": ("mfu", x) as published, ("hfu_tflops", x) = TFLOP/s counted with
 # full recompute, ("tflops", x) = TFLOP/s as published with an unstated FLOP convention.
 RUNS = [
-    dict(name="Megatron 22B (Korthikanti+ 2022)", model="megatron-22b", gpus=8, gpu="a100-80gb",
+    dict(name="Megatron 22B (Korthikanti+ 2022)", year=2022, model="megatron-22b", gpus=8, gpu="a100-80gb",
          batch=4, seq=2048, tp=8, pp=1, dp=1, extra=["--recompute", "selective"],
          metric=("mfu", 0.415), src="[K22], MFU: Megatron-LM README table"),
-    dict(name="GPT-3 175B (Korthikanti+ 2022)", model="gpt3-175b", gpus=64, gpu="a100-80gb",
+    dict(name="GPT-3 175B (Korthikanti+ 2022)", year=2022, model="gpt3-175b", gpus=64, gpu="a100-80gb",
          batch=64, seq=2048, tp=8, pp=8, dp=1, extra=["--recompute", "selective"],
          metric=("mfu", 0.514), src="[K22], MFU: Megatron-LM README table"),
-    dict(name="MT-NLG 530B arch. (Korthikanti+ 2022)", model="mt-nlg-530b", gpus=280, gpu="a100-80gb",
+    dict(name="MT-NLG 530B arch. (Korthikanti+ 2022)", year=2022, model="mt-nlg-530b", gpus=280, gpu="a100-80gb",
          batch=280, seq=2048, tp=8, pp=35, dp=1, extra=["--recompute", "selective"],
          metric=("mfu", 0.560), src="[K22], MFU: Megatron-LM README table"),
-    dict(name="Megatron 1T (Korthikanti+ 2022)", model="megatron-1t", gpus=512, gpu="a100-80gb",
+    dict(name="Megatron 1T (Korthikanti+ 2022)", year=2022, model="megatron-1t", gpus=512, gpu="a100-80gb",
          batch=512, seq=2048, tp=8, pp=64, dp=1, extra=["--recompute", "selective"],
          metric=("mfu", 0.563), src="[K22], MFU: Megatron-LM README table"),
-    dict(name="Megatron 145.6B (Narayanan+ 2021)", model="megatron-145b", gpus=1536, gpu="a100-80gb",
+    dict(name="Megatron 145.6B (Narayanan+ 2021)", year=2021, model="megatron-145b", gpus=1536, gpu="a100-80gb",
          batch=2304, seq=2048, tp=8, pp=8, dp=24, extra=["--recompute", "full", "--recompute-layers", "0"],
          metric=("hfu_tflops", 148.0), src="[N21] Table 1"),
-    dict(name="Megatron 310.1B (Narayanan+ 2021)", model="megatron-310b", gpus=1920, gpu="a100-80gb",
+    dict(name="Megatron 310.1B (Narayanan+ 2021)", year=2021, model="megatron-310b", gpus=1920, gpu="a100-80gb",
          batch=2160, seq=2048, tp=8, pp=16, dp=15, extra=["--recompute", "full", "--recompute-layers", "0"],
          metric=("hfu_tflops", 155.0), src="[N21] Table 1"),
-    dict(name="Megatron 1T (Narayanan+ 2021)", model="megatron-1t", gpus=3072, gpu="a100-80gb",
+    dict(name="Megatron 1T (Narayanan+ 2021)", year=2021, model="megatron-1t", gpus=3072, gpu="a100-80gb",
          batch=3072, seq=2048, tp=8, pp=64, dp=6, extra=["--recompute", "full", "--recompute-layers", "0"],
          metric=("hfu_tflops", 163.0), src="[N21] Table 1"),
-    dict(name="MT-NLG 530B (Smith+ 2022)", model="mt-nlg-530b", gpus=2240, gpu="a100-80gb",
+    dict(name="MT-NLG 530B (Smith+ 2022)", year=2022, model="mt-nlg-530b", gpus=2240, gpu="a100-80gb",
          batch=1920, seq=2048, tp=8, pp=35, dp=8, extra=["--recompute", "full", "--recompute-layers", "0"],
          metric=("hfu_tflops", 126.0), src="[S22] §2.4"),
-    dict(name="BLOOM-176B (BigScience 2022)", model="bloom-176b", gpus=384, gpu="a100-80gb",
+    dict(name="BLOOM-176B (BigScience 2022)", year=2022, model="bloom-176b", gpus=384, gpu="a100-80gb",
          batch=2048, seq=2048, tp=4, pp=12, dp=8,
          extra=["--net-gbps", "6.25", "--optimizer-sharding", "on",
                 "--recompute", "full", "--recompute-layers", "0"],
          metric=("hfu_tflops", 150.0), src="[B22]"),
-    dict(name="OPT-175B (Zhang+ 2022)", model="opt-175b", gpus=992, gpu="a100-80gb",
+    dict(name="OPT-175B (Zhang+ 2022)", year=2022, model="opt-175b", gpus=992, gpu="a100-80gb",
          batch=992, seq=2048, tp=8, pp=1, dp=124, extra=[],
          metric=("tflops", 147.0), src="[Z22]", note="(FSDP)"),
     dict(name="Llama-2-70B (Touvron+ 2023)", model="llama-2-70b", gpus=2048, gpu="a100-80gb",
@@ -162,7 +162,10 @@ def main():
         if r.get("note"):
             pub_layout += " " + r["note"]
         if pins:
-            j, err = plan(autopar, r["model"], r["gpus"], r["gpu"], r["batch"], r["seq"], pins + r["extra"])
+            # Runs of 2021-2022 predate Megatron's --tp-comm-overlap: evaluated without it.
+            old = ["--tp-comm-overlap", "off"] if r.get("year", 2024) < 2023 else []
+            j, err = plan(autopar, r["model"], r["gpus"], r["gpu"], r["batch"], r["seq"],
+                          pins + r["extra"] + old)
             on_pub = (f"MFU {j['mfu'] * 100:.1f}%, {j['mem_per_gpu_gib']:.0f} GiB ({layout(j)})"
                       if j else "refused: " + err.split(": ", 1)[-1])
             if j and r["metric"][0] == "tokens_per_gpu":
