@@ -564,6 +564,15 @@ std::string HeadroomLine(const Plan& plan) {
 }
 }  // namespace
 
+namespace {
+// What the plan hands each framework, one line each.
+std::string FrameworkLines(const Plan& plan) {
+  return "arguments:\n  Megatron-LM: " + MegatronArgs(plan) + "\n  DeepSpeed:   " +
+         DeepSpeedConfigJson(plan) + "\n  torchtitan:  " + TorchtitanArgs(plan) +
+         "\n  Accelerate:  " + AccelerateConfig(plan) + "\n";
+}
+}  // namespace
+
 std::string BatchAdviceText(const Plan& plan) {
   if (!plan.batch_advice) return "";
   const BatchAdvice& a = *plan.batch_advice;
@@ -653,11 +662,7 @@ std::string PlanToText(const Plan& plan) {
                                 : FormatFixed(std::abs(pct), 1) + (pct > 0 ? "% slower" : "% faster"))
        << "\n";
   }
-  os << "arguments:\n"
-     << "  Megatron-LM: " << MegatronArgs(plan) << "\n"
-     << "  DeepSpeed:   " << DeepSpeedConfigJson(plan) << "\n"
-     << "  torchtitan:  " << TorchtitanArgs(plan) << "\n"
-     << "  Accelerate:  " << AccelerateConfig(plan) << "\n";
+  os << FrameworkLines(plan);
   return os.str();
 }
 
