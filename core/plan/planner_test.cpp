@@ -340,7 +340,9 @@ TEST(PlanJob, KeepsTheHeadroomFree) {
   ASSERT_TRUE(tight.ok()) << tight.message();
   EXPECT_LE(tight->chosen.memory.total_gib, 56.0);
   for (const auto& a : tight->alternatives) {
-    if (a.fits) EXPECT_LE(a.memory.total_gib, 56.0);
+    if (a.fits) {
+      EXPECT_LE(a.memory.total_gib, 56.0);
+    }
   }
   r.headroom_fraction = 1.0;
   EXPECT_EQ(PlanJob(r).message(), "--headroom: must be a fraction in [0, 1) (got 1.000)");
