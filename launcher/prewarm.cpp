@@ -67,7 +67,12 @@ Result<pid_t> WarmInterpreter::Activate(const EnvMap& env) {
     }
     sent += static_cast<size_t>(n);
   }
-  close(fd_);  // end of the request
+  // End of the request, but the socket stays open until the next interpreter: closing it while
+  // its "R" is unread (an interpreter activated while still importing) would make the kernel
+  // reset the pair, and the interpreter would lose the request it has not read yet.
+  shutdown(fd_, SHUT_WR);
+  if (spent_fd_ >= 0) close(spent_fd_);
+  spent_fd_ = fd_;
   fd_ = -1;
   const pid_t pid = pid_;
   pid_ = -1;
@@ -76,7 +81,8 @@ Result<pid_t> WarmInterpreter::Activate(const EnvMap& env) {
 
 void WarmInterpreter::Discard() {
   if (fd_ >= 0) close(fd_);
-  fd_ = -1;
+  if (spent_fd_ >= 0) close(spent_fd_);
+  fd_ = spent_fd_ = -1;
   if (pid_ > 0) {
     kill(-pid_, SIGKILL);
     while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {

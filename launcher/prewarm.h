@@ -81,6 +81,7 @@ class WarmInterpreter {
  private:
   pid_t pid_ = -1;
   int fd_ = -1;  // our end of the socket pair it talks on
+  int spent_fd_ = -1;  // the activated one's end, half closed (see Activate)
   bool ready_ = false;
 };
 
