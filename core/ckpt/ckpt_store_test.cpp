@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "core/ckpt/sha256.h"
@@ -15,9 +17,12 @@ namespace {
 
 class CheckpointStoreTest : public ::testing::Test {
  protected:
+  void TearDown() override { EXPECT_EQ(std::system(("rm -rf '" + root_ + "'").c_str()), 0); }
   void SetUp() override {
+    // The process's own: two runs of the suite at once (two build trees) must not share it.
     root_ = ::testing::TempDir() + "autopar_ckpt_store_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+            std::to_string(::getpid());
     Mkdirs(root_);
     opts_.part_size = 1000;
     opts_.uniform = [] { return 0.0; };

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <random>
 
@@ -15,9 +16,11 @@ namespace {
 
 class PosixStoreTest : public ::testing::Test {
  protected:
+  void TearDown() override { EXPECT_EQ(std::system(("rm -rf '" + base_ + "'").c_str()), 0); }
   void SetUp() override {
     base_ = ::testing::TempDir() + "autopar_posix_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+            std::to_string(::getpid());
     std::string cmd =
         "rm -rf '" + base_ + "' && mkdir -p '" + base_ + "/local' '" + base_ + "/shared'";
     ASSERT_EQ(std::system(cmd.c_str()), 0);
