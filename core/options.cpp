@@ -64,6 +64,10 @@ const std::vector<OptionSpec> kOptions = {
     {OptionId::kExcludeStragglers, "exclude-stragglers", "yes|no",
      "Leave a node flagged as a straggler out of the job's next restart (yes when given alone)",
      true, "AUTOPAR_EXCLUDE_STRAGGLERS"},
+    {OptionId::kFaultTolerance, "fault-tolerance", "off|step",
+     "step: a failed rank's program is replaced alone, healed from a live peer, while every other "
+     "rank's goes on (a program on autopar.ft)",
+     false, "AUTOPAR_FAULT_TOLERANCE"},
 };
 
 std::string Flag(OptionId id) { return std::string("--") + GetOptionSpec(id).name; }
@@ -337,6 +341,16 @@ Status SetExcludeStragglers(JobOptions& opts, const std::string& text) {
   return Status::Ok();
 }
 
+Status SetFaultTolerance(JobOptions& opts, const std::string& text, const SiteConfig& site) {
+  const OptionId id = OptionId::kFaultTolerance;
+  if (text != "off" && text != "step") return Bad(id, "must be off or step, got '" + text + "'");
+  if (text == "step" && !site.allow_fault_tolerance) {
+    return Bad(id, "step is off on this site (allow_fault_tolerance=no)");
+  }
+  opts.fault_tolerance_step = text == "step";
+  return Status::Ok();
+}
+
 Status SetLossSpike(JobOptions& opts, const std::string& text) {
   auto f = ParseLossSpike(text);
   if (!f) return f.status();
@@ -387,6 +401,8 @@ Status SetOption(JobOptions& opts, OptionId id, const char* value, const SiteCon
       return SetExcludeStragglers(opts, text);
     case OptionId::kLossSpike:
       return SetLossSpike(opts, text);
+    case OptionId::kFaultTolerance:
+      return SetFaultTolerance(opts, text, site);
   }
   return Status::Error("unknown option");
 }
@@ -417,6 +433,7 @@ Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site
   if (!o.loss_spike) o.loss_spike = d.loss_spike;
   if (!o.idle_timeout) o.idle_timeout = d.idle_timeout;
   if (!o.exclude_stragglers) o.exclude_stragglers = d.exclude_stragglers;
+  if (!o.fault_tolerance_step) o.fault_tolerance_step = d.fault_tolerance_step;
   if (!o.ckpt_upload) o.ckpt_upload = d.ckpt_upload;
   if (o.checkpointing()) {
     if (!o.ckpt_dir) o.ckpt_dir = d.ckpt_dir ? *d.ckpt_dir : site.builtin_ckpt_dir;
@@ -448,6 +465,14 @@ Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site
       return Bad(OptionId::kOnBadLoss,
                  "rollback needs in-place restarts (--restarts-in-place=N or --requeue-on-failure)");
   }
+  if (o.fault_tolerance_step.value_or(false)) {
+    // A failed program is replaced through the launchers' in-place machinery, within its budget.
+    if (o.restarts_in_place.value_or(0) == 0)
+      return Bad(OptionId::kFaultTolerance,
+                 "step needs in-place restarts (--restarts-in-place=N or --requeue-on-failure)");
+    if (o.spare_nodes.value_or(0) > 0)
+      return Bad(OptionId::kFaultTolerance, "step cannot be combined with --spare-nodes yet");
+  }
   return o;
 }
 
@@ -467,6 +492,7 @@ std::vector<std::string> OptionsNeedingAutopard(const JobOptions& o) {
   need(o.loss_spike.has_value(), OptionId::kLossSpike);
   need(o.idle_timeout.value_or(0) > 0, OptionId::kIdleTimeout);
   need(o.exclude_stragglers.value_or(false), OptionId::kExcludeStragglers);
+  need(o.fault_tolerance_step.value_or(false), OptionId::kFaultTolerance);
   return out;
 }
 
@@ -490,6 +516,7 @@ std::vector<std::pair<std::string, std::string>> OptionsEnv(const JobOptions& o)
   if (o.loss_spike) put(OptionId::kLossSpike, ShortNumber(*o.loss_spike));
   if (o.idle_timeout) put(OptionId::kIdleTimeout, std::to_string(*o.idle_timeout));
   if (o.exclude_stragglers) put(OptionId::kExcludeStragglers, *o.exclude_stragglers ? "yes" : "no");
+  if (o.fault_tolerance_step) put(OptionId::kFaultTolerance, *o.fault_tolerance_step ? "step" : "off");
   return env;
 }
 

@@ -34,6 +34,7 @@ enum class OptionId : int {
   kLossSpike,
   kIdleTimeout,
   kExcludeStragglers,
+  kFaultTolerance,
 };
 
 struct OptionSpec {
@@ -110,6 +111,9 @@ struct JobOptions {
   std::optional<int64_t> idle_timeout;
   // A node flagged as a straggler is left out of the job's next restart (docs/health.md).
   std::optional<bool> exclude_stragglers;
+  // Per-step fault tolerance (docs/ft.md): a failed program is replaced alone and the healthy
+  // ones never stop (a program on autopar.ft); false: off.
+  std::optional<bool> fault_tolerance_step;
   // Slurm must keep the job when one of its nodes fails (--no-kill): spares or an elastic floor.
   bool survives_node_loss() const { return spare_nodes.value_or(0) > 0 || min_nodes.has_value(); }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -24,7 +25,7 @@ TEST(OptionTable, EveryOptionOnceWithAutoparEnv) {
     EXPECT_EQ(std::string(spec.env).rfind("AUTOPAR_", 0), 0u);
     EXPECT_EQ(GetOptionSpec(spec.id).name, spec.name);
   }
-  EXPECT_EQ(names.size(), 17u);
+  EXPECT_EQ(names.size(), 18u);
   EXPECT_TRUE(GetOptionSpec(OptionId::kAutoParallel).optional_arg);
   EXPECT_TRUE(GetOptionSpec(OptionId::kRequeueOnFailure).optional_arg);
   EXPECT_FALSE(GetOptionSpec(OptionId::kModel).optional_arg);
@@ -104,6 +105,8 @@ TEST(Options, RefusesBadValuesNamingTheOption) {
       {OptionId::kIdleTimeout, "-1", "--idle-timeout: must be an integer in [0, 604800], got '-1'"},
       {OptionId::kIdleTimeout, "1h", "--idle-timeout: must be an integer"},
       {OptionId::kExcludeStragglers, "maybe", "--exclude-stragglers: must be yes or no, got 'maybe'"},
+      {OptionId::kFaultTolerance, "rank", "--fault-tolerance: must be off or step, got 'rank'"},
+      {OptionId::kFaultTolerance, nullptr, "--fault-tolerance: needs a value"},
   };
   const SiteConfig site = Site();
   for (const auto& c : cases) {
@@ -256,6 +259,39 @@ TEST(ResolveOptions, BadLossRollbackNeedsCheckpointsAndInPlaceRestarts) {
   JobOptions r;
   Status s = SetOption(r, OptionId::kOnBadLoss, "rollback", none);
   EXPECT_EQ(s.message(), "--on-bad-loss: rollbacks are off on this site (max_rollbacks=0)");
+}
+
+TEST(ResolveOptions, StepFaultToleranceNeedsInPlaceRestartsAndNoSpares) {
+  const SiteConfig site = Site();
+  JobOptions o;
+  ASSERT_TRUE(SetOption(o, OptionId::kFaultTolerance, "step", site).ok());
+  EXPECT_EQ(ResolveOptions(o, site).message(),
+            "--fault-tolerance: step needs in-place restarts (--restarts-in-place=N or --requeue-on-failure)");
+  ASSERT_TRUE(SetOption(o, OptionId::kRequeueOnFailure, nullptr, site).ok());
+  auto resolved = ResolveOptions(o, site);
+  ASSERT_TRUE(resolved.ok()) << resolved.message();
+  std::map<std::string, std::string> env;
+  for (const auto& [k, v] : OptionsEnv(*resolved)) env[k] = v;
+  EXPECT_EQ(env["AUTOPAR_FAULT_TOLERANCE"], "step");
+  auto back = OptionsFromEnv(
+      [&](const char* n) { return env.count(n) ? env.at(n).c_str() : nullptr; }, site);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->fault_tolerance_step, true);
+  EXPECT_NE(std::find(OptionsNeedingAutopard(*resolved).begin(), OptionsNeedingAutopard(*resolved).end(),
+                      "--fault-tolerance"),
+            OptionsNeedingAutopard(*resolved).end());
+  ASSERT_TRUE(SetOption(o, OptionId::kSpareNodes, "1", site).ok());
+  EXPECT_EQ(ResolveOptions(o, site).message(),
+            "--fault-tolerance: step cannot be combined with --spare-nodes yet");
+  // off needs nothing; a site may refuse step, and give it as every job's default.
+  JobOptions off;
+  ASSERT_TRUE(SetOption(off, OptionId::kFaultTolerance, "off", site).ok());
+  EXPECT_TRUE(ResolveOptions(off, site).ok());
+  EXPECT_EQ(SetOption(off, OptionId::kFaultTolerance, "step", Site({"allow_fault_tolerance=no"})).message(),
+            "--fault-tolerance: step is off on this site (allow_fault_tolerance=no)");
+  auto by_default = ResolveOptions(JobOptions{}, Site({"default_fault_tolerance=step", "default_requeue_on_failure=2"}));
+  ASSERT_TRUE(by_default.ok()) << by_default.message();
+  EXPECT_EQ(by_default->fault_tolerance_step, true);
 }
 
 TEST(Options, SettingTwiceKeepsTheLast) {

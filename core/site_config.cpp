@@ -126,6 +126,12 @@ Status SetOnAutopardMissing(SiteConfig& c, const std::string& v) {
   return Status::Ok();
 }
 
+Status SetAllowFaultTolerance(SiteConfig& c, const std::string& v) {
+  if (v != "yes" && v != "no") return Status::Error("must be yes or no, got '" + v + "'");
+  c.allow_fault_tolerance = v == "yes";
+  return Status::Ok();
+}
+
 Status SetMasterIfname(SiteConfig& c, const std::string& v) {
   if (v.empty() || v.size() > 15)
     return Status::Error("must be an interface name, got '" + v + "'");
@@ -173,6 +179,7 @@ constexpr OtherKey kOtherKeys[] = {
     {"torchrun_env", SetTorchrunEnv},
     {"on_autopard_missing", SetOnAutopardMissing},
     {"master_ifname", SetMasterIfname},
+    {"allow_fault_tolerance", SetAllowFaultTolerance},
 };
 
 // default_<option> for every job option (dashes as underscores): the site's default for it.

@@ -45,6 +45,8 @@ struct SiteConfig {
   // on_autopard_missing=fail (the default): a task of a job whose options need autopard fails when
   // its node's autopard does not answer; warn: it says so on stderr and runs unprotected.
   bool fail_without_autopard = true;
+  // allow_fault_tolerance=no: --fault-tolerance=step is refused on this site (docs/ft.md).
+  bool allow_fault_tolerance = true;
   // calibration=PATH (docs/planner.md, "Calibration"): read when the arguments are parsed; plans
   // for a GPU type in it are calibrated. Empty path: no calibration.
   std::string calibration_path;

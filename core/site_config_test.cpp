@@ -77,6 +77,8 @@ TEST(SiteConfig, RefusesBadInputNamingTheKey) {
       {{"max_rollbacks=-1"}, "plugstack.conf: max_rollbacks: must be an integer in [0, 1000]"},
       {{"default_on_bad_loss=sometimes"}, "plugstack.conf: default_on_bad_loss: --on-bad-loss: must be"},
       {{"default_idle_timeout=3"}, "plugstack.conf: default_idle_timeout: --idle-timeout: must be 0"},
+      {{"allow_fault_tolerance=maybe"}, "plugstack.conf: allow_fault_tolerance: must be yes or no, got 'maybe'"},
+      {{"default_fault_tolerance=rank"}, "plugstack.conf: default_fault_tolerance: --fault-tolerance: must be off or step"},
       {{"plan_headroom=0.6"},
        "plugstack.conf: plan_headroom: must be a fraction of the GPU's memory in [0, 0.5], got "
        "'0.6'"},

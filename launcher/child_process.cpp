@@ -140,6 +140,8 @@ Result<pid_t> StartChild(const ChildSpec& spec, int* exec_errno) {
   return pid;
 }
 
+constexpr size_t kMaxWakeFds = 4;
+
 ChildOutcome SuperviseChild(pid_t pid, const SuperviseOptions& options) {
   ChildOutcome out;
   sigset_t set = ForwardedSignals();
@@ -163,10 +165,16 @@ ChildOutcome SuperviseChild(pid_t pid, const SuperviseOptions& options) {
       break;
     }
     // A negative descriptor is ignored by poll().
-    pollfd fds[3] = {{sfd, POLLIN, 0}, {options.wake_fd, POLLIN, 0}, {options.timer_fd, POLLIN, 0}};
-    int n = poll(fds, 3, sfd < 0 ? 100 : -1);
+    pollfd fds[3 + kMaxWakeFds] = {{sfd, POLLIN, 0}, {options.wake_fd, POLLIN, 0}, {options.timer_fd, POLLIN, 0}};
+    size_t nfds = 3;
+    for (size_t i = 0; i < options.wake_fds.size() && i < kMaxWakeFds; ++i) {
+      fds[nfds++] = {options.wake_fds[i], POLLIN, 0};
+    }
+    int n = poll(fds, nfds, sfd < 0 ? 100 : -1);
     if (n < 0 && errno != EINTR) break;
-    if (n > 0 && (fds[1].revents & POLLIN)) {
+    bool woken = n > 0 && (fds[1].revents & POLLIN);
+    for (size_t i = 3; i < nfds && n > 0; ++i) woken = woken || (fds[i].revents & POLLIN);
+    if (woken) {
       out.exited = false;
       break;
     }

@@ -45,6 +45,9 @@ struct SuperviseOptions {
   // The wait also ends, with the program still running, when `timer_fd` (a timerfd) is readable;
   // the caller reads it.
   int timer_fd = -1;
+  // The wait also ends, with the program still running, when one of these is readable (the
+  // fault-tolerant group's channel and tick; negative ones are ignored).
+  std::vector<int> wake_fds;
 };
 struct ChildOutcome {
   bool exited = true;          // false: woken (see SuperviseOptions); the program still runs

@@ -101,6 +101,7 @@ int Launcher::Run(const LaunchOptions& opts) {
   }
   if (story_.joinable()) story_.join();
   SetUpInPlace();
+  SetUpFaultTolerance();
   Journal(env_, event_kind::kRendezvous, -1,
           {{"duration_s", FormatFixed(SecondsSince(launch_start_), 3)},
            {"ranks", std::to_string(info_.size)}});
@@ -163,6 +164,12 @@ LaunchEvent Launcher::PrepareGeneration() {
     env_mem_ = max_mem_gib_;
   }
   errors_.Prepare(&child_env_);
+  if (ft_) {
+    // Every program of a new generation starts from the checkpoint (or the start): none is a
+    // newcomer, and the group's messages of the last generation are stale.
+    child_env_.erase("AUTOPAR_FT_NEWCOMER");
+    ft_->set_generation(generation_);
+  }
   if (in_place_) {
     resume_round_ = 0;
     child_env_["AUTOPAR_RESTART_GENERATION"] = std::to_string(generation_);
@@ -182,23 +189,25 @@ LaunchEvent Launcher::RunProgram() {
     code_ = RunChild(opts_.program, child_env_, decisions_.cpus, forward_from_parent_, &terminated_);
     return LaunchEvent::kFinished;
   }
-  failure_.reset();
-  told_ = false;
-  gone_.clear();
-  ChildOutcome out = RunGeneration(opts_.program, child_env_, decisions_.cpus, forward_from_parent_,
-                                   &failure_, &told_);
-  code_ = ExitCodeFromWaitStatus(out.wait_status);
-  terminated_ = out.termination_signal != 0;
-  if (failure_ && code_ == 128 + SIGTERM && !out.hung && !out.bad_loss) {
-    // Slurm ends a step with SIGTERM to every process of it (SIGKILL only KillWait later, when
-    // this launcher has its SIGTERM already): the program may end before this launcher reads
-    // its own. A moment tells that apart from a real failure.
-    usleep(100 * 1000);
-    if (int sig = PendingTerminationSignal(); sig != 0) {
-      terminated_ = true;
-      failure_.reset();
+  do {
+    failure_.reset();
+    told_ = false;
+    gone_.clear();
+    ChildOutcome out = RunGeneration(opts_.program, child_env_, decisions_.cpus,
+                                     forward_from_parent_, &failure_, &told_);
+    code_ = ExitCodeFromWaitStatus(out.wait_status);
+    terminated_ = out.termination_signal != 0;
+    if (failure_ && code_ == 128 + SIGTERM && !out.hung && !out.bad_loss) {
+      // Slurm ends a step with SIGTERM to every process of it (SIGKILL only KillWait later, when
+      // this launcher has its SIGTERM already): the program may end before this launcher reads
+      // its own. A moment tells that apart from a real failure.
+      usleep(100 * 1000);
+      if (int sig = PendingTerminationSignal(); sig != 0) {
+        terminated_ = true;
+        failure_.reset();
+      }
     }
-  }
+  } while (failure_ && ReplaceInGroup());  // fault tolerance: the others go on meanwhile
   if (failure_) return LaunchEvent::kFailed;
   return told_ ? LaunchEvent::kTold : LaunchEvent::kFinished;  // finished, or ended by Slurm
 }

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -39,6 +40,7 @@
 #include "launcher/launch.h"
 #include "launcher/restart_logic.h"
 #include "child_process.h"
+#include "ft_group.h"
 #include "peer_group.h"
 #include "pmix_client.h"
 #include "port_reservation.h"
@@ -143,6 +145,15 @@ class Launcher {
   const Result<std::string>& Replan(const EnvMap& env, int world, int per_node,
                                     double max_mem_gib = -1);
 
+  // Per-step fault tolerance (launcher_ft.cpp, ft_group.h): the group's channel and agreement,
+  // and a failed program replaced alone while every other one goes on.
+  void SetUpFaultTolerance();
+  // The program of this generation failed: true when a replacement takes its place in the group
+  // (its launcher starts it next), false when the run falls back to the in-place restart.
+  bool ReplaceInGroup();
+  // Acts on the group's messages while the program runs; a reason when the group cannot go on.
+  std::optional<std::string> PumpGroup();
+
   // The checkpoint half of the launch (proto_client.h): rank 0's DecideResume, everyone's
   // RestoreDecided.
   void Resume(EnvMap* child_env, bool use_pmix, int timeout_s);
@@ -203,6 +214,12 @@ class Launcher {
   double max_mem_gib_ = 0;  // the memory the program's plan must fit in (0: the step's plan)
   std::string history_;     // rank 0: autopard's note about the last failure
   std::set<int> excluded_;  // rank 0: nodes left out as stragglers, never spares again
+
+  // Per-step fault tolerance (--fault-tolerance=step; null otherwise).
+  std::unique_ptr<FtGroup> ft_;
+  std::string ft_addr_;    // where this node's programs serve their rendezvous stores
+  int replacements_ = 0;   // programs of this launcher replaced alone so far
+  int max_replacements_ = 0;
 
   // The generations so far (the state machine's).
   EnvMap child_env_;

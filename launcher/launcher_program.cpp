@@ -5,12 +5,27 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
+#include <iterator>
 
 #include "core/failure/requeue_policy.h"
 #include "launcher/launcher.h"
 #include "launcher/launcher_internal.h"
 
 namespace autopar {
+namespace {
+
+// Whether the process is stopped (SIGSTOP, a debugger): state T or t in /proc/PID/stat.
+bool Stopped(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');  // the name may hold spaces and parentheses
+  return paren != std::string::npos && paren + 2 < text.size() &&
+         (text[paren + 2] == 'T' || text[paren + 2] == 't');
+}
+
+}  // namespace
+
 using launcher_detail::kStopGraceMs;
 using launcher_detail::EpochNow;
 using launcher_detail::SecondsSince;
@@ -73,6 +88,7 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
   options.timer_fd = ArmPrewarmTimer();
   ChildOutcome out;
   *told = false;
+  std::optional<std::string> group_failed;
   for (;;) {
     // Notices of an earlier generation (several ranks failed at once) are stale.
     peers_.Poll(generation_);
@@ -84,7 +100,21 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
       out.exited = false;
       break;
     }
+    if (ft_) {
+      // The group's agreement runs beside the program: its channel and the quorum's ticks.
+      if ((group_failed = PumpGroup())) {
+        out.exited = false;
+        break;
+      }
+      options.wake_fds = {ft_->program_fd(), ft_->timer_fd()};
+    }
     out = SuperviseChild(pid, options);
+    if (out.hung && ft_ && ft_->program_waiting() && !Stopped(pid)) {
+      // autopard sees every member stalled: this one waits in the group's collective for the
+      // member that hung, whose own launcher replaces it.
+      out.hung = false;
+      continue;
+    }
     if (out.timer) {
       close(options.timer_fd);
       options.timer_fd = -1;
@@ -97,8 +127,13 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
   }
   if (options.timer_fd >= 0) close(options.timer_fd);
   usage_.Stop();
+  if (group_failed) {
+    Say("--fault-tolerance=step: " + *group_failed + "; every program is restarted");
+    out.hung = true;  // stopped at once, and reported as this rank's failure
+  }
   FailureReport report = EndGeneration(pid, *told, start, &out);
-  if (out.hung || out.bad_loss ||
+  if (group_failed) report.kind = FailureClassName(FailureClass::kRankCrash);
+  if (out.hung || out.bad_loss || group_failed ||
       (out.exited && report.exit_status != 0 && out.termination_signal == 0)) {
     *failure = report;
   }

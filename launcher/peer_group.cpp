@@ -67,6 +67,14 @@ std::vector<int> PeerGroup::SendTo(const std::vector<int>& ranks, PeerMessage m)
   return failed;
 }
 
+std::vector<int> PeerGroup::Probe(const std::vector<int>& ranks) const {
+  std::vector<std::string> endpoints;
+  for (int r : ranks) endpoints.push_back(peers_[static_cast<size_t>(r)].endpoint);
+  std::vector<int> gone;
+  for (size_t i : RestartChannel::Broadcast(endpoints, "", timing_.send_timeout_ms)) gone.push_back(ranks[i]);
+  return gone;
+}
+
 std::vector<int> PeerGroup::NotifyStop(const FailureReport& failure) const {
   std::vector<int> others;
   for (int r = 0; r < static_cast<int>(peers_.size()); ++r) {

@@ -59,6 +59,10 @@ class PeerGroup {
   void Poll(int64_t generation);
   // Takes a stop notice of `generation`, when one arrived (after Poll).
   bool TakeStop(int64_t generation);
+  // The first message `want` accepts of those that arrived (after Poll), without waiting.
+  std::optional<PeerMessage> Take(const Mailbox::Want& want) { return mail_.Take(want); }
+  // The launchers of `ranks` that cannot be connected to now (an empty line, which they drop).
+  std::vector<int> Probe(const std::vector<int>& ranks) const;
   // The first message `want` accepts, waiting up to timeout_s; nullopt at the timeout.
   std::optional<PeerMessage> Await(const Mailbox::Want& want, int timeout_s);
 

@@ -18,6 +18,9 @@ constexpr KindName kKinds[] = {
     {PeerKind::kReport, "autopar-report"},
     {PeerKind::kVerdict, "autopar-verdict"},
     {PeerKind::kValue, "autopar-value"},
+    {PeerKind::kFtJoin, "autopar-ft-join"},
+    {PeerKind::kFtForming, "autopar-ft-forming"},
+    {PeerKind::kFtQuorum, "autopar-ft-quorum"},
 };
 
 std::string FieldOf(const EventFields& f, const char* key) {

@@ -103,6 +103,11 @@ inline constexpr const char* kIdle = "idle";
 // A straggler (docs/health.md), on rank 0's node: rank= node= compute_s= median_s= ratio=
 // windows= margin= excluded_next=yes|no; once per rank per run.
 inline constexpr const char* kStraggler = "straggler";
+// Per-step fault tolerance (docs/ft.md): the launcher that leads forms a quorum of the group
+// (epoch= step= members= heals= lost= formed_s=), and a member that received the state from a
+// live peer says so (from= bytes= seconds=; its launcher journals it).
+inline constexpr const char* kFtQuorum = "ft_quorum";
+inline constexpr const char* kFtHealed = "ft_healed";
 }  // namespace event_kind
 
 using EventFields = std::vector<std::pair<std::string, std::string>>;

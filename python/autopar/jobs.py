@@ -61,6 +61,7 @@ AUTOPAR_OPTIONS = {
     "loss_spike": "--loss-spike",
     "idle_timeout": "--idle-timeout",
     "exclude_stragglers": "--exclude-stragglers",
+    "fault_tolerance": "--fault-tolerance",
 }
 # Options that may be given alone (True): `--auto-parallel`, `--requeue-on-failure`.
 _FLAG_ALONE = {"auto_parallel", "requeue_on_failure"}

@@ -40,8 +40,13 @@ class Quorum:
 
 
 def parse_line(line: str) -> Tuple[str, Dict[str, str]]:
+    """"KIND key=value ..." (a launcher quotes an empty value: key="")."""
     kind, _, rest = line.strip().partition(" ")
-    fields = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
+    fields = {}
+    for kv in rest.split():
+        if "=" in kv:
+            k, v = kv.split("=", 1)
+            fields[k] = v[1:-1] if len(v) >= 2 and v[0] == v[-1] == '"' else v
     return kind, fields
 
 

@@ -2,16 +2,18 @@
 the quorum names under the epoch's own prefix, so a new epoch never meets an old one's keys.
 A collective is waited for beside the launcher's channel: when the launchers re-form the group
 (a member is gone) the wait is given up at once instead of running into the collective's
-timeout. torch 1.13's gloo cannot abort a collective: a given-up one is left to its thread and
-its process group to time out (see _PAST)."""
+timeout. torch 1.13's gloo cannot abort a collective: a given-up one is ended by shutting its
+group's sockets down (Group.sever), which fails it here and at every peer still in it."""
 from __future__ import annotations
 
 import datetime
+import os
 import select
-from typing import Any, List, Optional
+import socket
+from typing import Any, Dict, List, Optional
 
 import torch
-from torch.distributed import PrefixStore, ProcessGroupGloo, TCPStore
+from torch.distributed import PrefixStore, ProcessGroupGloo, Store, TCPStore
 
 from .channel import Abandoned, LauncherChannel, Quorum
 
@@ -21,16 +23,44 @@ class Group:
         self.timeout = datetime.timedelta(seconds=timeout_s)
         self.pg: Optional[Any] = None
         self.epoch = -1
+        self._fds: Dict[int, str] = {}  # the sockets of this epoch's process group
 
     def reform(self, quorum: Quorum, rank: int) -> None:
-        """The process group of `quorum` for this member (rank `rank`)."""
-        if self.pg is not None:
-            _keep_for_ever(self.pg)
+        """The process group of `quorum` for this member (rank `rank`); the last one's is
+        severed and freed first."""
+        self.sever()
+        self.pg = None  # freed: its collectives have ended (sever)
         host, port = quorum.store.rsplit(":", 1)
-        store = TCPStore(host, int(port), None, False, self.timeout)
-        self.pg = ProcessGroupGloo(PrefixStore(f"autopar-ft/{quorum.epoch}", store),
-                                   quorum.position(rank), len(quorum.members), self.timeout)
+        store = _Borrowed(TCPStore(host, int(port), None, False, self.timeout))
+        before = _sockets()
+        try:
+            self.pg = ProcessGroupGloo(PrefixStore(f"autopar-ft/{quorum.epoch}", store),
+                                       quorum.position(rank), len(quorum.members), self.timeout)
+        finally:
+            store.release()
+        after = _sockets()
+        self._fds = {fd: link for fd, link in after.items() if before.get(fd) != link}
         self.epoch = quorum.epoch
+
+    def sever(self) -> None:
+        """Ends this epoch's connections: gloo (torch 1.13) cannot abort a collective, but one
+        whose sockets are shut down fails at once, here and at every peer still waiting in it, and
+        a process group with a dead peer would otherwise keep its event loop spinning. The
+        sockets are the ones that appeared while the group was made."""
+        for fd, link in self._fds.items():
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}") != link:
+                    continue  # closed and reused since
+                s = socket.socket(fileno=os.dup(fd))
+            except OSError:
+                continue
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # not connected (the listening socket)
+            finally:
+                s.close()
+        self._fds = {}
 
     def allreduce(self, tensor: torch.Tensor, channel: LauncherChannel) -> None:
         """Sums `tensor` over the group in place. Raises Abandoned when the launcher gives this
@@ -43,18 +73,64 @@ class Group:
         wait(self.pg.broadcast(tensor, root), channel, self.epoch)
 
 
-# The process groups of past epochs. One may still run a collective its members gave up (gloo
-# cannot abort it; it ends at the group's timeout), and destroying a gloo process group whose
-# collective still runs ends the process (std::terminate), at the latest when the interpreter
-# exits. So they are never destroyed: a reference the interpreter's teardown does not drop keeps
-# each one (a few threads and sockets per failure survived) until the process exits.
-_PAST: List[Any] = []
+class _Borrowed(Store):
+    """A store the process group uses while it meets its peers, then gives back: the group keeps
+    its store for its whole life, and a TCPStore client whose server is gone (the member that
+    served it died) spins in its background thread (torch 1.13), which on a busy node starves
+    everyone. Released, the client is closed and its thread ends; gloo needs the store only to
+    connect."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def release(self) -> None:
+        self.inner = None
+
+    def _store(self) -> Any:
+        if self.inner is None:
+            raise RuntimeError("autopar.ft: the rendezvous store was given back")
+        return self.inner
+
+    def set(self, key: str, value: Any) -> None:
+        self._store().set(key, value)
+
+    def get(self, key: str) -> Any:
+        return self._store().get(key)
+
+    def add(self, key: str, amount: int) -> int:
+        return int(self._store().add(key, amount))
+
+    def wait(self, keys: List[str], timeout: Any = None) -> None:
+        self._store().wait(keys) if timeout is None else self._store().wait(keys, timeout)
+
+    def compare_set(self, key: str, expected: Any, desired: Any) -> Any:
+        return self._store().compare_set(key, expected, desired)
+
+    def delete_key(self, key: str) -> bool:
+        return bool(self._store().delete_key(key))
+
+    def num_keys(self) -> int:
+        return int(self._store().num_keys())
+
+    def set_timeout(self, timeout: Any) -> None:
+        self._store().set_timeout(timeout)
 
 
-def _keep_for_ever(pg: Any) -> None:
-    import ctypes
-    ctypes.pythonapi.Py_IncRef(ctypes.py_object(pg))
-    _PAST.append(pg)
+def _sockets() -> Dict[int, str]:
+    """This process's socket descriptors, each with its inode ("socket:[123]")."""
+    out: Dict[int, str] = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if link.startswith("socket:"):
+            out[int(name)] = link
+    return out
+
+
+WAITING_AFTER_S = 0.5
 
 
 def wait(work: Any, channel: LauncherChannel, epoch: int) -> None:
@@ -62,12 +138,22 @@ def wait(work: Any, channel: LauncherChannel, epoch: int) -> None:
     the calling thread (a few microseconds, doubling to 2 ms between looks): a helper thread
     blocked in a given-up collective would be torn down inside C++ frames when the interpreter
     exits, which ends the process with std::terminate."""
-    delay = 50e-6
-    while not work.is_completed():
-        ready, _, _ = select.select([channel], [], [], delay)
-        if ready:
-            channel.poll()
-            if channel.abandoned_epoch >= epoch:
-                raise Abandoned(f"epoch {epoch} given up")
-        delay = min(delay * 2, 2e-3)
-    work.wait()  # raises the collective's error
+    delay, waited, said_waiting = 50e-6, 0.0, False
+    try:
+        while not work.is_completed():
+            ready, _, _ = select.select([channel], [], [], delay)
+            if ready:
+                channel.poll()
+                if channel.abandoned_epoch >= epoch:
+                    raise Abandoned(f"epoch {epoch} given up")
+            waited += delay
+            delay = min(delay * 2, 2e-3)
+            if waited > WAITING_AFTER_S and not said_waiting:
+                # A member stalled this long is waiting for a peer: a hang autopard sees here
+                # is the peer's, and the launcher leaves this program alone.
+                channel.send("waiting", epoch=epoch)
+                said_waiting = True
+        work.wait()  # raises the collective's error
+    finally:
+        if said_waiting:
+            channel.send("running", epoch=epoch)

@@ -19,11 +19,13 @@ from __future__ import annotations
 import math
 import os
 import socket
+import time
 from typing import Any, Dict, List, Mapping, Optional
 
 import torch
 from torch.distributed import TCPStore
 
+from .. import ckpt
 from . import shards, state
 from .channel import Abandoned, LauncherChannel, Quorum
 from .group import Group
@@ -60,6 +62,7 @@ class Manager:
         self._broken = True  # no group yet
         self._ids: range = range(0)
         self._bad_redos = 0
+        self._heartbeats = bool(os.environ.get("SLURM_JOB_ID") and os.environ.get("AUTOPAR_SOCKET"))
         addr = os.environ.get("AUTOPAR_FT_ADDR") or socket.gethostbyname(socket.gethostname())
         # Every member serves a store; the quorum picks whose the group meets on, so no single
         # program's loss leaves the group without one.
@@ -94,6 +97,7 @@ class Manager:
         try:
             self.group.allreduce(flat, self.channel)
         except (Abandoned, RuntimeError):
+            self.group.sever()  # peers still waiting in this collective fail at once
             self._broken = True
             self.stats["discarded"] += 1
             return False
@@ -108,10 +112,10 @@ class Manager:
             p.grad.copy_(flat[offset:offset + n].view_as(p) / self.global_batch)
             offset += n
         self.optimizer.step()
-        self._committed()
+        self._committed(float(loss))
         return True
 
-    def _committed(self) -> None:
+    def _committed(self, loss: float) -> None:
         if self.ledger_dir:
             with open(os.path.join(self.ledger_dir, f"rank-{self.rank}.jsonl"), "a") as f:
                 f.write(shards.ledger_line(self.step, self.quorum.epoch if self.quorum else -1,
@@ -119,6 +123,9 @@ class Manager:
         self.step += 1
         self.stats["committed"] += 1
         self._bad_redos = 0
+        if self._heartbeats:
+            # autopard's hang watch and progress (docs/health.md); sent in the background.
+            ckpt.heartbeat(self.step, samples=self.global_batch, loss=loss)
 
     def _bad_step(self, total: float, finite_members: float) -> bool:
         self.stats["discarded"] += 1
@@ -162,9 +169,12 @@ class Manager:
                 data = state.dump(self.objects, self.step)
                 state.send(self.group.pg, data, q.position(to), tag)
             elif to == me:
+                start = time.monotonic()
                 data = state.recv(self.group.pg, q.position(frm), tag)
                 state.load(self.objects, data)
                 self.stats["healed_bytes"] += len(data)
+                self.channel.send("healed", step=q.step, epoch=q.epoch, **{"from": frm},
+                                  bytes=len(data), seconds=f"{time.monotonic() - start:.3f}")
 
     def _broadcast_initial(self, q: Quorum) -> None:
         """The group's first epoch starts every member from the lowest member's parameters (as

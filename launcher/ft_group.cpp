@@ -1,0 +1,243 @@
+#include "launcher/ft_group.h"
+
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "core/text.h"
+
+namespace autopar {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kTickMs = 500;
+constexpr int kResendAfterMs = 2000;  // a join not answered: is the leader still there?
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The program's line: its kind and fields (python/autopar/ft/channel.py writes them).
+std::pair<std::string, EventFields> ProgramLine(const std::string& line) {
+  const size_t sp = line.find(' ');
+  const std::string kind = line.substr(0, sp);
+  return {kind, sp == std::string::npos ? EventFields{} : ParseEventFields(line.substr(sp + 1))};
+}
+
+std::string Field(const EventFields& f, const char* key) {
+  for (const auto& [k, v] : f) {
+    if (k == key) return v;
+  }
+  return "";
+}
+
+// The join's fields in a peer message: "rank" is the sender's there, so the program's rank
+// travels as program_rank.
+EventFields JoinMessageFields(const FtJoin& j, int64_t left) {
+  EventFields f = FtJoinFields(j);
+  for (auto& kv : f) {
+    if (kv.first == "rank") kv.first = "program_rank";
+  }
+  f.emplace_back("left", std::to_string(left));
+  return f;
+}
+
+}  // namespace
+
+FtGroup::FtGroup(PeerGroup* peers, FtProgramChannel channel, Config config, Journal journal)
+    : peers_(peers), channel_(std::move(channel)), config_(config), journal_(std::move(journal)) {
+  timer_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+}
+
+int FtGroup::timer_fd() const { return (forming_ || my_join_) ? timer_ : -1; }
+
+void FtGroup::ArmTimer(bool on) {
+  if (timer_ < 0) return;
+  itimerspec when{};
+  if (on) {
+    when.it_value.tv_nsec = kTickMs * 1000000L;
+    when.it_interval = when.it_value;
+  }
+  timerfd_settime(timer_, 0, &when, nullptr);
+}
+
+int FtGroup::Leader() const {
+  for (int r = 0; r < config_.rules.world; ++r) {
+    if (!lost_.count(r)) return r;
+  }
+  return peers_->self();
+}
+
+void FtGroup::MarkLost(const std::vector<int>& launchers) {
+  for (int r : launchers) {
+    if (r != peers_->self()) lost_.insert(r);
+  }
+}
+
+void FtGroup::ProgramEnded() {
+  channel_.Disconnect();
+  waiting_ = false;
+  my_join_.reset();  // a replacement joins anew
+}
+
+std::optional<std::string> FtGroup::Pump() {
+  for (const std::string& line : channel_.Drain()) OnProgramLine(line);
+  auto is_ft = [](const PeerMessage& m) {
+    return m.kind == PeerKind::kFtJoin || m.kind == PeerKind::kFtForming || m.kind == PeerKind::kFtQuorum;
+  };
+  while (auto m = peers_->Take(is_ft)) {
+    if (m->kind == PeerKind::kFtJoin) OnJoin(*m);
+    if (m->kind == PeerKind::kFtForming) OnForming(*m);
+    if (m->kind == PeerKind::kFtQuorum) OnQuorum(*m);
+  }
+  uint64_t ticks = 0;
+  if (timer_ >= 0 && read(timer_, &ticks, sizeof(ticks)) == sizeof(ticks)) {
+    if (auto why = Tick()) return why;
+  }
+  if (forming_) return TryDecide();
+  return std::nullopt;
+}
+
+void FtGroup::OnProgramLine(const std::string& line) {
+  auto [kind, f] = ProgramLine(line);
+  if (kind == "waiting") {
+    waiting_ = true;
+  } else if (kind == "running") {
+    waiting_ = false;
+  } else if (kind == "healed") {
+    journal_(event_kind::kFtHealed, std::atoll(Field(f, "step").c_str()), f);
+  } else if (kind == "join") {
+    f.emplace_back("rank", std::to_string(config_.program_rank));
+    f.emplace_back("launcher", std::to_string(peers_->self()));
+    auto j = FtJoinOf(f);
+    auto left = ParseInt(Field(f, "epoch"), -1, INT64_MAX);
+    if (!j || !left) {
+      (void)channel_.Send("error reason=" + std::string(!j ? "malformed-join" : "malformed-epoch"));
+      return;
+    }
+    my_join_ = *j;
+    my_left_ = *left;
+    joined_ = true;
+    waiting_since_ = Clock::now();
+    SendJoin();
+  }
+}
+
+void FtGroup::SendJoin() {
+  if (!my_join_) return;
+  ArmTimer(true);
+  PeerMessage m{PeerKind::kFtJoin, peers_->self(), generation_, JoinMessageFields(*my_join_, my_left_)};
+  for (;;) {
+    const int leader = Leader();
+    sent_to_ = leader;
+    if (leader == peers_->self()) {
+      m.from = leader;
+      OnJoin(m);
+      return;
+    }
+    if (peers_->SendTo({leader}, m).empty()) return;
+    MarkLost({leader});  // the next one leads
+  }
+}
+
+void FtGroup::OnJoin(const PeerMessage& m) {
+  EventFields f = m.fields;
+  for (auto& kv : f) {
+    if (kv.first == "program_rank") kv.first = "rank";
+  }
+  auto j = FtJoinOf(f);
+  auto left = ParseInt(Field(f, "left"), -1, INT64_MAX);
+  if (!j || !left || j->rank >= config_.rules.world) return;
+  if (!forming_) {
+    // The group is re-formed: every program gives up the epoch it is in.
+    forming_ = true;
+    forming_since_ = Clock::now();
+    joins_.clear();
+    ArmTimer(true);
+    std::vector<int> others;
+    for (int r = 0; r < config_.rules.world; ++r) {
+      if (r != peers_->self() && !lost_.count(r)) others.push_back(r);
+    }
+    PeerMessage forming{PeerKind::kFtForming, peers_->self(), generation_, {{"epoch", std::to_string(epoch_)}}};
+    MarkLost(peers_->SendTo(others, forming));
+    OnForming(forming);
+  }
+  epoch_ = std::max(epoch_, *left);
+  joins_[j->rank] = *j;
+}
+
+void FtGroup::OnForming(const PeerMessage& m) {
+  auto e = ParseInt(PeerField(m, "epoch"), -1, INT64_MAX);
+  if (e && *e >= 0) (void)channel_.Send("abandon epoch=" + std::to_string(*e));
+}
+
+std::optional<std::string> FtGroup::TryDecide() {
+  std::vector<FtJoin> joins;
+  for (int r = 0; r < config_.rules.world; ++r) {
+    if (lost_.count(r)) continue;
+    auto it = joins_.find(r);
+    if (it == joins_.end()) return std::nullopt;  // its program (or its replacement) has not joined
+    joins.push_back(it->second);
+  }
+  auto q = DecideQuorum(epoch_ + 1, joins, config_.rules);
+  forming_ = false;
+  joins_.clear();
+  if (!q) return "no quorum: " + q.message();
+  EventFields fields = FtQuorumFields(*q);
+  std::vector<int> lost(lost_.begin(), lost_.end());
+  fields.emplace_back("lost", FormatIntList(lost));
+  fields.emplace_back("formed_s", FormatFixed(SecondsSince(forming_since_), 3));
+  journal_(event_kind::kFtQuorum, q->step, fields);
+  PeerMessage m{PeerKind::kFtQuorum, peers_->self(), generation_, fields};
+  std::vector<int> others;
+  for (const auto& member : q->members) {
+    if (member.launcher != peers_->self()) others.push_back(member.launcher);
+  }
+  MarkLost(peers_->SendTo(others, m));  // a member lost now breaks this epoch: it re-forms
+  OnQuorum(m);
+  return std::nullopt;
+}
+
+void FtGroup::OnQuorum(const PeerMessage& m) {
+  auto q = FtQuorumOf(m.fields);
+  if (!q) return;
+  if (q->epoch <= epoch_ && !my_join_) return;  // one this launcher has handed on already
+  epoch_ = std::max(epoch_, q->epoch);
+  if (auto lost = ParseIntList(PeerField(m, "lost"))) MarkLost(*lost);
+  const bool member = std::any_of(q->members.begin(), q->members.end(),
+                                  [&](const FtJoin& j) { return j.rank == config_.program_rank; });
+  if (!member || !my_join_) return;
+  EventFields fields = FtQuorumFields(*q);
+  (void)channel_.Send("quorum " + FormatEventFields(fields));
+  my_join_.reset();
+  if (!forming_) ArmTimer(false);
+}
+
+std::optional<std::string> FtGroup::Tick() {
+  if (forming_) {
+    std::vector<int> missing;
+    for (int r = 0; r < config_.rules.world; ++r) {
+      if (!lost_.count(r) && !joins_.count(r) && r != peers_->self()) missing.push_back(r);
+    }
+    // Connecting is the test (an empty line, which the peer drops).
+    if (!missing.empty()) MarkLost(peers_->Probe(missing));
+    if (SecondsSince(forming_since_) > config_.join_timeout_s) {
+      forming_ = false;
+      return "no quorum in " + std::to_string(config_.join_timeout_s) + " s";
+    }
+  }
+  if (my_join_) {
+    if (SecondsSince(waiting_since_) > config_.join_timeout_s) {
+      return "no quorum in " + std::to_string(config_.join_timeout_s) + " s";
+    }
+    if (sent_to_ != peers_->self() && SecondsSince(waiting_since_) * 1000 > kResendAfterMs) {
+      MarkLost(peers_->Probe({sent_to_}));
+      if (lost_.count(sent_to_)) SendJoin();  // the next launcher leads
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace autopar

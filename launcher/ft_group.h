@@ -1,0 +1,109 @@
+// FtGroup: a launcher's part in a fault-tolerant run (--fault-tolerance=step, docs/ft.md). The
+// program trains as a member of a data-parallel group (python/autopar/ft) that re-forms between
+// steps without any healthy program stopping; the launchers agree on each new membership (a
+// quorum, core/ft/quorum.h) over their restart channels:
+//
+//  - A program asks its launcher to join the next quorum (at its start, when a collective of its
+//    group broke, or as a replacement with no state); the launcher sends the join to the launcher
+//    that leads: the lowest of the step's launchers still alive. No fixed node leads: when the
+//    leader cannot be reached, the next one does, and the joins are sent again.
+//  - The leader, on the first join of a new epoch, tells every launcher that the group is being
+//    re-formed; each tells its program to give up the epoch's collective (gloo cannot abort one).
+//    It waits for a join from every rank whose launcher is alive (a crashed program's launcher
+//    is: it starts a replacement, which joins), decides the quorum and sends it to every member's
+//    launcher, which hands it to its program.
+//  - A launcher that cannot be reached is lost with its node; its ranks leave the group, which
+//    goes on when enough remain (FtQuorumRules), else the run falls back to the in-place restart.
+// Not thread-safe; the launcher's main thread uses it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/failure/timeline.h"
+#include "core/ft/quorum.h"
+#include "launcher/ft_program_channel.h"
+#include "launcher/peer_group.h"
+
+namespace autopar {
+
+class FtGroup {
+ public:
+  struct Config {
+    int program_rank = -1;      // this launcher's program's rank
+    FtQuorumRules rules;        // world: the program's ranks (one per launcher of the step)
+    int join_timeout_s = 600;   // a quorum not formed by then: the run falls back
+  };
+  // What the group did that the timeline should show (the leader's quorums, the program's heals).
+  using Journal = std::function<void(const char* kind, int64_t step, const EventFields& fields)>;
+
+  FtGroup() = default;
+  FtGroup(PeerGroup* peers, FtProgramChannel channel, Config config, Journal journal);
+
+  const std::string& socket_path() const { return channel_.path(); }
+  int program_fd() const { return channel_.fd(); }
+  // A periodic tick (a timerfd) while a quorum is being formed or waited for; -1 otherwise.
+  int timer_fd() const;
+
+  // Acts on what arrived: the program's lines and the launchers' fault-tolerance messages (Poll
+  // the peer group first). Returns why the group cannot go on, when it cannot.
+  std::optional<std::string> Pump();
+  // The program ended (a replacement will connect and join).
+  void ProgramEnded();
+  // The program said it is waiting in a collective of the group: a hang autopard sees in it is a
+  // peer's, not its own.
+  bool program_waiting() const { return waiting_; }
+  // This rank's program trains in the group (it has joined once): a program that never joins
+  // (one not on autopar.ft) recovers as without fault tolerance.
+  bool in_group() const { return joined_; }
+
+  int64_t epoch() const { return epoch_; }
+  // The launchers' generation (docs/recovery.md): messages of an earlier one are stale. It moves
+  // only when the run fell back to an in-place restart of every program.
+  void set_generation(int64_t g) {
+    generation_ = g;
+    forming_ = false;
+    joins_.clear();
+    my_join_.reset();
+  }
+
+ private:
+  void OnProgramLine(const std::string& line);
+  void OnJoin(const PeerMessage& m);      // the leader
+  void OnForming(const PeerMessage& m);
+  void OnQuorum(const PeerMessage& m);
+  void SendJoin();                        // this program's join, to the leader
+  int Leader() const;                     // the lowest launcher not lost
+  void MarkLost(const std::vector<int>& launchers);
+  std::optional<std::string> TryDecide();  // the leader: every expected rank joined?
+  std::optional<std::string> Tick();       // probes, re-sends, the timeout
+  void ArmTimer(bool on);
+
+  PeerGroup* peers_ = nullptr;
+  FtProgramChannel channel_;
+  Config config_;
+  Journal journal_;
+  int timer_ = -1;
+
+  int64_t generation_ = 0;
+  int64_t epoch_ = -1;                  // the latest quorum's
+  std::set<int> lost_;                  // launchers (step ranks) that could not be reached
+  bool waiting_ = false;
+  bool joined_ = false;
+  // This launcher's program's join, while it waits for a quorum.
+  std::optional<FtJoin> my_join_;
+  int64_t my_left_ = -1;
+  int sent_to_ = -1;
+  // The leader's forming of the next quorum.
+  bool forming_ = false;
+  std::map<int, FtJoin> joins_;  // by rank
+  std::chrono::steady_clock::time_point forming_since_, waiting_since_;
+};
+
+}  // namespace autopar

@@ -1,0 +1,67 @@
+// The Launcher's part in per-step fault tolerance (docs/ft.md; ft_group.h): the group set up
+// beside the restart channels, its messages handled while the program runs, and a failed
+// program replaced alone, with no stop notice to any other launcher.
+#include <cstdlib>
+
+#include "core/text.h"
+#include "launcher/launcher.h"
+#include "launcher/launcher_internal.h"
+
+namespace autopar {
+using launcher_detail::Get;
+using launcher_detail::Lookup;
+using launcher_detail::TellEvent;
+
+void Launcher::SetUpFaultTolerance() {
+  if (Get(env_, "AUTOPAR_FAULT_TOLERANCE") != "step") return;
+  if (!in_place_) {
+    // The plugin refuses the option without in-place restarts; what is left is a launch without
+    // PMIx or autopard, where nobody can agree on a group.
+    Say("--fault-tolerance=step: needs srun --mpi=pmix and the node's autopard; a failure ends "
+        "the step and goes to the requeue path");
+    return;
+  }
+  auto addr = ReachableAddress(info_.host, Get(env_, "AUTOPAR_MASTER_IFNAME"));
+  if (!addr) Fail("--fault-tolerance=step: " + addr.message(), 1);
+  ft_addr_ = *addr;
+  auto channel = FtProgramChannel::Open(Get(env_, "TMPDIR", "/tmp"));
+  if (!channel) Fail("--fault-tolerance=step: " + channel.message(), 1);
+  FtGroup::Config config;
+  config.program_rank = info_.rank;
+  config.rules.world = info_.size;
+  const int per_node = info_.size / std::max(1, info_.num_nodes);
+  config.rules.min_world = min_nodes_ > 0 ? min_nodes_ * per_node : info_.size;
+  config.join_timeout_s = timeout_s_;
+  max_replacements_ = std::atoi(Get(env_, "AUTOPAR_RESTARTS_IN_PLACE", "0").c_str());
+  ft_ = std::make_unique<FtGroup>(
+      &peers_, std::move(*channel), config,
+      [this](const char* kind, int64_t step, const EventFields& fields) {
+        TellEvent(child_env_, info_.rank, host_, LaunchMessagePrefix(rank_, host_), verbose_, kind,
+                  step, fields);
+      });
+}
+
+std::optional<std::string> Launcher::PumpGroup() {
+  peers_.Poll(generation_);
+  return ft_->Pump();
+}
+
+bool Launcher::ReplaceInGroup() {
+  if (!ft_ || !ft_->in_group() || replacements_ >= max_replacements_ || failure_->kind == "oom" ||
+      failure_->kind == "bad-loss") {
+    // Today's path: every program restarted (a plan may change), or requeued. So is a program
+    // that does not train through autopar.ft: its peers would wait in their collectives for it.
+    return false;
+  }
+  ++replacements_;
+  (void)ReportRankExit(Lookup(child_env_), info_.rank, host_,
+                       RankExit{failure_->exit_status, failure_->run_s, generation_, failure_->error});
+  Say("program " + failure_->kind + " (exit " + std::to_string(failure_->exit_status) +
+      "): a replacement takes rank " + std::to_string(info_.rank) + "'s place in the group (" +
+      std::to_string(replacements_) + " of " + std::to_string(max_replacements_) + ")");
+  ft_->ProgramEnded();
+  child_env_["AUTOPAR_FT_NEWCOMER"] = "1";  // no state: it receives it from a live member
+  return true;
+}
+
+}  // namespace autopar

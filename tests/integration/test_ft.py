@@ -1,0 +1,104 @@
+"""Per-step fault tolerance on the local cluster (docs/ft.md), end to end: etc/examples/ft_train.py
+(autopar.ft, gloo on CPU) on 4 nodes x 2 ranks with --fault-tolerance=step, once without a fault
+and once with one rank's program SIGKILLed in the middle of a step. The healthy ranks' programs
+never stop (the same PIDs from start to end), the lost rank's launcher starts a replacement on
+its node that receives the state from a live rank (ft_healed: bytes, from whom), nothing is
+restarted in place or requeued, every step is committed once with every sample once (the ledger),
+and the final state of every rank is bit for bit the fault-free run's.
+
+Needs the cluster with autopard on every node. About 2 min.
+"""
+import json
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import sys
+
+import pytest
+
+from conftest import PYTHON, SOURCE_DIR, sbatch, wait_job
+from test_requeue_faults import LAUNCH, events, kinds, need_autopard, rank_pid, restarts, show_job
+
+sys.path.insert(0, str(SOURCE_DIR / "python"))
+from autopar.ft import shards  # noqa: E402
+
+EXAMPLE = SOURCE_DIR / "etc" / "examples" / "ft_train.py"
+STEPS = 80
+RANKS = 8
+
+
+def submit(work: Path) -> str:
+    for d in ("out", "ledger"):
+        (work / d).mkdir(parents=True, exist_ok=True)
+        (work / d).chmod(0o777)
+    work.chmod(0o777)
+    return sbatch(f"""#!/bin/bash
+#SBATCH -N4 --ntasks-per-node=2 -o {work}/out.txt -e {work}/out.txt
+#SBATCH --fault-tolerance=step --requeue-on-failure=3 --heartbeat-timeout=30
+export PYTHONPATH={SOURCE_DIR}/python FT_LEDGER={work}/ledger
+srun --mpi=pmix {LAUNCH} -- {PYTHON} {EXAMPLE} --steps {STEPS} --global-batch 64 --step-sleep 0.1 --out {work}/out
+""", work)
+
+
+def results(work: Path):
+    return {r: json.loads((work / "out" / f"rank-{r}.json").read_text()) for r in range(RANKS)}
+
+
+def node_pid(host_pid: int) -> int:
+    """The PID a process has in its node's PID namespace (the local cluster's nodes have one
+    each): the last of NSpid."""
+    for line in Path(f"/proc/{host_pid}/status").read_text().splitlines():
+        if line.startswith("NSpid:"):
+            return int(line.split()[-1])
+    return host_pid
+
+
+def committed(work: Path) -> int:
+    lines = shards.read_ledgers(str(work / "ledger"))
+    return max((json.loads(l)["step"] for l in lines if l.strip()), default=-1) + 1
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, need_autopard):
+    work = tmp_path_factory.mktemp("ft-reference")
+    job = submit(work)
+    assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    return results(work)
+
+
+def test_a_crashed_rank_is_replaced_alone_and_healed_from_a_live_peer(tmp_path, reference):
+    assert len({r["sha256"] for r in reference.values()}) == 1
+    job = submit(tmp_path)
+    deadline = time.time() + 120
+    while committed(tmp_path) < 20:
+        assert time.time() < deadline, (tmp_path / "out.txt").read_text()[-3000:]
+        time.sleep(0.2)
+    host_pids = {r: rank_pid(job, r, EXAMPLE) for r in range(RANKS)}
+    pids = {r: node_pid(p) for r, p in host_pids.items()}  # what the program itself sees
+    victim = 5
+    time.sleep(random.uniform(0, 0.1))  # somewhere in a step
+    os.kill(host_pids[victim], signal.SIGKILL)
+    assert wait_job(job, timeout=300) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
+
+    out = results(tmp_path)
+    assert {r["sha256"] for r in out.values()} == {reference[0]["sha256"]}  # bit for bit
+    for r in range(RANKS):
+        if r != victim:
+            assert out[r]["pid"] == pids[r], (r, out[r], pids[r])  # never stopped
+    assert out[victim]["pid"] != pids[victim] and out[victim]["stats"]["healed_bytes"] > 0
+    assert shards.check_ledger(shards.read_ledgers(str(tmp_path / "ledger")), STEPS) == []
+    assert restarts(job) == 0, show_job(job)
+
+    evs = events(job, "ft_healed")
+    assert not kinds(evs, "restarted") and not kinds(evs, "requeue"), [e["kind"] for e in evs]
+    healed = kinds(evs, "ft_healed")
+    assert len(healed) == 1 and healed[0]["rank"] == victim, healed
+    assert int(healed[0]["fields"]["bytes"]) == out[victim]["stats"]["healed_bytes"]
+    quorums = kinds(evs, "ft_quorum")
+    assert [q["fields"]["epoch"] for q in quorums] == ["0", "1"], quorums
+    assert quorums[1]["fields"]["heals"].startswith(f"{victim}<"), quorums[1]
+    exits = kinds(evs, "rank_exit")
+    assert [e["rank"] for e in exits if e["fields"].get("exit") != "0"] == [victim], exits
