@@ -275,6 +275,31 @@ int InitPostOpt() {
 // srun, once the step's allocation is known: plan the step once, for all its tasks. The plan
 // travels to every task in AUTOPAR_PLAN_JSON; a layout that cannot fit stops srun here, before
 // any training process starts.
+// The plan srun logs for the step (and the nearby batch that plans markedly better, if any).
+void SayPlan(const autopar::Plan& plan, uint32_t tasks) {
+  const autopar::Layout& l = plan.chosen.layout;
+  // The global batch is the user's; the gradient accumulation follows the data-parallel size.
+  const std::string cp = l.cp > 1 ? " cp=" + std::to_string(l.cp) : "";
+  // A calibrated plan says so (plugstack.conf calibration=PATH, docs/planner.md).
+  const std::string calibrated =
+      plan.calibration ? " (" + autopar::CalibrationLabel(*plan.calibration) + ")" : "";
+  slurm_info("autopar: plan for %s on %u GPUs: tp=%lld%s pp=%lld dp=%lld micro_batch=%lld "
+             "grad_accum=%lld (global batch %lld = %lld x %lld x dp %lld) recompute=%s "
+             "optimizer_sharding=%s, %.1f GiB/GPU, %.2f s/step%s",
+             plan.model_name.c_str(), tasks, static_cast<long long>(l.tp), cp.c_str(),
+             static_cast<long long>(l.pp), static_cast<long long>(l.dp),
+             static_cast<long long>(l.micro_batch), static_cast<long long>(l.grad_accum),
+             static_cast<long long>(l.micro_batch * l.grad_accum * l.dp),
+             static_cast<long long>(l.micro_batch), static_cast<long long>(l.grad_accum),
+             static_cast<long long>(l.dp),
+             autopar::RecomputeName(l.recompute), l.optimizer_sharding ? "on" : "off",
+             plan.chosen.memory.total_gib, plan.chosen.step_time_s, calibrated.c_str());
+  // A batch that forces a poor layout: the nearby one that plans markedly better.
+  if (plan.batch_advice) {
+    slurm_info("autopar: --global-batch: %s", autopar::BatchAdviceText(plan).c_str());
+  }
+}
+
 int LocalUserInit(spank_t sp) {
   PluginState& st = State();
   if (!st.site_error.empty()) return 0;
@@ -327,27 +352,7 @@ int LocalUserInit(spank_t sp) {
   auto plan = autopar::PlanStep(*resolved, tasks, std::max<uint32_t>(1, tasks / nodes), 0,
                                 SitePlanningOf(st.site));
   if (!plan.ok()) return Fail(plan.message());
-  const autopar::Layout& l = plan->chosen.layout;
-  // The global batch is the user's; the gradient accumulation follows the data-parallel size.
-  const std::string cp = l.cp > 1 ? " cp=" + std::to_string(l.cp) : "";
-  // A calibrated plan says so (plugstack.conf calibration=PATH, docs/planner.md).
-  const std::string calibrated =
-      plan->calibration ? " (" + autopar::CalibrationLabel(*plan->calibration) + ")" : "";
-  slurm_info("autopar: plan for %s on %u GPUs: tp=%lld%s pp=%lld dp=%lld micro_batch=%lld "
-             "grad_accum=%lld (global batch %lld = %lld x %lld x dp %lld) recompute=%s "
-             "optimizer_sharding=%s, %.1f GiB/GPU, %.2f s/step%s",
-             plan->model_name.c_str(), tasks, static_cast<long long>(l.tp), cp.c_str(),
-             static_cast<long long>(l.pp), static_cast<long long>(l.dp),
-             static_cast<long long>(l.micro_batch), static_cast<long long>(l.grad_accum),
-             static_cast<long long>(l.micro_batch * l.grad_accum * l.dp),
-             static_cast<long long>(l.micro_batch), static_cast<long long>(l.grad_accum),
-             static_cast<long long>(l.dp),
-             autopar::RecomputeName(l.recompute), l.optimizer_sharding ? "on" : "off",
-             plan->chosen.memory.total_gib, plan->chosen.step_time_s, calibrated.c_str());
-  // A batch that forces a poor layout: the nearby one that plans markedly better.
-  if (plan->batch_advice) {
-    slurm_info("autopar: --global-batch: %s", autopar::BatchAdviceText(*plan).c_str());
-  }
+  SayPlan(*plan, tasks);
   // spank_setenv is valid only in the remote context; srun passes its own environment to the
   // step's tasks, so set it there. (With --export=NONE it does not travel, and task_init plans the
   // step itself: the same inputs give the same plan.)
