@@ -18,6 +18,9 @@ from torch.distributed import PrefixStore, ProcessGroupGloo, Store, TCPStore
 from .channel import Abandoned, LauncherChannel, Quorum
 
 
+RENDEZVOUS_TIMEOUT = datetime.timedelta(seconds=15)
+
+
 class Group:
     def __init__(self, timeout_s: float) -> None:
         self.timeout = datetime.timedelta(seconds=timeout_s)
@@ -31,7 +34,9 @@ class Group:
         self.sever()
         self.pg = None  # freed: its collectives have ended (sever)
         host, port = quorum.store.rsplit(":", 1)
-        store = _Borrowed(TCPStore(host, int(port), None, False, self.timeout))
+        # A member that dies while the group is being made never publishes its address: the
+        # others give up after RENDEZVOUS_TIMEOUT (not the collectives' timeout) and join again.
+        store = _Borrowed(TCPStore(host, int(port), None, False, RENDEZVOUS_TIMEOUT))
         before = _sockets()
         try:
             self.pg = ProcessGroupGloo(PrefixStore(f"autopar-ft/{quorum.epoch}", store),

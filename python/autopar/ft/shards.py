@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Dict, Iterable, List, Sequence, Tuple
 
 
@@ -31,12 +32,12 @@ def sample_ids(step: int, global_batch: int, world: int, position: int) -> range
 
 
 def ledger_line(step: int, epoch: int, global_batch: int, ranks: Sequence[int]) -> str:
-    """The ledger's record of a committed step: its epoch and every member's ids (rank, first id,
-    count), one JSON line."""
+    """The ledger's record of a committed step: its epoch, every member's ids (rank, first id,
+    count) and when it was committed here (t, seconds since the epoch), one JSON line."""
     parts = [[r, step * global_batch + chunk(global_batch, len(ranks), p)[0],
               chunk(global_batch, len(ranks), p)[1]] for p, r in enumerate(ranks)]
-    return json.dumps({"step": step, "epoch": epoch, "batch": global_batch, "ids": parts},
-                      separators=(",", ":")) + "\n"
+    return json.dumps({"step": step, "epoch": epoch, "batch": global_batch, "ids": parts,
+                       "t": round(time.time(), 4)}, separators=(",", ":")) + "\n"
 
 
 def check_ledger(lines: Iterable[str], steps: int) -> List[str]:
