@@ -56,9 +56,9 @@ class FtGroup {
   std::optional<std::string> Pump();
   // The program ended (a replacement will connect and join).
   void ProgramEnded();
-  // The program said it is waiting in a collective of the group: a hang autopard sees in it is a
-  // peer's, not its own.
-  bool program_waiting() const { return waiting_; }
+  // The program said it is waiting in a collective of the group, or it waits for a quorum: a
+  // hang autopard sees in it is a peer's, not its own.
+  bool program_waiting() const { return waiting_ || my_join_.has_value(); }
   // This rank's program trains in the group (it has joined once): a program that never joins
   // (one not on autopar.ft) recovers as without fault tolerance.
   bool in_group() const { return joined_; }

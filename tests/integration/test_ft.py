@@ -37,7 +37,7 @@ def submit(work: Path) -> str:
     work.chmod(0o777)
     return sbatch(f"""#!/bin/bash
 #SBATCH -N4 --ntasks-per-node=2 -o {work}/out.txt -e {work}/out.txt
-#SBATCH --fault-tolerance=step --requeue-on-failure=3 --heartbeat-timeout=30
+#SBATCH --fault-tolerance=step --requeue-on-failure=3 --heartbeat-timeout=120
 export PYTHONPATH={SOURCE_DIR}/python FT_LEDGER={work}/ledger
 srun --mpi=pmix {LAUNCH} -- {PYTHON} {EXAMPLE} --steps {STEPS} --global-batch 64 --step-sleep 0.1 --out {work}/out
 """, work)

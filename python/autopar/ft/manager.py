@@ -147,7 +147,7 @@ class Manager:
         try:
             self.group.reform(q, self.rank)
             self._heal(q)
-        except (Abandoned, RuntimeError):
+        except (Abandoned, RuntimeError, OSError):  # OSError: a store that cannot be reached
             self.quorum = q  # the next join leaves this epoch
             return
         self.quorum = q
