@@ -106,8 +106,9 @@ void FtGroup::OnProgramLine(const std::string& line) {
     waiting_ = true;
   } else if (kind == "running") {
     waiting_ = false;
-  } else if (kind == "healed") {
-    journal_(event_kind::kFtHealed, std::atoll(Field(f, "step").c_str()), f);
+  } else if (kind == "healed" || kind == "discarded") {
+    journal_(kind == "healed" ? event_kind::kFtHealed : event_kind::kFtDiscarded,
+             std::atoll(Field(f, "step").c_str()), f);
   } else if (kind == "join") {
     f.emplace_back("rank", std::to_string(config_.program_rank));
     f.emplace_back("launcher", std::to_string(peers_->self()));

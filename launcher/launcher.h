@@ -113,7 +113,7 @@ class Launcher {
   RestartVerdict Coordinate(const EnvMap& child_env, const std::optional<FailureReport>& mine,
                             const std::vector<int>& gone, int timeout_s);
   void JournalRestart(const EnvMap& child_env, const RestartVerdict& verdict,
-                      const std::optional<FailureReport>& first,
+                      const std::vector<std::optional<FailureReport>>& failures,
                       const std::vector<double>& phases_s);
   void JournalResize(const EnvMap& child_env, const RestartVerdict& verdict);
   // A launcher whose node is held in reserve: answers stop notices and follows the verdicts until

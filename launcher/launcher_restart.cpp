@@ -61,7 +61,7 @@ RestartVerdict Launcher::Coordinate(const EnvMap& child_env, const std::optional
   if (verdict.restart) PrepareRestart(child_env, &verdict);
   (void)peers_.SendTo(reports->live, VerdictMessage(verdict, generation_));
   if (verdict.restart) {
-    JournalRestart(child_env, verdict, FirstFailure(reports->failures),
+    JournalRestart(child_env, verdict, reports->failures,
                    {stop_s, decide_s, SecondsSince(rendezvous_start)});
     if (verdict.active.size() != active_.size()) JournalResize(child_env, verdict);
   }
@@ -69,9 +69,14 @@ RestartVerdict Launcher::Coordinate(const EnvMap& child_env, const std::optional
 }
 
 void Launcher::JournalRestart(const EnvMap& child_env, const RestartVerdict& verdict,
-                              const std::optional<FailureReport>& first,
+                              const std::vector<std::optional<FailureReport>>& failures,
                               const std::vector<double>& phases_s) {
+  const std::optional<FailureReport> first = FirstFailure(failures);
   const bool replaced = verdict.active != active_;
+  int programs = 0;  // every program of the generation that ends was stopped and started again
+  for (int node : active_) programs += peers_.tasks_per_node()[static_cast<size_t>(node)];
+  const auto failed = std::count_if(failures.begin(), failures.end(),
+                                    [](const auto& f) { return f.has_value(); });
   EventFields fields = {
       {"generation", std::to_string(generation_ + 1)},
       {"culprit_rank", std::to_string(first && !replaced ? first->rank : -1)},
@@ -79,7 +84,9 @@ void Launcher::JournalRestart(const EnvMap& child_env, const RestartVerdict& ver
       {"stop_s", FormatFixed(phases_s[0], 3)},
       {"decide_s", FormatFixed(phases_s[1], 3)},
       {"rendezvous_s", FormatFixed(phases_s[2], 3)},
-      {"port", std::to_string(verdict.master.port)}};
+      {"port", std::to_string(verdict.master.port)},
+      {"programs", std::to_string(programs)},
+      {"failed", std::to_string(failed)}};
   if (replaced) fields.emplace_back("nodes", Join(HostsOf(verdict.active), ","));
   Journal(child_env, event_kind::kRestarted, -1, fields);
   if (verdict.max_mem_gib <= 0) return;

@@ -67,7 +67,7 @@ inline constexpr const char* kFinished = "finished";  // exit=
 // In-place restarts (docs/recovery.md): autopard's decision for a failed generation
 // (action=restart-in-place|requeue-path|none generation= attempt= of= reason=), rank 0's launcher
 // when every rank's program was stopped and started again (generation= culprit_rank= stop_s=
-// decide_s= rendezvous_s=), each rank's restore (bytes_local= bytes_fetched= restore_s=), and
+// decide_s= rendezvous_s= programs= failed=: the programs stopped, of which failed had failed), each rank's restore (bytes_local= bytes_fetched= restore_s=), and
 // the first heartbeat of the new generation (generation= since_failure_s=, autopard), and a hang
 // handed to a rank's launcher (launcher_pid= generation= result=, autopard).
 inline constexpr const char* kRecovery = "recovery";
@@ -105,9 +105,12 @@ inline constexpr const char* kIdle = "idle";
 inline constexpr const char* kStraggler = "straggler";
 // Per-step fault tolerance (docs/ft.md): the launcher that leads forms a quorum of the group
 // (epoch= step= members= heals= lost= formed_s=), and a member that received the state from a
-// live peer says so (from= bytes= seconds=; its launcher journals it).
+// live peer says so (from= bytes= seconds=; its launcher journals it), and the group's first
+// member says which step nobody committed (reason=group-changed epoch= | reason=loss-not-finite
+// members= attempt=); the step is the discarded one, run again.
 inline constexpr const char* kFtQuorum = "ft_quorum";
 inline constexpr const char* kFtHealed = "ft_healed";
+inline constexpr const char* kFtDiscarded = "ft_discarded";
 }  // namespace event_kind
 
 using EventFields = std::vector<std::pair<std::string, std::string>>;

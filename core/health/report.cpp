@@ -62,6 +62,12 @@ class ReportBuilder {
       AddProgress(e, f);
     } else if (e.kind == event_kind::kFailure) {
       OpenRecovery(e, f);
+    } else if (IsFaultTolerance(e.kind) || e.kind == event_kind::kRankExit ||
+               e.kind == event_kind::kHeartbeatMissed) {
+      AddFaultTolerance(e, f);
+    } else if (e.kind == event_kind::kRestarted) {
+      r_.healthy_restarts += static_cast<int64_t>(
+          std::max(0.0, Number(f, "programs").value_or(0) - Number(f, "failed").value_or(0)));
     } else if (DecidesRecovery(e)) {
       SetRecoveryAction(e, f);
     } else if (EndsRecovery(e)) {
@@ -75,6 +81,12 @@ class ReportBuilder {
       r_.end = "finished exit=" + (f.count("exit") ? f.at("exit") : std::string("?"));
     } else if (e.kind == event_kind::kStopped) {
       r_.end = "stopped: " + (f.count("reason") ? f.at("reason") : e.detail);
+    }
+    if (e.kind == event_kind::kResumed && high_step_ > e.step && e.step >= 0) {
+      r_.lost_steps += high_step_ - e.step;  // run again from the checkpoint
+      high_step_ = e.step;
+    } else if (e.kind == "progress" || e.kind == event_kind::kCkptCommitted) {
+      high_step_ = std::max(high_step_, e.step);
     }
   }
 
@@ -91,6 +103,11 @@ class ReportBuilder {
     r_.mfu = Median(mfu_);
     r_.tokens_per_s = Median(tokens_);
     r_.samples_per_s = Median(samples_);
+    int64_t steps = 0;
+    for (const auto& w : r_.progress) steps = std::max(steps, w.step);
+    if (r_.step_s && steps > 0 && r_.last_time > r_.first_time) {
+      r_.ettr = std::min(1.0, static_cast<double>(steps) * *r_.step_s / (r_.last_time - r_.first_time));
+    }
     return r_;
   }
 
@@ -131,6 +148,7 @@ class ReportBuilder {
     rec.failure_class = f.count("class") ? f.at("class") : "unknown";
     r_.recoveries.push_back(rec);
     open_ = r_.recoveries.size();
+    ft_fault_.reset();  // the program's exit that came before was this failure's
   }
 
   // Whether `e` says what is done about the open recovery.
@@ -164,6 +182,49 @@ class ReportBuilder {
     open_ = 0;
   }
 
+  static bool IsFaultTolerance(const std::string& kind) {
+    return kind == event_kind::kFtQuorum || kind == event_kind::kFtHealed ||
+           kind == event_kind::kFtDiscarded;
+  }
+
+  // A fault-tolerant group's recovery: from the first failure of a member (its program's exit,
+  // or the hang autopard saw) to the group re-formed and, when a member was replaced, healed.
+  void AddFaultTolerance(const JournalEvent& e, const FieldMap& f) {
+    if (e.kind == event_kind::kRankExit || e.kind == event_kind::kHeartbeatMissed) {
+      const bool failed = e.kind == event_kind::kHeartbeatMissed ||
+                          (f.count("exit") && f.at("exit") != "0");
+      if (failed && !ft_fault_) ft_fault_ = std::make_pair(e.time, FaultClassOf(e, f));
+    } else if (e.kind == event_kind::kFtDiscarded) {
+      ++r_.lost_steps;
+    } else if (e.kind == event_kind::kFtQuorum && Number(f, "epoch").value_or(0) > 0) {
+      ++r_.ft.reforms;
+      JobReport::Recovery rec;
+      rec.time = ft_fault_ ? ft_fault_->first : e.time;
+      rec.failure_class = ft_fault_ ? ft_fault_->second : "member-lost";
+      rec.action = "ft-reform";
+      const bool heals = f.count("heals") && !f.at("heals").empty();
+      if (!heals) rec.lost_s = e.time - rec.time;  // the group went on without a newcomer
+      if (rec.lost_s) r_.lost_s += *rec.lost_s;
+      r_.recoveries.push_back(rec);
+      ft_open_ = heals ? r_.recoveries.size() : 0;
+      ft_fault_.reset();
+    } else if (e.kind == event_kind::kFtHealed) {
+      ++r_.ft.heals;
+      r_.ft.healed_bytes += static_cast<int64_t>(Number(f, "bytes").value_or(0));
+      if (ft_open_) {
+        auto& rec = r_.recoveries[ft_open_ - 1];
+        rec.lost_s = e.time - rec.time;
+        r_.lost_s += *rec.lost_s;
+        ft_open_ = 0;
+      }
+    }
+  }
+
+  static std::string FaultClassOf(const JournalEvent& e, const FieldMap& f) {
+    if (e.kind == event_kind::kHeartbeatMissed) return "hang";
+    return f.count("class") ? f.at("class") : "rank-crash";
+  }
+
   // One "usage" summary of a node, added to its totals (Finish turns sums into means).
   void AddUsage(const JournalEvent& e, const FieldMap& f) {
     const std::string node = f.count("node") ? f.at("node") : e.node;
@@ -188,6 +249,9 @@ class ReportBuilder {
   JobReport r_;
   std::vector<double> step_s_, mfu_, tokens_, samples_;  // the windows', for the medians
   size_t open_ = 0;  // 1 + the index of the recovery whose first step is awaited; 0: none
+  int64_t high_step_ = -1;  // the highest step reported since the last resume
+  std::optional<std::pair<double, std::string>> ft_fault_;  // a member's failure, not re-formed yet
+  size_t ft_open_ = 0;  // 1 + the index of the fault-tolerant recovery awaiting its heal; 0: none
 };
 
 Json::Value OptionalNumber(const std::optional<double>& x) {
@@ -255,6 +319,7 @@ RecoveryCounts CountRecoveries(const JobReport& r) {
   for (const auto& rec : r.recoveries) {
     c.in_place += rec.action == "restart-in-place";
     c.requeued += rec.action == "requeue" || rec.action == "requeue-path";
+    c.ft += rec.action == "ft-reform";
   }
   return c;
 }
@@ -295,8 +360,17 @@ std::string ReportToText(const JobReport& r) {
     }
   }
   const RecoveryCounts counts = CountRecoveries(r);
-  os << "recoveries:  " << r.recoveries.size() << " (" << counts.in_place << " in place, "
-     << counts.requeued << " requeued), " << FormatFixed(r.lost_s, 1) << " s lost\n";
+  os << "recoveries:  " << r.recoveries.size() << " (";
+  if (counts.ft) os << counts.ft << " by the fault-tolerant group, ";
+  os << counts.in_place << " in place, " << counts.requeued << " requeued), "
+     << FormatFixed(r.lost_s, 1) << " s lost, " << r.lost_steps
+     << (r.lost_steps == 1 ? " step" : " steps") << " run again, " << r.healthy_restarts
+     << " healthy " << (r.healthy_restarts == 1 ? "program" : "programs") << " restarted\n";
+  if (r.ft.reforms || r.ft.heals) {
+    os << "fault tolerance: " << r.ft.reforms << " re-forms of the group, " << r.ft.heals
+       << " members healed from a live peer (" << Thousands(static_cast<double>(r.ft.healed_bytes))
+       << " bytes)\n";
+  }
   for (const auto& rec : r.recoveries) {
     os << "  " << FormatEventTime(rec.time, false) << "  " << rec.failure_class << "  "
        << (rec.action.empty() ? "-" : rec.action) << "  "
@@ -321,7 +395,9 @@ std::string ReportToText(const JobReport& r) {
        << FormatFixed(i.idle_s, 0) << " s\n";
   }
   os << "end:         " << (r.end.empty() ? "running (or not told)" : r.end) << " after "
-     << FormatFixed(r.last_time - r.first_time, 1) << " s\n";
+     << FormatFixed(r.last_time - r.first_time, 1) << " s";
+  if (r.ettr) os << "; effective training time ratio " << Percent(*r.ettr);
+  os << "\n";
   // Details come from the job's programs: nothing in them may act on the reader's terminal.
   return EscapeControl(os.str(), true);
 }
@@ -342,6 +418,12 @@ std::string ReportToJson(const JobReport& r) {
   v["utilisation"] = ArrayOf(r.utilisation, NodeUseToValue);
   v["idle"] = ArrayOf(r.idle, IdleToValue);
   v["lost_s"] = r.lost_s;
+  v["lost_steps"] = Json::Int64(r.lost_steps);
+  v["healthy_restarts"] = Json::Int64(r.healthy_restarts);
+  v["ft"]["reforms"] = r.ft.reforms;
+  v["ft"]["heals"] = r.ft.heals;
+  v["ft"]["healed_bytes"] = Json::Int64(r.ft.healed_bytes);
+  v["ettr"] = OptionalNumber(r.ettr);
   v["duration_s"] = r.last_time - r.first_time;
   v["end"] = r.end;
   Json::StreamWriterBuilder w;

@@ -36,6 +36,22 @@ struct JobReport {
   };
   std::vector<Recovery> recoveries;
   double lost_s = 0;  // the recoveries' total
+  // Steps run again after a failure: a fault-tolerant group's discarded steps (ft_discarded),
+  // and for a restart from a checkpoint the steps past it that had been reported (progress,
+  // checkpoints) before the failure: a lower bound, as rank 0 reports only every few steps.
+  int64_t lost_steps = 0;
+  // Programs that had not failed but were stopped and started again with the failed one
+  // (restarted: programs - failed); a fault-tolerant group restarts none.
+  int64_t healthy_restarts = 0;
+  // --fault-tolerance=step: the group's re-forms (epochs after the first) and the members healed
+  // from a live peer, with the bytes they received.
+  struct FaultTolerance {
+    int reforms = 0, heals = 0;
+    int64_t healed_bytes = 0;
+  } ft;
+  // Effective training time ratio: the steps the job ended with (the highest step rank 0
+  // reported) at its median step time, over its wall time from the first event to the last.
+  std::optional<double> ettr;
   // Utilisation per node ("usage" summaries; means over them) and idle stretches ("idle").
   struct NodeUse {
     std::string node;
@@ -57,7 +73,7 @@ struct JobReport {
 };
 
 struct RecoveryCounts {
-  int in_place = 0, requeued = 0;
+  int in_place = 0, requeued = 0, ft = 0;
 };
 RecoveryCounts CountRecoveries(const JobReport& report);
 

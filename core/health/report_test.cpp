@@ -72,6 +72,71 @@ TEST(JobReport, ARequeueCostsUntilTheNextRunResumes) {
   EXPECT_NE(ReportToText(r).find("no progress reported"), std::string::npos);
 }
 
+TEST(JobReport, AFaultTolerantGroupsRecoveriesStepsAndHeals) {
+  std::vector<JournalEvent> evs = {
+      Ev(0, "ft_quorum", 0, "epoch=0 step=0 members=0@0@a:1@0,1@1@b:2@0 heals="),
+      Ev(10, "progress", 100, "steps=100 step_s=0.100"),
+      Ev(10.50, "rank_exit", -1, "exit=137 signal=9 run_s=10"),
+      Ev(10.55, "ft_quorum", 104, "epoch=1 step=104 members=0@0@a:1@104,1@1@b:2@-1 heals=1<0"),
+      Ev(10.56, "ft_discarded", 104, "step=104 reason=group-changed epoch=1"),
+      Ev(10.63, "ft_healed", 104, "step=104 epoch=1 from=0 bytes=30000 seconds=0.010"),
+      Ev(12, "ft_discarded", 120, "step=120 reason=loss-not-finite members=1 attempt=1"),
+      Ev(20, "heartbeat_missed", 170, "idle_s=10.0 limit_s=10.0"),
+      Ev(20.1, "heartbeat_missed", 170, "idle_s=10.1 limit_s=10.0"),
+      Ev(23.0, "rank_exit", -1, "exit=137 signal=9 run_s=12"),
+      Ev(23.1, "ft_quorum", 170, "epoch=2 step=170 members=0@0@a:1@170,1@1@b:2@-1 heals=1<0"),
+      Ev(23.2, "ft_healed", 170, "step=170 epoch=2 from=0 bytes=30000 seconds=0.010"),
+      Ev(30, "progress", 200, "steps=100 step_s=0.120"),
+      Ev(40, "progress", 300, "steps=100 step_s=0.100"),
+      Ev(40, "finished", -1, "exit=0 run_s=40"),
+  };
+  for (auto& e : evs) e.time += 1000;  // 0 is "no time yet"
+  JobReport r = BuildReport("7", evs);
+  ASSERT_EQ(r.recoveries.size(), 2u);
+  EXPECT_EQ(r.recoveries[0].failure_class, "rank-crash");
+  EXPECT_EQ(r.recoveries[0].action, "ft-reform");
+  EXPECT_NEAR(*r.recoveries[0].lost_s, 0.13, 1e-9);  // the exit to the newcomer healed
+  EXPECT_EQ(r.recoveries[1].failure_class, "hang");
+  EXPECT_NEAR(*r.recoveries[1].lost_s, 3.2, 1e-9);
+  EXPECT_EQ(r.lost_steps, 2);
+  EXPECT_EQ(r.healthy_restarts, 0);
+  EXPECT_EQ(r.ft.reforms, 2);
+  EXPECT_EQ(r.ft.heals, 2);
+  EXPECT_EQ(r.ft.healed_bytes, 60000);
+  ASSERT_TRUE(r.ettr);
+  EXPECT_NEAR(*r.ettr, 300 * 0.1 / 40, 1e-9);
+  const std::string text = ReportToText(r);
+  EXPECT_NE(text.find("recoveries:  2 (2 by the fault-tolerant group, 0 in place, 0 requeued), 3.3 s "
+                      "lost, 2 steps run again, 0 healthy programs restarted"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("fault tolerance: 2 re-forms of the group, 2 members healed from a live peer "
+                      "(60,000 bytes)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("effective training time ratio 75.0%"), std::string::npos) << text;
+}
+
+TEST(JobReport, ARestartFromACheckpointCountsItsHealthyProgramsAndStepsRunAgain) {
+  std::vector<JournalEvent> evs = {
+      Ev(0, "ckpt_committed", 20, ""),
+      Ev(5, "progress", 34, "steps=34 step_s=0.100"),
+      Ev(6, "rank_exit", -1, "exit=137 signal=9 run_s=6"),
+      Ev(6.1, "failure", -1, "class=rank-crash exit=137 signal=9"),
+      Ev(6.2, "recovery", -1, "action=restart-in-place generation=0 attempt=1 of=3"),
+      Ev(7.0, "restarted", -1, "generation=1 culprit_rank=5 programs=8 failed=1"),
+      Ev(7.2, "resumed", 20, "from_job=7"),
+      Ev(7.5, "first_step", 21, "generation=1 since_failure_s=1.500"),
+  };
+  JobReport r = BuildReport("7", evs);
+  EXPECT_EQ(r.healthy_restarts, 7);
+  EXPECT_EQ(r.lost_steps, 14);  // at least: 34 reported, 20 resumed
+  EXPECT_EQ(r.ft.reforms, 0);
+  EXPECT_NE(ReportToText(r).find("14 steps run again, 7 healthy programs restarted"),
+            std::string::npos)
+      << ReportToText(r);
+}
+
 TEST(JobReport, UtilisationPerNodeAndIdleStretches) {
   std::vector<JournalEvent> evs = {
       Ev(1000, "usage", -1, "node=node2 ranks=2 cpu_cores=1.80 cpu_cores_min=0.80 cpu_cores_max=1.00 rss_gib=1.20 heartbeats=9"),

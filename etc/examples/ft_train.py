@@ -38,6 +38,9 @@ def main() -> None:
     p.add_argument("--global-batch", type=int, default=64)
     p.add_argument("--step-sleep", type=float, default=0.05, help="stands for a longer computation")
     p.add_argument("--out", default="")
+    p.add_argument("--bad-loss-at", default="", metavar="STEP:RANK",
+                   help="this rank's loss is NaN the first time it runs STEP (a transient fault, "
+                        "as a flipped bit: the step is discarded and run again)")
     args = p.parse_args()
 
     torch.manual_seed(0)
@@ -50,10 +53,14 @@ def main() -> None:
 
     manager = ft.Manager(model, optimizer, global_batch=args.global_batch,
                          ledger_dir=os.environ.get("FT_LEDGER") or None)
+    bad_step, bad_rank = (int(v) for v in args.bad_loss_at.split(":")) if args.bad_loss_at else (-1, -1)
     loss = torch.tensor(0.0)
     while manager.step < args.steps:
         ids = torch.tensor(manager.begin_step()) % len(x)
         loss = ((model(x[ids]) - y[ids]) ** 2).mean()
+        if manager.step == bad_step and manager.rank == bad_rank:
+            loss = loss * float("nan")
+            bad_step = -1
         loss.backward()
         time.sleep(args.step_sleep)
         if manager.commit(loss) and manager.rank == 0 and manager.step % 10 == 0:

@@ -261,6 +261,7 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
     run.heartbeats = true;
     if (job.usage.usage) job.usage.usage->Progress(now);
     if (run.hang) run.hang->Heartbeat(rank, step, now);
+    RearmHangWatchLocked(&run, step);
     requested = run.tl.OnStep(step, now);
   }
   // The journal writes to the state database and calls back into OnEvent: never under mu_.

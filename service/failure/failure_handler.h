@@ -237,6 +237,7 @@ class FailureHandler {
     std::map<int, RankProcess> rank_procs;
     bool heartbeats = false;  // a rank of this run sent a heartbeat (training made progress)
     bool hang_reported = false;
+    int64_t hang_step = -1;  // the lowest step of the reported hang: progress past it re-arms
     std::optional<double> hang_requeue_at;  // a detected hang, requeued at this time (Tick)
     std::optional<int> hang_rank;           // its single suspect, if one
     bool hang_progress = false;             // the run made progress before it hung
@@ -359,6 +360,8 @@ class FailureHandler {
   Failure HangFailure(const Run& run) const;
   // Checks one run's hang watch at `now` and notes what is to be done (mu_ held).
   void CheckHangLocked(Run* run, double now, HangWork* work);
+  // A heartbeat of `step` in a run whose hang was reported and handed over (mu_ held).
+  void RearmHangWatchLocked(Run* run, int64_t step);
   // Journals a newly hung run with its ranks' stacks and sets its requeue after the grace.
   void ReportHang(const HungRun& h);
   void CaptureHungStacks(const HungRun& h);

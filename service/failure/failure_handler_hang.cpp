@@ -57,7 +57,18 @@ void FailureHandler::CheckHangLocked(Run* run, double now, HangWork* work) {
   HangVerdict v = run->hang->Check(now);
   if (!v.hung) return;
   run->hang_reported = true;
+  run->hang_step = v.last_step;
   work->hung.push_back({run->ctx, v, run->rank_procs});
+}
+
+void FailureHandler::RearmHangWatchLocked(Run* run, int64_t step) {
+  // A run that goes on past its reported hang (the group of --fault-tolerance=step replaced the
+  // hung member and every other program kept running: same run, same generation) is watched
+  // again; a run whose hang is still being handed over is not.
+  if (run->hang_reported && !run->hang_requeue_at && step > run->hang_step) {
+    run->hang_reported = false;
+    run->hang_rank.reset();
+  }
 }
 
 void FailureHandler::ReportHang(const HungRun& h) {

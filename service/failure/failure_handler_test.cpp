@@ -327,6 +327,34 @@ TEST_F(FailureHandlerTest, InPlaceHangIsHandedToTheLaunchersNotRequeued) {
   EXPECT_EQ(Find("requeue"), nullptr);
 }
 
+TEST_F(FailureHandlerTest, AHangThatTheRunGetsPastIsWatchedAgain) {
+  // --fault-tolerance=step: the hung member is replaced, the others never stop (the same run and
+  // generation), and the run goes on: a second hang must be seen as the first was.
+  InPlaceTask(proc_, 100, 0);
+  InPlaceTask(proc_, 101, 0);
+  handler_->OnHeartbeat("42", 0, 0, 100);
+  handler_->OnHeartbeat("42", 1, 0, 101);
+  now_ += 5;
+  handler_->OnHeartbeat("42", 0, 1, 100);
+  handler_->OnHeartbeat("42", 1, 1, 101);
+  now_ += 61;
+  handler_->Tick();  // detected
+  handler_->OnHeartbeat("42", 0, 1, 100);  // no progress: still the same hang
+  now_ += 3;
+  handler_->Tick();  // handed over
+  ASSERT_EQ(proc_.queued.size(), 2u);
+  handler_->OnHeartbeat("42", 0, 2, 100);  // the group goes on
+  handler_->OnHeartbeat("42", 1, 2, 101);
+  now_ += 61;
+  handler_->Tick();
+  now_ += 3;
+  handler_->Tick();
+  EXPECT_EQ(proc_.queued.size(), 4u);
+  int detected = 0;
+  for (const auto& e : events_) detected += e.kind == "heartbeat_missed";
+  EXPECT_EQ(detected, 2);
+}
+
 TEST_F(FailureHandlerTest, RecoverDecidesInPlaceThenHandsOverWhenTheBudgetIsSpent) {
   InPlaceTask(proc_, 100, 0, "1");
   handler_->OnHeartbeat("42", 0, 4, 100);  // progress in generation 0

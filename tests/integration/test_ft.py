@@ -19,8 +19,9 @@ import sys
 
 import pytest
 
-from conftest import PYTHON, SOURCE_DIR, sbatch, wait_job
-from test_requeue_faults import LAUNCH, events, kinds, need_autopard, rank_pid, restarts, show_job
+from conftest import PYTHON, SOURCE_DIR, run, sbatch, wait_job
+from test_requeue_faults import (CLI, LAUNCH, events, kinds, need_autopard, rank_pid, restarts, show_job,
+                                 sockets)
 
 sys.path.insert(0, str(SOURCE_DIR / "python"))
 from autopar.ft import shards  # noqa: E402
@@ -30,16 +31,16 @@ STEPS = 80
 RANKS = 8
 
 
-def submit(work: Path) -> str:
+def submit(work: Path, *, heartbeat_timeout: int = 120, opts: str = "", args: str = "") -> str:
     for d in ("out", "ledger"):
         (work / d).mkdir(parents=True, exist_ok=True)
         (work / d).chmod(0o777)
     work.chmod(0o777)
     return sbatch(f"""#!/bin/bash
 #SBATCH -N4 --ntasks-per-node=2 -o {work}/out.txt -e {work}/out.txt
-#SBATCH --fault-tolerance=step --requeue-on-failure=3 --heartbeat-timeout=120
+#SBATCH --fault-tolerance=step --requeue-on-failure=3 --heartbeat-timeout={heartbeat_timeout} {opts}
 export PYTHONPATH={SOURCE_DIR}/python FT_LEDGER={work}/ledger
-srun --mpi=pmix {LAUNCH} -- {PYTHON} {EXAMPLE} --steps {STEPS} --global-batch 64 --step-sleep 0.1 --out {work}/out
+srun --mpi=pmix {LAUNCH} -- {PYTHON} {EXAMPLE} --steps {STEPS} --global-batch 64 --step-sleep 0.1 --out {work}/out {args}
 """, work)
 
 
@@ -102,3 +103,60 @@ def test_a_crashed_rank_is_replaced_alone_and_healed_from_a_live_peer(tmp_path, 
     assert quorums[1]["fields"]["heals"].startswith(f"{victim}<"), quorums[1]
     exits = kinds(evs, "rank_exit")
     assert [e["rank"] for e in exits if e["fields"].get("exit") != "0"] == [victim], exits
+
+
+def wait_committed(work: Path, steps: int, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while committed(work) < steps:
+        assert time.time() < deadline, (work / "out.txt").read_text()[-3000:]
+        time.sleep(0.2)
+
+
+def test_hung_ranks_are_replaced_and_the_others_never_stop(tmp_path, reference):
+    """Two hangs (SIGSTOP), on two nodes one after the other: autopard's hang verdict reaches
+    every launcher; the ones whose program waits in the group's collective spare it, the hung
+    one's launcher replaces it as a crash; the watch re-arms once the group goes on, so the
+    second hang is seen as the first was."""
+    job = submit(tmp_path, heartbeat_timeout=10)
+    wait_committed(tmp_path, 15)
+    host_pids = {r: rank_pid(job, r, EXAMPLE) for r in range(RANKS)}
+    pids = {r: node_pid(p) for r, p in host_pids.items()}
+    os.kill(host_pids[3], signal.SIGSTOP)
+    stopped_at = committed(tmp_path)
+    wait_committed(tmp_path, stopped_at + 5, timeout=120)  # healed, the group goes on
+    os.kill(host_pids[6], signal.SIGSTOP)
+    assert wait_job(job, timeout=300) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
+
+    out = results(tmp_path)
+    assert {r["sha256"] for r in out.values()} == {reference[0]["sha256"]}
+    for r in range(RANKS):
+        if r not in (3, 6):
+            assert out[r]["pid"] == pids[r], (r, out[r], pids[r])
+    assert all(out[r]["pid"] != pids[r] and out[r]["stats"]["healed_bytes"] > 0 for r in (3, 6))
+    assert shards.check_ledger(shards.read_ledgers(str(tmp_path / "ledger")), STEPS) == []
+    assert restarts(job) == 0, show_job(job)
+    evs = events(job, "ft_healed")
+    assert not kinds(evs, "restarted") and not kinds(evs, "requeue"), [e["kind"] for e in evs]
+    assert sorted(e["rank"] for e in kinds(evs, "ft_healed")) == [3, 6]
+    assert kinds(evs, "heartbeat_missed") and kinds(evs, "hang_stop")
+    report = json.loads(run([str(CLI), "report", job, "--json", "--socket", str(sockets()[0])],
+                            check=True).stdout)
+    assert report["ft"]["reforms"] == 2 and report["ft"]["heals"] == 2, report
+    assert report["healthy_restarts"] == 0 and [r["class"] for r in report["recoveries"]] == ["hang", "hang"]
+
+
+def test_a_bad_loss_is_discarded_and_redone_from_memory(tmp_path, reference):
+    """--on-bad-loss=rollback: rank 2's loss is NaN once at step 30; the group's commit decision
+    discards the step everywhere and every member runs it again from the state it holds, with no
+    checkpoint, restart or replacement; the result is the fault-free run's."""
+    job = submit(tmp_path, opts="--on-bad-loss=rollback", args="--bad-loss-at 30:2")
+    assert wait_job(job, timeout=300) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
+    out = results(tmp_path)
+    assert {r["sha256"] for r in out.values()} == {reference[0]["sha256"]}
+    assert all(r["stats"]["discarded"] == 1 and r["stats"]["healed_bytes"] == 0 for r in out.values())
+    assert shards.check_ledger(shards.read_ledgers(str(tmp_path / "ledger")), STEPS) == []
+    assert restarts(job) == 0, show_job(job)
+    evs = events(job, "ft_discarded")
+    discarded = kinds(evs, "ft_discarded")
+    assert [(e["step"], e["fields"]["reason"]) for e in discarded] == [(30, "loss-not-finite")], discarded
+    assert not kinds(evs, "restarted") and not kinds(evs, "bad_loss") and not kinds(evs, "ft_healed")

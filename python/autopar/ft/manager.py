@@ -62,6 +62,7 @@ class Manager:
         self._broken = True  # no group yet
         self._ids: range = range(0)
         self._bad_redos = 0
+        self._interrupted: Optional[int] = None  # a step whose group broke, not said yet
         self._heartbeats = bool(os.environ.get("SLURM_JOB_ID") and os.environ.get("AUTOPAR_SOCKET"))
         addr = os.environ.get("AUTOPAR_FT_ADDR") or socket.gethostbyname(socket.gethostname())
         # Every member serves a store; the quorum picks whose the group meets on, so no single
@@ -100,6 +101,7 @@ class Manager:
             self.group.sever()  # peers still waiting in this collective fail at once
             self._broken = True
             self.stats["discarded"] += 1
+            self._interrupted = self.step
             return False
         total, finite_members = float(flat[-2]), float(flat[-1])
         if finite_members != self.world or total != self.global_batch:
@@ -133,6 +135,8 @@ class Manager:
             raise RuntimeError(f"autopar.ft: step {self.step}: the group summed {total:.0f} samples, "
                                f"not the global batch {self.global_batch}")
         self._bad_redos += 1
+        self._say_discarded(self.step, "loss-not-finite", members=int(self.world - finite_members),
+                            attempt=self._bad_redos)
         if self._bad_redos > self.MAX_BAD_REDOS:
             raise FloatingPointError(f"autopar.ft: step {self.step}: the loss was not finite on "
                                      f"{self.world - finite_members:.0f} member(s) "
@@ -155,6 +159,15 @@ class Manager:
         self.has_state = True
         self.stats["epochs"] += 1
         self._broken = False
+        if self._interrupted is not None and self._interrupted >= q.step:
+            self._say_discarded(self._interrupted, "group-changed", epoch=q.epoch)
+        self._interrupted = None
+
+    def _say_discarded(self, step: int, reason: str, **fields: object) -> None:
+        """The timeline's record of a step nobody committed (ft_discarded): said once, by the
+        group's first member (every member discarded it)."""
+        if self.quorum is not None and self.quorum.position(self.rank) == 0:
+            self.channel.send("discarded", step=step, reason=reason, **fields)
 
     def _heal(self, q: Quorum) -> None:
         me = self.rank
