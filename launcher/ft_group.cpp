@@ -76,6 +76,11 @@ void FtGroup::MarkLost(const std::vector<int>& launchers) {
   }
 }
 
+bool FtGroup::SpareFromHang() const {
+  return waiting_ || my_join_.has_value() ||
+         (quorum_told_ && SecondsSince(*quorum_told_) < config_.hang_timeout_s);
+}
+
 void FtGroup::ProgramEnded() {
   channel_.Disconnect();
   waiting_ = false;
@@ -212,6 +217,7 @@ void FtGroup::OnQuorum(const PeerMessage& m) {
   if (!member || !my_join_) return;
   EventFields fields = FtQuorumFields(*q);
   (void)channel_.Send("quorum " + FormatEventFields(fields));
+  quorum_told_ = Clock::now();
   my_join_.reset();
   if (!forming_) ArmTimer(false);
 }

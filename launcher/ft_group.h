@@ -39,6 +39,7 @@ class FtGroup {
     int program_rank = -1;      // this launcher's program's rank
     FtQuorumRules rules;        // world: the program's ranks (one per launcher of the step)
     int join_timeout_s = 600;   // a quorum not formed by then: the run falls back
+    double hang_timeout_s = 0;  // autopard's hang limit for the job (--heartbeat-timeout)
   };
   // What the group did that the timeline should show (the leader's quorums, the program's heals).
   using Journal = std::function<void(const char* kind, int64_t step, const EventFields& fields)>;
@@ -56,9 +57,12 @@ class FtGroup {
   std::optional<std::string> Pump();
   // The program ended (a replacement will connect and join).
   void ProgramEnded();
-  // The program said it is waiting in a collective of the group, or it waits for a quorum: a
-  // hang autopard sees in it is a peer's, not its own.
-  bool program_waiting() const { return waiting_ || my_join_.has_value(); }
+  // Whether a hang autopard reports in this launcher's (running, not stopped) program is a
+  // peer's, not its own: the program said it waits in a collective of the group, or it waits for
+  // a quorum, or it was handed a quorum within the hang limit (a verdict about a stall that the
+  // group's re-form has ended already: each node's autopard hands its verdict over on its own
+  // tick, and the first node's hand-over may have replaced the hung member before the others').
+  bool SpareFromHang() const;
   // This rank's program trains in the group (it has joined once): a program that never joins
   // (one not on autopar.ft) recovers as without fault tolerance.
   bool in_group() const { return joined_; }
@@ -104,6 +108,7 @@ class FtGroup {
   bool forming_ = false;
   std::map<int, FtJoin> joins_;  // by rank
   std::chrono::steady_clock::time_point forming_since_, waiting_since_;
+  std::optional<std::chrono::steady_clock::time_point> quorum_told_;  // to the program, last
 };
 
 }  // namespace autopar

@@ -32,6 +32,7 @@ void Launcher::SetUpFaultTolerance() {
   const int per_node = info_.size / std::max(1, info_.num_nodes);
   config.rules.min_world = min_nodes_ > 0 ? min_nodes_ * per_node : info_.size;
   config.join_timeout_s = timeout_s_;
+  config.hang_timeout_s = std::atof(Get(env_, "AUTOPAR_HEARTBEAT_TIMEOUT", "0").c_str());
   max_replacements_ = std::atoi(Get(env_, "AUTOPAR_RESTARTS_IN_PLACE", "0").c_str());
   ft_ = std::make_unique<FtGroup>(
       &peers_, std::move(*channel), config,

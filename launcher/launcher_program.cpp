@@ -109,16 +109,19 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
       options.wake_fds = {ft_->program_fd(), ft_->timer_fd()};
     }
     out = SuperviseChild(pid, options);
-    if (out.hung && ft_ && ft_->program_waiting() && !Stopped(pid)) {
+    if (out.hung && ft_ && ft_->SpareFromHang() && !Stopped(pid)) {
       // autopard sees every member stalled: this one waits in the group's collective for the
-      // member that hung, whose own launcher replaces it.
+      // member that hung, whose own launcher replaces it (or has replaced it already).
       out.hung = false;
       continue;
     }
     if (out.timer) {
       close(options.timer_fd);
       options.timer_fd = -1;
-      if (Status st = warm_.Start(*python_, NextGenerationEnv(env), cpus, program_mask_); !st) {
+      // With a fault-tolerant group the next program is most likely a replacement of this one
+      // in the same generation; without, the next generation's (an in-place restart of all).
+      const EnvMap next = ft_ ? env : NextGenerationEnv(env);
+      if (Status st = warm_.Start(*python_, next, cpus, program_mask_); !st) {
         Say(st.message());
       }
       continue;

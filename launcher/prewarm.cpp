@@ -18,6 +18,8 @@ namespace autopar {
 Status WarmInterpreter::Start(const PythonCommand& cmd, const EnvMap& env,
                               const std::vector<int>& cpus, const sigset_t& mask) {
   Discard();
+  auto g = env.find("AUTOPAR_RESTART_GENERATION");
+  generation_ = g == env.end() ? "" : g->second;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     return Status::Error(std::string("warm interpreter: socketpair: ") + strerror(errno));
@@ -48,6 +50,12 @@ bool WarmInterpreter::Ready() {
 
 Result<pid_t> WarmInterpreter::Activate(const EnvMap& env) {
   if (pid_ <= 0) return Status::Error("no warm interpreter");
+  auto g = env.find("AUTOPAR_RESTART_GENERATION");
+  if ((g == env.end() ? "" : g->second) != generation_) {
+    Discard();
+    return Status::Error("the warm interpreter was made for generation " + generation_ + ", not " +
+                         (g == env.end() ? std::string("none") : g->second));
+  }
   int status = 0;
   if (waitpid(pid_, &status, WNOHANG) == pid_) {
     pid_ = -1;  // reaped

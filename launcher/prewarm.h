@@ -73,7 +73,9 @@ class WarmInterpreter {
   bool Ready();
   // Hands it the program's environment: from now on it is the program, and `pid` (in its own
   // process group) is supervised like one StartChild started. Fails when it is gone or cannot be
-  // told (it has been reaped then: start the program cold). Either way none is left afterwards.
+  // told (it has been reaped then: start the program cold), or when `env` is of another
+  // generation than the one it was started with (autopard reads the generation from
+  // /proc/PID/environ). Either way none is left afterwards.
   Result<pid_t> Activate(const EnvMap& env);
   // Ends it (SIGKILL to its group, reaped). Nothing when there is none.
   void Discard();
@@ -83,6 +85,7 @@ class WarmInterpreter {
   int fd_ = -1;  // our end of the socket pair it talks on
   int spent_fd_ = -1;  // the activated one's end, half closed (see Activate)
   bool ready_ = false;
+  std::string generation_;  // AUTOPAR_RESTART_GENERATION of the environment it was started with
 };
 
 }  // namespace autopar

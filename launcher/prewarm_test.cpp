@@ -221,5 +221,21 @@ TEST_F(WarmInterpreterTest, OneThatIsGoneIsRefusedSoTheProgramStartsCold) {
   EXPECT_FALSE(warm.Activate({}).ok());
 }
 
+TEST_F(WarmInterpreterTest, OneMadeForAnotherGenerationIsRefused) {
+  // autopard reads a program's generation from /proc/PID/environ, which keeps the environment
+  // the interpreter was started with: one made for generation 0 cannot run generation 1.
+  Write("t.py", "pass\n");
+  WarmInterpreter warm;
+  ASSERT_TRUE(warm.Start(*ParsePythonCommand({"/usr/bin/python3", dir_ + "/t.py"}),
+                         {{"AUTOPAR_RESTART_GENERATION", "0"}}, {}, mask_)
+                  .ok());
+  const pid_t made = warm.pid();
+  auto pid = warm.Activate({{"AUTOPAR_RESTART_GENERATION", "1"}});
+  ASSERT_FALSE(pid.ok());
+  EXPECT_NE(pid.message().find("made for generation 0, not 1"), std::string::npos) << pid.message();
+  EXPECT_FALSE(warm.started());
+  EXPECT_NE(kill(made, 0), 0);
+}
+
 }  // namespace
 }  // namespace autopar

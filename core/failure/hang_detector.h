@@ -15,6 +15,7 @@
 // calls it under its own lock.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -56,6 +57,9 @@ class HangDetector {
   void RankExited(int rank);
 
   HangVerdict Check(double now_s) const;
+  // The hang reported was acted on at `now_s` (its programs handed to their launchers): the
+  // watch starts over from then, with the ranks and steps it knows.
+  void Rearm(double now_s) { last_progress_s_ = std::max(last_progress_s_, now_s); }
 
   // Seconds until Check could first report a hang if nothing happens (0: it may now), for the
   // daemon's timer.

@@ -68,6 +68,8 @@ Result<JobContext> JobContextFromEnviron(const std::string& environ) {
       c.straggler_windows = static_cast<int>(*v);
     } else if (name == "AUTOPAR_EXCLUDE_STRAGGLERS") {
       c.exclude_stragglers = value == "yes";
+    } else if (name == "AUTOPAR_FAULT_TOLERANCE") {
+      c.fault_tolerance = value == "step";
     } else if (name == "AUTOPAR_IDLE_TIMEOUT") {
       auto v = ParseInt(value, 0, 100000000);
       if (!v) return Status::Error("AUTOPAR_IDLE_TIMEOUT: not a number of seconds: '" + value + "'");
@@ -261,7 +263,6 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
     run.heartbeats = true;
     if (job.usage.usage) job.usage.usage->Progress(now);
     if (run.hang) run.hang->Heartbeat(rank, step, now);
-    RearmHangWatchLocked(&run, step);
     requested = run.tl.OnStep(step, now);
   }
   // The journal writes to the state database and calls back into OnEvent: never under mu_.

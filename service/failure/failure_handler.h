@@ -100,6 +100,7 @@ struct JobContext {
   int straggler_windows = 3;
   bool exclude_stragglers = false;
   int64_t restarts_in_place = 0;  // AUTOPAR_RESTARTS_IN_PLACE
+  bool fault_tolerance = false;   // AUTOPAR_FAULT_TOLERANCE=step (docs/ft.md)
   // AUTOPAR_RESTART_GENERATION, which autopar-launch gives the program when the job restarts in
   // place (-1: the program was not started by such a launcher).
   int64_t generation = -1;
@@ -138,7 +139,9 @@ struct FailureHandlerConfig {
   double progress_interval_s = 30;  // "progress" events: at most one per job per interval
   // After a hang is detected and this node's stacks are captured, the requeue waits this long:
   // every node of the job detects the same hang, each on its own 1 s tick, and the node that
-  // holds the stopped rank must capture its stack before the requeue ends the job's tasks.
+  // holds the stopped rank must capture its stack before the requeue ends the job's tasks. A
+  // fault-tolerant group's hang is handed to this node's launchers at once: only the hung
+  // program is replaced, and every node captures its own stacks before it hands over.
   double hang_requeue_grace_s = 3;
   int node_probe_timeout_ms = 1000;  // per node of the job, when a failure is classified
   TimeLimitSettings time_limit;      // the margin formula (time_limit.h)
@@ -237,7 +240,6 @@ class FailureHandler {
     std::map<int, RankProcess> rank_procs;
     bool heartbeats = false;  // a rank of this run sent a heartbeat (training made progress)
     bool hang_reported = false;
-    int64_t hang_step = -1;  // the lowest step of the reported hang: progress past it re-arms
     std::optional<double> hang_requeue_at;  // a detected hang, requeued at this time (Tick)
     std::optional<int> hang_rank;           // its single suspect, if one
     bool hang_progress = false;             // the run made progress before it hung
@@ -360,8 +362,8 @@ class FailureHandler {
   Failure HangFailure(const Run& run) const;
   // Checks one run's hang watch at `now` and notes what is to be done (mu_ held).
   void CheckHangLocked(Run* run, double now, HangWork* work);
-  // A heartbeat of `step` in a run whose hang was reported and handed over (mu_ held).
-  void RearmHangWatchLocked(Run* run, int64_t step);
+  // Every watched run's hang watch at `now` (mu_ taken here); forgets idle jobs first if asked.
+  HangWork CheckHangs(double now, bool forget_idle);
   // Journals a newly hung run with its ranks' stacks and sets its requeue after the grace.
   void ReportHang(const HungRun& h);
   void CaptureHungStacks(const HungRun& h);

@@ -23,17 +23,27 @@ void FailureHandler::Tick() {
   const double now = clock_();
   TickTimeLimits(now);
   TickUsage(now);
-  HangWork work;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ForgetIdleJobsLocked(now);
-    for (auto& [id, job] : jobs_) {
-      if (!job.run.ctx.job_id.empty()) CheckHangLocked(&job.run, now, &work);
-    }
-  }
+  HangWork work = CheckHangs(now, true);
   for (const auto& h : work.hung) ReportHang(h);
+  if (!work.hung.empty()) {
+    // A hang handed over at once (a fault-tolerant group's) is due now, not on the next tick.
+    HangWork more = CheckHangs(clock_(), false);
+    for (const auto& h : more.hung) ReportHang(h);  // hung in the meantime: handed over next tick
+    work.due.insert(work.due.end(), more.due.begin(), more.due.end());
+    work.hand_over.insert(work.hand_over.end(), more.hand_over.begin(), more.hand_over.end());
+  }
   for (const auto& [ctx, failure] : work.due) HandleFailure(ctx, failure);
   for (const auto& [ctx, procs] : work.hand_over) HandHangToLaunchers(ctx, procs);
+}
+
+FailureHandler::HangWork FailureHandler::CheckHangs(double now, bool forget_idle) {
+  HangWork work;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (forget_idle) ForgetIdleJobsLocked(now);
+  for (auto& [id, job] : jobs_) {
+    if (!job.run.ctx.job_id.empty()) CheckHangLocked(&job.run, now, &work);
+  }
+  return work;
 }
 
 void FailureHandler::CheckHangLocked(Run* run, double now, HangWork* work) {
@@ -41,6 +51,12 @@ void FailureHandler::CheckHangLocked(Run* run, double now, HangWork* work) {
     run->hang_requeue_at.reset();
     if (run->ctx.in_place()) {
       work->hand_over.emplace_back(run->ctx, run->rank_procs);
+      // The launchers replace what hung and the run goes on (a fault-tolerant group: same run,
+      // same generation), or restart every program (a new generation, watched anew): either
+      // way the watch starts over, so the next hang is seen as this one was.
+      run->hang_reported = false;
+      run->hang_rank.reset();
+      if (run->hang) run->hang->Rearm(now);
     } else {
       work->due.emplace_back(run->ctx, HangFailure(*run));
     }
@@ -57,18 +73,7 @@ void FailureHandler::CheckHangLocked(Run* run, double now, HangWork* work) {
   HangVerdict v = run->hang->Check(now);
   if (!v.hung) return;
   run->hang_reported = true;
-  run->hang_step = v.last_step;
   work->hung.push_back({run->ctx, v, run->rank_procs});
-}
-
-void FailureHandler::RearmHangWatchLocked(Run* run, int64_t step) {
-  // A run that goes on past its reported hang (the group of --fault-tolerance=step replaced the
-  // hung member and every other program kept running: same run, same generation) is watched
-  // again; a run whose hang is still being handed over is not.
-  if (run->hang_reported && !run->hang_requeue_at && step > run->hang_step) {
-    run->hang_reported = false;
-    run->hang_rank.reset();
-  }
 }
 
 void FailureHandler::ReportHang(const HungRun& h) {
@@ -82,7 +87,8 @@ void FailureHandler::ReportHang(const HungRun& h) {
   auto it = jobs_.find(h.ctx.job_id);
   if (it == jobs_.end() || it->second.run.ctx.restart_count != h.ctx.restart_count) return;
   Run& run = it->second.run;
-  run.hang_requeue_at = clock_() + config_.hang_requeue_grace_s;
+  const bool at_once = run.ctx.in_place() && run.ctx.fault_tolerance;
+  run.hang_requeue_at = clock_() + (at_once ? 0 : config_.hang_requeue_grace_s);
   if (h.verdict.suspects.size() == 1) run.hang_rank = h.verdict.suspects[0];
   run.hang_progress = h.verdict.last_step >= 0;
 }

@@ -69,6 +69,12 @@ class FailureHandlerTest : public ::testing::Test {
     return k;
   }
 
+  int Count(const std::string& kind) const {
+    int n = 0;
+    for (const auto& e : events_) n += e.kind == kind;
+    return n;
+  }
+
   const JournalEvent* Find(const std::string& kind) const {
     for (const auto& e : events_) {
       if (e.kind == kind) return &e;
@@ -345,14 +351,48 @@ TEST_F(FailureHandlerTest, AHangThatTheRunGetsPastIsWatchedAgain) {
   ASSERT_EQ(proc_.queued.size(), 2u);
   handler_->OnHeartbeat("42", 0, 2, 100);  // the group goes on
   handler_->OnHeartbeat("42", 1, 2, 101);
-  now_ += 61;
+  now_ += 59;
+  handler_->Tick();
+  EXPECT_EQ(Count("heartbeat_missed"), 1);  // a full timeout from the hand-over, not before
+  now_ += 2;
   handler_->Tick();
   now_ += 3;
   handler_->Tick();
   EXPECT_EQ(proc_.queued.size(), 4u);
-  int detected = 0;
-  for (const auto& e : events_) detected += e.kind == "heartbeat_missed";
-  EXPECT_EQ(detected, 2);
+  EXPECT_EQ(Count("heartbeat_missed"), 2);
+}
+
+TEST_F(FailureHandlerTest, AFaultTolerantGroupsHangIsHandedOverAtOnce) {
+  // Only the hung program is replaced (its launcher's call): no grace for the other nodes.
+  InPlaceTask(proc_, 100, 0, "3", {"AUTOPAR_FAULT_TOLERANCE=step"});
+  handler_->OnHeartbeat("42", 0, 0, 100);
+  now_ += 5;
+  handler_->OnHeartbeat("42", 0, 1, 100);
+  now_ += 61;
+  handler_->Tick();
+  EXPECT_EQ(Count("heartbeat_missed"), 1);
+  ASSERT_EQ(proc_.queued.size(), 1u);
+  EXPECT_NE(Find("hang_stop"), nullptr);
+}
+
+TEST_F(FailureHandlerTest, AHangThatStaysAfterItsHandOverIsReportedAgain) {
+  // What the launchers were told did not end it (a replacement that hangs as well): another full
+  // timeout later, the launchers are told again.
+  InPlaceTask(proc_, 100, 0);
+  handler_->OnHeartbeat("42", 0, 0, 100);
+  now_ += 5;
+  handler_->OnHeartbeat("42", 0, 1, 100);
+  now_ += 61;
+  handler_->Tick();
+  now_ += 3;
+  handler_->Tick();
+  ASSERT_EQ(proc_.queued.size(), 1u);
+  now_ += 61;
+  handler_->Tick();
+  now_ += 3;
+  handler_->Tick();
+  EXPECT_EQ(proc_.queued.size(), 2u);
+  EXPECT_EQ(Count("heartbeat_missed"), 2);
 }
 
 TEST_F(FailureHandlerTest, RecoverDecidesInPlaceThenHandsOverWhenTheBudgetIsSpent) {

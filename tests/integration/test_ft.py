@@ -149,7 +149,7 @@ def test_a_bad_loss_is_discarded_and_redone_from_memory(tmp_path, reference):
     """--on-bad-loss=rollback: rank 2's loss is NaN once at step 30; the group's commit decision
     discards the step everywhere and every member runs it again from the state it holds, with no
     checkpoint, restart or replacement; the result is the fault-free run's."""
-    job = submit(tmp_path, opts="--on-bad-loss=rollback", args="--bad-loss-at 30:2")
+    job = submit(tmp_path, opts=f"--on-bad-loss=rollback --ckpt-dir={tmp_path}/ckpt", args="--bad-loss-at 30:2")
     assert wait_job(job, timeout=300) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
     out = results(tmp_path)
     assert {r["sha256"] for r in out.values()} == {reference[0]["sha256"]}
