@@ -186,8 +186,12 @@ void Launcher::SetUpInPlace() {
     active_ = InitialActiveNodes(info_.num_nodes, spares_);
   }
   if (opts_.prewarm) python_ = ParsePythonCommand(opts_.program);
-  // The program's ranks number the nodes in use only (ProgramRank); a spare's are its step's.
-  if (auto program = ProgramRank(step_, peers_.tasks_per_node(), active_)) info_ = *program;
+  // With nodes held in reserve, the program's ranks number the nodes in use only (ProgramRank);
+  // a spare's are its step's. Without, they are Slurm's, in the distribution the user asked
+  // for (srun -m cyclic, arbitrary with SLURM_HOSTFILE).
+  if (static_cast<int>(active_.size()) != info_.num_nodes) {
+    if (auto program = ProgramRank(step_, peers_.tasks_per_node(), active_)) info_ = *program;
+  }
 }
 
 void Launcher::ChooseBinding() {

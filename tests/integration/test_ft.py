@@ -20,8 +20,9 @@ import sys
 import pytest
 
 from conftest import PYTHON, SOURCE_DIR, run, sbatch, wait_job
-from test_requeue_faults import (CLI, LAUNCH, events, kinds, need_autopard, rank_pid, restarts, show_job,
-                                 sockets)
+from test_recover_in_place import node_list
+from test_requeue_faults import (CLI, LAUNCH, end_with_node_lost, events, kinds, need_autopard,
+                                 node_of_rank, rank_pid, restarts, show_job, sockets)
 
 sys.path.insert(0, str(SOURCE_DIR / "python"))
 from autopar.ft import shards  # noqa: E402
@@ -31,16 +32,25 @@ STEPS = 80
 RANKS = 8
 
 
-def submit(work: Path, *, heartbeat_timeout: int = 120, opts: str = "", args: str = "") -> str:
+def submit(work: Path, *, heartbeat_timeout: int = 120, opts: str = "", args: str = "",
+           rank0_off_batch_host: bool = False) -> str:
     for d in ("out", "ledger"):
         (work / d).mkdir(parents=True, exist_ok=True)
         (work / d).chmod(0o777)
     work.chmod(0o777)
+    place = ""
+    if rank0_off_batch_host:
+        # Ranks 0-1 on the second node, ..., ranks 6-7 on the batch host (Slurm's own single
+        # point: its loss ends the batch script).
+        place = f"""hosts=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))
+for h in "${{hosts[@]:1}}" "${{hosts[0]}}"; do echo "$h"; echo "$h"; done > {work}/hostfile
+export SLURM_HOSTFILE={work}/hostfile
+"""
     return sbatch(f"""#!/bin/bash
 #SBATCH -N4 --ntasks-per-node=2 -o {work}/out.txt -e {work}/out.txt
 #SBATCH --fault-tolerance=step --requeue-on-failure=3 --heartbeat-timeout={heartbeat_timeout} {opts}
 export PYTHONPATH={SOURCE_DIR}/python FT_LEDGER={work}/ledger
-srun --mpi=pmix {LAUNCH} -- {PYTHON} {EXAMPLE} --steps {STEPS} --global-batch 64 --step-sleep 0.1 --out {work}/out {args}
+{place}srun --mpi=pmix {"--distribution=arbitrary" if place else ""} {LAUNCH} -- {PYTHON} {EXAMPLE} --steps {STEPS} --global-batch 64 --step-sleep 0.1 --out {work}/out {args}
 """, work)
 
 
@@ -160,3 +170,43 @@ def test_a_bad_loss_is_discarded_and_redone_from_memory(tmp_path, reference):
     discarded = kinds(evs, "ft_discarded")
     assert [(e["step"], e["fields"]["reason"]) for e in discarded] == [(30, "loss-not-finite")], discarded
     assert not kinds(evs, "restarted") and not kinds(evs, "bad_loss") and not kinds(evs, "ft_healed")
+
+
+@pytest.mark.parametrize("lost", ["ranks 6-7", "rank 0 and the store"])
+def test_a_lost_node_without_a_spare_shrinks_the_group(tmp_path, reference, lost):
+    """--min-nodes=3 on 4 nodes: a node dies as a whole (kill-node.sh: its slurmd, autopard,
+    launchers and programs at once): the node of ranks 6-7, or the node of rank 0, whose launcher
+    led the group and whose program served the group's store (ranks placed so that it is not the
+    batch host). The launchers left find its launchers gone, the lowest left leads, and they agree
+    on a group of the six ranks left on a live member's store, which goes on with the global batch
+    spread over them: no program restarts, every step is committed once with every sample once
+    (the ledger), and the model ends where the fault-free run's does to float tolerance (the sums
+    run in another order)."""
+    off = lost != "ranks 6-7"
+    job = submit(tmp_path, opts="--min-nodes=3", rank0_off_batch_host=off)
+    wait_committed(tmp_path, 20)
+    gone = (0, 1) if off else (6, 7)
+    left = [r for r in range(RANKS) if r not in gone]
+    pids = {r: node_pid(rank_pid(job, r, EXAMPLE)) for r in left}
+    node = node_of_rank(job, gone[0], EXAMPLE)
+    assert node_of_rank(job, gone[1], EXAMPLE) == node
+    if off:
+        assert node != run(["scontrol", "show", "hostnames", node_list(job)], check=True).stdout.split()[0]
+    state, fault = end_with_node_lost(job, node, 300)
+    assert state == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
+
+    out = {r: json.loads((tmp_path / "out" / f"rank-{r}.json").read_text()) for r in left}
+    assert not any((tmp_path / "out" / f"rank-{r}.json").exists() for r in gone)
+    for r in left:
+        assert out[r]["pid"] == pids[r], (r, out[r], pids[r])
+    assert len({o["sha256"] for o in out.values()}) == 1  # the members agree bit for bit
+    assert out[left[0]]["eval_loss"] == pytest.approx(reference[0]["eval_loss"], rel=1e-3)
+    assert shards.check_ledger(shards.read_ledgers(str(tmp_path / "ledger")), STEPS) == []
+    assert restarts(job) == 0, show_job(job)
+    evs = events(job, "finished")
+    assert not kinds(evs, "restarted") and not kinds(evs, "requeue"), [e["kind"] for e in evs]
+    last = kinds(evs, "ft_quorum")[-1]
+    members = [m.split("@") for m in last["fields"]["members"].split(",")]
+    assert [int(m[0]) for m in members] == left, last
+    assert last["fields"]["lost"] == ",".join(map(str, gone)), last
+    assert last["fields"]["store"] == members[0][2] and last["time"] - fault < 15, (last, fault)
