@@ -210,3 +210,72 @@ def test_a_lost_node_without_a_spare_shrinks_the_group(tmp_path, reference, lost
     assert [int(m[0]) for m in members] == left, last
     assert last["fields"]["lost"] == ",".join(map(str, gone)), last
     assert last["fields"]["store"] == members[0][2] and last["time"] - fault < 15, (last, fault)
+
+
+def new_pid(job: str, rank: int, old: int, timeout: float = 60) -> int:
+    """The host PID of `rank`'s program once it is another than `old` (its replacement)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            pid = rank_pid(job, rank, EXAMPLE)
+            if pid != old:
+                return pid
+        except AssertionError:
+            pass  # between the two
+        time.sleep(0.01)
+    raise AssertionError(f"no replacement for rank {rank} in {timeout} s")
+
+
+def test_failures_close_together_and_a_failed_replacement(tmp_path, reference):
+    """Two ranks on two nodes SIGKILLed 50 ms apart, then the replacement of one of them killed as
+    soon as it appears (while it starts, joins or receives the state): the group re-forms as
+    often as it must, every replacement is healed from a live member, the six others never stop,
+    and the result is the fault-free run's bit for bit."""
+    job = submit(tmp_path)
+    wait_committed(tmp_path, 20)
+    host_pids = {r: rank_pid(job, r, EXAMPLE) for r in range(RANKS)}
+    pids = {r: node_pid(p) for r, p in host_pids.items()}
+    os.kill(host_pids[1], signal.SIGKILL)
+    time.sleep(0.05)
+    os.kill(host_pids[6], signal.SIGKILL)
+    os.kill(new_pid(job, 6, host_pids[6]), signal.SIGKILL)
+    assert wait_job(job, timeout=300) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
+
+    out = results(tmp_path)
+    assert {r["sha256"] for r in out.values()} == {reference[0]["sha256"]}
+    for r in range(RANKS):
+        if r not in (1, 6):
+            assert out[r]["pid"] == pids[r], (r, out[r], pids[r])
+    assert all(out[r]["pid"] != pids[r] and out[r]["stats"]["healed_bytes"] > 0 for r in (1, 6))
+    assert shards.check_ledger(shards.read_ledgers(str(tmp_path / "ledger")), STEPS) == []
+    assert restarts(job) == 0, show_job(job)
+    evs = events(job, "finished")
+    assert not kinds(evs, "restarted") and not kinds(evs, "requeue"), [e["kind"] for e in evs]
+    exits = [e["rank"] for e in kinds(evs, "rank_exit") if e["fields"].get("exit") != "0"]
+    assert sorted(exits) == [1, 6, 6], exits
+    assert sorted({e["rank"] for e in kinds(evs, "ft_healed")}) == [1, 6]
+
+
+def test_replacements_past_the_budget_fall_back_to_restarting_every_program(tmp_path, reference):
+    """--restarts-in-place=1: rank 5's first crash is replaced alone; its second is past the
+    rank's budget, and the run takes today's path: every program restarted in place (this
+    example keeps no checkpoint: from its first step), still the fault-free run's result."""
+    job = submit(tmp_path, opts="--restarts-in-place=1")
+    wait_committed(tmp_path, 20)
+    first = rank_pid(job, 5, EXAMPLE)
+    os.kill(first, signal.SIGKILL)
+    second = new_pid(job, 5, first)
+    wait_committed(tmp_path, 30)
+    os.kill(second, signal.SIGKILL)
+    assert wait_job(job, timeout=300) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
+    out = results(tmp_path)
+    assert {r["sha256"] for r in out.values()} == {reference[0]["sha256"]}
+    evs = events(job, "finished")
+    assert len(kinds(evs, "ft_healed")) == 1, kinds(evs, "ft_healed")
+    restarted = kinds(evs, "restarted")
+    assert len(restarted) == 1 and restarted[0]["fields"]["programs"] == "8", restarted
+    assert restarted[0]["fields"]["failed"] == "1", restarted
+    assert not kinds(evs, "requeue")
+    report = json.loads(run([str(CLI), "report", job, "--json", "--socket", str(sockets()[0])],
+                            check=True).stdout)
+    assert report["healthy_restarts"] == 7 and report["ft"]["heals"] == 1, report

@@ -10,6 +10,7 @@ import datetime
 import os
 import select
 import socket
+import threading
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -28,21 +29,22 @@ class Group:
         self.epoch = -1
         self._fds: Dict[int, str] = {}  # the sockets of this epoch's process group
 
-    def reform(self, quorum: Quorum, rank: int) -> None:
+    def reform(self, quorum: Quorum, rank: int, channel: LauncherChannel) -> None:
         """The process group of `quorum` for this member (rank `rank`); the last one's is
-        severed and freed first."""
+        severed and freed first. Raises Abandoned when the launchers give the epoch up while it
+        is being made (a member died meanwhile), RuntimeError when it cannot be made."""
         self.sever()
         self.pg = None  # freed: its collectives have ended (sever)
         host, port = quorum.store.rsplit(":", 1)
-        # A member that dies while the group is being made never publishes its address: the
-        # others give up after RENDEZVOUS_TIMEOUT (not the collectives' timeout) and join again.
+        # A member that dies before it publishes its address: the others give up after
+        # RENDEZVOUS_TIMEOUT (not the collectives' timeout) and join again.
         store = _Borrowed(TCPStore(host, int(port), None, False, RENDEZVOUS_TIMEOUT))
         before = _sockets()
-        try:
-            self.pg = ProcessGroupGloo(PrefixStore(f"autopar-ft/{quorum.epoch}", store),
-                                       quorum.position(rank), len(quorum.members), self.timeout)
-        finally:
-            store.release()
+        making = _Making(lambda: ProcessGroupGloo(PrefixStore(f"autopar-ft/{quorum.epoch}", store),
+                                                  quorum.position(rank), len(quorum.members),
+                                                  self.timeout), store)
+        wait(making, channel, quorum.epoch)
+        self.pg = making.result()
         after = _sockets()
         self._fds = {fd: link for fd, link in after.items() if before.get(fd) != link}
         self.epoch = quorum.epoch
@@ -76,6 +78,42 @@ class Group:
     def broadcast(self, tensor: torch.Tensor, root: int, channel: LauncherChannel) -> None:
         assert self.pg is not None
         wait(self.pg.broadcast(tensor, root), channel, self.epoch)
+
+
+class _Making:
+    """A process group being made in a helper thread (the construction releases the GIL), so
+    that the member can give it up: a member that dies after it published its address leaves the
+    others connecting to it until the group's timeout (gloo retries), and gloo cannot be told to
+    stop. A given-up construction ends by itself (made, or failed at that timeout); its group is
+    never used. Looks like a collective's work to `wait`."""
+
+    def __init__(self, make: Any, store: "_Borrowed") -> None:
+        self._pg: Optional[Any] = None
+        self._error: Optional[BaseException] = None
+        self._done = threading.Event()
+
+        def run() -> None:
+            try:
+                self._pg = make()
+            except BaseException as e:  # handed to the waiting thread
+                self._error = e
+            finally:
+                store.release()
+                self._done.set()
+
+        threading.Thread(target=run, name="autopar-ft-make-group", daemon=True).start()
+
+    def is_completed(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self) -> None:
+        self._done.wait()
+        if self._error is not None:
+            raise RuntimeError(f"autopar.ft: the process group could not be made: {self._error}")
+
+    def result(self) -> Any:
+        self.wait()
+        return self._pg
 
 
 class _Borrowed(Store):

@@ -149,7 +149,7 @@ class Manager:
         left = self.quorum.epoch if self.quorum else -1
         q = self.channel.join(left, self.step if self.has_state else -1, self.store_endpoint)
         try:
-            self.group.reform(q, self.rank)
+            self.group.reform(q, self.rank, self.channel)
             self._heal(q)
         except (Abandoned, RuntimeError, OSError):  # OSError: a store that cannot be reached
             self.quorum = q  # the next join leaves this epoch
