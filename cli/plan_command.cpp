@@ -104,9 +104,15 @@ po::options_description PlanOptions() {
       "recompute-layers", po::value<std::string>(),
       "pin layers per chunk recomputed in full (0 = all)")(
       "optimizer-sharding", po::value<std::string>(), "pin the distributed optimizer: on, off")(
+      "fsdp", po::value<std::string>(),
+      "FSDP (ZeRO-3): on (FSDP layouts only), off (none), or N (shard groups of N GPUs)")(
+      "hsdp", po::value<std::string>(), "pin HSDP: S,R (shard groups of S GPUs, R replicas)")(
       "tp-comm-overlap", po::value<std::string>()->default_value("on"),
       "Megatron's --tp-comm-overlap hides 3/4 of the tensor-parallel communication: on, off "
       "(a stack without it)")(
+      "dp-comm-overlap", po::value<std::string>()->default_value("on"),
+      "the data-parallel (and FSDP) collectives run behind the compute: on, off (as before "
+      "Megatron-Core's --overlap-grad-reduce)")(
       "allow-cross-node-tp", "let tensor parallelism span nodes")(
       "even-stages",
       "pipeline stages must hold the same number of layers (default: uneven"
@@ -210,6 +216,39 @@ Status ReadPinnedSizes(const po::variables_map& vm, PlanRequest* req) {
   return Status::Ok();
 }
 
+// --fsdp on|off|N and --hsdp S,R; named in errors as given.
+Status ReadFsdpPins(const po::variables_map& vm, PlanRequest* req) {
+  if (vm.count("fsdp") && vm.count("hsdp")) return Status::Error("--hsdp: contradicts --fsdp");
+  if (vm.count("fsdp")) {
+    const std::string v = Str(vm, "fsdp");
+    if (v == "on" || v == "off") {
+      req->fsdp = v == "on";
+    } else {
+      auto n = ParseCount("--fsdp", v, 2);
+      if (!n.ok()) {
+        return Status::Error("--fsdp: invalid value '" + v + "' (on, off, or N >= 2: the GPUs of a shard group)");
+      }
+      req->fsdp = true;
+      req->fsdp_shard = *n;
+    }
+    if (v != "off") req->pin_label += (req->pin_label.empty() ? "--" : " --") + std::string("fsdp ") + v;
+  }
+  if (vm.count("hsdp")) {
+    const std::string v = Str(vm, "hsdp");
+    const size_t comma = v.find(',');
+    auto s = ParseCount("--hsdp", v.substr(0, comma), 2);
+    auto r = comma == std::string::npos ? s : ParseCount("--hsdp", v.substr(comma + 1), 1);
+    if (comma == std::string::npos || !s.ok() || !r.ok()) {
+      return Status::Error("--hsdp: invalid value '" + v + "' (expected S,R: shard groups of S >= 2 GPUs, R >= 1 replicas)");
+    }
+    req->fsdp = true;
+    req->fsdp_shard = *s;
+    req->fsdp_replicate = *r;
+    req->pin_label += (req->pin_label.empty() ? "--" : " --") + std::string("hsdp ") + v;
+  }
+  return Status::Ok();
+}
+
 // The pinned knobs (recompute, its layers, the distributed optimizer) and the stage rules.
 Status ReadPinnedKnobs(const po::variables_map& vm, PlanRequest* req) {
   if (vm.count("recompute")) {
@@ -240,6 +279,11 @@ Status ReadPinnedKnobs(const po::variables_map& vm, PlanRequest* req) {
     return Status::Error("--tp-comm-overlap: invalid value '" + overlap + "' (on, off)");
   }
   req->tp_comm_overlap = overlap == "on";
+  const std::string dp_overlap = Str(vm, "dp-comm-overlap");
+  if (dp_overlap != "on" && dp_overlap != "off") {
+    return Status::Error("--dp-comm-overlap: invalid value '" + dp_overlap + "' (on, off)");
+  }
+  req->dp_comm_overlap = dp_overlap == "on";
   req->allow_cross_node_tp = vm.count("allow-cross-node-tp") > 0;
   if (vm.count("even-stages") && vm.count("allow-uneven-stages")) {
     return Status::Error("--even-stages: contradicts --allow-uneven-stages");
@@ -261,6 +305,7 @@ Result<PlanRequest> RequestFromOptions(const po::variables_map& vm) {
   if (Status s = ReadGpuOverrides(vm, &req); !s) return s;
   if (Status s = ReadPinnedSizes(vm, &req); !s) return s;
   if (Status s = ReadPinnedKnobs(vm, &req); !s) return s;
+  if (Status s = ReadFsdpPins(vm, &req); !s) return s;
   if (vm.count("calibration")) {
     auto file = ReadCalibrationFile(Str(vm, "calibration"));
     if (!file.ok()) return Status::Error("--calibration: " + file.message());

@@ -41,6 +41,9 @@ Result<PlanRequest> StepPlanRequest(const JobOptions& opts, int64_t gpus, int64_
   if (pin.ep) req.ep = pin.ep;
   if (pin.pp) req.pp = pin.pp;
   if (pin.dp) req.dp = pin.dp;
+  if (pin.fsdp) req.fsdp = true;
+  if (pin.fsdp_shard) req.fsdp_shard = pin.fsdp_shard;
+  if (pin.fsdp_replicate) req.fsdp_replicate = pin.fsdp_replicate;
   if (pin.pinned()) req.pin_label = "--auto-parallel=" + pin.ToString();
   if (site.calibration) req.calibration = site.calibration->For(req.gpu.name);
   req.headroom_fraction = site.headroom;

@@ -48,6 +48,28 @@ TEST(JobPlan, PinnedSizesReachTheRequest) {
   EXPECT_EQ(r->seq_len, 2048);
 }
 
+TEST(JobPlan, FsdpPinsReachTheRequestAndThePlan) {
+  auto r = StepPlanRequest(Opts("hsdp=2,2"), 8, 2);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->fsdp, true);
+  EXPECT_EQ(r->fsdp_shard, 2);
+  EXPECT_EQ(r->fsdp_replicate, 2);
+  EXPECT_EQ(r->pin_label, "--auto-parallel=hsdp=2,2");
+  auto plan = PlanStep(Opts("hsdp=2,2"), 8, 2);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_EQ(plan->chosen.layout.fsdp_shard, 2);
+  EXPECT_EQ(plan->chosen.layout.tp, 2);  // dp = 2 x 2 leaves tp = 2
+  auto env = PlanEnvForTask(PlanToJson(*plan, false), 5, 8);
+  ASSERT_TRUE(env.ok()) << env.message();
+  std::map<std::string, std::string> m(env->begin(), env->end());
+  EXPECT_EQ(m["AUTOPAR_FSDP_SHARD"], "2");
+  EXPECT_EQ(m["AUTOPAR_FSDP_REPLICATE"], "2");
+  EXPECT_EQ(m["AUTOPAR_FSDP_SHARD_RANK"], "0");  // rank 5: tp rank 1, dp rank 2
+  EXPECT_EQ(m["AUTOPAR_FSDP_REPLICATE_RANK"], "1");
+  auto refused = PlanStep(Opts("fsdp,pp=2"), 8, 2);
+  EXPECT_FALSE(refused.ok());
+}
+
 TEST(JobPlan, PlansAStepAndEveryTaskGetsItsCoordinates) {
   auto plan = PlanStep(Opts("tp=2,pp=2"), 8, 2);
   ASSERT_TRUE(plan.ok()) << plan.message();

@@ -17,7 +17,8 @@ constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxNodes = 100000;  // far above any cluster; Slurm's own node limit is lower
 
 const std::vector<OptionSpec> kOptions = {
-    {OptionId::kAutoParallel, "auto-parallel", "auto|tp=T,pp=P[,cp=C][,ep=E][,dp=D]",
+    {OptionId::kAutoParallel, "auto-parallel",
+     "auto|tp=T,pp=P[,cp=C][,ep=E][,dp=D]|[tp=T,]fsdp[=N]|[tp=T,]hsdp=S,R",
      "Plan tensor/pipeline/data parallelism for the job (auto) or pin sizes", true,
      "AUTOPAR_AUTO_PARALLEL"},
     {OptionId::kModel, "model", "PRESET|SIZE|FILE.json",
@@ -192,6 +193,13 @@ std::string ParallelSpec::ToString() const {
   if (ep) parts.push_back("ep=" + std::to_string(ep));
   if (pp) parts.push_back("pp=" + std::to_string(pp));
   if (dp) parts.push_back("dp=" + std::to_string(dp));
+  if (fsdp_replicate) {
+    parts.push_back("hsdp=" + std::to_string(fsdp_shard) + "," + std::to_string(fsdp_replicate));
+  } else if (fsdp_shard) {
+    parts.push_back("fsdp=" + std::to_string(fsdp_shard));
+  } else if (fsdp) {
+    parts.push_back("fsdp");
+  }
   return Join(parts, ",");
 }
 
@@ -241,13 +249,48 @@ Result<double> ParseLossSpike(const std::string& text) {
   return f;
 }
 
+namespace {
+
+// "fsdp", "fsdp=N" or "hsdp=S,R" (R is the item after "hsdp=S") into `spec`; `*i` is the item's
+// index, advanced past R. The error says what is wrong, without the option's name.
+std::string ParseFsdpItem(const std::vector<std::string>& items, size_t* i, ParallelSpec* spec) {
+  const std::string& item = items[*i];
+  if (spec->fsdp) return "FSDP given twice ('" + item + "')";
+  spec->fsdp = true;
+  if (item == "fsdp") return "";
+  const bool hsdp = StartsWith(item, "hsdp=");
+  auto shard = ParseInt(item.substr(5), 2, 65536);
+  if (!shard) {
+    return (hsdp ? "hsdp=S,R needs S" : "fsdp=N needs N") +
+           std::string(" an integer in [2, 65536] (the GPUs of a shard group), got '") +
+           item.substr(5) + "'";
+  }
+  spec->fsdp_shard = *shard;
+  if (!hsdp) return "";
+  auto replicate = *i + 1 < items.size() ? ParseInt(items[*i + 1], 1, 65536) : std::nullopt;
+  if (!replicate) return "hsdp=S,R needs R, the replicas of a shard group, an integer in [1, 65536]";
+  spec->fsdp_replicate = *replicate;
+  ++*i;
+  return "";
+}
+
+}  // namespace
+
 Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
   ParallelSpec spec;
   if (text.empty() || text == "auto") return spec;
   auto bad = [&](const std::string& why) {
-    return Bad(OptionId::kAutoParallel, why + " (expected auto or tp=T,pp=P[,cp=C][,ep=E][,dp=D])");
+    return Bad(OptionId::kAutoParallel,
+               why + " (expected auto, tp=T,pp=P[,cp=C][,ep=E][,dp=D], fsdp[=N] or hsdp=S,R)");
   };
-  for (const std::string& item : Split(text, ',')) {
+  const std::vector<std::string> items = Split(text, ',');
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string& item = items[i];
+    if (item == "fsdp" || StartsWith(item, "fsdp=") || StartsWith(item, "hsdp=")) {
+      const std::string why = ParseFsdpItem(items, &i, &spec);
+      if (!why.empty()) return bad(why);
+      continue;
+    }
     const size_t eq = item.find('=');
     if (eq == std::string::npos) return bad("'" + item + "' is not KEY=VALUE");
     const std::string key = item.substr(0, eq);
@@ -262,6 +305,9 @@ Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
     if (!slot) return bad("unknown key '" + key + "'");
     if (*slot) return bad("'" + key + "' given twice");
     *slot = *v;
+  }
+  if (spec.fsdp && (spec.pp > 1 || spec.cp > 1 || spec.ep > 1)) {
+    return bad("FSDP is planned without pipeline, context or expert parallelism (pp, cp, ep)");
   }
   return spec;
 }

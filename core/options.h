@@ -51,13 +51,18 @@ const std::vector<OptionSpec>& OptionTable();
 const OptionSpec& GetOptionSpec(OptionId id);
 
 // `--auto-parallel` alone or `=auto` lets the planner choose; `=tp=4,pp=2[,dp=8]` pins sizes
-// (0 = not pinned).
+// (0 = not pinned). FSDP (ZeRO-3): `fsdp` plans FSDP layouts only, `fsdp=N` with shard groups of
+// N GPUs (HSDP when the data-parallel ranks are more than N), `hsdp=S,R` with shard groups of S
+// replicated R times; each combines with tp=T (FSDP x TP).
 struct ParallelSpec {
   int64_t tp = 0, cp = 0, ep = 0, pp = 0, dp = 0;
-  bool pinned() const { return tp || cp || ep || pp || dp; }
-  std::string ToString() const;  // "auto" or "tp=4,pp=2"
+  bool fsdp = false;                           // set by fsdp, fsdp=N and hsdp=S,R
+  int64_t fsdp_shard = 0, fsdp_replicate = 0;  // 0 = not pinned
+  bool pinned() const { return tp || cp || ep || pp || dp || fsdp; }
+  std::string ToString() const;  // "auto", "tp=4,pp=2", "tp=8,fsdp=124", "hsdp=8,4"
   bool operator==(const ParallelSpec& o) const {
-    return tp == o.tp && cp == o.cp && ep == o.ep && pp == o.pp && dp == o.dp;
+    return tp == o.tp && cp == o.cp && ep == o.ep && pp == o.pp && dp == o.dp &&
+           fsdp == o.fsdp && fsdp_shard == o.fsdp_shard && fsdp_replicate == o.fsdp_replicate;
   }
 };
 Result<ParallelSpec> ParseParallelSpec(const std::string& text);

@@ -38,6 +38,8 @@ TEST(Options, AcceptsGoodValues) {
   } cases[] = {
       {OptionId::kAutoParallel, nullptr},       {OptionId::kAutoParallel, "auto"},
       {OptionId::kAutoParallel, "tp=4,pp=2"},   {OptionId::kAutoParallel, "tp=2,pp=2,dp=4"},
+      {OptionId::kAutoParallel, "fsdp"},        {OptionId::kAutoParallel, "fsdp=64"},
+      {OptionId::kAutoParallel, "tp=8,fsdp=124"}, {OptionId::kAutoParallel, "hsdp=8,16"},
       {OptionId::kModel, "llama-2-7b"},         {OptionId::kModel, "7B"},
       {OptionId::kGpuType, "a100-80gb"},        {OptionId::kGpuType, "H100-80GB"},
       {OptionId::kGlobalBatch, "1024"},         {OptionId::kSeqLen, "4096"},
@@ -55,6 +57,21 @@ TEST(Options, AcceptsGoodValues) {
   }
 }
 
+TEST(ParallelSpec, FsdpPinsRoundTrip) {
+  for (const char* text : {"fsdp", "fsdp=64", "tp=8,fsdp=124", "hsdp=8,16", "tp=2,hsdp=8,4"}) {
+    auto spec = ParseParallelSpec(text);
+    ASSERT_TRUE(spec.ok()) << text << ": " << spec.message();
+    EXPECT_TRUE(spec->fsdp) << text;
+    EXPECT_TRUE(spec->pinned()) << text;
+    EXPECT_EQ(spec->ToString(), text);
+  }
+  auto hsdp = ParseParallelSpec("tp=2,hsdp=8,4");
+  ASSERT_TRUE(hsdp.ok());
+  EXPECT_EQ(hsdp->tp, 2);
+  EXPECT_EQ(hsdp->fsdp_shard, 8);
+  EXPECT_EQ(hsdp->fsdp_replicate, 4);
+}
+
 TEST(Options, RefusesBadValuesNamingTheOption) {
   struct Case {
     OptionId id;
@@ -65,6 +82,10 @@ TEST(Options, RefusesBadValuesNamingTheOption) {
       {OptionId::kAutoParallel, "xp=2", "--auto-parallel: unknown key 'xp'"},
       {OptionId::kAutoParallel, "tp=2,tp=2", "given twice"},
       {OptionId::kAutoParallel, "fast", "is not KEY=VALUE"},
+      {OptionId::kAutoParallel, "fsdp=1", "--auto-parallel: fsdp=N needs N an integer in [2, 65536]"},
+      {OptionId::kAutoParallel, "hsdp=8", "--auto-parallel: hsdp=S,R needs R"},
+      {OptionId::kAutoParallel, "fsdp,hsdp=8,2", "FSDP given twice"},
+      {OptionId::kAutoParallel, "fsdp,pp=2", "FSDP is planned without pipeline"},
       {OptionId::kModel, "banana", "--model: unknown model 'banana'"},
       {OptionId::kModel, "", "--model: needs a value"},
       {OptionId::kGpuType, "tpu-v5", "--gpu-type"},

@@ -55,6 +55,8 @@ Json::Value CandidateToJson(const PlanCandidate& c) {
   v["recompute_layers"] = Json::Int64(l.recompute_layers);
   v["optimizer_sharding"] = l.optimizer_sharding;
   v["sequence_parallel"] = l.sequence_parallel;
+  v["fsdp_shard"] = Json::Int64(l.fsdp_shard);
+  v["fsdp_replicate"] = Json::Int64(l.fsdp_replicate());
   v["mem_per_gpu_gib"] = c.memory.total_gib;
   v["step_time_s"] = c.step_time_s;
   v["tokens_per_s"] = c.tokens_per_s;
@@ -146,6 +148,10 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
   l.recompute_layers = r.Int(v, path, "recompute_layers");
   l.optimizer_sharding = r.Bool(v, path, "optimizer_sharding");
   l.sequence_parallel = r.Bool(v, path, "sequence_parallel");
+  // Plans written before FSDP was modelled have no shard group (0: not FSDP); the replicas follow
+  // from dp and are checked below.
+  l.fsdp_shard = v.isMember("fsdp_shard") ? r.Int(v, path, "fsdp_shard") : 0;
+  const int64_t replicate = v.isMember("fsdp_replicate") ? r.Int(v, path, "fsdp_replicate") : 0;
   c.step_time_s = r.Num(v, path, "step_time_s");
   c.tokens_per_s = r.Num(v, path, "tokens_per_s");
   c.samples_per_s = r.Num(v, path, "samples_per_s");
@@ -181,6 +187,11 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
        l.vpp < 1)) {
     *error = "plan JSON: '" + path +
              "': tp, cp, ep, pp, dp, micro_batch, grad_accum and vpp must be >= 1";
+  }
+  if (error->empty() && (l.fsdp_shard < 0 || (l.fsdp_shard > 0 && (l.dp % l.fsdp_shard != 0 ||
+                                                                   replicate != l.fsdp_replicate())))) {
+    *error = "plan JSON: '" + path + "fsdp_shard': fsdp_shard * fsdp_replicate must be dp (" +
+             std::to_string(l.dp) + ")";
   }
   return c;
 }
@@ -365,7 +376,15 @@ std::string MegatronArgs(const Plan& plan) {
       os << " --pipeline-model-parallel-layout \"" << layout << "\"";
     }
   }
-  if (l.optimizer_sharding) os << " --use-distributed-optimizer --overlap-param-gather";
+  if (l.fsdp()) {
+    // Megatron-FSDP (Megatron-Core): weights, gradients and optimizer states sharded over the
+    // data-parallel ranks, or over groups of fsdp_shard with the replicas' optimizer instances.
+    os << " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"
+       << " --use-distributed-optimizer --overlap-param-gather --ckpt-format fsdp_dtensor";
+    if (l.fsdp_replicate() > 1) os << " --num-distributed-optimizer-instances " << l.fsdp_replicate();
+  } else if (l.optimizer_sharding) {
+    os << " --use-distributed-optimizer --overlap-param-gather";
+  }
   if (l.dp > 1) os << " --overlap-grad-reduce";
   os << " --bf16";
   return os.str();
@@ -378,7 +397,14 @@ std::string DeepSpeedConfigJson(const Plan& plan) {
   v["train_micro_batch_size_per_gpu"] = Json::Int64(l.micro_batch);
   v["gradient_accumulation_steps"] = Json::Int64(l.grad_accum);
   Json::Value zero(Json::objectValue);
-  zero["stage"] = l.optimizer_sharding ? 1 : 0;
+  zero["stage"] = l.fsdp() ? 3 : l.optimizer_sharding ? 1 : 0;
+  if (l.fsdp()) {
+    // ZeRO-3 with its gathers and reduce-scatters overlapped (the time model's prefetch); HSDP
+    // is DeepSpeed's MiCS: shards within groups of fsdp_shard, replicated across them.
+    zero["overlap_comm"] = true;
+    zero["contiguous_gradients"] = true;
+    if (l.fsdp_replicate() > 1) zero["mics_shard_size"] = Json::Int64(l.fsdp_shard);
+  }
   v["zero_optimization"] = zero;
   Json::Value bf16(Json::objectValue);
   bf16["enabled"] = true;
@@ -399,17 +425,21 @@ std::string DeepSpeedConfigJson(const Plan& plan) {
 
 namespace {
 
-// torchtitan's JobConfig sections (torchtitan/config/job_config.py). Its data parallelism is DDP
-// (data_parallel_replicate_degree) only without any other parallelism and without sharding;
-// otherwise FSDP (data_parallel_shard_degree), which shards weights and gradients as well as the
-// optimizer: at most the memory planned, with parameter gathers the time model does not count.
+// torchtitan's JobConfig sections (torchtitan/config/configs.py). An FSDP plan is its FSDP2
+// (data_parallel_shard_degree) with HSDP's replicas (data_parallel_replicate_degree). Otherwise
+// its data parallelism is DDP (data_parallel_replicate_degree) only without any other
+// parallelism and without sharding; else FSDP over all of d, which shards weights and gradients
+// as well as the optimizer: at most the memory planned, with parameter gathers a ZeRO-1 plan's
+// time does not count (plan with FSDP, --auto-parallel=fsdp, to have them counted).
 Json::Value TorchtitanJson(const Plan& plan) {
   const Layout& l = plan.chosen.layout;
-  const bool ddp = l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.optimizer_sharding;
+  const bool ddp = l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.optimizer_sharding && !l.fsdp();
   Json::Value v(Json::objectValue);
   Json::Value& par = v["parallelism"];
-  par["data_parallel_replicate_degree"] = Json::Int64(ddp ? l.dp : 1);
-  par["data_parallel_shard_degree"] = Json::Int64(ddp ? 1 : l.dp);
+  // FSDP: shard groups of fsdp_shard (FSDP2's dp_shard) replicated fsdp_replicate times (HSDP).
+  par["data_parallel_replicate_degree"] =
+      Json::Int64(l.fsdp() ? l.fsdp_replicate() : ddp ? l.dp : 1);
+  par["data_parallel_shard_degree"] = Json::Int64(l.fsdp() ? l.fsdp_shard : ddp ? 1 : l.dp);
   par["tensor_parallel_degree"] = Json::Int64(l.tp);
   par["context_parallel_degree"] = Json::Int64(l.cp);
   par["expert_parallel_degree"] = Json::Int64(l.ep);
@@ -427,19 +457,38 @@ Json::Value TorchtitanJson(const Plan& plan) {
       Json::Int64(l.pp > 1 ? l.micro_batch * l.grad_accum : l.micro_batch);
   v["training"]["global_batch_size"] = Json::Int64(plan.global_batch);
   v["training"]["seq_len"] = Json::Int64(plan.seq_len);
+  if (l.fsdp()) {
+    // bf16 gathers, fp32 reduce-scatters: what the time and memory model count.
+    v["training"]["mixed_precision_param"] = "bfloat16";
+    v["training"]["mixed_precision_reduce"] = "float32";
+  }
   v["activation_checkpoint"]["mode"] = RecomputeName(l.recompute);
   if (l.recompute == Recompute::kSelective) v["activation_checkpoint"]["selective_ac_option"] = "op";
   return v;
 }
 
-// Accelerate's config file with its Megatron-LM plugin (`accelerate config`, megatron_lm_config).
-// It has no key for context or expert parallelism or for full recompute.
+// Accelerate's config file: for an FSDP plan its FSDP2 plugin (fsdp_config) with the
+// ParallelismConfig sizes (dp_shard, dp_replicate, tp); otherwise its Megatron-LM plugin
+// (megatron_lm_config), which has no key for context or expert parallelism or full recompute.
 Json::Value AccelerateJson(const Plan& plan) {
   const Layout& l = plan.chosen.layout;
   Json::Value v(Json::objectValue);
-  v["distributed_type"] = "MEGATRON_LM";
+  v["distributed_type"] = l.fsdp() ? "FSDP" : "MEGATRON_LM";
   v["mixed_precision"] = "bf16";
   v["num_processes"] = Json::Int64(plan.gpus);
+  if (l.fsdp()) {
+    Json::Value& f = v["fsdp_config"];
+    f["fsdp_version"] = 2;
+    f["fsdp_auto_wrap_policy"] = "TRANSFORMER_BASED_WRAP";
+    f["fsdp_reshard_after_forward"] = true;
+    f["fsdp_activation_checkpointing"] = l.recompute == Recompute::kFull;
+    f["fsdp_state_dict_type"] = "SHARDED_STATE_DICT";
+    Json::Value& p = v["parallelism_config"];
+    p["parallelism_config_dp_shard_size"] = Json::Int64(l.fsdp_shard);
+    p["parallelism_config_dp_replicate_size"] = Json::Int64(l.fsdp_replicate());
+    p["parallelism_config_tp_size"] = Json::Int64(l.tp);
+    return v;
+  }
   Json::Value& m = v["megatron_lm_config"];
   m["megatron_lm_tp_degree"] = Json::Int64(l.tp);
   m["megatron_lm_pp_degree"] = Json::Int64(l.pp);
@@ -472,15 +521,25 @@ std::string TorchtitanArgs(const Plan& plan) {
 
 std::string AccelerateConfig(const Plan& plan) {
   const Json::Value v = AccelerateJson(plan);
-  std::string out = "distributed_type: MEGATRON_LM, mixed_precision: bf16, num_processes: " +
-                    Scalar(v["num_processes"]) + ", megatron_lm_config: {";
-  std::string sep;
-  for (const std::string& key : v["megatron_lm_config"].getMemberNames()) {
-    out += sep + key + ": " + Scalar(v["megatron_lm_config"][key]);
-    sep = ", ";
+  std::string out = "distributed_type: " + Scalar(v["distributed_type"]) +
+                    ", mixed_precision: bf16, num_processes: " + Scalar(v["num_processes"]);
+  for (const char* section : {"fsdp_config", "parallelism_config", "megatron_lm_config"}) {
+    if (!v.isMember(section)) continue;
+    out += ", " + std::string(section) + ": {";
+    std::string sep;
+    for (const std::string& key : v[section].getMemberNames()) {
+      out += sep + key + ": " + Scalar(v[section][key]);
+      sep = ", ";
+    }
+    out += "}";
   }
   const Layout& l = plan.chosen.layout;
-  out += "}";
+  if (l.fsdp()) {
+    if (l.recompute == Recompute::kSelective) {
+      out += " (no key for selective recompute: apply it in the training script)";
+    }
+    return out;
+  }
   if (l.cp > 1 || l.ep > 1 || l.recompute == Recompute::kFull) {
     out += " (no key for " + std::string(l.cp > 1 ? "context parallelism" : "") +
            (l.cp > 1 && (l.ep > 1 || l.recompute == Recompute::kFull) ? ", " : "") +
@@ -508,6 +567,8 @@ std::vector<std::pair<std::string, std::string>> PlanTaskEnv(const Plan& plan, i
       {"AUTOPAR_RECOMPUTE_LAYERS", std::to_string(l.recompute_layers)},
       {"AUTOPAR_OPTIMIZER_SHARDING", l.optimizer_sharding ? "1" : "0"},
       {"AUTOPAR_VPP", std::to_string(l.vpp)},
+      {"AUTOPAR_FSDP_SHARD", std::to_string(l.fsdp_shard)},
+      {"AUTOPAR_FSDP_REPLICATE", std::to_string(l.fsdp_replicate())},
   };
   const int64_t world = l.tp * l.cp * l.pp * l.dp;
   if (rank >= 0 && rank < world) {
@@ -518,7 +579,13 @@ std::vector<std::pair<std::string, std::string>> PlanTaskEnv(const Plan& plan, i
     // Expert-parallel ranks: ep consecutive ranks of the cp x dp block (Megatron's expert order
     // tp, ep, expert-dp, pp with the expert tensor-parallel size = tp).
     env.emplace_back("AUTOPAR_EP_RANK", std::to_string((r / l.tp) % l.ep));
-    env.emplace_back("AUTOPAR_DP_RANK", std::to_string((r / (l.tp * l.cp)) % l.dp));
+    const int64_t dp_rank = (r / (l.tp * l.cp)) % l.dp;
+    env.emplace_back("AUTOPAR_DP_RANK", std::to_string(dp_rank));
+    if (l.fsdp()) {
+      // torchtitan's mesh order (dp_replicate, dp_shard, cp, tp): shard ranks consecutive.
+      env.emplace_back("AUTOPAR_FSDP_SHARD_RANK", std::to_string(dp_rank % l.fsdp_shard));
+      env.emplace_back("AUTOPAR_FSDP_REPLICATE_RANK", std::to_string(dp_rank / l.fsdp_shard));
+    }
     env.emplace_back("AUTOPAR_PP_RANK", std::to_string(r / (l.tp * l.cp * l.dp)));
   }
   // The layers of each pipeline stage, in stage order ("7,8,8,...,7"): for frameworks that take
@@ -565,6 +632,24 @@ std::string HeadroomLine(const Plan& plan) {
 }  // namespace
 
 namespace {
+// "fsdp:        HSDP 8 x 4: weights, gradients and optimizer states ...\n" for FSDP plans, else "".
+std::string FsdpLine(const Plan& plan) {
+  const Layout& l = plan.chosen.layout;
+  if (!l.fsdp()) return "";
+  const std::string replicas =
+      l.fsdp_replicate() > 1
+          ? ", each shard replicated " + std::to_string(l.fsdp_replicate()) +
+                " times (its gradients all-reduced over the replicas)"
+          : "";
+  return "fsdp:        " + FsdpPhrase(l) +
+         ": weights, gradients and optimizer states sharded over groups of " +
+         std::to_string(l.fsdp_shard) + " GPUs" + replicas +
+         "; per micro-batch every layer all-gathered in bf16 before its forward and its backward "
+         "and its gradients reduce-scattered in fp32, behind the compute but the first gather and "
+         "the last reduce-scatter (two layers and the embedding/output gathered at a time: "
+         "transient)\n";
+}
+
 // What the plan hands each framework, one line each.
 std::string FrameworkLines(const Plan& plan) {
   return "arguments:\n  Megatron-LM: " + MegatronArgs(plan) + "\n  DeepSpeed:   " +
@@ -600,6 +685,7 @@ std::string PlanToText(const Plan& plan) {
                     " accumulation steps, " + RecomputePhrase(x);
     if (x.vpp > 1) s += ", interleaved x" + std::to_string(x.vpp);
     if (x.optimizer_sharding) s += ", distributed optimizer";
+    if (x.fsdp()) s += ", " + FsdpPhrase(x);
     if (x.sequence_parallel) s += ", sequence parallel";
     return s;
   };
@@ -617,7 +703,7 @@ std::string PlanToText(const Plan& plan) {
      << " + grads " << FormatFixed(c.memory.grads_gib, 1) << " + optimizer "
      << FormatFixed(c.memory.optimizer_gib, 1) << " + activations " << FormatFixed(c.memory.activations_gib, 1)
      << " + transient " << FormatFixed(c.memory.transient_gib, 1) << "\n"
-     << HeadroomLine(plan)
+     << HeadroomLine(plan) << FsdpLine(plan)
      << "step time:   " << FormatFixed(c.step_time_s, 3) << " s = compute " << FormatFixed(c.time.compute_s, 3)
      << " + element-wise " << FormatFixed(c.time.elementwise_s, 3) << " + recompute "
      << FormatFixed(c.time.recompute_s, 3) << " + TP comm " << FormatFixed(c.time.tp_comm_s, 3)
@@ -628,7 +714,8 @@ std::string PlanToText(const Plan& plan) {
      << (l.ep > 1 ? " + EP comm " + FormatFixed(c.time.ep_comm_s, 3) : std::string()) << " + bubble "
      << FormatFixed(c.time.bubble_s, 3) << " + p2p " << FormatFixed(c.time.p2p_s, 3) << " + DP comm "
      << FormatFixed(c.time.dp_comm_exposed_s, 3) << " (of " << FormatFixed(c.time.dp_comm_s, 3)
-     << ") + optimizer " << FormatFixed(c.time.optimizer_s, 3) << "\n"
+     << ")" << (l.fsdp() ? " [FSDP gathers and reduce-scatters]" : "") << " + optimizer "
+     << FormatFixed(c.time.optimizer_s, 3) << "\n"
      << "throughput:  " << Thousands(c.tokens_per_s) << " tokens/s, " << FormatFixed(c.samples_per_s, 2)
      << " samples/s, MFU " << FormatFixed(c.mfu * 100, 1) << "%\n";
   if (plan.batch_advice) os << "advice:      " << BatchAdviceText(plan) << "\n";

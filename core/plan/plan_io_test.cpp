@@ -21,6 +21,7 @@ Plan SamplePlan() {
   r.gpus = 32;
   r.global_batch = 256;
   r.top_k = 3;
+  r.fsdp = false;  // a Megatron layout; FSDP plans are tested in planner_fsdp_test.cpp
   return PlanJob(r).value();
 }
 
@@ -204,6 +205,8 @@ TEST(PlanTaskEnv, HasEveryVariable) {
       {"AUTOPAR_OPTIMIZER_SHARDING", "1"},
       {"AUTOPAR_RECOMPUTE_LAYERS", "0"},
       {"AUTOPAR_VPP", "3"},
+      {"AUTOPAR_FSDP_SHARD", "0"},
+      {"AUTOPAR_FSDP_REPLICATE", "0"},
       {"AUTOPAR_TP_RANK", "1"},
       {"AUTOPAR_DP_RANK", "1"},
       {"AUTOPAR_PP_RANK", "0"},

@@ -101,6 +101,14 @@ std::string RecomputePhrase(const Layout& l) {
   return out;
 }
 
+std::string FsdpPhrase(const Layout& l) {
+  if (!l.fsdp()) return "";
+  if (l.fsdp_replicate() > 1) {
+    return "HSDP " + std::to_string(l.fsdp_shard) + " x " + std::to_string(l.fsdp_replicate());
+  }
+  return "FSDP over " + std::to_string(l.fsdp_shard);
+}
+
 Result<Recompute> ParseRecompute(const std::string& name) {
   if (name == "none") return Recompute::kNone;
   if (name == "selective") return Recompute::kSelective;
@@ -114,6 +122,10 @@ double ModelStateBytesPerParam(bool optimizer_sharding, int64_t dp) {
   const double optimizer = 12.0;
   return kWeightBytes + kGradBytes +
          (optimizer_sharding && dp > 1 ? optimizer / D(dp) : optimizer);
+}
+
+double FsdpStateBytesPerParam(int64_t shard) {
+  return (kWeightBytes + kGradBytes + 12.0) / D(std::max<int64_t>(1, shard));
 }
 
 double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micro_batch, int64_t tp,
@@ -324,6 +336,10 @@ struct StateBytes {
 
 StateBytes StateBytesPerParam(const Layout& l, const LayoutShape& sh) {
   StateBytes out;
+  if (l.fsdp()) {  // dense only (ep = 1): every state sharded over the shard group
+    out.dense = out.experts = FsdpStateBytesPerParam(l.fsdp_shard);
+    return out;
+  }
   // Gradients are reduced, and the distributed optimizer shards, over the d*c ranks that hold
   // the same weights (Megatron's data-parallel group with context parallelism).
   out.dense = ModelStateBytesPerParam(l.optimizer_sharding, sh.d * sh.cx);
@@ -336,18 +352,42 @@ double StageBytes(const StageMemory& sm, const StateBytes& state) {
   return sm.params * state.dense + sm.experts * state.experts + sm.activations + sm.transient;
 }
 
+// The weights FSDP gathers per tensor-parallel rank, by unit: each transformer layer is one unit
+// (torchtitan and Accelerate wrap every block), the embedding, final norm and output layer the
+// root unit.
+struct FsdpUnits {
+  double layer = 0, root = 0;  // parameters per GPU when gathered
+};
+
+FsdpUnits FsdpUnitsOf(const ModelArch& m, int64_t t) {
+  const ParamCount pc = CountParams(m);
+  return FsdpUnits{pc.per_layer / D(t), (pc.embedding + pc.output) / D(t)};
+}
+
+// FSDP's working set beyond the shards: two layers gathered in bf16 at a time (the one running
+// and the one prefetched), the root unit gathered from the first forward to the last backward,
+// and in the backward pass one unit's gradients unsharded, in bf16 and as the fp32 copy its
+// reduce-scatter sends.
+double FsdpGatheredBytes(const ModelArch& m, int64_t t) {
+  const FsdpUnits u = FsdpUnitsOf(m, t);
+  return kWeightBytes * (2 * u.layer + u.root) + (kWeightBytes + kGradBytes) * std::max(u.layer, u.root);
+}
+
 // Fills `memory` with the most loaded stage's breakdown and returns that stage (its parameters
 // are what the data-parallel reduction and the optimizer step move).
 StageMemory CostMemory(const PlanRequest& req, const Layout& l, const LayoutShape& sh,
                        MemoryBreakdown* memory) {
-  const PipelineEnds ends = CostPipelineEnds(req.model, l, sh);
+  PipelineEnds ends = CostPipelineEnds(req.model, l, sh);
+  if (l.fsdp()) ends.first.transient += FsdpGatheredBytes(req.model, sh.t);  // p = 1
   const StateBytes state = StateBytesPerParam(l, sh);
   const StageMemory& worst =
       (sh.p == 1 || StageBytes(ends.first, state) >= StageBytes(ends.last, state)) ? ends.first
                                                                                    : ends.last;
-  const double held = kWeightBytes + kGradBytes;  // not sharded by the distributed optimizer
-  memory->weights_gib = (worst.params + worst.experts) * kWeightBytes / kGiB;
-  memory->grads_gib = (worst.params + worst.experts) * kGradBytes / kGiB;
+  // Not sharded by the distributed optimizer; FSDP shards them too.
+  const double held = l.fsdp() ? (kWeightBytes + kGradBytes) / D(l.fsdp_shard) : kWeightBytes + kGradBytes;
+  const double per_held = held / (kWeightBytes + kGradBytes);
+  memory->weights_gib = (worst.params + worst.experts) * kWeightBytes * per_held / kGiB;
+  memory->grads_gib = (worst.params + worst.experts) * kGradBytes * per_held / kGiB;
   memory->optimizer_gib =
       (worst.params * (state.dense - held) + worst.experts * (state.experts - held)) / kGiB;
   memory->activations_gib = worst.activations / kGiB;
@@ -471,6 +511,45 @@ double PipelineSeconds(const PlanRequest& req, const LayoutShape& sh) {
   return 2.0 * D(sh.v) * (bytes / (bw * 1e9 * kLinkEfficiency) + lat * 1e-6);
 }
 
+// FSDP (Zhao et al. 2023; torchtitan's FSDP2): per micro-batch, every unit's weights are
+// all-gathered in bf16 before its forward and again before its backward (they are freed after
+// the forward), and its gradients reduce-scattered in fp32 after its backward; HSDP then
+// all-reduces the gradient shard over the replicas. Each collective runs behind the compute of
+// the unit before it (prefetch): only the first gather of the forward pass (the root unit) and
+// the last reduce-scatter of the backward pass (the root's) wait, and whatever does not fit in
+// the pass's compute. An all-gather or reduce-scatter is half a ring all-reduce of the gathered
+// bytes. Shard groups are t ranks apart (rank order tp, shard, replicate): on NVLink while t*S
+// fits a node; replica groups while t*S*R does.
+void CostFsdp(const PlanRequest& req, const Layout& l, const LayoutShape& sh,
+              const MicroBatchTimes& mbt, TimeBreakdown* time) {
+  const GpuSpec& g = req.gpu;
+  const int64_t shard = l.fsdp_shard, replicas = l.fsdp_replicate();
+  const bool shard_in_node = sh.t * shard <= req.gpus_per_node;
+  const bool replica_in_node = sh.t * shard * replicas <= req.gpus_per_node;
+  const double bw = shard_in_node ? g.nvlink_gbps : g.net_gbps;
+  const double lat = shard_in_node ? g.nvlink_latency_us : g.net_latency_us;
+  const double rbw = replica_in_node ? g.nvlink_gbps : g.net_gbps;
+  const double rlat = replica_in_node ? g.nvlink_latency_us : g.net_latency_us;
+  auto gather = [&](double bytes) { return AllReduceSeconds(bytes, shard, bw, lat) / 2; };
+  auto reduce = [&](double params) {
+    return gather(kGradBytes * params) +
+           AllReduceSeconds(kGradBytes * params / D(shard), replicas, rbw, rlat);
+  };
+  const FsdpUnits u = FsdpUnitsOf(req.model, sh.t);
+  const double layers = D(sh.layers_per_stage);
+  const double layer_fwd = gather(kWeightBytes * u.layer);
+  const double layer_bwd = layer_fwd + reduce(u.layer);
+  const double root_fwd = gather(kWeightBytes * u.root), root_bwd = reduce(u.root);
+  const double forward_window = (1.0 / 3.0) * (mbt.compute + mbt.elementwise);
+  const double backward_window = (2.0 / 3.0) * (mbt.compute + mbt.elementwise) + mbt.recompute;
+  const double whole = layers * (layer_fwd + layer_bwd) + root_fwd + root_bwd;
+  double exposed = root_fwd + std::max(0.0, layers * layer_fwd - forward_window) + root_bwd +
+                   std::max(0.0, layers * layer_bwd - backward_window);
+  if (!req.dp_comm_overlap) exposed = whole;
+  time->dp_comm_s = D(sh.mb) * whole;
+  time->dp_comm_exposed_s = D(sh.mb) * exposed;
+}
+
 // Data parallelism: the fp32 gradients of this GPU's parameters, ring all-reduce; with the
 // distributed optimizer a reduce-scatter of the fp32 gradients and an all-gather of the updated
 // bf16 weights (each half an all-reduce of its bytes). The reduction overlaps with the backward
@@ -480,6 +559,10 @@ void CostDataParallel(const PlanRequest& req, const Layout& l, const LayoutShape
                       const StageMemory& worst, const MicroBatchTimes& mbt, TimeBreakdown* time) {
   const int64_t d = sh.d, cx = sh.cx;
   if (d * cx <= 1) return;
+  if (l.fsdp()) {
+    CostFsdp(req, l, sh, mbt, time);
+    return;
+  }
   const GpuSpec& g = req.gpu;
   const bool dp_in_node = sh.t * cx * d <= req.gpus_per_node;
   const double bw = dp_in_node ? g.nvlink_gbps : g.net_gbps;
@@ -500,6 +583,7 @@ void CostDataParallel(const PlanRequest& req, const Layout& l, const LayoutShape
     time->dp_comm_s = all_reduce(kGradBytes);
     time->dp_comm_exposed_s = std::max(0.0, time->dp_comm_s - backward_window);
   }
+  if (!req.dp_comm_overlap) time->dp_comm_exposed_s = time->dp_comm_s;
 }
 
 // Every rate at `factor` of the preset's: each time, the exposed parts included
@@ -545,8 +629,9 @@ TimeBreakdown CostStep(const PlanRequest& req, const Layout& l, const LayoutShap
   time.bubble_s = D(sh.p - 1) / D(sh.v) * (stage_mb + mbt.p2p);
   CostDataParallel(req, l, sh, worst, mbt, &time);
   const int64_t replicas = sh.d * sh.cx;
-  const double shard = worst.params / D(l.optimizer_sharding ? replicas : 1) +
-                       worst.experts / D(l.optimizer_sharding ? replicas / sh.ep : 1);
+  const int64_t dense_split = l.fsdp() ? l.fsdp_shard : l.optimizer_sharding ? replicas : 1;
+  const int64_t expert_split = l.fsdp() ? l.fsdp_shard : l.optimizer_sharding ? replicas / sh.ep : 1;
+  const double shard = worst.params / D(dense_split) + worst.experts / D(expert_split);
   time.optimizer_s = kOptimizerBytesPerParam * shard / (req.gpu.hbm_gbps * 1e9 * kLinkEfficiency);
   time.total_s = time.compute_s + time.elementwise_s + time.recompute_s + time.tp_comm_s +
                  time.cp_comm_s + time.ep_comm_s + time.bubble_s + time.p2p_s +

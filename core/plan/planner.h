@@ -90,6 +90,13 @@ struct PlanRequest {
   std::optional<Recompute> recompute;
   std::optional<int64_t> recompute_layers;  // with full recompute: layers per chunk (0 = all)
   std::optional<bool> optimizer_sharding;
+  // FSDP (ZeRO-3; PyTorch FSDP2, DeepSpeed ZeRO stage 3, Megatron-FSDP): weights, gradients and
+  // optimizer states sharded over a shard group of the data-parallel ranks (Layout::fsdp_shard).
+  // fsdp: true plans FSDP layouts only, false none; unset: both are searched.
+  // fsdp_shard / fsdp_replicate pin the shard group and the number of its replicas (HSDP when
+  // replicate > 1; dp = shard * replicate). --auto-parallel=fsdp[=N] / hsdp=S,R.
+  std::optional<bool> fsdp;
+  std::optional<int64_t> fsdp_shard, fsdp_replicate;
   int top_k = 3;  // alternatives to return
   bool allow_cross_node_tp =
       false;  // t may exceed gpus_per_node (TP traffic then uses the network)
@@ -106,6 +113,11 @@ struct PlanRequest {
   // "Communication"), and the Megatron arguments ask for it. Off: every byte is exposed, as in
   // runs before the overlap existed (the published runs of 2021-2022 the model is checked on).
   bool tp_comm_overlap = true;
+  // Megatron's --overlap-grad-reduce / --overlap-param-gather (and FSDP's prefetch): the
+  // data-parallel collectives run behind the backward and forward passes. Off: every byte is
+  // exposed, as in Megatron-LM before Megatron-Core (the runs of Narayanan et al. 2021 reduced
+  // their gradients after the backward pass).
+  bool dp_comm_overlap = true;
   // The site's calibration for gpu (core/calibration: CalibrationFile::For); unset: the time model as it is.
   std::optional<PlanCalibration> calibration;
 };
@@ -130,15 +142,23 @@ struct Layout {
   int64_t recompute_layers = 0;
   bool optimizer_sharding = false;  // distributed optimizer (ZeRO-1): optimizer states over d
   bool sequence_parallel = false;   // on whenever tp > 1 (Korthikanti et al. 2022)
+  // FSDP (ZeRO-3): weights, gradients and optimizer states sharded over groups of fsdp_shard of
+  // the d data-parallel ranks; d / fsdp_shard replicas of each shard (HSDP when more than one).
+  // 0: not FSDP. Each layer's weights are all-gathered before its forward and again before its
+  // backward, its gradients reduce-scattered (docs/planner.md, "FSDP"). Planned with pp = 1,
+  // cp = 1 and ep = 1 (tensor parallelism combines: FSDP x TP); rank order tp, shard, replicate.
+  int64_t fsdp_shard = 0;
+  bool fsdp() const { return fsdp_shard > 0; }
+  int64_t fsdp_replicate() const { return fsdp_shard > 0 ? dp / fsdp_shard : 0; }
 };
 
 // Per-GPU memory on the most loaded pipeline stage, GiB.
 struct MemoryBreakdown {
-  double weights_gib = 0;      // bf16 parameters
+  double weights_gib = 0;      // bf16 parameters (FSDP: their shard)
   double grads_gib = 0;        // fp32 main gradients (Megatron's --bf16 default)
   double optimizer_gib = 0;    // fp32 master weights + Adam moments (sharded over d if enabled)
   double activations_gib = 0;  // stored activations of all in-flight micro-batches
-  double transient_gib = 0;    // logits / recompute working set / gathers
+  double transient_gib = 0;    // logits / recompute working set / FSDP's gathered layers
   double total_gib = 0;
 };
 
@@ -154,8 +174,9 @@ struct TimeBreakdown {
   double ep_comm_s = 0;          // expert-parallel all-to-all (dispatch and combine), not overlapped
   double bubble_s = 0;           // pipeline fill/drain: (p-1)/(m*v) of the steady state
   double p2p_s = 0;              // pipeline point-to-point sends
-  double dp_comm_s = 0;          // data-parallel gradient reduction (whole)
-  double dp_comm_exposed_s = 0;  // the part not hidden behind the last backward pass
+  double dp_comm_s = 0;          // data-parallel gradient reduction (whole); FSDP: its gathers,
+                                 // reduce-scatters and (HSDP) replica all-reduces
+  double dp_comm_exposed_s = 0;  // the part not hidden behind the compute
   double optimizer_s = 0;        // optimizer step (memory-bound)
   double total_s = 0;
 };
@@ -236,6 +257,11 @@ PlanCandidate EvaluateLayout(const PlanRequest& request, const Layout& layout);
 // momentum, variance) = 18; with the optimizer states sharded over d (ZeRO stage 1,
 // Rajbhandari et al. 2020): 6 + 12/d.
 double ModelStateBytesPerParam(bool optimizer_sharding, int64_t dp);
+// FSDP (ZeRO-3, Rajbhandari et al. 2020 P_os+g+p): the same 18 bytes, all of them sharded over the
+// shard group: 18 / shard (PyTorch FSDP2 keeps 16: fp32 sharded parameters that are also the
+// master weights; DeepSpeed ZeRO-3 and Megatron-FSDP keep bf16 and fp32 copies; the planner
+// counts the larger).
+double FsdpStateBytesPerParam(int64_t shard);
 // Activation bytes of one transformer layer for one micro-batch of b sequences of length s on one
 // GPU (Korthikanti et al. 2022, generalized to GQA and gated MLPs; equals s*b*h*(34 + 5*a*s/h)
 // for a GPT layer without parallelism or recompute).
@@ -249,6 +275,9 @@ inline constexpr int64_t kContextParallelMinTokens = 8192;
 // The recompute of a layout in words: "no recompute", "selective recompute", "full recompute",
 // "full recompute of 1 layer per chunk", "full recompute of 3 layers per chunk".
 std::string RecomputePhrase(const Layout& layout);
+// "FSDP over 64" (one shard group of all the data-parallel ranks), "HSDP 8 x 4" (shard groups of
+// 8, 4 replicas), or "" when the layout is not FSDP.
+std::string FsdpPhrase(const Layout& layout);
 // Model FLOPs of one step (forward + backward, no recompute) for `batch` sequences: 3 * (L * (2 *
 // b*s * W + 4 * b * s^2 * h) + 2 * b*s*h*V) (Narayanan et al. 2021, generalized).
 double ModelFlopsPerStep(const ModelArch& m, int64_t seq_len, int64_t batch);
@@ -264,7 +293,9 @@ Result<Plan> PlanFromJson(const std::string& json);
 // The job environment of one task: AUTOPAR_TP/PP/DP, AUTOPAR_MICRO_BATCH, AUTOPAR_GRAD_ACCUM,
 // AUTOPAR_GLOBAL_BATCH, AUTOPAR_SEQ_LEN, AUTOPAR_RECOMPUTE, AUTOPAR_RECOMPUTE_LAYERS (layers per
 // chunk recomputed in full; 0 = all), AUTOPAR_OPTIMIZER_SHARDING (0/1),
-// AUTOPAR_VPP, AUTOPAR_TP_RANK/PP_RANK/DP_RANK, AUTOPAR_PLAN_JSON, AUTOPAR_MEGATRON_ARGS,
+// AUTOPAR_VPP, AUTOPAR_FSDP_SHARD / AUTOPAR_FSDP_REPLICATE (0 when the plan is not FSDP),
+// AUTOPAR_TP_RANK/PP_RANK/DP_RANK (with FSDP also AUTOPAR_FSDP_SHARD_RANK = dp_rank % shard and
+// AUTOPAR_FSDP_REPLICATE_RANK = dp_rank / shard), AUTOPAR_PLAN_JSON, AUTOPAR_MEGATRON_ARGS,
 // AUTOPAR_DEEPSPEED_CONFIG.
 // Rank order is Megatron-LM's default: tp fastest, then dp, then pp:
 //   tp_rank = rank % tp; dp_rank = (rank / tp) % dp; pp_rank = rank / (tp * dp).

@@ -40,6 +40,21 @@ std::vector<int64_t> Divisors(int64_t n) {
   return small;
 }
 
+// Whether the request asks for FSDP layouts only (--auto-parallel=fsdp[=N], hsdp=S,R).
+bool FsdpOnly(const PlanRequest& r) {
+  return (r.fsdp && *r.fsdp) || r.fsdp_shard || r.fsdp_replicate;
+}
+
+// "fsdp", "fsdp=8", "hsdp=8,4": the FSDP pins as --auto-parallel writes them, or "".
+std::string FsdpPinText(const PlanRequest& r) {
+  if (r.fsdp_replicate) {
+    return "hsdp=" + (r.fsdp_shard ? std::to_string(*r.fsdp_shard) : std::string("?")) + "," +
+           std::to_string(*r.fsdp_replicate);
+  }
+  if (r.fsdp_shard) return "fsdp=" + std::to_string(*r.fsdp_shard);
+  return FsdpOnly(r) ? "fsdp" : "";
+}
+
 std::string PinnedLabel(const PlanRequest& r) {
   if (!r.pin_label.empty()) return r.pin_label;
   std::string out;
@@ -52,10 +67,14 @@ std::string PinnedLabel(const PlanRequest& r) {
   add("ep", r.ep);
   add("pp", r.pp);
   add("dp", r.dp);
+  const std::string fsdp = FsdpPinText(r);
+  if (!fsdp.empty()) out += (out.empty() ? "" : ",") + fsdp;
   return "--auto-parallel=" + out;
 }
 
-bool Pinned(const PlanRequest& r) { return r.tp || r.cp || r.ep || r.pp || r.dp; }
+bool Pinned(const PlanRequest& r) {
+  return r.tp || r.cp || r.ep || r.pp || r.dp || FsdpOnly(r);
+}
 
 Status ValidateRequest(const PlanRequest& r) {
   if (r.gpus < 1) return Status::Error("--gpus: must be >= 1 (got " + std::to_string(r.gpus) + ")");
@@ -97,7 +116,7 @@ Status ValidateRequest(const PlanRequest& r) {
   const std::pair<const char*, const std::optional<int64_t>*> pins[] = {
       {"tp", &r.tp},  {"cp", &r.cp}, {"ep", &r.ep},
       {"pp", &r.pp},  {"dp", &r.dp}, {"micro_batch", &r.micro_batch},
-      {"vpp", &r.vpp}};
+      {"vpp", &r.vpp}, {"fsdp", &r.fsdp_shard}, {"hsdp replicas", &r.fsdp_replicate}};
   if (r.recompute_layers && *r.recompute_layers < 0)
     return Status::Error("recompute_layers: must be >= 0");
   for (const auto& [key, value] : pins) {
@@ -195,10 +214,43 @@ std::string SplitPinError(const PlanRequest& r, const std::string& label) {
   return "";
 }
 
+// Why pinned FSDP cannot work with the other pins, the model or the GPUs, or "".
+std::string FsdpPinError(const PlanRequest& r, const std::string& label) {
+  if (!FsdpOnly(r)) return "";
+  const std::string& fsdp = label;
+  if (r.fsdp && !*r.fsdp) return fsdp + ": contradicts FSDP being off";
+  if (r.model.moe()) {
+    return fsdp + ": FSDP is planned for dense models (" + r.model.name + " has experts)";
+  }
+  for (const auto& [key, v] : {std::pair<const char*, std::optional<int64_t>>{"pp", r.pp},
+                               {"cp", r.cp}, {"ep", r.ep}}) {
+    if (v && *v > 1) {
+      return fsdp + ": " + key + "=" + std::to_string(*v) +
+             ": FSDP is planned without pipeline, context or expert parallelism";
+    }
+  }
+  if (r.fsdp_shard && *r.fsdp_shard < 2) return fsdp + ": a shard group of 1 shards nothing (use dp)";
+  const int64_t group = r.fsdp_shard.value_or(1) * r.fsdp_replicate.value_or(1);
+  const int64_t tp = r.tp.value_or(1);
+  if (r.gpus % (tp * group) != 0) {
+    return fsdp + ": " + (r.tp ? "tp*" : "") + "shard*replicate=" + std::to_string(tp * group) +
+           " does not divide the job's " + std::to_string(r.gpus) + " GPUs";
+  }
+  if (r.fsdp_shard && r.fsdp_replicate && r.dp && *r.dp != group) {
+    return fsdp + ": shard*replicate=" + std::to_string(group) + " but dp=" + std::to_string(*r.dp);
+  }
+  if (r.fsdp_shard && r.fsdp_replicate && r.global_batch % group != 0) {
+    return fsdp + ": the data-parallel size " + std::to_string(group) +
+           " does not divide the global batch (" + std::to_string(r.global_batch) + ")";
+  }
+  return "";
+}
+
 // Why a pinned (t, p, d) cannot work, or "" when it can.
 std::string PinnedConstraintError(const PlanRequest& r, int64_t s) {
   const std::string label = PinnedLabel(r);
-  std::string why = TensorPinError(r, label);
+  std::string why = FsdpPinError(r, label);
+  if (why.empty()) why = TensorPinError(r, label);
   if (why.empty()) why = PipelinePinError(r, label);
   if (why.empty()) why = ExpertContextPinError(r, label, s);
   if (why.empty()) why = SplitPinError(r, label);
@@ -237,8 +289,10 @@ void EnumerateKnobs(const PlanRequest& r, const Layout& base, const Recompute (&
       if (r.vpp && v != *r.vpp) continue;
       for (Recompute rc : all_rc) {
         if (r.recompute && rc != *r.recompute) continue;
-        for (int sh = 0; sh < (d * base.cp > 1 ? 2 : 1); ++sh) {
-          if (r.optimizer_sharding && (sh == 1) != *r.optimizer_sharding) continue;
+        // FSDP shards the optimizer states itself: no distributed optimizer on top.
+        const int shardings = d * base.cp > 1 && !base.fsdp() ? 2 : 1;
+        for (int sh = 0; sh < shardings; ++sh) {
+          if (r.optimizer_sharding && !base.fsdp() && (sh == 1) != *r.optimizer_sharding) continue;
           Layout l = base;
           l.micro_batch = b;
           l.grad_accum = mb;
@@ -265,12 +319,42 @@ std::vector<int64_t> ExpertSizes(const PlanRequest& r, int64_t replicas) {
   return out;
 }
 
-// Enumerates every valid layout of the request; `memory_only` keeps, for each (t, c, p, d, ep),
-// only the least-memory knobs (micro-batch 1, full recompute, sharding) and ignores batch
-// divisibility.
+// The FSDP shard groups the search tries for d data-parallel ranks of a dense model without a
+// pipeline: every divisor S >= 2 of d (S = d: FSDP over all of them; S < d: HSDP, d/S replicas),
+// as pinned; none when FSDP is off.
+std::vector<int64_t> FsdpShards(const PlanRequest& r, int64_t d) {
+  std::vector<int64_t> out;
+  if ((r.fsdp && !*r.fsdp) || r.model.moe()) return out;
+  for (int64_t shard : Divisors(d)) {
+    if (shard < 2 || (r.fsdp_shard && shard != *r.fsdp_shard)) continue;
+    if (r.fsdp_replicate && d / shard != *r.fsdp_replicate) continue;
+    out.push_back(shard);
+  }
+  return out;
+}
+
+// The layouts of one (t, c, p, d, ep[, FSDP shard]) in `base`: with `memory_only` the
+// least-memory knobs (micro-batch 1, full recompute, sharding) regardless of the batch split,
+// else every knob (EnumerateKnobs) when d divides the batch.
+void AddLayouts(const PlanRequest& r, const Layout& base, bool memory_only,
+                std::vector<Layout>* out) {
+  const Recompute all_rc[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  if (memory_only) {
+    Layout l = base;
+    l.micro_batch = 1;
+    l.recompute = r.recompute.value_or(Recompute::kFull);
+    l.optimizer_sharding = !base.fsdp() && r.optimizer_sharding.value_or(base.dp * base.cp > 1);
+    out->push_back(l);
+    return;
+  }
+  if (r.global_batch % base.dp != 0) return;
+  EnumerateKnobs(r, base, all_rc, out);
+}
+
+// Enumerates every valid layout of the request; `memory_only` keeps, for each (t, c, p, d, ep)
+// and FSDP shard group, only the least-memory knobs and ignores batch divisibility.
 void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector<Layout>* out) {
   const ModelArch& m = r.model;
-  const Recompute all_rc[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   for (int64_t t : Divisors(gpus)) {
     if (r.tp && t != *r.tp) continue;
     if (m.heads % t != 0 || m.kv_heads % t != 0) continue;
@@ -284,23 +368,22 @@ void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector
         if (!StagesAllowed(r, p, 1)) continue;
         const int64_t d = gpus / (t * cx * p);
         if (r.dp && d != *r.dp) continue;
-        for (int64_t ep : ExpertSizes(r, d * cx)) {
-          Layout base;
-          base.tp = t;
-          base.cp = cx;
-          base.pp = p;
-          base.dp = d;
-          base.ep = ep;
-          if (memory_only) {
-            Layout l = base;
-            l.micro_batch = 1;
-            l.recompute = r.recompute.value_or(Recompute::kFull);
-            l.optimizer_sharding = r.optimizer_sharding.value_or(d * cx > 1);
-            out->push_back(l);
-            continue;
+        Layout base;
+        base.tp = t;
+        base.cp = cx;
+        base.pp = p;
+        base.dp = d;
+        if (!FsdpOnly(r)) {
+          for (int64_t ep : ExpertSizes(r, d * cx)) {
+            base.ep = ep;
+            AddLayouts(r, base, memory_only, out);
           }
-          if (r.global_batch % d != 0) continue;
-          EnumerateKnobs(r, base, all_rc, out);
+        }
+        if (p != 1 || cx != 1 || (r.ep && *r.ep > 1)) continue;
+        base.ep = 1;
+        for (int64_t shard : FsdpShards(r, d)) {
+          base.fsdp_shard = shard;
+          AddLayouts(r, base, memory_only, out);
         }
       }
     }
@@ -328,7 +411,8 @@ std::string DescribeKnobs(const Layout& l) {
   return "tp=" + std::to_string(l.tp) + (l.cp > 1 ? ", cp=" + std::to_string(l.cp) : "") +
          (l.ep > 1 ? ", ep=" + std::to_string(l.ep) : "") + ", pp=" + std::to_string(l.pp) +
          ", dp=" + std::to_string(l.dp) + ", micro-batch " + std::to_string(l.micro_batch) + ", " +
-         RecomputePhrase(l) + (l.optimizer_sharding ? ", distributed optimizer" : "");
+         RecomputePhrase(l) + (l.optimizer_sharding ? ", distributed optimizer" : "") +
+         (l.fsdp() ? ", " + FsdpPhrase(l) : "");
 }
 
 Result<Plan> Search(const PlanRequest& request, bool explain);
@@ -353,6 +437,9 @@ PlanRequest Unpinned(PlanRequest q) {
   q.recompute.reset();
   q.recompute_layers.reset();
   q.optimizer_sharding.reset();
+  q.fsdp.reset();
+  q.fsdp_shard.reset();
+  q.fsdp_replicate.reset();
   q.pin_label.clear();
   return q;
 }
@@ -486,7 +573,8 @@ std::string SlowerReason(const PlanCandidate& best, const PlanCandidate& c) {
       {"tensor-parallel communication", c.time.tp_comm_s - best.time.tp_comm_s},
       {"pipeline bubble", c.time.bubble_s - best.time.bubble_s},
       {"pipeline point-to-point", c.time.p2p_s - best.time.p2p_s},
-      {"exposed data-parallel gradient reduction",
+      {c.layout.fsdp() ? "exposed FSDP gathers and reduce-scatters"
+                       : "exposed data-parallel gradient reduction",
        c.time.dp_comm_exposed_s - best.time.dp_comm_exposed_s},
       {"optimizer step", c.time.optimizer_s - best.time.optimizer_s},
   };
@@ -557,7 +645,8 @@ Status NoLayoutError(const PlanRequest& r, bool explain) {
   return Status::Error(BatchMessage(r, any));
 }
 
-// The evaluated layouts the search keeps: the best fitting one per (t, cp, p, d, ep), every one
+// The evaluated layouts the search keeps: the best fitting one per (t, cp, p, d, ep, FSDP shard
+// group), every one
 // that does not fit, and the one that needs the least memory.
 class Candidates {
  public:
@@ -571,7 +660,7 @@ class Candidates {
       return;
     }
     const Layout& l = c.layout;
-    auto key = std::make_tuple(l.tp, l.cp, l.pp, l.dp, l.ep);
+    auto key = std::make_tuple(l.tp, l.cp, l.pp, l.dp, l.ep, l.fsdp_shard);
     auto it = best_per_layout_.find(key);
     if (it == best_per_layout_.end()) {
       best_per_layout_.emplace(key, c);
@@ -584,7 +673,7 @@ class Candidates {
   const PlanCandidate& smallest() const { return smallest_; }
   const std::vector<PlanCandidate>& unfit() const { return unfit_; }
 
-  // The best fitting candidate of each (t, cp, p, d, ep), best first.
+  // The best fitting candidate of each (t, cp, p, d, ep, FSDP shard group), best first.
   std::vector<PlanCandidate> Ranked() const {
     std::vector<PlanCandidate> ranked;
     ranked.reserve(best_per_layout_.size());
@@ -594,7 +683,8 @@ class Candidates {
   }
 
  private:
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, PlanCandidate> best_per_layout_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, PlanCandidate>
+      best_per_layout_;
   PlanCandidate smallest_;
   bool have_smallest_ = false;
   std::vector<PlanCandidate> unfit_;

@@ -34,6 +34,18 @@ void ExpectSuggestedLayoutPlans(PlanRequest r, const std::string& message) {
   r.ep.reset();
   r.pp.reset();
   r.dp.reset();
+  // An FSDP layout names its shard group ("FSDP over 124", "HSDP 8 x 4").
+  r.fsdp = false;
+  r.fsdp_shard.reset();
+  r.fsdp_replicate.reset();
+  if (const size_t f = layout.find("FSDP over "); f != std::string::npos) {
+    r.fsdp = true;
+    r.fsdp_shard = std::stoll(layout.substr(f + 10));
+  } else if (const size_t h = layout.find("HSDP "); h != std::string::npos) {
+    r.fsdp = true;
+    r.fsdp_shard = std::stoll(layout.substr(h + 5));
+    r.fsdp_replicate = std::stoll(layout.substr(layout.find(" x ", h) + 3));
+  }
   for (auto [key, slot] : {std::pair<const char*, std::optional<int64_t>*>{"tp=", &r.tp},
                            {"cp=", &r.cp},
                            {"ep=", &r.ep},
@@ -535,7 +547,7 @@ TEST(PlanJob, PinnedSizesAreRefusedWithTheReason) {
       {"gpt3-175b", 8, 8, 1, 1, std::nullopt,
        "--auto-parallel=tp=1,pp=1: does not fit: the smallest configuration (tp=1, pp=1, dp=8, "
        "micro-batch 1, "
-       "full recompute, distributed optimizer) needs "},
+       "full recompute, FSDP over 8) needs "},
   };
   for (const auto& c : cases) {
     PlanRequest r = PlanRequestFor(c.model, c.gpus, "a100-80gb", c.batch);
@@ -776,16 +788,23 @@ TEST(PlanJob, PublishedRunsWithinStatedTolerance) {
     EXPECT_TRUE(pinned->chosen.fits);
     EXPECT_NEAR(pinned->chosen.mfu / c.mfu, 1.0, c.tolerance) << pinned->chosen.mfu;
   }
-  // OPT-175B trained with FSDP, which the planner does not model: its layout pinned is refused
-  // (weights and gradients not sharded), and the refusal's layout plans.
+  // OPT-175B trained with FSDP and Megatron's tensor parallelism (tp=8, FSDP over the other
+  // 124): with only the optimizer sharded its layout is refused; pinned as FSDP it plans and fits.
   PlanRequest opt = PlanRequestFor("opt-175b", 992, "a100-80gb", 992);
   ASSERT_TRUE(PlanJob(opt).ok());
   opt.tp = 8;
   opt.pp = 1;
   opt.dp = 124;
+  opt.fsdp = false;
   auto refused = PlanJob(opt);
   ASSERT_FALSE(refused.ok());
   ExpectSuggestedLayoutPlans(opt, refused.message());
+  opt.fsdp = true;
+  opt.fsdp_shard = 124;
+  auto fsdp = PlanJob(opt);
+  ASSERT_TRUE(fsdp.ok()) << fsdp.message();
+  EXPECT_TRUE(fsdp->chosen.fits);
+  EXPECT_EQ(fsdp->chosen.layout.fsdp_shard, 124);
   // Llama 2 70B: no layout published; it plans.
   PlanRequest llama2 = PlanRequestFor("llama-2-70b", 2048, "a100-80gb", 1024);
   llama2.seq_len = 4096;
@@ -908,6 +927,12 @@ TEST(PlanJob, EvenStagesForbidUnevenOnes) {
   PlanRequest r = PlanRequestFor("llama-3-405b", 16384, "h100-80gb", 2048);
   r.seq_len = 8192;
   r.allow_uneven_stages = false;
+  // With FSDP the model plans without a pipeline (HSDP with tp=8), slowly; without it the even
+  // stages are what binds.
+  auto fsdp = PlanJob(r);
+  ASSERT_TRUE(fsdp.ok()) << fsdp.message();
+  EXPECT_TRUE(fsdp->chosen.layout.fsdp());
+  r.fsdp = false;
   auto plan = PlanJob(r);
   ASSERT_FALSE(plan.ok());
   // The binding constraint and a change that works, which plans.
