@@ -40,6 +40,12 @@ constexpr double kTokensHalf = 64.0;
 // hide behind (num_sm), about 20%: we count 3/4 as hidden, not 15/16. An estimate from the
 // structure, not a measurement (docs/planner.md).
 constexpr double kTensorParallelOverlap = 0.75;
+// What the data-parallel and FSDP collectives hidden behind the compute still cost, as a
+// fraction of their time: NCCL's kernels take SMs and HBM bandwidth from the GEMMs they run
+// beside, and FSDP copies every gathered and reduced unit in and out of its flat buffers. Fitted
+// to torchtitan's FSDP2 runs on 64 A100 (docs/planner.md, "FSDP"): 0.5 puts its four rows within
+// 5 MFU points (charged for free, they were 6-13 points above).
+constexpr double kHiddenCommCost = 0.5;
 // HBM passes over a layer's stored activations made by its element-wise kernels (forward: one
 // write + one read; backward: about two reads + one write + one more for the gradient).
 constexpr double kElementwisePasses = 6.0;
@@ -68,6 +74,16 @@ double AllReduceSeconds(double bytes, int64_t n, double gbps, double latency_us)
   if (n <= 1) return 0;
   const double steps = 2.0 * D(n - 1);
   return steps / D(n) * bytes / (gbps * 1e9 * kLinkEfficiency) + steps * latency_us * 1e-6;
+}
+
+// The bandwidth per rank, GB/s, of a collective over a group that spans nodes and whose ranks
+// are `stride` apart (rank order tp, cp, dp, pp: a data-parallel group's are t apart). NCCL runs
+// one ring per NIC (a channel each), so a group with k ranks in every node drives k of the node's
+// NICs: k times the per-GPU network bandwidth, at most NVLink's (nccl-tests' bus bandwidth across
+// DGX nodes is the node's NICs together, not one).
+double NetworkGbps(const PlanRequest& req, int64_t stride) {
+  const int64_t k = std::max<int64_t>(1, req.gpus_per_node / std::max<int64_t>(1, stride));
+  return std::min(req.gpu.net_gbps * D(k), req.gpu.nvlink_gbps);
 }
 
 struct StageMemory {
@@ -511,6 +527,12 @@ double PipelineSeconds(const PlanRequest& req, const LayoutShape& sh) {
   return 2.0 * D(sh.v) * (bytes / (bw * 1e9 * kLinkEfficiency) + lat * 1e-6);
 }
 
+// The hidden part of the data-parallel collectives slows the compute it runs beside by
+// kHiddenCommCost of its time; charged as exposed communication.
+void ChargeHiddenComm(TimeBreakdown* time) {
+  time->dp_comm_exposed_s += kHiddenCommCost * (time->dp_comm_s - time->dp_comm_exposed_s);
+}
+
 // FSDP (Zhao et al. 2023; torchtitan's FSDP2): per micro-batch, every unit's weights are
 // all-gathered in bf16 before its forward and again before its backward (they are freed after
 // the forward), and its gradients reduce-scattered in fp32 after its backward; HSDP then
@@ -526,9 +548,9 @@ void CostFsdp(const PlanRequest& req, const Layout& l, const LayoutShape& sh,
   const int64_t shard = l.fsdp_shard, replicas = l.fsdp_replicate();
   const bool shard_in_node = sh.t * shard <= req.gpus_per_node;
   const bool replica_in_node = sh.t * shard * replicas <= req.gpus_per_node;
-  const double bw = shard_in_node ? g.nvlink_gbps : g.net_gbps;
+  const double bw = shard_in_node ? g.nvlink_gbps : NetworkGbps(req, sh.t);
   const double lat = shard_in_node ? g.nvlink_latency_us : g.net_latency_us;
-  const double rbw = replica_in_node ? g.nvlink_gbps : g.net_gbps;
+  const double rbw = replica_in_node ? g.nvlink_gbps : NetworkGbps(req, sh.t * shard);
   const double rlat = replica_in_node ? g.nvlink_latency_us : g.net_latency_us;
   auto gather = [&](double bytes) { return AllReduceSeconds(bytes, shard, bw, lat) / 2; };
   auto reduce = [&](double params) {
@@ -548,6 +570,7 @@ void CostFsdp(const PlanRequest& req, const Layout& l, const LayoutShape& sh,
   if (!req.dp_comm_overlap) exposed = whole;
   time->dp_comm_s = D(sh.mb) * whole;
   time->dp_comm_exposed_s = D(sh.mb) * exposed;
+  ChargeHiddenComm(time);
 }
 
 // Data parallelism: the fp32 gradients of this GPU's parameters, ring all-reduce; with the
@@ -565,7 +588,7 @@ void CostDataParallel(const PlanRequest& req, const Layout& l, const LayoutShape
   }
   const GpuSpec& g = req.gpu;
   const bool dp_in_node = sh.t * cx * d <= req.gpus_per_node;
-  const double bw = dp_in_node ? g.nvlink_gbps : g.net_gbps;
+  const double bw = dp_in_node ? g.nvlink_gbps : NetworkGbps(req, sh.t);
   const double lat = dp_in_node ? g.nvlink_latency_us : g.net_latency_us;
   auto all_reduce = [&](double bytes_per_param) {
     return AllReduceSeconds(bytes_per_param * worst.params, d * cx, bw, lat) +
@@ -584,6 +607,7 @@ void CostDataParallel(const PlanRequest& req, const Layout& l, const LayoutShape
     time->dp_comm_exposed_s = std::max(0.0, time->dp_comm_s - backward_window);
   }
   if (!req.dp_comm_overlap) time->dp_comm_exposed_s = time->dp_comm_s;
+  ChargeHiddenComm(time);
 }
 
 // Every rate at `factor` of the preset's: each time, the exposed parts included

@@ -52,16 +52,17 @@ TEST(EvaluateLayout, FsdpShardsTheStatesAndGathersTwoLayers) {
 
 TEST(EvaluateLayout, FsdpCommunicationIsMostlyHidden) {
   // Per micro-batch: every layer gathered twice in bf16 (2 bytes) and reduce-scattered in fp32
-  // (4 bytes): 8 bytes per parameter over the ring's (n-1)/n; exposed: the first gather and the
-  // last reduce-scatter and whatever the compute does not cover.
+  // (4 bytes): 8 bytes per parameter over the ring's (n-1)/n, at the bandwidth of the node's 8
+  // NICs (the shard group has 8 ranks in every node); exposed: the first gather and the last
+  // reduce-scatter, whatever the compute does not cover, and half of what it hides.
   PlanRequest r = PlanRequestFor("llama-3-8b", 64, "a100-80gb", 64, 8192);
   const PlanCandidate c = EvaluateLayout(r, Fsdp(1, 64, 64, 1, Recompute::kSelective));
   const ParamCount pc = CountParams(r.model);
   const double bytes = 8.0 * pc.total * 63 / 64;
-  const double seconds = bytes / (r.gpu.net_gbps * 1e9 * 0.8);
-  EXPECT_NEAR(c.time.dp_comm_s / seconds, 1.0, 0.02);
-  EXPECT_LT(c.time.dp_comm_exposed_s, 0.5 * c.time.dp_comm_s);
-  EXPECT_GT(c.time.dp_comm_exposed_s, 0.0);
+  const double seconds = bytes / (8 * r.gpu.net_gbps * 1e9 * 0.8);
+  EXPECT_NEAR(c.time.dp_comm_s / seconds, 1.0, 0.15);  // and the latency of 63 ring steps
+  EXPECT_LT(c.time.dp_comm_exposed_s, 0.75 * c.time.dp_comm_s);
+  EXPECT_GE(c.time.dp_comm_exposed_s, 0.5 * c.time.dp_comm_s);
   // Without the overlap every byte waits.
   r.dp_comm_overlap = false;
   const PlanCandidate serial = EvaluateLayout(r, Fsdp(1, 64, 64, 1, Recompute::kSelective));
@@ -80,8 +81,10 @@ TEST(EvaluateLayout, HsdpShardsInANodeAndAllReducesAcrossReplicas) {
   EXPECT_EQ(hsdp.layout.fsdp_replicate(), 8);
   // Shards over 8 GPUs instead of 64: 8x the state per GPU.
   EXPECT_NEAR(hsdp.memory.optimizer_gib, 8 * fsdp.memory.optimizer_gib, 1e-6);
-  // Gathers on NVLink, only the shard's all-reduce crosses the network: less traffic in all.
-  EXPECT_LT(hsdp.time.dp_comm_s, fsdp.time.dp_comm_s);
+  // Gathers on NVLink, but the shard's all-reduce crosses the network with one rank of each
+  // replica group per node (one NIC each), where FSDP over all 64 drives a node's 8 NICs: HSDP
+  // saves no time here, only the gathers' reach.
+  EXPECT_GT(hsdp.time.dp_comm_s, fsdp.time.dp_comm_s);
   EXPECT_EQ(FsdpPhrase(hsdp.layout), "HSDP 8 x 8");
   EXPECT_EQ(FsdpPhrase(fsdp.layout), "FSDP over 64");
 }
