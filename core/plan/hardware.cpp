@@ -20,6 +20,8 @@ struct GpuPreset {
 // sparsity). NVLink: 600 GB/s (A100) / 900 GB/s (H100, H200) total per GPU = half per direction.
 // HBM bandwidth: data sheets (1555, 2039, 3350, 4800 GB/s).
 // Network: one 200 Gb/s HDR (DGX A100) or 400 Gb/s NDR (DGX H100/H200) InfiniBand port per GPU.
+// GEMM efficiency (eff): fitted, on A100 to Korthikanti et al.'s four Megatron runs, on H100 to
+// the Llama 3 paper's three 405B runs (Table 4); H200 takes H100's (docs/planner.md, "Compute").
 // clang-format off
 const GpuPreset kGpus[] = {
     // name         aliases                                       GiB    TFLOP/s NVLink net   HBM     eff   lat(us) NVLink, net
@@ -27,9 +29,9 @@ const GpuPreset kGpus[] = {
      "NVIDIA A100 Tensor Core GPU data sheet; DGX A100 (8x HDR 200 Gb/s)"},
     {"a100-80gb",  {"a100", "a100-80g", "a100-sxm4-80gb"},        80.0,  312.0, 300.0, 25.0, 2039.0, 0.85, 5.0, 10.0,
      "NVIDIA A100 Tensor Core GPU data sheet; DGX A100 (8x HDR 200 Gb/s)"},
-    {"h100-80gb",  {"h100", "h100-80g", "h100-sxm5-80gb"},        79.6,  989.0, 450.0, 50.0, 3350.0, 0.75, 4.0, 8.0,
+    {"h100-80gb",  {"h100", "h100-80g", "h100-sxm5-80gb"},        79.6,  989.0, 450.0, 50.0, 3350.0, 0.82, 4.0, 8.0,
      "NVIDIA H100 Tensor Core GPU data sheet (SXM); DGX H100 (8x NDR 400 Gb/s)"},
-    {"h200-141gb", {"h200", "h200-141g", "h200-sxm-141gb"},      140.4,  989.0, 450.0, 50.0, 4800.0, 0.75, 4.0, 8.0,
+    {"h200-141gb", {"h200", "h200-141g", "h200-sxm-141gb"},      140.4,  989.0, 450.0, 50.0, 4800.0, 0.82, 4.0, 8.0,
      "NVIDIA H200 Tensor Core GPU data sheet (SXM); DGX H200 (8x NDR 400 Gb/s)"},
 };
 // clang-format on

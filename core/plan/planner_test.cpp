@@ -740,56 +740,9 @@ TEST(PlanJob, LongContextUsesContextParallelism) {
   EXPECT_EQ(short_seq->chosen.layout.cp, 1);
 }
 
-TEST(PlanJob, PublishedRunsWithinStatedTolerance) {
-  // The rows of docs/planner.md's table of published runs (its sources there). Each plans without
-  // flags and the chosen plan fits; the published layout pinned (with the recompute the run used)
-  // fits and is predicted within the stated relative tolerance of the published MFU. Published
-  // TFLOP/s counted with full recompute are converted to MFU as the table does (Narayanan et al.
-  // eq. 3). Llama 3 and gpt-oss have tests of their own below.
-  struct Case {
-    const char* model;
-    int64_t gpus, batch, tp, pp, dp;
-    Recompute recompute;
-    double net_gbps;  // 0: the preset's
-    double mfu, tolerance;
-  } cases[] = {
-      // Korthikanti et al. 2022 (MFU: the Megatron-LM README table): the calibration set.
-      {"megatron-22b", 8, 4, 8, 1, 1, Recompute::kSelective, 0, 0.415, 0.05},
-      {"gpt3-175b", 64, 64, 8, 8, 1, Recompute::kSelective, 0, 0.514, 0.05},
-      {"mt-nlg-530b", 280, 280, 8, 35, 1, Recompute::kSelective, 0, 0.560, 0.05},
-      {"megatron-1t", 512, 512, 8, 64, 1, Recompute::kSelective, 0, 0.563, 0.05},
-      // Narayanan et al. 2021, Table 1 (148, 155, 163 TFLOP/s with full recompute): the 2021
-      // code ran ~10% below what the model (fitted on the 2022 code) predicts.
-      {"megatron-145b", 1536, 2304, 8, 8, 24, Recompute::kFull, 0, 0.356, 0.15},
-      {"megatron-310b", 1920, 2160, 8, 16, 15, Recompute::kFull, 0, 0.373, 0.15},
-      {"megatron-1t", 3072, 3072, 8, 64, 6, Recompute::kFull, 0, 0.392, 0.15},
-      // MT-NLG's production run (Smith et al. 2022, 126 TFLOP/s): DeepSpeed's pipeline and the
-      // production overheads put it 29% below the model.
-      {"mt-nlg-530b", 2240, 1920, 8, 35, 8, Recompute::kFull, 0, 0.303, 0.30},
-      // BLOOM (150 TFLOP/s) on Omni-Path, 6.25 GB/s per GPU.
-      {"bloom-176b", 384, 2048, 4, 12, 8, Recompute::kFull, 6.25, 0.362, 0.10},
-  };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(std::string(c.model) + " on " + std::to_string(c.gpus));
-    PlanRequest r = PlanRequestFor(c.model, c.gpus, "a100-80gb", c.batch);
-    if (c.net_gbps > 0) r.gpu.net_gbps = c.net_gbps;
-    // Every run here (2021-2022) predates Megatron's --tp-comm-overlap (Transformer Engine's
-    // userbuffers, 2023): their tensor-parallel collectives were not overlapped, so they are
-    // evaluated without the overlap. The tolerances are the ones they had before it was modelled.
-    r.tp_comm_overlap = false;
-    auto free = PlanJob(r);
-    ASSERT_TRUE(free.ok()) << free.message();
-    EXPECT_TRUE(free->chosen.fits);
-    r.tp = c.tp;
-    r.pp = c.pp;
-    r.dp = c.dp;
-    r.recompute = c.recompute;
-    if (c.recompute == Recompute::kFull) r.recompute_layers = 0;
-    auto pinned = PlanJob(r);
-    ASSERT_TRUE(pinned.ok()) << pinned.message();
-    EXPECT_TRUE(pinned->chosen.fits);
-    EXPECT_NEAR(pinned->chosen.mfu / c.mfu, 1.0, c.tolerance) << pinned->chosen.mfu;
-  }
+// The published runs, each within 5 points of MFU or with its gap stated: planner_published_test.cpp.
+
+TEST(PlanJob, OptLayoutNeedsFsdp) {
   // OPT-175B trained with FSDP and Megatron's tensor parallelism (tp=8, FSDP over the other
   // 124): with only the optimizer sharded its layout is refused; pinned as FSDP it plans and fits.
   PlanRequest opt = PlanRequestFor("opt-175b", 992, "a100-80gb", 992);
@@ -811,37 +764,6 @@ TEST(PlanJob, PublishedRunsWithinStatedTolerance) {
   PlanRequest llama2 = PlanRequestFor("llama-2-70b", 2048, "a100-80gb", 1024);
   llama2.seq_len = 4096;
   EXPECT_TRUE(PlanJob(llama2).ok());
-}
-
-TEST(PlanJob, Llama3PublishedLayoutsWithinTolerance) {
-  // The Llama 3 Herd of Models (Llama Team 2024), Table 4: 405B on H100-80GB, global batch 16M
-  // tokens, BF16 MFU as published. Each plans without flags and fits; the published layout
-  // pinned fits and is predicted within 25% (relative) of the published MFU. The model sits below
-  // all three (H100 efficiency is its least certain constant, docs/planner.md).
-  struct Case {
-    int64_t gpus, seq, batch, tp, cp, pp, dp;
-    double mfu;
-  } cases[] = {
-      {8192, 8192, 2048, 8, 1, 16, 64, 0.43},
-      {16384, 8192, 2048, 8, 1, 16, 128, 0.41},
-      {16384, 131072, 128, 8, 16, 16, 8, 0.38},
-  };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(std::to_string(c.gpus) + " GPUs, " + std::to_string(c.seq) + " tokens");
-    PlanRequest r = PlanRequestFor("llama-3-405b", c.gpus, "h100-80gb", c.batch);
-    r.seq_len = c.seq;
-    auto free = PlanJob(r);
-    ASSERT_TRUE(free.ok()) << free.message();
-    EXPECT_TRUE(free->chosen.fits);
-    r.tp = c.tp;
-    r.cp = c.cp;
-    r.pp = c.pp;
-    r.dp = c.dp;
-    auto pinned = PlanJob(r);
-    ASSERT_TRUE(pinned.ok()) << pinned.message();
-    EXPECT_TRUE(pinned->chosen.fits);
-    EXPECT_NEAR(pinned->chosen.mfu / c.mfu, 1.0, 0.25) << pinned->chosen.mfu;
-  }
 }
 
 TEST(PlanJob, MixtureOfExpertsUsesExpertParallelism) {

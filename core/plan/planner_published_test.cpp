@@ -1,0 +1,250 @@
+// The planner against published training runs, from 1.7B to 1T parameters, Megatron and FSDP:
+// every row's published layout pinned is predicted within 5 points of MFU of what it measured,
+// or the row states the gap it has and docs/planner.md ("Checked against published training
+// runs") says why. Published throughput is converted to MFU as this planner counts model FLOPs
+// (ModelFlopsPerStep: no recompute, the output layer, attention).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/plan/plan_request_for_test.h"
+#include "core/plan/planner.h"
+
+namespace autopar {
+namespace {
+
+constexpr double kMfuPoints = 0.05;  // the issue's bound: 5 points of MFU, absolute
+
+struct PublishedRun {
+  std::string source;  // the row and where it was published
+  PlanRequest request;  // with the published layout pinned
+  double mfu = 0;       // published, as the planner counts model FLOPs
+  // 0: within kMfuPoints. Otherwise the gap (predicted - published, as a fraction) the row has
+  // and docs/planner.md explains; checked to stay within 1.5 points of it.
+  double stated_gap = 0;
+};
+
+// A GPT of Narayanan et al. 2021, Table 1 (vocabulary 51,200, 2048 tokens, ffn 4h).
+ModelArch Gpt(const std::string& name, int64_t layers, int64_t hidden, int64_t heads) {
+  ModelArch m = *ResolveModel("megatron-22b");
+  m.name = name;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = m.kv_heads = heads;
+  m.ffn_hidden = 4 * hidden;
+  return m;
+}
+
+// MFU of a published TFLOP/s per GPU counted as Megatron counts it with full recompute
+// (Narayanan et al. 2021, eq. 3: 96 B s L h^2 (1 + s/6h + V/16Lh) per step).
+double MfuOfRecomputeTflops(double tflops, const ModelArch& m, int64_t s, double peak) {
+  const double h = static_cast<double>(m.hidden), l = static_cast<double>(m.layers);
+  const double v = static_cast<double>(m.vocab), sd = static_cast<double>(s);
+  const double counted = 96 * sd * l * h * h * (1 + sd / (6 * h) + v / (16 * l * h));
+  return tflops / peak * ModelFlopsPerStep(m, s, 1) / counted;
+}
+
+// MFU of a published throughput in tokens per second per GPU.
+double MfuOfTokens(double tokens_per_gpu, const ModelArch& m, int64_t s, double peak_tflops) {
+  return tokens_per_gpu * ModelFlopsPerStep(m, s, 1) / static_cast<double>(s) /
+         (peak_tflops * 1e12);
+}
+
+PlanRequest Pinned(const ModelArch& m, const char* gpu, int64_t gpus, int64_t batch, int64_t tp,
+                   int64_t pp, Recompute rc) {
+  PlanRequest r;
+  r.model = m;
+  r.gpu = *ResolveGpuType(gpu);
+  r.gpus = gpus;
+  r.global_batch = batch;
+  r.tp = tp;
+  r.pp = pp;
+  r.recompute = rc;
+  if (rc == Recompute::kFull) r.recompute_layers = 0;
+  // Every Megatron run below (2021-2022) predates Megatron's --tp-comm-overlap.
+  r.tp_comm_overlap = false;
+  return r;
+}
+
+// Korthikanti et al. 2022 (MFU: the Megatron-LM README table, data-parallel size 1), the A100
+// calibration set; Narayanan et al. 2021, Table 1 (TFLOP/s with full recompute; the 2021 code
+// reduced gradients after the backward pass: no data-parallel overlap).
+std::vector<PublishedRun> MegatronRuns() {
+  std::vector<PublishedRun> runs;
+  const struct {
+    const char* model;
+    int64_t gpus, tp, pp;
+    double mfu;
+  } k22[] = {{"megatron-22b", 8, 8, 1, 0.415},
+             {"gpt3-175b", 64, 8, 8, 0.514},
+             {"mt-nlg-530b", 280, 8, 35, 0.560},
+             {"megatron-1t", 512, 8, 64, 0.563}};
+  for (const auto& k : k22) {
+    PlanRequest r = Pinned(*ResolveModel(k.model), "a100-80gb", k.gpus, k.gpus, k.tp, k.pp,
+                           Recompute::kSelective);
+    r.dp = 1;
+    runs.push_back({std::string("Korthikanti+ 2022 ") + k.model, r, k.mfu});
+  }
+  const struct {
+    const char* name;
+    int64_t layers, hidden, heads, tp, pp, gpus, batch;
+    double tflops, stated_gap;
+  } n21[] = {{"1.7B", 24, 2304, 24, 1, 1, 32, 512, 137, 0.125},
+             {"3.6B", 30, 3072, 32, 2, 1, 64, 512, 138, 0.069},
+             {"7.5B", 36, 4096, 32, 4, 1, 128, 512, 142, 0},
+             {"18.4B", 40, 6144, 48, 8, 1, 256, 1024, 135, 0},
+             {"39.1B", 48, 8192, 64, 8, 2, 512, 1536, 138, 0},
+             {"76.1B", 60, 10240, 80, 8, 4, 1024, 1792, 140, 0},
+             {"145.6B", 80, 12288, 96, 8, 8, 1536, 2304, 148, 0},
+             {"310.1B", 96, 16384, 128, 8, 16, 1920, 2160, 155, 0},
+             {"529.6B", 105, 20480, 128, 8, 35, 2520, 2520, 163, 0},
+             {"1008B", 128, 25600, 160, 8, 64, 3072, 3072, 163, 0}};
+  for (const auto& n : n21) {
+    const ModelArch m = Gpt(std::string("gpt-") + n.name, n.layers, n.hidden, n.heads);
+    PlanRequest r = Pinned(m, "a100-80gb", n.gpus, n.batch, n.tp, n.pp, Recompute::kFull);
+    r.dp_comm_overlap = false;
+    runs.push_back({std::string("Narayanan+ 2021 Table 1 ") + n.name, r,
+                    MfuOfRecomputeTflops(n.tflops, m, 2048, 312), n.stated_gap});
+  }
+  return runs;
+}
+
+// Production runs: MT-NLG (Smith et al. 2022, 126 TFLOP/s, DeepSpeed's pipeline), BLOOM
+// (BigScience 2022, 150 TFLOP/s, Omni-Path at 6.25 GB/s per GPU), OPT-175B (Zhang et al. 2022,
+// FSDP with Megatron's tp=8 on 992 A100, up to 147 TFLOP/s, taken as counted with its full
+// recompute), and the Llama 3 paper's Table 4 (405B on H100, BF16 MFU as published).
+std::vector<PublishedRun> ProductionRuns() {
+  std::vector<PublishedRun> runs;
+  const ModelArch mtnlg = *ResolveModel("mt-nlg-530b");
+  PlanRequest r = Pinned(mtnlg, "a100-80gb", 2240, 1920, 8, 35, Recompute::kFull);
+  r.dp = 8;
+  runs.push_back({"Smith+ 2022 MT-NLG 530B", r, MfuOfRecomputeTflops(126, mtnlg, 2048, 312), 0.087});
+  const ModelArch bloom = *ResolveModel("bloom-176b");
+  r = Pinned(bloom, "a100-80gb", 384, 2048, 4, 12, Recompute::kFull);
+  r.dp = 8;
+  r.gpu.net_gbps = 6.25;
+  runs.push_back({"BigScience 2022 BLOOM 176B", r, MfuOfRecomputeTflops(150, bloom, 2048, 312)});
+  const ModelArch opt = *ResolveModel("opt-175b");
+  r = Pinned(opt, "a100-80gb", 992, 992, 8, 1, Recompute::kFull);
+  r.fsdp = true;
+  r.fsdp_shard = 124;
+  runs.push_back({"Zhang+ 2022 OPT-175B (FSDP)", r, MfuOfRecomputeTflops(147, opt, 2048, 312)});
+  const struct {
+    int64_t gpus, seq, batch, cp, pp, dp;
+    double mfu;
+  } l24[] = {{8192, 8192, 2048, 1, 16, 64, 0.43},
+             {16384, 8192, 2048, 1, 16, 128, 0.41},
+             {16384, 131072, 128, 16, 16, 8, 0.38}};
+  for (const auto& l : l24) {
+    r = Pinned(*ResolveModel("llama-3-405b"), "h100-80gb", l.gpus, l.batch, 8, l.pp,
+               Recompute::kFull);
+    r.recompute.reset();  // not published: the planner's choice (full recompute of some layers)
+    r.recompute_layers.reset();
+    r.tp_comm_overlap = true;
+    r.seq_len = l.seq;
+    r.cp = l.cp;
+    r.dp = l.dp;
+    runs.push_back({"Llama Team 2024 Table 4, 405B on " + std::to_string(l.gpus) + " H100, " +
+                        std::to_string(l.seq) + " tokens",
+                    r, l.mfu});
+  }
+  return runs;
+}
+
+// torchtitan's FSDP2 runs on 64 A100-80GB (pytorch/torchtitan docs/performance.md): FSDP over
+// all 64, local batch b, tokens per second per GPU.
+std::vector<PublishedRun> TorchtitanRuns() {
+  std::vector<PublishedRun> runs;
+  const struct {
+    const char* model;
+    int64_t seq, local_batch;
+    Recompute recompute;
+    double tokens;
+  } tt[] = {{"llama-3-8b", 8192, 1, Recompute::kSelective, 2973},
+            {"llama-3-70b", 8192, 1, Recompute::kFull, 331},
+            {"llama-2-70b", 4096, 2, Recompute::kFull, 353}};
+  for (const auto& t : tt) {
+    const ModelArch m = *ResolveModel(t.model);
+    PlanRequest r = Pinned(m, "a100-80gb", 64, 64 * t.local_batch, 1, 1, t.recompute);
+    r.seq_len = t.seq;
+    r.micro_batch = t.local_batch;
+    r.fsdp = true;
+    r.fsdp_shard = 64;
+    r.tp_comm_overlap = true;
+    runs.push_back({std::string("torchtitan FSDP2 ") + t.model + " on 64 A100", r,
+                    MfuOfTokens(t.tokens, m, t.seq, 312)});
+  }
+  return runs;
+}
+
+TEST(PlanJob, PublishedRunsWithinFiveMfuPoints) {
+  std::vector<PublishedRun> runs = MegatronRuns();
+  for (auto* more : {ProductionRuns, TorchtitanRuns}) {
+    for (auto& run : more()) runs.push_back(run);
+  }
+  for (const PublishedRun& run : runs) {
+    SCOPED_TRACE(run.source);
+    auto pinned = PlanJob(run.request);
+    ASSERT_TRUE(pinned.ok()) << pinned.message();
+    EXPECT_TRUE(pinned->chosen.fits);
+    const double gap = pinned->chosen.mfu - run.mfu;
+    if (run.stated_gap == 0) {
+      EXPECT_LE(std::abs(gap), kMfuPoints) << "predicted " << pinned->chosen.mfu * 100
+                                           << "% against " << run.mfu * 100 << "%";
+    } else {
+      EXPECT_NEAR(gap, run.stated_gap, 0.015) << "predicted " << pinned->chosen.mfu * 100
+                                              << "% against " << run.mfu * 100 << "%";
+    }
+    // Each plans without the pins too, and what it chooses fits.
+    PlanRequest free = run.request;
+    free.tp.reset();
+    free.cp.reset();
+    free.pp.reset();
+    free.dp.reset();
+    free.micro_batch.reset();
+    free.recompute.reset();
+    free.recompute_layers.reset();
+    free.fsdp.reset();
+    free.fsdp_shard.reset();
+    auto chosen = PlanJob(free);
+    ASSERT_TRUE(chosen.ok()) << chosen.message();
+    EXPECT_TRUE(chosen->chosen.fits);
+  }
+}
+
+TEST(PlanJob, TorchtitanRowsTheMemoryModelCannotHold) {
+  // Two more of torchtitan's rows ran in 80 GB where the memory model needs more: llama-2-13b
+  // with local batch 2 and no recompute, and llama-2-70b with local batch 1 and torchtitan's
+  // op-level selective recompute (it keeps fewer tensors than Megatron's selective recompute,
+  // and its flash attention stores no scores). Their time is still checked, on the layout
+  // evaluated as it ran: 2,162 tokens/s per GPU for 13B within 5 points. The 70B row is 9.6
+  // points above its 355 tokens/s: torchtitan's op-level selective recompute also recomputes
+  // every other matmul in the backward pass (about 1/7 more compute, which would bring it to
+  // +1), the planner's selective recompute only attention's core.
+  const struct {
+    const char* model;
+    int64_t local_batch;
+    Recompute recompute;
+    double tokens, stated_gap;
+  } rows[] = {{"llama-2-13b", 2, Recompute::kNone, 2162, 0},
+              {"llama-2-70b", 1, Recompute::kSelective, 355, 0.096}};
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.model);
+    PlanRequest r = PlanRequestFor(row.model, 64, "a100-80gb", 64 * row.local_batch, 4096);
+    Layout l;
+    l.dp = 64;
+    l.fsdp_shard = 64;
+    l.micro_batch = row.local_batch;
+    l.recompute = row.recompute;
+    const PlanCandidate c = EvaluateLayout(r, l);
+    EXPECT_FALSE(c.fits) << c.memory.total_gib;
+    const double published = MfuOfTokens(row.tokens, r.model, 4096, 312);
+    EXPECT_NEAR(c.mfu - published, row.stated_gap, row.stated_gap == 0 ? kMfuPoints : 0.015)
+        << "predicted " << c.mfu * 100 << "% against " << published * 100 << "%";
+  }
+}
+
+}  // namespace
+}  // namespace autopar
