@@ -1,5 +1,6 @@
 // Planning time of autopar's planner (< 50 ms for a 1T model on 3072 GPUs, full search;
-// also for a mixture of experts on 2048 GPUs and a 128K-token context).
+// also for a mixture of experts on 2048 GPUs, a 128K-token context and FSDP's shard groups on
+// 16,384 GPUs).
 #include <benchmark/benchmark.h>
 
 #include "core/plan/planner.h"
@@ -51,6 +52,20 @@ void BM_Plan_405B_128K_16384GPUs(benchmark::State& state) {
   r.seq_len = 131072;
   Plan(state, r);
 }
+// FSDP in the search: every shard group dividing d for a dense model on 16,384 GPUs (8K tokens),
+// a small one (many data-parallel sizes, each with its shard groups) and Llama 3 405B.
+void BM_Plan_8B_Fsdp_16384GPUs(benchmark::State& state) {
+  auto r = Request("llama-3-8b", 16384, 16384);
+  r.gpu = autopar::ResolveGpuType("h100-80gb").value();
+  r.seq_len = 8192;
+  Plan(state, r);
+}
+void BM_Plan_405B_8K_16384GPUs(benchmark::State& state) {
+  auto r = Request("llama-3-405b", 16384, 2048);
+  r.gpu = autopar::ResolveGpuType("h100-80gb").value();
+  r.seq_len = 8192;
+  Plan(state, r);
+}
 // The refusal path: walks node counts to say how many GPUs would fit.
 void BM_Refuse_405B_8GPUs(benchmark::State& state) {
   auto r = Request("llama-3-405b", 8, 64);
@@ -65,6 +80,8 @@ BENCHMARK(BM_Plan_175B_1024GPUs)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Plan_7B_8GPUs)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Plan_MoE_GptOss120B_2048GPUs)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Plan_405B_128K_16384GPUs)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Plan_8B_Fsdp_16384GPUs)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Plan_405B_8K_16384GPUs)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Refuse_405B_8GPUs)->Unit(benchmark::kMillisecond);
 
 }  // namespace
