@@ -8,8 +8,10 @@ layout (what the model predicts for what they ran) and free (what the planner wo
 the same GPUs and batch). Then the seed's fixed rule against the planner. Standard library only.
 """
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 # Architecture numbers Narayanan et al.'s FLOP formulas need: (hidden, layers, vocab).
 ARCH = {
@@ -22,6 +24,23 @@ ARCH = {
     "bloom-176b": (14336, 70, 250880),
     "opt-175b": (12288, 96, 50272),
 }
+# The smaller GPTs of Narayanan et al. 2021, Table 1 (no preset): name -> (layers, hidden, heads).
+N21_GPTS = {"1.7B": (24, 2304, 24), "3.6B": (30, 3072, 32), "7.5B": (36, 4096, 32),
+            "18.4B": (40, 6144, 48), "39.1B": (48, 8192, 64), "76.1B": (60, 10240, 80)}
+MODEL_DIR = tempfile.mkdtemp(prefix="planner_tables_")
+
+
+def gpt_file(name):
+    """A JSON model file for one of N21_GPTS (GPT style: vocabulary 51,200, ffn 4h)."""
+    layers, hidden, heads = N21_GPTS[name]
+    path = os.path.join(MODEL_DIR, f"gpt-{name}.json")
+    with open(path, "w") as f:
+        json.dump({"name": f"gpt-{name}", "layers": layers, "hidden": hidden, "heads": heads,
+                   "vocab": 51200, "seq_len": 2048, "tied_embeddings": True,
+                   "learned_pos_emb": True, "bias": True}, f)
+    ARCH[path] = (hidden, layers, 51200)
+    return path
+
 PEAK = {"a100-80gb": 312.0, "a100-40gb": 312.0, "h100-80gb": 989.0, "h200-141gb": 989.0}
 
 
@@ -49,14 +68,24 @@ RUNS = [
     dict(name="Megatron 1T (Korthikanti+ 2022)", year=2022, model="megatron-1t", gpus=512, gpu="a100-80gb",
          batch=512, seq=2048, tp=8, pp=64, dp=1, extra=["--recompute", "selective"],
          metric=("mfu", 0.563), src="[K22], MFU: Megatron-LM README table"),
+    *[dict(name=f"GPT {n} (Narayanan+ 2021)", year=2021, model=gpt_file(n), gpus=g, gpu="a100-80gb",
+           batch=b, seq=2048, tp=t, pp=pp, dp=g // (t * pp),
+           extra=["--recompute", "full", "--recompute-layers", "0", "--dp-comm-overlap", "off"],
+           metric=("hfu_tflops", tf), src="[N21] Table 1")
+      for n, t, pp, g, b, tf in [("1.7B", 1, 1, 32, 512, 137.0), ("3.6B", 2, 1, 64, 512, 138.0),
+                                 ("7.5B", 4, 1, 128, 512, 142.0), ("18.4B", 8, 1, 256, 1024, 135.0),
+                                 ("39.1B", 8, 2, 512, 1536, 138.0), ("76.1B", 8, 4, 1024, 1792, 140.0)]],
     dict(name="Megatron 145.6B (Narayanan+ 2021)", year=2021, model="megatron-145b", gpus=1536, gpu="a100-80gb",
-         batch=2304, seq=2048, tp=8, pp=8, dp=24, extra=["--recompute", "full", "--recompute-layers", "0"],
+         batch=2304, seq=2048, tp=8, pp=8, dp=24,
+         extra=["--recompute", "full", "--recompute-layers", "0", "--dp-comm-overlap", "off"],
          metric=("hfu_tflops", 148.0), src="[N21] Table 1"),
     dict(name="Megatron 310.1B (Narayanan+ 2021)", year=2021, model="megatron-310b", gpus=1920, gpu="a100-80gb",
-         batch=2160, seq=2048, tp=8, pp=16, dp=15, extra=["--recompute", "full", "--recompute-layers", "0"],
+         batch=2160, seq=2048, tp=8, pp=16, dp=15,
+         extra=["--recompute", "full", "--recompute-layers", "0", "--dp-comm-overlap", "off"],
          metric=("hfu_tflops", 155.0), src="[N21] Table 1"),
     dict(name="Megatron 1T (Narayanan+ 2021)", year=2021, model="megatron-1t", gpus=3072, gpu="a100-80gb",
-         batch=3072, seq=2048, tp=8, pp=64, dp=6, extra=["--recompute", "full", "--recompute-layers", "0"],
+         batch=3072, seq=2048, tp=8, pp=64, dp=6,
+         extra=["--recompute", "full", "--recompute-layers", "0", "--dp-comm-overlap", "off"],
          metric=("hfu_tflops", 163.0), src="[N21] Table 1"),
     dict(name="MT-NLG 530B (Smith+ 2022)", year=2022, model="mt-nlg-530b", gpus=2240, gpu="a100-80gb",
          batch=1920, seq=2048, tp=8, pp=35, dp=8, extra=["--recompute", "full", "--recompute-layers", "0"],
@@ -67,8 +96,9 @@ RUNS = [
                 "--recompute", "full", "--recompute-layers", "0"],
          metric=("hfu_tflops", 150.0), src="[B22]"),
     dict(name="OPT-175B (Zhang+ 2022)", year=2022, model="opt-175b", gpus=992, gpu="a100-80gb",
-         batch=992, seq=2048, tp=8, pp=1, dp=124, extra=[],
-         metric=("tflops", 147.0), src="[Z22]", note="(FSDP)"),
+         batch=992, seq=2048, tp=8, pp=1, dp=124,
+         extra=["--fsdp", "124", "--recompute", "full", "--recompute-layers", "0"],
+         metric=("hfu_tflops", 147.0), src="[Z22]", note="(FSDP)"),
     dict(name="Llama-2-70B (Touvron+ 2023)", model="llama-2-70b", gpus=2048, gpu="a100-80gb",
          batch=1024, seq=4096, tp=None, pp=None, dp=None, extra=[],
          metric=("derived_mfu", 0.43), src="[T23]", gpus_note=" (assumed)"),
@@ -81,6 +111,14 @@ RUNS = [
     dict(name="Llama-3-405B, 128K context (Llama Team 2024)", model="llama-3-405b", gpus=16384,
          gpu="h100-80gb", batch=128, seq=131072, tp=8, cp=16, pp=16, dp=8, extra=[],
          metric=("tflops_mfu", 380.0, 0.38), src="[L24] Table 4"),
+    *[dict(name=f"{m} FSDP2 (torchtitan)", model=m, gpus=64, gpu="a100-80gb", batch=64 * b, seq=seq,
+           tp=1, pp=1, dp=64, extra=["--fsdp", "64", "--micro-batch", str(b), "--recompute", rc]
+           + (["--recompute-layers", "0"] if rc == "full" else []),
+           metric=("tokens_per_gpu", tok, tok * mflops), src="[TT24]", note="(FSDP)")
+      for m, seq, b, rc, tok, mflops in [
+          ("llama-3-8b", 8192, 1, "selective", 2973.0, 57.9e-3),
+          ("llama-3-70b", 8192, 1, "full", 331.0, 481.7e-3),
+          ("llama-2-70b", 4096, 2, "full", 353.0, 444.6e-3)]],
     dict(name="gpt-oss-120b, MoE (NVIDIA NeMo 25.11)", model="gpt-oss-120b", gpus=64, gpu="h100-80gb",
          batch=512, seq=4096, tp=1, ep=8, pp=4, dp=16, extra=["--micro-batch", "4", "--vpp", "1"],
          metric=("tokens_per_gpu", 5630.0, 153.0), src="[NM25] DGX-H100 table"),
@@ -126,6 +164,9 @@ def layout(j):
         s += f", v{j['vpp']}"
     if j["optimizer_sharding"]:
         s += ", ZeRO-1"
+    shard, replicas = j.get("fsdp_shard", 0), j.get("fsdp_replicate", 0)
+    if shard:
+        s += f", FSDP {shard}" if replicas == 1 else f", HSDP {shard}x{replicas}"
     return s
 
 

@@ -65,6 +65,14 @@ bool PrintTaskEnv() {
     return false;
   }
   for (const auto& kv : PlanTaskEnv(*plan, 0)) names.insert(kv.first);
+  // And an FSDP plan (HSDP over 2 x 4), for its per-rank variables.
+  planned.auto_parallel = *ParseParallelSpec("hsdp=2,4");
+  auto fsdp = PlanStep(planned, 8, 8);
+  if (!fsdp) {
+    std::fprintf(stderr, "autopar_man_lists: PlanStep (hsdp): %s\n", fsdp.message().c_str());
+    return false;
+  }
+  for (const auto& kv : PlanTaskEnv(*fsdp, 0)) names.insert(kv.first);
   names.insert("AUTOPAR_DEEPSPEED_CONFIG_FILE");  // spank/plugin.cpp WriteDeepSpeedConfig
   for (const std::string& n : names) Print("task-env", n);
   return true;
