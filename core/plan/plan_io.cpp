@@ -229,6 +229,11 @@ std::string PlanToJson(const Plan& plan, bool with_alternatives) {
     v["calibration"]["factor"] = plan.calibration->factor;
     v["calibration"]["job"] = plan.calibration->job;
   }
+  if (plan.above_published) {
+    v["above_published"]["mfu"] = plan.above_published->mfu;
+    v["above_published"]["run"] = plan.above_published->run;
+    v["above_published"]["reason"] = AbovePublishedText(plan);
+  }
   if (with_alternatives) {
     Json::Value alts(Json::arrayValue);
     for (const auto& a : plan.alternatives) alts.append(CandidateToJson(a));
@@ -312,6 +317,10 @@ Result<Plan> PlanFromJson(const std::string& json) {
     cal.factor = r.Num(root["calibration"], "calibration.", "factor");
     cal.job = r.Str(root["calibration"], "calibration.", "job");
     plan.calibration = cal;
+  }
+  // The ceiling is the built-in one for the plan's GPU type and size (its text is rebuilt).
+  if (root.isMember("above_published")) {
+    plan.above_published = PublishedCeilingFor(plan.gpu_name, plan.params);
   }
   if (!error.empty()) return Status::Error(error);
   const Layout& l = plan.chosen.layout;
@@ -672,6 +681,26 @@ std::string BatchAdviceText(const Plan& plan) {
          std::to_string(plan.chosen.layout.dp) + ")";
 }
 
+namespace {
+// "under 10B", "50-200B", "200B and more".
+std::string SizeRange(const PublishedCeiling& c) {
+  auto billions = [](double p) { return FormatFixed(p / 1e9, 0) + "B"; };
+  if (c.min_params <= 0) return "under " + billions(c.max_params);
+  if (c.max_params >= 1e15) return billions(c.min_params) + " and more";
+  return FormatFixed(c.min_params / 1e9, 0) + "-" + billions(c.max_params);
+}
+}  // namespace
+
+std::string AbovePublishedText(const Plan& plan) {
+  if (!plan.above_published) return "";
+  const PublishedCeiling& c = *plan.above_published;
+  return FormatFixed(plan.chosen.mfu * 100, 1) + "% is above the best MFU published for " + c.gpu +
+         " at " + SizeRange(c) + " parameters, " + FormatFixed(c.mfu * 100, 1) + "% (" + c.run +
+         "): the model assumes the fused kernels of the runs it was fitted on and a step without "
+         "data loading, evaluation or checkpoints, and was within 5 points of the published runs "
+         "it was checked on; expect less";
+}
+
 std::string PlanToText(const Plan& plan) {
   const PlanCandidate& c = plan.chosen;
   const Layout& l = c.layout;
@@ -719,6 +748,7 @@ std::string PlanToText(const Plan& plan) {
      << "throughput:  " << Thousands(c.tokens_per_s) << " tokens/s, " << FormatFixed(c.samples_per_s, 2)
      << " samples/s, MFU " << FormatFixed(c.mfu * 100, 1) << "%\n";
   if (plan.batch_advice) os << "advice:      " << BatchAdviceText(plan) << "\n";
+  if (plan.above_published) os << "published:   " << AbovePublishedText(plan) << "\n";
   if (plan.set_aside) {
     const PlanCandidate& f = *plan.set_aside;
     os << "simpler:     chosen over " << knobs(f.layout) << ": " << FormatFixed(f.step_time_s, 3)

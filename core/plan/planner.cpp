@@ -666,6 +666,26 @@ TimeBreakdown CostStep(const PlanRequest& req, const Layout& l, const LayoutShap
 
 }  // namespace
 
+namespace {
+
+// The best MFU published per GPU type and size, as planner_published_test.cpp converts them.
+const PublishedCeiling kPublishedCeilings[] = {
+    {"a100-80gb", 0, 10e9, 0.552, "llama-3-8b with FSDP2, torchtitan on 64 A100"},
+    {"a100-80gb", 10e9, 50e9, 0.604, "llama-2-13b with FSDP2 without recompute, torchtitan"},
+    {"a100-80gb", 50e9, 200e9, 0.514, "GPT-3 175B, Korthikanti et al. 2022"},
+    {"a100-80gb", 200e9, 1e15, 0.563, "Megatron 1T, Korthikanti et al. 2022"},
+    {"h100-80gb", 200e9, 1e15, 0.43, "Llama 3 405B on 8,192 H100, Llama Team 2024"},
+};
+
+}  // namespace
+
+std::optional<PublishedCeiling> PublishedCeilingFor(const std::string& gpu, double params) {
+  for (const PublishedCeiling& c : kPublishedCeilings) {
+    if (gpu == c.gpu && params >= c.min_params && params < c.max_params) return c;
+  }
+  return std::nullopt;
+}
+
 PlanCandidate EvaluateLayout(const PlanRequest& req, const Layout& in) {
   PlanCandidate c;
   c.layout = in;

@@ -193,6 +193,19 @@ struct PlanCandidate {
   std::string reason;  // for alternatives: why it lost to the chosen plan
 };
 
+// The best MFU published for a GPU type and a range of model sizes (total parameters in
+// [min_params, max_params)), as the planner counts model FLOPs: the ceiling a prediction is
+// compared with (docs/planner.md, "Checked against published training runs";
+// planner_published_test.cpp checks the rows they come from).
+struct PublishedCeiling {
+  const char* gpu;
+  double min_params, max_params;
+  double mfu;
+  const char* run;  // which run, and where it was published
+};
+// The ceiling for the plan's GPU type and model size, when one was published.
+std::optional<PublishedCeiling> PublishedCeilingFor(const std::string& gpu, double params);
+
 // A nearby global batch that plans markedly better (see kNearbyBatchFraction).
 struct BatchAdvice {
   int64_t global_batch = 0;
@@ -224,6 +237,9 @@ struct Plan {
   std::optional<PlanCandidate> unpinned;
   // The calibration every time of this plan was divided by (PlanRequest::calibration).
   std::optional<PlanCalibration> calibration;
+  // Set when the chosen plan is predicted above the best MFU published for its GPU type and
+  // model size: its text and JSON say so and why.
+  std::optional<PublishedCeiling> above_published;
 };
 
 // How p pipeline stages hold L layers: evenly when p divides L; otherwise every middle stage holds
@@ -314,6 +330,10 @@ std::string AccelerateConfig(const Plan& plan);
 // "--global-batch=2048 (+1) plans tp=4 pp=6 dp=16 at 62.2% MFU against 49.5% for 2047 (it
 // allows a data-parallel size above 1)"; "" without advice.
 std::string BatchAdviceText(const Plan& plan);
+
+// "62.3% is above the best MFU published for a100-80gb at 50-200B parameters: 51.4% (GPT-3 175B,
+// ...); ..." or "" when the plan is not (Plan::above_published).
+std::string AbovePublishedText(const Plan& plan);
 
 // One or more lines for people: layout, memory breakdown, step time, throughput, alternatives.
 std::string PlanToText(const Plan& plan);

@@ -246,5 +246,43 @@ TEST(PlanJob, TorchtitanRowsTheMemoryModelCannotHold) {
   }
 }
 
+TEST(PlanJob, SaysWhenItPredictsAboveTheBestPublishedRun) {
+  // llama-2-70b on 512 A100: the planner's choice is predicted above the best MFU published for
+  // A100 at 50-200B parameters (GPT-3 175B's 51.4%): the text and the JSON say so and why.
+  PlanRequest r = PlanRequestFor("llama-2-70b", 512, "a100-80gb", 1024, 4096);
+  auto plan = PlanJob(r);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  ASSERT_GT(plan->chosen.mfu, 0.514);
+  ASSERT_TRUE(plan->above_published);
+  EXPECT_DOUBLE_EQ(plan->above_published->mfu, 0.514);
+  const std::string text = PlanToText(*plan);
+  EXPECT_NE(text.find("published:   "), std::string::npos) << text;
+  EXPECT_NE(text.find("is above the best MFU published for a100-80gb at 50-200B parameters, 51.4% "
+                      "(GPT-3 175B, Korthikanti et al. 2022)"),
+            std::string::npos)
+      << text;
+  auto back = PlanFromJson(PlanToJson(*plan));
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(AbovePublishedText(*back), AbovePublishedText(*plan));
+  // Llama 3 405B's published layout on 16,384 H100 is predicted below the 43% published on
+  // 8,192: no such line.
+  PlanRequest llama3 = PlanRequestFor("llama-3-405b", 16384, "h100-80gb", 2048, 8192);
+  auto below = PlanJob(llama3);
+  ASSERT_TRUE(below.ok());
+  EXPECT_FALSE(below->above_published);
+  EXPECT_EQ(PlanToText(*below).find("published:   "), std::string::npos);
+  // No ceiling is below a published row it covers (to the 0.1 point they are written with).
+  std::vector<PublishedRun> runs = MegatronRuns();
+  for (auto* more : {ProductionRuns, TorchtitanRuns}) {
+    for (auto& run : more()) runs.push_back(run);
+  }
+  for (const PublishedRun& run : runs) {
+    auto c = PublishedCeilingFor(run.request.gpu.name, CountParams(run.request.model).total);
+    if (c) {
+      EXPECT_GE(c->mfu + 0.001, run.mfu) << run.source;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace autopar

@@ -874,6 +874,9 @@ Result<Plan> Search(const PlanRequest& request, bool explain) {
   Plan plan = PlanOf(r, usable, layouts.size());
   Choose(r, candidates, usable, &plan);
   if (explain && Pinned(r)) plan.unpinned = BestUnpinned(r);
+  if (auto ceiling = PublishedCeilingFor(r.gpu.name, plan.params)) {
+    if (plan.chosen.mfu > ceiling->mfu) plan.above_published = ceiling;
+  }
   if (explain && !Pinned(r) && !r.micro_batch) plan.batch_advice = AdviseBatch(r, plan.chosen);
   return plan;
 }
