@@ -226,12 +226,15 @@ Status ReadFsdpPins(const po::variables_map& vm, PlanRequest* req) {
     } else {
       auto n = ParseCount("--fsdp", v, 2);
       if (!n.ok()) {
-        return Status::Error("--fsdp: invalid value '" + v + "' (on, off, or N >= 2: the GPUs of a shard group)");
+        return Status::Error("--fsdp: invalid value '" + v +
+                             "' (on, off, or N >= 2: the GPUs of a shard group)");
       }
       req->fsdp = true;
       req->fsdp_shard = *n;
     }
-    if (v != "off") req->pin_label += (req->pin_label.empty() ? "--" : " --") + std::string("fsdp ") + v;
+    if (v != "off") {
+      req->pin_label += (req->pin_label.empty() ? "--" : " --") + std::string("fsdp ") + v;
+    }
   }
   if (vm.count("hsdp")) {
     const std::string v = Str(vm, "hsdp");
@@ -239,7 +242,8 @@ Status ReadFsdpPins(const po::variables_map& vm, PlanRequest* req) {
     auto s = ParseCount("--hsdp", v.substr(0, comma), 2);
     auto r = comma == std::string::npos ? s : ParseCount("--hsdp", v.substr(comma + 1), 1);
     if (comma == std::string::npos || !s.ok() || !r.ok()) {
-      return Status::Error("--hsdp: invalid value '" + v + "' (expected S,R: shard groups of S >= 2 GPUs, R >= 1 replicas)");
+      return Status::Error("--hsdp: invalid value '" + v +
+                           "' (expected S,R: shard groups of S >= 2 GPUs, R >= 1 replicas)");
     }
     req->fsdp = true;
     req->fsdp_shard = *s;

@@ -268,7 +268,9 @@ std::string ParseFsdpItem(const std::vector<std::string>& items, size_t* i, Para
   spec->fsdp_shard = *shard;
   if (!hsdp) return "";
   auto replicate = *i + 1 < items.size() ? ParseInt(items[*i + 1], 1, 65536) : std::nullopt;
-  if (!replicate) return "hsdp=S,R needs R, the replicas of a shard group, an integer in [1, 65536]";
+  if (!replicate) {
+    return "hsdp=S,R needs R, the replicas of a shard group, an integer in [1, 65536]";
+  }
   spec->fsdp_replicate = *replicate;
   ++*i;
   return "";

@@ -72,9 +72,14 @@ std::string PlanSummary(const std::string& plan_json) {
   auto plan = PlanFromJson(plan_json);
   if (!plan) return "unreadable";
   const Layout& l = plan->chosen.layout;
+  const std::string fsdp = !l.fsdp() ? ""
+                           : l.fsdp_replicate() > 1
+                               ? " hsdp=" + std::to_string(l.fsdp_shard) + "," +
+                                     std::to_string(l.fsdp_replicate())
+                               : " fsdp=" + std::to_string(l.fsdp_shard);
   return "tp=" + std::to_string(l.tp) + (l.cp > 1 ? " cp=" + std::to_string(l.cp) : "") +
-         " pp=" + std::to_string(l.pp) + " dp=" +
-         std::to_string(l.dp) + " micro_batch=" + std::to_string(l.micro_batch) +
+         " pp=" + std::to_string(l.pp) + " dp=" + std::to_string(l.dp) + fsdp +
+         " micro_batch=" + std::to_string(l.micro_batch) +
          " grad_accum=" + std::to_string(l.grad_accum);
 }
 

@@ -280,14 +280,20 @@ void SayPlan(const autopar::Plan& plan, uint32_t tasks) {
   const autopar::Layout& l = plan.chosen.layout;
   // The global batch is the user's; the gradient accumulation follows the data-parallel size.
   const std::string cp = l.cp > 1 ? " cp=" + std::to_string(l.cp) : "";
+  // FSDP's shard group ("fsdp=64"), with HSDP its replicas too ("hsdp=8,4").
+  const std::string fsdp =
+      !l.fsdp() ? ""
+      : l.fsdp_replicate() > 1
+          ? " hsdp=" + std::to_string(l.fsdp_shard) + "," + std::to_string(l.fsdp_replicate())
+          : " fsdp=" + std::to_string(l.fsdp_shard);
   // A calibrated plan says so (plugstack.conf calibration=PATH, docs/planner.md).
   const std::string calibrated =
       plan.calibration ? " (" + autopar::CalibrationLabel(*plan.calibration) + ")" : "";
-  slurm_info("autopar: plan for %s on %u GPUs: tp=%lld%s pp=%lld dp=%lld micro_batch=%lld "
+  slurm_info("autopar: plan for %s on %u GPUs: tp=%lld%s pp=%lld dp=%lld%s micro_batch=%lld "
              "grad_accum=%lld (global batch %lld = %lld x %lld x dp %lld) recompute=%s "
              "optimizer_sharding=%s, %.1f GiB/GPU, %.2f s/step%s",
              plan.model_name.c_str(), tasks, static_cast<long long>(l.tp), cp.c_str(),
-             static_cast<long long>(l.pp), static_cast<long long>(l.dp),
+             static_cast<long long>(l.pp), static_cast<long long>(l.dp), fsdp.c_str(),
              static_cast<long long>(l.micro_batch), static_cast<long long>(l.grad_accum),
              static_cast<long long>(l.micro_batch * l.grad_accum * l.dp),
              static_cast<long long>(l.micro_batch), static_cast<long long>(l.grad_accum),
@@ -297,6 +303,10 @@ void SayPlan(const autopar::Plan& plan, uint32_t tasks) {
   // A batch that forces a poor layout: the nearby one that plans markedly better.
   if (plan.batch_advice) {
     slurm_info("autopar: --global-batch: %s", autopar::BatchAdviceText(plan).c_str());
+  }
+  // A prediction above the best published run of its GPU type and size.
+  if (plan.above_published) {
+    slurm_info("autopar: published: %s", autopar::AbovePublishedText(plan).c_str());
   }
 }
 

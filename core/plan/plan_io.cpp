@@ -188,8 +188,9 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
     *error = "plan JSON: '" + path +
              "': tp, cp, ep, pp, dp, micro_batch, grad_accum and vpp must be >= 1";
   }
-  if (error->empty() && (l.fsdp_shard < 0 || (l.fsdp_shard > 0 && (l.dp % l.fsdp_shard != 0 ||
-                                                                   replicate != l.fsdp_replicate())))) {
+  if (error->empty() &&
+      (l.fsdp_shard < 0 ||
+       (l.fsdp_shard > 0 && (l.dp % l.fsdp_shard != 0 || replicate != l.fsdp_replicate())))) {
     *error = "plan JSON: '" + path + "fsdp_shard': fsdp_shard * fsdp_replicate must be dp (" +
              std::to_string(l.dp) + ")";
   }
@@ -390,7 +391,8 @@ std::string MegatronArgs(const Plan& plan) {
     // data-parallel ranks, or over groups of fsdp_shard with the replicas' optimizer instances.
     os << " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"
        << " --use-distributed-optimizer --overlap-param-gather --ckpt-format fsdp_dtensor";
-    if (l.fsdp_replicate() > 1) os << " --num-distributed-optimizer-instances " << l.fsdp_replicate();
+    if (l.fsdp_replicate() > 1)
+      os << " --num-distributed-optimizer-instances " << l.fsdp_replicate();
   } else if (l.optimizer_sharding) {
     os << " --use-distributed-optimizer --overlap-param-gather";
   }
@@ -446,8 +448,9 @@ Json::Value TorchtitanJson(const Plan& plan) {
   Json::Value v(Json::objectValue);
   Json::Value& par = v["parallelism"];
   // FSDP: shard groups of fsdp_shard (FSDP2's dp_shard) replicated fsdp_replicate times (HSDP).
-  par["data_parallel_replicate_degree"] =
-      Json::Int64(l.fsdp() ? l.fsdp_replicate() : ddp ? l.dp : 1);
+  par["data_parallel_replicate_degree"] = Json::Int64(l.fsdp() ? l.fsdp_replicate()
+                                                      : ddp    ? l.dp
+                                                               : 1);
   par["data_parallel_shard_degree"] = Json::Int64(l.fsdp() ? l.fsdp_shard : ddp ? 1 : l.dp);
   par["tensor_parallel_degree"] = Json::Int64(l.tp);
   par["context_parallel_degree"] = Json::Int64(l.cp);
@@ -646,10 +649,9 @@ std::string FsdpLine(const Plan& plan) {
   const Layout& l = plan.chosen.layout;
   if (!l.fsdp()) return "";
   const std::string replicas =
-      l.fsdp_replicate() > 1
-          ? ", each shard replicated " + std::to_string(l.fsdp_replicate()) +
-                " times (its gradients all-reduced over the replicas)"
-          : "";
+      l.fsdp_replicate() > 1 ? ", each shard replicated " + std::to_string(l.fsdp_replicate()) +
+                                   " times (its gradients all-reduced over the replicas)"
+                             : "";
   return "fsdp:        " + FsdpPhrase(l) +
          ": weights, gradients and optimizer states sharded over groups of " +
          std::to_string(l.fsdp_shard) + " GPUs" + replicas +
@@ -726,27 +728,29 @@ std::string PlanToText(const Plan& plan) {
      << " per node)\n"
      << "batch:       " << plan.global_batch << " sequences x " << plan.seq_len << " tokens\n"
      << "layout:      " << knobs(l) << "\n"
-     << StagesLine(plan)
-     << "memory/GPU:  " << FormatFixed(c.memory.total_gib, 1) << " GiB of "
-     << FormatFixed(plan.mem_usable_gib, 1) << " usable = weights " << FormatFixed(c.memory.weights_gib, 1)
-     << " + grads " << FormatFixed(c.memory.grads_gib, 1) << " + optimizer "
-     << FormatFixed(c.memory.optimizer_gib, 1) << " + activations " << FormatFixed(c.memory.activations_gib, 1)
-     << " + transient " << FormatFixed(c.memory.transient_gib, 1) << "\n"
-     << HeadroomLine(plan) << FsdpLine(plan)
-     << "step time:   " << FormatFixed(c.step_time_s, 3) << " s = compute " << FormatFixed(c.time.compute_s, 3)
-     << " + element-wise " << FormatFixed(c.time.elementwise_s, 3) << " + recompute "
+     << StagesLine(plan) << "memory/GPU:  " << FormatFixed(c.memory.total_gib, 1) << " GiB of "
+     << FormatFixed(plan.mem_usable_gib, 1) << " usable = weights "
+     << FormatFixed(c.memory.weights_gib, 1) << " + grads " << FormatFixed(c.memory.grads_gib, 1)
+     << " + optimizer " << FormatFixed(c.memory.optimizer_gib, 1) << " + activations "
+     << FormatFixed(c.memory.activations_gib, 1) << " + transient "
+     << FormatFixed(c.memory.transient_gib, 1) << "\n"
+     << HeadroomLine(plan) << FsdpLine(plan) << "step time:   " << FormatFixed(c.step_time_s, 3)
+     << " s = compute " << FormatFixed(c.time.compute_s, 3) << " + element-wise "
+     << FormatFixed(c.time.elementwise_s, 3) << " + recompute "
      << FormatFixed(c.time.recompute_s, 3) << " + TP comm " << FormatFixed(c.time.tp_comm_s, 3)
      << (c.time.tp_comm_hidden_s > 0
              ? " (of " + FormatFixed(c.time.tp_comm_s + c.time.tp_comm_hidden_s, 3) + ")"
              : std::string())
      << (l.cp > 1 ? " + CP comm " + FormatFixed(c.time.cp_comm_s, 3) : std::string())
-     << (l.ep > 1 ? " + EP comm " + FormatFixed(c.time.ep_comm_s, 3) : std::string()) << " + bubble "
-     << FormatFixed(c.time.bubble_s, 3) << " + p2p " << FormatFixed(c.time.p2p_s, 3) << " + DP comm "
-     << FormatFixed(c.time.dp_comm_exposed_s, 3) << " (of " << FormatFixed(c.time.dp_comm_s, 3)
-     << ")" << (l.fsdp() ? " [FSDP gathers and reduce-scatters]" : "") << " + optimizer "
+     << (l.ep > 1 ? " + EP comm " + FormatFixed(c.time.ep_comm_s, 3) : std::string())
+     << " + bubble " << FormatFixed(c.time.bubble_s, 3) << " + p2p " << FormatFixed(c.time.p2p_s, 3)
+     << " + DP comm " << FormatFixed(c.time.dp_comm_exposed_s, 3) << " (of "
+     << FormatFixed(c.time.dp_comm_s, 3) << ")"
+     << (l.fsdp() ? " [FSDP gathers and reduce-scatters]" : "") << " + optimizer "
      << FormatFixed(c.time.optimizer_s, 3) << "\n"
-     << "throughput:  " << Thousands(c.tokens_per_s) << " tokens/s, " << FormatFixed(c.samples_per_s, 2)
-     << " samples/s, MFU " << FormatFixed(c.mfu * 100, 1) << "%\n";
+     << "throughput:  " << Thousands(c.tokens_per_s) << " tokens/s, "
+     << FormatFixed(c.samples_per_s, 2) << " samples/s, MFU " << FormatFixed(c.mfu * 100, 1)
+     << "%\n";
   if (plan.batch_advice) os << "advice:      " << BatchAdviceText(plan) << "\n";
   if (plan.above_published) os << "published:   " << AbovePublishedText(plan) << "\n";
   if (plan.set_aside) {

@@ -43,8 +43,8 @@ constexpr double kTensorParallelOverlap = 0.75;
 // What the data-parallel and FSDP collectives hidden behind the compute still cost, as a
 // fraction of their time: NCCL's kernels take SMs and HBM bandwidth from the GEMMs they run
 // beside, and FSDP copies every gathered and reduced unit in and out of its flat buffers. Fitted
-// to torchtitan's FSDP2 runs on 64 A100 (docs/planner.md, "FSDP"): 0.5 puts its four rows within
-// 5 MFU points (charged for free, they were 6-13 points above).
+// to torchtitan's FSDP2 runs on 64 A100 (docs/planner.md, "FSDP"): free, its three rows were
+// predicted 6.2-9.8 MFU points above what they measured; with 0.5, 2.0-4.6.
 constexpr double kHiddenCommCost = 0.5;
 // HBM passes over a layer's stored activations made by its element-wise kernels (forward: one
 // write + one read; backward: about two reads + one write + one more for the gradient).

@@ -162,8 +162,9 @@ TEST(PlanJob, FsdpPlanHandsEachFrameworkItsSharding) {
   auto plan = PlanJob(r);
   ASSERT_TRUE(plan.ok()) << plan.message();
   const std::string megatron = MegatronArgs(*plan);
-  EXPECT_NE(megatron.find("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"),
-            std::string::npos)
+  EXPECT_NE(
+      megatron.find("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"),
+      std::string::npos)
       << megatron;
   EXPECT_NE(megatron.find("--num-distributed-optimizer-instances 4"), std::string::npos);
   const std::string ds = DeepSpeedConfigJson(*plan);

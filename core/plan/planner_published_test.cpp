@@ -18,7 +18,7 @@ namespace {
 constexpr double kMfuPoints = 0.05;  // the bound: 5 points of MFU, absolute
 
 struct PublishedRun {
-  std::string source;  // the row and where it was published
+  std::string source;   // the row and where it was published
   PlanRequest request;  // with the published layout pinned
   double mfu = 0;       // published, as the planner counts model FLOPs
   // 0: within kMfuPoints. Otherwise the gap (predicted - published, as a fraction) the row has
@@ -120,7 +120,8 @@ std::vector<PublishedRun> ProductionRuns() {
   const ModelArch mtnlg = *ResolveModel("mt-nlg-530b");
   PlanRequest r = Pinned(mtnlg, "a100-80gb", 2240, 1920, 8, 35, Recompute::kFull);
   r.dp = 8;
-  runs.push_back({"Smith+ 2022 MT-NLG 530B", r, MfuOfRecomputeTflops(126, mtnlg, 2048, 312), 0.087});
+  runs.push_back(
+      {"Smith+ 2022 MT-NLG 530B", r, MfuOfRecomputeTflops(126, mtnlg, 2048, 312), 0.087});
   const ModelArch bloom = *ResolveModel("bloom-176b");
   r = Pinned(bloom, "a100-80gb", 384, 2048, 4, 12, Recompute::kFull);
   r.dp = 8;
@@ -191,11 +192,11 @@ TEST(PlanJob, PublishedRunsWithinFiveMfuPoints) {
     EXPECT_TRUE(pinned->chosen.fits);
     const double gap = pinned->chosen.mfu - run.mfu;
     if (run.stated_gap == 0) {
-      EXPECT_LE(std::abs(gap), kMfuPoints) << "predicted " << pinned->chosen.mfu * 100
-                                           << "% against " << run.mfu * 100 << "%";
+      EXPECT_LE(std::abs(gap), kMfuPoints)
+          << "predicted " << pinned->chosen.mfu * 100 << "% against " << run.mfu * 100 << "%";
     } else {
-      EXPECT_NEAR(gap, run.stated_gap, 0.015) << "predicted " << pinned->chosen.mfu * 100
-                                              << "% against " << run.mfu * 100 << "%";
+      EXPECT_NEAR(gap, run.stated_gap, 0.015)
+          << "predicted " << pinned->chosen.mfu * 100 << "% against " << run.mfu * 100 << "%";
     }
     // Each plans without the pins too, and what it chooses fits.
     PlanRequest free = run.request;

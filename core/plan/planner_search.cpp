@@ -72,9 +72,7 @@ std::string PinnedLabel(const PlanRequest& r) {
   return "--auto-parallel=" + out;
 }
 
-bool Pinned(const PlanRequest& r) {
-  return r.tp || r.cp || r.ep || r.pp || r.dp || FsdpOnly(r);
-}
+bool Pinned(const PlanRequest& r) { return r.tp || r.cp || r.ep || r.pp || r.dp || FsdpOnly(r); }
 
 Status ValidateRequest(const PlanRequest& r) {
   if (r.gpus < 1) return Status::Error("--gpus: must be >= 1 (got " + std::to_string(r.gpus) + ")");
@@ -114,8 +112,8 @@ Status ValidateRequest(const PlanRequest& r) {
                          Fixed(r.calibration->factor, 3) + ")");
   }
   const std::pair<const char*, const std::optional<int64_t>*> pins[] = {
-      {"tp", &r.tp},  {"cp", &r.cp}, {"ep", &r.ep},
-      {"pp", &r.pp},  {"dp", &r.dp}, {"micro_batch", &r.micro_batch},
+      {"tp", &r.tp},   {"cp", &r.cp},           {"ep", &r.ep},
+      {"pp", &r.pp},   {"dp", &r.dp},           {"micro_batch", &r.micro_batch},
       {"vpp", &r.vpp}, {"fsdp", &r.fsdp_shard}, {"hsdp replicas", &r.fsdp_replicate}};
   if (r.recompute_layers && *r.recompute_layers < 0)
     return Status::Error("recompute_layers: must be >= 0");
@@ -222,14 +220,15 @@ std::string FsdpPinError(const PlanRequest& r, const std::string& label) {
   if (r.model.moe()) {
     return fsdp + ": FSDP is planned for dense models (" + r.model.name + " has experts)";
   }
-  for (const auto& [key, v] : {std::pair<const char*, std::optional<int64_t>>{"pp", r.pp},
-                               {"cp", r.cp}, {"ep", r.ep}}) {
+  for (const auto& [key, v] :
+       {std::pair<const char*, std::optional<int64_t>>{"pp", r.pp}, {"cp", r.cp}, {"ep", r.ep}}) {
     if (v && *v > 1) {
       return fsdp + ": " + key + "=" + std::to_string(*v) +
              ": FSDP is planned without pipeline, context or expert parallelism";
     }
   }
-  if (r.fsdp_shard && *r.fsdp_shard < 2) return fsdp + ": a shard group of 1 shards nothing (use dp)";
+  if (r.fsdp_shard && *r.fsdp_shard < 2)
+    return fsdp + ": a shard group of 1 shards nothing (use dp)";
   const int64_t group = r.fsdp_shard.value_or(1) * r.fsdp_replicate.value_or(1);
   const int64_t tp = r.tp.value_or(1);
   if (r.gpus % (tp * group) != 0) {
