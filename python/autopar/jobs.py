@@ -263,12 +263,21 @@ def sbatch_arguments(*, name: Optional[str] = None, nodes: Union[int, str, None]
             if key not in _FLAG_ALONE:
                 raise ValueError(f"{key}: needs a value")
             args.append(flag)
-        elif isinstance(value, dict):  # auto_parallel={"tp": 4, "pp": 2}
-            args.append(f"{flag}=" + ",".join(f"{k}={v}" for k, v in value.items()))
+        elif isinstance(value, dict):  # auto_parallel={"tp": 4, "pp": 2}, {"fsdp": True}, {"hsdp": (8, 4)}
+            args.append(f"{flag}=" + ",".join(_pin(k, v) for k, v in value.items()))
         else:
             args.append(f"{flag}={value}")
     args.extend(_extra(extra))
     return args
+
+
+def _pin(key: str, value: object) -> str:
+    """One --auto-parallel item: "fsdp" for True, "hsdp=8,4" for a pair, else "tp=4"."""
+    if value is True:
+        return key
+    if isinstance(value, (list, tuple)):
+        return f"{key}=" + ",".join(str(v) for v in value)
+    return f"{key}={value}"
 
 
 def batch_script(command: Union[str, Sequence[object]], launcher: Optional[str] = None, mpi: str = "pmix") -> str:

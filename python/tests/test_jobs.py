@@ -30,6 +30,9 @@ def test_slurm_and_autopar_options():
                     "--requeue-on-failure", "--heartbeat-timeout=600", "--restarts-in-place=2",
                     "--spare-nodes=0", "--min-nodes=2", "--exclusive"]
     assert jobs.sbatch_arguments(auto_parallel=True) == ["--auto-parallel"]
+    assert jobs.sbatch_arguments(auto_parallel={"tp": 8, "fsdp": 124}) == ["--auto-parallel=tp=8,fsdp=124"]
+    assert jobs.sbatch_arguments(auto_parallel={"fsdp": True}) == ["--auto-parallel=fsdp"]
+    assert jobs.sbatch_arguments(auto_parallel={"hsdp": (8, 4)}) == ["--auto-parallel=hsdp=8,4"]
     assert jobs.sbatch_arguments(auto_parallel=False, model=None) == []
 
 
