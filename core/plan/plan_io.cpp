@@ -703,23 +703,27 @@ std::string AbovePublishedText(const Plan& plan) {
          "it was checked on; expect less";
 }
 
+namespace {
+// "tp=4 pp=4 dp=4, micro-batch 1 x 128 accumulation steps, selective recompute, ...".
+std::string LayoutText(const Layout& x) {
+  std::string s = "tp=" + std::to_string(x.tp) +
+                  (x.cp > 1 ? " cp=" + std::to_string(x.cp) : std::string()) +
+                  (x.ep > 1 ? " ep=" + std::to_string(x.ep) : std::string()) +
+                  " pp=" + std::to_string(x.pp) + " dp=" + std::to_string(x.dp) +
+                  ", micro-batch " + std::to_string(x.micro_batch) + " x " +
+                  std::to_string(x.grad_accum) + " accumulation steps, " + RecomputePhrase(x);
+  if (x.vpp > 1) s += ", interleaved x" + std::to_string(x.vpp);
+  if (x.optimizer_sharding) s += ", distributed optimizer";
+  if (x.fsdp()) s += ", " + FsdpPhrase(x);
+  if (x.sequence_parallel) s += ", sequence parallel";
+  return s;
+}
+}  // namespace
+
 std::string PlanToText(const Plan& plan) {
   const PlanCandidate& c = plan.chosen;
   const Layout& l = c.layout;
-  auto knobs = [](const Layout& x) {
-    std::string s = "tp=" + std::to_string(x.tp) +
-                    (x.cp > 1 ? " cp=" + std::to_string(x.cp) : std::string()) +
-                    (x.ep > 1 ? " ep=" + std::to_string(x.ep) : std::string()) +
-                    " pp=" + std::to_string(x.pp) +
-                    " dp=" + std::to_string(x.dp) + ", micro-batch " +
-                    std::to_string(x.micro_batch) + " x " + std::to_string(x.grad_accum) +
-                    " accumulation steps, " + RecomputePhrase(x);
-    if (x.vpp > 1) s += ", interleaved x" + std::to_string(x.vpp);
-    if (x.optimizer_sharding) s += ", distributed optimizer";
-    if (x.fsdp()) s += ", " + FsdpPhrase(x);
-    if (x.sequence_parallel) s += ", sequence parallel";
-    return s;
-  };
+  auto knobs = LayoutText;
   std::ostringstream os;
   const std::string size =
       plan.params >= 1e9 ? FormatFixed(plan.params / 1e9, 2) + "B" : FormatFixed(plan.params / 1e6, 1) + "M";
