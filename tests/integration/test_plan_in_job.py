@@ -90,3 +90,23 @@ def test_model_that_cannot_fit_is_refused_before_training_starts(shared_tmp):
     ours = [l for l in p.stderr.splitlines() if "autopar:" in l]
     assert len(ours) == 1 and "GiB" in ours[0], p.stderr
     assert not marker.exists()
+
+
+def test_sbatch_hsdp_pin_reaches_every_task(shared_tmp):
+    """#SBATCH --auto-parallel=hsdp=4,2: FSDP sharded over groups of 4 ranks, replicated twice;
+    each task gets the shard group and its place in it, and the arguments for torchtitan."""
+    script = f"""#!/bin/bash
+#SBATCH -N 4 --ntasks-per-node=2 -o out.txt
+#SBATCH --auto-parallel=hsdp=4,2
+#SBATCH {' '.join(PLAN_OPTS)}
+srun --mpi=pmix {LAUNCH} -- bash -c 'echo FSDP rank=$RANK shard=$AUTOPAR_FSDP_SHARD replicate=$AUTOPAR_FSDP_REPLICATE \
+shard_rank=$AUTOPAR_FSDP_SHARD_RANK replicate_rank=$AUTOPAR_FSDP_REPLICATE_RANK tp=$AUTOPAR_TP pp=$AUTOPAR_PP dp=$AUTOPAR_DP'
+"""
+    jid = sbatch(script, shared_tmp)
+    assert wait_job(jid) == "COMPLETED", (shared_tmp / "out.txt").read_text()
+    rows = sorted(env_lines((shared_tmp / "out.txt").read_text(), "FSDP"), key=lambda r: int(r["rank"]))
+    assert len(rows) == 8
+    for r in rows:
+        rank = int(r["rank"])
+        assert (r["shard"], r["replicate"], r["tp"], r["pp"], r["dp"]) == ("4", "2", "1", "1", "8"), r
+        assert (int(r["shard_rank"]), int(r["replicate_rank"])) == (rank % 4, rank // 4), r
