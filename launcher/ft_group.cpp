@@ -76,6 +76,12 @@ void FtGroup::MarkLost(const std::vector<int>& launchers) {
   }
 }
 
+int64_t FtGroup::replacements() const {
+  FtReplacements all = replaced_;
+  all[peers_->self()] = std::max(all[peers_->self()], own_replaced_);
+  return TotalReplacements(all);
+}
+
 bool FtGroup::SpareFromHang() const {
   return waiting_ || my_join_.has_value() ||
          (quorum_told_ && SecondsSince(*quorum_told_) < config_.hang_timeout_s);
@@ -115,8 +121,15 @@ void FtGroup::OnProgramLine(const std::string& line) {
     journal_(kind == "healed" ? event_kind::kFtHealed : event_kind::kFtDiscarded,
              std::atoll(Field(f, "step").c_str()), f);
   } else if (kind == "join") {
+    // Who joins and what it has cost are the launcher's to say, not the program's.
+    f.erase(std::remove_if(f.begin(), f.end(),
+                           [](const auto& kv) {
+                             return kv.first == "rank" || kv.first == "launcher" || kv.first == "replaced";
+                           }),
+            f.end());
     f.emplace_back("rank", std::to_string(config_.program_rank));
     f.emplace_back("launcher", std::to_string(peers_->self()));
+    f.emplace_back("replaced", std::to_string(own_replaced_));
     auto j = FtJoinOf(f);
     auto left = ParseInt(Field(f, "epoch"), -1, INT64_MAX);
     if (!j || !left) {
@@ -187,7 +200,7 @@ std::optional<std::string> FtGroup::TryDecide() {
     if (it == joins_.end()) return std::nullopt;  // its program (or its replacement) has not joined
     joins.push_back(it->second);
   }
-  auto q = DecideQuorum(epoch_ + 1, joins, config_.rules);
+  auto q = DecideQuorum(epoch_ + 1, joins, config_.rules, replaced_);
   forming_ = false;
   joins_.clear();
   if (!q) return "no quorum: " + q.message();
@@ -211,6 +224,9 @@ void FtGroup::OnQuorum(const PeerMessage& m) {
   if (!q) return;
   if (q->epoch <= epoch_ && !my_join_) return;  // one this launcher has handed on already
   epoch_ = std::max(epoch_, q->epoch);
+  for (const auto& [launcher, count] : q->replaced) {
+    replaced_[launcher] = std::max(replaced_[launcher], count);
+  }
   if (auto lost = ParseIntList(PeerField(m, "lost"))) MarkLost(*lost);
   const bool member = std::any_of(q->members.begin(), q->members.end(),
                                   [&](const FtJoin& j) { return j.rank == config_.program_rank; });

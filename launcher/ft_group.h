@@ -68,6 +68,11 @@ class FtGroup {
   bool in_group() const { return joined_; }
 
   int64_t epoch() const { return epoch_; }
+  // The programs the run has replaced (every launcher's, as the latest quorum and this launcher
+  // know them): the budget of --restarts-in-place is the run's, not each rank's.
+  int64_t replacements() const;
+  // This launcher replaced its program: counted in its next join, and so in the next quorum.
+  void CountReplacement() { ++own_replaced_; }
   // The launchers' generation (docs/recovery.md): messages of an earlier one are stale. It moves
   // only when the run fell back to an in-place restart of every program.
   void set_generation(int64_t g) {
@@ -109,6 +114,8 @@ class FtGroup {
   std::map<int, FtJoin> joins_;  // by rank
   std::chrono::steady_clock::time_point forming_since_, waiting_since_;
   std::optional<std::chrono::steady_clock::time_point> quorum_told_;  // to the program, last
+  FtReplacements replaced_;   // the run's replacements per launcher, as the latest quorum said
+  int64_t own_replaced_ = 0;  // this launcher's
 };
 
 }  // namespace autopar

@@ -218,8 +218,7 @@ class Launcher {
   // Per-step fault tolerance (--fault-tolerance=step; null otherwise).
   std::unique_ptr<FtGroup> ft_;
   std::string ft_addr_;    // where this node's programs serve their rendezvous stores
-  int replacements_ = 0;   // programs of this launcher replaced alone so far
-  int max_replacements_ = 0;
+  int64_t max_replacements_ = 0;  // the run's, --restarts-in-place (FtGroup counts them)
 
   // The generations so far (the state machine's).
   EnvMap child_env_;

@@ -33,7 +33,7 @@ void Launcher::SetUpFaultTolerance() {
   config.rules.min_world = min_nodes_ > 0 ? min_nodes_ * per_node : info_.size;
   config.join_timeout_s = timeout_s_;
   config.hang_timeout_s = std::atof(Get(env_, "AUTOPAR_HEARTBEAT_TIMEOUT", "0").c_str());
-  max_replacements_ = std::atoi(Get(env_, "AUTOPAR_RESTARTS_IN_PLACE", "0").c_str());
+  max_replacements_ = std::atoll(Get(env_, "AUTOPAR_RESTARTS_IN_PLACE", "0").c_str());
   ft_ = std::make_unique<FtGroup>(
       &peers_, std::move(*channel), config,
       [this](const char* kind, int64_t step, const EventFields& fields) {
@@ -48,18 +48,19 @@ std::optional<std::string> Launcher::PumpGroup() {
 }
 
 bool Launcher::ReplaceInGroup() {
-  if (!ft_ || !ft_->in_group() || replacements_ >= max_replacements_ || failure_->kind == "oom" ||
+  if (!ft_ || !ft_->in_group() || ft_->replacements() >= max_replacements_ || failure_->kind == "oom" ||
       failure_->kind == "bad-loss") {
     // Today's path: every program restarted (a plan may change), or requeued. So is a program
     // that does not train through autopar.ft: its peers would wait in their collectives for it.
     return false;
   }
-  ++replacements_;
+  ft_->CountReplacement();
   (void)ReportRankExit(Lookup(child_env_), info_.rank, host_,
                        RankExit{failure_->exit_status, failure_->run_s, generation_, failure_->error});
   Say("program " + failure_->kind + " (exit " + std::to_string(failure_->exit_status) +
       "): a replacement takes rank " + std::to_string(info_.rank) + "'s place in the group (" +
-      std::to_string(replacements_) + " of " + std::to_string(max_replacements_) + ")");
+      std::to_string(ft_->replacements()) + " of the run's " + std::to_string(max_replacements_) +
+      ")");
   ft_->ProgramEnded();
   child_env_["AUTOPAR_FT_NEWCOMER"] = "1";  // no state: it receives it from a live member
   return true;

@@ -53,12 +53,20 @@ Status CheckJoin(const FtJoin& j, const FtQuorumRules& rules) {
   if (j.launcher < 0) return Status::Error(who + ": no launcher");
   if (!ValidEndpoint(j.store)) return Status::Error(who + ": store '" + j.store + "' is not ADDR:PORT");
   if (j.step < -1) return Status::Error(who + ": step " + std::to_string(j.step));
+  if (j.replaced < 0) return Status::Error(who + ": replaced " + std::to_string(j.replaced));
   return Status::Ok();
 }
 
 }  // namespace
 
-Result<FtQuorum> DecideQuorum(int64_t epoch, std::vector<FtJoin> joins, const FtQuorumRules& rules) {
+int64_t TotalReplacements(const FtReplacements& r) {
+  int64_t total = 0;
+  for (const auto& [launcher, count] : r) total += count;
+  return total;
+}
+
+Result<FtQuorum> DecideQuorum(int64_t epoch, std::vector<FtJoin> joins, const FtQuorumRules& rules,
+                              const FtReplacements& replaced) {
   for (const auto& j : joins) {
     if (Status st = CheckJoin(j, rules); !st) return st;
   }
@@ -75,6 +83,10 @@ Result<FtQuorum> DecideQuorum(int64_t epoch, std::vector<FtJoin> joins, const Ft
   }
   FtQuorum q;
   q.epoch = epoch;
+  q.replaced = replaced;
+  for (const auto& j : joins) {
+    if (j.replaced > 0) q.replaced[j.launcher] = std::max(q.replaced[j.launcher], j.replaced);
+  }
   q.step = -1;
   for (const auto& j : joins) q.step = std::max(q.step, j.step);
   if (q.step < 0) return Status::Error("no member holds the training state");
@@ -98,7 +110,8 @@ EventFields FtJoinFields(const FtJoin& j) {
   return {{"rank", std::to_string(j.rank)},
           {"launcher", std::to_string(j.launcher)},
           {"store", j.store},
-          {"step", std::to_string(j.step)}};
+          {"step", std::to_string(j.step)},
+          {"replaced", std::to_string(j.replaced)}};
 }
 
 Result<FtJoin> FtJoinOf(const EventFields& fields) {
@@ -110,6 +123,12 @@ Result<FtJoin> FtJoinOf(const EventFields& fields) {
   auto step = IntField(fields, "step", -1, kMaxStep);
   if (!step) return step.status();
   bool found = false;
+  (void)Field(fields, "replaced", &found);
+  if (found) {
+    auto replaced = IntField(fields, "replaced", 0, kMaxStep);
+    if (!replaced) return replaced.status();
+    j.replaced = *replaced;
+  }
   j.store = Field(fields, "store", &found);
   if (!ValidEndpoint(j.store)) return Status::Error("store: '" + j.store + "' is not ADDR:PORT");
   j.rank = static_cast<int>(*rank);
@@ -125,11 +144,16 @@ EventFields FtQuorumFields(const FtQuorum& q) {
                       "@" + std::to_string(m.step));
   }
   for (const auto& h : q.heals) heals.push_back(std::to_string(h.first) + "<" + std::to_string(h.second));
+  std::vector<std::string> replaced;
+  for (const auto& [launcher, count] : q.replaced) {
+    replaced.push_back(std::to_string(launcher) + ":" + std::to_string(count));
+  }
   return {{"epoch", std::to_string(q.epoch)},
           {"step", std::to_string(q.step)},
           {"store", q.store},
           {"members", Join(members, ",")},
-          {"heals", Join(heals, ",")}};
+          {"heals", Join(heals, ",")},
+          {"replaced", Join(replaced, ",")}};
 }
 
 namespace {
@@ -146,6 +170,17 @@ Result<std::pair<int, int>> HealOf(const std::string& text) {
   auto from = parts.size() == 2 ? ParseInt(parts[1], 0, kMaxInt) : std::nullopt;
   if (!to || !from) return Status::Error("heals: '" + text + "' is not TO<FROM");
   return std::make_pair(static_cast<int>(*to), static_cast<int>(*from));
+}
+
+Status ReplacedOf(const std::string& text, FtReplacements* out) {
+  for (const auto& item : Split(text, ',')) {
+    const auto parts = Split(item, ':');
+    auto launcher = parts.size() == 2 ? ParseInt(parts[0], 0, kMaxInt) : std::nullopt;
+    auto count = parts.size() == 2 ? ParseInt(parts[1], 0, kMaxStep) : std::nullopt;
+    if (!launcher || !count) return Status::Error("replaced: '" + item + "' is not LAUNCHER:COUNT");
+    (*out)[static_cast<int>(*launcher)] = *count;
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -175,6 +210,10 @@ Result<FtQuorum> FtQuorumOf(const EventFields& fields) {
       if (!h) return h.status();
       q.heals.push_back(*h);
     }
+  }
+  const std::string replaced = Field(fields, "replaced", &found);
+  if (!replaced.empty()) {
+    if (Status st = ReplacedOf(replaced, &q.replaced); !st) return st;
   }
   return q;
 }

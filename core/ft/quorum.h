@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,7 +27,13 @@ struct FtJoin {
   // The steps its state has committed (its next step); -1 for a program with no state yet (a
   // replacement, a spare's program).
   int64_t step = -1;
+  int64_t replaced = 0;  // the programs its launcher has replaced so far
 };
+
+// Replacements per launcher (step rank), the run's count: each quorum carries what its leader
+// knew, so a launcher that leads after another is lost goes on counting.
+using FtReplacements = std::map<int, int64_t>;
+int64_t TotalReplacements(const FtReplacements& r);
 
 // The members of one epoch of the group, and how they start it.
 struct FtQuorum {
@@ -37,6 +44,7 @@ struct FtQuorum {
   // (to rank, from rank): a member whose state is behind (or none) receives it from a live
   // member that holds step `step`; the sources take turns, lowest rank first.
   std::vector<std::pair<int, int>> heals;
+  FtReplacements replaced;  // the run's, this quorum's joins included
 };
 
 struct FtQuorumRules {
@@ -47,10 +55,13 @@ struct FtQuorumRules {
 // The next quorum (epoch `epoch`) of `joins`. Refused, with the reason, when no join holds
 // state (nothing to heal from: the run must restore a checkpoint), when fewer than
 // rules.min_world remain, or when a join is malformed or names a rank twice or out of range.
-Result<FtQuorum> DecideQuorum(int64_t epoch, std::vector<FtJoin> joins, const FtQuorumRules& rules);
+// `replaced`: the count the last quorum carried, merged with the joins' (the larger per launcher).
+Result<FtQuorum> DecideQuorum(int64_t epoch, std::vector<FtJoin> joins, const FtQuorumRules& rules,
+                              const FtReplacements& replaced = {});
 
 // The forms they travel in over the launchers' channels and to the programs: event fields
-// (rank= launcher= store= step=; epoch= step= store= members=R@L@STORE@STEP,... heals=TO<FROM,...).
+// (rank= launcher= store= step= replaced=; epoch= step= store= members=R@L@STORE@STEP,...
+// heals=TO<FROM,... replaced=LAUNCHER:COUNT,...; a missing replaced= counts none).
 EventFields FtJoinFields(const FtJoin& j);
 Result<FtJoin> FtJoinOf(const EventFields& fields);
 EventFields FtQuorumFields(const FtQuorum& q);

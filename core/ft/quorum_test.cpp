@@ -5,8 +5,9 @@
 namespace autopar {
 namespace {
 
-FtJoin J(int rank, int64_t step, int launcher = -1) {
-  return {rank, launcher < 0 ? rank : launcher, "10.0.0." + std::to_string(rank + 1) + ":4100" + std::to_string(rank), step};
+FtJoin J(int rank, int64_t step, int launcher = -1, int64_t replaced = 0) {
+  return {rank, launcher < 0 ? rank : launcher,
+          "10.0.0." + std::to_string(rank + 1) + ":4100" + std::to_string(rank), step, replaced};
 }
 
 const FtQuorumRules kEight{8, 8};
@@ -74,13 +75,37 @@ TEST(FtQuorum, TravelsAsFieldsAndBack) {
   EXPECT_EQ(back->members[2].store, "10.0.0.3:41002");
   EXPECT_EQ(back->heals, q->heals);
 
-  auto join = FtJoinOf(FtJoinFields(J(3, 5)));
+  auto join = FtJoinOf(FtJoinFields(J(3, 5, 3, 2)));
+  ASSERT_TRUE(join.ok());
+  EXPECT_EQ(join->replaced, 2);
+  join = FtJoinOf(FtJoinFields(J(3, 5)));
   ASSERT_TRUE(join.ok());
   EXPECT_EQ(join->store, "10.0.0.4:41003");
   EXPECT_FALSE(FtJoinOf({{"rank", "1"}, {"launcher", "1"}, {"store", "x:1"}}).ok());  // no step
   EXPECT_FALSE(FtQuorumOf({{"epoch", "1"}, {"step", "1"}, {"store", "x:1"}, {"members", ""}}).ok());
   EXPECT_FALSE(FtQuorumOf({{"epoch", "1"}, {"step", "1"}, {"store", "x:1"},
                            {"members", "0@0@x:1@1"}, {"heals", "1-0"}}).ok());
+}
+
+}  // namespace
+}  // namespace autopar
+
+namespace autopar {
+namespace {
+
+TEST(FtQuorum, CountsTheRunsReplacementsAcrossLeaders) {
+  // Launcher 1 replaced its program twice, launcher 3 once; launcher 6's count came with the last
+  // quorum (its node is gone since): the run has replaced 4 programs.
+  auto q = DecideQuorum(5, {J(0, 30), J(1, -1, 1, 2), J(2, 30), J(3, 30, 3, 1)}, {8, 4}, {{1, 1}, {6, 1}});
+  ASSERT_TRUE(q.ok()) << q.message();
+  EXPECT_EQ(q->replaced, (FtReplacements{{1, 2}, {3, 1}, {6, 1}}));
+  EXPECT_EQ(TotalReplacements(q->replaced), 4);
+  auto back = FtQuorumOf(FtQuorumFields(*q));
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->replaced, q->replaced);
+  EventFields bad = FtQuorumFields(*q);
+  bad.back().second = "1:x";
+  EXPECT_FALSE(FtQuorumOf(bad).ok());
 }
 
 }  // namespace

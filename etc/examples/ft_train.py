@@ -32,12 +32,48 @@ def state_sha256(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> st
     return h.hexdigest()
 
 
+def plain(args: argparse.Namespace, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+          x: torch.Tensor, y: torch.Tensor) -> None:
+    """The same steps as the Manager's (the same samples, gradients averaged in one all-reduce
+    weighted by each rank's samples), on one torch.distributed group with no commit decision."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    ledger = os.environ.get("FT_LEDGER")
+    params = [p for p in model.parameters()]
+    for step in range(args.steps):
+        optimizer.zero_grad(set_to_none=False)
+        ids = ft.shards.sample_ids(step, args.global_batch, world, rank)
+        idx = torch.tensor(ids) % len(x)
+        loss = ((model(x[idx]) - y[idx]) ** 2).mean()
+        loss.backward()
+        time.sleep(args.step_sleep)
+        flat = torch.cat([p.grad.reshape(-1) * len(ids) for p in params])
+        dist.all_reduce(flat)
+        offset = 0
+        for p in params:
+            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p) / args.global_batch)
+            offset += p.numel()
+        optimizer.step()
+        if ledger:
+            with open(os.path.join(ledger, f"rank-{rank}.jsonl"), "a") as f:
+                f.write(ft.shards.ledger_line(step, 0, args.global_batch, list(range(world))))
+    if args.out:
+        with open(os.path.join(args.out, f"rank-{rank}.json"), "w") as f:
+            json.dump({"pid": os.getpid(), "step": args.steps, "sha256": state_sha256(model, optimizer)}, f)
+    dist.destroy_process_group()
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--global-batch", type=int, default=64)
     p.add_argument("--step-sleep", type=float, default=0.05, help="stands for a longer computation")
     p.add_argument("--out", default="")
+    p.add_argument("--width", type=int, default=64, help="the hidden layer's width (the state's size)")
+    p.add_argument("--plain", action="store_true",
+                   help="the same training without fault tolerance (torch.distributed, gloo): "
+                        "what the Manager's step costs is measured against this")
     p.add_argument("--bad-loss-at", default="", metavar="STEP:RANK",
                    help="this rank's loss is NaN the first time it runs STEP (a transient fault, "
                         "as a flipped bit: the step is discarded and run again)")
@@ -45,12 +81,16 @@ def main() -> None:
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1))
+    model = torch.nn.Sequential(torch.nn.Linear(32, args.width), torch.nn.Tanh(),
+                                torch.nn.Linear(args.width, 1))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(4096, 32, generator=g)
     y = x.sum(dim=1, keepdim=True).sin()
 
+    if args.plain:
+        plain(args, model, optimizer, x, y)
+        return
     manager = ft.Manager(model, optimizer, global_batch=args.global_batch,
                          ledger_dir=os.environ.get("FT_LEDGER") or None)
     bad_step, bad_rank = (int(v) for v in args.bad_loss_at.split(":")) if args.bad_loss_at else (-1, -1)

@@ -257,16 +257,17 @@ def test_failures_close_together_and_a_failed_replacement(tmp_path, reference):
 
 
 def test_replacements_past_the_budget_fall_back_to_restarting_every_program(tmp_path, reference):
-    """--restarts-in-place=1: rank 5's first crash is replaced alone; its second is past the
-    rank's budget, and the run takes today's path: every program restarted in place (this
-    example keeps no checkpoint: from its first step), still the fault-free run's result."""
+    """--restarts-in-place=1 is the run's budget, not each rank's: rank 5's crash is replaced
+    alone; rank 2's, on another node, is past it, and the run takes today's path: every program
+    restarted in place (this example keeps no checkpoint: from its first step), still the
+    fault-free run's result."""
     job = submit(tmp_path, opts="--restarts-in-place=1")
     wait_committed(tmp_path, 20)
     first = rank_pid(job, 5, EXAMPLE)
     os.kill(first, signal.SIGKILL)
-    second = new_pid(job, 5, first)
+    new_pid(job, 5, first)
     wait_committed(tmp_path, 30)
-    os.kill(second, signal.SIGKILL)
+    os.kill(rank_pid(job, 2, EXAMPLE), signal.SIGKILL)
     assert wait_job(job, timeout=300) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
     out = results(tmp_path)
     assert {r["sha256"] for r in out.values()} == {reference[0]["sha256"]}
