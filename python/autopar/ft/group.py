@@ -85,11 +85,11 @@ class _Making:
     that the member can give it up: a member that dies after it published its address leaves the
     others connecting to it until the group's timeout (gloo retries), and gloo cannot be told to
     stop. A given-up construction ends by itself (made, or failed at that timeout); its group is
-    never used. The thread is not a daemon: the interpreter waits for it at exit, because a thread
-    that comes back into Python while the interpreter is being torn down (its store call failing
-    as the process's own store server goes) ends the process with std::terminate (SIGABRT, seen
-    in the crash bench as rank 0's exit after its last step). Looks like a collective's work to
-    `wait`."""
+    never used. The thread is a daemon: the interpreter must not wait for it at exit (up to the
+    group's timeout). A daemon thread that comes back into Python while the interpreter is torn
+    down ends the process with std::terminate: the Manager keeps its store server alive to the
+    process's end (Manager.__init__), so a construction waiting on it is not woken then. Looks
+    like a collective's work to `wait`."""
 
     def __init__(self, make: Any, store: "_Borrowed") -> None:
         self._pg: Optional[Any] = None
@@ -105,7 +105,7 @@ class _Making:
                 store.release()
                 self._done.set()
 
-        threading.Thread(target=run, name="autopar-ft-make-group", daemon=False).start()
+        threading.Thread(target=run, name="autopar-ft-make-group", daemon=True).start()
 
     def is_completed(self) -> bool:
         return self._done.is_set()

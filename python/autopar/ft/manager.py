@@ -16,6 +16,7 @@ replacement, a spare) receives it from a live member, never from storage.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import socket
@@ -69,6 +70,12 @@ class Manager:
         # program's loss leaves the group without one.
         self._store = TCPStore(addr, 0, None, True, self.group.timeout, False)
         self.store_endpoint = f"{addr}:{self._store.port}"
+        # Never freed, not even while the interpreter is torn down: a member's thread still making
+        # a given-up epoch's group may wait on this store, and one woken by its end then would come
+        # back into Python during the teardown, which ends the process with SIGABRT (the crash
+        # bench's rank 0, which served the group's store, after its last step). The process's
+        # exit closes it.
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._store))
 
     @property
     def world(self) -> int:
