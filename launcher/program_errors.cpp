@@ -26,7 +26,7 @@ std::string Var(const EnvMap& env, const char* key, const char* dflt) {
 
 }  // namespace
 
-void ProgramErrors::Prepare(EnvMap* env, const std::string& cgroup_root) {
+void ProgramErrors::Prepare(EnvMap* env, const std::string& cgroup_root, const std::string& proc_cgroup) {
   auto user = env->find("TORCHELASTIC_ERROR_FILE");
   if (error_file_.empty() && user != env->end() && !user->second.empty()) {
     error_file_ = user->second;  // the job's own: read, never removed
@@ -41,7 +41,8 @@ void ProgramErrors::Prepare(EnvMap* env, const std::string& cgroup_root) {
   }
   if (counter_file_.empty()) {
     // The program runs in the launcher's memory cgroup (Slurm's task/cgroup puts the task there).
-    for (const std::string& f : OomCounterFiles(ReadFile("/proc/self/cgroup").value_or(""), cgroup_root)) {
+    const std::string cgroups = proc_cgroup.empty() ? ReadFile("/proc/self/cgroup").value_or("") : proc_cgroup;
+    for (const std::string& f : OomCounterFiles(cgroups, Var(*env, "SLURM_JOB_ID", ""), cgroup_root)) {
       auto text = ReadFile(f);
       if (text && OomKillCount(*text)) {
         counter_file_ = f;

@@ -17,8 +17,11 @@ class ProgramErrors {
  public:
   // Before each program start: gives the program its TORCHELASTIC_ERROR_FILE (unless the job set
   // its own: that one is read, never removed), removes what an earlier program left there, and
-  // notes the memory cgroup's OOM kills so far. `cgroup_root`: for tests.
-  void Prepare(EnvMap* env, const std::string& cgroup_root = "/sys/fs/cgroup");
+  // notes the OOM kills so far of the job's own memory cgroup (core/failure/oom.h: a cgroup
+  // shared with other jobs tells nothing). `cgroup_root` and `proc_cgroup` (the launcher's
+  // /proc/self/cgroup text; read when empty): for tests.
+  void Prepare(EnvMap* env, const std::string& cgroup_root = "/sys/fs/cgroup",
+               const std::string& proc_cgroup = "");
   // After the program ended on its own with `exit_code` (the shell's: 128+S for signal S): how it
   // ran out of memory, one line, or "" when it did not.
   std::string OutOfMemory(int exit_code);

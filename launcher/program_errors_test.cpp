@@ -8,9 +8,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
-#include "core/failure/oom.h"
 
 namespace autopar {
 namespace {
@@ -29,13 +26,11 @@ class ProgramErrorsTest : public ::testing::Test {
     std::filesystem::create_directories(path.substr(0, path.rfind('/')));
     std::ofstream(path) << text;
   }
-  // The file ProgramErrors reads the OOM kills from, under dir_ as the cgroup root.
-  std::string CounterFile() {
-    std::ifstream in("/proc/self/cgroup");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto files = OomCounterFiles(ss.str(), dir_ + "/cg");
-    return files.empty() ? "" : files.front();
+  // The task's cgroups as Slurm's task/cgroup makes them (v1), and the file ProgramErrors reads
+  // the OOM kills from, under dir_ as the cgroup root.
+  static constexpr const char* kTaskCgroup = "4:memory:/slurm/uid_0/job_7/step_0/task_3\n0::/\n";
+  std::string CounterFile() const {
+    return dir_ + "/cg/memory/slurm/uid_0/job_7/step_0/task_3/memory.oom_control";
   }
 
   std::string dir_;
@@ -71,15 +66,26 @@ TEST_F(ProgramErrorsTest, TheJobsOwnErrorFileIsReadAndKept) {
 
 TEST_F(ProgramErrorsTest, TheKernelsOomKillCountedByTheMemoryCgroup) {
   const std::string counter = CounterFile();
-  if (counter.empty()) GTEST_SKIP() << "no memory cgroup in /proc/self/cgroup";
   Write(counter, "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
   ProgramErrors e;
-  e.Prepare(&env_, dir_ + "/cg");
+  e.Prepare(&env_, dir_ + "/cg", kTaskCgroup);
   EXPECT_EQ(e.OutOfMemory(128 + SIGKILL), "") << "no kill since the start";
   Write(counter, "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
   EXPECT_EQ(e.OutOfMemory(1), "") << "not killed: another error";
   EXPECT_EQ(e.OutOfMemory(128 + SIGKILL), "killed by the kernel's OOM killer (memory cgroup)");
-  e.Prepare(&env_, dir_ + "/cg");  // the next program: counted from 3
+  e.Prepare(&env_, dir_ + "/cg", kTaskCgroup);  // the next program: counted from 3
+  EXPECT_EQ(e.OutOfMemory(128 + SIGKILL), "");
+}
+
+TEST_F(ProgramErrorsTest, ACgroupSharedWithOtherJobsTellsNothing) {
+  // No task/cgroup: the task is in slurmd's cgroup, whose count goes up for any job's OOM kill on
+  // the node. A program SIGKILLed meanwhile (by a user, by a test) did not run out of memory.
+  const std::string shared = "4:memory:/system.slice/slurmd.service\n0::/\n";
+  const std::string counter = dir_ + "/cg/memory/system.slice/slurmd.service/memory.oom_control";
+  Write(counter, "oom_kill 2\n");
+  ProgramErrors e;
+  e.Prepare(&env_, dir_ + "/cg", shared);
+  Write(counter, "oom_kill 3\n");
   EXPECT_EQ(e.OutOfMemory(128 + SIGKILL), "");
 }
 

@@ -2,6 +2,7 @@
 
 #include <json/json.h>
 
+#include <algorithm>
 #include <memory>
 #include <sstream>
 
@@ -9,8 +10,11 @@
 
 namespace autopar {
 
-std::vector<std::string> OomCounterFiles(const std::string& proc_cgroup, const std::string& root) {
+std::vector<std::string> OomCounterFiles(const std::string& proc_cgroup, const std::string& job_id,
+                                         const std::string& root) {
+  if (job_id.empty()) return {};
   std::vector<std::string> v1, v2;
+  const std::string own = "job_" + job_id;
   std::istringstream in(proc_cgroup);
   std::string line;
   while (std::getline(in, line)) {
@@ -21,7 +25,8 @@ std::vector<std::string> OomCounterFiles(const std::string& proc_cgroup, const s
     const std::string controllers = line.substr(a + 1, b - a - 1);
     std::string path = line.substr(b + 1);
     if (path.empty() || path[0] != '/') continue;
-    if (path == "/") path.clear();
+    const std::vector<std::string> parts = Split(path, '/');
+    if (std::find(parts.begin(), parts.end(), own) == parts.end()) continue;
     if (line.compare(0, a, "0") == 0 && controllers.empty()) {
       v2.push_back(root + path + "/memory.events");
       v2.push_back(root + "/unified" + path + "/memory.events");

@@ -17,10 +17,14 @@
 
 namespace autopar {
 
-// The files that may hold the memory cgroup's oom_kill count for a process, from its
-// /proc/PID/cgroup text, most specific first: v1 (the "memory" controller's line) under
-// <root>/memory, v2 (the "0::" line) under <root> and <root>/unified (hybrid mounts).
-std::vector<std::string> OomCounterFiles(const std::string& proc_cgroup,
+// The files that may hold the memory cgroup's oom_kill count for a process of job `job_id`,
+// from its /proc/PID/cgroup text, most specific first: v1 (the "memory" controller's line) under
+// <root>/memory, v2 (the "0::" line) under <root> and <root>/unified (hybrid mounts). Only a
+// cgroup of the job's own counts: one whose path has a "job_<job_id>" component, as Slurm's
+// task/cgroup names them (v1 /slurm/uid_U/job_J/step_S/task_T, v2 .../job_J/step_S/user/task_T).
+// A cgroup shared with other jobs (a node without task/cgroup: slurmd's) counts their OOM kills
+// too (the count is hierarchical), and a program killed by anyone else would be taken for OOM.
+std::vector<std::string> OomCounterFiles(const std::string& proc_cgroup, const std::string& job_id,
                                          const std::string& root = "/sys/fs/cgroup");
 // The `oom_kill N` count of a memory.events or memory.oom_control text; nullopt without one.
 std::optional<int64_t> OomKillCount(const std::string& text);

@@ -8,18 +8,25 @@ namespace {
 TEST(OomTest, CounterFilesOfV1V2AndHybridHierarchies) {
   const std::string v1 =
       "12:pids:/slurm/uid_0/job_7\n4:memory:/slurm/uid_0/job_7/step_0/task_1\n0::/\n";
-  EXPECT_EQ(OomCounterFiles(v1, "/cg"),
-            (std::vector<std::string>{
-                "/cg/memory/slurm/uid_0/job_7/step_0/task_1/memory.oom_control",
-                "/cg/memory.events", "/cg/unified/memory.events"}));
+  EXPECT_EQ(OomCounterFiles(v1, "7", "/cg"),
+            (std::vector<std::string>{"/cg/memory/slurm/uid_0/job_7/step_0/task_1/memory.oom_control"}));
   const std::string v2 = "0::/system.slice/slurmstepd.scope/job_7/step_0/user/task_1\n";
-  EXPECT_EQ(OomCounterFiles(v2, "/cg"),
+  EXPECT_EQ(OomCounterFiles(v2, "7", "/cg"),
             (std::vector<std::string>{
                 "/cg/system.slice/slurmstepd.scope/job_7/step_0/user/task_1/memory.events",
                 "/cg/unified/system.slice/slurmstepd.scope/job_7/step_0/user/task_1/memory.events"}));
-  EXPECT_TRUE(OomCounterFiles("garbage\n", "/cg").empty());
-  EXPECT_EQ(OomCounterFiles("3:cpu,memory:/a\n", "/cg"),
-            (std::vector<std::string>{"/cg/memory/a/memory.oom_control"}));
+  EXPECT_TRUE(OomCounterFiles("garbage\n", "7", "/cg").empty());
+  EXPECT_EQ(OomCounterFiles("3:cpu,memory:/a/job_7\n", "7", "/cg"),
+            (std::vector<std::string>{"/cg/memory/a/job_7/memory.oom_control"}));
+}
+
+TEST(OomTest, OnlyTheJobsOwnCgroupCounts) {
+  // A node without task/cgroup: the tasks stay in slurmd's cgroup, whose count (hierarchical)
+  // is every job's on the node. Another job's, or one whose id only begins the same, neither.
+  EXPECT_TRUE(OomCounterFiles("4:memory:/system.slice/slurmd.service\n0::/\n", "7", "/cg").empty());
+  EXPECT_TRUE(OomCounterFiles("4:memory:/slurm/uid_0/job_8/step_0\n", "7", "/cg").empty());
+  EXPECT_TRUE(OomCounterFiles("4:memory:/slurm/uid_0/job_71/step_0\n", "7", "/cg").empty());
+  EXPECT_TRUE(OomCounterFiles("4:memory:/slurm/uid_0/job_7/step_0\n", "", "/cg").empty());
 }
 
 TEST(OomTest, OomKillCountOfEitherFile) {

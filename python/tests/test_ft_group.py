@@ -5,6 +5,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -81,3 +82,37 @@ def test_without_a_replacement_the_group_shrinks_and_keeps_the_batch(tmp_path):
     assert sorted(shrunk) == [0, 1, 3] and all(shrunk[r]["pid"] == pids[r] for r in shrunk)
     assert len({r["sha256"] for r in shrunk.values()}) == 1  # the members agree with each other
     assert shrunk[0]["eval_loss"] == pytest.approx(clean[0]["eval_loss"], rel=1e-5)  # float tolerance
+
+
+def test_a_construction_given_up_ends_at_once_not_with_the_stores_server(tmp_path):
+    """A member that dies before it publishes its address leaves the others waiting for it on
+    the group's store. Given up (the launchers re-form), the wait must end at once, while the
+    interpreter lives: left to the store's timeout, or to the end of the member that serves the
+    store (with the run: the crash bench's and CI's SIGABRT at exit), the thread would come back
+    into Python during the interpreter's teardown, which ends the process with SIGABRT."""
+    import threading
+
+    from torch.distributed import TCPStore
+
+    from autopar.ft.channel import Abandoned, LauncherChannel, Member, Quorum
+    from autopar.ft.group import RENDEZVOUS_TIMEOUT, Group
+
+    server = TCPStore("127.0.0.1", 0, None, True, RENDEZVOUS_TIMEOUT)
+    store = f"127.0.0.1:{server.port}"
+    path = str(tmp_path / "ft.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    channel = LauncherChannel(path)
+    launcher, _ = listener.accept()
+    quorum = Quorum(3, 10, store, [Member(0, 0, store, 10), Member(1, 1, store, 10)])  # 1 never comes
+    threading.Timer(0.5, lambda: launcher.sendall(b"abandon epoch=3\n")).start()
+    start = time.monotonic()
+    with pytest.raises(Abandoned):
+        Group(300).reform(quorum, 0, channel)
+    deadline = time.monotonic() + 5
+    making = [t for t in threading.enumerate() if t.name == "autopar-ft-make-group"]
+    while any(t.is_alive() for t in making) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(t.is_alive() for t in making), "the given-up construction still waits on the store"
+    assert time.monotonic() - start < RENDEZVOUS_TIMEOUT.total_seconds() / 2

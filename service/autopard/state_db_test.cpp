@@ -464,10 +464,12 @@ TEST_F(StateDbTest, CallsLeaveTheCallersNiceAsItWas) {
   ASSERT_TRUE(db.ok()) << db.message();
   for (int nice : {10, 0}) {
     int before = -100, after = -100;
+    bool set = false;
     Status st;
     std::thread t([&] {
       const auto tid = static_cast<id_t>(syscall(SYS_gettid));
-      if (nice > 0) (void)setpriority(PRIO_PROCESS, tid, nice);
+      // Lowering it (a suite run under `nice`) needs the privilege; without it, whatever it is.
+      set = setpriority(PRIO_PROCESS, tid, nice) == 0;
       before = getpriority(PRIO_PROCESS, tid);
       st = (*db)->AddEvent({1.0, "n", "7", "ckpt_committed", 0, 1, "d"});
       if (st.ok()) st = (*db)->SetStepState("7", 1, "/ck/7", "COMPLETE-LOCAL");
@@ -475,7 +477,9 @@ TEST_F(StateDbTest, CallsLeaveTheCallersNiceAsItWas) {
     });
     t.join();
     EXPECT_TRUE(st.ok()) << st.message();
-    EXPECT_EQ(before, nice);
+    if (set) {
+      EXPECT_EQ(before, nice);
+    }
     EXPECT_EQ(after, before) << "nice " << nice;
   }
 }

@@ -82,6 +82,17 @@ class FailureHandlerTest : public ::testing::Test {
     return nullptr;
   }
 
+  // The programs `pids` (ranks 0, 1, ... of job 42) report steps 0 and 1, then nothing for
+  // longer than the 60 s timeout.
+  void StallAfterTwoSteps(std::initializer_list<pid_t> pids) {
+    for (int64_t step : {0, 1}) {
+      if (step) now_ += 5;
+      int rank = 0;
+      for (pid_t pid : pids) handler_->OnHeartbeat("42", rank++, step, pid);
+    }
+    now_ += 61;
+  }
+
   FakeSlurm slurm_;
   FakeProc proc_;
   std::map<std::string, std::string>& files_ = proc_.files;
@@ -313,12 +324,7 @@ void InPlaceTask(FakeProc& proc, int pid, int generation, const char* in_place =
 TEST_F(FailureHandlerTest, InPlaceHangIsHandedToTheLaunchersNotRequeued) {
   InPlaceTask(proc_, 100, 0);
   InPlaceTask(proc_, 101, 0);
-  handler_->OnHeartbeat("42", 0, 0, 100);
-  handler_->OnHeartbeat("42", 1, 0, 101);
-  now_ += 5;
-  handler_->OnHeartbeat("42", 0, 1, 100);
-  handler_->OnHeartbeat("42", 1, 1, 101);
-  now_ += 61;
+  StallAfterTwoSteps({100, 101});
   handler_->Tick();  // detected, stacks captured
   now_ += 3;
   handler_->Tick();  // after the grace: the launchers are told
@@ -338,12 +344,7 @@ TEST_F(FailureHandlerTest, AHangThatTheRunGetsPastIsWatchedAgain) {
   // generation), and the run goes on: a second hang must be seen as the first was.
   InPlaceTask(proc_, 100, 0);
   InPlaceTask(proc_, 101, 0);
-  handler_->OnHeartbeat("42", 0, 0, 100);
-  handler_->OnHeartbeat("42", 1, 0, 101);
-  now_ += 5;
-  handler_->OnHeartbeat("42", 0, 1, 100);
-  handler_->OnHeartbeat("42", 1, 1, 101);
-  now_ += 61;
+  StallAfterTwoSteps({100, 101});
   handler_->Tick();  // detected
   handler_->OnHeartbeat("42", 0, 1, 100);  // no progress: still the same hang
   now_ += 3;
@@ -365,10 +366,7 @@ TEST_F(FailureHandlerTest, AHangThatTheRunGetsPastIsWatchedAgain) {
 TEST_F(FailureHandlerTest, AFaultTolerantGroupsHangIsHandedOverAtOnce) {
   // Only the hung program is replaced (its launcher's call): no grace for the other nodes.
   InPlaceTask(proc_, 100, 0, "3", {"AUTOPAR_FAULT_TOLERANCE=step"});
-  handler_->OnHeartbeat("42", 0, 0, 100);
-  now_ += 5;
-  handler_->OnHeartbeat("42", 0, 1, 100);
-  now_ += 61;
+  StallAfterTwoSteps({100});
   handler_->Tick();
   EXPECT_EQ(Count("heartbeat_missed"), 1);
   ASSERT_EQ(proc_.queued.size(), 1u);
@@ -379,10 +377,7 @@ TEST_F(FailureHandlerTest, AHangThatStaysAfterItsHandOverIsReportedAgain) {
   // What the launchers were told did not end it (a replacement that hangs as well): another full
   // timeout later, the launchers are told again.
   InPlaceTask(proc_, 100, 0);
-  handler_->OnHeartbeat("42", 0, 0, 100);
-  now_ += 5;
-  handler_->OnHeartbeat("42", 0, 1, 100);
-  now_ += 61;
+  StallAfterTwoSteps({100});
   handler_->Tick();
   now_ += 3;
   handler_->Tick();

@@ -80,6 +80,30 @@ def reference(tmp_path_factory, need_autopard):
     return results(work)
 
 
+def timeline(evs) -> str:
+    """The job's events, one a line, for a failed assertion's message."""
+    return "\n".join(f'{e["time"]:.2f} {e["kind"]} rank={e["rank"]} step={e["step"]} '
+                     + " ".join(f"{k}={v}" for k, v in e["fields"].items()) for e in evs)
+
+
+def assert_only_replaced(work: Path, job: str, reference, pids, replaced, need: str):
+    """The job ended as the fault-free run did, bit for bit, with only the programs of the ranks
+    `replaced` replaced, each healed from a live member: the others kept their PIDs (`pids`, as
+    the programs see them), every step was committed once with every sample once (the ledger),
+    nothing was restarted or requeued. Returns the job's events (once `need` is among them)."""
+    evs = events(job, need)
+    assert not kinds(evs, "restarted") and not kinds(evs, "requeue"), timeline(evs)
+    assert restarts(job) == 0, show_job(job)
+    out = results(work)
+    assert {r["sha256"] for r in out.values()} == {reference[0]["sha256"]}  # bit for bit
+    for r in range(RANKS):
+        if r not in replaced:
+            assert out[r]["pid"] == pids[r], (r, out[r], pids[r], timeline(evs))  # never stopped
+    assert all(out[r]["pid"] != pids[r] and out[r]["stats"]["healed_bytes"] > 0 for r in replaced)
+    assert shards.check_ledger(shards.read_ledgers(str(work / "ledger")), STEPS) == []
+    return evs
+
+
 def test_a_crashed_rank_is_replaced_alone_and_healed_from_a_live_peer(tmp_path, reference):
     assert len({r["sha256"] for r in reference.values()}) == 1
     job = submit(tmp_path)
@@ -94,17 +118,8 @@ def test_a_crashed_rank_is_replaced_alone_and_healed_from_a_live_peer(tmp_path, 
     os.kill(host_pids[victim], signal.SIGKILL)
     assert wait_job(job, timeout=300) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
 
+    evs = assert_only_replaced(tmp_path, job, reference, pids, [victim], "ft_healed")
     out = results(tmp_path)
-    assert {r["sha256"] for r in out.values()} == {reference[0]["sha256"]}  # bit for bit
-    for r in range(RANKS):
-        if r != victim:
-            assert out[r]["pid"] == pids[r], (r, out[r], pids[r])  # never stopped
-    assert out[victim]["pid"] != pids[victim] and out[victim]["stats"]["healed_bytes"] > 0
-    assert shards.check_ledger(shards.read_ledgers(str(tmp_path / "ledger")), STEPS) == []
-    assert restarts(job) == 0, show_job(job)
-
-    evs = events(job, "ft_healed")
-    assert not kinds(evs, "restarted") and not kinds(evs, "requeue"), [e["kind"] for e in evs]
     healed = kinds(evs, "ft_healed")
     assert len(healed) == 1 and healed[0]["rank"] == victim, healed
     assert int(healed[0]["fields"]["bytes"]) == out[victim]["stats"]["healed_bytes"]
@@ -137,16 +152,7 @@ def test_hung_ranks_are_replaced_and_the_others_never_stop(tmp_path, reference):
     os.kill(host_pids[6], signal.SIGSTOP)
     assert wait_job(job, timeout=300) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
 
-    out = results(tmp_path)
-    assert {r["sha256"] for r in out.values()} == {reference[0]["sha256"]}
-    for r in range(RANKS):
-        if r not in (3, 6):
-            assert out[r]["pid"] == pids[r], (r, out[r], pids[r])
-    assert all(out[r]["pid"] != pids[r] and out[r]["stats"]["healed_bytes"] > 0 for r in (3, 6))
-    assert shards.check_ledger(shards.read_ledgers(str(tmp_path / "ledger")), STEPS) == []
-    assert restarts(job) == 0, show_job(job)
-    evs = events(job, "ft_healed")
-    assert not kinds(evs, "restarted") and not kinds(evs, "requeue"), [e["kind"] for e in evs]
+    evs = assert_only_replaced(tmp_path, job, reference, pids, [3, 6], "ft_healed")
     assert sorted(e["rank"] for e in kinds(evs, "ft_healed")) == [3, 6]
     assert kinds(evs, "heartbeat_missed") and kinds(evs, "hang_stop")
     report = json.loads(run([str(CLI), "report", job, "--json", "--socket", str(sockets()[0])],
@@ -241,16 +247,7 @@ def test_failures_close_together_and_a_failed_replacement(tmp_path, reference):
     os.kill(new_pid(job, 6, host_pids[6]), signal.SIGKILL)
     assert wait_job(job, timeout=300) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
 
-    out = results(tmp_path)
-    assert {r["sha256"] for r in out.values()} == {reference[0]["sha256"]}
-    for r in range(RANKS):
-        if r not in (1, 6):
-            assert out[r]["pid"] == pids[r], (r, out[r], pids[r])
-    assert all(out[r]["pid"] != pids[r] and out[r]["stats"]["healed_bytes"] > 0 for r in (1, 6))
-    assert shards.check_ledger(shards.read_ledgers(str(tmp_path / "ledger")), STEPS) == []
-    assert restarts(job) == 0, show_job(job)
-    evs = events(job, "finished")
-    assert not kinds(evs, "restarted") and not kinds(evs, "requeue"), [e["kind"] for e in evs]
+    evs = assert_only_replaced(tmp_path, job, reference, pids, [1, 6], "finished")
     exits = [e["rank"] for e in kinds(evs, "rank_exit") if e["fields"].get("exit") != "0"]
     assert sorted(exits) == [1, 6, 6], exits
     assert sorted({e["rank"] for e in kinds(evs, "ft_healed")}) == [1, 6]

@@ -31,14 +31,16 @@ OPTS = f"--requeue-on-failure=3 --heartbeat-timeout=20 {PLAN}"
 
 # Rank 1's task in a memory cgroup of its own (v1 or v2), 1.5 GiB: the training (and the
 # interpreter prepared for its restart) needs well under that, the 4 GiB allocation does not fit.
+# Named job_<id>, as Slurm's task/cgroup names a job's: autopar-launch trusts the OOM kill count
+# of the job's own cgroup only (core/failure/oom.h).
 LIMIT_SH = r"""#!/bin/bash
 if [ "$SLURM_PROCID" = 1 ]; then
   rel=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup)
   if [ -n "$rel" ]; then
-    cg=/sys/fs/cgroup/memory${rel%/}/autopar-oom-$SLURM_JOB_ID; limit=memory.limit_in_bytes
+    cg=/sys/fs/cgroup/memory${rel%/}/job_$SLURM_JOB_ID; limit=memory.limit_in_bytes
   else
     rel=$(awk -F: '$1 == "0" {print $3}' /proc/self/cgroup)
-    cg=/sys/fs/cgroup${rel%/}/autopar-oom-$SLURM_JOB_ID; limit=memory.max
+    cg=/sys/fs/cgroup${rel%/}/job_$SLURM_JOB_ID; limit=memory.max
   fi
   mkdir -p "$cg" && echo 1610612736 > "$cg/$limit" && echo $$ > "$cg/cgroup.procs" ||
     { echo "limit.sh: cannot put rank 1 in a memory cgroup"; exit 97; }

@@ -6,12 +6,13 @@ timeout. torch 1.13's gloo cannot abort a collective: a given-up one is ended by
 group's sockets down (Group.sever), which fails it here and at every peer still in it."""
 from __future__ import annotations
 
+import ctypes
 import datetime
 import os
 import select
 import socket
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 import torch
 from torch.distributed import PrefixStore, ProcessGroupGloo, Store, TCPStore
@@ -34,19 +35,35 @@ class Group:
         severed and freed first. Raises Abandoned when the launchers give the epoch up while it
         is being made (a member died meanwhile), RuntimeError when it cannot be made."""
         self.sever()
-        self.pg = None  # freed: its collectives have ended (sever)
+        if self.pg is not None:
+            # Never freed: its destructor waits for every collective it queued, and one that
+            # the severed sockets did not end (seen once on a loaded node: a member stalled here
+            # until autopard's hang watch ended it, 120 s later) would stop this member. Shut
+            # down, it holds its buffers and two idle threads, one group per re-form.
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.pg))
+            self.pg = None
         host, port = quorum.store.rsplit(":", 1)
         # A member that dies before it publishes its address: the others give up after
         # RENDEZVOUS_TIMEOUT (not the collectives' timeout) and join again.
+        before = _sockets()
         store = _Borrowed(TCPStore(host, int(port), None, False, RENDEZVOUS_TIMEOUT))
+        store_fds = _new_since(before)
         before = _sockets()
         making = _Making(lambda: ProcessGroupGloo(PrefixStore(f"autopar-ft/{quorum.epoch}", store),
                                                   quorum.position(rank), len(quorum.members),
                                                   self.timeout), store)
-        wait(making, channel, quorum.epoch)
+        try:
+            wait(making, channel, quorum.epoch)
+        except Abandoned:
+            # Given up while the group is met on the store (a member died before it published
+            # its address: the others wait for it there): the wait ends now, while this
+            # interpreter lives. Left to itself it ends when the store's server does, and that
+            # member may end with the run, while this interpreter is being torn down: a thread
+            # that comes back into Python then ends the process with SIGABRT.
+            _shut_down(store_fds)
+            raise
         self.pg = making.result()
-        after = _sockets()
-        self._fds = {fd: link for fd, link in after.items() if before.get(fd) != link}
+        self._fds = _new_since(before)
         self.epoch = quorum.epoch
 
     def sever(self) -> None:
@@ -54,19 +71,7 @@ class Group:
         whose sockets are shut down fails at once, here and at every peer still waiting in it, and
         a process group with a dead peer would otherwise keep its event loop spinning. The
         sockets are the ones that appeared while the group was made."""
-        for fd, link in self._fds.items():
-            try:
-                if os.readlink(f"/proc/self/fd/{fd}") != link:
-                    continue  # closed and reused since
-                s = socket.socket(fileno=os.dup(fd))
-            except OSError:
-                continue
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # not connected (the listening socket)
-            finally:
-                s.close()
+        _shut_down(self._fds)
         self._fds = {}
 
     def allreduce(self, tensor: torch.Tensor, channel: LauncherChannel) -> None:
@@ -165,16 +170,47 @@ class _Borrowed(Store):
 
 
 def _sockets() -> Dict[int, str]:
-    """This process's socket descriptors, each with its inode ("socket:[123]")."""
+    """This process's TCP socket descriptors, each with its inode ("socket:[123]"): what gloo
+    and the stores use (a Unix socket, such as the launcher's channel, is never one of them)."""
+    tcp: Set[str] = set()
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        try:
+            with open(table) as f:
+                tcp.update(line.split()[9] for line in f.readlines()[1:])
+        except (OSError, IndexError):
+            continue
     out: Dict[int, str] = {}
     for name in os.listdir("/proc/self/fd"):
         try:
             link = os.readlink(f"/proc/self/fd/{name}")
         except OSError:
             continue
-        if link.startswith("socket:"):
+        if link.startswith("socket:[") and link[8:-1] in tcp:
             out[int(name)] = link
     return out
+
+
+def _new_since(before: Dict[int, str]) -> Dict[int, str]:
+    """The TCP sockets that appeared since `before` (a _sockets())."""
+    return {fd: link for fd, link in _sockets().items() if before.get(fd) != link}
+
+
+def _shut_down(fds: Dict[int, str]) -> None:
+    """Shuts down the connections `fds` (from _sockets()), those still open as they were: a
+    thread blocked on one fails at once."""
+    for fd, link in fds.items():
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") != link:
+                continue  # closed and reused since
+            s = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # not connected (a listening socket)
+        finally:
+            s.close()
 
 
 WAITING_AFTER_S = 0.5
