@@ -6,7 +6,6 @@ timeout. torch 1.13's gloo cannot abort a collective: a given-up one is ended by
 group's sockets down (Group.sever), which fails it here and at every peer still in it."""
 from __future__ import annotations
 
-import ctypes
 import datetime
 import os
 import select
@@ -35,13 +34,7 @@ class Group:
         severed and freed first. Raises Abandoned when the launchers give the epoch up while it
         is being made (a member died meanwhile), RuntimeError when it cannot be made."""
         self.sever()
-        if self.pg is not None:
-            # Never freed: its destructor waits for every collective it queued, and one that
-            # the severed sockets did not end (seen once on a loaded node: a member stalled here
-            # until autopard's hang watch ended it, 120 s later) would stop this member. Shut
-            # down, it holds its buffers and two idle threads, one group per re-form.
-            ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.pg))
-            self.pg = None
+        self.pg = None  # freed: its collectives have ended (sever)
         host, port = quorum.store.rsplit(":", 1)
         # A member that dies before it publishes its address: the others give up after
         # RENDEZVOUS_TIMEOUT (not the collectives' timeout) and join again.
