@@ -518,8 +518,6 @@ Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site
     if (o.restarts_in_place.value_or(0) == 0)
       return Bad(OptionId::kFaultTolerance,
                  "step needs in-place restarts (--restarts-in-place=N or --requeue-on-failure)");
-    if (o.spare_nodes.value_or(0) > 0)
-      return Bad(OptionId::kFaultTolerance, "step cannot be combined with --spare-nodes yet");
   }
   return o;
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/text.h"
+#include "launcher/restart_logic.h"
 
 namespace autopar {
 namespace {
@@ -46,9 +47,11 @@ EventFields JoinMessageFields(const FtJoin& j, int64_t left) {
 
 }  // namespace
 
-FtGroup::FtGroup(PeerGroup* peers, FtProgramChannel channel, Config config, Journal journal)
-    : peers_(peers), channel_(std::move(channel)), config_(config), journal_(std::move(journal)) {
+FtGroup::FtGroup(PeerGroup* peers, FtProgramChannel channel, Config config, Journal journal, Take take)
+    : peers_(peers), channel_(std::move(channel)), config_(std::move(config)), journal_(std::move(journal)),
+      take_(std::move(take)) {
   timer_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  SetActive(config_.active);
 }
 
 int FtGroup::timer_fd() const { return (forming_ || my_join_) ? timer_ : -1; }
@@ -64,10 +67,63 @@ void FtGroup::ArmTimer(bool on) {
 }
 
 int FtGroup::Leader() const {
-  for (int r = 0; r < config_.rules.world; ++r) {
-    if (!lost_.count(r)) return r;
+  int leader = -1;
+  for (int l : launcher_of_) {
+    if (!lost_.count(l) && (leader < 0 || l < leader)) leader = l;
   }
-  return peers_->self();
+  return leader < 0 ? peers_->self() : leader;
+}
+
+int FtGroup::LauncherOf(int rank) const {
+  return rank >= 0 && rank < static_cast<int>(launcher_of_.size()) ? launcher_of_[static_cast<size_t>(rank)] : -1;
+}
+
+void FtGroup::SetActive(const std::vector<int>& active) {
+  config_.active = active;
+  launcher_of_.clear();
+  if (!config_.ranks_in_node_order) {
+    for (int r = 0; r < config_.rules.world; ++r) launcher_of_.push_back(r);
+    return;
+  }
+  for (int n : active) {
+    for (int l : peers_->RanksOnNodes({n})) launcher_of_.push_back(l);
+  }
+}
+
+void FtGroup::OnTake(const PeerMessage& m) {
+  auto active = ParseIntList(PeerField(m, "active"));
+  if (!active || active->size() != config_.active.size()) return;
+  SetActive(*active);
+  if (take_) take_(*active);
+}
+
+void FtGroup::TakeSpares() {
+  if (!config_.ranks_in_node_order || lost_.size() == lost_taken_) return;
+  lost_taken_ = lost_.size();
+  const std::vector<int>& tasks = peers_->tasks_per_node();
+  std::vector<int> lost_nodes, standby;
+  for (int n = 0; n < static_cast<int>(tasks.size()); ++n) {
+    const std::vector<int> launchers = peers_->RanksOnNodes({n});
+    const auto gone = static_cast<size_t>(
+        std::count_if(launchers.begin(), launchers.end(), [&](int l) { return lost_.count(l) > 0; }));
+    const bool in_use = std::find(config_.active.begin(), config_.active.end(), n) != config_.active.end();
+    // A node is replaced as a whole: one with a launcher left keeps its ranks.
+    if (in_use && !launchers.empty() && gone == launchers.size()) lost_nodes.push_back(n);
+    if (!in_use && gone == 0) standby.push_back(n);
+  }
+  if (lost_nodes.empty() || standby.empty()) return;
+  if (lost_nodes.size() > standby.size()) lost_nodes.resize(standby.size());  // the rest leave
+  auto next = ReplaceLostNodes(config_.active, lost_nodes, standby, tasks);
+  if (!next) return;
+  PeerMessage m{PeerKind::kFtTake, peers_->self(), generation_, {{"active", FormatIntList(*next)}}};
+  std::vector<int> others;
+  for (int n = 0; n < static_cast<int>(tasks.size()); ++n) {
+    for (int l : peers_->RanksOnNodes({n})) {
+      if (l != peers_->self() && !lost_.count(l)) others.push_back(l);
+    }
+  }
+  MarkLost(peers_->SendTo(others, m));  // a spare not reached is lost: its ranks leave the group
+  OnTake(m);
 }
 
 void FtGroup::MarkLost(const std::vector<int>& launchers) {
@@ -96,12 +152,14 @@ void FtGroup::ProgramEnded() {
 std::optional<std::string> FtGroup::Pump() {
   for (const std::string& line : channel_.Drain()) OnProgramLine(line);
   auto is_ft = [](const PeerMessage& m) {
-    return m.kind == PeerKind::kFtJoin || m.kind == PeerKind::kFtForming || m.kind == PeerKind::kFtQuorum;
+    return m.kind == PeerKind::kFtJoin || m.kind == PeerKind::kFtForming || m.kind == PeerKind::kFtQuorum ||
+           m.kind == PeerKind::kFtTake;
   };
   while (auto m = peers_->Take(is_ft)) {
     if (m->kind == PeerKind::kFtJoin) OnJoin(*m);
     if (m->kind == PeerKind::kFtForming) OnForming(*m);
     if (m->kind == PeerKind::kFtQuorum) OnQuorum(*m);
+    if (m->kind == PeerKind::kFtTake) OnTake(*m);
   }
   uint64_t ticks = 0;
   if (timer_ >= 0 && read(timer_, &ticks, sizeof(ticks)) == sizeof(ticks)) {
@@ -176,8 +234,8 @@ void FtGroup::OnJoin(const PeerMessage& m) {
     joins_.clear();
     ArmTimer(true);
     std::vector<int> others;
-    for (int r = 0; r < config_.rules.world; ++r) {
-      if (r != peers_->self() && !lost_.count(r)) others.push_back(r);
+    for (int l : launcher_of_) {
+      if (l != peers_->self() && !lost_.count(l)) others.push_back(l);
     }
     PeerMessage forming{PeerKind::kFtForming, peers_->self(), generation_, {{"epoch", std::to_string(epoch_)}}};
     MarkLost(peers_->SendTo(others, forming));
@@ -193,9 +251,10 @@ void FtGroup::OnForming(const PeerMessage& m) {
 }
 
 std::optional<std::string> FtGroup::TryDecide() {
+  TakeSpares();
   std::vector<FtJoin> joins;
   for (int r = 0; r < config_.rules.world; ++r) {
-    if (lost_.count(r)) continue;
+    if (lost_.count(LauncherOf(r))) continue;
     auto it = joins_.find(r);
     if (it == joins_.end()) return std::nullopt;  // its program (or its replacement) has not joined
     joins.push_back(it->second);
@@ -242,7 +301,8 @@ std::optional<std::string> FtGroup::Tick() {
   if (forming_) {
     std::vector<int> missing;
     for (int r = 0; r < config_.rules.world; ++r) {
-      if (!lost_.count(r) && !joins_.count(r) && r != peers_->self()) missing.push_back(r);
+      const int l = LauncherOf(r);
+      if (!lost_.count(l) && !joins_.count(r) && l != peers_->self()) missing.push_back(l);
     }
     // Connecting is the test (an empty line, which the peer drops).
     if (!missing.empty()) MarkLost(peers_->Probe(missing));

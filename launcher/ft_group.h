@@ -12,8 +12,11 @@
 //    It waits for a join from every rank whose launcher is alive (a crashed program's launcher
 //    is: it starts a replacement, which joins), decides the quorum and sends it to every member's
 //    launcher, which hands it to its program.
-//  - A launcher that cannot be reached is lost with its node; its ranks leave the group, which
-//    goes on when enough remain (FtQuorumRules), else the run falls back to the in-place restart.
+//  - A launcher that cannot be reached is lost with its node. With nodes held in reserve
+//    (--spare-nodes), the leader gives a lost node's ranks to a spare's launchers (every launcher
+//    is told the nodes in use), whose programs join without state and receive it from a live
+//    member. Without a spare, its ranks leave the group, which goes on when enough remain
+//    (FtQuorumRules), else the run falls back to the in-place restart.
 // Not thread-safe; the launcher's main thread uses it.
 #pragma once
 
@@ -36,16 +39,23 @@ namespace autopar {
 class FtGroup {
  public:
   struct Config {
-    int program_rank = -1;      // this launcher's program's rank
-    FtQuorumRules rules;        // world: the program's ranks (one per launcher of the step)
+    int program_rank = -1;      // this launcher's program's rank (-1: a spare's, in reserve)
+    FtQuorumRules rules;        // world: the program's ranks (one per launcher in use)
+    // The step's nodes that run programs, in the order their ranks are numbered; the others are
+    // spares (restart_logic.h). Program ranks number the launchers of these nodes in order when
+    // nodes are held in reserve, else they are the launchers' own (Slurm's).
+    std::vector<int> active;
+    bool ranks_in_node_order = false;
     int join_timeout_s = 600;   // a quorum not formed by then: the run falls back
     double hang_timeout_s = 0;  // autopard's hang limit for the job (--heartbeat-timeout)
   };
   // What the group did that the timeline should show (the leader's quorums, the program's heals).
   using Journal = std::function<void(const char* kind, int64_t step, const EventFields& fields)>;
+  // Spares took lost nodes' places: the nodes in use now.
+  using Take = std::function<void(const std::vector<int>& active)>;
 
   FtGroup() = default;
-  FtGroup(PeerGroup* peers, FtProgramChannel channel, Config config, Journal journal);
+  FtGroup(PeerGroup* peers, FtProgramChannel channel, Config config, Journal journal, Take take);
 
   const std::string& socket_path() const { return channel_.path(); }
   int program_fd() const { return channel_.fd(); }
@@ -57,6 +67,13 @@ class FtGroup {
   std::optional<std::string> Pump();
   // The program ended (a replacement will connect and join).
   void ProgramEnded();
+  // The leader's word that spares take lost nodes' places (a launcher in reserve waits for it:
+  // Launcher::Standby; the others take it in Pump).
+  void OnTake(const PeerMessage& m);
+  // A spare's launcher took ranks in the group: its program's is `rank`.
+  void set_program_rank(int rank) { config_.program_rank = rank; }
+  // This launcher leads the group (the lowest launcher in use not lost).
+  bool leads() const { return Leader() == peers_->self(); }
   // Whether a hang autopard reports in this launcher's (running, not stopped) program is a
   // peer's, not its own: the program said it waits in a collective of the group, or it waits for
   // a quorum, or it was handed a quorum within the hang limit (a verdict about a stall that the
@@ -88,7 +105,10 @@ class FtGroup {
   void OnForming(const PeerMessage& m);
   void OnQuorum(const PeerMessage& m);
   void SendJoin();                        // this program's join, to the leader
-  int Leader() const;                     // the lowest launcher not lost
+  int Leader() const;                     // the lowest launcher in use not lost
+  int LauncherOf(int rank) const;         // the launcher that runs program rank `rank`
+  void SetActive(const std::vector<int>& active);
+  void TakeSpares();                      // the leader: spares for nodes whose launchers are lost
   void MarkLost(const std::vector<int>& launchers);
   std::optional<std::string> TryDecide();  // the leader: every expected rank joined?
   std::optional<std::string> Tick();       // probes, re-sends, the timeout
@@ -98,7 +118,10 @@ class FtGroup {
   FtProgramChannel channel_;
   Config config_;
   Journal journal_;
+  Take take_;
   int timer_ = -1;
+  std::vector<int> launcher_of_;  // by program rank
+  size_t lost_taken_ = 0;         // lost_.size() when the leader last looked for spares
 
   int64_t generation_ = 0;
   int64_t epoch_ = -1;                  // the latest quorum's

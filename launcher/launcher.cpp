@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "core/text.h"
 #include "launcher/launcher_internal.h"
@@ -164,7 +165,13 @@ LaunchEvent Launcher::PrepareGeneration() {
     env_mem_ = max_mem_gib_;
   }
   errors_.Prepare(&child_env_);
-  if (ft_) {
+  const bool takeover = std::exchange(ft_takeover_, false);
+  if (takeover) {
+    // A spare's program takes a lost node's ranks in the group the others go on in: it starts
+    // without state (a live member sends it), reads no checkpoint and agrees on nothing.
+    child_env_["AUTOPAR_FT_NEWCOMER"] = "1";
+    ft_->set_program_rank(info_.rank);
+  } else if (ft_) {
     // Every program of a new generation starts from the checkpoint (or the start): none is a
     // newcomer, and the group's messages of the last generation are stale.
     child_env_.erase("AUTOPAR_FT_NEWCOMER");
@@ -177,7 +184,7 @@ LaunchEvent Launcher::PrepareGeneration() {
     child_env_["MASTER_PORT"] = std::to_string(master_.port);
     child_env_["MASTER_ADDR"] = master_.addr;
   }
-  Resume(&child_env_, use_pmix_, timeout_s_);
+  if (!takeover) Resume(&child_env_, use_pmix_, timeout_s_);
   if (int sig = PendingTerminationSignal(); sig != 0) {
     Fail("terminated before the program started", 128 + sig);
   }
@@ -249,7 +256,9 @@ LaunchEvent Launcher::AgreeOnVerdict() {
 int Launcher::Finish() {
   warm_.Discard();  // no next generation
   port_.Release();
-  if (in_place_ && step_.rank == 0 && code_ == 0 && !decided_ && spares_ > 0) {
+  // The group's leader when rank 0's node may be gone (fault tolerance goes on without it).
+  const bool decides = ft_ ? ft_->leads() : step_.rank == 0;
+  if (in_place_ && decides && code_ == 0 && !decided_ && spares_ > 0) {
     // The program is done: the launchers of the nodes still in reserve end too.
     std::vector<int> reserve;
     for (int n = 0; n < static_cast<int>(peers_.tasks_per_node().size()); ++n) {

@@ -153,6 +153,9 @@ class Launcher {
   bool ReplaceInGroup();
   // Acts on the group's messages while the program runs; a reason when the group cannot go on.
   std::optional<std::string> PumpGroup();
+  // A spare's launcher in reserve, told that spares take lost nodes' places: true when this node
+  // is one of them (its program starts as a newcomer to the group, nothing else restarts).
+  bool TakenIntoGroup(const PeerMessage& take);
 
   // The checkpoint half of the launch (proto_client.h): rank 0's DecideResume, everyone's
   // RestoreDecided.
@@ -219,6 +222,7 @@ class Launcher {
   std::unique_ptr<FtGroup> ft_;
   std::string ft_addr_;    // where this node's programs serve their rendezvous stores
   int64_t max_replacements_ = 0;  // the run's, --restarts-in-place (FtGroup counts them)
+  bool ft_takeover_ = false;      // this spare's launcher takes a lost node's ranks in the group
 
   // The generations so far (the state machine's).
   EnvMap child_env_;

@@ -27,9 +27,13 @@ void Launcher::SetUpFaultTolerance() {
   auto channel = FtProgramChannel::Open(Get(env_, "TMPDIR", "/tmp"));
   if (!channel) Fail("--fault-tolerance=step: " + channel.message(), 1);
   FtGroup::Config config;
-  config.program_rank = info_.rank;
-  config.rules.world = info_.size;
-  const int per_node = info_.size / std::max(1, info_.num_nodes);
+  const bool in_use = ActiveNode(step_.node_rank);
+  config.program_rank = in_use ? info_.rank : -1;
+  config.rules.world = 0;
+  for (int n : active_) config.rules.world += peers_.tasks_per_node()[static_cast<size_t>(n)];
+  config.active = active_;
+  config.ranks_in_node_order = static_cast<int>(active_.size()) != step_.num_nodes;
+  const int per_node = config.rules.world / std::max(1, static_cast<int>(active_.size()));
   config.rules.min_world = min_nodes_ > 0 ? min_nodes_ * per_node : info_.size;
   config.join_timeout_s = timeout_s_;
   config.hang_timeout_s = std::atof(Get(env_, "AUTOPAR_HEARTBEAT_TIMEOUT", "0").c_str());
@@ -39,7 +43,15 @@ void Launcher::SetUpFaultTolerance() {
       [this](const char* kind, int64_t step, const EventFields& fields) {
         TellEvent(child_env_, info_.rank, host_, LaunchMessagePrefix(rank_, host_), verbose_, kind,
                   step, fields);
-      });
+      },
+      [this](const std::vector<int>& active) { active_ = active; });
+}
+
+bool Launcher::TakenIntoGroup(const PeerMessage& take) {
+  ft_->OnTake(take);
+  if (!ActiveNode(step_.node_rank)) return false;
+  ft_takeover_ = true;
+  return true;
 }
 
 std::optional<std::string> Launcher::PumpGroup() {

@@ -274,10 +274,16 @@ bool Launcher::Standby(int timeout_s, int* code) {
   for (;;) {
     const int64_t g = generation_;
     peers_.Poll(g);
-    auto m = peers_.Await([g](const PeerMessage& p) {
-      return (p.kind == PeerKind::kStop || p.kind == PeerKind::kVerdict) && p.generation == g;
+    const bool ft = ft_ != nullptr;
+    auto m = peers_.Await([g, ft](const PeerMessage& p) {
+      return (p.kind == PeerKind::kStop || p.kind == PeerKind::kVerdict || (ft && p.kind == PeerKind::kFtTake)) &&
+             p.generation == g;
     }, 3600);
     if (!m) continue;
+    if (m->kind == PeerKind::kFtTake) {
+      if (TakenIntoGroup(*m)) return true;
+      continue;
+    }
     Result<std::optional<RestartVerdict>> v = std::optional<RestartVerdict>();
     if (m->kind == PeerKind::kStop) {
       v = peers_.ReportAndAwaitVerdict(g, std::nullopt, {}, timeout_s);

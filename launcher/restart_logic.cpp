@@ -21,6 +21,7 @@ constexpr KindName kKinds[] = {
     {PeerKind::kFtJoin, "autopar-ft-join"},
     {PeerKind::kFtForming, "autopar-ft-forming"},
     {PeerKind::kFtQuorum, "autopar-ft-quorum"},
+    {PeerKind::kFtTake, "autopar-ft-take"},
 };
 
 std::string FieldOf(const EventFields& f, const char* key) {

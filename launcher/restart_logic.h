@@ -59,10 +59,12 @@ enum class PeerKind {
   kValue,    // the restore agreement: key=K value=V, to rank 0 and back with the minimum
   // Per-step fault tolerance (ft_group.h): a program's join for the next quorum (left=EPOCH and
   // core/ft/quorum.h's join fields), to the launcher that leads; the leader's word that the
-  // group is being re-formed (epoch=E: give it up); the quorum decided (its fields, lost=RANKS).
+  // group is being re-formed (epoch=E: give it up); the quorum decided (its fields, lost=RANKS);
+  // the leader's word that spares take lost nodes' places (active=NODES, in rank order).
   kFtJoin,
   kFtForming,
   kFtQuorum,
+  kFtTake,
 };
 struct PeerMessage {
   PeerKind kind = PeerKind::kStop;

@@ -54,8 +54,8 @@ export PYTHONPATH={SOURCE_DIR}/python FT_LEDGER={work}/ledger
 """, work)
 
 
-def results(work: Path):
-    return {r: json.loads((work / "out" / f"rank-{r}.json").read_text()) for r in range(RANKS)}
+def results(work: Path, ranks: int = RANKS):
+    return {r: json.loads((work / "out" / f"rank-{r}.json").read_text()) for r in range(ranks)}
 
 
 def node_pid(host_pid: int) -> int:
@@ -86,7 +86,7 @@ def timeline(evs) -> str:
                      + " ".join(f"{k}={v}" for k, v in e["fields"].items()) for e in evs)
 
 
-def assert_only_replaced(work: Path, job: str, reference, pids, replaced, need: str):
+def assert_only_replaced(work: Path, job: str, reference, pids, replaced, need: str, ranks: int = RANKS):
     """The job ended as the fault-free run did, bit for bit, with only the programs of the ranks
     `replaced` replaced, each healed from a live member: the others kept their PIDs (`pids`, as
     the programs see them), every step was committed once with every sample once (the ledger),
@@ -94,9 +94,9 @@ def assert_only_replaced(work: Path, job: str, reference, pids, replaced, need: 
     evs = events(job, need)
     assert not kinds(evs, "restarted") and not kinds(evs, "requeue"), timeline(evs)
     assert restarts(job) == 0, show_job(job)
-    out = results(work)
+    out = results(work, ranks)
     assert {r["sha256"] for r in out.values()} == {reference[0]["sha256"]}  # bit for bit
-    for r in range(RANKS):
+    for r in range(ranks):
         if r not in replaced:
             assert out[r]["pid"] == pids[r], (r, out[r], pids[r], timeline(evs))  # never stopped
     assert all(out[r]["pid"] != pids[r] and out[r]["stats"]["healed_bytes"] > 0 for r in replaced)
@@ -216,6 +216,37 @@ def test_a_lost_node_without_a_spare_shrinks_the_group(tmp_path, reference, lost
     assert [int(m[0]) for m in members] == left, last
     assert last["fields"]["lost"] == ",".join(map(str, gone)), last
     assert last["fields"]["store"] == members[0][2] and last["time"] - fault < 15, (last, fault)
+
+
+def test_a_lost_node_is_replaced_by_a_spare_and_the_others_never_stop(tmp_path):
+    """--spare-nodes=1 on 4 nodes (3 in use: 6 ranks): the node of ranks 2-3 dies as a whole
+    (kill-node.sh). The leader finds its launchers gone and gives its ranks to the spare's
+    launchers, whose programs join as newcomers and receive the state from live members; the 4
+    others never stop, nothing restarts, and the result is the fault-free run's (the same job,
+    its spare unused) bit for bit."""
+    ranks = 6
+    ref_dir, work = tmp_path / "reference", tmp_path / "fault"
+    ref = submit(ref_dir, opts="--spare-nodes=1")
+    assert wait_job(ref, timeout=300) == "COMPLETED", (ref_dir / "out.txt").read_text()[-3000:]
+    reference = results(ref_dir, ranks)
+    assert not (ref_dir / "out" / f"rank-{ranks}.json").exists()  # the spare ran nothing
+    job = submit(work, opts="--spare-nodes=1")
+    wait_committed(work, 20)
+    pids = {r: node_pid(rank_pid(job, r, EXAMPLE)) for r in range(ranks)}
+    node = node_of_rank(job, 2, EXAMPLE)
+    assert node_of_rank(job, 3, EXAMPLE) == node
+    assert node != run(["scontrol", "show", "hostnames", node_list(job)], check=True).stdout.split()[0]
+    state, fault = end_with_node_lost(job, node, 300)
+    assert state == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+
+    evs = assert_only_replaced(work, job, reference, pids, [2, 3], "ft_healed", ranks)
+    healed = kinds(evs, "ft_healed")
+    assert sorted(e["rank"] for e in healed) == [2, 3], timeline(evs)
+    assert all(e["node"] != node for e in healed), timeline(evs)  # on the spare
+    quorum = [q for q in kinds(evs, "ft_quorum") if q["fields"]["heals"]][-1]
+    assert [m.split("@")[1] for m in quorum["fields"]["members"].split(",")][2:4] == ["6", "7"], quorum
+    assert quorum["time"] - fault < 30, (quorum, fault)
+    assert restarts(job) == 0, show_job(job)
 
 
 def new_pid(job: str, rank: int, old: int, timeout: float = 60) -> int:
