@@ -268,7 +268,11 @@ int Launcher::Finish() {
                         VerdictMessage(RestartVerdict{false, 0, {}, -1, {}}, generation_));
   }
   const double run_s = SecondsSince(program_start_);
-  if (code_ == 0) Journal(env_, event_kind::kFinished, -1, {{"exit", "0"}, {"run_s", FormatFixed(run_s, 1)}});
+  if (code_ == 0 && decides) {
+    // Rank 0's launcher's, or the group's leader's when rank 0's node may be gone.
+    TellEvent(env_, info_.rank, host_, LaunchMessagePrefix(rank_, host_), verbose_, event_kind::kFinished, -1,
+              {{"exit", "0"}, {"run_s", FormatFixed(run_s, 1)}});
+  }
   if (decided_) {
     // autopard has requeued or stopped the job (or it has no failure handling): every launcher
     // ends with the failure's status, and the step with them.

@@ -13,7 +13,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "integration"))
 from conftest import PYTHON, SOURCE_DIR, sbatch, wait_job  # noqa: E402
-from test_requeue_faults import LAUNCH, events, kinds, rank_pid, restarts  # noqa: E402
+from test_requeue_faults import (LAUNCH, end_with_node_lost, events, kinds, node_of_rank,  # noqa: E402
+                                 rank_pid, restarts)
 
 sys.path.insert(0, str(SOURCE_DIR / "python"))
 from autopar.ft import shards  # noqa: E402
@@ -25,12 +26,12 @@ STEPS = 150 + 30 * FAULTS  # 0.1 s each: room for a fault every 2-3 s
 
 
 def submit(work: Path, *, steps: int = STEPS, ft: bool = True, sleep: float = 0.1, width: int = 64,
-           heartbeat_timeout: int = 60) -> str:
+           heartbeat_timeout: int = 60, opts: str = "") -> str:
     for d in ("out", "ledger"):
         (work / d).mkdir(parents=True, exist_ok=True)
         (work / d).chmod(0o777)
     work.chmod(0o777)
-    opts = "--fault-tolerance=step --restarts-in-place=20" if ft else ""
+    opts += " --fault-tolerance=step --restarts-in-place=20" if ft else ""
     return sbatch(f"""#!/bin/bash
 #SBATCH -N4 --ntasks-per-node=2 -o {work}/out.txt -e {work}/out.txt
 #SBATCH --requeue-on-failure=3 --heartbeat-timeout={heartbeat_timeout} {opts}
@@ -137,6 +138,37 @@ def test_steady_state_overhead(tmp_path, sleep):
     print(f"\nft bench, steady state, {sleep * 1000:.0f} ms of compute per step: with fault tolerance "
           f"{on * 1000:.1f} ms/step, without {off * 1000:.1f} ms/step: {on / off:.3f}x "
           f"({(on - off) * 1000:+.1f} ms per step)")
+
+
+def test_node_losses_with_a_spare(tmp_path):
+    """A node lost as a whole (kill-node.sh: its slurmd, autopard, launchers and programs), one
+    per job of 3 nodes in use and 1 spare (a revived node's launchers are gone with it), whose
+    ranks the spare's launchers take: from the kill to the group's next committed step (the
+    spare's programs start cold and are healed), and how long the group took to re-form (from the
+    first join after the loss to the quorum: formed_s)."""
+    runs = max(5, FAULTS // 2)
+    to_next, formed, identical = [], [], True
+    for i in range(runs):
+        work = tmp_path / f"run-{i}"
+        job = submit(work, steps=80, opts="--spare-nodes=1")
+        deadline = time.time() + 300
+        while len(commits(work)) < 20:
+            assert time.time() < deadline, (work / "out.txt").read_text()[-3000:]
+            time.sleep(0.2)
+        node = node_of_rank(job, random.choice([2, 3, 4, 5]), EXAMPLE)  # not the batch host's
+        state, fault = end_with_node_lost(job, node, 600)
+        assert state == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+        to_next.append([c for c, _ in commits(work) if c > fault][0] - fault)
+        quorum = [q for q in kinds(events(job, "finished"), "ft_quorum") if q["fields"].get("lost")][-1]
+        formed.append(float(quorum["fields"]["formed_s"]))
+        out = [json.loads((work / "out" / f"rank-{r}.json").read_text()) for r in range(6)]
+        identical = identical and len({o["sha256"] for o in out}) == 1 and restarts(job) == 0
+    print(f"\nft bench, node losses with a spare: {runs} (one a job, 3 nodes x 2 ranks in use + 1 spare)")
+    print(f"  kill -> next committed step: p50 {pct(to_next, 0.5):.2f} s, p99 {pct(to_next, 0.99):.2f} s, "
+          f"max {max(to_next):.2f} s")
+    print(f"  group re-formed with the spare's ranks (formed_s): p50 {pct(formed, 0.5):.2f} s, "
+          f"p99 {pct(formed, 0.99):.2f} s")
+    print(f"  every member the same state, no restart: {identical}")
 
 
 def test_large_state(tmp_path):

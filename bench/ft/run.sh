@@ -8,6 +8,7 @@
 #  the result is the fault-free run's bit for bit;
 #  - the steady-state step time with and without fault tolerance (the same program, --plain:
 #  torch.distributed and one all-reduce), interleaved, for 100 ms and for 0 ms of compute a step;
+#  - node losses (one per job, 3 nodes in use and a spare): the kill to the next committed step;
 #  - 3 crashes with a 257 MiB state: the bytes and seconds of each heal.
 # Usage: bench/ft/run.sh [FAULTS]
 # Environment: SLURM_CONF (the test cluster, with autopard on every node), AUTOPAR_BUILD_DIR.
