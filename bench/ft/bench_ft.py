@@ -171,6 +171,73 @@ def test_node_losses_with_a_spare(tmp_path):
     print(f"  every member the same state, no restart: {identical}")
 
 
+ETTR_STEPS = int(os.environ.get("FT_BENCH_ETTR_STEPS", "2500"))  # about 5 min at 0.1 s a step
+ETTR_POLICIES = {
+    # The same program and faults; what differs is how a failure is recovered.
+    "per-step fault tolerance": (True, "--restarts-in-place=50"),
+    "in-place restart of every program": (False, "--restarts-in-place=50"),
+    "requeue": (False, "--restarts-in-place=0 --requeue-on-failure=50"),
+}
+
+
+def ledger_span(work: Path):
+    """(the first commit's time, the last's) over every record, a step run again included."""
+    times = [json.loads(line)["t"] for line in shards.read_ledgers(str(work / "ledger")) if line.strip()]
+    return min(times), max(times)
+
+
+def job_state(job: str) -> str:
+    from conftest import run
+    p = run(["scontrol", "show", "job", job], check=False)
+    m = __import__("re").search(r"JobState=(\S+)", p.stdout)
+    return m.group(1) if m else "UNKNOWN"
+
+
+@pytest.mark.parametrize("policy", list(ETTR_POLICIES))
+def test_effective_training_time_ratio(tmp_path, policy):
+    """ETTR (useful step time / wall time) of one program under a fault every 20-30 s (a crash or
+    a hang, at random), three policies side by side: per-step fault tolerance, today's in-place
+    restart of every program from the latest checkpoint (every 20 steps), and requeue. Useful
+    time: the run's steps at its median step time; wall time: its first committed step to its
+    last. Needs a cluster whose site allows 50 requeues and in-place restarts (run.sh says how)."""
+    plugstack = (Path(os.environ["SLURM_CONF"]).parent / "plugstack.conf").read_text()
+    if not all(f"{key}=50" in plugstack for key in ("max_requeue", "max_restarts_in_place")):
+        pytest.skip("needs a cluster started with max_requeue=50 max_restarts_in_place=50 (run.sh)")
+    ft, opts = ETTR_POLICIES[policy]
+    timeout = 10
+    if not ft:
+        store = tmp_path / "store"
+        opts += f" --ckpt-upload=file://{store} --ckpt-dir={tmp_path}/local/%n"
+    job = submit(tmp_path, steps=ETTR_STEPS, ft=ft, heartbeat_timeout=timeout, opts=opts)
+    while len(commits(tmp_path)) < 20:
+        assert job_state(job) in ("PENDING", "RUNNING", "CONFIGURING"), job_state(job)
+        time.sleep(0.5)
+    faults = []
+    while True:
+        deadline = time.time() + random.uniform(20.0, 30.0)
+        while time.time() < deadline and job_state(job) in ("RUNNING", "PENDING", "CONFIGURING", "REQUEUED"):
+            time.sleep(0.5)
+        if job_state(job) not in ("RUNNING",):
+            if job_state(job) in ("PENDING", "CONFIGURING", "REQUEUED"):
+                continue
+            break
+        kind = random.choice(["crash", "hang"])
+        try:
+            pid = rank_pid(job, random.randrange(RANKS), EXAMPLE)
+        except AssertionError:
+            continue  # between two runs of the program
+        os.kill(pid, signal.SIGKILL if kind == "crash" else signal.SIGSTOP)
+        faults.append(kind)
+    assert wait_job(job, timeout=600) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
+    first, last = ledger_span(tmp_path)
+    done = commits(tmp_path)
+    step_s = statistics.median(b - a for (a, _), (b, _) in zip(done, done[1:]))
+    ettr = (ETTR_STEPS - 1) * step_s / (last - first)
+    print(f"\nft bench, ETTR, {policy}: {ettr:.3f} ({len(faults)} faults: {faults.count('crash')} crashes, "
+          f"{faults.count('hang')} hangs; --heartbeat-timeout={timeout}; {ETTR_STEPS} steps of "
+          f"{step_s * 1000:.0f} ms in {last - first:.0f} s; Restarts={restarts(job)})")
+
+
 def test_large_state(tmp_path):
     """A model whose state (parameters and Adam's moments) is about 256 MiB: what a heal costs."""
     width = 660_000  # (32 + 2) x width parameters, 3 copies of each (Adam) at 4 bytes: 257 MiB

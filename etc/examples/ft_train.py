@@ -35,13 +35,25 @@ def state_sha256(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> st
 def plain(args: argparse.Namespace, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
           x: torch.Tensor, y: torch.Tensor) -> None:
     """The same steps as the Manager's (the same samples, gradients averaged in one all-reduce
-    weighted by each rank's samples), on one torch.distributed group with no commit decision."""
+    weighted by each rank's samples), on one torch.distributed group with no commit decision.
+    Submitted with --ckpt-dir/--ckpt-upload it recovers as a DDP program does today: a heartbeat
+    each step, a checkpoint every --ckpt-every steps, and a restart (in place or requeued) that
+    resumes from the latest complete one."""
     import torch.distributed as dist
+    from autopar import ckpt
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     ledger = os.environ.get("FT_LEDGER")
     params = [p for p in model.parameters()]
-    for step in range(args.steps):
+    use_ckpt = ckpt.enabled()
+    start = 0
+    resumed = ckpt.resume_step() if use_ckpt else None
+    if resumed is not None:
+        state = torch.load(os.path.join(ckpt.resume_dir() or "", "state.pt"))
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start = resumed + 1
+    for step in range(start, args.steps):
         optimizer.zero_grad(set_to_none=False)
         ids = ft.shards.sample_ids(step, args.global_batch, world, rank)
         idx = torch.tensor(ids) % len(x)
@@ -58,6 +70,12 @@ def plain(args: argparse.Namespace, model: torch.nn.Module, optimizer: torch.opt
         if ledger:
             with open(os.path.join(ledger, f"rank-{rank}.jsonl"), "a") as f:
                 f.write(ft.shards.ledger_line(step, 0, args.global_batch, list(range(world))))
+        if use_ckpt:
+            ckpt.heartbeat(step + 1, samples=args.global_batch, loss=loss.item())
+            if (step + 1) % args.ckpt_every == 0:
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()},
+                           os.path.join(ckpt.step_dir(step), "state.pt"))
+                ckpt.commit(step)  # autopard uploads it in the background
     if args.out:
         with open(os.path.join(args.out, f"rank-{rank}.json"), "w") as f:
             json.dump({"pid": os.getpid(), "step": args.steps, "sha256": state_sha256(model, optimizer)}, f)
@@ -74,6 +92,8 @@ def main() -> None:
     p.add_argument("--plain", action="store_true",
                    help="the same training without fault tolerance (torch.distributed, gloo): "
                         "what the Manager's step costs is measured against this")
+    p.add_argument("--ckpt-every", type=int, default=20,
+                   help="--plain under --ckpt-dir/--ckpt-upload: checkpoint every K steps")
     p.add_argument("--bad-loss-at", default="", metavar="STEP:RANK",
                    help="this rank's loss is NaN the first time it runs STEP (a transient fault, "
                         "as a flipped bit: the step is discarded and run again)")

@@ -116,3 +116,32 @@ def test_a_construction_given_up_ends_at_once_not_with_the_stores_server(tmp_pat
         time.sleep(0.05)
     assert not any(t.is_alive() for t in making), "the given-up construction still waits on the store"
     assert time.monotonic() - start < RENDEZVOUS_TIMEOUT.total_seconds() / 2
+
+
+def test_a_kept_groups_sockets_are_detached_not_closed():
+    """A severed group whose collective gloo never ends is kept (its destructor would wait for it
+    holding the GIL): its sockets are closed under it (an epoll set forgets them: no event loop
+    spinning on a dead connection) while their descriptor numbers stay taken (gloo closes nothing
+    of anyone else's later)."""
+    import select as select_
+
+    from autopar.ft import group
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    before = group._sockets()
+    client = socket.create_connection(listener.getsockname())
+    server, _ = listener.accept()
+    fds = {fd: link for fd, link in group._new_since(before).items() if fd == client.fileno()}
+    assert list(fds) == [client.fileno()]
+    ep = select_.epoll()
+    ep.register(client.fileno(), select_.EPOLLIN)
+    group._shut_down(fds)
+    assert ep.poll(0.1), "a shut-down socket is always ready: a loop on it spins"
+    group._detach(fds)
+    assert not ep.poll(0.1)
+    assert os.readlink(f"/proc/self/fd/{client.fileno()}") == os.devnull
+    assert server.recv(1) == b""  # the peer sees the connection end
+    client.close()  # the number, /dev/null now: closes nothing else
+    ep.close()

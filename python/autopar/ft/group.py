@@ -6,11 +6,13 @@ timeout. torch 1.13's gloo cannot abort a collective: a given-up one is ended by
 group's sockets down (Group.sever), which fails it here and at every peer still in it."""
 from __future__ import annotations
 
+import ctypes
 import datetime
 import os
 import select
 import socket
 import threading
+import time
 from typing import Any, Dict, List, Optional, Set
 
 import torch
@@ -20,6 +22,7 @@ from .channel import Abandoned, LauncherChannel, Quorum
 
 
 RENDEZVOUS_TIMEOUT = datetime.timedelta(seconds=15)
+STUCK_AFTER_S = 1.0  # a severed group's collective not ended by then: gloo will not end it
 
 
 class Group:
@@ -28,13 +31,13 @@ class Group:
         self.pg: Optional[Any] = None
         self.epoch = -1
         self._fds: Dict[int, str] = {}  # the sockets of this epoch's process group
+        self._work: Optional[Any] = None  # its latest collective
 
     def reform(self, quorum: Quorum, rank: int, channel: LauncherChannel) -> None:
         """The process group of `quorum` for this member (rank `rank`); the last one's is
         severed and freed first. Raises Abandoned when the launchers give the epoch up while it
         is being made (a member died meanwhile), RuntimeError when it cannot be made."""
-        self.sever()
-        self.pg = None  # freed: its collectives have ended (sever)
+        self._free()
         host, port = quorum.store.rsplit(":", 1)
         # A member that dies before it publishes its address: the others give up after
         # RENDEZVOUS_TIMEOUT (not the collectives' timeout) and join again.
@@ -57,7 +60,28 @@ class Group:
             raise
         self.pg = making.result()
         self._fds = _new_since(before)
+        self._work = None
         self.epoch = quorum.epoch
+
+    def _free(self) -> None:
+        """Severs the last epoch's group and frees it once its latest collective has ended. gloo
+        does not always end one whose peer died (a send waits for gloo's timeout, the group's),
+        and the group's destructor waits for it holding the GIL: every thread of the member would
+        stop. Such a group is kept, its sockets detached (the descriptors point at /dev/null, so
+        its event loop forgets them instead of spinning on them, and gloo closes nothing of
+        anyone else's); its threads idle until the collective times out."""
+        fds, self._fds = self._fds, {}
+        _shut_down(fds)
+        if self.pg is None:
+            return
+        deadline = time.monotonic() + STUCK_AFTER_S
+        while self._work is not None and not self._work.is_completed() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if self._work is not None and not self._work.is_completed():
+            _detach(fds)
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.pg))  # never destroyed
+        self.pg = None
+        self._work = None
 
     def sever(self) -> None:
         """Ends this epoch's connections: gloo (torch 1.13) cannot abort a collective, but one
@@ -65,17 +89,18 @@ class Group:
         a process group with a dead peer would otherwise keep its event loop spinning. The
         sockets are the ones that appeared while the group was made."""
         _shut_down(self._fds)
-        self._fds = {}
 
     def allreduce(self, tensor: torch.Tensor, channel: LauncherChannel) -> None:
         """Sums `tensor` over the group in place. Raises Abandoned when the launcher gives this
         epoch up, RuntimeError when the collective broke (a member died)."""
         assert self.pg is not None
-        wait(self.pg.allreduce([tensor]), channel, self.epoch)
+        self._work = self.pg.allreduce([tensor])
+        wait(self._work, channel, self.epoch)
 
     def broadcast(self, tensor: torch.Tensor, root: int, channel: LauncherChannel) -> None:
         assert self.pg is not None
-        wait(self.pg.broadcast(tensor, root), channel, self.epoch)
+        self._work = self.pg.broadcast(tensor, root)
+        wait(self._work, channel, self.epoch)
 
 
 class _Making:
@@ -186,6 +211,21 @@ def _sockets() -> Dict[int, str]:
 def _new_since(before: Dict[int, str]) -> Dict[int, str]:
     """The TCP sockets that appeared since `before` (a _sockets())."""
     return {fd: link for fd, link in _sockets().items() if before.get(fd) != link}
+
+
+def _detach(fds: Dict[int, str]) -> None:
+    """Points the descriptors `fds` (from _sockets(), those still open as they were) at /dev/null:
+    their sockets are closed (an epoll set forgets them) while the numbers stay taken."""
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        for fd, link in fds.items():
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}") == link:
+                    os.dup2(null, fd, inheritable=False)
+            except OSError:
+                continue
+    finally:
+        os.close(null)
 
 
 def _shut_down(fds: Dict[int, str]) -> None:
