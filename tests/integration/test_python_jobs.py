@@ -67,7 +67,10 @@ def test_the_demo_training_submitted_from_python_is_followed_to_its_end(tmp_path
     crash = [e for e in evs if e.kind == "failure"]
     assert crash and crash[0].fields["class"] == "rank-crash" and crash[0].fields["signal"] == "9", crash
     assert [e.fields["action"] for e in evs if e.kind == "recovery"] == ["restart-in-place"]
-    assert any(e.kind == "resumed" for e in evs) and evs[-1].kind == "finished", [e.kind for e in evs]
+    # The nodes' periodic usage records may trail the end by a tick (a node's programs exit after
+    # rank 0's launcher journals it): the timeline's last event of the run itself is its end.
+    run = [e for e in evs if e.kind != "usage"]
+    assert any(e.kind == "resumed" for e in evs) and run[-1].kind == "finished", [e.kind for e in evs]
     steps = job.checkpoints()
     assert steps and all(s["job_id"] == job.id for s in steps), steps
     assert any(s["state"] == "COMPLETE" and s["uri"].startswith(f"file://{work}/store") for s in steps), steps
