@@ -49,6 +49,18 @@ constexpr double kHiddenCommCost = 0.5;
 // HBM passes over a layer's stored activations made by its element-wise kernels (forward: one
 // write + one read; backward: about two reads + one write + one more for the gradient).
 constexpr double kElementwisePasses = 6.0;
+// Unfused attention (PlanRequest::unfused_attention): HBM bytes per attention-score element
+// (b*a*s*s of them per layer, 2-byte scores) moved by the kernels between QK^T and AV, the GEMMs'
+// own reads and writes of the scores being counted with their FLOPs. Megatron-LM's CoreAttention
+// (2020-2022): forward, FusedScaleMaskSoftmax reads and writes the scores (4) and dropout reads
+// them and writes its output and a 1-byte mask (5); backward, dropout's gradient reads the
+// incoming gradient and the mask and writes (5), the softmax gradient reads the gradient and the
+// softmax output and writes (6). Without dropout: forward 4, backward 6. Recompute (full, or
+// selective: the attention core) repeats the forward kernels.
+constexpr double kUnfusedScoreBytesForward = 9.0;
+constexpr double kUnfusedScoreBytesBackward = 11.0;
+constexpr double kUnfusedScoreBytesForwardNoDropout = 4.0;
+constexpr double kUnfusedScoreBytesBackwardNoDropout = 6.0;
 
 // Matmul weights of one layer a token passes through (no norms/biases): what the layer's GEMMs
 // multiply it by (a mixture of experts: its k routed and the shared experts, and the router).
@@ -448,14 +460,28 @@ void CostCompute(const PlanRequest& req, const LayoutShape& sh, double gpu_flops
   const double elementwise_layer =
       kElementwisePasses * ActivationBytesPerLayer(m, s, b, t, t > 1, Recompute::kSelective, cx) /
       hbm;
-  out->elementwise = D(sh.layers_per_stage) * elementwise_layer;
+  // Unfused attention: the softmax and dropout kernels over this rank's a/t heads of b*s*s scores
+  // (context parallelism runs fused attention).
+  double scores_fwd = 0, scores_bwd = 0;
+  if (req.unfused_attention && cx == 1) {
+    const double elements = D(b) * D(m.heads) / D(t) * D(s) * D(s);
+    scores_fwd = elements *
+                 (m.dropout ? kUnfusedScoreBytesForward : kUnfusedScoreBytesForwardNoDropout) / hbm;
+    scores_bwd =
+        elements * (m.dropout ? kUnfusedScoreBytesBackward : kUnfusedScoreBytesBackwardNoDropout) /
+        hbm;
+  }
+  out->elementwise = D(sh.layers_per_stage) * (elementwise_layer + scores_fwd + scores_bwd);
   // Full recompute repeats a layer's forward; selective repeats the attention core (QK^T, AV).
   const double attention_core = 4 * D(b) * D(s) * D(s) * D(m.q_width()) / D(cx);
   out->recompute =
       (D(sh.full_layers) * layer_fwd +
        (sh.other_rc == Recompute::kSelective ? D(sh.other_layers) * attention_core : 0.0)) /
           (D(t) * gpu_flops) +
-      D(sh.full_layers) * elementwise_layer / 3.0;  // the forward third of the element-wise passes
+      D(sh.full_layers) * elementwise_layer / 3.0 +  // the forward third of the element-wise passes
+      // and the score kernels of the attention core, which both recomputes repeat.
+      (D(sh.full_layers) + (sh.other_rc == Recompute::kSelective ? D(sh.other_layers) : 0.0)) *
+          scores_fwd;
 }
 
 // Tensor parallelism: per layer, 2 all-reduce-equivalents (all-gather + reduce-scatter with

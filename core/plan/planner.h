@@ -118,6 +118,13 @@ struct PlanRequest {
   // exposed, as in Megatron-LM before Megatron-Core (the runs of Narayanan et al. 2021 reduced
   // their gradients after the backward pass).
   bool dp_comm_overlap = true;
+  // The attention kernel. Fused (flash) attention, the default (torchtitan, Megatron-Core with
+  // Transformer Engine, anything with FlashAttention since 2022-23), never writes the b*a*s*s
+  // scores to memory. Unfused (Megatron-LM's and Megatron-DeepSpeed's CoreAttention of 2020-2022:
+  // baddbmm, FusedScaleMaskSoftmax, torch dropout, bmm) materialises them, and its softmax and
+  // dropout kernels and their gradients stream them through HBM: charged as element-wise time
+  // (docs/planner.md, "Element-wise work"). Context parallelism always runs fused attention.
+  bool unfused_attention = false;
   // The site's calibration for gpu (core/calibration: CalibrationFile::For); unset: the time model as it is.
   std::optional<PlanCalibration> calibration;
 };

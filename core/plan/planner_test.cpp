@@ -127,6 +127,51 @@ TEST(ActivationBytesPerLayer, GqaGatedMlpAndDropoutGeneralize) {
                    s * (15 * h + 6 * f));
 }
 
+TEST(PlanJob, UnfusedAttentionStreamsTheScoresThroughHbm) {
+  // megatron-22b (a = 64, dropout) on 8 A100, t = 2, micro-batch 2 x 2 steps per rank: unfused
+  // attention adds 9 bytes (forward) + 11 (backward) per score element, b*(a/t)*s^2 per layer and
+  // micro-batch, at 80% of the HBM bandwidth; recompute repeats the forward 9 (full recompute:
+  // every layer; selective: the attention core of every layer). Nothing else changes.
+  PlanRequest r = PlanRequestFor("megatron-22b", 8, "a100-80gb", 16, 2048);
+  Layout l;
+  l.tp = 2;
+  l.dp = 4;
+  l.micro_batch = 2;
+  const double elements = 2.0 * 32 * 2048.0 * 2048.0 * 48 /* layers */ * 2 /* micro-batches */;
+  const double hbm = 2039e9 * 0.8;
+  for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    SCOPED_TRACE(static_cast<int>(rc));
+    l.recompute = rc;
+    r.unfused_attention = false;
+    const PlanCandidate fused = EvaluateLayout(r, l);
+    r.unfused_attention = true;
+    const PlanCandidate unfused = EvaluateLayout(r, l);
+    EXPECT_NEAR(unfused.time.elementwise_s - fused.time.elementwise_s, elements * 20 / hbm, 1e-9);
+    const double repeated = rc == Recompute::kNone ? 0.0 : elements * 9 / hbm;
+    EXPECT_NEAR(unfused.time.recompute_s - fused.time.recompute_s, repeated, 1e-9);
+    EXPECT_DOUBLE_EQ(unfused.time.compute_s, fused.time.compute_s);
+    EXPECT_LT(unfused.mfu, fused.mfu);
+  }
+  // Without dropout (Llama) the dropout kernels and the mask are gone: 4 + 6 bytes.
+  PlanRequest llama = PlanRequestFor("llama-2-7b", 8, "a100-80gb", 8, 4096);
+  Layout one;
+  one.dp = 8;
+  one.recompute = Recompute::kNone;
+  const PlanCandidate fused = EvaluateLayout(llama, one);
+  llama.unfused_attention = true;
+  const PlanCandidate unfused = EvaluateLayout(llama, one);
+  EXPECT_NEAR(unfused.time.elementwise_s - fused.time.elementwise_s,
+              1.0 * 32 * 4096.0 * 4096.0 * 32 * 10 / hbm, 1e-9);
+  // Context parallelism runs fused attention: no change.
+  PlanRequest longer = PlanRequestFor("llama-2-7b", 8, "a100-80gb", 1, 32768);
+  Layout cp;
+  cp.cp = 8;
+  cp.recompute = Recompute::kSelective;
+  const double with_cp = EvaluateLayout(longer, cp).step_time_s;
+  longer.unfused_attention = true;
+  EXPECT_DOUBLE_EQ(EvaluateLayout(longer, cp).step_time_s, with_cp);
+}
+
 TEST(ModelFlopsPerStep, NarayananFormula) {
   // Narayanan et al. 2021, eq. (3) without recompute: 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)).
   for (const char* name : {"gpt3-175b", "megatron-1t", "megatron-22b"}) {
