@@ -113,6 +113,10 @@ po::options_description PlanOptions() {
       "dp-comm-overlap", po::value<std::string>()->default_value("on"),
       "the data-parallel (and FSDP) collectives run behind the compute: on, off (as before "
       "Megatron-Core's --overlap-grad-reduce)")(
+      "attention", po::value<std::string>()->default_value("fused"),
+      "the attention kernel: fused (flash attention: the scores never reach memory), unfused "
+      "(Megatron-LM's and Megatron-DeepSpeed's of 2020-2022: the softmax and dropout over the "
+      "materialised scores are charged as memory-bound time)")(
       "allow-cross-node-tp", "let tensor parallelism span nodes")(
       "even-stages",
       "pipeline stages must hold the same number of layers (default: uneven"
@@ -288,6 +292,11 @@ Status ReadPinnedKnobs(const po::variables_map& vm, PlanRequest* req) {
     return Status::Error("--dp-comm-overlap: invalid value '" + dp_overlap + "' (on, off)");
   }
   req->dp_comm_overlap = dp_overlap == "on";
+  const std::string attention = Str(vm, "attention");
+  if (attention != "fused" && attention != "unfused") {
+    return Status::Error("--attention: invalid value '" + attention + "' (fused, unfused)");
+  }
+  req->unfused_attention = attention == "unfused";
   req->allow_cross_node_tp = vm.count("allow-cross-node-tp") > 0;
   if (vm.count("even-stages") && vm.count("allow-uneven-stages")) {
     return Status::Error("--even-stages: contradicts --allow-uneven-stages");

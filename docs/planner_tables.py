@@ -203,8 +203,10 @@ def main():
         if r.get("note"):
             pub_layout += " " + r["note"]
         if pins:
-            # Runs of 2021-2022 predate Megatron's --tp-comm-overlap: evaluated without it.
-            old = ["--tp-comm-overlap", "off"] if r.get("year", 2024) < 2023 else []
+            # Runs of 2021-2022 predate Megatron's --tp-comm-overlap and flash attention:
+            # evaluated without the overlap and with unfused attention.
+            old = (["--tp-comm-overlap", "off", "--attention", "unfused"]
+                   if r.get("year", 2024) < 2023 else [])
             j, err = plan(autopar, r["model"], r["gpus"], r["gpu"], r["batch"], r["seq"],
                           pins + r["extra"] + old)
             on_pub = (f"MFU {j['mfu'] * 100:.1f}%, {j['mem_per_gpu_gib']:.0f} GiB ({layout(j)})"
