@@ -467,9 +467,9 @@ void CostCompute(const PlanRequest& req, const LayoutShape& sh, double gpu_flops
     const double elements = D(b) * D(m.heads) / D(t) * D(s) * D(s);
     scores_fwd = elements *
                  (m.dropout ? kUnfusedScoreBytesForward : kUnfusedScoreBytesForwardNoDropout) / hbm;
-    scores_bwd =
-        elements * (m.dropout ? kUnfusedScoreBytesBackward : kUnfusedScoreBytesBackwardNoDropout) /
-        hbm;
+    scores_bwd = elements *
+                 (m.dropout ? kUnfusedScoreBytesBackward : kUnfusedScoreBytesBackwardNoDropout) /
+                 hbm;
   }
   out->elementwise = D(sh.layers_per_stage) * (elementwise_layer + scores_fwd + scores_bwd);
   // Full recompute repeats a layer's forward; selective repeats the attention core (QK^T, AV).

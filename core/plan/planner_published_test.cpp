@@ -89,7 +89,7 @@ std::vector<PublishedRun> MegatronRuns() {
     PlanRequest r = Pinned(*ResolveModel(k.model), "a100-80gb", k.gpus, k.gpus, k.tp, k.pp,
                            Recompute::kSelective);
     r.dp = 1;
-      runs.push_back({std::string("Korthikanti+ 2022 ") + k.model, r, k.mfu});
+    runs.push_back({std::string("Korthikanti+ 2022 ") + k.model, r, k.mfu});
   }
   const struct {
     const char* name;
@@ -109,7 +109,7 @@ std::vector<PublishedRun> MegatronRuns() {
     const ModelArch m = Gpt(std::string("gpt-") + n.name, n.layers, n.hidden, n.heads);
     PlanRequest r = Pinned(m, "a100-80gb", n.gpus, n.batch, n.tp, n.pp, Recompute::kFull);
     r.dp_comm_overlap = false;
-      runs.push_back({std::string("Narayanan+ 2021 Table 1 ") + n.name, r,
+    runs.push_back({std::string("Narayanan+ 2021 Table 1 ") + n.name, r,
                     MfuOfRecomputeTflops(n.tflops, m, 2048, 312), n.stated_gap});
   }
   return runs;
