@@ -4,6 +4,7 @@ written whole with torch.save, so the newcomer's state is the sender's bit for b
 over the group's process group (a size, then the bytes)."""
 from __future__ import annotations
 
+import datetime
 import io
 from typing import Any, Dict, Mapping, Protocol
 
@@ -34,16 +35,27 @@ def load(objects: Mapping[str, Stateful], data: bytes) -> int:
     return int(saved["step"])
 
 
+# How long one part of a handover may take: a newcomer that died, or gave the epoch up, while it
+# should receive leaves its sender waiting (gloo would wait for the group's timeout, and such a
+# wait cannot be given up). Past it the part fails and both join the next quorum.
+HANDOVER_BASE_S = 30.0
+HANDOVER_MIN_BYTES_PER_S = 10e6
+
+
+def _within(nbytes: int) -> datetime.timedelta:
+    return datetime.timedelta(seconds=HANDOVER_BASE_S + nbytes / HANDOVER_MIN_BYTES_PER_S)
+
+
 def send(pg: Any, data: bytes, dst: int, tag: int) -> None:
     """Sends `data` to group position `dst` (its size first)."""
-    pg.send([torch.tensor([len(data)], dtype=torch.int64)], dst, tag).wait()
-    pg.send([torch.frombuffer(bytearray(data), dtype=torch.uint8)], dst, tag + 1).wait()
+    pg.send([torch.tensor([len(data)], dtype=torch.int64)], dst, tag).wait(_within(8))
+    pg.send([torch.frombuffer(bytearray(data), dtype=torch.uint8)], dst, tag + 1).wait(_within(len(data)))
 
 
 def recv(pg: Any, src: int, tag: int) -> bytes:
     """What send(pg, ..., dst=this position, tag) sent from group position `src`."""
     size = torch.zeros(1, dtype=torch.int64)
-    pg.recv([size], src, tag).wait()
+    pg.recv([size], src, tag).wait(_within(8))
     data = torch.empty(int(size.item()), dtype=torch.uint8)
-    pg.recv([data], src, tag + 1).wait()
+    pg.recv([data], src, tag + 1).wait(_within(data.numel()))
     return data.numpy().tobytes()
