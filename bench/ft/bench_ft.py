@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "integration"))
-from conftest import PYTHON, SOURCE_DIR, sbatch, wait_job  # noqa: E402
+from conftest import PYTHON, SOURCE_DIR, job_state, sbatch, wait_job  # noqa: E402
 from test_requeue_faults import (LAUNCH, end_with_node_lost, events, kinds, node_of_rank,  # noqa: E402
                                  rank_pid, restarts)
 
@@ -184,13 +184,6 @@ def ledger_span(work: Path):
     """(the first commit's time, the last's) over every record, a step run again included."""
     times = [json.loads(line)["t"] for line in shards.read_ledgers(str(work / "ledger")) if line.strip()]
     return min(times), max(times)
-
-
-def job_state(job: str) -> str:
-    from conftest import run
-    p = run(["scontrol", "show", "job", job], check=False)
-    m = __import__("re").search(r"JobState=(\S+)", p.stdout)
-    return m.group(1) if m else "UNKNOWN"
 
 
 @pytest.mark.parametrize("policy", list(ETTR_POLICIES))

@@ -213,17 +213,25 @@ def _new_since(before: Dict[int, str]) -> Dict[int, str]:
     return {fd: link for fd, link in _sockets().items() if before.get(fd) != link}
 
 
+def _still_open(fds: Dict[int, str]) -> List[int]:
+    """The descriptors of `fds` (from _sockets()) still open as they were (not closed and reused)."""
+    out = []
+    for fd, link in fds.items():
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == link:
+                out.append(fd)
+        except OSError:
+            continue
+    return out
+
+
 def _detach(fds: Dict[int, str]) -> None:
     """Points the descriptors `fds` (from _sockets(), those still open as they were) at /dev/null:
     their sockets are closed (an epoll set forgets them) while the numbers stay taken."""
     null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     try:
-        for fd, link in fds.items():
-            try:
-                if os.readlink(f"/proc/self/fd/{fd}") == link:
-                    os.dup2(null, fd, inheritable=False)
-            except OSError:
-                continue
+        for fd in _still_open(fds):
+            os.dup2(null, fd, inheritable=False)
     finally:
         os.close(null)
 
@@ -231,10 +239,8 @@ def _detach(fds: Dict[int, str]) -> None:
 def _shut_down(fds: Dict[int, str]) -> None:
     """Shuts down the connections `fds` (from _sockets()), those still open as they were: a
     thread blocked on one fails at once."""
-    for fd, link in fds.items():
+    for fd in _still_open(fds):
         try:
-            if os.readlink(f"/proc/self/fd/{fd}") != link:
-                continue  # closed and reused since
             s = socket.socket(fileno=os.dup(fd))
         except OSError:
             continue
