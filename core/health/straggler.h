@@ -18,7 +18,9 @@ struct StragglerSettings {
   double margin = 0.25;        // slower than the median by more than this fraction
   int windows = 3;             // ... for this many windows in a row
   double window_s = 30;        // autopard's progress_interval_s
-  double min_excess_s = 1e-3;  // ... and by at least this much (below it: timer noise, nothing to gain)
+  // ... and by at least this much: below it, timer and scheduler noise (a loaded node's jitter is
+  // milliseconds; CI saw a 7 ms job flag a rank), and nothing worth a node to gain.
+  double min_excess_s = 0.01;
 };
 
 struct StragglerFlag {

@@ -219,19 +219,32 @@ ref_times="$times events_merged=$events_s"
 job=$(submit recover)
 victim=$((world - 1))
 deadline=$((SECONDS + 600))
+# The victim's program is found as soon as it has started (finding it reads every python3's
+# environment: seconds on a loaded machine, more than the steps left after step 11), and stopped
+# at the first poll that sees it past step 11.
+victim_pid=
+until [[ -n $victim_pid ]]; do
+  ((SECONDS < deadline)) || stop_here "the program of rank $victim of job $job"
+  [[ $(job_state "$job") =~ ^(PENDING|RUNNING|CONFIGURING|COMPLETING)$ ]] || stop_here "job $job ended early: $(job_state "$job")"
+  if grep -q "^SCALE rank=$victim " "$work/recover/out.txt" 2>/dev/null; then
+    for p in $(pgrep -x python3); do
+      env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
+      grep -qx "SLURM_JOB_ID=$job" <<<"$env" && grep -qx "RANK=$victim" <<<"$env" && { victim_pid=$p; break; }
+    done
+  fi
+  [[ -n $victim_pid ]] || sleep 0.5
+done
 until awk -v r="$victim" '$1 == "train:" && $2 == "rank" && $3 == r && $5 >= 11 { f = 1 } END { exit !f }' \
   "$work/recover/out.txt" 2>/dev/null; do
   ((SECONDS < deadline)) || stop_here "rank $victim of job $job reached step 11"
-  [[ $(job_state "$job") =~ ^(PENDING|RUNNING|CONFIGURING|COMPLETING)$ ]] || stop_here "job $job ended early: $(job_state "$job")"
-  sleep 0.5
+  kill -0 "$victim_pid" 2>/dev/null || stop_here "rank $victim of job $job (pid $victim_pid) still running at step 11"
+  sleep 0.1
 done
-for p in $(pgrep -x python3); do
-  env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
-  grep -qx "SLURM_JOB_ID=$job" <<<"$env" && grep -qx "RANK=$victim" <<<"$env" && { victim_pid=$p; break; }
-done
-[[ -n ${victim_pid:-} ]] || stop_here "the program of rank $victim of job $job"
 fault=$(date +%s.%N)
 kill -STOP "$victim_pid"
+sleep 1 # its last line out
+last=$(awk -v r="$victim" '$1 == "train:" && $2 == "rank" && $3 == r && $5 > m { m = $5 } END { print m + 0 }' "$work/recover/out.txt")
+check "rank $victim stopped mid-run (at step $last of 0..$((steps - 1)))" test "$last" -lt $((steps - 1))
 state=$(wait_job "$job" 900)
 [[ $state == COMPLETED ]] || { tail -n 30 "$work/recover/out.txt" >&2; bad "job $job ended $state"; }
 restarts=$(scontrol show job "$job" | grep -oP '\bRestarts=\K\d+' || echo '?')
