@@ -68,6 +68,12 @@ RUNS = [
     dict(name="Megatron 1T (Korthikanti+ 2022)", year=2022, model="megatron-1t", gpus=512, gpu="a100-80gb",
          batch=512, seq=2048, tp=8, pp=64, dp=1, extra=["--recompute", "selective"],
          metric=("mfu", 0.563), src="[K22], MFU: Megatron-LM README table"),
+    *[dict(name=f"MT-NLG 530B arch., 8-way data parallel (Korthikanti+ 2022)", year=2022, model="mt-nlg-530b",
+           gpus=2240, gpu="a100-80gb", batch=2240, seq=2048, tp=8, pp=35, dp=8,
+           extra=["--recompute", rc, "--micro-batch", "1", "--vpp", "3", "--dp-comm-overlap", "off"]
+           + (["--recompute-layers", "0"] if rc == "full" else []),
+           metric=("mfu", mfu), src=f"[K22] {where}")
+      for rc, mfu, where in [("selective", 0.542, "§6.3"), ("full", 0.421, "abstract (full recompute)")]],
     *[dict(name=f"GPT {n} (Narayanan+ 2021)", year=2021, model=gpt_file(n), gpus=g, gpu="a100-80gb",
            batch=b, seq=2048, tp=t, pp=pp, dp=g // (t * pp),
            extra=["--recompute", "full", "--recompute-layers", "0", "--dp-comm-overlap", "off"],
