@@ -9,20 +9,23 @@
 #  - the steady-state step time with and without fault tolerance (the same program, --plain:
 #  torch.distributed and one all-reduce), interleaved, for 100 ms and for 0 ms of compute a step;
 #  - node losses (one per job, 3 nodes in use and a spare): the kill to the next committed step;
-#  - the effective training time ratio (ETTR) of a ~5 min run with a crash or a hang every 20-30 s
+#  - the effective training time ratio (ETTR) of a ~10 min run with a crash or a hang every 20-30 s
 #  under three policies side by side: per-step fault tolerance, the in-place restart of every
 #  program from the latest checkpoint, requeue. It needs more requeues and in-place restarts than
 #  the test cluster's site allows: run.sh restarts the cluster with max_requeue=50
 #  max_restarts_in_place=50 for it (and with the test cluster's arguments again at the end);
 #  - 3 crashes with a 257 MiB state: the bytes and seconds of each heal.
-# Usage: bench/ft/run.sh [FAULTS]
+# Usage: bench/ft/run.sh [FAULTS [ONLY]]   (ONLY: a pytest -k expression, e.g. "node_losses or
+#        effective": the parts to run)
 # Environment: SLURM_CONF (the test cluster, with autopard on every node), AUTOPAR_BUILD_DIR.
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 : "${SLURM_CONF:?set SLURM_CONF to the slurm.conf of the test cluster}"
 cd "$here/../../tests/integration"
+only=${2:-}
+k() { [[ -z $only ]] && echo "$1" || echo "($only) and $1"; }
 FT_BENCH_FAULTS=${1:-20} /usr/bin/python3 -m pytest -q -s -p no:cacheprovider "$here/bench_ft.py" \
-  -k "not effective_training_time_ratio"
+  -k "$(k "not effective_training_time_ratio")" || (($? == 5)) # 5: ONLY selected none of them
 # shellcheck source=../../scripts/cluster-env.sh
 source "$here/../../scripts/cluster-env.sh"
 restart_cluster() {
@@ -31,4 +34,5 @@ restart_cluster() {
 }
 trap 'restart_cluster ""' EXIT
 restart_cluster "max_requeue=50 max_restarts_in_place=50"
+[[ -n $only && $only != *effective* ]] && exit 0
 /usr/bin/python3 -m pytest -q -s -p no:cacheprovider "$here/bench_ft.py" -k effective_training_time_ratio

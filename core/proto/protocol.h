@@ -19,7 +19,7 @@
 //                                                               bytes_done bytes_total
 //                                                               throughput_bps eta_s error}
 //   heartbeat  job_id rank step [node] [short_lived]            [checkpoint_requested]
-//              [samples] [tokens] [loss] [rank_compute_s[]] [rank_nodes[]]
+//              [samples] [tokens] [loss] [rank_compute_s[]] [rank_nodes[]] [leads]
 //   event      job_id kind [rank] [step] [detail] [node]        -
 //   events     job_id                                           events[] {time node job_id kind
 //                                                               rank step detail} (every node's
@@ -47,6 +47,9 @@
 // every rank's compute time of the step ("rank_compute_s": seconds >= 0, index = rank; the time
 // each rank worked before it waited for the others, autopar.health.watch_ddp) and, once per run,
 // the node of each rank ("rank_nodes"): its node's autopard looks for stragglers in them.
+// "leads": true comes from the rank that reports in rank 0's place: the lowest member of a
+// fault-tolerant group that lost rank 0 (docs/ft.md); its heartbeats are then taken as rank 0's
+// for the job's progress, loss and stragglers. Rank 0's own heartbeats always are.
 //
 // heartbeat's reply: "checkpoint_requested": true (absent or false otherwise) asks the program to
 // checkpoint now because the job's time limit is near (only for jobs submitted with
@@ -101,6 +104,7 @@ struct Request {
   std::optional<double> loss;  // heartbeat: the step's loss (may be NaN or infinite)
   std::vector<double> rank_compute_s;   // heartbeat (rank 0): every rank's compute time
   std::vector<std::string> rank_nodes;  // heartbeat (rank 0): every rank's node
+  bool leads = false;                   // heartbeat: reports in rank 0's place (see above)
   int rank = -1;
   int world_size = 0;
   int local_world_size = 0;  // commit: ranks of the job on this node (local-only completeness)

@@ -275,10 +275,16 @@ def _heartbeat_request(beat: _Beat) -> Dict[str, Any]:
             req["rank_compute_s"] = compute
         if nodes:
             req["rank_nodes"] = nodes
+    leads = _leads
+    if leads is not None and f["rank"] != 0 and leads():
+        req["leads"] = True  # reports the job's progress in rank 0's place (docs/ft.md)
     return req
 
 
 _ranks_report: Optional[Callable[[], Tuple[Optional[List[float]], Optional[List[str]]]]] = None  # autopar.health's watch on rank 0: () -> (compute seconds, nodes or None)
+# autopar.ft's Manager: () -> whether this rank reports the job's progress in rank 0's place (the
+# lowest member of a group that lost rank 0); asked in the background thread, per heartbeat sent.
+_leads: Optional[Callable[[], bool]] = None
 
 
 def flush_heartbeats(timeout: float = 5.0) -> bool:

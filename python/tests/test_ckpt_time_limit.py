@@ -79,6 +79,25 @@ def test_heartbeat_returns_the_request(tmp_path, monkeypatch):
     assert [r["op"] for r in daemon.requests] == ["heartbeat", "heartbeat"]
 
 
+def test_a_rank_that_leads_says_so_and_rank_zero_never_needs_to(tmp_path, monkeypatch):
+    """autopar.ft's hook: the lowest member of a group without rank 0 reports in its place
+    ("leads": true); rank 0 and a rank that does not lead send no such field."""
+    daemon = FakeAutopard(tmp_path / "d.sock", lambda rank: False)
+    sys.path.insert(0, str(PYTHON_DIR))
+    from autopar import ckpt
+    for k, v in env_for(tmp_path, 0, 4).items():
+        monkeypatch.setenv(k, v)
+    leads = [True]
+    monkeypatch.setattr(ckpt, "_leads", lambda: leads[0])
+    ckpt.heartbeat(1, wait=True)  # rank 0
+    monkeypatch.setenv("RANK", "2")
+    ckpt.heartbeat(2, wait=True)
+    leads[0] = False
+    ckpt.heartbeat(3, wait=True)
+    assert [(r["rank"], r["step"], r.get("leads")) for r in daemon.requests] == \
+        [(0, 1, None), (2, 2, True), (2, 3, None)]
+
+
 def test_heartbeat_does_not_wait_and_its_flag_lags_one_heartbeat(tmp_path, monkeypatch):
     """The default heartbeat returns before autopard answers (here after 0.3 s); the request
     comes with the next call; the latest heartbeat wins, a NaN loss is not lost on the way."""

@@ -19,7 +19,7 @@ Reply Daemon::Heartbeat(const Request& r, const Peer& peer) {
   if (failure_) {
     reply.checkpoint_requested = failure_->OnHeartbeat(r.job_id, r.rank, r.step, peer.pid, r.short_lived,
                                                        r.samples, r.tokens, r.loss,
-                                                       {r.rank_compute_s, r.rank_nodes});
+                                                       {r.rank_compute_s, r.rank_nodes, r.leads});
     rank_process = failure_->RankProcessOf(r.job_id, r.rank);
   }
   if (Status st = db_->Heartbeat(r.job_id, r.rank, r.step, now, rank_process); !st) return Error(st.message());

@@ -257,7 +257,7 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
     } else if (run_key(*ctx) < run_key(run.ctx)) {
       return false;  // a late heartbeat of an earlier run
     }
-    if (rank == 0) WatchRankZeroLocked(&job, *ctx, ProgressSample{now, step, samples, tokens, loss},
+    if (rank == 0 || ranks.leads) WatchRankZeroLocked(&job, *ctx, ProgressSample{now, step, samples, tokens, loss},
                                        ranks, &news);
     run.rank_procs[rank] = RankProcess{process->pid, process->start_ticks};
     run.heartbeats = true;
@@ -266,8 +266,8 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
     requested = run.tl.OnStep(step, now);
   }
   // The journal writes to the state database and calls back into OnEvent: never under mu_.
-  if (news.first_step) Emit(job_id, event_kind::kFirstStep, 0, step, FormatEventFields(*news.first_step));
-  if (news.progress) Emit(job_id, event_kind::kProgress, 0, step, FormatEventFields(*news.progress));
+  if (news.first_step) Emit(job_id, event_kind::kFirstStep, rank, step, FormatEventFields(*news.first_step));
+  if (news.progress) Emit(job_id, event_kind::kProgress, rank, step, FormatEventFields(*news.progress));
   if (news.bad_loss) OnBadLoss(*ctx, *news.bad_loss, RankProcess{process->pid, process->start_ticks});
   for (const auto& f : news.stragglers) {
     EventFields fields = f.Fields();

@@ -149,10 +149,12 @@ struct FailureHandlerConfig {
   double job_refresh_s = 30;         // how often a watched job's end time is read from Slurm
 };
 
-// Rank 0's heartbeat's view of every rank: compute times of the step and nodes.
+// What rank 0's heartbeat carries beyond its step: every rank's compute time of the step and
+// node; `leads`: the sender is not rank 0 but reports in its place (protocol.h, docs/ft.md).
 struct RanksReport {
   std::vector<double> compute_s;
   std::vector<std::string> nodes;
+  bool leads = false;
 };
 
 class FailureHandler {
@@ -167,7 +169,8 @@ class FailureHandler {
   // after (protocol.h). Returns true when the program is asked to checkpoint now because the
   // job's time limit is near (the reply's checkpoint_requested).
   // `samples`, `tokens`, `loss`: the step's progress when the program sends it (-1 /
-  // nullopt: not given); rank 0's become "progress" events at most once per progress_interval_s.
+  // nullopt: not given); rank 0's (or those of the rank that `ranks.leads` in its place) become
+  // "progress" events at most once per progress_interval_s.
   bool OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid,
                    bool short_lived = false, int64_t samples = -1, int64_t tokens = -1,
                    std::optional<double> loss = std::nullopt, const RanksReport& ranks = {});

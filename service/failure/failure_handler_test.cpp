@@ -538,6 +538,30 @@ TEST_F(FailureHandlerTest, AStragglerIsFlaggedWithItsNodeAndLeftOutOfTheNextRest
   EXPECT_NE(Find("recovery")->detail.find("exclude=node2"), std::string::npos);
 }
 
+TEST_F(FailureHandlerTest, TheRankThatLeadsInRankZerosPlaceReportsTheJobsProgress) {
+  // A fault-tolerant group that lost rank 0's node: its lowest member's heartbeats say "leads"
+  // (protocol.h) and carry the job's progress on its node, as rank 0's did; another rank's never.
+  InPlaceTask(proc_, 100, 0);
+  auto progress = [&] {
+    int n = 0;
+    for (const auto& e : events_) n += e.kind == "progress";
+    return n;
+  };
+  for (int step = 0; step < 70; ++step) {
+    now_ += 1;  // progress_interval_s is 30 s
+    handler_->OnHeartbeat("42", 2, step, 100, false, 64, -1, 1.0);
+  }
+  EXPECT_EQ(progress(), 0);
+  for (int step = 70; step < 140; ++step) {
+    now_ += 1;
+    handler_->OnHeartbeat("42", 2, step, 100, false, 64, -1, 1.0, RanksReport{{}, {}, true});
+  }
+  EXPECT_GE(progress(), 1);
+  for (const auto& e : events_) {
+    if (e.kind == "progress") EXPECT_EQ(e.rank, 2) << e.detail;
+  }
+}
+
 TEST_F(FailureHandlerTest, ABadLossIsOnlyJournalledByDefault) {
   InPlaceTask(proc_, 100, 0, "1", {"AUTOPAR_LOSS_SPIKE=3"});
   for (int step = 0; step < 12; ++step) handler_->OnHeartbeat("42", 0, step, 100, false, -1, -1, 1.0);

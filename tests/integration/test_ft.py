@@ -186,8 +186,8 @@ def test_a_lost_node_without_a_spare_shrinks_the_group(tmp_path, reference, lost
     batch host). The launchers left find its launchers gone, the lowest left leads, and they agree
     on a group of the six ranks left on a live member's store, which goes on with the global batch
     spread over them: no program restarts, every step is committed once with every sample once
-    (the ledger), and the model ends where the fault-free run's does to float tolerance (the sums
-    run in another order)."""
+    (the ledger), the job's progress is reported by the lowest rank left, and the model ends where
+    the fault-free run's does to float tolerance (the sums run in another order)."""
     off = lost != "ranks 6-7"
     job = submit(tmp_path, opts="--min-nodes=3", rank0_off_batch_host=off)
     wait_committed(tmp_path, 20)
@@ -216,6 +216,9 @@ def test_a_lost_node_without_a_spare_shrinks_the_group(tmp_path, reference, lost
     assert [int(m[0]) for m in members] == left, last
     assert last["fields"]["lost"] == ",".join(map(str, gone)), last
     assert last["fields"]["store"] == members[0][2] and last["time"] - fault < 15, (last, fault)
+    # The job's progress goes on, from the lowest rank left (in rank 0's place when it was lost).
+    after = [e for e in kinds(evs, "progress") if e["time"] > last["time"]]
+    assert after and {e["rank"] for e in after} == {left[0]}, timeline(evs)
 
 
 def test_a_lost_node_is_replaced_by_a_spare_and_the_others_never_stop(tmp_path):

@@ -65,6 +65,8 @@ class Manager:
         self._bad_redos = 0
         self._interrupted: Optional[int] = None  # a step whose group broke, not said yet
         self._heartbeats = bool(os.environ.get("SLURM_JOB_ID") and os.environ.get("AUTOPAR_SOCKET"))
+        if self._heartbeats:
+            ckpt._leads = self.leads
         addr = os.environ.get("AUTOPAR_FT_ADDR") or socket.gethostbyname(socket.gethostname())
         # Every member serves a store; the quorum picks whose the group meets on, so no single
         # program's loss leaves the group without one.
@@ -76,6 +78,12 @@ class Manager:
         # bench's rank 0, which served the group's store, after its last step). The process's
         # exit closes it.
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._store))
+
+    def leads(self) -> bool:
+        """Whether this member is the group's lowest rank: the one whose heartbeats carry the job's
+        progress to autopard when rank 0 is not in the group (a node lost without a spare)."""
+        q = self.quorum
+        return q is not None and bool(q.members) and q.members[0].rank == self.rank
 
     @property
     def world(self) -> int:
