@@ -35,4 +35,4 @@ restart_cluster() {
 trap 'restart_cluster ""' EXIT
 restart_cluster "max_requeue=50 max_restarts_in_place=50"
 [[ -n $only && $only != *effective* ]] && exit 0
-/usr/bin/python3 -m pytest -q -s -p no:cacheprovider "$here/bench_ft.py" -k effective_training_time_ratio
+/usr/bin/python3 -m pytest -q -s -p no:cacheprovider "$here/bench_ft.py" -k "$(k effective_training_time_ratio)"
