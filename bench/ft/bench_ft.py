@@ -213,14 +213,19 @@ def test_effective_training_time_ratio(tmp_path, policy):
         assert job_state(job) in ("PENDING", "RUNNING", "CONFIGURING"), job_state(job)
         time.sleep(0.5)
     faults = []
+    # A requeue passes through COMPLETING, REQUEUED and PENDING (and more): only an end stops
+    # the faults (the first version stopped at COMPLETING: one fault in the requeue policy's run).
+    ended = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+             "BOOT_FAIL", "DEADLINE", "PREEMPTED", "UNKNOWN")
     while True:
         deadline = time.time() + random.uniform(20.0, 30.0)
-        while time.time() < deadline and job_state(job) in ("RUNNING", "PENDING", "CONFIGURING", "REQUEUED"):
+        while time.time() < deadline and job_state(job) not in ended:
             time.sleep(0.5)
-        if job_state(job) not in ("RUNNING",):
-            if job_state(job) in ("PENDING", "CONFIGURING", "REQUEUED"):
-                continue
+        state = job_state(job)
+        if state in ended:
             break
+        if state != "RUNNING":
+            continue
         kind = random.choice(["crash", "hang"])
         try:
             pid = rank_pid(job, random.randrange(RANKS), EXAMPLE)
