@@ -124,6 +124,14 @@ Status ValidateRequeueSettings(const RequeueSettings& s) {
   return Status::Ok();
 }
 
+double NodeLossDelayForCluster(double configured_s, const std::string& proctrack_type,
+                               double kill_wait_s) {
+  if (proctrack_type == "proctrack/cgroup" || proctrack_type == "proctrack/pgid") return configured_s;
+  constexpr double kStepAbortS = 2;  // Slurm's STEP_ABORT_TIME: srun's wait beyond KillWait
+  constexpr double kMarginS = 3;
+  return std::max(configured_s, kill_wait_s + kStepAbortS + kMarginS);
+}
+
 const char* RequeueActionName(RequeueAction a) {
   switch (a) {
     case RequeueAction::kRequeue:

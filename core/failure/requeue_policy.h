@@ -92,11 +92,24 @@ struct RequeueSettings {
   // node DOWN, so Slurm could start the next run at once, while the old run's srun on a surviving
   // node still waits (KillWait + 2 s) for the dead node's tasks; since the step ids of the new run
   // start at 0 again, that srun's "forcing job termination" would cancel the new run's step 0.
+  // autopard raises it for its cluster's KillWait (NodeLossDelayForCluster).
   double node_loss_delay_s = 15;
 };
 
 // Checks ranges; the error names the field ("requeue policy: backoff_multiplier: must be >= 1").
 Status ValidateRequeueSettings(const RequeueSettings& s);
+
+// node_loss_delay_s for a cluster whose process tracker is `proctrack_type` and whose KillWait is
+// `kill_wait_s`: `configured_s`, or longer where the old run's srun can outlive its batch step.
+// proctrack/cgroup and proctrack/pgid keep the step (and so the job, and its next run) until that
+// srun has gone; any other tracker (proctrack/linuxproc follows the process tree, and an srun
+// whose batch script was killed is reparented out of it) lets the next run start while the
+// srun still waits KillWait + 2 s (Slurm's STEP_ABORT_TIME) for the lost node's tasks, then
+// cancels "step 0", the new run's: the delay is that wait plus 3 s (the begin time is floored to
+// the second, and the srun's abort starts when the requeue signals it). An empty
+// `proctrack_type` (Slurm's settings not known) is taken as such a tracker.
+double NodeLossDelayForCluster(double configured_s, const std::string& proctrack_type,
+                               double kill_wait_s);
 
 enum class RequeueAction {
   kRequeue,         // requeue the job (with delay_s and exclude_nodes)

@@ -234,6 +234,17 @@ TEST(RequeuePolicyTest, ValidateSettings) {
   }
 }
 
+TEST(RequeuePolicyTest, NodeLossDelayOutlastsAnOrphanedSrun) {
+  // Trackers that hold the job until its srun has gone keep the configured delay.
+  EXPECT_EQ(NodeLossDelayForCluster(15, "proctrack/cgroup", 30), 15);
+  EXPECT_EQ(NodeLossDelayForCluster(15, "proctrack/pgid", 30), 15);
+  // linuxproc loses the srun: the delay outlasts KillWait + STEP_ABORT_TIME (2 s) + 3 s.
+  EXPECT_EQ(NodeLossDelayForCluster(15, "proctrack/linuxproc", 30), 35);  // Slurm's default KillWait
+  EXPECT_EQ(NodeLossDelayForCluster(15, "proctrack/linuxproc", 5), 15);   // the tuned test cluster
+  EXPECT_EQ(NodeLossDelayForCluster(40, "proctrack/linuxproc", 30), 40);  // never shorter than set
+  EXPECT_EQ(NodeLossDelayForCluster(15, "", 30), 35);                     // unknown: the worst case
+}
+
 TEST(FailureNoteTest, RoundTripAndGarbage) {
   PastFailure n{4, "rank-crash signal=9", 2};
   std::string text = EncodeFailureNote(n);

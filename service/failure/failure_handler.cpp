@@ -17,6 +17,7 @@ namespace {
 // in-place recovery, rollback budget and checkpoint durations with it): a requeued job comes back
 // within minutes, and a node must not keep every job it ever ran.
 constexpr double kForgetIdleS = 6 * 3600;
+constexpr double kSlurmDefaultKillWaitS = 30;  // KillWait when the controller's is not known
 
 }  // namespace
 
@@ -382,6 +383,16 @@ void FailureHandler::OnEvent(const JournalEvent& e, pid_t pid) {
   HandleFailure(*ctx, failure);
 }
 
+RequeueSettings FailureHandler::Policy(const Failure& f) const {
+  RequeueSettings s = config_.policy;
+  if (f.kind != FailureClass::kNodeLoss) return s;  // no question to slurmctld on a rank's failure
+  auto tracking = slurm_->ProcessTracking();
+  s.node_loss_delay_s = tracking.ok()
+      ? NodeLossDelayForCluster(s.node_loss_delay_s, tracking->first, tracking->second)
+      : NodeLossDelayForCluster(s.node_loss_delay_s, "", kSlurmDefaultKillWaitS);
+  return s;
+}
+
 RequeueDecision FailureHandler::DecideFor(const JobContext& ctx, const Failure& f,
                                           const SlurmJob& job,
                                           const std::optional<PastFailure>& history) const {
@@ -390,7 +401,7 @@ RequeueDecision FailureHandler::DecideFor(const JobContext& ctx, const Failure& 
     auto ex = ExpandHostlist(job.excluded_nodes);
     if (ex.ok()) excluded = *ex;
   }
-  RequeueSettings settings = config_.policy;
+  RequeueSettings settings = Policy(f);
   settings.max_restarts = *ctx.requeue_on_failure;
   if (ctx.exclude_stragglers) {
     // The next run leaves out the nodes flagged as stragglers (this node knows them when it
@@ -560,7 +571,7 @@ Result<RecoverReply> FailureHandler::Recover(const std::string& job_id, int rank
     if (auto it = jobs_.find(job_id); it != jobs_.end()) rolled_back = it->second.rollbacks;
   }
   RecoveryDecision decision =
-      DecideRecovery(config_.policy, failure, ctx->restart_count,
+      DecideRecovery(Policy(failure), failure, ctx->restart_count,
                      std::max<int64_t>(0, d->generation - rolled_back), ctx->restarts_in_place,
                      ParseFailureNote(d->history), loss);
   if (!d->unreachable.empty() && decision.action == RecoveryAction::kRestartInPlace) {

@@ -329,6 +329,9 @@ class FailureHandler {
                            bool progress);
   // The observed checkpoint durations of a job on this node, oldest first (mu_ held).
   std::vector<double> CkptDurationsLocked(const std::string& job_id) const;
+  // config_.policy for `f`: after a node loss, with the delay this cluster needs
+  // (NodeLossDelayForCluster; Slurm is asked once, and only then).
+  RequeueSettings Policy(const Failure& f) const;
   // RequeuePolicy's decision for `f` of `ctx`'s run, with the job as Slurm has it now; the
   // previous failure is `history` when set (in place), else the note in the job's AdminComment.
   RequeueDecision DecideFor(const JobContext& ctx, const Failure& f, const SlurmJob& job,

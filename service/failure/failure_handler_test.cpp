@@ -210,6 +210,18 @@ TEST_F(FailureHandlerTest, CrashBecauseAPeerNodeDiedIsANodeLoss) {
   EXPECT_NE(events_[2].detail.find("exclude=node2"), std::string::npos) << events_[2].detail;
 }
 
+TEST_F(FailureHandlerTest, ANodeLossRequeueOutlastsTheOldRunsSrunUnderLinuxproc) {
+  // Slurm's default KillWait: the old run's srun, lost to proctrack/linuxproc, waits 32 s for
+  // the dead node's tasks and then cancels step 0 (the next run's): the next run begins later.
+  slurm_.kill_wait_s = 30;
+  Task(100, 0);
+  slurm_.dead_nodes = {"node2"};
+  handler_->OnHeartbeat("42", 0, 3, 100);
+  handler_->OnEvent(RankExit(0, "exit=1 run_s=40"), 100);
+  ASSERT_EQ(slurm_.requeues, 1);
+  EXPECT_NE(events_[2].detail.find("delay_s=35.0"), std::string::npos) << events_[2].detail;
+}
+
 TEST_F(FailureHandlerTest, ExitAtStartTwiceIsStoppedWithTheReason) {
   Task(100, 0);
   handler_->OnEvent(RankExit(0, "exit=1 run_s=1.2"), 100);
@@ -558,7 +570,9 @@ TEST_F(FailureHandlerTest, TheRankThatLeadsInRankZerosPlaceReportsTheJobsProgres
   }
   EXPECT_GE(progress(), 1);
   for (const auto& e : events_) {
-    if (e.kind == "progress") EXPECT_EQ(e.rank, 2) << e.detail;
+    if (e.kind == "progress") {
+      EXPECT_EQ(e.rank, 2) << e.detail;
+    }
   }
 }
 

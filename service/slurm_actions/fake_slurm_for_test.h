@@ -89,8 +89,14 @@ class FakeSlurm : public SlurmActions {
     downed.push_back(node);
     return Status::Ok();
   }
+  Result<std::pair<std::string, double>> ProcessTracking() override {
+    std::lock_guard<std::mutex> l(mu);
+    return std::make_pair(proctrack_type, kill_wait_s);
+  }
 
   std::mutex mu;
+  std::string proctrack_type = "proctrack/linuxproc";  // as the test cluster's
+  double kill_wait_s = 5;
   std::vector<std::string> downed;
   SlurmJob job;
   std::vector<std::string> dead_nodes;

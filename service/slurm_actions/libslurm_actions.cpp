@@ -192,6 +192,19 @@ class LibSlurmActions : public SlurmActions {
     return Status::Ok();
   }
 
+  Result<std::pair<std::string, double>> ProcessTracking() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (tracking_) return *tracking_;  // a setting of slurm.conf: read once
+    slurm_conf_t* conf = nullptr;
+    if (slurm_load_ctl_conf(static_cast<time_t>(0), &conf) != SLURM_SUCCESS || !conf) {
+      return Status::Error("slurm_load_ctl_conf: " + SlurmError());
+    }
+    tracking_ = std::make_pair(std::string(conf->proctrack_type ? conf->proctrack_type : ""),
+                               static_cast<double>(conf->kill_wait));
+    slurm_free_ctl_conf(conf);
+    return *tracking_;
+  }
+
   Status Cancel(const std::string& job_id) override {
     auto id = ParseId(job_id);
     if (!id.ok()) return id.status();
@@ -212,6 +225,7 @@ class LibSlurmActions : public SlurmActions {
     return static_cast<uint32_t>(id);
   }
   std::mutex mu_;
+  std::optional<std::pair<std::string, double>> tracking_;
 };
 
 }  // namespace

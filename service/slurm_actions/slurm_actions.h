@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/failure/requeue_policy.h"
@@ -87,6 +88,12 @@ class SlurmActions {
   // SlurmdTimeout. The node returns by itself when its slurmd registers again
   // (ReturnToService=2) or by `scontrol update nodename=N state=resume`.
   virtual Status MarkNodeDown(const std::string& node, const std::string& reason) = 0;
+  // The controller's ProctrackType and KillWait (slurm_load_ctl_conf), which decide how long an
+  // aborted srun of a requeued run can outlive it (NodeLossDelayForCluster). Error: the
+  // controller did not answer.
+  virtual Result<std::pair<std::string, double>> ProcessTracking() {
+    return Status::Error("not known");
+  }
 };
 
 // libslurm. `slurm_conf`: the slurm.conf to use (empty: SLURM_CONF or the default). libslurm ends
