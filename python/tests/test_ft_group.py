@@ -145,3 +145,50 @@ def test_a_kept_groups_sockets_are_detached_not_closed():
     assert server.recv(1) == b""  # the peer sees the connection end
     client.close()  # the number, /dev/null now: closes nothing else
     ep.close()
+
+
+@pytest.mark.parametrize("end", ["receiver", "sender", "deadline"])
+def test_a_handover_is_given_up_with_its_epoch_not_at_its_deadline(tmp_path, monkeypatch, end):
+    """A member lost during a handover (its node powered off: no connection is reset) leaves its
+    peer in a transfer that only the deadline would end (30 s and more). The launchers give the
+    epoch up when they see the loss; the transfer must end then, at either end of it. A peer
+    alive but stuck (no epoch given up) fails the transfer at the deadline."""
+    import threading
+
+    from torch.distributed import TCPStore
+
+    from autopar.ft import state
+    from autopar.ft.channel import Abandoned, LauncherChannel, Member, Quorum
+    from autopar.ft.group import RENDEZVOUS_TIMEOUT, Group
+
+    server = TCPStore("127.0.0.1", 0, None, True, RENDEZVOUS_TIMEOUT)
+    store = f"127.0.0.1:{server.port}"
+    channels, launchers = [], []
+    for r in range(2):
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(tmp_path / f"ft-{r}.sock"))
+        listener.listen(1)
+        channels.append(LauncherChannel(str(tmp_path / f"ft-{r}.sock")))
+        launchers.append(listener.accept()[0])
+    quorum = Quorum(3, 10, store, [Member(0, 0, store, 10), Member(1, 1, store, 10)])
+    groups = [Group(300), Group(300)]
+    made = [threading.Thread(target=groups[r].reform, args=(quorum, r, channels[r])) for r in range(2)]
+    for t in made:
+        t.start()
+    for t in made:
+        t.join()
+    assert all(g.pg is not None for g in groups)
+    # Member 1 is "lost": it neither sends (the receiver's case) nor receives (the sender's).
+    if end == "deadline":
+        monkeypatch.setattr(state, "HANDOVER_BASE_S", 1.0)
+    else:
+        threading.Timer(0.5, lambda: launchers[0].sendall(b"abandon epoch=3\n")).start()
+    start = time.monotonic()
+    with pytest.raises(RuntimeError if end == "deadline" else Abandoned):
+        if end in ("receiver", "deadline"):
+            state.recv(groups[0], 1, 1, channels[0])
+        else:
+            state.send(groups[0], bytes(64 << 20), 1, 1, channels[0])  # more than sockets buffer
+    assert time.monotonic() - start < 5
+    for g in groups:
+        g.sever()

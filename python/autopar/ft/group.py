@@ -102,6 +102,64 @@ class Group:
         self._work = self.pg.broadcast(tensor, root)
         wait(self._work, channel, self.epoch)
 
+    def send(self, tensor: torch.Tensor, dst: int, tag: int, channel: LauncherChannel,
+             within_s: float) -> None:
+        """Sends `tensor` to group position `dst`. Like a collective, it is given up when the
+        launcher gives the epoch up (a member lost during a handover: its peer must not wait for
+        the deadline, since a lost node resets no connection), and fails after `within_s`."""
+        assert self.pg is not None
+        self._work = self.pg.send([tensor], dst, tag)
+        self._wait_transfer(self._work, channel, within_s)
+
+    def recv(self, tensor: torch.Tensor, src: int, tag: int, channel: LauncherChannel,
+             within_s: float) -> None:
+        """Receives into `tensor` what group position `src` sends with `tag` (as send)."""
+        assert self.pg is not None
+        self._work = self.pg.recv([tensor], src, tag)
+        self._wait_transfer(self._work, channel, within_s)
+
+    def _wait_transfer(self, work: Any, channel: LauncherChannel, within_s: float) -> None:
+        """A point-to-point transfer, which gloo completes only inside its wait(): waited for in
+        this thread (the GIL released) while a watcher reads the channel. Given up as `wait`
+        gives a collective up (Abandoned), or past `within_s` (RuntimeError), by shutting the
+        group's sockets down, which fails the transfer here at once. The watcher never blocks in
+        C++ and is joined before this returns."""
+        done, said_waiting = threading.Event(), threading.Event()
+        why: List[BaseException] = []
+
+        def watch() -> None:
+            start = time.monotonic()
+            while not done.is_set():
+                ready, _, _ = select.select([channel], [], [], 0.01)
+                if ready:
+                    channel.poll()
+                    if channel.abandoned_epoch >= self.epoch:
+                        why.append(Abandoned(f"epoch {self.epoch} given up"))
+                elif time.monotonic() - start > within_s:
+                    why.append(RuntimeError(f"autopar.ft: epoch {self.epoch}: a handover not done "
+                                            f"in {within_s:.0f} s"))
+                if why:
+                    _shut_down(self._fds)
+                    return
+                if not said_waiting.is_set() and time.monotonic() - start > WAITING_AFTER_S:
+                    channel.send("waiting", epoch=self.epoch)  # as wait() says it
+                    said_waiting.set()
+
+        watcher = threading.Thread(target=watch, name="autopar-ft-transfer", daemon=True)
+        watcher.start()
+        try:
+            work.wait()
+        except RuntimeError:
+            if not why:
+                raise
+        finally:
+            done.set()
+            watcher.join()
+            if said_waiting.is_set():
+                channel.send("running", epoch=self.epoch)
+        if why:
+            raise why[0]
+
 
 class _Making:
     """A process group being made in a helper thread (the construction releases the GIL), so
@@ -256,10 +314,10 @@ WAITING_AFTER_S = 0.5
 
 
 def wait(work: Any, channel: LauncherChannel, epoch: int) -> None:
-    """Waits for `work`, or until the launcher says to give up `epoch` (Abandoned). Polled from
-    the calling thread (a few microseconds, doubling to 2 ms between looks): a helper thread
-    blocked in a given-up collective would be torn down inside C++ frames when the interpreter
-    exits, which ends the process with std::terminate."""
+    """Waits for `work` (a collective, or the group's construction), or until the launcher says
+    to give up `epoch` (Abandoned). Polled from the calling thread (a few microseconds, doubling
+    to 2 ms between looks): a helper thread blocked in a given-up collective would be torn down
+    inside C++ frames when the interpreter exits, which ends the process with std::terminate."""
     delay, waited, said_waiting = 50e-6, 0.0, False
     try:
         while not work.is_completed():

@@ -167,6 +167,7 @@ class Manager:
             self.group.reform(q, self.rank, self.channel)
             self._heal(q)
         except (Abandoned, RuntimeError, OSError):  # OSError: a store that cannot be reached
+            self.group.sever()  # a handover's peer still waiting in it fails at once
             self.quorum = q  # the next join leaves this epoch
             return
         self.quorum = q
@@ -195,10 +196,10 @@ class Manager:
             tag = 2 * i + 1
             if frm == me:
                 data = state.dump(self.objects, self.step)
-                state.send(self.group.pg, data, q.position(to), tag)
+                state.send(self.group, data, q.position(to), tag, self.channel)
             elif to == me:
                 start = time.monotonic()
-                data = state.recv(self.group.pg, q.position(frm), tag)
+                data = state.recv(self.group, q.position(frm), tag, self.channel)
                 state.load(self.objects, data)
                 self.stats["healed_bytes"] += len(data)
                 self.channel.send("healed", step=q.step, epoch=q.epoch, **{"from": frm},

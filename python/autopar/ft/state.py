@@ -4,11 +4,13 @@ written whole with torch.save, so the newcomer's state is the sender's bit for b
 over the group's process group (a size, then the bytes)."""
 from __future__ import annotations
 
-import datetime
 import io
 from typing import Any, Dict, Mapping, Protocol
 
 import torch
+
+from .channel import LauncherChannel
+from .group import Group
 
 
 class Stateful(Protocol):
@@ -35,27 +37,28 @@ def load(objects: Mapping[str, Stateful], data: bytes) -> int:
     return int(saved["step"])
 
 
-# How long one part of a handover may take: a newcomer that died, or gave the epoch up, while it
-# should receive leaves its sender waiting (gloo would wait for the group's timeout, and such a
-# wait cannot be given up). Past it the part fails and both join the next quorum.
+# How long one part of a handover may take. A member lost during it (its node gone, or its
+# program killed) makes the launchers give the epoch up, which ends the wait at once; the
+# deadline is for a peer alive but stuck. Past it the part fails and both join the next quorum.
 HANDOVER_BASE_S = 30.0
 HANDOVER_MIN_BYTES_PER_S = 10e6
 
 
-def _within(nbytes: int) -> datetime.timedelta:
-    return datetime.timedelta(seconds=HANDOVER_BASE_S + nbytes / HANDOVER_MIN_BYTES_PER_S)
+def _within(nbytes: int) -> float:
+    return HANDOVER_BASE_S + nbytes / HANDOVER_MIN_BYTES_PER_S
 
 
-def send(pg: Any, data: bytes, dst: int, tag: int) -> None:
-    """Sends `data` to group position `dst` (its size first)."""
-    pg.send([torch.tensor([len(data)], dtype=torch.int64)], dst, tag).wait(_within(8))
-    pg.send([torch.frombuffer(bytearray(data), dtype=torch.uint8)], dst, tag + 1).wait(_within(len(data)))
+def send(group: Group, data: bytes, dst: int, tag: int, channel: LauncherChannel) -> None:
+    """Sends `data` to group position `dst` of `group` (a Group: its size, then the bytes)."""
+    group.send(torch.tensor([len(data)], dtype=torch.int64), dst, tag, channel, _within(8))
+    group.send(torch.frombuffer(bytearray(data), dtype=torch.uint8), dst, tag + 1, channel,
+               _within(len(data)))
 
 
-def recv(pg: Any, src: int, tag: int) -> bytes:
-    """What send(pg, ..., dst=this position, tag) sent from group position `src`."""
+def recv(group: Group, src: int, tag: int, channel: LauncherChannel) -> bytes:
+    """What send(group, ..., dst=this position, tag) sent from group position `src`."""
     size = torch.zeros(1, dtype=torch.int64)
-    pg.recv([size], src, tag).wait(_within(8))
+    group.recv(size, src, tag, channel, _within(8))
     data = torch.empty(int(size.item()), dtype=torch.uint8)
-    pg.recv([data], src, tag + 1).wait(_within(data.numel()))
+    group.recv(data, src, tag + 1, channel, _within(data.numel()))
     return data.numpy().tobytes()
