@@ -146,6 +146,7 @@ bool FtGroup::SpareFromHang() const {
 void FtGroup::ProgramEnded() {
   channel_.Disconnect();
   waiting_ = false;
+  program_joined_ = false;
   my_join_.reset();  // a replacement joins anew
 }
 
@@ -196,7 +197,7 @@ void FtGroup::OnProgramLine(const std::string& line) {
     }
     my_join_ = *j;
     my_left_ = *left;
-    joined_ = true;
+    joined_ = program_joined_ = true;
     waiting_since_ = Clock::now();
     SendJoin();
   }

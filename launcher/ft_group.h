@@ -83,6 +83,8 @@ class FtGroup {
   // This rank's program trains in the group (it has joined once): a program that never joins
   // (one not on autopar.ft) recovers as without fault tolerance.
   bool in_group() const { return joined_; }
+  // The program running now has asked to join (it is past its own start-up).
+  bool program_joined() const { return program_joined_; }
 
   int64_t epoch() const { return epoch_; }
   // The programs the run has replaced (every launcher's, as the latest quorum and this launcher
@@ -128,6 +130,7 @@ class FtGroup {
   std::set<int> lost_;                  // launchers (step ranks) that could not be reached
   bool waiting_ = false;
   bool joined_ = false;
+  bool program_joined_ = false;
   // This launcher's program's join, while it waits for a quorum.
   std::optional<FtJoin> my_join_;
   int64_t my_left_ = -1;

@@ -70,6 +70,7 @@ void Launcher::Fail(const std::string& message, int code) {
   }
   (void)pmix_.Finalize();
   port_.Release();
+  ft_.reset();  // its program channel's directory in $TMPDIR (std::exit runs no destructor)
   std::exit(code);
 }
 
@@ -170,6 +171,7 @@ LaunchEvent Launcher::PrepareGeneration() {
     // A spare's program takes a lost node's ranks in the group the others go on in: it starts
     // without state (a live member sends it), reads no checkpoint and agrees on nothing.
     child_env_["AUTOPAR_FT_NEWCOMER"] = "1";
+    launcher_detail::ForgetResume(&child_env_);
     ft_->set_program_rank(info_.rank);
   } else if (ft_) {
     // Every program of a new generation starts from the checkpoint (or the start): none is a

@@ -223,6 +223,7 @@ class Launcher {
   std::string ft_addr_;    // where this node's programs serve their rendezvous stores
   int64_t max_replacements_ = 0;  // the run's, --restarts-in-place (FtGroup counts them)
   bool ft_takeover_ = false;      // this spare's launcher takes a lost node's ranks in the group
+  bool ft_failed_ = false;        // the group cannot go on (no quorum): today's path, no replacement
 
   // The generations so far (the state machine's).
   EnvMap child_env_;

@@ -60,10 +60,12 @@ std::optional<std::string> Launcher::PumpGroup() {
 }
 
 bool Launcher::ReplaceInGroup() {
-  if (!ft_ || !ft_->in_group() || ft_->replacements() >= max_replacements_ || failure_->kind == "oom" ||
-      failure_->kind == "bad-loss") {
+  if (!ft_ || !ft_->in_group() || ft_failed_ || ft_->replacements() >= max_replacements_ ||
+      failure_->kind == "oom" || failure_->kind == "bad-loss") {
     // Today's path: every program restarted (a plan may change), or requeued. So is a program
     // that does not train through autopar.ft: its peers would wait in their collectives for it.
+    // And so is the group that cannot go on (fewer ranks than it may continue with, no quorum):
+    // its launcher stopped its program to fall back, not to replace it.
     return false;
   }
   ft_->CountReplacement();
@@ -75,6 +77,7 @@ bool Launcher::ReplaceInGroup() {
       ")");
   ft_->ProgramEnded();
   child_env_["AUTOPAR_FT_NEWCOMER"] = "1";  // no state: it receives it from a live member
+  launcher_detail::ForgetResume(&child_env_);  // and reads no checkpoint
   return true;
 }
 

@@ -44,6 +44,15 @@ inline GetEnv Lookup(const EnvMap& env) {
   };
 }
 
+// Takes the restored checkpoint out of a program's environment: a fresh start, or a newcomer to
+// the fault-tolerant group, which receives its state from a live member and reads no checkpoint.
+inline void ForgetResume(EnvMap* env) {
+  for (const char* key : {"AUTOPAR_RESUME_STEP", "AUTOPAR_RESUME_DIR", "AUTOPAR_RESUME_STEP_DIR",
+                          "AUTOPAR_RESUME_WORLD_SIZE"}) {
+    env->erase(key);
+  }
+}
+
 inline bool Contains(const std::vector<int>& v, int x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }

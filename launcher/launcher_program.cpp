@@ -86,6 +86,14 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
   options.wake_fd = peers_.fd();
   options.generation = generation_;
   options.timer_fd = ArmPrewarmTimer();
+  auto prepare_next = [&] {
+    close(options.timer_fd);
+    options.timer_fd = -1;
+    // With a fault-tolerant group the next program is most likely a replacement of this one in
+    // the same generation; without, the next generation's (an in-place restart of all).
+    const EnvMap next = ft_ ? env : NextGenerationEnv(env);
+    if (Status st = warm_.Start(*python_, next, cpus, program_mask_); !st) Say(st.message());
+  };
   ChildOutcome out;
   *told = false;
   std::optional<std::string> group_failed;
@@ -107,6 +115,12 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
         break;
       }
       options.wake_fds = {ft_->program_fd(), ft_->timer_fd()};
+      if (options.timer_fd >= 0 && ft_->program_joined()) {
+        // A program that asks to join is past its start-up (its imports are done): its
+        // replacement's interpreter is prepared now, not --prewarm-after seconds into its run, so
+        // a replacement that fails soon after it started is replaced warm too.
+        prepare_next();
+      }
     }
     out = SuperviseChild(pid, options);
     if (out.hung && ft_ && ft_->SpareFromHang() && !Stopped(pid)) {
@@ -116,20 +130,14 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
       continue;
     }
     if (out.timer) {
-      close(options.timer_fd);
-      options.timer_fd = -1;
-      // With a fault-tolerant group the next program is most likely a replacement of this one
-      // in the same generation; without, the next generation's (an in-place restart of all).
-      const EnvMap next = ft_ ? env : NextGenerationEnv(env);
-      if (Status st = warm_.Start(*python_, next, cpus, program_mask_); !st) {
-        Say(st.message());
-      }
+      prepare_next();
       continue;
     }
     if (out.exited || out.hung || out.bad_loss) break;
   }
   if (options.timer_fd >= 0) close(options.timer_fd);
   usage_.Stop();
+  ft_failed_ = group_failed.has_value();
   if (group_failed) {
     Say("--fault-tolerance=step: " + *group_failed + "; every program is restarted");
     out.hung = true;  // stopped at once, and reported as this rank's failure

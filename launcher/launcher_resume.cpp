@@ -9,16 +9,14 @@
 
 namespace autopar {
 using launcher_detail::SecondsSince;
+using launcher_detail::ForgetResume;
 using launcher_detail::Get;
 using launcher_detail::Lookup;
 using launcher_detail::TellEvent;
 
 void Launcher::Resume(EnvMap* child_env, bool use_pmix, int timeout_s) {
   const auto restore_start = std::chrono::steady_clock::now();
-  for (const char* key : {"AUTOPAR_RESUME_STEP", "AUTOPAR_RESUME_DIR", "AUTOPAR_RESUME_STEP_DIR",
-                          "AUTOPAR_RESUME_WORLD_SIZE"}) {
-    child_env->erase(key);
-  }
+  ForgetResume(child_env);
   if (!checkpoints_) return;
   EnvMap ckpt_env = CkptEnv(*child_env);
   RestoreFn restore = RestoreForRank(Lookup(ckpt_env));

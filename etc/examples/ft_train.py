@@ -9,7 +9,8 @@ What the program holds to (docs/ft.md): its data is a pure function of the sampl
 (manager.begin_step() says which ids this rank trains on), its loss is a mean over its samples,
 and its whole state is the model and the optimizer it hands the Manager. --out DIR: each rank
 writes DIR/rank-R.json at the end (its PID, the SHA-256 of its model and optimizer state, what
-its Manager did), so two runs can be compared.
+its Manager did, the step it started at), so two runs can be compared. Under --ckpt-dir or
+--ckpt-upload it checkpoints every --ckpt-every steps, the fallback when the group cannot go on.
 """
 import argparse
 import hashlib
@@ -19,7 +20,7 @@ import time
 
 import torch
 
-from autopar import ft
+from autopar import ckpt, ft
 
 
 def state_sha256(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> str:
@@ -32,6 +33,27 @@ def state_sha256(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> st
     return h.hexdigest()
 
 
+def restore(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
+    """The first step to run: after the step autopar restored before the program started (a
+    restart of every program, or a requeue, under --ckpt-dir/--ckpt-upload), else 0. A newcomer to
+    the fault-tolerant group is given no checkpoint: it receives the state from a live member."""
+    resumed = ckpt.resume_step() if ckpt.enabled() else None
+    if resumed is None:
+        return 0
+    state = torch.load(os.path.join(ckpt.resume_dir() or "", "state.pt"))
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    return resumed + 1
+
+
+def save(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int) -> None:
+    """Step `step`'s state as this rank's checkpoint; autopard uploads it in the background and
+    marks the step complete once every rank has committed it."""
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()},
+               os.path.join(ckpt.step_dir(step), "state.pt"))
+    ckpt.commit(step)
+
+
 def plain(args: argparse.Namespace, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
           x: torch.Tensor, y: torch.Tensor) -> None:
     """The same steps as the Manager's (the same samples, gradients averaged in one all-reduce
@@ -40,19 +62,12 @@ def plain(args: argparse.Namespace, model: torch.nn.Module, optimizer: torch.opt
     each step, a checkpoint every --ckpt-every steps, and a restart (in place or requeued) that
     resumes from the latest complete one."""
     import torch.distributed as dist
-    from autopar import ckpt
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     ledger = os.environ.get("FT_LEDGER")
     params = [p for p in model.parameters()]
     use_ckpt = ckpt.enabled()
-    start = 0
-    resumed = ckpt.resume_step() if use_ckpt else None
-    if resumed is not None:
-        state = torch.load(os.path.join(ckpt.resume_dir() or "", "state.pt"))
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        start = resumed + 1
+    start = restore(model, optimizer)
     for step in range(start, args.steps):
         optimizer.zero_grad(set_to_none=False)
         ids = ft.shards.sample_ids(step, args.global_batch, world, rank)
@@ -73,12 +88,11 @@ def plain(args: argparse.Namespace, model: torch.nn.Module, optimizer: torch.opt
         if use_ckpt:
             ckpt.heartbeat(step + 1, samples=args.global_batch, loss=loss.item())
             if (step + 1) % args.ckpt_every == 0:
-                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()},
-                           os.path.join(ckpt.step_dir(step), "state.pt"))
-                ckpt.commit(step)  # autopard uploads it in the background
+                save(model, optimizer, step)
     if args.out:
         with open(os.path.join(args.out, f"rank-{rank}.json"), "w") as f:
-            json.dump({"pid": os.getpid(), "step": args.steps, "sha256": state_sha256(model, optimizer)}, f)
+            json.dump({"pid": os.getpid(), "step": args.steps, "started_at": start,
+                       "sha256": state_sha256(model, optimizer)}, f)
     dist.destroy_process_group()
 
 
@@ -93,7 +107,10 @@ def main() -> None:
                    help="the same training without fault tolerance (torch.distributed, gloo): "
                         "what the Manager's step costs is measured against this")
     p.add_argument("--ckpt-every", type=int, default=20,
-                   help="--plain under --ckpt-dir/--ckpt-upload: checkpoint every K steps")
+                   help="under --ckpt-dir/--ckpt-upload: checkpoint every K committed steps")
+    p.add_argument("--no-eval", action="store_true",
+                   help="skip the loss over all the data at the end (4096 x width activations: "
+                        "minutes on a loaded CPU for a large width)")
     p.add_argument("--bad-loss-at", default="", metavar="STEP:RANK",
                    help="this rank's loss is NaN the first time it runs STEP (a transient fault, "
                         "as a flipped bit: the step is discarded and run again)")
@@ -111,7 +128,10 @@ def main() -> None:
     if args.plain:
         plain(args, model, optimizer, x, y)
         return
-    manager = ft.Manager(model, optimizer, global_batch=args.global_batch,
+    # The checkpoints are the fallback when the group cannot go on (docs/ft.md): the state restored
+    # before the program started, and one saved every --ckpt-every committed steps.
+    start = restore(model, optimizer)
+    manager = ft.Manager(model, optimizer, global_batch=args.global_batch, step=start,
                          ledger_dir=os.environ.get("FT_LEDGER") or None)
     bad_step, bad_rank = (int(v) for v in args.bad_loss_at.split(":")) if args.bad_loss_at else (-1, -1)
     loss = torch.tensor(0.0)
@@ -123,16 +143,25 @@ def main() -> None:
             bad_step = -1
         loss.backward()
         time.sleep(args.step_sleep)
-        if manager.commit(loss) and manager.rank == 0 and manager.step % 10 == 0:
+        if not manager.commit(loss):
+            continue
+        if ckpt.enabled() and manager.step % args.ckpt_every == 0:
+            save(model, optimizer, manager.step - 1)
+        if manager.rank == 0 and manager.step % 10 == 0:
             print(f"ft_train: step {manager.step} loss {loss.item():.5f} members {manager.world}",
                   flush=True)
-    with torch.no_grad():
-        eval_loss = ((model(x) - y) ** 2).mean().item()  # over all the data: comparable across runs
+    eval_loss = float("nan")
+    with torch.no_grad():  # over all the data, comparable across runs; in slices of 256 samples:
+        # the hidden layer of one slice is 256 x width floats, of the whole data 16x that (11 GB
+        # per rank at the bench's width of 660000)
+        if not args.no_eval:
+            eval_loss = sum(((model(x[i:i + 256]) - y[i:i + 256]) ** 2).sum().item()
+                            for i in range(0, len(x), 256)) / len(x)
     if manager.rank == 0:
         print(f"ft_train: done: {manager.step} steps, loss over the data {eval_loss:.6f}", flush=True)
     if args.out:
         with open(os.path.join(args.out, f"rank-{manager.rank}.json"), "w") as f:
-            json.dump({"pid": os.getpid(), "step": manager.step, "eval_loss": eval_loss,
+            json.dump({"pid": os.getpid(), "step": manager.step, "started_at": start, "eval_loss": eval_loss,
                        "sha256": state_sha256(model, optimizer), "stats": manager.stats}, f)
 
 

@@ -23,6 +23,12 @@ if node_init_pid "$node" >/dev/null; then
 else
   # A leftover unshare without its init would keep the node's name busy: end it first.
   stop_nodes KILL "$node" >/dev/null
+  # What the killed node's steps left of PMIx in its spool and tmp goes, as with a reboot that
+  # empties the runtime directories: Slurm 22.05's PMIx plugin fails on a stale
+  # stepd.slurm.pmix.JOB.STEP socket, pmix.JOB.STEP or spmix_appdir_UID_JOB.STEP directory, so a
+  # requeued job (the same id) could not launch its step here.
+  rm -rf "$CLUSTER_DIR/spool/$node"/stepd.slurm.pmix.* "$CLUSTER_DIR/spool/$node"/pmix.* \
+    "$CLUSTER_DIR/tmp/$node"/spmix_appdir_*
   start_node "$node"
 fi
 if ! wait_nodes_up "$timeout" "$node"; then

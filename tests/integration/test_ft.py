@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from conftest import PYTHON, SOURCE_DIR, run, sbatch, wait_job
+from conftest import PYTHON, SOURCE_DIR, cluster_script, job_state, run, sbatch, wait_job
 from test_recover_in_place import node_list
 from test_requeue_faults import (CLI, LAUNCH, end_with_node_lost, events, kinds, need_autopard,
                                  node_of_rank, rank_pid, restarts, show_job, sockets)
@@ -33,7 +33,7 @@ RANKS = 8
 
 
 def submit(work: Path, *, heartbeat_timeout: int = 120, opts: str = "", args: str = "",
-           rank0_off_batch_host: bool = False) -> str:
+           rank0_off_batch_host: bool = False, nodes: int = 4, launch_opts: str = "") -> str:
     for d in ("out", "ledger"):
         (work / d).mkdir(parents=True, exist_ok=True)
         (work / d).chmod(0o777)
@@ -47,11 +47,16 @@ for h in "${{hosts[@]:1}}" "${{hosts[0]}}"; do echo "$h"; echo "$h"; done > {wor
 export SLURM_HOSTFILE={work}/hostfile
 """
     return sbatch(f"""#!/bin/bash
-#SBATCH -N4 --ntasks-per-node=2 -o {work}/out.txt -e {work}/out.txt
+#SBATCH -N{nodes} --ntasks-per-node=2 -o {work}/out.txt -e {work}/out.txt
 #SBATCH --fault-tolerance=step --requeue-on-failure=3 --heartbeat-timeout={heartbeat_timeout} {opts}
 export PYTHONPATH={SOURCE_DIR}/python FT_LEDGER={work}/ledger
-{place}srun --mpi=pmix {"--distribution=arbitrary" if place else ""} {LAUNCH} -- {PYTHON} {EXAMPLE} --steps {STEPS} --global-batch 64 --step-sleep 0.1 --out {work}/out {args}
+{place}srun --mpi=pmix {"--distribution=arbitrary" if place else ""} {LAUNCH} {launch_opts} -- {PYTHON} {EXAMPLE} --steps {STEPS} --global-batch 64 --step-sleep 0.1 --out {work}/out {args}
 """, work)
+
+
+def checkpoints(work: Path) -> str:
+    """The options that make the run checkpoint (the example saves every --ckpt-every steps)."""
+    return f"--ckpt-upload=file://{work}/store --ckpt-dir={work}/local/%n"
 
 
 def results(work: Path, ranks: int = RANKS):
@@ -104,9 +109,30 @@ def assert_only_replaced(work: Path, job: str, reference, pids, replaced, need: 
     return evs
 
 
+def assert_heals(work: Path, evs, replaced) -> list:
+    """Every rank in `replaced` was healed (its replacement received the state from a live
+    member); any other heal is a survivor's that was one step behind: its all-reduce broke after
+    the others' had completed (the dead member had sent its whole share), so it applied nothing
+    while they applied the step, and the next quorum gave it their state (docs/ft.md, "The
+    step"). Its own ledger shows it: the commit before the heal is two steps before the quorum's.
+    Returns the heals (ft_healed events)."""
+    healed = kinds(evs, "ft_healed")
+    assert set(replaced) <= {e["rank"] for e in healed}, timeline(evs)
+    for e in healed:
+        if e["rank"] in replaced:
+            continue
+        step, epoch = int(e["fields"]["step"]), int(e["fields"]["epoch"])
+        mine = [json.loads(l) for l in (work / "ledger" / f"rank-{e['rank']}.jsonl").read_text().splitlines()
+                if l.strip()]
+        after = next(i for i, r in enumerate(mine) if (r["step"], r["epoch"]) == (step, epoch))
+        assert after > 0 and mine[after - 1]["step"] == step - 2, (e, mine[max(0, after - 2):after + 1])
+    return healed
+
+
 def test_a_crashed_rank_is_replaced_alone_and_healed_from_a_live_peer(tmp_path, reference):
     assert len({r["sha256"] for r in reference.values()}) == 1
-    job = submit(tmp_path)
+    # Checkpoints every 10 steps meanwhile, as today: the replacement reads none of them.
+    job = submit(tmp_path, opts=checkpoints(tmp_path), args="--ckpt-every 10")
     deadline = time.time() + 120
     while committed(tmp_path) < 20:
         assert time.time() < deadline, (tmp_path / "out.txt").read_text()[-3000:]
@@ -120,14 +146,20 @@ def test_a_crashed_rank_is_replaced_alone_and_healed_from_a_live_peer(tmp_path, 
 
     evs = assert_only_replaced(tmp_path, job, reference, pids, [victim], "ft_healed")
     out = results(tmp_path)
-    healed = kinds(evs, "ft_healed")
-    assert len(healed) == 1 and healed[0]["rank"] == victim, healed
-    assert int(healed[0]["fields"]["bytes"]) == out[victim]["stats"]["healed_bytes"]
+    mine = [e for e in assert_heals(tmp_path, evs, [victim]) if e["rank"] == victim]
+    assert len(mine) == 1, mine
+    assert int(mine[0]["fields"]["bytes"]) == out[victim]["stats"]["healed_bytes"]
     quorums = kinds(evs, "ft_quorum")
     assert [q["fields"]["epoch"] for q in quorums] == ["0", "1"], quorums
-    assert quorums[1]["fields"]["heals"].startswith(f"{victim}<"), quorums[1]
+    assert any(h.startswith(f"{victim}<") for h in quorums[1]["fields"]["heals"].split(",")), quorums[1]
     exits = kinds(evs, "rank_exit")
     assert [e["rank"] for e in exits if e["fields"].get("exit") != "0"] == [victim], exits
+    # Nothing read from --ckpt-upload or the node-local checkpoint: no restore, and the
+    # replacement started from no checkpoint; the checkpoints went on being completed.
+    assert not kinds(evs, "restored") and not kinds(evs, "ckpt_restored"), timeline(evs)
+    assert out[victim]["started_at"] == 0, out[victim]
+    complete = {e["step"] for e in kinds(evs, "ckpt_complete")}
+    assert len(complete) >= 5 and complete <= set(range(9, STEPS, 10)), timeline(evs)
 
 
 def wait_committed(work: Path, steps: int, timeout: float = 120) -> None:
@@ -153,11 +185,12 @@ def test_hung_ranks_are_replaced_and_the_others_never_stop(tmp_path, reference):
     assert wait_job(job, timeout=300) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
 
     evs = assert_only_replaced(tmp_path, job, reference, pids, [3, 6], "ft_healed")
-    assert sorted(e["rank"] for e in kinds(evs, "ft_healed")) == [3, 6]
+    healed = assert_heals(tmp_path, evs, [3, 6])
+    assert sorted(e["rank"] for e in healed if e["rank"] in (3, 6)) == [3, 6], timeline(evs)
     assert kinds(evs, "heartbeat_missed") and kinds(evs, "hang_stop")
     report = json.loads(run([str(CLI), "report", job, "--json", "--socket", str(sockets()[0])],
                             check=True).stdout)
-    assert report["ft"]["reforms"] == 2 and report["ft"]["heals"] == 2, report
+    assert report["ft"]["reforms"] == 2 and report["ft"]["heals"] == len(healed), report
     assert report["healthy_restarts"] == 0 and [r["class"] for r in report["recoveries"]] == ["hang", "hang"]
 
 
@@ -221,6 +254,55 @@ def test_a_lost_node_without_a_spare_shrinks_the_group(tmp_path, reference, lost
     assert after and {e["rank"] for e in after} == {left[0]}, timeline(evs)
 
 
+def test_fewer_nodes_than_min_nodes_fall_back_to_a_requeue_from_the_checkpoint(tmp_path):
+    """--min-nodes=2 on 3 nodes (6 ranks), checkpoints every 10 steps: the node of ranks 4-5 dies
+    (the group shrinks to four and goes on), then, once the group has gone on, the node of ranks
+    2-3: one node is left, fewer than the run may go on with. The group cannot go on and the run
+    takes today's path, with no program replaced: every program stopped and (too few nodes for
+    an in-place restart) the job requeued without the lost node, which restores the latest
+    complete checkpoint (one of all six ranks: the four-rank group's are incomplete) and ends with
+    the fault-free run's result bit for bit (the same job without a fault)."""
+    ranks, opts = 6, f"--min-nodes=2 {checkpoints(tmp_path / 'fault')}"
+    ref_dir, work = tmp_path / "reference", tmp_path / "fault"
+    ref = submit(ref_dir, opts="--min-nodes=2", nodes=3)
+    assert wait_job(ref, timeout=300) == "COMPLETED", (ref_dir / "out.txt").read_text()[-3000:]
+    reference = results(ref_dir, ranks)
+    job = submit(work, opts=opts, args="--ckpt-every 10", nodes=3)
+    wait_committed(work, 20)
+    hosts = run(["scontrol", "show", "hostnames", node_list(job)], check=True).stdout.split()
+    first, second = node_of_rank(job, 4, EXAMPLE), node_of_rank(job, 2, EXAMPLE)
+    assert hosts[0] not in (first, second), (hosts, first, second)
+    cluster_script("kill-node.sh", first)
+    deadline = time.time() + 60
+    while not [q for q in kinds(events(job), "ft_quorum") if q["fields"].get("lost")]:
+        assert time.time() < deadline, (work / "out.txt").read_text()[-3000:]
+        time.sleep(0.5)
+    cluster_script("revive-node.sh", first)  # back, outside the job's allocation
+    shrunk = committed(work)
+    wait_committed(work, shrunk + 5)
+    cluster_script("kill-node.sh", second)
+    try:
+        deadline = time.time() + 120
+        while restarts(job) == 0:
+            assert time.time() < deadline and job_state(job) != "COMPLETED", \
+                (work / "out.txt").read_text()[-3000:]
+            time.sleep(0.5)
+    finally:
+        cluster_script("revive-node.sh", second)
+    assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+
+    assert restarts(job) == 1, show_job(job)
+    out = results(work, ranks)
+    assert {r["sha256"] for r in out.values()} == {reference[0]["sha256"]}  # bit for bit
+    evs = events(job, "finished")
+    assert kinds(evs, "requeue"), timeline(evs)
+    restored = kinds(evs, "resumed")  # the requeued run's rank 0: the step it resumed from
+    assert len(restored) == 1 and 9 <= restored[0]["step"] < shrunk, (timeline(evs), shrunk)
+    assert {r["started_at"] for r in out.values()} == {restored[0]["step"] + 1}, out
+    # The launchers stopped their programs to fall back: none was replaced.
+    assert not kinds(evs, "ft_healed"), timeline(evs)
+
+
 def test_a_lost_node_is_replaced_by_a_spare_and_the_others_never_stop(tmp_path):
     """--spare-nodes=1 on 4 nodes (3 in use: 6 ranks): the node of ranks 2-3 dies as a whole
     (kill-node.sh). The leader finds its launchers gone and gives its ranks to the spare's
@@ -243,7 +325,7 @@ def test_a_lost_node_is_replaced_by_a_spare_and_the_others_never_stop(tmp_path):
     assert state == "COMPLETED", (work / "out.txt").read_text()[-3000:]
 
     evs = assert_only_replaced(work, job, reference, pids, [2, 3], "ft_healed", ranks)
-    healed = kinds(evs, "ft_healed")
+    healed = [e for e in assert_heals(work, evs, [2, 3]) if e["rank"] in (2, 3)]
     assert sorted(e["rank"] for e in healed) == [2, 3], timeline(evs)
     assert all(e["node"] != node for e in healed), timeline(evs)  # on the spare
     quorum = [q for q in kinds(evs, "ft_quorum") if q["fields"]["heals"]][-1]
@@ -266,12 +348,20 @@ def new_pid(job: str, rank: int, old: int, timeout: float = 60) -> int:
     raise AssertionError(f"no replacement for rank {rank} in {timeout} s")
 
 
+def started_at(pid: int) -> float:
+    """When the process `pid` was started: seconds since boot (CLOCK_BOOTTIME), from /proc."""
+    ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def test_failures_close_together_and_a_failed_replacement(tmp_path, reference):
     """Two ranks on two nodes SIGKILLed 50 ms apart, then the replacement of one of them killed as
     soon as it appears (while it starts, joins or receives the state): the group re-forms as
     often as it must, every replacement is healed from a live member, the six others never stop,
-    and the result is the fault-free run's bit for bit."""
-    job = submit(tmp_path)
+    and the result is the fault-free run's bit for bit. Then a replacement that trains is killed:
+    its own replacement was prepared as soon as it joined (a warm interpreter, started before the
+    kill), not --prewarm-after (here 60 s) into its run."""
+    job = submit(tmp_path, opts="--restarts-in-place=4", launch_opts="--prewarm-after=60")
     wait_committed(tmp_path, 20)
     host_pids = {r: rank_pid(job, r, EXAMPLE) for r in range(RANKS)}
     pids = {r: node_pid(p) for r, p in host_pids.items()}
@@ -279,20 +369,27 @@ def test_failures_close_together_and_a_failed_replacement(tmp_path, reference):
     time.sleep(0.05)
     os.kill(host_pids[6], signal.SIGKILL)
     os.kill(new_pid(job, 6, host_pids[6]), signal.SIGKILL)
+    wait_committed(tmp_path, committed(tmp_path) + 3)  # the group goes on with both replaced
+    third = rank_pid(job, 6, EXAMPLE)
+    t3 = started_at(third)
+    killed_at = time.clock_gettime(time.CLOCK_BOOTTIME)
+    os.kill(third, signal.SIGKILL)
+    fourth = new_pid(job, 6, third)
+    assert started_at(fourth) < killed_at, (t3, started_at(fourth), killed_at)
     assert wait_job(job, timeout=300) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
 
     evs = assert_only_replaced(tmp_path, job, reference, pids, [1, 6], "finished")
     exits = [e["rank"] for e in kinds(evs, "rank_exit") if e["fields"].get("exit") != "0"]
-    assert sorted(exits) == [1, 6, 6], exits
-    assert sorted({e["rank"] for e in kinds(evs, "ft_healed")}) == [1, 6]
+    assert sorted(exits) == [1, 6, 6, 6], exits
+    assert_heals(tmp_path, evs, [1, 6])
 
 
 def test_replacements_past_the_budget_fall_back_to_restarting_every_program(tmp_path, reference):
     """--restarts-in-place=1 is the run's budget, not each rank's: rank 5's crash is replaced
     alone; rank 2's, on another node, is past it, and the run takes today's path: every program
-    restarted in place (this example keeps no checkpoint: from its first step), still the
-    fault-free run's result."""
-    job = submit(tmp_path, opts="--restarts-in-place=1")
+    restarted in place from the latest complete checkpoint (every 10 steps, the replacement's
+    included), still the fault-free run's result."""
+    job = submit(tmp_path, opts=f"--restarts-in-place=1 {checkpoints(tmp_path)}", args="--ckpt-every 10")
     wait_committed(tmp_path, 20)
     first = rank_pid(job, 5, EXAMPLE)
     os.kill(first, signal.SIGKILL)
@@ -303,11 +400,16 @@ def test_replacements_past_the_budget_fall_back_to_restarting_every_program(tmp_
     out = results(tmp_path)
     assert {r["sha256"] for r in out.values()} == {reference[0]["sha256"]}
     evs = events(job, "finished")
-    assert len(kinds(evs, "ft_healed")) == 1, kinds(evs, "ft_healed")
+    healed = assert_heals(tmp_path, evs, [5])
+    assert [e["rank"] for e in healed].count(5) == 1, healed
     restarted = kinds(evs, "restarted")
     assert len(restarted) == 1 and restarted[0]["fields"]["programs"] == "8", restarted
     assert restarted[0]["fields"]["failed"] == "1", restarted
     assert not kinds(evs, "requeue")
+    restored = kinds(evs, "restored")
+    steps = {e["step"] for e in restored}
+    assert len(steps) == 1 and min(steps) >= 19, timeline(evs)  # the replacement's saves count
+    assert {r["started_at"] for r in out.values()} == {restored[0]["step"] + 1}, out
     report = json.loads(run([str(CLI), "report", job, "--json", "--socket", str(sockets()[0])],
                             check=True).stdout)
-    assert report["healthy_restarts"] == 7 and report["ft"]["heals"] == 1, report
+    assert report["healthy_restarts"] == 7 and report["ft"]["heals"] == len(healed), report
