@@ -3,18 +3,20 @@ uses)."""
 import json
 import os
 import random
+import re
 import signal
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "integration"))
-from conftest import PYTHON, SOURCE_DIR, job_state, sbatch, wait_job  # noqa: E402
+from conftest import PYTHON, SOURCE_DIR, cluster_script, job_state, run, sbatch, wait_job  # noqa: E402
 from test_requeue_faults import (LAUNCH, end_with_node_lost, events, kinds, node_of_rank,  # noqa: E402
-                                 rank_pid, restarts)
+                                 rank_pid, restarts, show_job)
 
 sys.path.insert(0, str(SOURCE_DIR / "python"))
 from autopar.ft import shards  # noqa: E402
@@ -26,7 +28,7 @@ STEPS = 150 + 30 * FAULTS  # 0.1 s each: room for a fault every 2-3 s
 
 
 def submit(work: Path, *, steps: int = STEPS, ft: bool = True, sleep: float = 0.1, width: int = 64,
-           heartbeat_timeout: int = 60, opts: str = "") -> str:
+           heartbeat_timeout: int = 60, opts: str = "", nodes: int = 4, args: str = "") -> str:
     for d in ("out", "ledger"):
         (work / d).mkdir(parents=True, exist_ok=True)
         (work / d).chmod(0o777)
@@ -34,11 +36,11 @@ def submit(work: Path, *, steps: int = STEPS, ft: bool = True, sleep: float = 0.
     # The caller's options come last: theirs win (the ETTR's --restarts-in-place=50).
     opts = (" --fault-tolerance=step --restarts-in-place=20 " if ft else " ") + opts
     return sbatch(f"""#!/bin/bash
-#SBATCH -N4 --ntasks-per-node=2 -o {work}/out.txt -e {work}/out.txt
+#SBATCH -N{nodes} --ntasks-per-node=2 -o {work}/out.txt -e {work}/out.txt
 #SBATCH --requeue-on-failure=3 --heartbeat-timeout={heartbeat_timeout} {opts}
 export PYTHONPATH={SOURCE_DIR}/python FT_LEDGER={work}/ledger
 srun --mpi=pmix {LAUNCH} -- {PYTHON} {EXAMPLE} --steps {steps} --global-batch 64 --step-sleep {sleep} \
-  --width {width} --out {work}/out {"" if ft else "--plain"}
+  --width {width} --out {work}/out {"" if ft else "--plain"} {args}
 """, work)
 
 
@@ -59,21 +61,25 @@ def pct(values, q):
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
-def inject(job: str, work: Path, kind: str, faults: int, gap_s, after: int = 20) -> list:
+def inject(job: str, work: Path, kind: str, faults: int, gap_s, after: int = 20, repeat: int = 1) -> list:
     """`faults` faults of `kind` (crash: SIGKILL, hang: SIGSTOP) to random ranks, `gap_s()` apart,
-    from the `after`th committed step; [(time, rank)] of each."""
+    from the `after`th committed step; with `repeat`, `faults // repeat` ranks, each one's
+    program and then its replacements, `repeat` in all. [(time, rank)] of each."""
     while len(commits(work)) < after:
         time.sleep(0.2)
     done, last = [], None
-    for _ in range(faults):
+    for _ in range(faults // repeat):
         time.sleep(gap_s())
         victim = random.choice([r for r in range(RANKS) if r != last])
-        try:
-            pid = rank_pid(job, victim, EXAMPLE)
-        except AssertionError:
-            continue  # its replacement is still starting
-        done.append((time.time(), victim))
-        os.kill(pid, signal.SIGKILL if kind == "crash" else signal.SIGSTOP)
+        for i in range(repeat):
+            if i:
+                time.sleep(gap_s())
+            try:
+                pid = rank_pid(job, victim, EXAMPLE)
+            except AssertionError:
+                break  # its replacement is still starting
+            done.append((time.time(), victim))
+            os.kill(pid, signal.SIGKILL if kind == "crash" else signal.SIGSTOP)
         last = victim
     return done
 
@@ -112,6 +118,15 @@ def test_crashes(tmp_path, clean_hash):
     faults = inject(job, tmp_path, "crash", FAULTS, lambda: random.uniform(2.0, 3.0))
     assert wait_job(job, timeout=1800) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
     report("crashes (SIGKILL of a random rank every 2-3 s)", job, tmp_path, faults, clean_hash)
+
+
+def test_crashes_of_young_replacements(tmp_path, clean_hash):
+    """A random rank's program SIGKILLed, then its replacement 2-3 s into its run (it has joined
+    and trains): the replacement's own replacement must start warm too."""
+    job = submit(tmp_path)
+    faults = inject(job, tmp_path, "crash", FAULTS, lambda: random.uniform(2.0, 3.0), repeat=2)
+    assert wait_job(job, timeout=1800) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
+    report("crashes of a rank, then of its replacement 2-3 s later", job, tmp_path, faults, clean_hash)
 
 
 def test_hangs(tmp_path):
@@ -178,76 +193,127 @@ def test_node_losses_with_a_spare(tmp_path):
     print(f"  every member the same state, no restart: {identical}")
 
 
-ETTR_STEPS = int(os.environ.get("FT_BENCH_ETTR_STEPS", "5000"))  # about 10 min at 0.12 s a step
+ETTR_WINDOW_S = float(os.environ.get("FT_BENCH_ETTR_S", "600"))
+IN_PLACE = "--restarts-in-place=50 --spare-nodes=1 --min-nodes=3"
 ETTR_POLICIES = {
-    # The same program and faults; what differs is how a failure is recovered.
-    "per-step fault tolerance": (True, "--restarts-in-place=50"),
-    "in-place restart of every program": (False, "--restarts-in-place=50"),
-    "requeue": (False, "--restarts-in-place=0 --requeue-on-failure=50"),
+    # The same program and faults; what differs is how a failure is recovered. Every policy
+    # checkpoints every 20 steps; the two that recover inside the allocation have a spare node
+    # and may go on with 3 of their 4 nodes (both are in-place options: requeue has neither).
+    "per-step fault tolerance": (True, IN_PLACE),
+    "in-place restart of every program": (False, IN_PLACE),
+    "requeue": (False, "--restarts-in-place=0"),
 }
+# The faults, the same sequence for every policy: a crash, a hang or a node lost (one in four),
+# 20-30 s apart.
+ETTR_FAULTS = random.Random(30).choices(["crash", "hang", "node"], weights=[3, 3, 2], k=100)
+ETTR_GAPS = [random.Random(31 + i).uniform(20.0, 30.0) for i in range(100)]
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
+         "DEADLINE", "PREEMPTED", "UNKNOWN")
 
 
-def ledger_span(work: Path):
-    """(the first commit's time, the last's) over every record, a step run again included."""
-    times = [json.loads(line)["t"] for line in shards.read_ledgers(str(work / "ledger")) if line.strip()]
-    return min(times), max(times)
+def progress_at(records, t: float) -> int:
+    """The steps the run had committed by time `t` (a step run again after a restore adds none)."""
+    return max((s for tt, s in records if tt <= t), default=-1) + 1
+
+
+def batch_host(job: str) -> str:
+    return re.search(r"BatchHost=(\S+)", show_job(job)).group(1)
+
+
+def lose_node(job: str, revived: list) -> bool:
+    """kill-node.sh on a node that runs ranks of the job and is not its batch host (Slurm's own
+    single point); the node comes back 20 s later (a reboot), in the background."""
+    host = batch_host(job)
+    for rank in random.sample(range(RANKS), RANKS):
+        try:
+            node = node_of_rank(job, rank, EXAMPLE)
+        except (AssertionError, FileNotFoundError, KeyError):
+            continue
+        if node != host:
+            cluster_script("kill-node.sh", node)
+
+            def revive(node=node):
+                time.sleep(20)
+                cluster_script("revive-node.sh", node, check=False)
+            t = threading.Thread(target=revive)
+            t.start()
+            revived.append(t)
+            return True
+    return False
+
+
+def fault(job: str, kind: str, revived: list) -> bool:
+    if kind == "node":
+        return lose_node(job, revived)
+    for rank in random.sample(range(RANKS), RANKS):
+        try:
+            os.kill(rank_pid(job, rank, EXAMPLE), signal.SIGKILL if kind == "crash" else signal.SIGSTOP)
+            return True
+        except (AssertionError, ProcessLookupError):
+            continue  # not running now (a replacement starting, a rank left out)
+    return False
 
 
 @pytest.mark.parametrize("policy", list(ETTR_POLICIES))
 def test_effective_training_time_ratio(tmp_path, policy):
-    """ETTR (useful step time / wall time) of one program under a fault every 20-30 s (a crash or
-    a hang, at random), three policies side by side: per-step fault tolerance, today's in-place
-    restart of every program from the latest checkpoint (every 20 steps), and requeue. Useful
-    time: the run's steps at its median step time; wall time: its first committed step to its
-    last. Needs a cluster whose site allows 50 requeues and in-place restarts (run.sh says how)."""
+    """ETTR (useful step time / wall time) over a 10-minute window of one program (4 nodes x 2
+    ranks, and a spare node where the policy recovers in place) under a fault every 20-30 s (a crash, a hang or a node lost, the same
+    sequence for each), three policies side by side: per-step fault tolerance, today's in-place
+    restart of every program from the latest checkpoint, and requeue; each checkpoints every 20
+    steps. Useful time: the steps the run advanced in the window (a step run again after a restore
+    counts once) at its median step time; wall time: the window. Needs a cluster of 6 nodes whose
+    site allows 50 requeues and in-place restarts (run.sh starts one)."""
     plugstack = (Path(os.environ["SLURM_CONF"]).parent / "plugstack.conf").read_text()
     if not all(f"{key}=50" in plugstack for key in ("max_requeue", "max_restarts_in_place")):
         pytest.skip("needs a cluster started with max_requeue=50 max_restarts_in_place=50 (run.sh)")
     ft, opts = ETTR_POLICIES[policy]
     timeout = 10
-    if not ft:
-        store = tmp_path / "store"
-        opts += f" --ckpt-upload=file://{store} --ckpt-dir={tmp_path}/local/%n"
-    job = submit(tmp_path, steps=ETTR_STEPS, ft=ft, heartbeat_timeout=timeout, opts=opts)
+    nodes = 5 if "--spare-nodes=1" in opts else 4
+    opts += f" --requeue-on-failure=50 --ckpt-upload=file://{tmp_path}/store --ckpt-dir={tmp_path}/local/%n"
+    job = submit(tmp_path, steps=100000, ft=ft, heartbeat_timeout=timeout, opts=opts, nodes=nodes)
     while len(commits(tmp_path)) < 20:
         assert job_state(job) in ("PENDING", "RUNNING", "CONFIGURING"), job_state(job)
         time.sleep(0.5)
-    faults = []
-    # A requeue passes through COMPLETING, REQUEUED and PENDING (and more): only an end stops
-    # the faults (the first version stopped at COMPLETING: one fault in the requeue policy's run).
-    ended = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
-             "BOOT_FAIL", "DEADLINE", "PREEMPTED", "UNKNOWN")
-    while True:
-        deadline = time.time() + random.uniform(20.0, 30.0)
-        while time.time() < deadline and job_state(job) not in ended:
+    start = time.time()
+    end = start + ETTR_WINDOW_S
+    faults, revived = [], []
+    for kind, gap in zip(ETTR_FAULTS, ETTR_GAPS):
+        at = min(end, time.time() + gap)
+        while time.time() < at and job_state(job) not in ENDED:
             time.sleep(0.5)
-        state = job_state(job)
-        if state in ended:
+        if time.time() >= end or job_state(job) in ENDED:
             break
-        if state != "RUNNING":
-            continue
-        kind = random.choice(["crash", "hang"])
-        try:
-            pid = rank_pid(job, random.randrange(RANKS), EXAMPLE)
-        except AssertionError:
-            continue  # between two runs of the program
-        os.kill(pid, signal.SIGKILL if kind == "crash" else signal.SIGSTOP)
-        faults.append(kind)
-    assert wait_job(job, timeout=600) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
-    first, last = ledger_span(tmp_path)
+        # A requeued job passes through COMPLETING, PENDING, ...: a fault lands only while it
+        # trains (a step committed in the last 3 s), not while its step is being launched.
+        while time.time() < end and (job_state(job) != "RUNNING" or
+                                     time.time() - max(t for t, _ in commits(tmp_path)) > 3):
+            time.sleep(0.5)
+        if time.time() < end and fault(job, kind, revived):
+            faults.append(kind)
+    state = job_state(job)
+    run(["scancel", job])
+    for t in revived:
+        t.join()
+    records = sorted((json.loads(line)["t"], json.loads(line)["step"])
+                     for line in shards.read_ledgers(str(tmp_path / "ledger")) if line.strip())
     done = commits(tmp_path)
     step_s = statistics.median(b - a for (a, _), (b, _) in zip(done, done[1:]))
-    ettr = (ETTR_STEPS - 1) * step_s / (last - first)
+    steps = progress_at(records, end) - progress_at(records, start)
+    ettr = steps * step_s / ETTR_WINDOW_S
+    evs = events(job)
     print(f"\nft bench, ETTR, {policy}: {ettr:.3f} ({len(faults)} faults: {faults.count('crash')} crashes, "
-          f"{faults.count('hang')} hangs; --heartbeat-timeout={timeout}; {ETTR_STEPS} steps of "
-          f"{step_s * 1000:.0f} ms in {last - first:.0f} s; Restarts={restarts(job)})")
+          f"{faults.count('hang')} hangs, {faults.count('node')} nodes lost; --heartbeat-timeout={timeout}; "
+          f"{steps} steps of {step_s * 1000:.0f} ms in {ETTR_WINDOW_S:.0f} s; Restarts={restarts(job)}, "
+          f"in-place restarts {len(kinds(evs, 'restarted'))}, heals {len(kinds(evs, 'ft_healed'))}; "
+          f"{state} at the window's end)")
+    assert state not in ENDED, (tmp_path / "out.txt").read_text()[-3000:]
 
 
 def test_large_state(tmp_path):
     """A model whose state (parameters and Adam's moments) is about 256 MiB: what a heal costs."""
     width = 660_000  # (32 + 2) x width parameters, 3 copies of each (Adam) at 4 bytes: 257 MiB
     # A step all-reduces 86 MB over 8 ranks on 2 cores: about 9 s here.
-    job = submit(tmp_path, steps=25, width=width, heartbeat_timeout=600)
+    job = submit(tmp_path, steps=25, width=width, heartbeat_timeout=600, args="--no-eval")
     faults = inject(job, tmp_path, "crash", 3, lambda: random.uniform(15.0, 20.0), after=3)
     assert wait_job(job, timeout=1800) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
     report(f"crashes with a {width * 34 * 12 / 2**20:.0f} MiB state", job, tmp_path, faults, "")
