@@ -152,7 +152,8 @@ LaunchEvent Launcher::WaitInReserve() {
     return LaunchEvent::kEnded;
   }
   Say("taking the place of a lost node (program ranks from " +
-      std::to_string(ProgramRank(step_, peers_.tasks_per_node(), active_)->rank) + ")");
+      std::to_string(ProgramRank(step_, peers_.tasks_per_node(), active_)->rank) + ", interpreter " +
+      (!warm_.started() ? "cold" : warm_.Ready() ? "warm" : "warming") + ")");
   return LaunchEvent::kInUse;
 }
 

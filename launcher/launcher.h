@@ -100,6 +100,9 @@ class Launcher {
   Result<pid_t> StartProgram(const std::vector<std::string>& argv, const EnvMap& env,
                              const std::vector<int>& cpus);
   int ArmPrewarmTimer() const;  // -1: no next interpreter to prepare
+  // A node held in reserve prepares the interpreter of the program it would run (its wait began
+  // at `since`); returns how many seconds the wait may last before that is due.
+  int PrepareInReserve(std::chrono::steady_clock::time_point since);
   // The failure report of a generation's program that ended as `out` says (stopped when it hung,
   // its loss went bad or another rank failed).
   FailureReport EndGeneration(pid_t pid, bool told, std::chrono::steady_clock::time_point start,
@@ -210,6 +213,7 @@ class Launcher {
   // A Python program's next interpreter (prewarm.h): the command, the one prepared.
   std::optional<PythonCommand> python_;
   WarmInterpreter warm_;
+  int64_t reserve_warm_tried_ = -1;  // the generation a spare last tried to prepare one for
   // Elastic: the plans for the world sizes the run shrank to (the options and the ranks per node
   // are the step's), so that rank 0's decision, its journal and its program share one planning.
   // After an out-of-memory failure (docs/health.md) the plans must also fit in max_mem_gib_.

@@ -75,6 +75,25 @@ int Launcher::ArmPrewarmTimer() const {
   return -1;
 }
 
+int Launcher::PrepareInReserve(std::chrono::steady_clock::time_point since) {
+  constexpr int kIdle = 3600;
+  // The generation this node's program would run in: the current one when it takes a lost
+  // node's ranks in the fault-tolerant group, the next one when a restart of every program puts
+  // it in use. One try per generation: a start that failed once is not retried every wake-up.
+  const int64_t run_in = ft_ ? generation_ : generation_ + 1;
+  if (!python_ || opts_.prewarm_after_s < 0 || reserve_warm_tried_ == run_in) return kIdle;
+  // As beside a running program: not before --prewarm-after, so that the spare's interpreter does
+  // not compete with the others' start-up where nodes share CPUs.
+  const int waited = static_cast<int>(launcher_detail::SecondsSince(since));
+  if (waited < opts_.prewarm_after_s) return opts_.prewarm_after_s - waited;
+  reserve_warm_tried_ = run_in;
+  warm_.Discard();  // one of an earlier generation, which the verdicts since have passed
+  EnvMap env = child_env_;
+  env["AUTOPAR_RESTART_GENERATION"] = std::to_string(run_in);
+  if (Status st = warm_.Start(*python_, env, decisions_.cpus, program_mask_); !st) Say(st.message());
+  return kIdle;
+}
+
 ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const EnvMap& env,
                                      const std::vector<int>& cpus, bool forward_from_parent,
                                      std::optional<FailureReport>* failure, bool* told) {

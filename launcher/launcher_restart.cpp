@@ -271,14 +271,16 @@ void Launcher::PrepareRestart(const EnvMap& child_env, RestartVerdict* verdict) 
 }
 
 bool Launcher::Standby(int timeout_s, int* code) {
+  const auto since = std::chrono::steady_clock::now();
   for (;;) {
     const int64_t g = generation_;
     peers_.Poll(g);
     const bool ft = ft_ != nullptr;
+    const int wait_s = PrepareInReserve(since);
     auto m = peers_.Await([g, ft](const PeerMessage& p) {
       return (p.kind == PeerKind::kStop || p.kind == PeerKind::kVerdict || (ft && p.kind == PeerKind::kFtTake)) &&
              p.generation == g;
-    }, 3600);
+    }, wait_s);
     if (!m) continue;
     if (m->kind == PeerKind::kFtTake) {
       if (TakenIntoGroup(*m)) return true;

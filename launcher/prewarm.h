@@ -1,4 +1,5 @@
-// A warm interpreter for the next generation of an in-place restart.
+// A warm interpreter for the next generation of an in-place restart (or for the program a spare
+// node's launcher would start, prepared while it waits in reserve).
 //
 // Restarting a Python program in place costs, before its first step, the program's own start-up:
 // a fresh interpreter importing torch (and what else it imports) on every rank at once, which on
@@ -69,6 +70,8 @@ class WarmInterpreter {
                const sigset_t& mask);
   bool started() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
+  // AUTOPAR_RESTART_GENERATION of the environment it was started with: the generation it can be.
+  const std::string& generation() const { return generation_; }
   // Whether it has imported what the program imports (never blocks).
   bool Ready();
   // Hands it the program's environment: from now on it is the program, and `pid` (in its own

@@ -28,7 +28,8 @@ STEPS = 150 + 30 * FAULTS  # 0.1 s each: room for a fault every 2-3 s
 
 
 def submit(work: Path, *, steps: int = STEPS, ft: bool = True, sleep: float = 0.1, width: int = 64,
-           heartbeat_timeout: int = 60, opts: str = "", nodes: int = 4, args: str = "") -> str:
+           heartbeat_timeout: int = 60, opts: str = "", nodes: int = 4, args: str = "",
+           launch_opts: str = "") -> str:
     for d in ("out", "ledger"):
         (work / d).mkdir(parents=True, exist_ok=True)
         (work / d).chmod(0o777)
@@ -39,7 +40,7 @@ def submit(work: Path, *, steps: int = STEPS, ft: bool = True, sleep: float = 0.
 #SBATCH -N{nodes} --ntasks-per-node=2 -o {work}/out.txt -e {work}/out.txt
 #SBATCH --requeue-on-failure=3 --heartbeat-timeout={heartbeat_timeout} {opts}
 export PYTHONPATH={SOURCE_DIR}/python FT_LEDGER={work}/ledger
-srun --mpi=pmix {LAUNCH} -- {PYTHON} {EXAMPLE} --steps {steps} --global-batch 64 --step-sleep {sleep} \
+srun --mpi=pmix {LAUNCH} {launch_opts} -- {PYTHON} {EXAMPLE} --steps {steps} --global-batch 64 --step-sleep {sleep} \
   --width {width} --out {work}/out {"" if ft else "--plain"} {args}
 """, work)
 
@@ -162,13 +163,20 @@ def test_node_losses_with_a_spare(tmp_path):
     """A node lost as a whole (kill-node.sh: its slurmd, autopard, launchers and programs), one
     per job of 3 nodes in use and 1 spare (a revived node's launchers are gone with it), whose
     ranks the spare's launchers take: from the kill to the group's next committed step (the
-    spare's programs start cold and are healed), and how long the group took to re-form (from the
-    first join after the loss to the quorum: formed_s)."""
-    runs = FAULTS
-    to_next, formed, identical = [], [], True
-    for i in range(runs):
+    spare's programs are healed), and how long the group took to re-form (from the first join
+    after the loss to the quorum: formed_s). Side by side, alternating: the spare's programs
+    started in the interpreters its launchers prepared in reserve, and cold
+    (`autopar-launch --no-prewarm`); how each started is what its launcher said ("interpreter
+    warm|warming|cold")."""
+    runs = {"prepared in reserve": "", "cold (--no-prewarm)": "--no-prewarm"}
+    to_next = {k: [] for k in runs}
+    formed = {k: [] for k in runs}
+    started = {k: [] for k in runs}
+    identical = True
+    for i in range(FAULTS * len(runs)):
+        kind = list(runs)[i % len(runs)]
         work = tmp_path / f"run-{i}"
-        job = submit(work, steps=80, opts="--spare-nodes=1")
+        job = submit(work, steps=80, opts="--spare-nodes=1", launch_opts=runs[kind])
         deadline = time.time() + 300
         while len(commits(work)) < 20:
             assert time.time() < deadline, (work / "out.txt").read_text()[-3000:]
@@ -180,16 +188,20 @@ def test_node_losses_with_a_spare(tmp_path):
         # land, and the step in flight may still commit in the old epoch after `fault`.
         done = commits(work, epochs=True)
         before = max(e for t, _, e in done if t <= fault)
-        to_next.append([t for t, _, e in done if e > before][0] - fault)
+        to_next[kind].append([t for t, _, e in done if e > before][0] - fault)
         quorum = [q for q in kinds(events(job, "finished"), "ft_quorum") if q["fields"].get("lost")][-1]
-        formed.append(float(quorum["fields"]["formed_s"]))
+        formed[kind].append(float(quorum["fields"]["formed_s"]))
         out = [json.loads((work / "out" / f"rank-{r}.json").read_text()) for r in range(6)]
         identical = identical and len({o["sha256"] for o in out}) == 1 and restarts(job) == 0
-    print(f"\nft bench, node losses with a spare: {runs} (one a job, 3 nodes x 2 ranks in use + 1 spare)")
-    print(f"  kill -> next committed step: p50 {pct(to_next, 0.5):.2f} s, p99 {pct(to_next, 0.99):.2f} s, "
-          f"max {max(to_next):.2f} s")
-    print(f"  group re-formed with the spare's ranks (formed_s): p50 {pct(formed, 0.5):.2f} s, "
-          f"p99 {pct(formed, 0.99):.2f} s")
+        started[kind] += re.findall(r"taking the place of a lost node \(program ranks from \d+, "
+                                    r"interpreter (\w+)\)", (work / "out.txt").read_text())
+    print(f"\nft bench, node losses with a spare: {FAULTS} of each kind, alternating (one a job, "
+          "3 nodes x 2 ranks in use + 1 spare)")
+    for kind in runs:
+        t, f, w = to_next[kind], formed[kind], started[kind]
+        print(f"  spare's programs {kind}: kill -> next committed step p50 {pct(t, 0.5):.2f} s, "
+              f"p99 {pct(t, 0.99):.2f} s, max {max(t):.2f} s; re-formed (formed_s) p50 {pct(f, 0.5):.2f} s, "
+              f"p99 {pct(f, 0.99):.2f} s; started: " + ", ".join(f"{w.count(x)} {x}" for x in sorted(set(w))))
     print(f"  every member the same state, no restart: {identical}")
 
 

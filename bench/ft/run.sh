@@ -10,7 +10,8 @@
 #  the result is the fault-free run's bit for bit;
 #  - the steady-state step time with and without fault tolerance (the same program, --plain:
 #  torch.distributed and one all-reduce), interleaved, for 100 ms and for 0 ms of compute a step;
-#  - node losses (one per job, 3 nodes in use and a spare): the kill to the next committed step;
+#  - node losses (one per job, 3 nodes in use and a spare): the kill to the next committed step,
+#  FAULTS with the spare's interpreters prepared in reserve and FAULTS cold, alternating;
 #  - the effective training time ratio (ETTR) over 10 minutes (FT_BENCH_ETTR_S) of a run of 4
 #  nodes x 2 ranks and a spare node, a crash, a hang or a node lost every 20-30 s (the same
 #  sequence each time), under three policies side by side: per-step fault tolerance, the in-place

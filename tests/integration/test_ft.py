@@ -11,6 +11,7 @@ Needs the cluster with autopard on every node. About 2 min.
 import json
 import os
 import random
+import re
 import signal
 import time
 from pathlib import Path
@@ -332,6 +333,10 @@ def test_a_lost_node_is_replaced_by_a_spare_and_the_others_never_stop(tmp_path):
     assert [m.split("@")[1] for m in quorum["fields"]["members"].split(",")][2:4] == ["6", "7"], quorum
     assert quorum["time"] - fault < 30, (quorum, fault)
     assert restarts(job) == 0, show_job(job)
+    # The spare's launchers had prepared their programs' interpreters while they waited.
+    took = re.findall(r"taking the place of a lost node \(program ranks from \d+, interpreter (\w+)\)",
+                      (work / "out.txt").read_text())
+    assert len(took) == 2 and set(took) <= {"warm", "warming"}, took
 
 
 def new_pid(job: str, rank: int, old: int, timeout: float = 60) -> int:

@@ -242,8 +242,9 @@ def test_a_lost_node_is_replaced_by_a_spare_in_place(tmp_path, reference, waitin
     assert sorted(restored) == [0, 1, 2, 3], restored
     for r in (0, 1):  # on the node that stayed: its own copy
         assert restored[r]["node"] == hosts[0] and restored[r]["fields"]["bytes_fetched"] == "0", restored[r]
-    for r in (2, 3):  # on the spare: fetched from the upload
+    for r in (2, 3):  # on the spare: fetched from the upload, in the interpreter it had prepared
         assert restored[r]["node"] == hosts[2] and int(restored[r]["fields"]["bytes_fetched"]) > 0, restored[r]
+        assert restored[r]["fields"]["interpreter"] in ("warm", "warming"), restored[r]
     assert {e["step"] for e in restored.values()} == {assert_resumed(work, 1, evs)}, restored
     assert [e["fields"]["generation"] for e in kinds(evs, "first_step")] == ["1"], kinds(evs, "first_step")
     assert_fresh_rendezvous(work, evs)
