@@ -46,7 +46,14 @@ phase() {
 cleanup() {
   local rc=$?
   if [[ -n $bystander ]]; then kill "$bystander" 2>/dev/null || true; fi
-  if [[ -n $outside_munged ]]; then kill "${outside_munged%%:*}" 2>/dev/null || true; fi
+  if [[ -n $outside_munged ]] && kill "${outside_munged%%:*}" 2>/dev/null; then
+    # munged writes its seed file and removes its socket as it exits: its directory can be
+    # removed only after that (rm -rf beside it: "Directory not empty").
+    for _ in $(seq 50); do
+      kill -0 "${outside_munged%%:*}" 2>/dev/null || break
+      sleep 0.1
+    done
+  fi
   if ((failures || rc)); then
     "$here/stop.sh" >/dev/null 2>&1 || true
     printf 'selftest FAILED (%d of %d checks); logs kept in %s/log\n' "$failures" "$checks" "$CLUSTER_DIR" >&2
