@@ -160,6 +160,9 @@ std::vector<PublishedRun> ProductionRuns() {
   r.dp = 8;
   r.dp_comm_overlap = false;  // DeepSpeed's PipelineEngine, as MT-NLG's
   r.gpu.net_gbps = 6.25;
+  // Its training script (bigscience-workshop/bigscience, train/tr11-176B-ml/tr11-176B-ml.slurm):
+  // MICRO_BATCH_SIZE=2 once the batch ramp-up passed 784.
+  r.micro_batch = 2;
   runs.push_back({"BigScience 2022 BLOOM 176B", r, MfuOfRecomputeTflops(150, bloom, 2048, 312)});
   const ModelArch opt = *ResolveModel("opt-175b");
   r = Pinned(opt, "a100-80gb", 992, 992, 8, 1, Recompute::kFull);
