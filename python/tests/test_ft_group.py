@@ -147,18 +147,14 @@ def test_a_kept_groups_sockets_are_detached_not_closed():
     ep.close()
 
 
-@pytest.mark.parametrize("end", ["receiver", "sender", "deadline"])
-def test_a_handover_is_given_up_with_its_epoch_not_at_its_deadline(tmp_path, monkeypatch, end):
-    """A member lost during a handover (its node powered off: no connection is reset) leaves its
-    peer in a transfer that only the deadline would end (30 s and more). The launchers give the
-    epoch up when they see the loss; the transfer must end then, at either end of it. A peer
-    alive but stuck (no epoch given up) fails the transfer at the deadline."""
+def two_members(tmp_path):
+    """Two members of epoch 3 in this process, each with its launcher's end of its channel:
+    (groups, channels, launchers, the store's server)."""
     import threading
 
     from torch.distributed import TCPStore
 
-    from autopar.ft import state
-    from autopar.ft.channel import Abandoned, LauncherChannel, Member, Quorum
+    from autopar.ft.channel import LauncherChannel, Member, Quorum
     from autopar.ft.group import RENDEZVOUS_TIMEOUT, Group
 
     server = TCPStore("127.0.0.1", 0, None, True, RENDEZVOUS_TIMEOUT)
@@ -178,6 +174,21 @@ def test_a_handover_is_given_up_with_its_epoch_not_at_its_deadline(tmp_path, mon
     for t in made:
         t.join()
     assert all(g.pg is not None for g in groups)
+    return groups, channels, launchers, server
+
+
+@pytest.mark.parametrize("end", ["receiver", "sender", "deadline"])
+def test_a_handover_is_given_up_with_its_epoch_not_at_its_deadline(tmp_path, monkeypatch, end):
+    """A member lost during a handover (its node powered off: no connection is reset) leaves its
+    peer in a transfer that only the deadline would end (30 s and more). The launchers give the
+    epoch up when they see the loss; the transfer must end then, at either end of it. A peer
+    alive but stuck (no epoch given up) fails the transfer at the deadline."""
+    import threading
+
+    from autopar.ft import state
+    from autopar.ft.channel import Abandoned
+
+    groups, channels, launchers, _server = two_members(tmp_path)
     # Member 1 is "lost": it neither sends (the receiver's case) nor receives (the sender's).
     if end == "deadline":
         monkeypatch.setattr(state, "HANDOVER_BASE_S", 1.0)
@@ -190,5 +201,34 @@ def test_a_handover_is_given_up_with_its_epoch_not_at_its_deadline(tmp_path, mon
         else:
             state.send(groups[0], bytes(64 << 20), 1, 1, channels[0])  # more than sockets buffer
     assert time.monotonic() - start < 5
+    for g in groups:
+        g.sever()
+
+
+def test_a_handover_holds_the_state_once_at_each_end(tmp_path):
+    """The serialized state exists once at each end of a heal: the sender sends torch.save's own
+    buffer, the receiver loads from the tensor it received into (torch.load reads it through
+    readinto). Python's allocations while a 64 MiB state is sent, received and loaded stay under
+    a quarter of it; each copy of it (bytearray, tobytes, BytesIO) was a whole state."""
+    import threading
+    import tracemalloc
+
+    from autopar.ft import state
+
+    groups, channels, _launchers, _server = two_members(tmp_path)
+    torch.manual_seed(0)
+    src, dst = torch.nn.Linear(4096, 4096), torch.nn.Linear(4096, 4096)
+    data = state.dump({"model": src}, 7)
+    assert len(data) > 64 << 20
+    tracemalloc.start()
+    sender = threading.Thread(target=state.send, args=(groups[0], data, 1, 1, channels[0]))
+    sender.start()
+    step = state.load({"model": dst}, state.recv(groups[1], 0, 1, channels[1]))
+    sender.join()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert step == 7
+    assert torch.equal(src.weight, dst.weight) and torch.equal(src.bias, dst.bias)
+    assert peak < len(data) / 4, (peak, len(data))
     for g in groups:
         g.sever()

@@ -192,11 +192,13 @@ class Manager:
                 self._broadcast_initial(q)
             return
         assert self.group.pg is not None
+        mine: Optional[memoryview] = None  # serialized once for every newcomer it heals
         for i, (to, frm) in enumerate(q.heals):
             tag = 2 * i + 1
             if frm == me:
-                data = state.dump(self.objects, self.step)
-                state.send(self.group, data, q.position(to), tag, self.channel)
+                if mine is None:
+                    mine = state.dump(self.objects, self.step)
+                state.send(self.group, mine, q.position(to), tag, self.channel)
             elif to == me:
                 start = time.monotonic()
                 data = state.recv(self.group, q.position(frm), tag, self.channel)
