@@ -38,6 +38,7 @@ void Launcher::SetUpFaultTolerance() {
   config.join_timeout_s = timeout_s_;
   config.hang_timeout_s = std::atof(Get(env_, "AUTOPAR_HEARTBEAT_TIMEOUT", "0").c_str());
   max_replacements_ = std::atoll(Get(env_, "AUTOPAR_RESTARTS_IN_PLACE", "0").c_str());
+  config.rules.max_replacements = max_replacements_;
   ft_ = std::make_unique<FtGroup>(
       &peers_, std::move(*channel), config,
       [this](const char* kind, int64_t step, const EventFields& fields) {

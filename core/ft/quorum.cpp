@@ -87,6 +87,15 @@ Result<FtQuorum> DecideQuorum(int64_t epoch, std::vector<FtJoin> joins, const Ft
   for (const auto& j : joins) {
     if (j.replaced > 0) q.replaced[j.launcher] = std::max(q.replaced[j.launcher], j.replaced);
   }
+  const int64_t total = TotalReplacements(q.replaced);
+  const bool newcomer =
+      std::any_of(joins.begin(), joins.end(), [](const FtJoin& j) { return j.step < 0; });
+  if (rules.max_replacements >= 0 && newcomer && total > rules.max_replacements &&
+      total > TotalReplacements(replaced)) {
+    return Status::Error("the run's replacements would be " + std::to_string(total) +
+                         ", past its " + std::to_string(rules.max_replacements) +
+                         " (--restarts-in-place): launchers replaced their programs at once");
+  }
   q.step = -1;
   for (const auto& j : joins) q.step = std::max(q.step, j.step);
   if (q.step < 0) return Status::Error("no member holds the training state");

@@ -50,11 +50,19 @@ struct FtQuorum {
 struct FtQuorumRules {
   int world = 0;      // the ranks the run was planned for
   int min_world = 0;  // fewest members it may go on with (the ranks of --min-nodes; world without)
+  // The run's replacements (--restarts-in-place); -1: no limit. Each launcher checks the count
+  // it knows before it replaces its program, but two that replace at once both see the last
+  // one free: the quorum that would take both in is where the run's count is known whole.
+  int64_t max_replacements = -1;
 };
 
 // The next quorum (epoch `epoch`) of `joins`. Refused, with the reason, when no join holds
 // state (nothing to heal from: the run must restore a checkpoint), when fewer than
-// rules.min_world remain, or when a join is malformed or names a rank twice or out of range.
+// rules.min_world remain, when a join is malformed or names a rank twice or out of range, or
+// when it would take in a newcomer (a join with no state) whose replacement put the run's count
+// past rules.max_replacements: the run then restarts every program, as when a launcher finds the
+// budget spent itself. A quorum of members that all hold state is never refused for the count
+// (the one that follows such a restart carries it).
 // `replaced`: the count the last quorum carried, merged with the joins' (the larger per launcher).
 Result<FtQuorum> DecideQuorum(int64_t epoch, std::vector<FtJoin> joins, const FtQuorumRules& rules,
                               const FtReplacements& replaced = {});

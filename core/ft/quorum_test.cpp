@@ -108,5 +108,29 @@ TEST(FtQuorum, CountsTheRunsReplacementsAcrossLeaders) {
   EXPECT_FALSE(FtQuorumOf(bad).ok());
 }
 
+TEST(FtQuorum, RefusesReplacementsPastTheRunsBudget) {
+  // A budget of 1: launchers 1 and 3 each replaced their program at once (each knew of none
+  // before), their newcomers join together: 2 of 1, refused.
+  FtQuorumRules rules{8, 4, 1};
+  auto q = DecideQuorum(5, {J(0, 30), J(1, -1, 1, 1), J(2, 30), J(3, -1, 3, 1)}, rules);
+  ASSERT_FALSE(q.ok());
+  EXPECT_EQ(q.message(),
+            "the run's replacements would be 2, past its 1 (--restarts-in-place): launchers "
+            "replaced their programs at once");
+  // One newcomer within the budget joins.
+  EXPECT_TRUE(DecideQuorum(5, {J(0, 30), J(1, -1, 1, 1), J(2, 30), J(3, 30)}, rules).ok());
+  // After the restart of every program that the refusal causes, the members all hold state and
+  // carry the count: that quorum forms, and carries it on.
+  q = DecideQuorum(6, {J(0, 40), J(1, 40, 1, 1), J(2, 40), J(3, 40, 3, 1)}, rules, {{1, 1}});
+  ASSERT_TRUE(q.ok()) << q.message();
+  EXPECT_EQ(TotalReplacements(q->replaced), 2);
+  // A newcomer that adds nothing to a count already past the budget (a spare's program) joins.
+  EXPECT_TRUE(DecideQuorum(7, {J(0, 40), J(1, 40, 1, 1), J(2, -1, 5), J(3, 40, 3, 1)}, rules,
+                           q->replaced)
+                  .ok());
+  // No budget: no limit.
+  EXPECT_TRUE(DecideQuorum(5, {J(0, 30), J(1, -1, 1, 1), J(2, 30), J(3, -1, 3, 1)}, {8, 4}).ok());
+}
+
 }  // namespace
 }  // namespace autopar

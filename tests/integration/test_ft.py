@@ -418,3 +418,26 @@ def test_replacements_past_the_budget_fall_back_to_restarting_every_program(tmp_
     report = json.loads(run([str(CLI), "report", job, "--json", "--socket", str(sockets()[0])],
                             check=True).stdout)
     assert report["healthy_restarts"] == 7 and report["ft"]["heals"] == len(healed), report
+
+
+def test_two_replacements_at_once_past_the_budget_fall_back_together(tmp_path, reference):
+    """--restarts-in-place=1, and two ranks on two nodes SIGKILLed at the same moment: each
+    launcher knows of no replacement yet and replaces its program, but the quorum that would take
+    both newcomers in is refused (2 of the run's 1), and the run takes the budget's path at once:
+    every program restarted in place from the latest complete checkpoint, no heal, the fault-free
+    run's result."""
+    job = submit(tmp_path, opts=f"--restarts-in-place=1 {checkpoints(tmp_path)}", args="--ckpt-every 10")
+    wait_committed(tmp_path, 20)
+    victims = [rank_pid(job, r, EXAMPLE) for r in (2, 5)]
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    assert wait_job(job, timeout=300) == "COMPLETED", (tmp_path / "out.txt").read_text()[-3000:]
+    out = results(tmp_path)
+    assert {r["sha256"] for r in out.values()} == {reference[0]["sha256"]}
+    evs = events(job, "finished")
+    assert not kinds(evs, "ft_healed"), timeline(evs)
+    restarted = kinds(evs, "restarted")
+    assert len(restarted) == 1 and restarted[0]["fields"]["programs"] == "8", timeline(evs)
+    assert not kinds(evs, "requeue") and restarts(job) == 0
+    assert "the run's replacements would be 2, past its 1 (--restarts-in-place)" in \
+        (tmp_path / "out.txt").read_text()
