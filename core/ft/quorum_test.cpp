@@ -125,9 +125,9 @@ TEST(FtQuorum, RefusesReplacementsPastTheRunsBudget) {
   ASSERT_TRUE(q.ok()) << q.message();
   EXPECT_EQ(TotalReplacements(q->replaced), 2);
   // A newcomer that adds nothing to a count already past the budget (a spare's program) joins.
-  EXPECT_TRUE(DecideQuorum(7, {J(0, 40), J(1, 40, 1, 1), J(2, -1, 5), J(3, 40, 3, 1)}, rules,
-                           q->replaced)
-                  .ok());
+  EXPECT_TRUE(
+      DecideQuorum(7, {J(0, 40), J(1, 40, 1, 1), J(2, -1, 5), J(3, 40, 3, 1)}, rules, q->replaced)
+          .ok());
   // No budget: no limit.
   EXPECT_TRUE(DecideQuorum(5, {J(0, 30), J(1, -1, 1, 1), J(2, 30), J(3, -1, 3, 1)}, {8, 4}).ok());
 }
