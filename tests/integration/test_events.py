@@ -18,16 +18,25 @@ from test_requeue_faults import CLI, LAUNCH, TRAIN, node_of_rank, rank_pid, sock
 TEST_USER = "autopar-test2"
 
 
-def events_json(job, sock, *need):
+def events_json(job, sock, *need, settled=False):
     """The merged journal as `autopar events --json` gives it through `sock`, once events of the
-    kinds `need` are in it (nodes publish at most once a second)."""
+    kinds `need` are in it (nodes publish at most once a second). `settled`: and once two reads
+    1.5 s apart agree, for a job that has ended: the last upload's events, say, may still be on
+    their way when `finished` is in."""
     deadline = time.time() + 20
+    last = None
     while True:
         p = run([str(CLI), "events", job, "--json", "--socket", str(sock)], check=True)
         doc = json.loads(p.stdout)
         have = {e["kind"] for e in doc["events"]}
-        if set(need) <= have or time.time() > deadline:
+        if time.time() > deadline:
             return doc, p.stderr
+        if set(need) <= have:
+            if not settled or doc["events"] == last:
+                return doc, p.stderr
+            last = doc["events"]
+            time.sleep(1.5)
+            continue
         time.sleep(0.3)
 
 
@@ -66,7 +75,8 @@ srun --mpi=pmix {LAUNCH} -- {PYTHON} {TRAIN} --steps 16 --every 4 --step-sleep 0
     socks = sockets()
     outsider = next((s for s in socks if s.stem.split("-")[-1] not in job_nodes | {crashed_node}),
                     socks[0])
-    doc, err = events_json(job, outsider, "failure", "requeue", "ckpt_restored", "finished")
+    doc, err = events_json(job, outsider, "failure", "requeue", "ckpt_restored", "finished",
+                           settled=True)
     assert err == "", err
     evs = doc["events"]
     assert doc["job_id"] == job
