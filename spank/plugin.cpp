@@ -27,6 +27,7 @@ extern "C" {
 
 #include "core/job_plan.h"
 #include "core/options.h"
+#include "core/private_dir.h"
 #include "core/site_config.h"
 #include "core/submit_geometry.h"
 #include "core/task_env.h"
@@ -53,6 +54,7 @@ struct PluginState {
   bool asked = false;        // the job gave one of autopar's options
   std::string site_error;    // plugstack.conf problem: autopar's options are refused
   std::string option_error;  // first bad option seen in the remote context
+  std::string ckpt_dir_error;  // task_init_privileged's refusal, told in task_init
 };
 
 PluginState& State() {
@@ -485,12 +487,39 @@ int SetAll(spank_t sp, const autopar::EnvList& env) {
   return 0;
 }
 
+// The job's node-local checkpoint directory, made by root for the job's owner only (0700) before
+// the task drops its privileges, every component on the way checked (core/private_dir.h). A
+// refusal is told in task_init, where the task's stderr reaches the user, and fails the task.
+int TaskInitPrivileged(spank_t sp) {
+  PluginState& st = State();
+  st.ckpt_dir_error.clear();
+  if (!st.option_error.empty() || !st.site_error.empty()) return 0;  // told in task_init
+  auto resolved = autopar::ResolveOptions(st.user, st.site);
+  if (!resolved.ok() || !resolved->ckpt_dir) return 0;
+  auto task = autopar::spank::ReadTaskContext(sp);
+  if (!task.ok()) return 0;  // task_init fails on it
+  uid_t uid = 0;
+  gid_t gid = 0;
+  if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS) {
+    st.ckpt_dir_error = "--ckpt-dir: the job's owner is not known";
+    return 0;
+  }
+  std::vector<std::string> roots{autopar::StaticPrefix(st.site.builtin_ckpt_dir)};
+  if (st.site.defaults.ckpt_dir) roots.push_back(autopar::StaticPrefix(*st.site.defaults.ckpt_dir));
+  const std::string dir = autopar::ExpandPathPattern(*resolved->ckpt_dir, *task);
+  autopar::Status s = autopar::MakePrivateDir("--ckpt-dir", dir, autopar::DirOwner{uid, gid}, roots);
+  if (!s.ok()) st.ckpt_dir_error = s.message();
+  return 0;
+}
+
 int TaskInit(spank_t sp) {
   PluginState& st = State();
   // Errors from user_init do not reach srun's terminal (pyxis works around the same Slurm
   // behaviour by failing in task_init); task_init runs in the task, whose stderr the user sees.
   if (!st.option_error.empty()) return Fail(st.option_error);
   if (!st.site_error.empty()) return 0;  // a job without autopar's options: untouched
+  if (!st.ckpt_dir_error.empty()) return Fail(st.ckpt_dir_error);
   auto resolved = autopar::ResolveOptions(st.user, st.site);
   if (!resolved.ok()) return Fail(resolved.message());
   const bool uses = autopar::UsesAutopar(*resolved);
@@ -565,6 +594,10 @@ AUTOPAR_EXPORT int slurm_spank_init_post_opt(spank_t, int, char**) {
 
 AUTOPAR_EXPORT int slurm_spank_local_user_init(spank_t sp, int, char**) {
   return Guard([&] { return LocalUserInit(sp); });
+}
+
+AUTOPAR_EXPORT int slurm_spank_task_init_privileged(spank_t sp, int, char**) {
+  return Guard([&] { return TaskInitPrivileged(sp); });
 }
 
 AUTOPAR_EXPORT int slurm_spank_task_init(spank_t sp, int, char**) {

@@ -34,6 +34,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, NoReturn, Optional, SupportsFloat, Tuple, overload
 
+from . import private_dir
+
 __all__ = ["AutoparError", "enabled", "rank", "step_dir", "commit", "heartbeat", "flush_heartbeats",
            "heartbeat_error", "event", "uploads", "wait_uploads",
            "resume_step", "resume_dir", "resume_step_dir", "resume_world_size", "agree", "time_limit_reached", "wait_for_requeue"]
@@ -89,7 +91,10 @@ def step_dir(step: int, create: bool = True, rank_: Optional[int] = None) -> str
     r = rank() if rank_ is None else int(rank_)
     d = os.path.join(_require("AUTOPAR_CKPT_DIR"), f"step-{int(step)}", f"rank-{r}")
     if create:
-        os.makedirs(d, exist_ok=True)
+        try:
+            private_dir.make_private_dir(d)
+        except private_dir.PrivateDirError as e:
+            raise AutoparError(str(e)) from None
     return d
 
 
