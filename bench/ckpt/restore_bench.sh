@@ -21,7 +21,7 @@ build=${AUTOPAR_BUILD_DIR:-$repo/build}
 cluster=${AUTOPAR_CLUSTER_DIR:-/tmp/autopar-cluster}
 : "${SLURM_CONF:?SLURM_CONF is not set: source \$AUTOPAR_CLUSTER_DIR/env.sh}"
 work=${AUTOPAR_BENCH_DIR:-$(mktemp -d /tmp/autopar-restore-bench.XXXXXX)}
-chmod 0777 "$work"
+chmod 1777 "$work"
 trap 'rm -rf "$work"' EXIT
 
 # Submits a 4-node job running CMD under srun (its output in $work/<name>.out), waits for it.

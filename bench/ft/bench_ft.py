@@ -32,8 +32,8 @@ def submit(work: Path, *, steps: int = STEPS, ft: bool = True, sleep: float = 0.
            launch_opts: str = "") -> str:
     for d in ("out", "ledger"):
         (work / d).mkdir(parents=True, exist_ok=True)
-        (work / d).chmod(0o777)
-    work.chmod(0o777)
+        (work / d).chmod(0o1777)
+    work.chmod(0o1777)
     # The caller's options come last: theirs win (the ETTR's --restarts-in-place=50).
     opts = (" --fault-tolerance=step --restarts-in-place=20 " if ft else " ") + opts
     return sbatch(f"""#!/bin/bash

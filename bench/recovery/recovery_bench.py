@@ -116,7 +116,7 @@ def interpreters(job: str) -> str:
 
 def one(kind: str, in_place: bool, full: bool, cold: bool = False) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"autopar-recovery-{kind}-", dir="/tmp"))
-    work.chmod(0o777)
+    work.chmod(0o1777)
     timeout = 10
     opts = f"--requeue-on-failure=3 --heartbeat-timeout={timeout if kind == 'hang' else 60}"
     if not in_place:

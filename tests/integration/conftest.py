@@ -155,7 +155,7 @@ def env_lines(text: str, tag: str = "ENV") -> list:
 @pytest.fixture
 def shared_tmp(tmp_path):
     """A temporary directory every node of the cluster can read and write (all nodes are this host)."""
-    tmp_path.chmod(0o777)
+    tmp_path.chmod(0o1777)
     return tmp_path
 
 

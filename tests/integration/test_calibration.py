@@ -101,8 +101,8 @@ def test_a_job_calibrates_the_plans_of_later_jobs(tmp_path):
     # 4. A job submitted with calibration=FILE in the plugin's arguments is planned with it.
     conf = site_conf_with(tmp_path, f"calibration={cal}")
     work2 = tmp_path / "calibrated"
-    work2.mkdir(mode=0o777)
-    work2.chmod(0o777)
+    work2.mkdir(mode=0o1777)
+    work2.chmod(0o1777)
     script = f"""#!/bin/bash
 #SBATCH -N2 --ntasks-per-node=2 -o {work2}/out.txt -e {work2}/out.txt
 #SBATCH {PLAN_OPTS}

@@ -78,7 +78,7 @@ def ls(target, socket=None, user=None):
 def reference(tmp_path_factory):
     """One uninterrupted 20-step run without checkpoints."""
     tmp = tmp_path_factory.mktemp("ckpt-ref")
-    tmp.chmod(0o777)
+    tmp.chmod(0o1777)
     _, _, model = train_job(tmp, 20, name="ref")
     return model
 
@@ -96,7 +96,7 @@ def store_uri(tmp_path, request):
 
 @pytest.mark.parametrize("store_uri", ["s3", "file"], indirect=True)
 def test_steps_complete_and_second_job_resumes_to_identical_model(tmp_path, store_uri, reference):
-    tmp_path.chmod(0o777)
+    tmp_path.chmod(0o1777)
     job1, out1, _ = train_job(tmp_path, 12, upload=store_uri, keep=2, name="first")
     assert "no complete checkpoint to resume from: starting fresh" in out1
     steps = json.loads(ls(store_uri).stdout)
@@ -134,7 +134,7 @@ def test_steps_complete_and_second_job_resumes_to_identical_model(tmp_path, stor
 
 def test_corrupt_object_falls_back_to_previous_complete_step(tmp_path, reference):
     endpoint, bucket = s3_env()
-    tmp_path.chmod(0o777)
+    tmp_path.chmod(0o1777)
     uri = f"s3://{bucket}/it-corrupt-{uuid.uuid4().hex[:8]}"
     job1, _, _ = train_job(tmp_path, 20, upload=uri, name="first")
     creds = tmp_path / "creds"
@@ -156,7 +156,7 @@ def test_corrupt_object_falls_back_to_previous_complete_step(tmp_path, reference
 
 def test_second_user_cannot_commit_list_or_restore(tmp_path):
     _, bucket = s3_env()
-    tmp_path.chmod(0o777)
+    tmp_path.chmod(0o1777)
     uri = f"s3://{bucket}/it-users-{uuid.uuid4().hex[:8]}"
     job, _, _ = train_job(tmp_path, 4, upload=uri, name="owner")
     sock = node_socket()

@@ -46,7 +46,7 @@ srun --mpi=pmix {LAUNCH} -- {PYTHON} {TRAIN} --steps {STEPS} --every 5 --step-sl
 
 def submit(work: Path, nodes: str = "4", opts: str = OPTS) -> str:
     work.mkdir(parents=True, exist_ok=True)
-    work.chmod(0o777)
+    work.chmod(0o1777)
     return sbatch(job_script(work, nodes, opts), work)
 
 

@@ -37,8 +37,8 @@ def submit(work: Path, *, heartbeat_timeout: int = 120, opts: str = "", args: st
            rank0_off_batch_host: bool = False, nodes: int = 4, launch_opts: str = "") -> str:
     for d in ("out", "ledger"):
         (work / d).mkdir(parents=True, exist_ok=True)
-        (work / d).chmod(0o777)
-    work.chmod(0o777)
+        (work / d).chmod(0o1777)
+    work.chmod(0o1777)
     place = ""
     if rank0_off_batch_host:
         # Ranks 0-1 on the second node, ..., ranks 6-7 on the batch host (Slurm's own single

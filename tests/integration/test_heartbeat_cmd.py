@@ -33,7 +33,7 @@ echo "train: rank $SLURM_PROCID done run $run"
 def test_shell_heartbeats_detect_a_hang(tmp_path):
     work = tmp_path / "hb"
     work.mkdir(parents=True)
-    work.chmod(0o777)
+    work.chmod(0o1777)
     train = work / "train.sh"
     train.write_text(TRAIN_SH.replace("CLI", str(CLI)))
     train.chmod(0o755)

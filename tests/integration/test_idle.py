@@ -18,7 +18,7 @@ from test_requeue_faults import CLI, LAUNCH, events, kinds, need_autopard, socke
 
 def submit(work, program, opts="--idle-timeout=10", nodes=2):
     work.mkdir(parents=True, exist_ok=True)
-    work.chmod(0o777)
+    work.chmod(0o1777)
     script = f"""#!/bin/bash
 #SBATCH -N{nodes} --ntasks-per-node=1 -o {work}/out.txt -e {work}/out.txt
 #SBATCH {opts}

@@ -105,7 +105,7 @@ def test_a_rank_the_kernel_kills_for_memory_is_classed_oom_and_replanned(tmp_pat
         pytest.skip(why)
     work = tmp_path / "kernel"
     work.mkdir()
-    work.chmod(0o777)
+    work.chmod(0o1777)
     (work / "limit.sh").write_text(LIMIT_SH)
     program = train_cmd(work) + " --oom-at 20"
     script = f"""#!/bin/bash

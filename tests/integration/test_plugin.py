@@ -272,7 +272,7 @@ def test_spare_nodes_or_a_floor_ask_slurm_to_keep_the_job_when_a_node_fails(tmp_
     script.write_text(f"#!/bin/bash\n#SBATCH {option} --requeue-on-failure\n"
                       f"#SBATCH -N2 -o {tmp_path}/line.txt\n"
                       "echo sbatch=${SBATCH_NO_KILL:-} srun=${SLURM_NO_KILL:-}\n")
-    tmp_path.chmod(0o777)
+    tmp_path.chmod(0o1777)
     jobs = [sbatch(script.read_text(), tmp_path),
             sbatch(f"#!/bin/bash\n#SBATCH -N2 -o {tmp_path}/cli.txt\n"
                    "echo sbatch=${SBATCH_NO_KILL:-} srun=${SLURM_NO_KILL:-}\n", tmp_path,

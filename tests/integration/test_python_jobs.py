@@ -32,7 +32,7 @@ def tools(monkeypatch):
 
 
 def shared(tmp_path):
-    tmp_path.chmod(0o777)
+    tmp_path.chmod(0o1777)
     return tmp_path
 
 

@@ -74,7 +74,7 @@ def submit(work: Path, *, opts: str, program: str, after: str = "", nodes: int =
            upload: str = "") -> str:
     """UPLOAD: the --ckpt-upload target (default: file://WORK/store)."""
     work.mkdir(parents=True, exist_ok=True)
-    work.chmod(0o777)
+    work.chmod(0o1777)
     return sbatch(job_script(work, sbatch_opts=opts, program=program, after=after, nodes=nodes,
                              upload=upload), work)
 
