@@ -240,6 +240,8 @@ EnvMap Launcher::ProgramEnv() {
   if (ft_) {
     out["AUTOPAR_FT_SOCKET"] = ft_->socket_path();
     out["AUTOPAR_FT_ADDR"] = ft_addr_;
+    // The group's key: its store admits, and its heals are sealed for, the job's ranks only.
+    out["AUTOPAR_FT_KEY"] = peers_.DerivedKey("autopar-ft-group/v1");
   }
   return out;
 }

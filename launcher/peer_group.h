@@ -44,6 +44,8 @@ class PeerGroup {
   static Result<Peer> ParsePeer(const std::string& text, int num_nodes);
 
   int self() const { return self_; }
+  // A key for `purpose` that every launcher of the step derives alike (DeriveKey of the token).
+  std::string DerivedKey(const std::string& purpose) const { return DeriveKey(token_, purpose); }
   int fd() const { return channel_.fd(); }
   const std::vector<int>& tasks_per_node() const { return tasks_per_node_; }
   const std::string& host_of_node(int node) const { return node_hosts_[static_cast<size_t>(node)]; }

@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
@@ -235,6 +237,20 @@ std::optional<PeerMessage> Mailbox::Take(const Want& want) {
 
 void Mailbox::Drop(const Want& stale) {
   for (auto it = inbox_.begin(); it != inbox_.end();) it = stale(*it) ? inbox_.erase(it) : it + 1;
+}
+
+std::string DeriveKey(const std::string& token, const std::string& purpose) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+       reinterpret_cast<const unsigned char*>(purpose.data()), purpose.size(), mac, &len);
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out += kHex[mac[i] >> 4];
+    out += kHex[mac[i] & 15];
+  }
+  return out;
 }
 
 Result<std::string> RandomToken() {

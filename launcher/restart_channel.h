@@ -88,4 +88,8 @@ class Mailbox {
 // 32 hex digits from getrandom(2): the step's token.
 Result<std::string> RandomToken();
 
+// HMAC-SHA256(token, purpose) in 64 hex digits: a key the step's launchers share for one purpose
+// (the fault-tolerant group's, handed to their programs) while the token stays theirs.
+std::string DeriveKey(const std::string& token, const std::string& purpose);
+
 }  // namespace autopar

@@ -115,5 +115,13 @@ TEST(RestartChannel, TokensAreRandomHex) {
   EXPECT_EQ(t1->find_first_not_of("0123456789abcdef"), std::string::npos);
 }
 
+TEST(RestartChannel, DerivedKeysAreHmacSha256OfTheToken) {
+  // RFC 4231 test case 2: HMAC-SHA256(key "Jefe", "what do ya want for nothing?").
+  EXPECT_EQ(DeriveKey("Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_NE(DeriveKey("token", "autopar-ft-group/v1"), DeriveKey("token", "other"));
+  EXPECT_NE(DeriveKey("token", "autopar-ft-group/v1"), DeriveKey("token2", "autopar-ft-group/v1"));
+}
+
 }  // namespace
 }  // namespace autopar

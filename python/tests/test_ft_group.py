@@ -21,11 +21,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.dirname(HERE)
 EXAMPLE = os.path.join(os.path.dirname(PYTHON_DIR), "etc", "examples", "ft_train.py")
 WORLD, STEPS = 4, 40
+KEY = bytes(range(32))  # the job's key ($AUTOPAR_FT_KEY, which autopar-launch derives)
 
 
 def start(coord, rank, out, ledger, newcomer=False):
     env = {**os.environ, "RANK": str(rank), "AUTOPAR_FT_SOCKET": coord.paths[rank],
-           "AUTOPAR_FT_ADDR": "127.0.0.1", "FT_LEDGER": str(ledger),
+           "AUTOPAR_FT_ADDR": "127.0.0.1", "AUTOPAR_FT_KEY": KEY.hex(), "FT_LEDGER": str(ledger),
            "PYTHONPATH": PYTHON_DIR, "OMP_NUM_THREADS": "1"}
     if newcomer:
         env["AUTOPAR_FT_NEWCOMER"] = "1"
@@ -92,12 +93,11 @@ def test_a_construction_given_up_ends_at_once_not_with_the_stores_server(tmp_pat
     into Python during the interpreter's teardown, which ends the process with SIGABRT."""
     import threading
 
-    from torch.distributed import TCPStore
-
     from autopar.ft.channel import Abandoned, LauncherChannel, Member, Quorum
     from autopar.ft.group import RENDEZVOUS_TIMEOUT, Group
+    from autopar.ft.store import StoreServer
 
-    server = TCPStore("127.0.0.1", 0, None, True, RENDEZVOUS_TIMEOUT)
+    server = StoreServer(KEY, "127.0.0.1")
     store = f"127.0.0.1:{server.port}"
     path = str(tmp_path / "ft.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -109,7 +109,7 @@ def test_a_construction_given_up_ends_at_once_not_with_the_stores_server(tmp_pat
     threading.Timer(0.5, lambda: launcher.sendall(b"abandon epoch=3\n")).start()
     start = time.monotonic()
     with pytest.raises(Abandoned):
-        Group(300).reform(quorum, 0, channel)
+        Group(300, KEY).reform(quorum, 0, channel)
     deadline = time.monotonic() + 5
     making = [t for t in threading.enumerate() if t.name == "autopar-ft-make-group"]
     while any(t.is_alive() for t in making) and time.monotonic() < deadline:
@@ -152,12 +152,11 @@ def two_members(tmp_path):
     (groups, channels, launchers, the store's server)."""
     import threading
 
-    from torch.distributed import TCPStore
-
     from autopar.ft.channel import LauncherChannel, Member, Quorum
-    from autopar.ft.group import RENDEZVOUS_TIMEOUT, Group
+    from autopar.ft.group import Group
+    from autopar.ft.store import StoreServer
 
-    server = TCPStore("127.0.0.1", 0, None, True, RENDEZVOUS_TIMEOUT)
+    server = StoreServer(KEY, "127.0.0.1")
     store = f"127.0.0.1:{server.port}"
     channels, launchers = [], []
     for r in range(2):
@@ -167,7 +166,7 @@ def two_members(tmp_path):
         channels.append(LauncherChannel(str(tmp_path / f"ft-{r}.sock")))
         launchers.append(listener.accept()[0])
     quorum = Quorum(3, 10, store, [Member(0, 0, store, 10), Member(1, 1, store, 10)])
-    groups = [Group(300), Group(300)]
+    groups = [Group(300, KEY), Group(300, KEY)]
     made = [threading.Thread(target=groups[r].reform, args=(quorum, r, channels[r])) for r in range(2)]
     for t in made:
         t.start()
@@ -198,8 +197,8 @@ def test_a_handover_is_given_up_with_its_epoch_not_at_its_deadline(tmp_path, mon
     with pytest.raises(RuntimeError if end == "deadline" else Abandoned):
         if end in ("receiver", "deadline"):
             state.recv(groups[0], 1, 1, channels[0])
-        else:
-            state.send(groups[0], bytes(64 << 20), 1, 1, channels[0])  # more than sockets buffer
+        else:  # more than sockets buffer
+            state.send(groups[0], bytearray(64 << 20), bytes(state.HEADER), 1, 1, channels[0])
     assert time.monotonic() - start < 5
     for g in groups:
         g.sever()
@@ -221,9 +220,11 @@ def test_a_handover_holds_the_state_once_at_each_end(tmp_path):
     data = state.dump({"model": src}, 7)
     assert len(data) > 64 << 20
     tracemalloc.start()
-    sender = threading.Thread(target=state.send, args=(groups[0], data, 1, 1, channels[0]))
+    header = state.seal(KEY, data, 3, 0)
+    sender = threading.Thread(target=state.send, args=(groups[0], data, header, 1, 1, channels[0]))
     sender.start()
-    step = state.load({"model": dst}, state.recv(groups[1], 0, 1, channels[1]))
+    received, head = state.recv(groups[1], 0, 1, channels[1])
+    step = state.load({"model": dst}, state.unseal(KEY, received, head, 3, 0))
     sender.join()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()

@@ -1,5 +1,6 @@
 """The process group of one epoch of the fault-tolerant group (docs/ft.md): gloo, met on the store
-the quorum names under the epoch's own prefix, so a new epoch never meets an old one's keys.
+the quorum names (store.py: open only to the job's own ranks, every value sealed) under the
+epoch's own namespace, so a new epoch never meets an old one's keys.
 A collective is waited for beside the launcher's channel: when the launchers re-form the group
 (a member is gone) the wait is given up at once instead of running into the collective's
 timeout. torch 1.13's gloo cannot abort a collective: a given-up one is ended by shutting its
@@ -16,9 +17,10 @@ import time
 from typing import Any, Dict, List, Optional, Set
 
 import torch
-from torch.distributed import PrefixStore, ProcessGroupGloo, Store, TCPStore
+from torch.distributed import ProcessGroupGloo
 
 from .channel import Abandoned, LauncherChannel, Quorum
+from .store import AuthStore
 
 
 RENDEZVOUS_TIMEOUT = datetime.timedelta(seconds=15)
@@ -26,7 +28,10 @@ STUCK_AFTER_S = 1.0  # a severed group's collective not ended by then: gloo will
 
 
 class Group:
-    def __init__(self, timeout_s: float) -> None:
+    """`key`: the job's key (store.job_key()), which admits this member to the group's store."""
+
+    def __init__(self, timeout_s: float, key: bytes) -> None:
+        self.key = key
         self.timeout = datetime.timedelta(seconds=timeout_s)
         self.pg: Optional[Any] = None
         self.epoch = -1
@@ -38,15 +43,11 @@ class Group:
         severed and freed first. Raises Abandoned when the launchers give the epoch up while it
         is being made (a member died meanwhile), RuntimeError when it cannot be made."""
         self._free()
-        host, port = quorum.store.rsplit(":", 1)
         # A member that dies before it publishes its address: the others give up after
         # RENDEZVOUS_TIMEOUT (not the collectives' timeout) and join again.
+        store = AuthStore(self.key, quorum.store, f"epoch-{quorum.epoch}", RENDEZVOUS_TIMEOUT)
         before = _sockets()
-        store = _Borrowed(TCPStore(host, int(port), None, False, RENDEZVOUS_TIMEOUT))
-        store_fds = _new_since(before)
-        before = _sockets()
-        making = _Making(lambda: ProcessGroupGloo(PrefixStore(f"autopar-ft/{quorum.epoch}", store),
-                                                  quorum.position(rank), len(quorum.members),
+        making = _Making(lambda: ProcessGroupGloo(store, quorum.position(rank), len(quorum.members),
                                                   self.timeout), store)
         try:
             wait(making, channel, quorum.epoch)
@@ -56,7 +57,7 @@ class Group:
             # interpreter lives. Left to itself it ends when the store's server does, and that
             # member may end with the run, while this interpreter is being torn down: a thread
             # that comes back into Python then ends the process with SIGABRT.
-            _shut_down(store_fds)
+            store.abort()
             raise
         self.pg = making.result()
         self._fds = _new_since(before)
@@ -172,7 +173,7 @@ class _Making:
     process's end (Manager.__init__), so a construction waiting on it is not woken then. Looks
     like a collective's work to `wait`."""
 
-    def __init__(self, make: Any, store: "_Borrowed") -> None:
+    def __init__(self, make: Any, store: AuthStore) -> None:
         self._pg: Optional[Any] = None
         self._error: Optional[BaseException] = None
         self._done = threading.Event()
@@ -199,50 +200,6 @@ class _Making:
     def result(self) -> Any:
         self.wait()
         return self._pg
-
-
-class _Borrowed(Store):
-    """A store the process group uses while it meets its peers, then gives back: the group keeps
-    its store for its whole life, and a TCPStore client whose server is gone (the member that
-    served it died) spins in its background thread (torch 1.13), which on a busy node starves
-    everyone. Released, the client is closed and its thread ends; gloo needs the store only to
-    connect."""
-
-    def __init__(self, inner: Any) -> None:
-        super().__init__()
-        self.inner = inner
-
-    def release(self) -> None:
-        self.inner = None
-
-    def _store(self) -> Any:
-        if self.inner is None:
-            raise RuntimeError("autopar.ft: the rendezvous store was given back")
-        return self.inner
-
-    def set(self, key: str, value: Any) -> None:
-        self._store().set(key, value)
-
-    def get(self, key: str) -> Any:
-        return self._store().get(key)
-
-    def add(self, key: str, amount: int) -> int:
-        return int(self._store().add(key, amount))
-
-    def wait(self, keys: List[str], timeout: Any = None) -> None:
-        self._store().wait(keys) if timeout is None else self._store().wait(keys, timeout)
-
-    def compare_set(self, key: str, expected: Any, desired: Any) -> Any:
-        return self._store().compare_set(key, expected, desired)
-
-    def delete_key(self, key: str) -> bool:
-        return bool(self._store().delete_key(key))
-
-    def num_keys(self) -> int:
-        return int(self._store().num_keys())
-
-    def set_timeout(self, timeout: Any) -> None:
-        self._store().set_timeout(timeout)
 
 
 def _sockets() -> Dict[int, str]:

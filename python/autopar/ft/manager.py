@@ -24,12 +24,12 @@ import time
 from typing import Any, Dict, List, Mapping, Optional
 
 import torch
-from torch.distributed import TCPStore
 
 from .. import ckpt
 from . import shards, state
 from .channel import Abandoned, LauncherChannel, Quorum
 from .group import Group
+from .store import StoreServer, job_key
 
 
 class Manager:
@@ -56,7 +56,8 @@ class Manager:
         self.step = step
         self.has_state = os.environ.get("AUTOPAR_FT_NEWCOMER") != "1"
         self.channel = channel or LauncherChannel()
-        self.group = Group(timeout_s)
+        self.key = job_key()  # only the job's own ranks hold it: the store, the heals
+        self.group = Group(timeout_s, self.key)
         self.quorum: Optional[Quorum] = None
         self.ledger_dir = ledger_dir or os.environ.get("AUTOPAR_FT_LEDGER") or None
         self.stats = {"committed": 0, "discarded": 0, "healed_bytes": 0, "epochs": 0}
@@ -70,7 +71,7 @@ class Manager:
         addr = os.environ.get("AUTOPAR_FT_ADDR") or socket.gethostbyname(socket.gethostname())
         # Every member serves a store; the quorum picks whose the group meets on, so no single
         # program's loss leaves the group without one.
-        self._store = TCPStore(addr, 0, None, True, self.group.timeout, False)
+        self._store = StoreServer(self.key, addr)
         self.store_endpoint = f"{addr}:{self._store.port}"
         # Never freed, not even while the interpreter is torn down: a member's thread still making
         # a given-up epoch's group may wait on this store, and one woken by its end then would come
@@ -193,16 +194,18 @@ class Manager:
             return
         assert self.group.pg is not None
         mine: Optional[memoryview] = None  # serialized once for every newcomer it heals
+        seal = b""
         for i, (to, frm) in enumerate(q.heals):
             tag = 2 * i + 1
             if frm == me:
                 if mine is None:
                     mine = state.dump(self.objects, self.step)
-                state.send(self.group, mine, q.position(to), tag, self.channel)
+                    seal = state.seal(self.key, mine, q.epoch, me)
+                state.send(self.group, mine, seal, q.position(to), tag, self.channel)
             elif to == me:
                 start = time.monotonic()
-                data = state.recv(self.group, q.position(frm), tag, self.channel)
-                state.load(self.objects, data)
+                data, header = state.recv(self.group, q.position(frm), tag, self.channel)
+                state.load(self.objects, state.unseal(self.key, data, header, q.epoch, frm))
                 self.stats["healed_bytes"] += len(data)
                 self.channel.send("healed", step=q.step, epoch=q.epoch, **{"from": frm},
                                   bytes=len(data), seconds=f"{time.monotonic() - start:.3f}")
