@@ -53,9 +53,9 @@ int List(const DaemonArgs& a) {
   std::printf("%-10s %-12s %-15s %12s %7s  %s\n", "STEP", "JOB", "STATE", "SIZE", "RANKS", "WHERE");
   for (const auto& s : reply->steps) {
     std::string ranks = std::to_string(s.ranks) + (s.world_size ? "/" + std::to_string(s.world_size) : "");
-    std::printf("%-10lld %-12s %-15s %12s %7s  %s\n", static_cast<long long>(s.step), s.job_id.c_str(),
-                s.state.c_str(), HumanBytes(static_cast<double>(s.bytes)).c_str(), ranks.c_str(),
-                s.uri.c_str());
+    std::printf("%-10lld %-12s %-15s %12s %7s  %s\n", static_cast<long long>(s.step),
+                EscapeControl(s.job_id).c_str(), EscapeControl(s.state).c_str(),
+                HumanBytes(static_cast<double>(s.bytes)).c_str(), ranks.c_str(), EscapeControl(s.uri).c_str());
   }
   if (reply->steps.empty()) std::printf("(no checkpoints)\n");
   return 0;
@@ -84,9 +84,10 @@ int UploadStatus(const DaemonArgs& a) {
     // A failed upload autopard retries on its own: "retry-in-120s" instead of "failed".
     std::string state = u.state;
     if (u.next_retry_s >= 0) state = "retry-in-" + std::to_string(static_cast<long long>(u.next_retry_s + 0.5)) + "s";
-    std::printf("%-12s %-8lld %-5d %-10s %23s %12s %8s%s%s\n", u.job_id.c_str(),
-                static_cast<long long>(u.step), u.rank, state.c_str(), done.c_str(), tput.c_str(),
-                eta, u.error.empty() ? "" : "  ", u.error.c_str());
+    // The error may quote a file name the job chose: escaped, as `autopar events` does.
+    std::printf("%-12s %-8lld %-5d %-10s %23s %12s %8s%s%s\n", EscapeControl(u.job_id).c_str(),
+                static_cast<long long>(u.step), u.rank, EscapeControl(state).c_str(), done.c_str(),
+                tput.c_str(), eta, u.error.empty() ? "" : "  ", EscapeControl(u.error).c_str());
   }
   if (reply->uploads.empty()) std::printf("(no uploads in flight)\n");
   return 0;

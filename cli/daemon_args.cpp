@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/text.h"
 #include "job_events.h"
 
 namespace autopar::cli {
@@ -100,7 +101,8 @@ std::string HumanBytes(double b) {
 }
 
 int Fail(const char* cmd, const std::string& message, int code) {
-  std::fprintf(stderr, "autopar %s: %s\n", cmd, message.c_str());
+  // An error may quote what a job named (a file, a URI): never raw on the terminal.
+  std::fprintf(stderr, "autopar %s: %s\n", cmd, EscapeControl(message).c_str());
   return code;
 }
 

@@ -1,5 +1,7 @@
 #include "core/ckpt/ckpt_layout.h"
 
+#include "core/text.h"
+
 #include <algorithm>
 #include <charconv>
 #include <map>
@@ -41,8 +43,9 @@ Status ValidateJobId(std::string_view job_id) {
 }
 
 Status ValidateRelativePath(std::string_view path) {
+  // The path is quoted escaped: this error reaches the program, its job's output and logs.
   auto bad = [&](const std::string& why) {
-    return Status::Error("invalid checkpoint file path '" + std::string(path) + "': " + why);
+    return Status::Error("invalid checkpoint file path '" + EscapeControl(path) + "': " + why);
   };
   if (path.empty()) return bad("empty");
   if (path.size() > 1024) return bad("longer than 1024 bytes");
@@ -54,8 +57,12 @@ Status ValidateRelativePath(std::string_view path) {
     std::string_view seg = path.substr(start, end - start);
     if (seg.empty()) return bad("empty path segment");
     if (seg == "." || seg == "..") return bad("'" + std::string(seg) + "' segment");
-    for (char c : seg) {
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return bad("control character");
+    for (size_t i = 0; i < seg.size(); ++i) {
+      const auto c = static_cast<unsigned char>(seg[i]);
+      // C0, DEL, and C1 as UTF-8 (U+0080..U+009F: 0xC2 0x80..0x9F, an 8-bit CSI among them).
+      const bool c1 = c == 0xc2 && i + 1 < seg.size() && static_cast<unsigned char>(seg[i + 1]) >= 0x80 &&
+                      static_cast<unsigned char>(seg[i + 1]) <= 0x9f;
+      if (c < 0x20 || c == 0x7f || c1) return bad("control character");
     }
     start = end + 1;
   }

@@ -52,12 +52,17 @@ TEST(CheckpointLayoutTest, Validation) {
              {"a//b", "empty path segment"},
              {"a/../b", "'..' segment"},
              {"./a", "'.' segment"},
-             {"a\nb", "control"}};
+             {"a\nb", "control"},
+             {"a\xc2\x9b" "31mb", "control"}};  // an 8-bit CSI (U+009B)
   for (const auto& c : bad) {
     Status s = ValidateRelativePath(c.path);
     ASSERT_FALSE(s.ok()) << c.path;
     EXPECT_NE(s.message().find(c.reason), std::string::npos) << s.message();
   }
+  // The refusal quotes the name escaped: it reaches the job's output and logs.
+  Status s = ValidateRelativePath("x\n<0>forged\x1b]0;t\x07");
+  EXPECT_EQ(s.message(), "invalid checkpoint file path 'x\\x0a<0>forged\\x1b]0;t\\x07': control character");
+  EXPECT_TRUE(ValidateRelativePath("caf\xc3\xa9.pt").ok());  // UTF-8 that is not a control: fine
 }
 
 TEST(CheckpointLayoutTest, StepsInListingNewestFirst) {

@@ -41,8 +41,17 @@ Result<uid_t> CachedJobOwners::Owner(const std::string& job_id) {
   return owner;
 }
 
-Authorizer::Authorizer(JobOwnerLookup* owners, std::vector<uid_t> privileged)
-    : owners_(owners), privileged_(std::move(privileged)) {
+std::optional<uid_t> CachedJobOwners::Known(const std::string& job_id) {
+  if (ttl_.count() <= 0) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = cache_.find(job_id);
+  if (it != cache_.end() && now_() - it->second.second < ttl_) return it->second.first;
+  return std::nullopt;
+}
+
+Authorizer::Authorizer(JobOwnerLookup* owners, std::vector<uid_t> privileged, Clock now)
+    : owners_(owners), privileged_(std::move(privileged)), now_(std::move(now)) {
+  if (!now_) now_ = [] { return std::chrono::steady_clock::now(); };
   if (std::find(privileged_.begin(), privileged_.end(), 0u) == privileged_.end()) {
     privileged_.push_back(0);
   }
@@ -52,9 +61,36 @@ bool Authorizer::IsPrivileged(uid_t uid) const {
   return std::find(privileged_.begin(), privileged_.end(), uid) != privileged_.end();
 }
 
+Result<uid_t> Authorizer::OwnerFor(const Peer& peer, const std::string& job_id) {
+  if (auto known = owners_->Known(job_id)) return *known;
+  const auto t = now_();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& asked = unknown_[peer.uid];
+    while (!asked.empty() && t - asked.front() >= kUnknownWindow) asked.pop_front();
+    if (static_cast<int>(asked.size()) >= kUnknownBudget) {
+      return Status::Error("job " + job_id + ": not asked of Slurm: uid " + std::to_string(peer.uid) +
+                           " asked about " + std::to_string(asked.size()) +
+                           " jobs Slurm does not know in the last " +
+                           std::to_string(kUnknownWindow.count()) + " s (try again later)");
+    }
+  }
+  auto owner = owners_->Owner(job_id);
+  if (!owner) {
+    std::lock_guard<std::mutex> lock(mu_);
+    unknown_[peer.uid].push_back(t);
+    if (unknown_.size() > 4096) {  // uids that asked long ago
+      for (auto it = unknown_.begin(); it != unknown_.end();) {
+        it = it->second.empty() || t - it->second.back() >= kUnknownWindow ? unknown_.erase(it) : std::next(it);
+      }
+    }
+  }
+  return owner;
+}
+
 Status Authorizer::Check(const Peer& peer, const std::string& what, const std::string& job_id) {
   if (IsPrivileged(peer.uid)) return Status::Ok();
-  auto owner = owners_->Owner(job_id);
+  auto owner = OwnerFor(peer, job_id);
   if (!owner) return Status::Error(what + ": " + owner.message());
   if (*owner != peer.uid) {
     return Status::Error(what + ": permission denied: job " + job_id + " belongs to uid " +
@@ -68,7 +104,7 @@ Status Authorizer::CheckRecorded(const Peer& peer, const std::string& what,
                                  const std::string& job_id,
                                  const std::function<std::vector<int64_t>()>& recorded) {
   if (IsPrivileged(peer.uid)) return Status::Ok();
-  auto owner = owners_->Owner(job_id);
+  auto owner = OwnerFor(peer, job_id);
   int64_t other = -1;
   bool known = false;
   if (owner) {

@@ -10,7 +10,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <deque>
 #include <functional>
+#include <optional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,6 +34,8 @@ class JobOwnerLookup {
   virtual ~JobOwnerLookup() = default;
   // The uid that owns `job_id`; an error naming the job when Slurm does not know it.
   virtual Result<uid_t> Owner(const std::string& job_id) = 0;
+  // The owner when it is known without asking Slurm (a cache); nullopt otherwise.
+  virtual std::optional<uid_t> Known(const std::string& /*job_id*/) { return std::nullopt; }
 };
 
 class SlurmActions;  // autopar/slurm_actions.h
@@ -51,6 +55,7 @@ class CachedJobOwners : public JobOwnerLookup {
                   std::function<std::chrono::steady_clock::time_point()> now = nullptr,
                   size_t max_entries = 4096);
   Result<uid_t> Owner(const std::string& job_id) override;
+  std::optional<uid_t> Known(const std::string& job_id) override;
 
  private:
   std::unique_ptr<JobOwnerLookup> inner_;
@@ -63,8 +68,16 @@ class CachedJobOwners : public JobOwnerLookup {
 
 class Authorizer {
  public:
+  // A user's questions about jobs Slurm does not know cost root a slurmctld call each (under the
+  // node's one libslurm lock, which other jobs' recovery waits for): at most kUnknownBudget of
+  // them per uid within kUnknownWindow; past that the user is refused without asking Slurm, except
+  // about a job whose owner is known already.
+  static constexpr int kUnknownBudget = 16;
+  static constexpr std::chrono::seconds kUnknownWindow{10};
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+
   // `privileged`: uids that may act on every job (root is always one).
-  Authorizer(JobOwnerLookup* owners, std::vector<uid_t> privileged);
+  Authorizer(JobOwnerLookup* owners, std::vector<uid_t> privileged, Clock now = nullptr);
 
   bool IsPrivileged(uid_t uid) const;
   // OK when `peer` may act on `job_id`; the error says why not, e.g. "job 42 belongs to uid
@@ -81,8 +94,14 @@ class Authorizer {
   Result<uid_t> FileOwner(const Peer& peer, const std::string& job_id);
 
  private:
+  // The owner of `job_id` for a non-privileged peer, within its budget of unknown jobs.
+  Result<uid_t> OwnerFor(const Peer& peer, const std::string& job_id);
+
   JobOwnerLookup* owners_;
   std::vector<uid_t> privileged_;
+  Clock now_;
+  std::mutex mu_;
+  std::map<uid_t, std::deque<std::chrono::steady_clock::time_point>> unknown_;  // guarded by mu_
 };
 
 }  // namespace autopar

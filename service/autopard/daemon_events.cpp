@@ -14,16 +14,19 @@ Reply Daemon::Event(const Request& r, const Peer& peer) {
   if (Status st = auth_->Check(peer, OpName(r.op), r.job_id); !st) return Error(st.message());
   JournalEvent e{Now(), r.node.empty() ? config_.node : r.node, r.job_id, r.kind, r.rank, r.step, r.detail};
   if (r.kind == event_kind::kUsageSample) {
-    // A measurement, not a story: summarised per node by the failure handler.
+    // A measurement, not a story: summarised per node by the failure handler, within the
+    // job's ranks and at most one a second each (JobQuota::TakeSample).
+    if (Status st = quota_->TakeSample(r.job_id, r.rank); !st) return Error("event: " + st.message());
     if (failure_) failure_->OnUsageSample(e, peer.pid);
     return Reply{};
   }
+  // Charged before root asks Slurm anything on the event's behalf.
+  if (Status st = quota_->TakeEvent(r.job_id, r.detail.size()); !st) return Error("event: " + st.message());
   if (r.kind == event_kind::kSubmitted && slurm_actions_) {
     // The launcher tells it when the first step starts; the story begins at submission.
     auto job = slurm_actions_->LoadJob(r.job_id);
     if (job.ok() && job->submit_time > 0 && job->submit_time < e.time) e.time = job->submit_time;
   }
-  if (Status st = quota_->TakeEvent(r.job_id, r.detail.size()); !st) return Error("event: " + st.message());
   // Not counted in the metrics: a job's programs may send any kind and fields.
   if (Status st = Journal(e, peer.pid, false); !st) return Error(st.message());
   return Reply{};

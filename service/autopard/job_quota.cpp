@@ -66,6 +66,21 @@ Status JobQuota::TakeRank(const std::string& job_id, int rank) {
   return Status::Ok();
 }
 
+Status JobQuota::TakeSample(const std::string& job_id, int rank) {
+  if (rank < 0) return Status::Error("a usage sample needs the rank it measures");
+  if (Status s = TakeRank(job_id, rank); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  Usage& u = Of(job_id);
+  const auto now = clock_();
+  auto it = u.sampled.find(rank);
+  if (it != u.sampled.end() && now - it->second < kSampleInterval) {
+    return Status::Error("rank " + std::to_string(rank) + " of job " + job_id +
+                         " sent usage samples faster than one a second");
+  }
+  u.sampled[rank] = now;
+  return Status::Ok();
+}
+
 void JobQuota::Forget(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   jobs_.erase(job_id);

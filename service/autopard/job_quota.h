@@ -51,6 +51,12 @@ class JobQuota {
   // Admits a heartbeat of `rank`: a rank already known, or a new one below the job's size (when
   // Slurm tells it) and within max_ranks.
   Status TakeRank(const std::string& job_id, int rank);
+  // Admits a usage sample of `rank` (the launchers send one every few seconds, docs/health.md):
+  // a rank as TakeRank admits one, and at most one sample a rank every kSampleInterval. A sample
+  // is kept in memory and summarised in the events autopard writes itself, so the job pays for
+  // it here rather than in its event budget.
+  static constexpr std::chrono::milliseconds kSampleInterval{900};
+  Status TakeSample(const std::string& job_id, int rank);
   // New limits (autopard's SIGHUP), for every job from the next request on; what a job already
   // holds is kept, a job above a lowered limit gets nothing more.
   void SetLimits(const JobQuotaLimits& limits);
@@ -62,6 +68,7 @@ class JobQuota {
     int64_t events = 0;
     int64_t event_bytes = 0;
     std::set<int> ranks;
+    std::map<int, std::chrono::steady_clock::time_point> sampled;  // each rank's last sample
     int64_t size = -1;  // job_size_'s last answer (-1: not asked yet, 0: unknown)
     std::chrono::steady_clock::time_point size_asked{};
   };

@@ -64,5 +64,25 @@ TEST(JobQuotaTest, RanksAreBoundedByTheJobsSizeFromSlurm) {
   EXPECT_FALSE(unknown.TakeRank("7", 7000).ok());
 }
 
+// Usage samples are charged to the job: only its ranks (Slurm's size), within max_ranks, at most
+// one a second each; a flood from one rank is refused without touching the event budget.
+TEST(JobQuotaTest, UsageSamplesAreTheJobsRanksAtMostOneASecondEach) {
+  auto now = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  JobQuota q({3, 100, 4}, [](const std::string&) { return JobQuota::Seed{}; },
+             [](const std::string&) -> int64_t { return 2; }, [&] { return now; });
+  EXPECT_TRUE(q.TakeSample("42", 0).ok());
+  EXPECT_TRUE(q.TakeSample("42", 1).ok());
+  Status again = q.TakeSample("42", 0);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.message(), "rank 0 of job 42 sent usage samples faster than one a second");
+  Status outside = q.TakeSample("42", 2147483647);
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.message().find("is not a rank of job 42"), std::string::npos) << outside.message();
+  EXPECT_FALSE(q.TakeSample("42", -1).ok());
+  now += std::chrono::seconds(1);
+  EXPECT_TRUE(q.TakeSample("42", 0).ok());
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(q.TakeEvent("42", 1).ok());  // the event budget untouched
+}
+
 }  // namespace
 }  // namespace autopar

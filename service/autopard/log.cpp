@@ -1,5 +1,7 @@
 #include "log.h"
 
+#include "core/text.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -75,13 +77,18 @@ void Log(LogLevel level, const char* format, ...) {
                     : level == LogLevel::kWarning ? "warning: "
                                                   : "";
   n += std::snprintf(line + n, sizeof line - n, "autopard: %s", tag);
+  char text[4096];
   va_list args;
   va_start(args, format);
-  const int body = std::vsnprintf(line + n, sizeof line - n, format, args);
+  const int body = std::vsnprintf(text, sizeof text, format, args);
   va_end(args);
+  // A message may quote what a job named (a checkpoint file, an error): its control characters
+  // are escaped, so that a newline cannot start a forged line (with its own "<0>" priority) nor
+  // an escape sequence reach the terminal of an admin reading the log.
+  const std::string safe = body < 0 ? std::string() : EscapeControl(text);
   // A line longer than the buffer is cut; it still ends with a newline.
-  size_t len = body < 0 ? static_cast<size_t>(n)
-                        : std::min(sizeof line - 2, static_cast<size_t>(n) + static_cast<size_t>(body));
+  size_t len = std::min(sizeof line - 2, static_cast<size_t>(n) + safe.size());
+  std::memcpy(line + n, safe.data(), len - static_cast<size_t>(n));
   line[len++] = '\n';
   ssize_t unused = ::write(STDERR_FILENO, line, len);
   (void)unused;

@@ -79,6 +79,17 @@ TEST_F(LogTest, AnOverlongLineIsCutButEndsTheLine) {
   EXPECT_EQ(out.find('\n'), out.size() - 1);
 }
 
+// A message quoting what a job named (a checkpoint file "x\n<0>autopard: ..." or an escape
+// sequence) is one line with its control characters escaped: no forged entry at emergency
+// priority, nothing that drives the terminal of an admin reading the log.
+TEST_F(LogTest, ControlCharactersInAMessageAreEscaped) {
+  SetLogPrefixes(true);
+  const std::string name = "model.bin\n<0>autopard: error: node1 compromised\x1b]0;owned\x07";
+  std::string out = CaptureStderr([&] { Log(LogLevel::kWarning, "upload failed: %s", name.c_str()); });
+  EXPECT_EQ(out, "<4>autopard: warning: upload failed: model.bin\\x0a<0>autopard: error: node1 "
+                 "compromised\\x1b]0;owned\\x07\n");
+}
+
 TEST_F(LogTest, LevelsParseByName) {
   EXPECT_EQ(*ParseLogLevel("warning"), LogLevel::kWarning);
   EXPECT_EQ(*ParseLogLevel("debug"), LogLevel::kDebug);

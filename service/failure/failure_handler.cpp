@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <unordered_set>
 
 #include "core/hostlist.h"
 #include "core/failure/launch_events.h"
@@ -695,35 +696,38 @@ std::vector<std::string> FailureHandler::ConfirmLostNodes(const std::string& job
          FormatEventFields({{"claim", "lost"}, {"node", claimed}, {"reason", hosts.message()}}));
     return {};
   }
+  // A claim is charged to the job as one event per verdict, whatever its length (a lost= of
+  // 65,535 names once cost a quadratic de-duplication and a journal row each).
+  std::unordered_set<std::string> seen;
   for (auto& h : *hosts) {
-    if (std::find(named.begin(), named.end(), h) == named.end()) named.push_back(std::move(h));
+    if (seen.insert(h).second) named.push_back(std::move(h));
   }
-  auto refuse = [&](const std::string& node, const std::string& reason) {
+  auto refuse = [&](const std::vector<std::string>& nodes, const std::string& reason) {
+    if (nodes.empty()) return;
+    constexpr size_t kNamed = 8;  // named in the event; the rest counted
+    std::vector<std::string> shown(nodes.begin(), nodes.begin() + static_cast<long>(std::min(kNamed, nodes.size())));
+    std::string list = Join(shown, ",");
+    if (nodes.size() > kNamed) list += ",...";
     Emit(job_id, event_kind::kClaimRefused, -1, -1,
-         FormatEventFields({{"claim", "lost"}, {"node", node}, {"reason", reason}}));
+         FormatEventFields({{"claim", "lost"}, {"node", list}, {"count", std::to_string(nodes.size())},
+                            {"reason", reason}}));
   };
   Result<std::vector<std::string>> allocation =
       job.ok() ? ExpandHostlist(job->nodes) : Result<std::vector<std::string>>(job.status());
-  std::vector<std::string> in_job;
-  for (const auto& n : named) {
-    if (!allocation.ok()) {
-      refuse(n, "the job's allocation cannot be read from Slurm: " + allocation.message());
-    } else if (std::find(allocation->begin(), allocation->end(), n) == allocation->end()) {
-      refuse(n, "not a node of job " + job_id + " (" + job->nodes + ")");
-    } else {
-      in_job.push_back(n);
-    }
+  if (!allocation.ok()) {
+    refuse(named, "the job's allocation cannot be read from Slurm: " + allocation.message());
+    return {};
   }
+  const std::unordered_set<std::string> allocated(allocation->begin(), allocation->end());
+  std::vector<std::string> in_job, outside;
+  for (auto& n : named) (allocated.count(n) ? in_job : outside).push_back(std::move(n));
+  refuse(outside, "not a node of job " + job_id + " (" + job->nodes + ")");
   if (in_job.empty()) return {};
   std::vector<std::string> gone = slurm_->UnreachableNodes(in_job, config_.node_probe_timeout_ms);
-  std::vector<std::string> confirmed;
-  for (const auto& n : in_job) {
-    if (std::find(gone.begin(), gone.end(), n) != gone.end()) {
-      confirmed.push_back(n);
-    } else {
-      refuse(n, "its slurmd still answers");
-    }
-  }
+  const std::unordered_set<std::string> unreachable(gone.begin(), gone.end());
+  std::vector<std::string> confirmed, answering;
+  for (auto& n : in_job) (unreachable.count(n) ? confirmed : answering).push_back(std::move(n));
+  refuse(answering, "its slurmd still answers");
   return confirmed;
 }
 

@@ -455,13 +455,32 @@ TEST_F(FailureHandlerTest, LostNodesAreCheckedAgainstTheAllocationAndSlurm) {
   for (const auto& e : events_) {
     if (e.kind == "claim_refused") refused.push_back(e.detail);
   }
-  ASSERT_EQ(refused.size(), 4u) << ::testing::PrintToString(Kinds());
-  EXPECT_NE(refused[0].find("node=node3 reason=\"not a node of job 42 (node[1-2])\""), std::string::npos)
+  ASSERT_EQ(refused.size(), 2u) << ::testing::PrintToString(Kinds());
+  EXPECT_NE(refused[0].find("node=node3,node4,node9 count=3 reason=\"not a node of job 42 (node[1-2])\""),
+            std::string::npos)
       << refused[0];
-  EXPECT_NE(refused[3].find("node=node2 reason=\"its slurmd still answers\""), std::string::npos)
-      << refused[3];
+  EXPECT_NE(refused[1].find("node=node2 count=1 reason=\"its slurmd still answers\""), std::string::npos)
+      << refused[1];
   // Nothing of the claim held: the job's own rank failed.
   EXPECT_NE(Find("failure")->detail.find("class=rank-crash"), std::string::npos) << Find("failure")->detail;
+}
+
+// A claim of 65,535 names is one journal row (and a linear de-duplication): the request is
+// charged to the job as one event, not one per name.
+TEST_F(FailureHandlerTest, AHugeLostListIsOneRefusalNotOneRowPerName) {
+  RunningOnTwoNodes(slurm_, proc_);
+  std::string lost = "x[1-65535],node2";
+  auto r = handler_->Recover("42", 0, "class=node-loss lost=" + lost + " spares=0 generation=0", 50);
+  ASSERT_TRUE(r.ok()) << r.message();
+  std::vector<std::string> refused;
+  for (const auto& e : events_) {
+    if (e.kind == "claim_refused") refused.push_back(e.detail);
+  }
+  ASSERT_EQ(refused.size(), 2u);
+  EXPECT_NE(refused[0].find("node=x1,x2,x3,x4,x5,x6,x7,x8,... count=65535 reason=\"not a node"),
+            std::string::npos)
+      << refused[0];
+  EXPECT_TRUE(slurm_.downed.empty());
 }
 
 TEST_F(FailureHandlerTest, ALostNodeOfTheJobWhoseSlurmdIsGoneIsLost) {

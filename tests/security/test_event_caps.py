@@ -19,6 +19,10 @@ What must hold:
   more than the cap of the job's events;
 - autopard (the same pid, its peak RSS not grown by hundreds of MiB) still serves root's status
   and accepts another job's event afterwards.
+- usage samples (kept in root's memory and summarised in events autopard writes itself) are
+  charged to the job too: a rank of the job at most one a second (a flood is refused at its
+  second sample), a rank the job does not have (99999999, within the protocol's range: once a
+  map entry and a field of every usage event) never; neither takes from the job's event budget.
 About 2 s.
 """
 import json
@@ -45,10 +49,10 @@ def caps(node: str = NODE):
     return (int(events.group(1)) if events else 100000), nbytes
 
 
-def flood(kind: str, detail_bytes: int, limit: int):
+def flood(kind: str, detail_bytes: int, limit: int, rank: int = 0):
     """The user's step sending events until refused: (job, its RESULT)."""
     p = as_user(["srun", "-N1", "-n1", "-w", NODE, "-t", "2", PYTHON, PROGRAM, kind,
-                 str(detail_bytes), str(limit)],
+                 str(detail_bytes), str(limit), str(rank)],
                 env={"AUTOPAR_SOCKET": node_socket(NODE)}, timeout=120)
     out = p.stdout + p.stderr
     job = re.search(r"^JOB (\d+)$", out, re.M)
@@ -118,3 +122,15 @@ def test_event_details_past_the_byte_cap_are_refused(autopard_guard):
     n, size = journalled(job)
     assert n == fit and size == fit * BIG <= max_bytes, (n, size)
     assert_still_serves(guard, job, "big", fit)
+
+
+def test_usage_samples_are_the_jobs_ranks_at_most_one_a_second(autopard_guard):
+    need_binaries()
+    autopard_guard(NODE)
+    job, r = flood("usage_sample", 100, 1000)
+    assert r["accepted"] == 1 and "faster than one a second" in (r["error"] or ""), r
+    job, r = flood("usage_sample", 100, 10, rank=99_999_999)
+    assert r["accepted"] == 0 and "is not a rank of job" in (r["error"] or ""), r
+    # The event budget is untouched: the job's own events still go in.
+    job, r = flood("progress_note", 10, 5)
+    assert r["accepted"] == 5 and r["error"] is None, r

@@ -11,7 +11,8 @@ What must hold afterwards (10 s later):
 - no node of the cluster is DOWN, DRAINED or FAILED (sinfo);
 - root's jobs on node3 and node4 still run;
 - the job's timeline (`autopar events JOB`, as the user) records each refused claim: a
-  `claim_refused` event whose detail names the node and gives a reason.
+  `claim_refused` event whose detail names the node and gives a reason; a claim of 65,535 names
+  (node[3-4],nodex[1-65533]) is one such event, charged to the job once, not one row a name.
 
 At teardown every job of the test is cancelled and any node left DOWN/DRAINED is resumed, so the
 cluster stays usable for what runs next. About 1 minute.
@@ -71,6 +72,9 @@ CLAIMS = {
     "outside-allocation": ("node3,node4", ["node3", "node4"]),
     "outside-allocation-hostlist": ("node[3-4]", ["node3", "node4"]),
     "own-node-alive": ("node2", ["node2"]),
+    # 65,535 names (the most a hostlist may hold): one claim_refused row (was one per name,
+    # after a quadratic de-duplication).
+    "a-list-of-65535-names": ("node[3-4],nodex[1-65533]", ["node3", "node4"]),
 }
 
 
@@ -124,3 +128,6 @@ def test_lost_node_claim_is_checked(claim, user_dir, cluster_jobs):
         time.sleep(0.5)
     assert not missing, (f"no claim_refused event (with a reason) for {missing} in job {job}'s "
                          f"timeline; its events: {[(e['kind'], e['detail']) for e in evs]}")
+    if claim == "a-list-of-65535-names":
+        assert len(refused) == 1 and "count=65535" in refused[0]["detail"], \
+            [e["detail"][:300] for e in refused]

@@ -27,7 +27,7 @@ import socket
 import struct
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import torch.distributed as dist
 
@@ -165,11 +165,11 @@ class StoreServer:
                 self._cond.notify_all()
             _send_frame(conn, bytes([_OK]), struct.pack("!q", total))
         elif op == _CAS:
-            key, expected, desired = (_recv_field(conn) for _ in range(3))
+            name, expected, desired = (_recv_field(conn) for _ in range(3))
             with self._cond:
-                current = self._data.get(key.decode())
+                current = self._data.get(name.decode())
                 if (current is None and not expected) or current == expected:
-                    self._data[key.decode()] = current = desired
+                    self._data[name.decode()] = current = desired
                     self._cond.notify_all()
             _send_frame(conn, bytes([_OK]), current if current is not None else expected)
         elif op == _DELETE:
@@ -183,6 +183,11 @@ class StoreServer:
             _send_frame(conn, bytes([_OK]), struct.pack("!q", n))
         else:
             raise ConnectionError(f"unknown request {op}")
+
+
+def _as_bytes(value: Any) -> bytes:
+    """A value as the Store API takes one (str or bytes-like) as bytes."""
+    return value.encode() if isinstance(value, str) else bytes(value)
 
 
 def _close(conn: socket.socket) -> None:
@@ -258,8 +263,8 @@ class AuthStore(dist.Store):
                              "member of this job wrote (refused)")
         return value
 
-    def set(self, key: str, value: bytes) -> None:  # noqa: A003 (Store's name)
-        self._request(_SET, self._name(key), self._seal(key, bytes(value)))
+    def set(self, key: str, value: Any) -> None:  # noqa: A003 (Store's name)
+        self._request(_SET, self._name(key), self._seal(key, _as_bytes(value)))
 
     def get(self, key: str) -> bytes:
         status, sealed = self._request(_GET, self._name(key), struct.pack("!q", self._timeout_ms))
@@ -283,9 +288,9 @@ class AuthStore(dist.Store):
         _, total = self._request(_ADD, self._name(key), struct.pack("!q", int(amount)))
         return int(struct.unpack("!q", total)[0])
 
-    def compare_set(self, key: str, expected: bytes, desired: bytes) -> bytes:
-        sealed_expected = self._seal(key, bytes(expected)) if expected else b""
-        _, current = self._request(_CAS, self._name(key), sealed_expected, self._seal(key, bytes(desired)))
+    def compare_set(self, key: str, expected: Any, desired: Any) -> bytes:
+        sealed_expected = self._seal(key, _as_bytes(expected)) if expected else b""
+        _, current = self._request(_CAS, self._name(key), sealed_expected, self._seal(key, _as_bytes(desired)))
         return self._open(key, current) if current else b""
 
     def delete_key(self, key: str) -> bool:

@@ -7,9 +7,10 @@ or LIMIT have been sent, and prints
     RESULT {"accepted": N, "sent": M, "error": "<the refusal, or null>", "seconds": S,
             "again": "<the reply's error to one more event over a fresh connection, or null>"}
 
-    flood_events.py KIND DETAIL_BYTES LIMIT
+    flood_events.py KIND DETAIL_BYTES LIMIT [RANK]
 
-KIND: the events' kind; DETAIL_BYTES: each event's detail (at most 65536, the per-event limit).
+KIND: the events' kind; DETAIL_BYTES: each event's detail (at most 65536, the per-event limit);
+RANK: the rank the events claim (default 0).
 """
 import json
 import os
@@ -18,6 +19,7 @@ import sys
 import time
 
 kind, detail_bytes, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rank = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 job = os.environ["SLURM_JOB_ID"]
 print(f"JOB {job}", flush=True)
 
@@ -30,7 +32,7 @@ with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
     while sent < limit:
         # Each detail differs (its number first), so nothing could be folded or deduplicated.
         detail = f"{sent:08d} ".ljust(detail_bytes, "x") if detail_bytes else ""
-        req = {"v": 1, "op": "event", "job_id": job, "rank": 0, "kind": kind, "detail": detail}
+        req = {"v": 1, "op": "event", "job_id": job, "rank": rank, "kind": kind, "detail": detail}
         s.sendall((json.dumps(req, separators=(",", ":")) + "\n").encode())
         sent += 1
         line = rfile.readline()
@@ -50,7 +52,7 @@ if error:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(10)
         s.connect(os.environ["AUTOPAR_SOCKET"])
-        req = {"v": 1, "op": "event", "job_id": job, "rank": 0, "kind": kind,
+        req = {"v": 1, "op": "event", "job_id": job, "rank": rank, "kind": kind,
                "detail": "again ".ljust(detail_bytes, "x")}
         s.sendall((json.dumps(req) + "\n").encode())
         reply = json.loads(s.makefile("rb").readline() or b"{}")
