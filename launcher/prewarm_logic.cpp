@@ -10,6 +10,8 @@ namespace {
 // The bootstrap a warm interpreter runs (`python -c`). argv: FD KIND TARGET ARGS...
 //  0. its name (/proc/PID/comm, what ps and pgrep show) is "autopar-warm" until it is activated,
 //     so that it is never taken for the program;
+//  1. -c's first sys.path entry (the working directory, which may be a directory others can
+//     write) is removed before anything is imported;
 //  1. sys.path[0] is the program's (its script's directory, or the working directory for -m), as
 //     the interpreter would set it;
 //  2. the modules the program's source names in import statements (anywhere in it: ast.walk) are
@@ -22,7 +24,11 @@ namespace {
 //  4. os.environ becomes the request's environment, NAME=VALUE entries each ended by a NUL byte
 //     as in /proc/PID/environ (putenv: C code sees it too), and the program
 //     runs as `python SCRIPT ARGS` or `python -m MODULE ARGS` would run it (runpy).
-constexpr const char* kBootstrap = R"PY(import os, sys
+constexpr const char* kBootstrap = R"PY(import sys
+_autopar_cwd_first = bool(sys.path) and sys.path[0] == ""
+if _autopar_cwd_first:
+    del sys.path[0]  # -c's working directory: nothing the bootstrap imports is looked up there
+import os
 def _autopar_prewarm():
     import ast, importlib, importlib.machinery, socket
     def comm(name=None):
@@ -36,7 +42,8 @@ def _autopar_prewarm():
     sock = socket.socket(fileno=int(sys.argv[1]))
     kind, target, args = sys.argv[2], sys.argv[3], sys.argv[4:]
     base = os.getcwd() if kind == "module" else os.path.dirname(os.path.abspath(target))
-    sys.path[0] = base
+    if _autopar_cwd_first:  # the program's own first entry, as `python SCRIPT` or -m gives it
+        sys.path.insert(0, base)
     finder = importlib.machinery.PathFinder
     def beside(parts, where):
         # The source files that importing `parts` from the directories `where` runs.

@@ -167,6 +167,34 @@ TEST_F(WarmInterpreterTest, ImportsFirstThenRunsTheProgramWithTheNewEnvironment)
   EXPECT_EQ(Read("besides"), "imported\n");
 }
 
+// The working directory may be one other users can write (a shared scratch directory): modules
+// planted there under the names the bootstrap imports (socket, ast, importlib's) are never
+// imported; the program, in a directory of its own, runs as `python SCRIPT` would run it.
+TEST_F(WarmInterpreterTest, NothingIsImportedFromTheWorkingDirectory) {
+  ASSERT_EQ(mkdir((dir_ + "/shared").c_str(), 0777), 0);
+  ASSERT_EQ(mkdir((dir_ + "/prog").c_str(), 0755), 0);
+  for (const char* planted : {"socket", "ast", "runpy", "os", "importlib"}) {
+    Write(std::string("shared/") + planted + ".py",
+          "open('" + dir_ + "/planted-ran', 'a').write('" + planted + "\\n')\n");
+  }
+  Write("prog/train.py", "import sys\nopen(sys.argv[1], 'w').write(sys.path[0])\n");
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  ASSERT_EQ(chdir((dir_ + "/shared").c_str()), 0);
+  auto cmd = ParsePythonCommand({"/usr/bin/python3", dir_ + "/prog/train.py", dir_ + "/result"});
+  ASSERT_TRUE(cmd);
+  WarmInterpreter warm;
+  const bool started = warm.Start(*cmd, {{"PATH", "/usr/bin:/bin"}}, {}, mask_).ok();
+  ASSERT_EQ(chdir(cwd), 0);
+  ASSERT_TRUE(started);
+  ASSERT_TRUE(AwaitReady(&warm));
+  auto pid = warm.Activate({{"PATH", "/usr/bin:/bin"}});
+  ASSERT_TRUE(pid.ok()) << pid.message();
+  EXPECT_EQ(Wait(*pid), 0);
+  EXPECT_EQ(Read("planted-ran"), "");
+  EXPECT_EQ(Read("result"), dir_ + "/prog");
+}
+
 TEST_F(WarmInterpreterTest, AModuleRunsAsWithDashM) {
   Write("job_main.py",
         "import os, sys\nopen(os.environ['OUT'] + '/result', 'w').write(__name__ + ' ' + "

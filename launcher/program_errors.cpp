@@ -1,10 +1,14 @@
 #include "launcher/program_errors.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "core/failure/oom.h"
 
@@ -19,6 +23,21 @@ std::optional<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// A program's error file: a regular file (no symlink followed, no FIFO waited on), at most 1 MiB.
+std::optional<std::string> ReadErrorFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::string out;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    std::vector<char> buf(1 << 16);
+    ssize_t n;
+    while (out.size() < (1u << 20) && (n = read(fd, buf.data(), buf.size())) > 0) out.append(buf.data(), static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
 std::string Var(const EnvMap& env, const char* key, const char* dflt) {
   auto it = env.find(key);
   return it == env.end() || it->second.empty() ? dflt : it->second;
@@ -26,14 +45,25 @@ std::string Var(const EnvMap& env, const char* key, const char* dflt) {
 
 }  // namespace
 
+ProgramErrors::~ProgramErrors() {
+  if (own_dir_.empty()) return;
+  unlink(error_file_.c_str());
+  rmdir(own_dir_.c_str());
+}
+
 void ProgramErrors::Prepare(EnvMap* env, const std::string& cgroup_root, const std::string& proc_cgroup) {
   auto user = env->find("TORCHELASTIC_ERROR_FILE");
   if (error_file_.empty() && user != env->end() && !user->second.empty()) {
     error_file_ = user->second;  // the job's own: read, never removed
   } else if (error_file_.empty()) {
-    own_file_ = true;
-    error_file_ = Var(*env, "TMPDIR", "/tmp") + "/autopar-error-" + Var(*env, "SLURM_JOB_ID", "0") +
-                  "." + Var(*env, "SLURM_STEP_ID", "0") + "-" + Var(*env, "SLURM_PROCID", "0") + ".json";
+    std::string tmpl = Var(*env, "TMPDIR", "/tmp") + "/autopar-launch-" + Var(*env, "SLURM_JOB_ID", "0") +
+                       ".XXXXXX";
+    if (mkdtemp(tmpl.data()) != nullptr) {  // 0700: this user's alone
+      own_file_ = true;
+      own_dir_ = tmpl;
+      error_file_ = own_dir_ + "/error-" + Var(*env, "SLURM_STEP_ID", "0") + "-" +
+                    Var(*env, "SLURM_PROCID", "0") + ".json";
+    }
   }
   if (own_file_) {
     (*env)["TORCHELASTIC_ERROR_FILE"] = error_file_;
@@ -57,7 +87,7 @@ void ProgramErrors::Prepare(EnvMap* env, const std::string& cgroup_root, const s
 std::string ProgramErrors::OutOfMemory(int exit_code) {
   if (exit_code == 0) return "";
   if (!error_file_.empty()) {
-    const std::string message = ErrorFileMessage(ReadFile(error_file_).value_or(""));
+    const std::string message = ErrorFileMessage(ReadErrorFile(error_file_).value_or(""));
     if (own_file_) unlink(error_file_.c_str());
     if (IsOutOfMemoryMessage(message)) return message;
   }

@@ -3,6 +3,10 @@
 // of SIGKILL) or by the program itself (its error in TORCHELASTIC_ERROR_FILE, the file torchrun's
 // @record writes and autopar's Python module writes for an uncaught exception). The pure part is
 // core/failure/oom.h. One per launcher; not thread-safe.
+//
+// The launcher's own error file lives in a directory only its user can enter (mkdtemp, 0700),
+// never at a name others can guess in a shared /tmp: a file another user made there first (the
+// launcher, not root, cannot remove it from a sticky /tmp) would hand it a false verdict.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +19,11 @@ namespace autopar {
 
 class ProgramErrors {
  public:
+  ProgramErrors() = default;
+  ProgramErrors(const ProgramErrors&) = delete;
+  ProgramErrors& operator=(const ProgramErrors&) = delete;
+  ~ProgramErrors();  // removes its own file and directory
+
   // Before each program start: gives the program its TORCHELASTIC_ERROR_FILE (unless the job set
   // its own: that one is read, never removed), removes what an earlier program left there, and
   // notes the OOM kills so far of the job's own memory cgroup (core/failure/oom.h: a cgroup
@@ -29,6 +38,7 @@ class ProgramErrors {
  private:
   std::string error_file_;
   bool own_file_ = false;
+  std::string own_dir_;  // the private directory of the launcher's own file
   std::string counter_file_;  // the memory cgroup's, "" when none could be read
   std::optional<int64_t> kills_before_;
 };

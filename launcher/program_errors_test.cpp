@@ -41,7 +41,11 @@ TEST_F(ProgramErrorsTest, TheProgramsOwnOutOfMemoryErrorFromItsErrorFile) {
   ProgramErrors e;
   e.Prepare(&env_, dir_ + "/cg");
   const std::string file = env_["TORCHELASTIC_ERROR_FILE"];
-  EXPECT_EQ(file, dir_ + "/autopar-error-7.0-3.json");
+  ASSERT_EQ(file.rfind(dir_ + "/autopar-launch-7.", 0), 0u) << file;
+  EXPECT_EQ(file.substr(file.rfind('/')), "/error-0-3.json");
+  struct stat st {};
+  ASSERT_EQ(stat(file.substr(0, file.rfind('/')).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);  // a directory no other user can enter
   Write(file, R"({"message": {"message": "torch.OutOfMemoryError: CUDA out of memory.\nTraceback"}})");
   EXPECT_EQ(e.OutOfMemory(1), "torch.OutOfMemoryError: CUDA out of memory.");
   EXPECT_NE(access(file.c_str(), F_OK), 0) << "read once, then removed";
@@ -52,6 +56,25 @@ TEST_F(ProgramErrorsTest, TheProgramsOwnOutOfMemoryErrorFromItsErrorFile) {
   e.Prepare(&env_, dir_ + "/cg");
   EXPECT_EQ(e.OutOfMemory(1), "");
   EXPECT_EQ(e.OutOfMemory(0), "");
+}
+
+// Another user's file at the name the launcher once used (guessable, in a shared /tmp the
+// launcher cannot clean) is never read: no false out-of-memory verdict. The private directory
+// goes with the launcher.
+TEST_F(ProgramErrorsTest, AFilePlantedAtAGuessableNameIsNeverRead) {
+  Write(dir_ + "/autopar-error-7.0-3.json", R"({"message": {"message": "torch.OutOfMemoryError: planted"}})");
+  std::string own_dir;
+  {
+    ProgramErrors e;
+    e.Prepare(&env_, dir_ + "/cg");
+    const std::string file = env_["TORCHELASTIC_ERROR_FILE"];
+    own_dir = file.substr(0, file.rfind('/'));
+    EXPECT_EQ(e.OutOfMemory(1), "");
+    // A symlink in its place (the program's own doing) is not followed.
+    ASSERT_EQ(symlink((dir_ + "/autopar-error-7.0-3.json").c_str(), file.c_str()), 0);
+    EXPECT_EQ(e.OutOfMemory(1), "");
+  }
+  EXPECT_NE(access(own_dir.c_str(), F_OK), 0) << "the private directory is removed";
 }
 
 TEST_F(ProgramErrorsTest, TheJobsOwnErrorFileIsReadAndKept) {
