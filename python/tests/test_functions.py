@@ -215,3 +215,41 @@ def test_a_forgotten_function_jobs_state_is_its_outcome(tmp_path, forgotten):
     assert jobs.FunctionJob("9", str(bad)).wait(timeout=5) == "FAILED"
     functions.write_call(str(tmp_path / "never"), add, (1,), {}, "0")
     assert jobs.FunctionJob("10", str(tmp_path / "never")).state() == "UNKNOWN"
+
+
+# Unpickling runs code: nothing is unpickled from a folder or a file another user could write.
+def test_a_folder_others_can_write_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # not sticky: anyone may replace what is in it
+    with pytest.raises(PermissionError, match="writable by group or others and not sticky"):
+        functions.write_call(str(shared / "run"), len, ([1],), {}, "0")
+    assert not (shared / "run").exists()
+    with pytest.raises(PermissionError, match="writable by group or others"):
+        functions.read_outcome(str(shared))
+
+
+def test_a_pickle_through_a_symlink_or_writable_by_others_is_never_read(tmp_path):
+    folder = tmp_path / "call"
+    functions.write_call(str(folder), len, ([1, 2],), {}, "0")
+    assert (folder.stat().st_mode & 0o777) == 0o700
+    planted = tmp_path / "planted.pkl"
+    planted.write_bytes((folder / "call.pkl").read_bytes())
+    (folder / "result.pkl").symlink_to(planted)
+    with pytest.raises(PermissionError, match="never through a symlink"):
+        functions.read_outcome(str(folder))
+    (folder / "result.pkl").unlink()
+    (folder / "call.pkl").chmod(0o666)
+    with pytest.raises(PermissionError, match="not unpickled"):
+        functions.run(str(folder))
+
+
+def test_a_temporary_file_is_never_written_through(tmp_path):
+    folder = tmp_path / "call"
+    functions.write_call(str(folder), len, ([1],), {}, "0")
+    victim = tmp_path / "victim"
+    victim.write_text("unchanged")
+    os.symlink(victim, f"{folder}/result.pkl.tmp-{os.getpid()}")
+    assert functions.run(str(folder)) == 0
+    assert victim.read_text() == "unchanged"
+    assert functions.read_outcome(str(folder)) == ("ok", 1)
