@@ -108,6 +108,32 @@ void RestartChannel::Drop(size_t i) {
   conns_.erase(conns_.begin() + static_cast<std::ptrdiff_t>(i));
 }
 
+namespace {
+
+// Reads what `fd` has sent into `line`; true when it has ended (a whole line, the cap, EOF or an
+// error), false when it waits for more.
+bool ReadLine(int fd, std::string* line, size_t cap) {
+  char buf[512];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n > 0) {
+      line->append(buf, static_cast<size_t>(n));
+      if (line->find('\n') != std::string::npos || line->size() >= cap) return true;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n == 0 || errno != EAGAIN;
+  }
+}
+
+// Takes the whole line `text` holds, if any, into `lines`.
+void TakeLine(const std::string& text, std::vector<std::string>* lines) {
+  const size_t nl = text.find('\n');
+  if (nl != std::string::npos) lines->push_back(text.substr(0, nl));
+}
+
+}  // namespace
+
 std::vector<std::string> RestartChannel::Drain(int timeout_ms) {
   std::vector<std::string> lines;
   if (fd_ < 0) return lines;
@@ -120,38 +146,35 @@ std::vector<std::string> RestartChannel::Drain(int timeout_ms) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         break;  // EAGAIN: nothing more pending
       }
-      if (conns_.size() >= kMaxConnections) Drop(0);  // the oldest makes room
+      // A launcher sends its line as soon as it connects: read at once, it is taken before any
+      // flood of silent connections can push it out of the table.
+      std::string text;
+      if (ReadLine(c, &text, kMaxLine)) {
+        TakeLine(text, &lines);
+        close(c);
+        continue;
+      }
+      if (conns_.size() >= kMaxConnections) {
+        // The oldest makes room; what it has sent by now is taken first, never dropped.
+        ReadLine(conns_[0].fd, &conns_[0].line, kMaxLine);
+        TakeLine(conns_[0].line, &lines);
+        Drop(0);
+      }
       epoll_event ev{};
       ev.events = EPOLLIN;
       ev.data.fd = c;
       epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c, &ev);
-      conns_.push_back({c, std::string(), now});
+      conns_.push_back({c, std::move(text), now});
     }
     // Read what each connection has sent; none waits for another.
     for (size_t i = 0; i < conns_.size();) {
       Conn& c = conns_[i];
-      bool ended = false;
-      char buf[512];
-      for (;;) {
-        ssize_t n = read(c.fd, buf, sizeof(buf));
-        if (n > 0) {
-          c.line.append(buf, static_cast<size_t>(n));
-          if (c.line.find('\n') != std::string::npos || c.line.size() >= kMaxLine) {
-            ended = true;
-            break;
-          }
-          continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        ended = n == 0 || errno != EAGAIN;
-        break;
-      }
+      const bool ended = ReadLine(c.fd, &c.line, kMaxLine);
       if (!ended && now - c.since < std::chrono::milliseconds(kMaxIdleMs)) {
         ++i;
         continue;
       }
-      const size_t nl = c.line.find('\n');
-      if (nl != std::string::npos) lines.push_back(c.line.substr(0, nl));
+      TakeLine(c.line, &lines);
       Drop(i);
     }
     // Whatever has arrived is returned at once; a connection still silent stays open (its line

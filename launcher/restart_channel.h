@@ -4,7 +4,9 @@
 // failed sends every other one a stop notice. One connection per notice, one line, then closed.
 // Anyone who can reach the port can connect: connections are served together (up to
 // kMaxConnections, the oldest closed to make room), a silent one never delays another's line, and
-// lines are believed only with the step's token (Mailbox, compared in constant time).
+// lines are believed only with the step's token (Mailbox, compared in constant time). A line is
+// read as soon as its connection is accepted, and a connection closed to make room gives up what
+// it has sent first: a flood of connections drops no launcher's line.
 // Not thread-safe; the launcher's main thread uses it.
 #pragma once
 

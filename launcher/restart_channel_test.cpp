@@ -72,6 +72,34 @@ TEST(RestartChannel, SilentConnectionsDoNotDelayANotice) {
   for (int s : silent) close(s);
 }
 
+// A flood that arrives in the same breath as a launcher's line (more connections than the table
+// holds, behind it in the backlog) does not push the line out: it is read as its connection is
+// accepted, or as its connection is closed to make room.
+TEST(RestartChannel, AFloodBehindALineDoesNotDropIt) {
+  auto a = RestartChannel::Listen("127.0.0.1");
+  ASSERT_TRUE(a.ok());
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  const std::string ep = a->endpoint();
+  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(ep.substr(ep.rfind(':') + 1))));
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  std::vector<int> silent;
+  auto flood = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      int s = socket(AF_INET, SOCK_STREAM, 0);
+      ASSERT_EQ(connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+      silent.push_back(s);
+    }
+  };
+  flood(10);
+  ASSERT_TRUE(RestartChannel::Broadcast({ep}, "autopar-join token=t rank=3\n", 1000).empty());
+  flood(3 * static_cast<int>(RestartChannel::kMaxConnections));
+  std::vector<std::string> got;
+  for (int i = 0; i < 5 && got.empty(); ++i) got = a->Drain(200);
+  EXPECT_EQ(got, (std::vector<std::string>{"autopar-join token=t rank=3"}));
+  for (int s : silent) close(s);
+}
+
 TEST(RestartLogic, TokensAreComparedInConstantTime) {
   EXPECT_TRUE(ConstantTimeEquals("0123456789abcdef", "0123456789abcdef"));
   EXPECT_FALSE(ConstantTimeEquals("0123456789abcdef", "0123456789abcdeF"));
