@@ -483,11 +483,19 @@ std::string FailureHandler::RequeuePath(const JobContext& ctx, const Failure& f,
   // After the decision is carried out (requeued with the node excluded, or stopped), the lost
   // nodes are marked DOWN: before it, slurmctld would requeue the job itself for the node failure
   // and our exclusion would come too late.
+  // Only on evidence a user cannot fake (LossEvidence): the exclusion stays the job's own.
   auto mark_down = [&] {
     for (const auto& n : lost_nodes) {
-      Status down = slurm_->MarkNodeDown(n, "autopar: slurmd unreachable (job " + ctx.job_id + ")");
+      auto evidence = slurm_->LossEvidence(n, config_.node_probe_timeout_ms);
+      if (!evidence.ok()) {
+        Emit(ctx.job_id, event_kind::kNodeDown, -1, -1,
+             FormatEventFields({{"node", n}, {"result", "not marked: " + evidence.message()}}));
+        continue;
+      }
+      Status down = slurm_->MarkNodeDown(n, "autopar: " + *evidence + " (job " + ctx.job_id + ")");
       Emit(ctx.job_id, event_kind::kNodeDown, -1, -1,
-           FormatEventFields({{"node", n}, {"result", down.ok() ? "DOWN" : down.message()}}));
+           FormatEventFields({{"node", n}, {"result", down.ok() ? "DOWN" : down.message()},
+                              {"evidence", *evidence}}));
     }
   };
   RequeueDecision d = DecideFor(ctx, f, job, history);

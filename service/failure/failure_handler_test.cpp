@@ -206,7 +206,7 @@ TEST_F(FailureHandlerTest, CrashBecauseAPeerNodeDiedIsANodeLoss) {
   EXPECT_NE(events_[1].detail.find("class=node-loss lost=node2"), std::string::npos)
       << events_[1].detail;
   EXPECT_EQ(slurm_.downed, std::vector<std::string>({"node2"}));
-  EXPECT_EQ(events_[3].detail, "node=node2 result=DOWN");
+  EXPECT_EQ(events_[3].detail, "node=node2 result=DOWN evidence=\"slurmd refuses connections\"");
   EXPECT_NE(events_[2].detail.find("exclude=node2"), std::string::npos) << events_[2].detail;
 }
 
@@ -491,6 +491,24 @@ TEST_F(FailureHandlerTest, ALostNodeOfTheJobWhoseSlurmdIsGoneIsLost) {
   EXPECT_NE(Find("failure")->detail.find("class=node-loss"), std::string::npos) << Find("failure")->detail;
   EXPECT_NE(Find("failure")->detail.find("lost=node2 "), std::string::npos) << Find("failure")->detail;
   EXPECT_EQ(slurm_.downed, std::vector<std::string>({"node2"}));
+}
+
+// A lost node is taken out of the cluster (DOWN) only on evidence a user cannot fake (slurmd
+// refuses connections, or slurmctld finds it not responding); a probe that only timed out, which
+// a user who fills slurmd's accept queue causes, excludes the node from the job's own next run
+// and leaves the node to slurmctld.
+TEST_F(FailureHandlerTest, ANodeIsMarkedDownOnlyOnEvidenceAUserCannotFake) {
+  RunningOnTwoNodes(slurm_, proc_);
+  slurm_.dead_nodes = {"node2"};
+  slurm_.weak_nodes = {"node2"};
+  auto r = handler_->Recover("42", 0, "class=node-loss lost=node2 spares=0 generation=0", 50);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_TRUE(slurm_.downed.empty());
+  const JournalEvent* down = Find("node_down");
+  ASSERT_NE(down, nullptr);
+  EXPECT_NE(down->detail.find("result=\"not marked: its slurmd did not answer"), std::string::npos)
+      << down->detail;
+  EXPECT_NE(Find("failure")->detail.find("class=node-loss"), std::string::npos);  // still the job's
 }
 
 TEST_F(FailureHandlerTest, ABadLossRollsBackInPlaceOnItsOwnBudgetThenStops) {

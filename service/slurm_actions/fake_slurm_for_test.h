@@ -84,6 +84,14 @@ class FakeSlurm : public SlurmActions {
     return out;
   }
 
+  Result<std::string> LossEvidence(const std::string& node, int) override {
+    std::lock_guard<std::mutex> l(mu);
+    for (const auto& w : weak_nodes) {
+      if (w == node) return Status::Error("its slurmd did not answer in 1 s (weak evidence)");
+    }
+    return std::string("slurmd refuses connections");
+  }
+
   Status MarkNodeDown(const std::string& node, const std::string&) override {
     std::lock_guard<std::mutex> l(mu);
     downed.push_back(node);
@@ -100,6 +108,7 @@ class FakeSlurm : public SlurmActions {
   std::vector<std::string> downed;
   SlurmJob job;
   std::vector<std::string> dead_nodes;
+  std::vector<std::string> weak_nodes;  // dead_nodes whose loss is only a probe that timed out
   int loads = 0, requeues = 0;
   std::vector<SlurmJobUpdate> updates;
   std::string refuse_requeue, refuse_update, refuse_cancel;

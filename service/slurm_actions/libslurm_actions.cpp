@@ -35,32 +35,46 @@ std::string Str(const char* s) { return s ? s : ""; }
 std::string SlurmError() { return slurm_strerror(slurm_get_errno()); }
 
 // True when a TCP connection to host:port is accepted within timeout_ms.
-bool Connects(const std::string& host, uint16_t port, int timeout_ms) {
+// How a TCP connection to host:port ended within timeout_ms.
+enum class Probe { kConnected, kRefused, kNoRoute, kTimedOut, kUnknown };
+
+Probe ProbeConnect(const std::string& host, uint16_t port, int timeout_ms) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) {
-    return false;
+    return Probe::kUnknown;
   }
-  bool ok = false;
-  for (addrinfo* a = res; a && !ok; a = a->ai_next) {
+  Probe out = Probe::kUnknown;
+  for (addrinfo* a = res; a && out != Probe::kConnected; a = a->ai_next) {
     int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
+    int err = 0;
     if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-      ok = true;
+      out = Probe::kConnected;
     } else if (errno == EINPROGRESS) {
       pollfd p{fd, POLLOUT, 0};
       if (poll(&p, 1, timeout_ms) == 1) {
-        int err = 0;
         socklen_t len = sizeof err;
-        ok = getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = EIO;
+        out = err == 0 ? Probe::kConnected : out;
+      } else {
+        out = Probe::kTimedOut;
       }
+    } else {
+      err = errno;
     }
+    if (err == ECONNREFUSED) out = Probe::kRefused;
+    if (err == EHOSTUNREACH || err == ENETUNREACH) out = Probe::kNoRoute;
     close(fd);
   }
   freeaddrinfo(res);
-  return ok;
+  return out;
+}
+
+bool Connects(const std::string& host, uint16_t port, int timeout_ms) {
+  return ProbeConnect(host, port, timeout_ms) == Probe::kConnected;
 }
 
 class LibSlurmActions : public SlurmActions {
@@ -176,6 +190,42 @@ class LibSlurmActions : public SlurmActions {
       if (!Connects(addr, port, timeout_ms)) lost.push_back(name);
     }
     return lost;
+  }
+
+  Result<std::string> LossEvidence(const std::string& node, int timeout_ms) override {
+    std::string addr;
+    uint16_t port = 0;
+    bool not_responding = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      node_info_msg_t* msg = nullptr;
+      std::string n = node;
+      if (slurm_load_node_single(&msg, n.data(), SHOW_ALL) != SLURM_SUCCESS || !msg) {
+        return Status::Error("slurmctld does not know it: " + SlurmError());
+      }
+      if (msg->record_count >= 1) {
+        const node_info_t& info = msg->node_array[0];
+        addr = Str(info.node_addr);
+        if (addr.empty()) addr = Str(info.node_hostname);
+        port = info.port;
+        not_responding = (info.node_state & NODE_STATE_NO_RESPOND) != 0 ||
+                         (info.node_state & NODE_STATE_BASE) == NODE_STATE_DOWN;
+      }
+      slurm_free_node_info_msg(msg);
+    }
+    if (not_responding) return std::string("slurmctld finds it not responding");
+    switch (addr.empty() || port == 0 ? Probe::kUnknown : ProbeConnect(addr, port, timeout_ms)) {
+      case Probe::kRefused:
+        return std::string("slurmd refuses connections (nothing listens)");
+      case Probe::kNoRoute:
+        return std::string("no route to its host");
+      case Probe::kConnected:
+        return Status::Error("its slurmd answers again");
+      default:
+        return Status::Error("its slurmd did not answer within " + std::to_string(timeout_ms) +
+                             " ms, which a full accept queue also causes; slurmctld still finds it "
+                             "responding and decides itself (SlurmdTimeout)");
+    }
   }
 
   Status MarkNodeDown(const std::string& node, const std::string& reason) override {

@@ -83,6 +83,15 @@ class SlurmActions {
   // DOWN after SlurmdTimeout). Nodes Slurm does not know are left out.
   virtual std::vector<std::string> UnreachableNodes(const std::vector<std::string>& nodes,
                                                     int timeout_ms) = 0;
+  // Whether `node`'s loss is certain enough to take it out of the whole cluster (DOWN), not only
+  // out of one job's next run: its slurmd refuses connections (nothing listens there: the
+  // process or the host is gone) or cannot be routed to, or slurmctld itself finds it not
+  // responding. A connection that only times out is not enough: a user who fills slurmd's accept
+  // queue causes the same. Returns the evidence, or an error saying why the node is left to
+  // slurmctld (its own SlurmdTimeout).
+  virtual Result<std::string> LossEvidence(const std::string& /*node*/, int /*timeout_ms*/) {
+    return std::string("slurmd unreachable");
+  }
   // slurm_update_node(state=DOWN, reason): a node found unreachable is taken out at once, so the
   // requeued job does not wait in COMPLETING for its epilog there until slurmctld's own
   // SlurmdTimeout. The node returns by itself when its slurmd registers again
