@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <thread>
 
 namespace autopar {
 
@@ -49,9 +50,10 @@ std::optional<uid_t> CachedJobOwners::Known(const std::string& job_id) {
   return std::nullopt;
 }
 
-Authorizer::Authorizer(JobOwnerLookup* owners, std::vector<uid_t> privileged, Clock now)
-    : owners_(owners), privileged_(std::move(privileged)), now_(std::move(now)) {
+Authorizer::Authorizer(JobOwnerLookup* owners, std::vector<uid_t> privileged, Clock now, Sleep sleep)
+    : owners_(owners), privileged_(std::move(privileged)), now_(std::move(now)), sleep_(std::move(sleep)) {
   if (!now_) now_ = [] { return std::chrono::steady_clock::now(); };
+  if (!sleep_) sleep_ = [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
   if (std::find(privileged_.begin(), privileged_.end(), 0u) == privileged_.end()) {
     privileged_.push_back(0);
   }
@@ -63,21 +65,23 @@ bool Authorizer::IsPrivileged(uid_t uid) const {
 
 Result<uid_t> Authorizer::OwnerFor(const Peer& peer, const std::string& job_id) {
   if (auto known = owners_->Known(job_id)) return *known;
-  const auto t = now_();
+  bool throttled = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto& asked = unknown_[peer.uid];
+    const auto t = now_();
     while (!asked.empty() && t - asked.front() >= kUnknownWindow) asked.pop_front();
-    if (static_cast<int>(asked.size()) >= kUnknownBudget) {
-      return Status::Error("job " + job_id + ": not asked of Slurm: uid " + std::to_string(peer.uid) +
-                           " asked about " + std::to_string(asked.size()) +
-                           " jobs Slurm does not know in the last " +
-                           std::to_string(kUnknownWindow.count()) + " s (try again later)");
-    }
+    throttled = static_cast<int>(asked.size()) >= kUnknownBudget;
+  }
+  std::unique_lock<std::mutex> one_at_a_time(throttle_mu_, std::defer_lock);
+  if (throttled) {
+    one_at_a_time.lock();
+    sleep_(kThrottle);
   }
   auto owner = owners_->Owner(job_id);
   if (!owner) {
     std::lock_guard<std::mutex> lock(mu_);
+    const auto t = now_();
     unknown_[peer.uid].push_back(t);
     if (unknown_.size() > 4096) {  // uids that asked long ago
       for (auto it = unknown_.begin(); it != unknown_.end();) {

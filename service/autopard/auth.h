@@ -69,15 +69,21 @@ class CachedJobOwners : public JobOwnerLookup {
 class Authorizer {
  public:
   // A user's questions about jobs Slurm does not know cost root a slurmctld call each (under the
-  // node's one libslurm lock, which other jobs' recovery waits for): at most kUnknownBudget of
-  // them per uid within kUnknownWindow; past that the user is refused without asking Slurm, except
-  // about a job whose owner is known already.
+  // node's one libslurm lock, which other jobs' recovery waits for). Past kUnknownBudget of them
+  // within kUnknownWindow, that user's lookups are throttled: one at a time across all of them,
+  // each after a pause of kThrottle, so such a user makes root call slurmctld at most
+  // 1/kThrottle times a second. Nothing is refused (a job the user starts meanwhile is only
+  // looked up later), a job whose owner is known is answered at once, and other users are not
+  // affected.
   static constexpr int kUnknownBudget = 16;
   static constexpr std::chrono::seconds kUnknownWindow{10};
+  static constexpr std::chrono::milliseconds kThrottle{200};
   using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  using Sleep = std::function<void(std::chrono::milliseconds)>;
 
   // `privileged`: uids that may act on every job (root is always one).
-  Authorizer(JobOwnerLookup* owners, std::vector<uid_t> privileged, Clock now = nullptr);
+  Authorizer(JobOwnerLookup* owners, std::vector<uid_t> privileged, Clock now = nullptr,
+             Sleep sleep = nullptr);
 
   bool IsPrivileged(uid_t uid) const;
   // OK when `peer` may act on `job_id`; the error says why not, e.g. "job 42 belongs to uid
@@ -100,7 +106,9 @@ class Authorizer {
   JobOwnerLookup* owners_;
   std::vector<uid_t> privileged_;
   Clock now_;
+  Sleep sleep_;
   std::mutex mu_;
+  std::mutex throttle_mu_;  // held by a throttled lookup through its pause and its Slurm call
   std::map<uid_t, std::deque<std::chrono::steady_clock::time_point>> unknown_;  // guarded by mu_
 };
 
