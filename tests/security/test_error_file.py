@@ -7,35 +7,37 @@ Python module write the error that ended it; an out-of-memory error there classe
 (the job's owner, not root) can neither remove nor replace it. It now lives in a directory the
 launcher makes with mkdtemp (0700), read without following a symlink.
 
-The second account plants an out-of-memory error at the old name (and at the name under TMPDIR)
-for a held job of root's, which is then released: its program exits with status 3. What must
-hold: the failure is a plain crash (class rank-crash, not oom), no `oom` class anywhere in the
-job's timeline, and the planted file is left as it was, unread. About 5 s.
+The victim here is the second account (autopar-test2): a launcher running as root removes any
+file, so only an ordinary user's job shows the attack; the attacker is another ordinary account,
+`nobody`. It plants an out-of-memory error at the old name for the victim's held job, which is
+then released: its program exits with status 3. What must hold: the failure is a plain crash
+(class rank-crash, not oom), nothing of the planted text in the job's timeline. About 5 s.
 """
 import json
 import time
 from pathlib import Path
 
-from conftest import LAUNCH, PYTHON, as_user, cancel, job_state, need_binaries, root_events, \
-    root_sbatch, run  # noqa: F401
+from conftest import LAUNCH, PYTHON, as_user, cancel, need_binaries, root_events, run, user_dir, \
+    user_sbatch  # noqa: F401
 
 PLANTED = json.dumps({"message": {"message": "torch.OutOfMemoryError: CUDA out of memory. (planted)"}})
 
 
-def test_a_planted_error_file_is_never_read(tmp_path):
+def test_a_planted_error_file_is_never_read(user_dir):
     need_binaries()
-    script = tmp_path / "job.sh"
+    script = user_dir / "job.sh"
     script.write_text(f"""#!/bin/bash
 if [[ ${{SLURM_RESTART_COUNT:-0}} -gt 0 ]]; then exit 0; fi
 srun -N1 -n1 -w node1 --mpi=pmix {LAUNCH} -- {PYTHON} -c 'import sys; sys.exit(3)'
 sleep 5
 """)
-    job = root_sbatch("--hold", "-N1", "-w", "node1", "--requeue-on-failure=1", "-t", "2",
-                      "-o", str(tmp_path / "out.txt"), str(script))
-    planted = [Path(f"/tmp/autopar-error-{job}.0-0.json")]
+    script.chmod(0o755)
+    job = user_sbatch("--hold", "-N1", "-w", "node1", "--requeue-on-failure=1", "-t", "2",
+                      f"--chdir={user_dir}", "-o", str(user_dir / "out.txt"), str(script))
+    planted = Path(f"/tmp/autopar-error-{job}.0-0.json")
     try:
-        for p in planted:
-            as_user(["bash", "-c", f"printf '%s' '{PLANTED}' > {p} && chmod 0644 {p}"], check=True)
+        run(["runuser", "-u", "nobody", "--", "bash", "-c",
+             f"umask 022 && printf '%s' '{PLANTED}' > {planted}"], check=True)
         run(["scontrol", "release", job], check=True)
         deadline = time.time() + 60
         failures = []
@@ -47,8 +49,7 @@ sleep 5
         assert "class=rank-crash" in details[0], details
         assert not any("class=oom" in d for d in details), details
         assert not any("planted" in json.dumps(e) for e in root_events(job)), root_events(job)
-        assert all(p.read_text() == PLANTED for p in planted)
+        assert planted.read_text() == PLANTED  # the launcher could not remove it: it ignored it
     finally:
         cancel(job)
-        for p in planted:
-            p.unlink(missing_ok=True)
+        planted.unlink(missing_ok=True)
