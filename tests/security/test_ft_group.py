@@ -20,7 +20,11 @@ group must re-form and heal rank 1's replacement under the attack. What must hol
 completes with every rank's final state bit for bit the fault-free run's (the same program, run
 beside it on two other nodes), the replacement was healed, the healthy ranks never stopped.
 gloo's own listeners are not attacked: a connection that begins gloo's handshake and never ends it
-stalls the group's making (docs/security.md, known limits; an abortable group is #48's).
+stalls the group's making (docs/security.md, known limits; an abortable group is #48's). What this
+test proves is that strangers on the stores change nothing. That a half-sent request stalls
+torch 1.13's TCPStore for every rank, and not autopar's store, is proven where it can be made
+certain, in python/tests/test_ft_store.py: with the old store this test's job completed in our
+runs too (its re-formed group met on the replacement's store before the attack reached it).
 About 1 min.
 """
 import json
