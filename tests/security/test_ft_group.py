@@ -21,8 +21,8 @@ beside it on two other nodes), the replacement was healed, the healthy ranks nev
 gloo's own listeners are not attacked: a connection that begins gloo's handshake and never ends it
 stalls the group's making (docs/security.md, known limits; an abortable group is #48's). The attack
 starts with the job, so that the first group is made under it too. This test does not fail with
-the old TCPStore in our runs (its job took 20.6 s against 15.2 s; the group gives an epoch whose
-store does not answer up after 15 s and meets on another member's), so what it proves is that
+the old TCPStore in our runs (the test took 20.6 s against 15.2 s; why the old group got through
+was not found), so what it proves is that
 strangers on autopar's stores change nothing; the stall itself, and each piece of the store and
 the heal, are proven in python/tests/test_ft_store.py.
 About 1 min.
