@@ -117,10 +117,31 @@ def listening(job: str):
     return {where for _, where in first.values()}
 
 
-def keep_ports_current(job: str, path: Path, stop: threading.Event) -> None:
+def channels(job: str):
+    """The (address, port) of every launcher's restart channel of `job`: the listening socket
+    only that autopar-launch process holds (not srun, whose command line names it too)."""
+    pids = set()
+    for pid in map(int, subprocess.run(["pgrep", "-x", "autopar-launch"], capture_output=True,
+                                       text=True).stdout.split()):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if f"SLURM_JOB_ID={job}" in env:
+            pids.add(pid)
+    out = set()
+    for line in subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout.splitlines():
+        holders = [int(p) for p in re.findall(r"pid=(\d+)", line)]
+        if len(holders) == 1 and holders[0] in pids:
+            ip, port = line.split()[3].rsplit(":", 1)
+            out.add((ip, int(port)))
+    return out
+
+
+def keep_ports_current(job: str, path: Path, stop: threading.Event, find=None) -> None:
     while not stop.is_set():
         tmp = path.with_suffix(".new")
-        tmp.write_text("".join(f"{ip} {port}\n" for ip, port in sorted(listening(job))))
+        tmp.write_text("".join(f"{ip} {port}\n" for ip, port in sorted((find or listening)(job))))
         tmp.chmod(0o644)
         tmp.rename(path)
         stop.wait(0.3)
@@ -168,3 +189,52 @@ def test_a_stranger_cannot_stall_join_or_pose_in_the_group(tmp_path):
     for r in (0, 2, 3):  # never stopped: the PIDs they saw (their node's namespace)
         assert got[r]["pid"] == nspids[r], (r, got[r], nspids[r])
     assert "the state received" not in out and "no member of this job" not in out, out[-3000:]
+
+
+def test_a_flood_of_the_launchers_channels_drops_no_join_or_quorum(tmp_path):
+    """The launchers of a fault-tolerant run agree on each quorum over their restart channels
+    (joins to the leader, the quorum back), which anyone can connect to. The second account floods
+    every launcher's channel of the job from its start, again and again (hundreds of connections
+    held, a request begun and never ended on each); rank 1's program is killed after 10 committed
+    steps. What must hold: the group re-forms and heals the replacement, the healthy ranks never
+    stop, and the job ends bit for bit as the fault-free run. (A line that arrived behind a burst
+    of new connections could be pushed out of a channel's table unread; restart_channel_test
+    proves that fixed. This flood did not make the old channel drop one in our runs either.)"""
+    need_binaries()
+    clean_dir, attacked_dir = tmp_path / "clean", tmp_path / "attacked"
+    clean = submit(clean_dir, "node[3-4]")
+    shared = Path(tempfile.mkdtemp(prefix="autopar-sec-ftch-"))
+    shared.chmod(0o755)
+    stop, ports = shared / "stop", shared / "ports"
+    attacked = submit(attacked_dir, "node[1-2]")
+    done = threading.Event()
+    scanner = threading.Thread(target=keep_ports_current, args=(attacked, ports, done, channels),
+                               daemon=True)
+    scanner.start()
+    intruder = subprocess.Popen(["runuser", "-u", USER, "--", PYTHON, str(PROGRAMS / "ft_intruder.py"),
+                                 str(ports), str(stop)], stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while committed(attacked_dir) < 10:
+            assert time.time() < deadline, \
+                "the attacked group did not train:\n" + (attacked_dir / "out.txt").read_text()[-3000:]
+            time.sleep(0.2)
+        pids = {r: program_pid(attacked, r) for r in range(RANKS)}
+        nspids = {r: node_pid(p) for r, p in pids.items()}
+        os.kill(pids[1], signal.SIGKILL)
+        state = wait_job(attacked, timeout=240)
+    finally:
+        stop.touch()
+        done.set()
+        report = intruder.communicate(timeout=30)[0]
+        shutil.rmtree(shared, ignore_errors=True)
+        cancel(attacked)
+    assert "ATTACKS" in report and int(report.split()[1]) > 100 and int(report.split()[3]) >= 4, report
+    out = (attacked_dir / "out.txt").read_text()
+    assert state == "COMPLETED", out[-4000:]
+    assert wait_job(clean, timeout=240) == "COMPLETED", (clean_dir / "out.txt").read_text()[-3000:]
+    reference, got = results(clean_dir), results(attacked_dir)
+    assert {r["sha256"] for r in got.values()} == {reference[0]["sha256"]}, (got, reference)
+    assert got[1]["stats"]["healed_bytes"] > 0, got[1]
+    for r in (0, 2, 3):
+        assert got[r]["pid"] == nspids[r], (r, got[r], nspids[r])
