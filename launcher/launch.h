@@ -164,8 +164,7 @@ struct LaunchDecisions {
 //    SLURM_JOB_ID), AUTOPAR_NODE_RANK/AUTOPAR_NUM_NODES/AUTOPAR_HOST, CUDA_VISIBLE_DEVICES for the chosen GPU,
 //    AUTOPAR_CPUS for the bound CPUs.
 //  `defaults` are set only when absent from `current` (the user wins): NCCL_DEBUG=WARN,
-//    TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and its pre-2.2 spelling NCCL_ASYNC_ERROR_HANDLING=1,
-//    OMP_NUM_THREADS = number of bound CPUs (only with CPU binding).
+//    TORCH_NCCL_ASYNC_ERROR_HANDLING=1, OMP_NUM_THREADS = number of bound CPUs (only with CPU binding).
 // Fails when SLURM_RESTART_COUNT is present but not a non-negative integer.
 struct EnvChanges {
   EnvMap set;

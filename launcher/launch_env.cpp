@@ -46,7 +46,6 @@ Result<EnvChanges> BuildLaunchEnv(const LaunchDecisions& d, const EnvMap& curren
   // are never overwritten.
   ch.defaults["NCCL_DEBUG"] = "WARN";
   ch.defaults["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
-  ch.defaults["NCCL_ASYNC_ERROR_HANDLING"] = "1";  // torch < 2.2 reads this spelling
   return ch;
 }
 

@@ -62,7 +62,6 @@ TEST(BuildLaunchEnv, BindingAndUserWins) {
   } cases[] = {
       {"NCCL_DEBUG", "INFO"},
       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
-      {"NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"CUDA_VISIBLE_DEVICES", "3"},
       {"AUTOPAR_CPUS", "4-6"},
       {"OMP_NUM_THREADS", "3"},

@@ -11,3 +11,12 @@ export AUTOPAR_AUTOPARD=${AUTOPAR_AUTOPARD:-$AUTOPAR_BUILD_DIR/service/autopard/
 # The plugin's site arguments on the test cluster: one autopard socket per node, requeue limits,
 # short heartbeat timeouts allowed for the fault tests, and a site NCCL default (loopback here).
 export AUTOPAR_PLUGSTACK_ARGS="socket=$AUTOPAR_CLUSTER_DIR/run/autopard-%n.sock max_requeue=5 min_heartbeat_timeout=2 nccl_env=NCCL_SOCKET_IFNAME=lo"
+# The Python environment (scripts/install-deps.sh, pinned in scripts/python-requirements.txt):
+# first on PATH, so `python3` here and in the jobs submitted from here (sbatch exports PATH) is its
+# interpreter, the one with torch; AUTOPAR_PYTHON names it where a script needs the path.
+export AUTOPAR_VENV=${AUTOPAR_VENV:-/opt/autopar-venv}
+export AUTOPAR_PYTHON=${AUTOPAR_PYTHON:-$AUTOPAR_VENV/bin/python3}
+case ":$PATH:" in
+  *":$AUTOPAR_VENV/bin:"*) ;;
+  *) export PATH=$AUTOPAR_VENV/bin:$PATH ;;
+esac

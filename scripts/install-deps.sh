@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the system dependencies of autopar on a fresh Debian 12 machine (run as root).
 # With --demo only what the main job (scripts/demo.sh) builds and runs on: the compilers, Slurm,
-# munge, PMIx, the libraries autopar links and PyTorch. Without it everything the tests and
-# benchmarks use besides. Idempotent: a second run only checks.
+# munge, PMIx, the libraries autopar links, and the Python environment (PyTorch from PyPI, pinned in
+# scripts/python-requirements.txt, in one virtual environment at $AUTOPAR_VENV that the demo, the
+# cluster's jobs and the tests use). Without it everything the tests and benchmarks use besides.
+# Idempotent: a second run only checks.
 set -euo pipefail
 
 DEMO_PKGS=(
@@ -11,12 +13,12 @@ DEMO_PKGS=(
   libpmix-dev libpmix-bin
   libcurl4-openssl-dev libjsoncpp-dev libtinyxml2-dev libboost-program-options-dev
   libsqlite3-dev libssl-dev libhwloc-dev
-  python3-torch python3-numpy
+  python3 python3-venv
   util-linux procps iproute2
 )
 TEST_PKGS=(
-  python3-botocore python3-cloudpickle python3-venv libgtest-dev libgmock-dev libbenchmark-dev sqlite3
-  hyperfine awscli curl jq python3-pytest shellcheck
+  libgtest-dev libgmock-dev libbenchmark-dev sqlite3
+  hyperfine awscli curl jq shellcheck
   mypy  # tests/CMakeLists.txt's python_types checks python/autopar's type hints
   chromium  # tests/integration/test_health.py renders the --html report headless
   mandoc  # tests/man/lint_man_pages.sh lints the man pages (docs/man)
@@ -48,6 +50,18 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" || rc=$?
   if ((own_policy)); then rm -f "$policy"; fi
   ((rc == 0)) || exit "$rc"
+fi
+
+# The Python environment: Debian's python3 (the one the cluster's nodes run) with every package of
+# scripts/python-requirements.txt, readable by every user (the jobs of the tests' second account
+# too). The lock file's digest in the environment says it is current; a changed lock rebuilds it.
+venv=${AUTOPAR_VENV:-/opt/autopar-venv}
+lock=$(dirname -- "${BASH_SOURCE[0]}")/python-requirements.txt
+digest=$(sha256sum <"$lock" | cut -d' ' -f1)
+if [[ $(cat "$venv/.autopar-lock" 2>/dev/null) != "$digest" ]]; then
+  rm -rf "$venv"
+  (umask 022 && /usr/bin/python3 -m venv "$venv" &&
+    "$venv/bin/pip" install --quiet --no-cache-dir -r "$lock" && echo "$digest" >"$venv/.autopar-lock")
 fi
 
 if ((demo)); then

@@ -5,7 +5,7 @@
 #   tests/python_venv_install.sh [PYTHON [VERSION]]
 set -euo pipefail
 repo=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
-python=${1:-/usr/bin/python3}
+python=${1:-/opt/autopar-venv/bin/python3}
 work=$(mktemp -d /tmp/autopar-venv-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 "$python" -m venv "$work/venv"

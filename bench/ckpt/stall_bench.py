@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Commit stall: how long `autopar.ckpt.commit(step)` blocks the training
 program, p50/p99 over N commits, for checkpoints of 100 MB and 4 GB per rank (sparse files: the
 commit never reads the data, so the stall must not depend on the size). A private autopard is

@@ -14,12 +14,13 @@
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd -- "$here/../.." && pwd)
+AUTOPAR_PYTHON=${AUTOPAR_PYTHON:-/opt/autopar-venv/bin/python3}  # scripts/install-deps.sh's, with torch
 : "${SLURM_CONF:?set SLURM_CONF to the slurm.conf of the test cluster}"
 out=$(mktemp /tmp/autopar-failure-bench.XXXXXX.jsonl)
 trap 'rm -f "$out"' EXIT
 cd "$repo/tests/integration"
-AUTOPAR_BENCH_OUT=$out /usr/bin/python3 -m pytest -q test_requeue_faults.py test_time_limit.py "$@"
-/usr/bin/python3 - "$out" <<'PY'
+AUTOPAR_BENCH_OUT=$out "$AUTOPAR_PYTHON" -m pytest -q test_requeue_faults.py test_time_limit.py "$@"
+"$AUTOPAR_PYTHON" - "$out" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print(f"{'fault':28} {'fault->requeue':>14} {'fault->restore':>14} {'fault->1st step':>15} {'steps lost':>10}  other")

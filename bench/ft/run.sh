@@ -24,14 +24,14 @@
 # Environment: SLURM_CONF (the test cluster, with autopard on every node), AUTOPAR_BUILD_DIR.
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../../scripts/cluster-env.sh
+source "$here/../../scripts/cluster-env.sh"
 : "${SLURM_CONF:?set SLURM_CONF to the slurm.conf of the test cluster}"
 cd "$here/../../tests/integration"
 only=${2:-}
 k() { [[ -z $only ]] && echo "$1" || echo "($only) and $1"; }
-FT_BENCH_FAULTS=${1:-20} /usr/bin/python3 -m pytest -q -s -p no:cacheprovider "$here/bench_ft.py" \
+FT_BENCH_FAULTS=${1:-20} "$AUTOPAR_PYTHON" -m pytest -q -s -p no:cacheprovider "$here/bench_ft.py" \
   -k "$(k "not effective_training_time_ratio")" || (($? == 5)) # 5: ONLY selected none of them
-# shellcheck source=../../scripts/cluster-env.sh
-source "$here/../../scripts/cluster-env.sh"
 nodes=$(cat "${AUTOPAR_CLUSTER_DIR:-/tmp/autopar-cluster}/etc/nodes" 2>/dev/null || echo 4)
 restart_cluster() {  # NODES PLUGSTACK_ARGS
   bash "$here/../../tests/cluster/stop.sh"
@@ -41,4 +41,4 @@ restart_cluster() {  # NODES PLUGSTACK_ARGS
 trap 'restart_cluster "$nodes" ""' EXIT
 restart_cluster 6 "max_requeue=50 max_restarts_in_place=50"
 [[ -n $only && $only != *effective* ]] && exit 0
-/usr/bin/python3 -m pytest -q -s -p no:cacheprovider "$here/bench_ft.py" -k "$(k effective_training_time_ratio)"
+"$AUTOPAR_PYTHON" -m pytest -q -s -p no:cacheprovider "$here/bench_ft.py" -k "$(k effective_training_time_ratio)"

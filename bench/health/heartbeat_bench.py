@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Heartbeat cost (target: under 100 us at p99 with the progress fields): the wall time of one heartbeat call as the training program sees it,
 
   plain  ckpt.heartbeat(step)                                   C: autopar_ckpt_heartbeat

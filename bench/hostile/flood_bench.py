@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A flooding neighbour: user A's checkpoint commit latency, p50/p99 over N commits,
 while user B (uid 65534, `nobody`) attacks the same autopard, side by side with no flood in the
 same run. B's attacks, each for the whole of A's measurement:

@@ -15,6 +15,7 @@ set -euo pipefail
 
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd -- "$HERE/../.." && pwd)
+AUTOPAR_PYTHON=${AUTOPAR_PYTHON:-/opt/autopar-venv/bin/python3}  # scripts/install-deps.sh's, with torch
 BUILD=${1:-$REPO/build}
 LAUNCH=$BUILD/launcher/autopar-launch
 FLOOR=$BUILD/launcher/bench-pmix-floor
@@ -50,7 +51,7 @@ for n in 8 16 32; do
     -n "srun ${n} tasks + autopar-launch" \
     "srun -N4 --ntasks-per-node=$per --mpi=pmix $LAUNCH -- true"
 done
-/usr/bin/python3 - "$OUT" <<'PY'
+"$AUTOPAR_PYTHON" - "$OUT" <<'PY'
 import json, sys
 out = sys.argv[1]
 for n in (8, 16, 32):
@@ -64,7 +65,7 @@ for n in (8, 16, 32):
 PY
 
 echo "== (b) time to ready vs torchrun c10d ($READY_RUNS runs each)"
-/usr/bin/python3 "$HERE/time_to_ready.py" --launch "$LAUNCH" --runs "$READY_RUNS" \
+"$AUTOPAR_PYTHON" "$HERE/time_to_ready.py" --launch "$LAUNCH" --runs "$READY_RUNS" \
   --json "$OUT/ready.json"
 echo "== (b, information) time to an initialized process group"
-/usr/bin/python3 "$HERE/time_to_ready.py" --launch "$LAUNCH" --runs 3 --pg --json "$OUT/ready-pg.json"
+"$AUTOPAR_PYTHON" "$HERE/time_to_ready.py" --launch "$LAUNCH" --runs 3 --pg --json "$OUT/ready-pg.json"

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Time from srun's start until every rank's program runs with its environment ready (and, with
 --pg, until every rank holds an initialized torch.distributed process group): autopar-launch vs
 torchrun with its c10d rendezvous (one torchrun agent per node under srun), same nodes and ranks.
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PYTHON = "/usr/bin/python3"
+PYTHON = sys.executable
 
 
 def one_run(cmd, out_dir, ranks):
@@ -56,10 +56,6 @@ def main():
                            PYTHON, "-m", "torch.distributed.run", f"--nnodes={a.nodes}",
                            f"--nproc_per_node={a.per_node}", "--rdzv_backend=c10d",
                            f"--rdzv_endpoint=node1:{port}", f"--rdzv_id=bench{os.getpid()}-{i}",
-                           # Debian's torch 1.13 on Python 3.11 cannot parse the default "0"
-                           # (Std.from_str returns None: Flag iteration skips the 0 member);
-                           # 2 = stderr to a log file and tee'd to the console, cheap and valid.
-                           "--redirects=2", "--tee=2",
                            str(HERE / "ready.py"), out, *extra]
                 results[name].append(one_run(cmd, out, ranks))
     summary = {}

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Recovery in place vs the requeue path, side by side in one run on the local test
 cluster: a 4-node x 2-rank PyTorch DDP training (tests/integration/requeue_train.py, gloo, a
 checkpoint every 5 steps) under autopar-launch, one fault per job, timed from the fault to the
@@ -47,7 +47,7 @@ from test_requeue_faults import node_of_rank, rank_pid  # noqa: E402
 BUILD = Path(os.environ.get("AUTOPAR_BUILD_DIR", REPO / "build"))
 TRAIN = REPO / "tests" / "integration" / "requeue_train.py"
 LAUNCH = BUILD / "launcher" / "autopar-launch"
-PYTHON = "/usr/bin/python3"
+PYTHON = sys.executable
 OTHER_USER = "autopar-test2"
 # Late enough that the next generation's interpreter is ready (autopar-launch prepares it 5 s after
 # the program starts, then 8 ranks import torch at once on the 2 cores).

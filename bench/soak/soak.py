@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Soak: one private autopard serves commits and heartbeats of many jobs for a long
 time while its S3 storage fails on and off; at the end nothing is lost (every commit autopard
 acknowledged is uploaded or failed with a named error, none still queued once storage is back)

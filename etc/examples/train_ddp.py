@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A small, deterministic PyTorch DDP training job (gloo on CPU) for autopar's local cluster.
 
 It reads torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), which autopar sets

@@ -54,6 +54,9 @@ class JobBootstrap {
 // (autopar-launch gives each rank one GPU, device 0 of its CUDA_VISIBLE_DEVICES). Rank 0 calls
 // ncclGetUniqueId, the id travels through JobBootstrap::Broadcast(tag). Only in a libautopar built
 // with NCCL; otherwise it fails saying so. The caller owns the communicator (ncclCommDestroy).
+// NCCL is loaded at the first call, not linked: the one the process already holds (the program's,
+// PyTorch's), else libnccl.so.2 by the loader's search, else the one libautopar was built
+// against; AUTOPAR_NCCL_LIBRARY=PATH chooses one (and only that one).
 Result<ncclComm*> CreateNcclComm(JobBootstrap& job, const std::string& tag = "world");
 
 }  // namespace autopar

@@ -28,6 +28,9 @@ __all__ = ["watch_ddp"]
 
 class _DdpWatch:
     def __init__(self, ddp: Any, process_group: Any = None) -> None:
+        from ._torch import require
+
+        require("autopar.health")
         import torch
         import torch.distributed as dist
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks

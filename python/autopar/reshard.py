@@ -19,7 +19,7 @@ ranks one element longer (uneven shards are fine). Tensor and pipeline parallel 
 same before and after (a change of tp/pp is the model's own checkpoint conversion, e.g.
 Megatron-LM's); load_sharded reads only the files of the caller's tp and pp rank.
 
-Works with torch 1.13 (torch.save/torch.load of plain tensors; no torch.distributed.checkpoint).
+Plain tensors through torch.save/torch.load (weights_only: nothing else is unpickled).
 """
 from __future__ import annotations
 
@@ -27,7 +27,10 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-import torch
+from ._torch import require
+
+require("autopar.reshard")
+import torch  # noqa: E402  (after the version check)
 
 __all__ = ["shard_range", "save_sharded", "load_sharded", "LAYOUT_FILE", "SHARD_FILE"]
 
@@ -47,7 +50,8 @@ def shard_range(numel: int, dp_size: int, dp_rank: int) -> Tuple[int, int]:
 def save_sharded(directory: str, shards: Mapping[str, torch.Tensor], numel: Mapping[str, int], dp_rank: int,
                  dp_size: int, tp_rank: int = 0, pp_rank: int = 0, extra: Any = None) -> None:
     """Writes this rank's slices (name -> 1-D tensor of shard_range's length) and their layout into
-    `directory` (the rank's step directory, before ckpt.commit). `extra`: anything torch.save takes,
+    `directory` (the rank's step directory, before ckpt.commit). `extra`: tensors, numbers, strings and
+    containers of them (torch.load with weights_only loads nothing else),
     returned by load_sharded from the caller's own saved rank (or rank 0's)."""
     ranges: Dict[str, List[int]] = {}
     for name, t in shards.items():
@@ -111,7 +115,7 @@ def load_sharded(dp_rank: int, dp_size: int, step_dir: Optional[str] = None, tp_
         own = layout["dp_rank"] == min(dp_rank, len(saved) - 1)
         if not overlaps and not own:
             continue
-        saved_file = torch.load(os.path.join(path, SHARD_FILE))
+        saved_file = torch.load(os.path.join(path, SHARD_FILE), weights_only=True)
         if own:
             extra = saved_file["extra"]
         for name, (start, end) in wanted.items():

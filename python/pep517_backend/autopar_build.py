@@ -11,19 +11,24 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # python/
 
 
 def _project():
-    """name, version and requires-python from pyproject.toml's [project] table (a regex: tomllib
-    is 3.11's, and the table is ours)."""
+    """name, version, requires-python and the extras ([project.optional-dependencies]) from
+    pyproject.toml (regexes: tomllib is 3.11's, and the file is ours)."""
     with open(os.path.join(HERE, "pyproject.toml")) as f:
         text = f.read()
     fields = dict(re.findall(r'^(name|version|requires-python|description)\s*=\s*"([^"]*)"', text, re.M))
+    extras = re.search(r"^\[project\.optional-dependencies\]\n(.*?)(?=^\[|\Z)", text, re.M | re.S)
+    fields["extras"] = {name: re.findall(r'"([^"]+)"', items) for name, items in
+                        re.findall(r"^([a-z0-9-]+)\s*=\s*\[([^\]]*)\]", extras.group(1) if extras else "", re.M)}
     return fields
 
 
 def _metadata(p):
     lines = ["Metadata-Version: 2.1", f"Name: {p['name']}", f"Version: {p['version']}",
              f"Summary: {p.get('description', '')}", f"Requires-Python: {p.get('requires-python', '>=3.9')}",
-             "License: Apache-2.0", "Provides-Extra: functions",
-             "Requires-Dist: cloudpickle; extra == \"functions\""]
+             "License: Apache-2.0"]
+    for extra, requirements in p["extras"].items():
+        lines.append(f"Provides-Extra: {extra}")
+        lines += [f"Requires-Dist: {r}; extra == \"{extra}\"" for r in requirements]
     return "\n".join(lines) + "\n"
 
 

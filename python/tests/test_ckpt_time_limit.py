@@ -18,7 +18,7 @@ import pytest
 from conftest import read_request
 
 PYTHON_DIR = Path(__file__).resolve().parents[1]
-TORCH_PYTHON = "/usr/bin/python3"  # Debian's interpreter, the one with torch
+TORCH_PYTHON = sys.executable  # the pinned environment's interpreter, with torch
 
 
 class FakeAutopard:

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The checks of scale_test.sh on what a job left: its merged timeline (`autopar events --json`),
 its checkpoints in storage (`autopar ckpt ls --json`) and its output. Prints one line per check,
 "ok   ..." or "FAIL ...", then "times k=v ..." (seconds) for scale_test.sh to report; exits 1 when a

@@ -28,7 +28,7 @@ here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 nodes=${AUTOPAR_SCALE_NODES:-16}
 tasks=${AUTOPAR_SCALE_TASKS:-2}
 world=$((nodes * tasks))
-python=/usr/bin/python3 # Debian's interpreter, the one with torch
+python=${AUTOPAR_PYTHON:-/opt/autopar-venv/bin/python3} # the pinned environment (scripts/install-deps.sh), with torch
 
 # Only this cluster's settings reach start.sh: nothing of the suite's (s3rver, extra autopard keys).
 unset AUTOPAR_S3_ENDPOINT AUTOPAR_AUTOPARD_CONF_EXTRA AUTOPAR_PLUGSTACK_INCLUDE

@@ -9,10 +9,12 @@
 #   AUTOPAR_SELFTEST_DIR        default /tmp/autopar-cluster-selftest
 #   AUTOPAR_SELFTEST_PORT_BASE  default: the first of 27817, 28817, ..., 31817 whose ports are all free
 #   AUTOPAR_SELFTEST_TORCH=0    skips the PyTorch check (about 15 s on 2 cores)
+#   AUTOPAR_PYTHON              the interpreter with torch (default: scripts/install-deps.sh's)
 # Exit status 0 when every check passed. On failure the cluster is stopped and its logs kept.
 set -euo pipefail
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+python=${AUTOPAR_PYTHON:-/opt/autopar-venv/bin/python3}
 export AUTOPAR_CLUSTER_DIR=${AUTOPAR_SELFTEST_DIR:-/tmp/autopar-cluster-selftest}
 # Its checks expect node1..node4, whatever the caller's AUTOPAR_CLUSTER_NODES.
 export AUTOPAR_CLUSTER_NODES=4
@@ -214,7 +216,7 @@ check "srun --mpi=pmix as autopar-test2" expect_lines "$(seq 0 3)" \
   "$(runuser -u autopar-test2 -- env SLURM_CONF="$CONF" srun --mpi=pmix -N4 -n4 printenv PMIX_RANK | sort -n)"
 phase "srun/salloc/sbatch/PMIx"
 
-if [[ ${AUTOPAR_SELFTEST_TORCH:-1} != 0 ]] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+if [[ ${AUTOPAR_SELFTEST_TORCH:-1} != 0 ]]; then
   cat >"$work/ddp.py" <<'EOF'
 import os, torch, torch.distributed as dist
 dist.init_process_group("gloo")  # env:// from MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE
@@ -228,7 +230,7 @@ EOF
   port=$((AUTOPAR_CLUSTER_PORT_BASE + 50))
   # shellcheck disable=SC2016 # expanded by the task's shell
   out=$(srun -N4 -n8 --ntasks-per-node=2 bash -c \
-    'MASTER_ADDR=node1 MASTER_PORT='"$port"' RANK=$SLURM_PROCID WORLD_SIZE=8 exec /usr/bin/python3 '"$work/ddp.py" |
+    'MASTER_ADDR=node1 MASTER_PORT='"$port"' RANK=$SLURM_PROCID WORLD_SIZE=8 exec '"$python"' '"$work/ddp.py" |
     sort -k2n | awk '{print $1, $2, $3, $4}')
   check "PyTorch gloo DDP, 8 ranks on node1..node4, MASTER_ADDR=node1" expect_lines \
     "$(for r in $(seq 0 7); do echo "node$((r / 2 + 1)) $r 8 28"; done)" "$out"

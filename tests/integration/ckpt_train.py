@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Deterministic PyTorch DDP training (gloo, CPU, ddp_train.py) that checkpoints through autopard
 every K steps, for the checkpoint integration tests.
 

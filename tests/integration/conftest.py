@@ -12,6 +12,7 @@ import re
 import shlex
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 
 SOURCE_DIR = Path(os.environ.get("AUTOPAR_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 BUILD_DIR = Path(os.environ.get("AUTOPAR_BUILD_DIR", SOURCE_DIR / "build"))
-PYTHON = "/usr/bin/python3"  # Debian's interpreter, the one with torch
+PYTHON = sys.executable  # the pinned environment's interpreter (scripts/install-deps.sh), with torch
 
 
 _skipped = []

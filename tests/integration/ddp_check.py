@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Tiny PyTorch DDP training (gloo, CPU) for tests/integration/test_launcher.py.
 
 Run under autopar-launch (RANK, WORLD_SIZE, MASTER_ADDR/PORT from the launcher) it trains with

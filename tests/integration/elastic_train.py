@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Deterministic data-parallel training with a sharded optimizer (ZeRO-1) for the elastic tests
 : gloo on CPU, a fixed global batch, Adam whose state (and the parameters' master copy)
 is split across the data-parallel ranks with autopar.reshard, so a run that loses a node goes on

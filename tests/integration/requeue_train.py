@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Deterministic PyTorch DDP training (gloo, CPU) for the failure/requeue tests: the
 checkpointing training of ckpt_train.py (ddp_train.py: same model, data and bit-identical resume),
 plus a fixed pause per step (so faults land mid-run) and one line per step on stdout ("train: rank

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR, SOURCE_DIR, pending_uploads, s3rver_script, wait_for
+from conftest import BUILD_DIR, PYTHON, SOURCE_DIR, pending_uploads, s3rver_script, wait_for
 
 AUTOPARD = BUILD_DIR / "service/autopard/autopard"
 AUTOPAR = BUILD_DIR / "cli/autopar"
@@ -252,7 +252,7 @@ def test_commits_survive_sigkill_right_after_they_return(setup):
     # With the store down, every upload is still pending when autopard dies (at once after every
     # commit returned: no chance to flush anything).
     s3rver("stop", tmp / "s3")
-    subprocess.run(["/usr/bin/python3", "-c",
+    subprocess.run([PYTHON, "-c",
                     f"from autopar import ckpt\nfor s in range(1, {count + 1}): ckpt.commit(s)"],
                    env=env, check=True, timeout=120)
     d.kill(signal.SIGKILL)

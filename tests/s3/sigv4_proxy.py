@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A proxy that checks every request's SigV4 signature before an S3 server sees it.
 
 s3rver 3.7 (the test S3 server) checks only V2 signatures and lets every V4 request through

@@ -3,8 +3,9 @@ the quorum names (store.py: open only to the job's own ranks, every value sealed
 epoch's own namespace, so a new epoch never meets an old one's keys.
 A collective is waited for beside the launcher's channel: when the launchers re-form the group
 (a member is gone) the wait is given up at once instead of running into the collective's
-timeout. torch 1.13's gloo cannot abort a collective: a given-up one is ended by shutting its
-group's sockets down (Group.sever), which fails it here and at every peer still in it."""
+timeout. gloo cannot abort a collective (torch 2.15's ProcessGroupGloo.abort() returns at once but
+leaves a pending one waiting for its peer): a given-up one is ended by shutting its group's
+connections down (Group.sever), which fails it here and at every peer still in it."""
 from __future__ import annotations
 
 import ctypes
@@ -85,7 +86,7 @@ class Group:
         self._work = None
 
     def sever(self) -> None:
-        """Ends this epoch's connections: gloo (torch 1.13) cannot abort a collective, but one
+        """Ends this epoch's connections: gloo cannot abort a collective (module doc), but one
         whose sockets are shut down fails at once, here and at every peer still waiting in it, and
         a process group with a dead peer would otherwise keep its event loop spinning. The
         sockets are the ones that appeared while the group was made."""
@@ -253,16 +254,18 @@ def _detach(fds: Dict[int, str]) -> None:
 
 def _shut_down(fds: Dict[int, str]) -> None:
     """Shuts down the connections `fds` (from _sockets()), those still open as they were: a
-    thread blocked on one fails at once."""
+    thread blocked on one fails at once. A listening socket is left alone: shut down, its next
+    accept fails with EINVAL, which gloo's listener thread does not catch (std::terminate)."""
     for fd in _still_open(fds):
         try:
             s = socket.socket(fileno=os.dup(fd))
         except OSError:
             continue
         try:
-            s.shutdown(socket.SHUT_RDWR)
+            if not s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                s.shutdown(socket.SHUT_RDWR)
         except OSError:
-            pass  # not connected (a listening socket)
+            pass  # not connected
         finally:
             s.close()
 

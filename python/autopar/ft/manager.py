@@ -108,7 +108,7 @@ class Manager:
         params = [p for p in self.model.parameters() if p.requires_grad]
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         count = float(len(self._ids))
-        finite = 1.0 if math.isfinite(float(loss)) else 0.0
+        finite = 1.0 if math.isfinite(float(loss.detach() if isinstance(loss, torch.Tensor) else loss)) else 0.0
         flat = torch.cat([g.reshape(-1) * count for g in grads] +
                          [torch.tensor([count, finite], dtype=grads[0].dtype if grads else torch.float32)])
         try:
