@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job, on a fresh machine (root, Debian 12): installs its dependencies, builds autopar,
 # starts the local 4-node Slurm cluster with the plugin, submits etc/examples/train.sbatch (a
-# PyTorch DDP training with #SBATCH autopar options) and follows it to its final loss. On the way
+# Hugging Face Trainer run, etc/examples/hf_train.py, with #SBATCH autopar options) and follows it
+# to its final loss. On the way
 # it shows a recovered fault: once a checkpoint is COMPLETE it kills one rank (kill -9); every
 # rank's program is restarted in place (the same job on the same nodes, no requeue) and resumes
 # from that checkpoint; at the end `autopar events` prints the job's story merged from every node's
@@ -28,7 +29,6 @@ chmod 0777 "$workdir"
 # The training finds autopar's Python module (checkpoints, heartbeats) here; checkpoints are
 # uploaded to a directory all nodes of this cluster share.
 export PYTHONPATH=$AUTOPAR_REPO/python
-export TRAIN_ARGS="--step-sleep 0.2"
 # A new store per demo run: restoring by URI would otherwise resume from an earlier demo's job.
 store=$(mktemp -d "$workdir/store.XXXXXX")
 chmod 0777 "$store"
@@ -43,7 +43,7 @@ job_state() { scontrol -o show job "$job" | sed -n 's/.*JobState=\([A-Z_]*\).*/\
 # rank_pid RANK: the PID of the job's Python process of that rank (all nodes are this host).
 rank_pid() {
   local pid
-  for pid in $(pgrep -f train_ddp.py); do
+  for pid in $(pgrep -f hf_train.py); do
     if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$job" &&
       tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "RANK=$1" &&
       [[ $(cat "/proc/$pid/comm" 2>/dev/null) == python3 ]]; then

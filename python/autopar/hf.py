@@ -1,0 +1,158 @@
+"""Hugging Face `transformers.Trainer` under autopar (docs/ecosystem.md): its saves become
+autopar checkpoints, its restarts resume from autopar's latest complete one.
+
+    from autopar.hf import AutoparCallback, resume_checkpoint
+    trainer = Trainer(model, args, train_dataset=..., callbacks=[AutoparCallback()])
+    trainer.train(resume_from_checkpoint=resume_checkpoint(args))
+
+Each of Trainer's saves (`save_steps`, `checkpoint-<step>` under `output_dir`) is committed through
+the node's autopard as step <global step>, each rank its own files, as Trainer wrote them: rank 0
+the model, optimizer, scheduler, trainer state and its random state, every other rank its random
+state (`rng_state_<rank>.pth`). Nothing is copied: the files are hard-linked into the rank's step
+directory when they share a filesystem. Every step end is a heartbeat (hang detection, progress).
+
+After a restart (in place, requeued), `resume_checkpoint(args)` is the directory Trainer resumes
+from, None for a fresh start (and always None without autopar checkpoints, so the same program runs
+without autopar). Rank 0's is its restored directory; every other rank, which Trainer also makes
+load the model and optimizer, receives rank 0's restored files through the process group (gloo;
+raw bytes, nothing unpickled) into a private directory beside its own restored one, with its own
+random state.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from typing import Any, List, Optional
+
+from . import ckpt, private_dir
+from ._torch import require
+
+require("autopar.hf")
+from transformers import TrainerCallback  # noqa: E402  (after the torch check)
+
+__all__ = ["AutoparCallback", "resume_checkpoint"]
+
+_RNG = re.compile(r"rng_state(_\d+)?\.pth$")
+
+
+def _rng_name(args: Any) -> str:
+    """The random state file Trainer writes for this process (transformers' _save_rng_state)."""
+    return f"rng_state_{args.process_index}.pth" if args.world_size > 1 else "rng_state.pth"
+
+
+def _own_files(args: Any, folder: str) -> List[str]:
+    """The files of Trainer's checkpoint `folder` this rank commits: where Trainer saves the model
+    (`args.should_save`: rank 0) every file but the other ranks' random states, elsewhere only its
+    own random state."""
+    mine = _rng_name(args)
+    if not args.should_save:
+        return [mine] if os.path.isfile(os.path.join(folder, mine)) else []
+    return sorted(n for n in os.listdir(folder)
+                  if os.path.isfile(os.path.join(folder, n)) and (not _RNG.match(n) or n == mine))
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    if os.path.lexists(dst):
+        os.unlink(dst)
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError:
+        shutil.copyfile(src, dst, follow_symlinks=False)
+
+
+class AutoparCallback(TrainerCallback):  # type: ignore[misc]
+    """Commits each of Trainer's saves through autopard and sends a heartbeat every step. Does
+    nothing where the job has no autopar checkpoints (`autopar.ckpt.enabled()` False)."""
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if ckpt.enabled():
+            ckpt.heartbeat(state.global_step)
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if not ckpt.enabled():
+            return
+        step = int(state.global_step)
+        folder = os.path.join(args.output_dir, f"checkpoint-{step}")
+        target = ckpt.step_dir(step)
+        for name in _own_files(args, folder):
+            _link_or_copy(os.path.join(folder, name), os.path.join(target, name))
+        ckpt.commit(step)
+
+
+def resume_checkpoint(args: Any) -> Optional[str]:
+    """The checkpoint directory for `trainer.train(resume_from_checkpoint=...)` (module doc), or
+    None for a fresh start. `args`: the TrainingArguments, made first (they start the process
+    group). Collective: every rank calls it."""
+    if not ckpt.enabled() or ckpt.resume_step() is None:
+        return None
+    own = ckpt.resume_dir()
+    if not own:
+        raise ckpt.AutoparError("autopar.hf: AUTOPAR_RESUME_STEP is set but AUTOPAR_RESUME_DIR is not")
+    if args.world_size == 1:
+        return own
+    view = os.path.join(os.path.dirname(own), f"hf-resume-rank-{args.process_index}")
+    if args.process_index != 0:
+        try:
+            private_dir.make_private_dir(view)
+        except private_dir.PrivateDirError as e:
+            raise ckpt.AutoparError(str(e)) from None
+    _receive_rank0_files(own if args.process_index == 0 else None, view)
+    if args.process_index == 0:
+        return own
+    mine = os.path.join(own, _rng_name(args))
+    if os.path.isfile(mine):
+        _link_or_copy(mine, os.path.join(view, _rng_name(args)))
+    return view
+
+
+_CHUNK = 64 << 20
+
+
+def _receive_rank0_files(source: Optional[str], view: str) -> None:
+    """Rank 0 (`source`: its restored directory) sends every file of it but the random states to
+    every other rank, which writes them into `view`. Over gloo (a group of its own when the default
+    one is NCCL's), as a JSON list of names and sizes, then each file's bytes in chunks."""
+    import torch
+    import torch.distributed as dist
+
+    group = None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
+
+    def bcast_bytes(data: Optional[bytes], size: int) -> bytes:
+        t = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data is not None else \
+            torch.empty(size, dtype=torch.uint8)
+        dist.broadcast(t, src=0, group=group)
+        return t.numpy().tobytes()
+
+    listing = None
+    if source is not None:
+        listing = json.dumps([[n, os.path.getsize(os.path.join(source, n))] for n in sorted(os.listdir(source))
+                              if os.path.isfile(os.path.join(source, n)) and not _RNG.match(n)]).encode()
+    length = torch.tensor([len(listing) if listing is not None else 0], dtype=torch.int64)
+    dist.broadcast(length, src=0, group=group)
+    files = json.loads(bcast_bytes(listing, int(length.item())))
+    for name, size in files:
+        if "/" in name or name in (".", ".."):
+            raise ckpt.AutoparError(f"autopar.hf: rank 0 sent a file name that is not one: {name!r}")
+        out = None
+        if source is None:
+            out = os.open(os.path.join(view, name),
+                          os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            src = open(os.path.join(source, name), "rb") if source is not None else None
+            try:
+                done = 0
+                while done < size:
+                    n = min(_CHUNK, size - done)
+                    chunk = bcast_bytes(src.read(n) if src is not None else None, n)
+                    view_ = memoryview(chunk)
+                    while out is not None and view_:
+                        view_ = view_[os.write(out, view_):]
+                    done += n
+            finally:
+                if src is not None:
+                    src.close()
+        finally:
+            if out is not None:
+                os.close(out)

@@ -1,0 +1,108 @@
+"""Shared helpers of the ecosystem's programs under autopar (tests/ecosystem): real programs of
+PyTorch's ecosystem (transformers' Trainer, ...) submitted with sbatch and run by `srun
+autopar-launch` on the local cluster, one rank killed after a complete checkpoint, the final state
+compared with the same program's fault-free run. The cluster, SLURM_CONF and the build tree come
+from the environment as for the integration tests (tests/integration/conftest.py, whose helpers
+are reused here)."""
+import importlib.util
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+
+def _integration_helpers():
+    """tests/integration/conftest.py under a name of its own (both directories have a conftest.py)."""
+    path = Path(__file__).resolve().parents[1] / "integration" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("autopar_integration_conftest", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_it = _integration_helpers()
+run = _it.run
+sbatch = _it.sbatch
+wait_job = _it.wait_job
+wait_for = _it.wait_for
+cluster_dir = _it.cluster_dir
+BUILD_DIR = _it.BUILD_DIR
+SOURCE_DIR = _it.SOURCE_DIR
+PYTHON = _it.PYTHON
+pytest_runtest_logreport = _it.pytest_runtest_logreport  # a skip fails the file (see there)
+pytest_sessionfinish = _it.pytest_sessionfinish
+
+LAUNCH = BUILD_DIR / "launcher" / "autopar-launch"
+CLI = BUILD_DIR / "cli" / "autopar"
+
+
+def socket_of(node: str = "node1") -> Path:
+    return cluster_dir() / "run" / f"autopard-{node}.sock"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def need_autopard():
+    if not socket_of().exists():
+        pytest.fail(f"autopard does not run on the cluster's nodes ({socket_of()} is missing)")
+    for p in (LAUNCH, CLI):
+        if not p.exists():
+            pytest.fail(f"{p} is not built")
+
+
+def submit(work: Path, program: str, *, nodes: int = 2, per_node: int = 1, opts: str = "") -> str:
+    """A job running `program` (arguments after the interpreter) under autopar-launch, with node-local
+    checkpoints uploaded to WORK/store and in-place recovery; its output in WORK/out.txt."""
+    work.mkdir(parents=True, exist_ok=True)
+    work.chmod(0o1777)
+    script = f"""#!/bin/bash
+#SBATCH -N{nodes} --ntasks-per-node={per_node} --open-mode=append -o {work}/out.txt -e {work}/out.txt
+#SBATCH --ckpt-upload=file://{work}/store --ckpt-dir={work}/local/%n
+#SBATCH --requeue-on-failure=2 --heartbeat-timeout=60 {opts}
+export PYTHONPATH={SOURCE_DIR}/python HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1
+srun --mpi=pmix {LAUNCH} -- {PYTHON} {program}
+"""
+    return sbatch(script, work)
+
+
+def events(job: str):
+    p = run([str(CLI), "events", job, "--json", "--socket", str(socket_of())], check=True)
+    return json.loads(p.stdout)["events"]
+
+
+def kinds(evs, kind):
+    return [e for e in evs if e["kind"] == kind]
+
+
+def rank_pid(job: str, rank: int, script: str) -> int:
+    """The PID of the Python process running `script` as `rank` of `job` (every node is this host)."""
+    for pid in map(int, subprocess.run(["pgrep", "-f", script], capture_output=True,
+                                       text=True).stdout.split()):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() != "python3":
+                continue
+            env = dict(kv.split("=", 1) for kv in
+                       Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in kv)
+        except OSError:
+            continue
+        if env.get("SLURM_JOB_ID") == job and env.get("RANK") == str(rank):
+            return pid
+    raise AssertionError(f"no Python process of rank {rank} of job {job} running {script}")
+
+
+def kill_after_complete(job: str, rank: int, script: str, timeout: float = 240) -> int:
+    """Once a checkpoint of the job is COMPLETE, kill -9 of `rank`'s program; returns the step."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        complete = kinds(events(job), "ckpt_complete")
+        if complete:
+            os.kill(rank_pid(job, rank, script), 9)
+            return int(complete[0]["step"])
+        time.sleep(0.3)
+    raise AssertionError(f"job {job}: no COMPLETE checkpoint in {timeout:.0f}s")
+
+
+def show_job(job: str) -> str:
+    return run(["scontrol", "-o", "show", "job", job]).stdout
