@@ -276,4 +276,16 @@ std::string Completeness::Describe() const {
   return out;
 }
 
+bool IsDcpStep(const CheckpointManifest& m) {
+  auto rank0 = m.ranks.find(0);
+  if (rank0 == m.ranks.end()) return false;
+  bool metadata = false, data = false;
+  for (const CheckpointFile& f : rank0->second.files) {
+    metadata = metadata || f.path == ".metadata";
+    data = data || (f.path.rfind("__", 0) == 0 && f.path.size() > 7 &&
+                    f.path.compare(f.path.size() - 7, 7, ".distcp") == 0 && f.path.find('/') == std::string::npos);
+  }
+  return metadata && data;
+}
+
 }  // namespace autopar

@@ -64,6 +64,12 @@ struct CheckpointManifest {
   }
 };
 
+// A step written by torch.distributed.checkpoint (DCP): rank 0's files hold DCP's metadata
+// (".metadata") and DCP's data files ("__<rank>_<n>.distcp"). A rank of a DCP load may read any
+// rank's files (a replicated tensor is stored once; a resharded load reads any shard), so such a
+// step is restored whole on every node.
+bool IsDcpStep(const CheckpointManifest& m);
+
 // Structural checks: job id, step >= 0, 1 <= world_size <= 1000000, ranks in [0, world_size),
 // valid unique file paths, sizes, 64-hex digests. Error names `origin` (a key or file) and the
 // field, e.g. "job-1/step-2/manifest.json: ranks[0].files[1].sha256: not 64 lowercase hex digits".

@@ -127,4 +127,22 @@ TEST(CheckpointManifestTest, MergeRules) {
 }
 
 }  // namespace
+TEST(CheckpointManifestTest, ADcpStepIsKnownByRankZerosMetadataAndData) {
+  auto with = [](std::vector<std::string> rank0) {
+    CheckpointManifest m;
+    m.job_id = "1";
+    m.world_size = 2;
+    for (auto& p : rank0) m.ranks[0].files.push_back({p, 1, std::string(64, 'a')});
+    m.ranks[1].files.push_back({"__1_0.distcp", 1, std::string(64, 'a')});
+    return m;
+  };
+  EXPECT_TRUE(IsDcpStep(with({".metadata", "__0_0.distcp"})));
+  EXPECT_FALSE(IsDcpStep(with({"__0_0.distcp"})));                  // no metadata
+  EXPECT_FALSE(IsDcpStep(with({".metadata"})));                     // no data
+  EXPECT_FALSE(IsDcpStep(with({".metadata", "sub/__0_0.distcp"})));  // DCP writes its directory's root
+  EXPECT_FALSE(IsDcpStep(with({"model.pt", "optimizer.pt"})));
+  CheckpointManifest none;
+  EXPECT_FALSE(IsDcpStep(none));
+}
+
 }  // namespace autopar

@@ -51,9 +51,9 @@ bool LocalCopyIntact(const UserIdentity& id, const std::string& path, uint64_t s
 
 // The saved ranks whose files rank `rank` restores: its own, or every saved rank's for another
 // world size (an elastic job). Empty when the step has none of its files.
-std::vector<int> RanksToRestore(const CheckpointManifest& m, int rank, bool reshard) {
+std::vector<int> RanksToRestore(const CheckpointManifest& m, int rank, bool every) {
   std::vector<int> ranks;
-  if (reshard) {
+  if (every) {
     for (const auto& [saved_rank, files] : m.ranks) ranks.push_back(saved_rank);
   } else if (m.ranks.count(rank)) {
     ranks.push_back(rank);
@@ -110,7 +110,10 @@ bool Daemon::RestoreStep(ObjectStore& store, const StepRef& s, const Request& r,
                                      " ranks, this job has " + std::to_string(r.world_size));
     return false;
   }
-  const std::vector<int> ranks = RanksToRestore(*m, r.rank, reshard);
+  // Every saved rank's files: for another world size, or for a DCP checkpoint (whose ranks read
+  // each other's files: IsDcpStep).
+  const bool every = reshard || IsDcpStep(*m);
+  const std::vector<int> ranks = RanksToRestore(*m, r.rank, every);
   if (ranks.empty()) {
     reply->restore.skipped.push_back(label + ": no files of rank " + std::to_string(r.rank));
     return false;
@@ -124,7 +127,7 @@ bool Daemon::RestoreStep(ObjectStore& store, const StepRef& s, const Request& r,
   // The node's ranks of an elastic job all want every saved rank's files: one at a time, so
   // that the later ones find the earlier one's copies intact instead of fetching them again.
   std::unique_lock<std::mutex> reshard_lock(reshard_mu_, std::defer_lock);
-  if (reshard) reshard_lock.lock();
+  if (every) reshard_lock.lock();
   uint64_t local_bytes = 0, fetched_bytes = 0;
   Status dl = FetchStep(store, s, *m, ranks, r, id, &local_bytes, &fetched_bytes);
   if (!dl.ok()) {
@@ -143,11 +146,11 @@ bool Daemon::RestoreStep(ObjectStore& store, const StepRef& s, const Request& r,
   reply->restore.world_size = m->world_size;
   reply->restore.bytes_local = local_bytes;
   reply->restore.bytes_fetched = fetched_bytes;
-  std::string what = reshard ? StepKeyPrefix(s.job_id, s.step) + " (" + std::to_string(ranks.size()) +
+  std::string what = every ? StepKeyPrefix(s.job_id, s.step) + " (" + std::to_string(ranks.size()) +
                                    " ranks, written by " + std::to_string(m->world_size) + ")"
                              : RankKeyPrefix(s.job_id, s.step, r.rank);
   (void)Journal({Now(), config_.node, r.job_id, "ckpt_restored", r.rank, s.step,
-                 store.Describe() + "/" + what + " -> " + (reshard ? reply->restore.step_dir : dest) +
+                 store.Describe() + "/" + what + " -> " + (every ? reply->restore.step_dir : dest) +
                      " bytes_local=" + std::to_string(local_bytes) +
                      " bytes_fetched=" + std::to_string(fetched_bytes)});
   return true;

@@ -201,6 +201,39 @@ TEST_F(DaemonTest, CommittedStepsBecomeCompleteAndRestoreInANewJob) {
   EXPECT_EQ(other.restore.step, -1);
 }
 
+// A DCP checkpoint (rank 0's .metadata beside the ranks' __R_0.distcp): each rank's restore places
+// every saved rank's files of the step on its node, its own directory named as usual; another
+// step of the same job restores only the rank's own.
+TEST_F(DaemonTest, ADcpStepIsRestoredWholeOnEveryNode) {
+  const std::string dir = (root_ / "ck" / "5").string();
+  for (int rank : {0, 1, 2}) {
+    if (rank == 0) Write(RankStepDir(dir, 4, 0) + "/.metadata", "dcp metadata");
+    Write(RankStepDir(dir, 4, rank) + "/__" + std::to_string(rank) + "_0.distcp", "shard " + std::to_string(rank));
+    ASSERT_TRUE(daemon_->Handle(CommitReq("5", 4, rank, 3, dir, upload_, 0), root_peer_).status.ok());
+  }
+  daemon_->uploader().WaitIdle();
+  const std::string dir6 = (root_ / "ck" / "6").string();
+  Reply every = daemon_->Handle(RestoreReq("6", 1, 3, dir6, upload_), root_peer_);
+  ASSERT_TRUE(every.status.ok()) << every.status.message();
+  EXPECT_EQ(every.restore.step, 4);
+  EXPECT_EQ(every.restore.dir, RankStepDir(dir6, 4, 1));
+  EXPECT_EQ(every.restore.step_dir, dir6 + "/step-4");
+  EXPECT_EQ(Read(RankStepDir(dir6, 4, 0) + "/.metadata"), "dcp metadata");
+  for (int rank : {0, 1, 2}) {
+    EXPECT_EQ(Read(RankStepDir(dir6, 4, rank) + "/__" + std::to_string(rank) + "_0.distcp"),
+              "shard " + std::to_string(rank));
+  }
+  // Not a DCP step: the rank's own files only.
+  for (int rank : {0, 1, 2}) ASSERT_TRUE(WriteAndCommit("5", 8, rank, 3).status.ok());
+  daemon_->uploader().WaitIdle();
+  Reply own = daemon_->Handle(RestoreReq("6", 1, 3, dir6, upload_), root_peer_);
+  ASSERT_TRUE(own.status.ok()) << own.status.message();
+  EXPECT_EQ(own.restore.step, 8);
+  EXPECT_TRUE(fs::exists(RankStepDir(dir6, 8, 1) + "/model.pt"));
+  EXPECT_FALSE(fs::exists(RankStepDir(dir6, 8, 0)));
+}
+}
+
 // A restored file has the mode its saved file had (a private checkpoint stays private), and a
 // user's file:// store holds what autopard uploads for them as theirs, with that mode.
 TEST_F(DaemonTest, RestoreGivesFilesBackTheirSavedModes) {
