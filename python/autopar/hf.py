@@ -20,13 +20,12 @@ random state.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
-import shutil
 from typing import Any, List, Optional
 
 from . import ckpt, private_dir
+from ._from_rank0 import link_or_copy, send_files
 from ._torch import require
 
 require("autopar.hf")
@@ -53,15 +52,6 @@ def _own_files(args: Any, folder: str) -> List[str]:
                   if os.path.isfile(os.path.join(folder, n)) and (not _RNG.match(n) or n == mine))
 
 
-def _link_or_copy(src: str, dst: str) -> None:
-    if os.path.lexists(dst):
-        os.unlink(dst)
-    try:
-        os.link(src, dst, follow_symlinks=False)
-    except OSError:
-        shutil.copyfile(src, dst, follow_symlinks=False)
-
-
 class AutoparCallback(TrainerCallback):  # type: ignore[misc]
     """Commits each of Trainer's saves through autopard and sends a heartbeat every step. Does
     nothing where the job has no autopar checkpoints (`autopar.ckpt.enabled()` False)."""
@@ -77,7 +67,7 @@ class AutoparCallback(TrainerCallback):  # type: ignore[misc]
         folder = os.path.join(args.output_dir, f"checkpoint-{step}")
         target = ckpt.step_dir(step)
         for name in _own_files(args, folder):
-            _link_or_copy(os.path.join(folder, name), os.path.join(target, name))
+            link_or_copy(os.path.join(folder, name), os.path.join(target, name))
         ckpt.commit(step)
 
 
@@ -98,61 +88,10 @@ def resume_checkpoint(args: Any) -> Optional[str]:
             private_dir.make_private_dir(view)
         except private_dir.PrivateDirError as e:
             raise ckpt.AutoparError(str(e)) from None
-    _receive_rank0_files(own if args.process_index == 0 else None, view)
+    send_files(own if args.process_index == 0 else None, view, lambda name: not _RNG.match(name))
     if args.process_index == 0:
         return own
     mine = os.path.join(own, _rng_name(args))
     if os.path.isfile(mine):
-        _link_or_copy(mine, os.path.join(view, _rng_name(args)))
+        link_or_copy(mine, os.path.join(view, _rng_name(args)))
     return view
-
-
-_CHUNK = 64 << 20
-
-
-def _receive_rank0_files(source: Optional[str], view: str) -> None:
-    """Rank 0 (`source`: its restored directory) sends every file of it but the random states to
-    every other rank, which writes them into `view`. Over gloo (a group of its own when the default
-    one is NCCL's), as a JSON list of names and sizes, then each file's bytes in chunks."""
-    import torch
-    import torch.distributed as dist
-
-    group = None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
-
-    def bcast_bytes(data: Optional[bytes], size: int) -> bytes:
-        t = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data is not None else \
-            torch.empty(size, dtype=torch.uint8)
-        dist.broadcast(t, src=0, group=group)
-        return t.numpy().tobytes()
-
-    listing = None
-    if source is not None:
-        listing = json.dumps([[n, os.path.getsize(os.path.join(source, n))] for n in sorted(os.listdir(source))
-                              if os.path.isfile(os.path.join(source, n)) and not _RNG.match(n)]).encode()
-    length = torch.tensor([len(listing) if listing is not None else 0], dtype=torch.int64)
-    dist.broadcast(length, src=0, group=group)
-    files = json.loads(bcast_bytes(listing, int(length.item())))
-    for name, size in files:
-        if "/" in name or name in (".", ".."):
-            raise ckpt.AutoparError(f"autopar.hf: rank 0 sent a file name that is not one: {name!r}")
-        out = None
-        if source is None:
-            out = os.open(os.path.join(view, name),
-                          os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            src = open(os.path.join(source, name), "rb") if source is not None else None
-            try:
-                done = 0
-                while done < size:
-                    n = min(_CHUNK, size - done)
-                    chunk = bcast_bytes(src.read(n) if src is not None else None, n)
-                    view_ = memoryview(chunk)
-                    while out is not None and view_:
-                        view_ = view_[os.write(out, view_):]
-                    done += n
-            finally:
-                if src is not None:
-                    src.close()
-        finally:
-            if out is not None:
-                os.close(out)

@@ -54,7 +54,8 @@ def need_autopard():
 
 def submit(work: Path, program: str, *, nodes: int = 2, per_node: int = 1, opts: str = "") -> str:
     """A job running `program` (arguments after the interpreter) under autopar-launch, with node-local
-    checkpoints uploaded to WORK/store and in-place recovery; its output in WORK/out.txt."""
+    checkpoints uploaded to WORK/store and in-place recovery; its output in WORK/out.txt. `opts`: more
+    #SBATCH options."""
     work.mkdir(parents=True, exist_ok=True)
     work.chmod(0o1777)
     script = f"""#!/bin/bash
