@@ -18,8 +18,8 @@ Lightning writes one file for all; every training batch's end is a heartbeat. Af
 rank's restored directory on rank 0 (None for a fresh start, and without autopar checkpoints);
 on every other rank the same file in a private directory beside its restored one, which
 AutoparCheckpointIO fills when Lightning loads it (every rank at once, inside fit): rank 0's,
-sent over the process group (gloo, raw bytes). Load with weights_only=True: the file then yields
-tensors and plain values only, whoever sent it.
+sent over the process group (gloo, raw bytes), which those ranks load with weights_only=True
+whatever fit was given (tensors and plain values only, whoever sent the bytes).
 """
 from __future__ import annotations
 
@@ -106,4 +106,6 @@ class AutoparCheckpointIO(TorchCheckpointIO):  # type: ignore[misc]
                 except private_dir.PrivateDirError as e:
                     raise ckpt.AutoparError(str(e)) from None
             send_files(dest if rank == 0 else None, dest, lambda name: name == CHECKPOINT)
+            if rank != 0:
+                weights_only = True  # bytes from another process: tensors and plain values only
         return super().load_checkpoint(path, map_location=map_location, weights_only=weights_only)
