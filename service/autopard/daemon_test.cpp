@@ -232,7 +232,6 @@ TEST_F(DaemonTest, ADcpStepIsRestoredWholeOnEveryNode) {
   EXPECT_TRUE(fs::exists(RankStepDir(dir6, 8, 1) + "/model.pt"));
   EXPECT_FALSE(fs::exists(RankStepDir(dir6, 8, 0)));
 }
-}
 
 // A restored file has the mode its saved file had (a private checkpoint stays private), and a
 // user's file:// store holds what autopard uploads for them as theirs, with that mode.
