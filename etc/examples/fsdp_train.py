@@ -113,12 +113,12 @@ def main() -> None:
         if ckpt.enabled():
             ckpt.heartbeat(step)
         if step % a.every == 0:
-            msd, osd = get_state_dict(model, opt)
-            apdcp.async_save({"model": msd, "optim": osd}, step)
-            sha = full_sha(model)
+            sha = full_sha(model)  # said before the save starts: a step COMPLETE has its line
             if rank == 0:
                 print(f"fsdp_train: saving step {step} on {world} ranks, model sha256 {sha}, "
                       f"loss {loss.item():.5f}", flush=True)
+            msd, osd = get_state_dict(model, opt)
+            apdcp.async_save({"model": msd, "optim": osd}, step)
     apdcp.wait()
     sha = full_sha(model)
     total = loss.detach().clone()
