@@ -6,13 +6,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 from typing import Callable, Optional
 
 from .ckpt import AutoparError
 
 
 def link_or_copy(src: str, dst: str) -> None:
-    """`dst` made a hard link of `src` (a copy across filesystems), replacing what was there."""
+    """`dst` made a hard link of `src` (a copy across filesystems), replacing what was there.
+    `src` must be a regular file of this process's user (not a link, not someone else's file
+    planted where the trainer writes): anything else is refused, never committed."""
+    st = os.lstat(src)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        raise AutoparError(f"autopar: {src}: not a regular file of uid {os.geteuid()}: not committed")
     if os.path.lexists(dst):
         os.unlink(dst)
     try:

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 PYTHON_DIR = Path(__file__).resolve().parents[1]
 
 PROGRAM = r"""
@@ -46,3 +48,21 @@ def test_rank0s_files_reach_every_rank_whole_and_replace_without_writing_through
         assert all(p.stat().st_mode & 0o777 == 0o600 for p in d.iterdir())
     assert committed.read_bytes() == b"a committed file"
     assert (source / "skip-rng.pth").read_bytes() == b"rank 0's own"
+
+
+def test_a_link_or_a_file_of_another_user_is_not_linked_in(tmp_path):
+    from autopar._from_rank0 import link_or_copy
+    from autopar.ckpt import AutoparError
+    import pytest
+    (tmp_path / "real").write_bytes(b"x")
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    with pytest.raises(AutoparError, match="not a regular file"):
+        link_or_copy(str(tmp_path / "link"), str(tmp_path / "dst"))
+    assert not (tmp_path / "dst").exists()
+    if os.geteuid() == 0:  # a file another user planted where the trainer writes
+        (tmp_path / "planted").write_bytes(b"y")
+        os.chown(tmp_path / "planted", 65534, 65534)
+        with pytest.raises(AutoparError, match="not a regular file of uid 0"):
+            link_or_copy(str(tmp_path / "planted"), str(tmp_path / "dst"))
+    link_or_copy(str(tmp_path / "real"), str(tmp_path / "dst"))
+    assert (tmp_path / "dst").read_bytes() == b"x"
