@@ -17,7 +17,6 @@ each repetition, so the machine's noise falls on all of them.
 Environment: AUTOPAR_BUILD_DIR (default <repo>/build); the files go under /var/tmp (disk).
 """
 import argparse
-import datetime
 import os
 import shutil
 import signal
@@ -31,6 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(REPO / "bench"))
+import results  # noqa: E402
 from stall_bench import size_bytes  # noqa: E402
 
 BUILD = Path(os.environ.get("AUTOPAR_BUILD_DIR", REPO / "build"))
@@ -115,20 +116,16 @@ def main() -> int:
         daemon.wait(timeout=300)
         shutil.rmtree(work, ignore_errors=True)
     if args.record:
-        day = datetime.date.today().isoformat()
         base = {r[0]: r[2] for r in rows if r[1] == "torch.save"}
-        text = [f"\n## The training step's stall per checkpoint: autopar against DCP and torch.save "
-                f"(`bench/ckpt/dcp_stall_bench.py`) — {day}\n",
-                f"One rank, float32 state in 64 MiB tensors, files on /var/tmp (disk), {args.reps} repetitions, "
-                "the modes alternating; median stall (the step waits), the largest, and the time until the "
-                "checkpoint is safe (written; for autopar: committed). torch 2.15.0, gloo.\n",
-                "| state | mode | stall (median) | stall (max) | safe after | stall vs torch.save |",
-                "|---|---|---|---|---|---|"]
-        for size_text, mode, med, worst, safe in rows:
-            text.append(f"| {size_text} | {mode} | {med*1000:.1f} ms | {worst*1000:.1f} ms | {safe*1000:.1f} ms | "
-                        f"{med / base[size_text]:.3f} |")
-        with open(REPO / "bench/RESULTS.md", "a") as f:
-            f.write("\n".join(text) + "\n")
+        results.record(
+            "The training step's stall per checkpoint: autopar against DCP and torch.save",
+            "bench/ckpt/dcp_stall_bench.py",
+            f"One rank, float32 state in 64 MiB tensors, files on /var/tmp (disk), {args.reps} repetitions, "
+            "the modes alternating; median stall (the step waits), the largest, and the time until the "
+            "checkpoint is safe (written; for autopar: committed). torch 2.15.0, gloo.",
+            ["state", "mode", "stall (median)", "stall (max)", "safe after", "stall vs torch.save"],
+            [[size_text, mode, f"{med*1000:.1f} ms", f"{worst*1000:.1f} ms", f"{safe*1000:.1f} ms",
+              f"{med / base[size_text]:.3f}"] for size_text, mode, med, worst, safe in rows])
     return 0
 
 

@@ -11,7 +11,6 @@ autopar-launch. Both write their folders under a fresh directory in /tmp (the no
 machine's filesystem).
 """
 import argparse
-import datetime
 import os
 import shutil
 import statistics
@@ -23,6 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
 BUILD = Path(os.environ.get("AUTOPAR_BUILD_DIR", REPO / "build"))
+sys.path.insert(0, str(REPO / "bench"))
+import results  # noqa: E402
 
 
 def add(a: int, b: int) -> int:
@@ -93,18 +94,15 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.record:
-        day = datetime.date.today().isoformat()
-        text = [f"\n## Python jobs: submitit against autopar.jobs (`bench/jobs/submitit_bench.py`) — {day}\n",
-                f"Submit-to-result latency on the local cluster (sched_interval=1), {args.reps} runs each, "
-                "alternating; submitit 1.5.4 (AutoExecutor, cluster=\"slurm\"), autopar.jobs (the function "
-                "under autopar-launch); the same function, Python and cluster.\n",
-                "| case | submitit (median) | autopar.jobs (median) | autopar / submitit | runs (s) |",
-                "|---|---|---|---|---|"]
-        for name, s_med, a_med, s, a in rows:
-            text.append(f"| {name} | {s_med:.2f} s | {a_med:.2f} s | {a_med / s_med:.2f} | submitit "
-                        f"{', '.join('%.2f' % x for x in s)}; autopar {', '.join('%.2f' % x for x in a)} |")
-        with open(REPO / "bench/RESULTS.md", "a") as f:
-            f.write("\n".join(text) + "\n")
+        results.record(
+            "Python jobs: submitit against autopar.jobs", "bench/jobs/submitit_bench.py",
+            f"Submit-to-result latency on the local cluster (sched_interval=1), {args.reps} runs each, "
+            "alternating; submitit 1.5.4 (AutoExecutor, cluster=\"slurm\"), autopar.jobs (the function "
+            "under autopar-launch); the same function, Python and cluster.",
+            ["case", "submitit (median)", "autopar.jobs (median)", "autopar / submitit", "runs (s)"],
+            [[name, f"{s_med:.2f} s", f"{a_med:.2f} s", f"{a_med / s_med:.2f}",
+              f"submitit {', '.join('%.2f' % x for x in s)}; autopar {', '.join('%.2f' % x for x in a)}"]
+             for name, s_med, a_med, s, a in rows])
     return 0
 
 
