@@ -1,4 +1,4 @@
-"""The PyTorch that autopar's torch parts (autopar.ft, autopar.reshard, autopar.health, the
+"""The PyTorch that autopar's torch parts (autopar.ft, autopar.dcp, autopar.health, the
 ecosystem's callbacks) support: pyproject.toml's `torch` extra, the same range (a unit test holds
 them together). They take torch from require(); under a torch outside the range, or none, the
 program ends with one line naming what it has and what it needs, not a traceback from deep

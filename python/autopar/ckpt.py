@@ -603,7 +603,7 @@ def resume_dir() -> Optional[str]:
 def resume_step_dir() -> Optional[str]:
     """The restored step's directory (its rank-*/ below it), or None for a fresh start. After a
     restart on another number of ranks (an elastic run, --min-nodes) it holds every saved rank's
-    files: see resume_world_size() and autopar.reshard."""
+    files: see resume_world_size() and autopar.dcp (DCP reshards)."""
     return _env("AUTOPAR_RESUME_STEP_DIR")
 
 

@@ -32,7 +32,7 @@ def fake_torch(tmp_path, version):
     return tmp_path
 
 
-@pytest.mark.parametrize("module", ["autopar.ft", "autopar.reshard"])
+@pytest.mark.parametrize("module", ["autopar.ft", "autopar.dcp"])
 @pytest.mark.parametrize("version", ["1.13.0a0+gitunknown", "2.5.1", "3.0.0"])
 def test_a_torch_outside_the_range_gets_one_line(tmp_path, module, version):
     env = {**os.environ, "PYTHONPATH": f"{fake_torch(tmp_path, version)}{os.pathsep}{PYTHON_DIR}"}

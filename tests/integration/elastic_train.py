@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Deterministic data-parallel training with a sharded optimizer (ZeRO-1) for the elastic tests
 : gloo on CPU, a fixed global batch, Adam whose state (and the parameters' master copy)
-is split across the data-parallel ranks with autopar.reshard, so a run that loses a node goes on
-with fewer ranks from its latest COMPLETE checkpoint and the same mathematics.
+is split across the data-parallel ranks as DTensors (Shard(0) of flat vectors on a 1-D device
+mesh) and saved with DCP through autopar.dcp, so a run that loses a node goes on with fewer ranks
+from its latest COMPLETE checkpoint (DCP reshards it onto the new mesh) and the same mathematics.
 
 Every step takes the same GLOBAL samples whatever the data-parallel size D: rank r computes the
 gradient of its G/D of them in AUTOPAR_GRAD_ACCUM micro-batches of AUTOPAR_MICRO_BATCH (the plan
@@ -24,8 +25,10 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, Shard
 
-from autopar import ckpt, reshard
+from autopar import ckpt, dcp as apdcp
 
 DIM = 16
 
@@ -36,6 +39,13 @@ def make_data(seed, n):
     w = torch.randn(DIM, 1, generator=g)
     y = torch.tanh(x @ w / 4) + 0.05 * torch.randn(n, 1, generator=g)
     return x, y
+
+
+def shard_range(numel, dp, rank):
+    """[lo, hi) of rank's Shard(0) of a flat tensor of numel elements (DTensor's chunking)."""
+    chunk = -(-numel // dp)
+    lo = min(rank * chunk, numel)
+    return lo, min(lo + chunk, numel)
 
 
 def main():
@@ -60,17 +70,26 @@ def main():
     model = nn.Sequential(nn.Linear(DIM, 32), nn.Tanh(), nn.Linear(32, 1))
     params = nn.utils.parameters_to_vector(model.parameters()).detach().clone()
     numel = params.numel()
-    lo, hi = reshard.shard_range(numel, dp, rank)
+    mesh = init_device_mesh("cpu", (dp,))
+    lo, hi = shard_range(numel, dp, rank)
+
+    def state(params_slice, m, v, t):
+        """DCP's state: this rank's slices as shards of the whole vectors, the step count replicated."""
+        def sharded(x):
+            return DTensor.from_local(x, mesh, [Shard(0)], shape=(numel,), stride=(1,))
+        return {"params": sharded(params_slice), "m": sharded(m), "v": sharded(v), "t": torch.tensor(t)}
+
     m = torch.zeros(hi - lo)
     v = torch.zeros(hi - lo)
     t = 0
     start = 0
-    resumed = ckpt.resume_step()
+    loaded = state(torch.zeros(hi - lo), torch.zeros(hi - lo), torch.zeros(hi - lo), 0)
+    loaded["params"] = torch.zeros(numel)  # loaded whole (every saved shard) on every rank
+    resumed = apdcp.load(loaded)
     if resumed is not None:
-        full, _ = reshard.load_sharded(0, 1)  # every saved slice: the whole parameter vector
-        params = full["params"]
-        mine, extra = reshard.load_sharded(rank, dp)
-        m, v, t = mine["m"], mine["v"], extra["t"]
+        params = loaded["params"]
+        m, v, t = loaded["m"].to_local(), loaded["v"].to_local(), int(loaded["t"])
+        assert m.numel() == hi - lo, (m.numel(), lo, hi)
         start = resumed + 1
         if rank == 0:
             print(f"elastic: resumed from step {resumed} written by {ckpt.resume_world_size()} "
@@ -112,10 +131,8 @@ def main():
         if args.step_sleep:
             time.sleep(args.step_sleep)
         if ckpt.enabled() and (step + 1) % args.every == 0:
-            reshard.save_sharded(ckpt.step_dir(step), {"params": params[lo:hi], "m": m, "v": v},
-                                 {"params": numel, "m": numel, "v": numel}, rank, dp,
-                                 extra={"t": t, "step": step})
-            ckpt.commit(step)
+            apdcp.save(state(params[lo:hi].clone(), m.clone(), v.clone(), t), step)
+    apdcp.wait()
     dist.barrier()
     if rank == 0 and args.out:
         torch.save({"params": params}, args.out)

@@ -1,5 +1,5 @@
 """Elastic runs on the local cluster, end to end, with the sharded-optimizer training of
-elastic_train.py (ZeRO-1 with autopar.reshard, gloo, 2 ranks per node, global batch 24, a plan
+elastic_train.py (ZeRO-1 as DTensors saved with DCP through autopar.dcp, gloo, 2 ranks per node, global batch 24, a plan
 from --auto-parallel=tp=1,pp=1 so that dp is the world size):
 
 - a 4-node run loses a node and no spare is left: it goes on, in place (no requeue), on the 3
