@@ -24,6 +24,8 @@ docs/python.md for what each argument becomes on Slurm.
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as _dt
 import json
 import math
@@ -36,9 +38,10 @@ import sys
 import time
 import uuid
 from types import ModuleType
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, overload
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union,
+                    overload)
 
-__all__ = ["submit", "wait_all", "Executor", "Job", "FunctionJob", "LocalJob", "Event", "SubmitError",
+__all__ = ["submit", "wait_all", "as_completed", "Executor", "Job", "FunctionJob", "LocalJob", "Event", "SubmitError",
            "AUTOPAR_OPTIONS"]
 
 # The plugin's options (spank/plugin.cpp registers core/options.cpp's table): Python name ->
@@ -359,12 +362,14 @@ def _submit_function(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mappin
         return LocalJob(fn, args, kwargs)
     if "array" in options:
         raise ValueError("array: a function job is one call; Executor.map_array makes an array of calls")
-    return _submit_calls(fn, [(tuple(args), dict(kwargs))], as_array=False, folder=folder,
+    return _submit_calls([(fn, tuple(args), dict(kwargs))], as_array=False, folder=folder,
                          ranks=ranks, env=env, launcher=launcher, **options)[0]
 
 
-def _submit_calls(fn: Callable[..., Any], calls: Sequence[Tuple[Tuple[Any, ...], Dict[str, Any]]], *,
-                  as_array: bool, folder: Optional[str], ranks: str = "0",
+Call = Tuple[Callable[..., Any], Tuple[Any, ...], Dict[str, Any]]  # fn, args, kwargs
+
+
+def _submit_calls(calls: Sequence[Call], *, as_array: bool, folder: Optional[str], ranks: str = "0",
                   env: Optional[Mapping[str, object]] = None, launcher: Optional[str] = None,
                   array_parallelism: Optional[int] = None, **options: Any) -> List[FunctionJob]:
     """One job for one call; or one Slurm array, task i making call i (its call and outcome in
@@ -388,7 +393,7 @@ def _submit_calls(fn: Callable[..., Any], calls: Sequence[Tuple[Tuple[Any, ...],
     text = batch_script([sys.executable, "-m", "autopar", "run-function", call_dir], launcher)
     _tool("AUTOPAR_SBATCH", "sbatch")  # before anything is written
     try:
-        for i, (args, kwargs) in enumerate(calls):
+        for i, (fn, args, kwargs) in enumerate(calls):
             _functions().write_call(os.path.join(call_dir, str(i)) if is_array else call_dir,
                                     fn, args, kwargs, ranks)
         job_id = _sbatch(sbatch_arguments(**options), text, None, extra_env)
@@ -455,6 +460,22 @@ def wait_all(jobs: Iterable[Union[Job, LocalJob]], timeout: Optional[float] = No
     return states
 
 
+def as_completed(jobs: Iterable[Union[Job, LocalJob]], timeout: Optional[float] = None,
+                 poll: float = 1.0) -> Iterator[Union[Job, LocalJob]]:
+    """Yields each job as it ends (submitit's helpers.as_completed); TimeoutError naming the jobs
+    still running when `timeout` seconds pass."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pending = list(jobs)
+    while pending:
+        for job in [j for j in pending if j.done()]:
+            pending.remove(job)
+            yield job
+        if pending and deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError("jobs still running after %ss: %s" % (timeout, ", ".join(j.id for j in pending)))
+        if pending:
+            time.sleep(poll)
+
+
 class Job:
     """A Slurm job, followed through Slurm (state, output) and autopard (plan, events,
     checkpoints). `socket`: a node's autopard (default $AUTOPAR_SOCKET, else autopard's)."""
@@ -490,6 +511,8 @@ class Job:
         when neither does (a job ended longer ago than MinJobAge, without accounting). For a job
         array: a task's state that is not final while any is, else COMPLETED when every task
         completed, else the first other final state."""
+        if not self.id:
+            raise RuntimeError("job not submitted yet: an Executor.batch() block submits its jobs when it ends")
         states = [r["JobState"] for r in self._records() if "JobState" in r]
         if not states:
             sacct = os.environ.get("AUTOPAR_SACCT") or shutil.which("sacct")
@@ -628,6 +651,29 @@ class FunctionJob(Job):
         outcome = self._outcome(timeout, poll)
         return None if outcome[0] == "ok" else outcome[1]
 
+    def results(self, timeout: Optional[float] = None, poll: float = 1.0) -> List[Any]:
+        """Waits for the job; every rank's value in rank order (submitit's results()): one per task
+        with ranks="all", [rank 0's] otherwise. Raises the first exception a rank raised, and
+        RuntimeError naming a rank that left no outcome while a later one did."""
+        values = [self.result(timeout, poll)]
+        functions = _functions()
+        last = max([int(m.group(1)) for m in (re.fullmatch(r"result-rank(\d+)\.pkl", n)
+                                              for n in os.listdir(self.call_dir)) if m] or [0])
+        for rank in range(1, last + 1):
+            outcome = functions.read_outcome(self.call_dir, rank)
+            if outcome is None:
+                raise RuntimeError(f"job {self.id}: rank {rank} left no outcome (ranks after it did)")
+            if outcome[0] != "ok":
+                raise outcome[1]
+            values.append(outcome[1])
+        return values
+
+    async def async_result(self, poll: float = 1.0) -> Any:
+        """result() for asyncio (submitit's async_result()): waits without blocking the event loop."""
+        while not await asyncio.to_thread(self.done):
+            await asyncio.sleep(poll)
+        return await asyncio.to_thread(self.result)
+
     def _state_from_own_record(self) -> str:
         """A forgotten function job's outcome file says how it ended (COMPLETED when the function
         returned, FAILED when it raised); else the timeline, as for any job."""
@@ -681,6 +727,12 @@ class LocalJob:
     def exception(self, timeout: Optional[float] = None, poll: float = 1.0) -> Optional[BaseException]:
         return None if self._outcome[0] == "ok" else self._outcome[1]
 
+    def results(self, timeout: Optional[float] = None, poll: float = 1.0) -> List[Any]:
+        return [self.result()]
+
+    async def async_result(self, poll: float = 1.0) -> Any:
+        return self.result()
+
 
 class Executor:
     """submitit's executor shape: holds submit's keywords (Slurm's, autopar's, folder, ranks, env,
@@ -691,7 +743,10 @@ class Executor:
         job = ex.submit(train, 3e-4, steps=500)      # train(3e-4, steps=500) in the job
         jobs_ = ex.map_array(train, [1e-3, 3e-4])    # one Slurm array, a FunctionJob per task
 
-    `array_parallelism=N` caps how many of map_array's tasks run at once (sbatch --array=...%N).
+        with ex.batch():                              # the calls inside, as one Slurm array
+            jobs_ = [ex.submit(train, lr) for lr in (1e-3, 3e-4)]
+
+    `array_parallelism=N` caps how many of an array's tasks run at once (sbatch --array=...%N).
     """
 
     _NOT_SBATCH = ("ranks", "env", "launcher", "local", "array_parallelism")
@@ -699,11 +754,14 @@ class Executor:
     def __init__(self, folder: str = "autopar-jobs", **parameters: Any) -> None:
         self.folder = folder
         self.parameters: Dict[str, Any] = {}
+        self._batch: Optional[List[Tuple[Call, FunctionJob]]] = None
         self.update_parameters(**parameters)
 
     def update_parameters(self, **parameters: Any) -> None:
         """Sets keywords for the next submissions; a value that cannot be one is refused now,
         naming it."""
+        if self._batch is not None:
+            raise RuntimeError("Executor.update_parameters: not inside a batch() block (its jobs share one submission)")
         local = {k: parameters[k] for k in self._NOT_SBATCH if k in parameters}
         slurm = {k: v for k, v in parameters.items() if k not in local}
         if "array" in slurm:
@@ -720,19 +778,44 @@ class Executor:
         """Submits fn(*args, **kwargs) as a job; its FunctionJob (a LocalJob with local=True)."""
         if not callable(fn):
             raise TypeError(f"Executor.submit: a function, got {type(fn).__name__}")
+        if self._batch is not None and not self.parameters.get("local"):
+            shell = FunctionJob("", "")
+            self._batch.append(((fn, tuple(args), dict(kwargs)), shell))
+            return shell
         parameters = {k: v for k, v in self.parameters.items() if k != "array_parallelism"}
         return submit(fn, *args, kwargs=kwargs, folder=self.folder, **parameters)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """submit() inside the block collects its call; the block's end submits them all as one
+        Slurm job array (submitit's executor.batch()). The jobs submit() returned inside are
+        shells until then (asking one raises RuntimeError); an exception inside the block submits
+        nothing, and so does a refusal at the end (SubmitError, every shell left unsubmitted)."""
+        if self._batch is not None:
+            raise RuntimeError("Executor.batch: already inside a batch() block")
+        self._batch = []
+        try:
+            yield
+            pending = self._batch
+        finally:
+            self._batch = None
+        if not pending:
+            return
+        parameters = {k: v for k, v in self.parameters.items() if k != "local"}
+        submitted = _submit_calls([call for call, _ in pending], as_array=True, folder=self.folder, **parameters)
+        for (_, shell), job in zip(pending, submitted):
+            shell.__dict__.update(job.__dict__)
 
     def map_array(self, fn: Callable[..., Any], *iterables: Iterable[Any]) -> List[Union[FunctionJob, LocalJob]]:
         """fn(a, b, ...) for each zip of `iterables`, as one Slurm job array (task i makes call
         i); a FunctionJob per task ("JOBID_i"), in their order. [] for no values."""
         if not callable(fn):
             raise TypeError(f"Executor.map_array: a function, got {type(fn).__name__}")
-        calls: List[Tuple[Tuple[Any, ...], Dict[str, Any]]] = [(tuple(v), {}) for v in zip(*iterables)]
+        calls: List[Call] = [(fn, tuple(v), {}) for v in zip(*iterables)]
         parameters = dict(self.parameters)
         if parameters.pop("local", False):
-            return [LocalJob(fn, args, kwargs) for args, kwargs in calls]
+            return [LocalJob(f, args, kwargs) for f, args, kwargs in calls]
         if not calls:
             return []
-        return list(_submit_calls(fn, calls, as_array=True, folder=self.folder, **parameters))
+        return list(_submit_calls(calls, as_array=True, folder=self.folder, **parameters))
 

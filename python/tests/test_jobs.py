@@ -199,3 +199,58 @@ def test_an_arrays_tasks_are_jobs_of_their_own(monkeypatch, tmp_path):
     assert [t.id for t in tasks] == ["20_0", "20_1", "20_2"]
     assert [t.stdout_path for t in tasks] == [f"{tmp_path}/a-{i}.txt" for i in range(3)]
 
+
+
+def _double(x):
+    return 2 * x
+
+
+def _negate(x):
+    return -x
+
+
+def test_a_batch_is_one_array_of_its_calls(monkeypatch, tmp_path):
+    """Executor.batch(): the calls made inside (different functions too) go to one sbatch at the
+    block's end, as an array of that many tasks; each shell becomes its task's FunctionJob."""
+    log = tmp_path / "sbatch.args"
+    monkeypatch.setenv("AUTOPAR_SBATCH", _fake_tool(tmp_path, "sbatch", f'echo "$@" >> {log}; echo 77\n'))
+    monkeypatch.setenv("AUTOPAR_LAUNCH", "/bin/true")
+    ex = jobs.Executor(folder=str(tmp_path / "calls"), nodes=1, array_parallelism=2)
+    with ex.batch():
+        shells = [ex.submit(_double, 3), ex.submit(_negate, x=4)]
+        with pytest.raises(RuntimeError, match="not submitted yet"):
+            shells[0].state()
+        with pytest.raises(RuntimeError, match="not inside a batch"):
+            ex.update_parameters(nodes=2)
+    assert log.read_text().count("--array=0-1%2") == 1 and len(log.read_text().splitlines()) == 1
+    assert [j.id for j in shells] == ["77_0", "77_1"]
+    functions = jobs._functions()
+    calls = [functions._cloudpickle().loads(functions._read_own(f"{j.call_dir}/call.pkl")) for j in shells]
+    assert [fn(*args, **kwargs) for fn, args, kwargs, _ in calls] == [6, -4]
+
+
+def test_an_exception_inside_a_batch_submits_nothing(monkeypatch, tmp_path):
+    monkeypatch.setenv("AUTOPAR_SBATCH", _fake_tool(tmp_path, "sbatch", "echo called >&2; exit 1\n"))
+    monkeypatch.setenv("AUTOPAR_LAUNCH", "/bin/true")
+    ex = jobs.Executor(folder=str(tmp_path / "calls"), nodes=1)
+    with pytest.raises(KeyError):
+        with ex.batch():
+            ex.submit(_double, 1)
+            raise KeyError("the caller's own error")
+    assert not (tmp_path / "calls").exists()
+    with pytest.raises(jobs.SubmitError, match="called"):  # the refusal at the end leaves nothing
+        with ex.batch():
+            shell = ex.submit(_double, 1)
+    assert not any((tmp_path / "calls").iterdir())
+    with pytest.raises(RuntimeError, match="not submitted yet"):
+        shell.result()
+    with ex.batch():  # and the executor is usable again, an empty block submits nothing
+        pass
+
+
+def test_local_jobs_complete_as_submitits_helpers_do():
+    ex = jobs.Executor(local=True)
+    done = list(jobs.as_completed([ex.submit(_double, 2), ex.submit(_negate, 2)], timeout=1))
+    assert [j.result() for j in done] == [4, -2] and [j.results() for j in done] == [[4], [-2]]
+    import asyncio
+    assert asyncio.run(ex.submit(_double, 5).async_result()) == 10
