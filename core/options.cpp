@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "core/ckpt/ckpt_uri.h"
 #include "core/plan/hardware.h"
 #include "core/plan/model.h"
 #include "core/site_config.h"
@@ -134,34 +135,17 @@ Status CheckCkptDir(const std::string& dir, const SiteConfig& site) {
   return Status::Ok();
 }
 
-bool ValidBucket(const std::string& b) {
-  if (b.size() < 3 || b.size() > 63) return false;
-  for (char c : b)
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.')) return false;
-  return b.front() != '-' && b.front() != '.' && b.back() != '-' && b.back() != '.';
-}
-
-Status CheckCkptUpload(const std::string& uri, const SiteConfig& site) {
+// The URI's syntax is ParseCheckpointUri's, the one parser a commit and an upload use too (so
+// whatever sbatch accepts, a commit accepts); the site's schemes and prefixes apply to its
+// canonical form.
+Status CheckCkptUpload(const std::string& text, const SiteConfig& site) {
   const OptionId id = OptionId::kCkptUpload;
-  const size_t sep = uri.find("://");
-  if (sep == std::string::npos)
-    return Bad(id, "'" + uri + "' is not a URI (use s3://bucket/prefix or file:///path)");
-  const std::string scheme = uri.substr(0, sep);
-  const std::string rest = uri.substr(sep + 3);
+  auto parsed = ParseCheckpointUri(text);
+  if (!parsed.ok()) return Named(id, parsed.status());
+  const std::string uri = parsed->ToString();
+  const std::string scheme = parsed->kind == CheckpointUri::Kind::kS3 ? "s3" : "file";
   bool scheme_allowed = false;
   for (const auto& s : site.ckpt_upload_schemes) scheme_allowed = scheme_allowed || s == scheme;
-  if (scheme == "s3") {
-    const std::string bucket = rest.substr(0, rest.find('/'));
-    if (!ValidBucket(bucket))
-      return Bad(id, "'" + bucket + "' is not a valid S3 bucket name (3-63 of a-z 0-9 . -)");
-    if (HasDotDot(rest)) return Bad(id, "must not contain '..', got '" + uri + "'");
-  } else if (scheme == "file") {
-    if (rest.empty() || rest[0] != '/')
-      return Bad(id, "file URIs need an absolute path (file:///path), got '" + uri + "'");
-    if (HasDotDot(rest)) return Bad(id, "must not contain '..', got '" + uri + "'");
-  } else {
-    return Bad(id, "unsupported scheme '" + scheme + "' (s3 or file)");
-  }
   if (!scheme_allowed)
     return Bad(id, "scheme '" + scheme + "' is not allowed on this site (allowed: " +
                        Join(site.ckpt_upload_schemes, ", ") + ")");

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "core/ckpt/ckpt_uri.h"
 #include "core/site_config.h"
 
 namespace autopar {
@@ -97,9 +98,14 @@ TEST(Options, RefusesBadValuesNamingTheOption) {
       {OptionId::kCkptDir, "/a/../b", "must not contain '..'"},
       {OptionId::kCkptDir, "/a/%x", "unknown placeholder"},
       {OptionId::kCkptUpload, "http://x/y", "--ckpt-upload: unsupported scheme 'http'"},
-      {OptionId::kCkptUpload, "bucket/path", "is not a URI"},
-      {OptionId::kCkptUpload, "s3://B_ad/x", "not a valid S3 bucket name"},
+      {OptionId::kCkptUpload, "bucket/path", "--ckpt-upload: not a URI"},
+      {OptionId::kCkptUpload, "s3://B_ad/x", "--ckpt-upload: invalid bucket name 'B_ad'"},
       {OptionId::kCkptUpload, "file://relative", "absolute path"},
+      // What a commit's parser refuses, sbatch refuses too (they are one parser).
+      {OptionId::kCkptUpload, "s3://a..b/x", "--ckpt-upload: invalid bucket name 'a..b'"},
+      {OptionId::kCkptUpload, "s3://bkt/x//y", "--ckpt-upload: invalid key prefix (empty path segment)"},
+      {OptionId::kCkptUpload, "s3://bkt/./x", "--ckpt-upload: invalid key prefix ('.' path segment)"},
+      {OptionId::kCkptUpload, "file:///a/../b", "--ckpt-upload: invalid path ('..' path segment)"},
       {OptionId::kCkptKeep, "-2", "--ckpt-keep: must be an integer in [1, 100], got '-2'"},
       {OptionId::kCkptKeep, "0", "--ckpt-keep"},
       {OptionId::kRequeueOnFailure, "11", "--requeue-on-failure: must be an integer in [0, 10]"},
@@ -170,6 +176,19 @@ TEST(Options, SiteLimitsApply) {
   JobOptions p;
   Status s = SetOption(p, OptionId::kCkptUpload, "file:///shared/x", site);
   EXPECT_NE(s.message().find("not allowed on this site"), std::string::npos) << s.message();
+}
+
+// One parser: a URI passes sbatch exactly when the parser a commit and an upload use accepts it.
+TEST(Options, WhatSbatchAcceptsACommitAccepts) {
+  const SiteConfig site = Site();
+  for (const char* uri :
+       {"s3://bkt", "s3://bkt/", "s3://bkt/a/b/", "s3://a..b/x", "s3://.bkt/x", "s3://bkt-/x",
+        "s3://bkt/x//y", "s3://bkt/./x", "s3://bkt/x/..", "s3://bkt/a\tb", "s3://", "s3:///x",
+        "file:///", "file:///a//b", "file:///a/./b", "file://host/a", "file:///a/b/", "S3://bkt/x",
+        "s3:/bkt/x", "s3://bkt/x y", "s3://b.k.t/x", "s3://ab/x", "file:///a/..b"}) {
+    JobOptions o;
+    EXPECT_EQ(SetOption(o, OptionId::kCkptUpload, uri, site).ok(), ParseCheckpointUri(uri).ok()) << uri;
+  }
 }
 
 TEST(ResolveOptions, RecoveryRestartsInPlaceFirst) {
