@@ -286,10 +286,24 @@ def _heartbeat_request(beat: _Beat) -> Dict[str, Any]:
     return req
 
 
-_ranks_report: Optional[Callable[[], Tuple[Optional[List[float]], Optional[List[str]]]]] = None  # autopar.health's watch on rank 0: () -> (compute seconds, nodes or None)
-# autopar.ft's Manager: () -> whether this rank reports the job's progress in rank 0's place (the
-# lowest member of a group that lost rank 0); asked in the background thread, per heartbeat sent.
+RanksReport = Callable[[], Tuple[Optional[List[float]], Optional[List[str]]]]
+_ranks_report: Optional[RanksReport] = None
 _leads: Optional[Callable[[], bool]] = None
+
+
+def report_ranks_with(report: Optional[RanksReport]) -> None:
+    """Heartbeats from now on carry every rank's compute time: `report()` -> (compute seconds per
+    rank, their nodes or None), asked per heartbeat sent (autopar.health's DDP watch, rank 0)."""
+    global _ranks_report
+    _ranks_report = report
+
+
+def lead_when(leads: Optional[Callable[[], bool]]) -> None:
+    """Heartbeats from now on say when this rank reports the job's progress in rank 0's place:
+    `leads()` (autopar.ft's Manager: the lowest member of a group that lost rank 0), asked in the
+    background thread per heartbeat sent."""
+    global _leads
+    _leads = leads
 
 
 def flush_heartbeats(timeout: float = 5.0) -> bool:

@@ -93,5 +93,5 @@ def watch_ddp(ddp: Any, process_group: Any = None) -> _DdpWatch:
     its own hook cannot use this (it may send rank_compute_s itself, docs/health.md)."""
     watch = _DdpWatch(ddp, process_group)
     if watch.rank == 0:
-        ckpt._ranks_report = watch.report
+        ckpt.report_ranks_with(watch.report)
     return watch

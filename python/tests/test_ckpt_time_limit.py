@@ -88,12 +88,13 @@ def test_a_rank_that_leads_says_so_and_rank_zero_never_needs_to(tmp_path, monkey
     for k, v in env_for(tmp_path, 0, 4).items():
         monkeypatch.setenv(k, v)
     leads = [True]
-    monkeypatch.setattr(ckpt, "_leads", lambda: leads[0])
+    ckpt.lead_when(lambda: leads[0])
     ckpt.heartbeat(1, wait=True)  # rank 0
     monkeypatch.setenv("RANK", "2")
     ckpt.heartbeat(2, wait=True)
     leads[0] = False
     ckpt.heartbeat(3, wait=True)
+    ckpt.lead_when(None)
     assert [(r["rank"], r["step"], r.get("leads")) for r in daemon.requests] == \
         [(0, 1, None), (2, 2, True), (2, 3, None)]
 

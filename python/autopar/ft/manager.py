@@ -67,7 +67,7 @@ class Manager:
         self._interrupted: Optional[int] = None  # a step whose group broke, not said yet
         self._heartbeats = bool(os.environ.get("SLURM_JOB_ID") and os.environ.get("AUTOPAR_SOCKET"))
         if self._heartbeats:
-            ckpt._leads = self.leads
+            ckpt.lead_when(self.leads)
         addr = os.environ.get("AUTOPAR_FT_ADDR") or socket.gethostbyname(socket.gethostname())
         # Every member serves a store; the quorum picks whose the group meets on, so no single
         # program's loss leaves the group without one.
