@@ -1,6 +1,6 @@
-"""Files of rank 0 for the other ranks of a job, and hard links (autopar.hf, autopar.lightning):
-the ecosystem's trainers write one copy of a replicated model's checkpoint, on rank 0, and make
-every rank load it on resume."""
+"""Files of rank 0 for the other ranks of a job, hard links and private views (autopar.hf,
+autopar.lightning, autopar.dcp): the ecosystem's trainers write one copy of a replicated model's
+checkpoint, on rank 0, and make every rank load it on resume."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,18 @@ import shutil
 import stat
 from typing import Callable, Optional
 
+from . import private_dir
 from .ckpt import AutoparError
+
+
+def make_view(path: str) -> str:
+    """`path` made a directory private to this user (0700, every ancestor's owner and mode checked,
+    no symlink: private_dir), for the files a resume reads: AutoparError saying why it cannot be."""
+    try:
+        private_dir.make_private_dir(path)
+    except private_dir.PrivateDirError as e:
+        raise AutoparError(str(e)) from None
+    return path
 
 
 def link_or_copy(src: str, dst: str) -> None:

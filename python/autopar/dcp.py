@@ -32,8 +32,8 @@ import re
 import threading
 from typing import Any, Dict, List, Optional
 
-from . import ckpt, private_dir
-from ._from_rank0 import link_or_copy
+from . import ckpt
+from ._from_rank0 import link_or_copy, make_view
 from ._torch import require
 
 require("autopar.dcp")
@@ -135,10 +135,7 @@ def _view(step_dir: str, own: str) -> str:
             f"this node ({step_dir}); a DCP checkpoint needs every rank's files, which autopard restores "
             f"from --ckpt-upload (a step kept only on the nodes' own disks cannot be loaded across nodes)")
     view = os.path.join(step_dir, f"dcp-view-{os.path.basename(own)}")
-    try:
-        private_dir.make_private_dir(view)
-    except private_dir.PrivateDirError as e:
-        raise ckpt.AutoparError(str(e)) from None
+    make_view(view)
     for r in ranks:
         src = os.path.join(step_dir, f"rank-{r}")
         for name in os.listdir(src):

@@ -24,8 +24,8 @@ import os
 import re
 from typing import Any, List, Optional
 
-from . import ckpt, private_dir
-from ._from_rank0 import link_or_copy, send_files
+from . import ckpt
+from ._from_rank0 import link_or_copy, make_view, send_files
 from ._torch import require
 
 require("autopar.hf")
@@ -84,10 +84,7 @@ def resume_checkpoint(args: Any) -> Optional[str]:
         return own
     view = os.path.join(os.path.dirname(own), f"hf-resume-rank-{args.process_index}")
     if args.process_index != 0:
-        try:
-            private_dir.make_private_dir(view)
-        except private_dir.PrivateDirError as e:
-            raise ckpt.AutoparError(str(e)) from None
+        make_view(view)
     send_files(own if args.process_index == 0 else None, view, lambda name: not _RNG.match(name))
     if args.process_index == 0:
         return own

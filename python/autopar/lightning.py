@@ -27,9 +27,9 @@ import json
 import os
 from typing import Any, Dict, Optional
 
-from . import ckpt, private_dir
+from . import ckpt
 from ._torch import require
-from ._from_rank0 import link_or_copy, send_files
+from ._from_rank0 import link_or_copy, make_view, send_files
 
 require("autopar.lightning")
 from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402  (after the torch check)
@@ -101,10 +101,7 @@ class AutoparCheckpointIO(TorchCheckpointIO):  # type: ignore[misc]
             rank = dist.get_rank()
             dest = os.path.dirname(resumed)
             if rank != 0:
-                try:
-                    private_dir.make_private_dir(dest)
-                except private_dir.PrivateDirError as e:
-                    raise ckpt.AutoparError(str(e)) from None
+                make_view(dest)
             send_files(dest if rank == 0 else None, dest, lambda name: name == CHECKPOINT)
             if rank != 0:
                 weights_only = True  # bytes from another process: tensors and plain values only

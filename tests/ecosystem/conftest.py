@@ -4,26 +4,17 @@ autopar-launch` on the local cluster, one rank killed after a complete checkpoin
 compared with the same program's fault-free run. The cluster, SLURM_CONF and the build tree come
 from the environment as for the integration tests (tests/integration/conftest.py, whose helpers
 are reused here)."""
-import importlib.util
 import json
 import os
-import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 
-def _integration_helpers():
-    """tests/integration/conftest.py under a name of its own (both directories have a conftest.py)."""
-    path = Path(__file__).resolve().parents[1] / "integration" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("autopar_integration_conftest", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_it = _integration_helpers()
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from integration_helpers import integration as _it  # noqa: E402
 run = _it.run
 sbatch = _it.sbatch
 wait_job = _it.wait_job
@@ -77,20 +68,7 @@ def kinds(evs, kind):
     return [e for e in evs if e["kind"] == kind]
 
 
-def rank_pid(job: str, rank: int, script: str) -> int:
-    """The PID of the Python process running `script` as `rank` of `job` (every node is this host)."""
-    for pid in map(int, subprocess.run(["pgrep", "-f", script], capture_output=True,
-                                       text=True).stdout.split()):
-        try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() != "python3":
-                continue
-            env = dict(kv.split("=", 1) for kv in
-                       Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in kv)
-        except OSError:
-            continue
-        if env.get("SLURM_JOB_ID") == job and env.get("RANK") == str(rank):
-            return pid
-    raise AssertionError(f"no Python process of rank {rank} of job {job} running {script}")
+rank_pid = _it.rank_pid
 
 
 def kill_after_complete(job: str, rank: int, script: str, timeout: float = 240) -> int:

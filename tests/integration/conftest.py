@@ -84,6 +84,23 @@ def assert_refused_at_submit(opts: str, error: str, nodes: int = 2):
     assert not job_ids() - before, "a refused submission must not create a job"
 
 
+def rank_pid(job_id: str, rank: int, script) -> int:
+    """The host PID of the Python process running `script` as `rank` of the job (every node is
+    this host, and root sees every node's PIDs)."""
+    for pid in map(int, subprocess.run(["pgrep", "-f", str(script)], capture_output=True,
+                                       text=True).stdout.split()):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() != "python3":
+                continue
+            env = dict(kv.split("=", 1) for kv in
+                       Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in kv)
+        except OSError:
+            continue
+        if env.get("SLURM_JOB_ID") == job_id and env.get("RANK") == str(rank):
+            return pid
+    raise AssertionError(f"no Python process of rank {rank} of job {job_id} running {script}")
+
+
 def job_state(job_id: str) -> str:
     p = run(["scontrol", "-o", "show", "job", job_id])
     m = re.search(r"JobState=(\S+)", p.stdout)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import conftest
 from conftest import BUILD_DIR, PYTHON, SOURCE_DIR, cluster_dir, cluster_script, run, sbatch, wait_job
 
 TRAIN = SOURCE_DIR / "tests" / "integration" / "requeue_train.py"
@@ -132,20 +133,8 @@ def wait_step(work: Path, run_no: int, step: int, timeout=120):
 
 
 def rank_pid(job_id: str, rank: int, script: Path = TRAIN) -> int:
-    """The host PID of the Python process (running `script`) of `rank` of the job (root sees every
-    node's PIDs)."""
-    for pid in map(int, subprocess.run(["pgrep", "-f", str(script)], capture_output=True,
-                                       text=True).stdout.split()):
-        try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() != "python3":
-                continue
-            env = dict(kv.split("=", 1) for kv in
-                       Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in kv)
-        except OSError:
-            continue
-        if env.get("SLURM_JOB_ID") == job_id and env.get("RANK") == str(rank):
-            return pid
-    raise AssertionError(f"no Python process of rank {rank} of job {job_id}")
+    """The host PID of `rank`'s Python process (running train_ddp.py unless `script` says)."""
+    return conftest.rank_pid(job_id, rank, script)
 
 
 def node_of_rank(job_id: str, rank: int, script: Path = TRAIN) -> str:

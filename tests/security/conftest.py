@@ -20,7 +20,6 @@ What the attacks need from root, made and removed here:
   and revived: tests/cluster/kill-node.sh, revive-node.sh) so that the next test has one.
 """
 import hashlib
-import importlib.util
 import json
 import os
 import pwd
@@ -29,6 +28,7 @@ import resource
 import secrets
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,17 +36,8 @@ from pathlib import Path
 import pytest
 
 
-def _integration_helpers():
-    """tests/integration/conftest.py as a module of its own name (both directories have a
-    conftest.py; this one must not shadow that one, nor that one this)."""
-    path = Path(__file__).resolve().parents[1] / "integration" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("autopar_integration_conftest", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_it = _integration_helpers()
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from integration_helpers import integration as _it  # noqa: E402
 run = _it.run
 job_state = _it.job_state
 wait_job = _it.wait_job
