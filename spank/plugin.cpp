@@ -1,6 +1,7 @@
 // autopar.so: the SPANK plugin's entry points and nothing else. Every hook catches everything (no
-// exception crosses the C ABI) and hands the work to the tested core: option parsing and checks
-// (core/options.cpp, core/site_config.cpp) and the task environment (core/task_env.cpp).
+// exception crosses the C ABI) and hands the work to tested code: what it does with an option
+// (spank/option_handling.cpp), option parsing and checks (core/options.cpp, core/site_config.cpp)
+// and the task environment (core/task_env.cpp).
 // spank.h declares the slurm_spank_* hooks outside its own extern "C" block (it is written for C);
 // include it with C linkage so that our definitions below match the declarations.
 extern "C" {
@@ -31,6 +32,7 @@ extern "C" {
 #include "core/site_config.h"
 #include "core/submit_geometry.h"
 #include "core/task_env.h"
+#include "spank/option_handling.h"
 #include "spank_task.h"
 
 #define AUTOPAR_EXPORT extern "C" __attribute__((visibility("default")))
@@ -48,12 +50,7 @@ using autopar::SiteConfig;
 using autopar::Status;
 
 // One plugin instance per process (srun, sbatch, slurmstepd): its site config and the options seen.
-struct PluginState {
-  SiteConfig site;
-  JobOptions user;
-  bool asked = false;        // the job gave one of autopar's options
-  std::string site_error;    // plugstack.conf problem: autopar's options are refused
-  std::string option_error;  // first bad option seen in the remote context
+struct PluginState : autopar::OptionsSeen {
   std::string ckpt_dir_error;  // task_init_privileged's refusal, told in task_init
 };
 
@@ -98,63 +95,13 @@ std::vector<std::string> CommandLine() {
   return args;
 }
 
-// True when this process's own command line asks to survive a node loss: --spare-nodes=K (or
-// --spare-nodes K) with K > 0, or --min-nodes=M.
-bool CommandLineSurvivesNodeLoss() {
-  const std::vector<std::string> args = CommandLine();
-  for (OptionId id : {OptionId::kSpareNodes, OptionId::kMinNodes}) {
-    const std::string flag = std::string("--") + autopar::GetOptionSpec(id).name;
-    for (size_t i = 0; i < args.size(); ++i) {
-      std::string value;
-      if (args[i].rfind(flag + "=", 0) == 0) {
-        value = args[i].substr(flag.size() + 1);
-      } else if (args[i] == flag && i + 1 < args.size()) {
-        value = args[i + 1];
-      } else {
-        continue;
-      }
-      if (std::atoll(value.c_str()) > 0) return true;
-    }
-  }
-  return false;
-}
-
 int OptionCallback(int val, const char* optarg, int remote) {
   try {
-    PluginState& st = State();
-    // An option given without its optional argument travels to later steps of a batch job as the
-    // literal text "(null)" (Slurm 22.05 prints the NULL optarg into SLURM_SPANK__SLURM_SPANK_OPTION_*
-    // of the job's environment); read it back as "no argument".
-    if (optarg != nullptr && std::strcmp(optarg, "(null)") == 0) optarg = nullptr;
-    st.asked = true;
-    if (!st.site_error.empty()) {
-      // The site's line is broken: autopar's limits and defaults are unknown, so none of its
-      // options is taken (jobs that use none run as without the plugin).
-      const std::string refused = std::string("--") + autopar::GetOptionSpec(static_cast<OptionId>(val)).name +
-                                  " refused: " + st.site_error;
-      if (remote) {
-        if (st.option_error.empty()) st.option_error = refused;
-        return 0;
-      }
-      return Fail(refused);
-    }
-    Status s = autopar::SetOption(st.user, static_cast<OptionId>(val), optarg, st.site);
-    if (s.ok()) {
-      const bool node_loss_option = val == static_cast<int>(OptionId::kSpareNodes) ||
-                                    val == static_cast<int>(OptionId::kMinNodes);
-      if (!remote && node_loss_option && st.user.survives_node_loss() &&
-          spank_context() == S_CTX_ALLOCATOR) {
-        RequestNoKill();
-      }
-      return 0;
-    }
-    if (remote) {
-      // Checked at submit time already; a difference here means the site config changed. Tell
-      // the user in task_init, where the message reaches them (see slurm_spank_task_init).
-      if (st.option_error.empty()) st.option_error = s.message();
-      return 0;
-    }
-    return Fail(s.message());
+    const autopar::OptionVerdict v = autopar::TakeOption(State(), static_cast<OptionId>(val), optarg, remote != 0,
+                                                         spank_context() == S_CTX_ALLOCATOR);
+    if (!v.refusal.empty()) return Fail(v.refusal);
+    if (v.request_no_kill) RequestNoKill();
+    return 0;
   } catch (const std::exception& e) {
     return Fail(std::string("internal error: ") + e.what());
   } catch (...) {
@@ -206,7 +153,7 @@ int Init(spank_t sp, int ac, char** av) {
   }
   if (!st.site_error.empty()) return 0;
   if (spank_context() == S_CTX_ALLOCATOR &&
-      (st.site.defaults.survives_node_loss() || CommandLineSurvivesNodeLoss())) {
+      (st.site.defaults.survives_node_loss() || autopar::CommandLineSurvivesNodeLoss(CommandLine()))) {
     RequestNoKill();
   }
   return 0;
@@ -239,16 +186,7 @@ int CheckSmallestPlan(const autopar::JobOptions& opts) {
   autopar::ReadSubmitGeometry(autopar::SbatchLineArgs(BatchScriptText(args)), &g);
   autopar::ReadSubmitGeometry(std::vector<std::string>(args.begin() + (args.empty() ? 0 : 1), args.end()), &g);
   if (g.gpus_per_node <= 0) return 0;
-  int64_t nodes = 0;
-  std::string flag;
-  if (g.min_nodes > 0 && g.min_nodes < g.max_nodes) {  // a range
-    nodes = g.min_nodes - opts.spare_nodes.value_or(0);
-    flag = g.nodes_flag;
-  }
-  if (opts.min_nodes && (nodes == 0 || *opts.min_nodes < nodes)) {
-    nodes = *opts.min_nodes;
-    flag = "--min-nodes=" + std::to_string(*opts.min_nodes);
-  }
+  const auto [nodes, flag] = autopar::SmallestElasticSize(g, opts);
   if (nodes <= 0) return 0;
   auto plan = autopar::PlanStep(opts, nodes * g.gpus_per_node, g.gpus_per_node, 0,
                                 SitePlanningOf(State().site));
