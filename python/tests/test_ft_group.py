@@ -1,6 +1,7 @@
 """autopar.ft with real processes and real gloo on one machine: four members train, one is
 SIGKILLed in the middle of a step, and the group goes on without any other member stopping. The
-launchers' part is tests/ft_coordinator.py here (autopar-launch's in a job)."""
+launchers' part is autopar-launch's own FtGroup, run by the build's ft-group-harness
+(tests/ft_harness.py)."""
 import json
 import os
 import random
@@ -15,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from autopar.ft import shards  # noqa: E402
-from ft_coordinator import Coordinator  # noqa: E402
+from ft_harness import Harness  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.dirname(HERE)
@@ -38,7 +39,7 @@ def run(tmp_path, name, fault=None):
     out, ledger = tmp_path / name, tmp_path / f"{name}-ledger"
     out.mkdir()
     ledger.mkdir()
-    coord = Coordinator(str(tmp_path), WORLD) if fault != "shrink" else Coordinator(str(tmp_path), WORLD, 2)
+    coord = Harness(tmp_path, WORLD) if fault != "shrink" else Harness(tmp_path, WORLD, 2)
     procs = {r: start(coord, r, out, ledger) for r in range(WORLD)}
     first_pids = {r: p.pid for r, p in procs.items()}
     if fault:
@@ -50,6 +51,7 @@ def run(tmp_path, name, fault=None):
         procs[victim].send_signal(signal.SIGKILL)
         procs[victim].wait()
         if fault == "crash":
+            coord.replaced(victim)
             procs[victim] = start(coord, victim, out, ledger, newcomer=True)
         else:
             coord.drop(victim)
@@ -57,8 +59,6 @@ def run(tmp_path, name, fault=None):
     for p in procs.values():
         assert p.wait(timeout=120) == 0
     coord.close()
-    for path in coord.paths.values():
-        os.unlink(path)
     results = {r: json.loads((out / f"rank-{r}.json").read_text()) for r in procs}
     return results, first_pids, shards.check_ledger(shards.read_ledgers(str(ledger)), STEPS), out
 
