@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/ft/messages.h"
 #include "core/text.h"
 #include "launcher/restart_logic.h"
 
@@ -32,17 +33,6 @@ std::string Field(const EventFields& f, const char* key) {
     if (k == key) return v;
   }
   return "";
-}
-
-// The join's fields in a peer message: "rank" is the sender's there, so the program's rank
-// travels as program_rank.
-EventFields JoinMessageFields(const FtJoin& j, int64_t left) {
-  EventFields f = FtJoinFields(j);
-  for (auto& kv : f) {
-    if (kv.first == "rank") kv.first = "program_rank";
-  }
-  f.emplace_back("left", std::to_string(left));
-  return f;
 }
 
 }  // namespace
@@ -180,23 +170,14 @@ void FtGroup::OnProgramLine(const std::string& line) {
     journal_(kind == "healed" ? event_kind::kFtHealed : event_kind::kFtDiscarded,
              std::atoll(Field(f, "step").c_str()), f);
   } else if (kind == "join") {
-    // Who joins and what it has cost are the launcher's to say, not the program's.
-    f.erase(std::remove_if(f.begin(), f.end(),
-                           [](const auto& kv) {
-                             return kv.first == "rank" || kv.first == "launcher" || kv.first == "replaced";
-                           }),
-            f.end());
-    f.emplace_back("rank", std::to_string(config_.program_rank));
-    f.emplace_back("launcher", std::to_string(peers_->self()));
-    f.emplace_back("replaced", std::to_string(own_replaced_));
-    auto j = FtJoinOf(f);
-    auto left = ParseInt(Field(f, "epoch"), -1, INT64_MAX);
-    if (!j || !left) {
-      (void)channel_.Send("error reason=" + std::string(!j ? "malformed-join" : "malformed-epoch"));
+    auto j = FtProgramJoinOf(f);
+    if (!j) {
+      (void)channel_.Send("error " + FormatEventFields({{"reason", "malformed-join"}, {"why", j.message()}}));
       return;
     }
-    my_join_ = *j;
-    my_left_ = *left;
+    // Who joins and what it has cost are the launcher's to say, not the program's.
+    my_join_ = FtJoin{config_.program_rank, peers_->self(), j->store, j->step, own_replaced_};
+    my_left_ = j->epoch;
     joined_ = program_joined_ = true;
     waiting_since_ = Clock::now();
     SendJoin();
@@ -206,7 +187,7 @@ void FtGroup::OnProgramLine(const std::string& line) {
 void FtGroup::SendJoin() {
   if (!my_join_) return;
   ArmTimer(true);
-  PeerMessage m{PeerKind::kFtJoin, peers_->self(), generation_, JoinMessageFields(*my_join_, my_left_)};
+  PeerMessage m{PeerKind::kFtJoin, peers_->self(), generation_, FtJoinMessageFields({*my_join_, my_left_})};
   for (;;) {
     const int leader = Leader();
     sent_to_ = leader;
@@ -221,13 +202,10 @@ void FtGroup::SendJoin() {
 }
 
 void FtGroup::OnJoin(const PeerMessage& m) {
-  EventFields f = m.fields;
-  for (auto& kv : f) {
-    if (kv.first == "program_rank") kv.first = "rank";
-  }
-  auto j = FtJoinOf(f);
-  auto left = ParseInt(Field(f, "left"), -1, INT64_MAX);
-  if (!j || !left || j->rank >= config_.rules.world) return;
+  auto msg = FtJoinMessageOf(m.fields);
+  if (!msg || msg->join.rank >= config_.rules.world) return;
+  const FtJoin* j = &msg->join;
+  const int64_t* left = &msg->left;
   if (!forming_) {
     // The group is re-formed: every program gives up the epoch it is in.
     forming_ = true;
@@ -238,7 +216,7 @@ void FtGroup::OnJoin(const PeerMessage& m) {
     for (int l : launcher_of_) {
       if (l != peers_->self() && !lost_.count(l)) others.push_back(l);
     }
-    PeerMessage forming{PeerKind::kFtForming, peers_->self(), generation_, {{"epoch", std::to_string(epoch_)}}};
+    PeerMessage forming{PeerKind::kFtForming, peers_->self(), generation_, FtGiveUpFields(epoch_)};
     MarkLost(peers_->SendTo(others, forming));
     OnForming(forming);
   }
@@ -247,8 +225,8 @@ void FtGroup::OnJoin(const PeerMessage& m) {
 }
 
 void FtGroup::OnForming(const PeerMessage& m) {
-  auto e = ParseInt(PeerField(m, "epoch"), -1, INT64_MAX);
-  if (e && *e >= 0) (void)channel_.Send("abandon epoch=" + std::to_string(*e));
+  auto e = FtGiveUpOf(m.fields);
+  if (e && *e >= 0) (void)channel_.Send("abandon " + FormatEventFields(FtGiveUpFields(*e)));
 }
 
 std::optional<std::string> FtGroup::TryDecide() {
@@ -264,35 +242,35 @@ std::optional<std::string> FtGroup::TryDecide() {
   forming_ = false;
   joins_.clear();
   if (!q) return "no quorum: " + q.message();
-  EventFields fields = FtQuorumFields(*q);
-  std::vector<int> lost(lost_.begin(), lost_.end());
-  fields.emplace_back("lost", FormatIntList(lost));
-  fields.emplace_back("formed_s", FormatFixed(SecondsSince(forming_since_), 3));
-  journal_(event_kind::kFtQuorum, q->step, fields);
+  const FtQuorumMessage msg{*q, std::vector<int>(lost_.begin(), lost_.end()), SecondsSince(forming_since_)};
+  EventFields fields = FtQuorumMessageFields(msg);
+  journal_(event_kind::kFtQuorum, q->step, EventFields(fields.begin() + 1, fields.end()));  // v= aside
   PeerMessage m{PeerKind::kFtQuorum, peers_->self(), generation_, fields};
   std::vector<int> others;
   for (const auto& member : q->members) {
     if (member.launcher != peers_->self()) others.push_back(member.launcher);
   }
   MarkLost(peers_->SendTo(others, m));  // a member lost now breaks this epoch: it re-forms
-  OnQuorum(m);
+  TakeQuorum(msg);
   return std::nullopt;
 }
 
 void FtGroup::OnQuorum(const PeerMessage& m) {
-  auto q = FtQuorumOf(m.fields);
-  if (!q) return;
+  if (auto msg = FtQuorumMessageOf(m.fields)) TakeQuorum(*msg);
+}
+
+void FtGroup::TakeQuorum(const FtQuorumMessage& msg) {
+  const FtQuorum* q = &msg.quorum;
   if (q->epoch <= epoch_ && !my_join_) return;  // one this launcher has handed on already
   epoch_ = std::max(epoch_, q->epoch);
   for (const auto& [launcher, count] : q->replaced) {
     replaced_[launcher] = std::max(replaced_[launcher], count);
   }
-  if (auto lost = ParseIntList(PeerField(m, "lost"))) MarkLost(*lost);
+  MarkLost(msg.lost);
   const bool member = std::any_of(q->members.begin(), q->members.end(),
                                   [&](const FtJoin& j) { return j.rank == config_.program_rank; });
   if (!member || !my_join_) return;
-  EventFields fields = FtQuorumFields(*q);
-  (void)channel_.Send("quorum " + FormatEventFields(fields));
+  (void)channel_.Send("quorum " + FormatEventFields(FtQuorumFields(*q)));
   quorum_told_ = Clock::now();
   my_join_.reset();
   if (!forming_) ArmTimer(false);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/failure/timeline.h"
+#include "core/ft/messages.h"
 #include "core/ft/quorum.h"
 #include "launcher/ft_program_channel.h"
 #include "launcher/peer_group.h"
@@ -106,6 +107,7 @@ class FtGroup {
   void OnJoin(const PeerMessage& m);      // the leader
   void OnForming(const PeerMessage& m);
   void OnQuorum(const PeerMessage& m);
+  void TakeQuorum(const FtQuorumMessage& m);  // the leader's own, or one it sent
   void SendJoin();                        // this program's join, to the leader
   int Leader() const;                     // the lowest launcher in use not lost
   int LauncherOf(int rank) const;         // the launcher that runs program rank `rank`

@@ -74,7 +74,7 @@ std::string FieldOf(const std::string& line, const std::string& key) {
 }
 
 std::string Join(int64_t epoch, int64_t step, int port) {
-  return "join epoch=" + std::to_string(epoch) + " step=" + std::to_string(step) +
+  return "join v=1 epoch=" + std::to_string(epoch) + " step=" + std::to_string(step) +
          " store=127.0.0.1:" + std::to_string(port);
 }
 
@@ -131,7 +131,7 @@ TEST(FtGroup, AReplacementIsHealedFromALiveMemberAndCounted) {
   programs[1]->Send(Join(-1, -1, 7101));
   // The others are told to give up epoch 0, and join again from the step they committed.
   ASSERT_TRUE(run.PumpUntil([&] { return !programs[0]->Last("abandon").empty() && !programs[2]->Last("abandon").empty(); }));
-  EXPECT_EQ(programs[0]->Last("abandon"), "abandon epoch=0");
+  EXPECT_EQ(programs[0]->Last("abandon"), "abandon v=1 epoch=0");
   programs[0]->Send(Join(0, 6, 7000));
   programs[2]->Send(Join(0, 6, 7002));
   ASSERT_TRUE(run.PumpUntil([&] {
@@ -166,9 +166,12 @@ TEST(FtGroup, AReplacementPastTheRunsBudgetIsRefusedAtTheQuorum) {
 TEST(FtGroup, AMalformedJoinIsAnsweredWithAnError) {
   Launchers run(1);
   Program p(run.ft[0]->socket_path());
-  p.Send("join epoch=x step=4 store=127.0.0.1:7000");
+  p.Send("join v=1 epoch=x step=4 store=127.0.0.1:7000");
   ASSERT_TRUE(run.PumpUntil([&] { return !p.Last("error").empty(); }));
-  EXPECT_EQ(p.Last("error"), "error reason=malformed-epoch");
+  EXPECT_EQ(p.Last("error"), "error reason=malformed-join why=\"epoch: 'x' is not an integer in range\"");
+  p.Send("join v=2 epoch=-1 step=4 store=127.0.0.1:7000");  // a version this launcher does not know
+  ASSERT_TRUE(run.PumpUntil([&] { return p.Lines().size() == 2; }));
+  EXPECT_EQ(p.Last("error"), "error reason=malformed-join why=\"join: version '2', not 1\"");
   EXPECT_FALSE(run.ft[0]->in_group());
 }
 

@@ -87,10 +87,10 @@ std::string EncodePeerMessage(const std::string& token, const PeerMessage& m) {
     if (k.kind == m.kind) tag = k.tag;
   }
   EventFields f = {{"token", token},
-                   {"rank", std::to_string(m.from)},
+                   {"from", std::to_string(m.from)},
                    {"generation", std::to_string(m.generation)}};
   for (const auto& kv : m.fields) {
-    if (kv.first != "token" && kv.first != "rank" && kv.first != "generation") f.push_back(kv);
+    if (kv.first != "token" && kv.first != "from" && kv.first != "generation") f.push_back(kv);
   }
   return std::string(tag) + " " + FormatEventFields(f) + "\n";
 }
@@ -111,13 +111,13 @@ Result<PeerMessage> DecodePeerMessage(const std::string& line, const std::string
   if (token.empty() || !ConstantTimeEquals(FieldOf(f, "token"), token)) {
     return Status::Error("peer message: wrong token");
   }
-  auto rank = ParseInt(FieldOf(f, "rank"), 0, INT32_MAX);
+  auto from = ParseInt(FieldOf(f, "from"), 0, INT32_MAX);
   auto generation = ParseInt(FieldOf(f, "generation"), 0, INT32_MAX);
-  if (!rank || !generation) return Status::Error("peer message: rank and generation must be numbers");
-  m.from = static_cast<int>(*rank);
+  if (!from || !generation) return Status::Error("peer message: from and generation must be numbers");
+  m.from = static_cast<int>(*from);
   m.generation = *generation;
   for (auto& kv : f) {
-    if (kv.first != "token" && kv.first != "rank") m.fields.push_back(std::move(kv));
+    if (kv.first != "token" && kv.first != "from") m.fields.push_back(std::move(kv));
   }
   return m;
 }
@@ -126,7 +126,7 @@ std::string PeerField(const PeerMessage& m, const char* key) { return FieldOf(m.
 
 PeerMessage StopNotice(const FailureReport& r, int from) {
   PeerMessage m{PeerKind::kStop, from, r.generation, ReportFields(r)};
-  m.fields.emplace_back("program_rank", std::to_string(r.rank));
+  m.fields.emplace_back("rank", std::to_string(r.rank));
   return m;
 }
 
@@ -137,7 +137,7 @@ Result<FailureReport> FailureOf(const PeerMessage& m) {
   if (m.kind != PeerKind::kStop && m.kind != PeerKind::kReport) {
     return Status::Error("peer message: not a failure");
   }
-  auto rank = ParseInt(PeerField(m, "program_rank"), 0, INT32_MAX);
+  auto rank = ParseInt(PeerField(m, "rank"), 0, INT32_MAX);
   return ReportFromFields(m.fields, rank ? static_cast<int>(*rank) : m.from);
 }
 

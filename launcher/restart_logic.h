@@ -48,19 +48,20 @@ Result<FailureReport> ReportFromFields(const EventFields& fields, int rank);
 // The report as the `recover` request to autopard carries it (launch_events.h).
 RecoverDetail RecoverDetailOf(const FailureReport& r);
 
-// The messages between launchers, one line each: "autopar-KIND token=T rank=R generation=G
-// ...". `rank` is the sender's task rank in the step (its PMIx rank), `token` the step's secret
-// (rank 0's, shared through PMIx only), so nobody else can stop or steer the program.
+// The messages between launchers, one line each: "autopar-KIND token=T from=R generation=G
+// ...". `from` is the sender's task rank in the step (its PMIx rank), `token` the step's secret
+// (rank 0's, shared through PMIx only), so nobody else can stop or steer the program. The fields
+// after them are the message's own (a stop notice's rank= is its program's rank).
 enum class PeerKind {
   kStop,     // a program failed: stop yours (fields: the failure report)
   kReport,   // to rank 0: state=failed + report fields, or state=stopped; unreachable=RANKS
   kVerdict,  // from rank 0: action=restart master=ADDR:PORT resume=STEP active=NODES, or
              // action=exit code=C
   kValue,    // the restore agreement: key=K value=V, to rank 0 and back with the minimum
-  // Per-step fault tolerance (ft_group.h): a program's join for the next quorum (left=EPOCH and
-  // core/ft/quorum.h's join fields), to the launcher that leads; the leader's word that the
-  // group is being re-formed (epoch=E: give it up); the quorum decided (its fields, lost=RANKS);
-  // the leader's word that spares take lost nodes' places (active=NODES, in rank order).
+  // Per-step fault tolerance (ft_group.h; their fields: core/ft/messages.h): a program's join for
+  // the next quorum, to the launcher that leads; the leader's word that the group is being
+  // re-formed (give the epoch up); the quorum decided; the leader's word that spares take lost
+  // nodes' places (active=NODES, in rank order).
   kFtJoin,
   kFtForming,
   kFtQuorum,

@@ -41,7 +41,7 @@ TEST(RestartLogic, ANoticeCarriesTheReportAndNeedsTheToken) {
   EXPECT_FALSE(DecodePeerMessage(line, "other").ok());
   EXPECT_FALSE(DecodePeerMessage(line, "").ok());
   EXPECT_FALSE(DecodePeerMessage("GET / HTTP/1.0", "s3cret").ok());
-  EXPECT_FALSE(DecodePeerMessage("autopar-stop token=s3cret rank=x generation=0", "s3cret").ok());
+  EXPECT_FALSE(DecodePeerMessage("autopar-stop token=s3cret from=x generation=0", "s3cret").ok());
   EXPECT_FALSE(DecodePeerMessage("autopar-stop", "s3cret").ok());
   // A sender cannot pass itself off as another rank through a field of its own.
   PeerMessage forged{PeerKind::kReport, 3, 1, {{"rank", "0"}, {"state", "stopped"}}};

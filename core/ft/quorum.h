@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "autopar/status.h"
-#include "core/failure/timeline.h"
 
 namespace autopar {
 
@@ -67,12 +66,8 @@ struct FtQuorumRules {
 Result<FtQuorum> DecideQuorum(int64_t epoch, std::vector<FtJoin> joins, const FtQuorumRules& rules,
                               const FtReplacements& replaced = {});
 
-// The forms they travel in over the launchers' channels and to the programs: event fields
-// (rank= launcher= store= step= replaced=; epoch= step= store= members=R@L@STORE@STEP,...
-// heals=TO<FROM,... replaced=LAUNCHER:COUNT,...; a missing replaced= counts none).
-EventFields FtJoinFields(const FtJoin& j);
-Result<FtJoin> FtJoinOf(const EventFields& fields);
-EventFields FtQuorumFields(const FtQuorum& q);
-Result<FtQuorum> FtQuorumOf(const EventFields& fields);
+// "ADDR:PORT" with a port in 1..65535 and an address of the characters an IPv4 or IPv6 address or
+// a host name uses (a store travels inside comma- and '@'-separated lists: core/ft/messages.h).
+bool ValidStoreEndpoint(const std::string& s);
 
 }  // namespace autopar

@@ -1,4 +1,5 @@
 #include "core/ft/quorum.h"
+#include "core/ft/messages.h"
 
 #include <gtest/gtest.h>
 
@@ -75,15 +76,16 @@ TEST(FtQuorum, TravelsAsFieldsAndBack) {
   EXPECT_EQ(back->members[2].store, "10.0.0.3:41002");
   EXPECT_EQ(back->heals, q->heals);
 
-  auto join = FtJoinOf(FtJoinFields(J(3, 5, 3, 2)));
+  auto join = FtJoinMessageOf(FtJoinMessageFields({J(3, 5, 3, 2), 4}));
   ASSERT_TRUE(join.ok());
-  EXPECT_EQ(join->replaced, 2);
-  join = FtJoinOf(FtJoinFields(J(3, 5)));
+  EXPECT_EQ(join->join.replaced, 2);
+  EXPECT_EQ(join->left, 4);
+  join = FtJoinMessageOf(FtJoinMessageFields({J(3, 5), -1}));
   ASSERT_TRUE(join.ok());
-  EXPECT_EQ(join->store, "10.0.0.4:41003");
-  EXPECT_FALSE(FtJoinOf({{"rank", "1"}, {"launcher", "1"}, {"store", "x:1"}}).ok());  // no step
-  EXPECT_FALSE(FtQuorumOf({{"epoch", "1"}, {"step", "1"}, {"store", "x:1"}, {"members", ""}}).ok());
-  EXPECT_FALSE(FtQuorumOf({{"epoch", "1"}, {"step", "1"}, {"store", "x:1"},
+  EXPECT_EQ(join->join.store, "10.0.0.4:41003");
+  EXPECT_FALSE(FtJoinMessageOf({{"v", "1"}, {"rank", "1"}, {"launcher", "1"}, {"store", "x:1"}, {"left", "-1"}}).ok());  // no step
+  EXPECT_FALSE(FtQuorumOf({{"v", "1"}, {"epoch", "1"}, {"step", "1"}, {"store", "x:1"}, {"members", ""}}).ok());
+  EXPECT_FALSE(FtQuorumOf({{"v", "1"}, {"epoch", "1"}, {"step", "1"}, {"store", "x:1"},
                            {"members", "0@0@x:1@1"}, {"heals", "1-0"}}).ok());
 }
 

@@ -106,7 +106,7 @@ def test_a_construction_given_up_ends_at_once_not_with_the_stores_server(tmp_pat
     channel = LauncherChannel(path)
     launcher, _ = listener.accept()
     quorum = Quorum(3, 10, store, [Member(0, 0, store, 10), Member(1, 1, store, 10)])  # 1 never comes
-    threading.Timer(0.5, lambda: launcher.sendall(b"abandon epoch=3\n")).start()
+    threading.Timer(0.5, lambda: launcher.sendall(b"abandon v=1 epoch=3\n")).start()
     start = time.monotonic()
     with pytest.raises(Abandoned):
         Group(300, KEY).reform(quorum, 0, channel)
@@ -192,7 +192,7 @@ def test_a_handover_is_given_up_with_its_epoch_not_at_its_deadline(tmp_path, mon
     if end == "deadline":
         monkeypatch.setattr(state, "HANDOVER_BASE_S", 1.0)
     else:
-        threading.Timer(0.5, lambda: launchers[0].sendall(b"abandon epoch=3\n")).start()
+        threading.Timer(0.5, lambda: launchers[0].sendall(b"abandon v=1 epoch=3\n")).start()
     start = time.monotonic()
     with pytest.raises(RuntimeError if end == "deadline" else Abandoned):
         if end in ("receiver", "deadline"):

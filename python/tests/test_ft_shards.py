@@ -36,7 +36,7 @@ def test_a_clean_ledger_and_each_fault_it_finds():
 
 
 def test_the_launchers_quorum_line():
-    kind, fields = parse_line("quorum epoch=3 step=120 store=10.0.0.1:41000 "
+    kind, fields = parse_line("quorum v=1 epoch=3 step=120 store=10.0.0.1:41000 "
                               "members=0@0@10.0.0.1:41000@120,1@1@10.0.0.2:41001@-1 heals=1<0")
     q = quorum_of(fields)
     assert kind == "quorum" and (q.epoch, q.step, q.store) == (3, 120, "10.0.0.1:41000")

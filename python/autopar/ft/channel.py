@@ -3,7 +3,9 @@ the launcher names in $AUTOPAR_FT_SOCKET. The program asks to join the next quor
 start, or when a collective of its group broke); the launchers agree on the quorum and its
 launcher answers with it; a launcher also tells its program to give up a collective that cannot
 complete (the group is being re-formed because a member is gone). One line per message,
-"KIND key=value ...", values without spaces. Standard library only."""
+"KIND v=1 key=value ...", values without spaces: core/ft/messages.h's schema, version
+MESSAGE_VERSION, pinned with the launcher's end by shared test vectors
+(core/ft/messages_vectors.json; python/tests/test_ft_messages.py). Standard library only."""
 from __future__ import annotations
 
 import os
@@ -11,6 +13,8 @@ import select
 import socket
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
+
+MESSAGE_VERSION = 1
 
 
 @dataclass
@@ -57,8 +61,21 @@ def format_line(kind: str, **fields: object) -> str:
     return kind + "".join(f" {k}={v}" for k, v in fields.items()) + "\n"
 
 
+def check_version(kind: str, fields: Dict[str, str]) -> None:
+    """A message of another version than this module's is refused, naming it."""
+    if fields.get("v") != str(MESSAGE_VERSION):
+        got = f"'{fields['v']}'" if "v" in fields else "missing"
+        raise ValueError(f"autopar.ft: {kind}: version {got}, not {MESSAGE_VERSION}")
+
+
+def join_line(epoch: int, step: int, store: str) -> str:
+    """The program's join (core/ft/messages.h's FtProgramJoin)."""
+    return format_line("join", v=MESSAGE_VERSION, epoch=epoch, step=step, store=store)
+
+
 def quorum_of(fields: Dict[str, str]) -> Quorum:
-    """The quorum a launcher sent (the fields core/ft/quorum.h's FtQuorumFields writes)."""
+    """The quorum a launcher sent (core/ft/messages.h's FtQuorumFields)."""
+    check_version("quorum", fields)
     members = []
     for text in fields["members"].split(","):
         rank, launcher, store, step = text.split("@")
@@ -115,6 +132,7 @@ class LauncherChannel:
     def _take(self, line: str) -> Optional[Quorum]:
         kind, fields = parse_line(line)
         if kind == "abandon":
+            check_version(kind, fields)
             self.abandoned_epoch = max(self.abandoned_epoch, int(fields["epoch"]))
         elif kind == "quorum":
             return quorum_of(fields)
@@ -123,7 +141,7 @@ class LauncherChannel:
     def join(self, epoch: int, step: int, store: str) -> Quorum:
         """Asks to train in the quorum after `epoch` (-1: the first) from `step` (-1: no state);
         the quorum the launchers agreed on."""
-        self.send("join", epoch=epoch, step=step, store=store)
+        self.sock.sendall(join_line(epoch, step, store).encode())
         while True:
             lines = self._lines(self.timeout_s)
             if not lines and b"\n" not in self._buf:
