@@ -204,8 +204,6 @@ void FtGroup::SendJoin() {
 void FtGroup::OnJoin(const PeerMessage& m) {
   auto msg = FtJoinMessageOf(m.fields);
   if (!msg || msg->join.rank >= config_.rules.world) return;
-  const FtJoin* j = &msg->join;
-  const int64_t* left = &msg->left;
   if (!forming_) {
     // The group is re-formed: every program gives up the epoch it is in.
     forming_ = true;
@@ -220,8 +218,8 @@ void FtGroup::OnJoin(const PeerMessage& m) {
     MarkLost(peers_->SendTo(others, forming));
     OnForming(forming);
   }
-  epoch_ = std::max(epoch_, *left);
-  joins_[j->rank] = *j;
+  epoch_ = std::max(epoch_, msg->left);
+  joins_[msg->join.rank] = msg->join;
 }
 
 void FtGroup::OnForming(const PeerMessage& m) {
@@ -260,17 +258,17 @@ void FtGroup::OnQuorum(const PeerMessage& m) {
 }
 
 void FtGroup::TakeQuorum(const FtQuorumMessage& msg) {
-  const FtQuorum* q = &msg.quorum;
-  if (q->epoch <= epoch_ && !my_join_) return;  // one this launcher has handed on already
-  epoch_ = std::max(epoch_, q->epoch);
-  for (const auto& [launcher, count] : q->replaced) {
+  const FtQuorum& q = msg.quorum;
+  if (q.epoch <= epoch_ && !my_join_) return;  // one this launcher has handed on already
+  epoch_ = std::max(epoch_, q.epoch);
+  for (const auto& [launcher, count] : q.replaced) {
     replaced_[launcher] = std::max(replaced_[launcher], count);
   }
   MarkLost(msg.lost);
-  const bool member = std::any_of(q->members.begin(), q->members.end(),
+  const bool member = std::any_of(q.members.begin(), q.members.end(),
                                   [&](const FtJoin& j) { return j.rank == config_.program_rank; });
   if (!member || !my_join_) return;
-  (void)channel_.Send("quorum " + FormatEventFields(FtQuorumFields(*q)));
+  (void)channel_.Send("quorum " + FormatEventFields(FtQuorumFields(q)));
   quorum_told_ = Clock::now();
   my_join_.reset();
   if (!forming_) ArmTimer(false);
