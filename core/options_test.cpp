@@ -302,7 +302,7 @@ TEST(ResolveOptions, BadLossRollbackNeedsCheckpointsAndInPlaceRestarts) {
   EXPECT_EQ(s.message(), "--on-bad-loss: rollbacks are off on this site (max_rollbacks=0)");
 }
 
-TEST(ResolveOptions, StepFaultToleranceNeedsInPlaceRestartsAndNoSpares) {
+TEST(ResolveOptions, StepFaultToleranceNeedsInPlaceRestartsAndTakesSpares) {
   const SiteConfig site = Site();
   JobOptions o;
   ASSERT_TRUE(SetOption(o, OptionId::kFaultTolerance, "step", site).ok());
