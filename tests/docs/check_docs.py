@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""What the documentation names exists in the code (docs/manual.md, "Testing"): every `autopar
+COMMAND [SUBCOMMAND]` the docs write (README.md, docs/*.md, etc/examples) is a command of the built
+CLI (`autopar --help`, `autopar ckpt --help`), and every option on an `#SBATCH` line of their
+examples is sbatch's own (`sbatch --help`, with a throwaway slurm.conf) or one of autopar's
+(core/options.cpp's table). Prints one line per name that does not exist; exit 1 on any.
+
+    tests/docs/check_docs.py BUILD_DIR
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def doc_files():
+    yield REPO / "README.md"
+    yield from sorted((REPO / "docs").glob("*.md"))
+    yield from sorted((REPO / "etc" / "examples").glob("*.sbatch"))
+
+
+def help_words(cmd, pattern):
+    p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
+    return set(re.findall(pattern, p.stdout + p.stderr, re.M))
+
+
+def main() -> int:
+    cli = Path(sys.argv[1]) / "cli" / "autopar"
+    commands = help_words([str(cli), "--help"], r"^  ([a-z][a-z-]+)\s")
+    ckpt = help_words([str(cli), "ckpt", "--help"], r"autopar ckpt ([a-z][a-z-]+)")
+    if not commands or not ckpt:
+        print(f"check_docs: {cli} printed no commands")
+        return 1
+    with tempfile.TemporaryDirectory() as d:
+        conf = Path(d) / "slurm.conf"
+        conf.write_text("ClusterName=docs\nSlurmctldHost=localhost\n")
+        sbatch = help_words(["env", f"SLURM_CONF={conf}", "sbatch", "--help"], r"--([a-z][a-z-]*)")
+    if "ntasks-per-node" not in sbatch:
+        print("check_docs: sbatch --help printed no options")
+        return 1
+    ours = set(re.findall(r'\{OptionId::k[A-Za-z]+, "([a-z-]+)"', (REPO / "core" / "options.cpp").read_text()))
+    problems = []
+    for path in doc_files():
+        text = path.read_text()
+        where = path.relative_to(REPO)
+        for m in re.finditer(r"(?<![\w./-])autopar ([a-z][a-z-]+)(?: ([a-z][a-z-]+))?", text):
+            word, sub = m.group(1), m.group(2)
+            line = text.count("\n", 0, m.start()) + 1
+            # prose ("autopar makes ...", "autopar is") is not a command line: only code counts
+            start = text.rfind("\n", 0, m.start()) + 1
+            context = text[start:m.start()]
+            in_code = context.count("`") % 2 == 1 or context.startswith(("    ", "$ ")) or \
+                text[:m.start()].count("```") % 2 == 1
+            if not in_code or context.endswith(("from ", "-m ", "import ")):  # Python's autopar
+                continue
+            if word not in commands:
+                problems.append(f"{where}:{line}: 'autopar {word}' is not a command of autopar")
+            elif word == "ckpt" and sub and sub not in ckpt:
+                problems.append(f"{where}:{line}: 'autopar ckpt {sub}' is not a subcommand of autopar ckpt")
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.lstrip().startswith("#SBATCH"):
+                continue
+            for opt in re.findall(r"(?<![\w-])--([a-z][a-z-]*)", line):
+                if opt not in sbatch and opt not in ours:
+                    problems.append(f"{where}:{n}: #SBATCH --{opt} is neither sbatch's nor autopar's")
+    for p in problems:
+        print(p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
