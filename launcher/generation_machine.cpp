@@ -20,6 +20,8 @@ constexpr Transition kTable[] = {
     {S::kRun, E::kFinished, S::kEnd},
     {S::kRun, E::kFailed, S::kReport},
     {S::kRun, E::kTold, S::kAgree},
+    {S::kRun, E::kLostAlone, S::kReplace},
+    {S::kReplace, E::kReplaced, S::kRun},
     {S::kReport, E::kReported, S::kAgree},
     {S::kReport, E::kUnreachable, S::kEnd},
     {S::kAgree, E::kRestart, S::kPrepare},
@@ -34,6 +36,7 @@ const char* LaunchStateName(LaunchState s) {
     case S::kReserve: return "reserve";
     case S::kPrepare: return "prepare";
     case S::kRun: return "run";
+    case S::kReplace: return "replace";
     case S::kReport: return "report";
     case S::kAgree: return "agree";
     case S::kEnd: return "end";
@@ -48,6 +51,8 @@ const char* LaunchEventName(LaunchEvent e) {
     case E::kFinished: return "finished";
     case E::kFailed: return "failed";
     case E::kTold: return "told";
+    case E::kLostAlone: return "lost-alone";
+    case E::kReplaced: return "replaced";
     case E::kReported: return "reported";
     case E::kUnreachable: return "unreachable";
     case E::kRestart: return "restart";

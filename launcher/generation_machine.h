@@ -9,6 +9,8 @@
 //   run      finished     end
 //   run      failed       report
 //   run      told         agree
+//   run      lost-alone   replace
+//   replace  replaced     run
 //   report   reported     agree
 //   report   unreachable  end
 //   agree    restart      prepare
@@ -18,6 +20,9 @@
 // reserve: a spare node's launcher (--spare-nodes) waits for a verdict that puts its node in use.
 // prepare: the program's environment for its ranks, the checkpoint restored.
 // run:     the program supervised until it ends, fails, hangs or a peer's stop notice ends it.
+// replace: with per-step fault tolerance (docs/ft.md), a failed program is replaced alone while
+//          the group's other members go on: the failure counted and told to autopard, the
+//          replacement's environment made (no state: a live member sends it).
 // report:  its failure told to autopard (a rank exit) and every launcher told to stop; when
 //          launchers cannot be reached and nobody can decide without them, autopard is asked to
 //          take the requeue path and this launcher ends (unreachable).
@@ -31,13 +36,15 @@
 
 namespace autopar {
 
-enum class LaunchState { kReserve, kPrepare, kRun, kReport, kAgree, kEnd };
+enum class LaunchState { kReserve, kPrepare, kRun, kReplace, kReport, kAgree, kEnd };
 enum class LaunchEvent {
   kInUse,        // reserve: a verdict put this node in use
   kReady,        // prepare: environment made, checkpoint restored
   kFinished,     // run: the program ended without a failure to recover from
   kFailed,       // run: the program failed or hung (it has been stopped)
   kTold,         // run: another launcher's stop notice ended the program
+  kLostAlone,    // run: the program failed and the fault-tolerant group can go on without it
+  kReplaced,     // replace: the replacement is ready to run
   kReported,     // report: autopard and the launchers told
   kUnreachable,  // report: launchers cannot be reached and none can decide: the requeue path
   kRestart,      // agree: the verdict restarts the program (the next generation) on this node

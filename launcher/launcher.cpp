@@ -137,6 +137,7 @@ LaunchEvent Launcher::Act(LaunchState state) {
     case LaunchState::kReserve: return WaitInReserve();
     case LaunchState::kPrepare: return PrepareGeneration();
     case LaunchState::kRun: return RunProgram();
+    case LaunchState::kReplace: return ReplaceInGroup();
     case LaunchState::kReport: return ReportFailure();
     case LaunchState::kAgree: return AgreeOnVerdict();
     case LaunchState::kEnd: break;
@@ -199,25 +200,24 @@ LaunchEvent Launcher::RunProgram() {
     code_ = RunChild(opts_.program, child_env_, decisions_.cpus, forward_from_parent_, &terminated_);
     return LaunchEvent::kFinished;
   }
-  do {
-    failure_.reset();
-    told_ = false;
-    gone_.clear();
-    ChildOutcome out = RunGeneration(opts_.program, child_env_, decisions_.cpus,
-                                     forward_from_parent_, &failure_, &told_);
-    code_ = ExitCodeFromWaitStatus(out.wait_status);
-    terminated_ = out.termination_signal != 0;
-    if (failure_ && code_ == 128 + SIGTERM && !out.hung && !out.bad_loss) {
-      // Slurm ends a step with SIGTERM to every process of it (SIGKILL only KillWait later, when
-      // this launcher has its SIGTERM already): the program may end before this launcher reads
-      // its own. A moment tells that apart from a real failure.
-      usleep(100 * 1000);
-      if (int sig = PendingTerminationSignal(); sig != 0) {
-        terminated_ = true;
-        failure_.reset();
-      }
+  failure_.reset();
+  told_ = false;
+  gone_.clear();
+  ChildOutcome out = RunGeneration(opts_.program, child_env_, decisions_.cpus,
+                                   forward_from_parent_, &failure_, &told_);
+  code_ = ExitCodeFromWaitStatus(out.wait_status);
+  terminated_ = out.termination_signal != 0;
+  if (failure_ && code_ == 128 + SIGTERM && !out.hung && !out.bad_loss) {
+    // Slurm ends a step with SIGTERM to every process of it (SIGKILL only KillWait later, when
+    // this launcher has its SIGTERM already): the program may end before this launcher reads
+    // its own. A moment tells that apart from a real failure.
+    usleep(100 * 1000);
+    if (int sig = PendingTerminationSignal(); sig != 0) {
+      terminated_ = true;
+      failure_.reset();
     }
-  } while (failure_ && ReplaceInGroup());  // fault tolerance: the others go on meanwhile
+  }
+  if (failure_ && CanReplaceInGroup()) return LaunchEvent::kLostAlone;  // the others go on meanwhile
   if (failure_) return LaunchEvent::kFailed;
   return told_ ? LaunchEvent::kTold : LaunchEvent::kFinished;  // finished, or ended by Slurm
 }

@@ -153,7 +153,8 @@ class Launcher {
   void SetUpFaultTolerance();
   // The program of this generation failed: true when a replacement takes its place in the group
   // (its launcher starts it next), false when the run falls back to the in-place restart.
-  bool ReplaceInGroup();
+  bool CanReplaceInGroup() const;
+  LaunchEvent ReplaceInGroup();
   // Acts on the group's messages while the program runs; a reason when the group cannot go on.
   std::optional<std::string> PumpGroup();
   // A spare's launcher in reserve, told that spares take lost nodes' places: true when this node

@@ -60,15 +60,16 @@ std::optional<std::string> Launcher::PumpGroup() {
   return ft_->Pump();
 }
 
-bool Launcher::ReplaceInGroup() {
-  if (!ft_ || !ft_->in_group() || ft_failed_ || ft_->replacements() >= max_replacements_ ||
-      failure_->kind == "oom" || failure_->kind == "bad-loss") {
-    // Today's path: every program restarted (a plan may change), or requeued. So is a program
-    // that does not train through autopar.ft: its peers would wait in their collectives for it.
-    // And so is the group that cannot go on (fewer ranks than it may continue with, no quorum):
-    // its launcher stopped its program to fall back, not to replace it.
-    return false;
-  }
+bool Launcher::CanReplaceInGroup() const {
+  // Otherwise today's path: every program restarted (a plan may change), or requeued. So is a
+  // program that does not train through autopar.ft: its peers would wait in their collectives
+  // for it. And so is the group that cannot go on (fewer ranks than it may continue with, no
+  // quorum): its launcher stopped its program to fall back, not to replace it.
+  return ft_ && ft_->in_group() && !ft_failed_ && ft_->replacements() < max_replacements_ &&
+         failure_->kind != "oom" && failure_->kind != "bad-loss";
+}
+
+LaunchEvent Launcher::ReplaceInGroup() {
   ft_->CountReplacement();
   (void)ReportRankExit(Lookup(child_env_), info_.rank, host_,
                        RankExit{failure_->exit_status, failure_->run_s, generation_, failure_->error});
@@ -79,7 +80,7 @@ bool Launcher::ReplaceInGroup() {
   ft_->ProgramEnded();
   child_env_["AUTOPAR_FT_NEWCOMER"] = "1";  // no state: it receives it from a live member
   launcher_detail::ForgetResume(&child_env_);  // and reads no checkpoint
-  return true;
+  return LaunchEvent::kReplaced;
 }
 
 }  // namespace autopar
