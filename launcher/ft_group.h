@@ -91,6 +91,10 @@ class FtGroup {
   // The programs the run has replaced (every launcher's, as the latest quorum and this launcher
   // know them): the budget of --restarts-in-place is the run's, not each rank's.
   int64_t replacements() const;
+  // Whether one more replacement is within the run's budget (--restarts-in-place), as far as
+  // this launcher knows the run's count; the quorum checks the whole count again.
+  bool MayReplace() const { return WithinReplacementBudget(replacements() + 1, config_.rules); }
+  int64_t max_replacements() const { return config_.rules.max_replacements; }
   // This launcher replaced its program: counted in its next join, and so in the next quorum.
   void CountReplacement() { ++own_replaced_; }
   // The launchers' generation (docs/recovery.md): messages of an earlier one are stale. It moves

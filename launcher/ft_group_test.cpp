@@ -144,6 +144,14 @@ TEST(FtGroup, AReplacementIsHealedFromALiveMemberAndCounted) {
   for (auto& f : run.ft) EXPECT_EQ(f->replacements(), 1);
 }
 
+TEST(FtGroup, ALauncherMayReplaceWithinTheBudgetAsFarAsItKnows) {
+  Launchers run(2, /*max_replacements=*/1);
+  EXPECT_TRUE(run.ft[0]->MayReplace());
+  run.ft[0]->CountReplacement();
+  EXPECT_FALSE(run.ft[0]->MayReplace());
+  EXPECT_TRUE(run.ft[1]->MayReplace());  // it has not heard of launcher 0's yet: the quorum will
+}
+
 TEST(FtGroup, AReplacementPastTheRunsBudgetIsRefusedAtTheQuorum) {
   Launchers run(2, /*max_replacements=*/0);
   Program p0(run.ft[0]->socket_path());

@@ -226,7 +226,6 @@ class Launcher {
   // Per-step fault tolerance (--fault-tolerance=step; null otherwise).
   std::unique_ptr<FtGroup> ft_;
   std::string ft_addr_;    // where this node's programs serve their rendezvous stores
-  int64_t max_replacements_ = 0;  // the run's, --restarts-in-place (FtGroup counts them)
   bool ft_takeover_ = false;      // this spare's launcher takes a lost node's ranks in the group
   bool ft_failed_ = false;        // the group cannot go on (no quorum): today's path, no replacement
 

@@ -37,8 +37,7 @@ void Launcher::SetUpFaultTolerance() {
   config.rules.min_world = min_nodes_ > 0 ? min_nodes_ * per_node : info_.size;
   config.join_timeout_s = timeout_s_;
   config.hang_timeout_s = std::atof(Get(env_, "AUTOPAR_HEARTBEAT_TIMEOUT", "0").c_str());
-  max_replacements_ = std::atoll(Get(env_, "AUTOPAR_RESTARTS_IN_PLACE", "0").c_str());
-  config.rules.max_replacements = max_replacements_;
+  config.rules.max_replacements = std::atoll(Get(env_, "AUTOPAR_RESTARTS_IN_PLACE", "0").c_str());
   ft_ = std::make_unique<FtGroup>(
       &peers_, std::move(*channel), config,
       [this](const char* kind, int64_t step, const EventFields& fields) {
@@ -65,7 +64,7 @@ bool Launcher::CanReplaceInGroup() const {
   // program that does not train through autopar.ft: its peers would wait in their collectives
   // for it. And so is the group that cannot go on (fewer ranks than it may continue with, no
   // quorum): its launcher stopped its program to fall back, not to replace it.
-  return ft_ && ft_->in_group() && !ft_failed_ && ft_->replacements() < max_replacements_ &&
+  return ft_ && ft_->in_group() && !ft_failed_ && ft_->MayReplace() &&
          failure_->kind != "oom" && failure_->kind != "bad-loss";
 }
 
@@ -75,7 +74,7 @@ LaunchEvent Launcher::ReplaceInGroup() {
                        RankExit{failure_->exit_status, failure_->run_s, generation_, failure_->error});
   Say("program " + failure_->kind + " (exit " + std::to_string(failure_->exit_status) +
       "): a replacement takes rank " + std::to_string(info_.rank) + "'s place in the group (" +
-      std::to_string(ft_->replacements()) + " of the run's " + std::to_string(max_replacements_) +
+      std::to_string(ft_->replacements()) + " of the run's " + std::to_string(ft_->max_replacements()) +
       ")");
   ft_->ProgramEnded();
   child_env_["AUTOPAR_FT_NEWCOMER"] = "1";  // no state: it receives it from a live member

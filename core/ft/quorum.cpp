@@ -34,6 +34,10 @@ bool ValidStoreEndpoint(const std::string& s) {
   });
 }
 
+bool WithinReplacementBudget(int64_t total, const FtQuorumRules& rules) {
+  return rules.max_replacements < 0 || total <= rules.max_replacements;
+}
+
 int64_t TotalReplacements(const FtReplacements& r) {
   int64_t total = 0;
   for (const auto& [launcher, count] : r) total += count;
@@ -65,8 +69,7 @@ Result<FtQuorum> DecideQuorum(int64_t epoch, std::vector<FtJoin> joins, const Ft
   const int64_t total = TotalReplacements(q.replaced);
   const bool newcomer =
       std::any_of(joins.begin(), joins.end(), [](const FtJoin& j) { return j.step < 0; });
-  if (rules.max_replacements >= 0 && newcomer && total > rules.max_replacements &&
-      total > TotalReplacements(replaced)) {
+  if (newcomer && !WithinReplacementBudget(total, rules) && total > TotalReplacements(replaced)) {
     return Status::Error("the run's replacements would be " + std::to_string(total) +
                          ", past its " + std::to_string(rules.max_replacements) +
                          " (--restarts-in-place): launchers replaced their programs at once");

@@ -66,6 +66,11 @@ struct FtQuorumRules {
 Result<FtQuorum> DecideQuorum(int64_t epoch, std::vector<FtJoin> joins, const FtQuorumRules& rules,
                               const FtReplacements& replaced = {});
 
+// The run's replacement budget, decided here only: whether `total` replacements are within
+// rules.max_replacements (-1: no limit). A launcher asks it before it replaces its program
+// (FtGroup::MayReplace, with its count plus one), the quorum before it takes a newcomer in.
+bool WithinReplacementBudget(int64_t total, const FtQuorumRules& rules);
+
 // "ADDR:PORT" with a port in 1..65535 and an address of the characters an IPv4 or IPv6 address or
 // a host name uses (a store travels inside comma- and '@'-separated lists: core/ft/messages.h).
 bool ValidStoreEndpoint(const std::string& s);

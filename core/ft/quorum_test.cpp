@@ -136,3 +136,16 @@ TEST(FtQuorum, RefusesReplacementsPastTheRunsBudget) {
 
 }  // namespace
 }  // namespace autopar
+
+namespace autopar {
+namespace {
+
+TEST(FtQuorum, TheBudgetIsOneRule) {
+  EXPECT_TRUE(WithinReplacementBudget(2, {8, 8, 2}));
+  EXPECT_FALSE(WithinReplacementBudget(3, {8, 8, 2}));
+  EXPECT_TRUE(WithinReplacementBudget(1000, {8, 8, -1}));  // no limit
+  EXPECT_FALSE(WithinReplacementBudget(1, {8, 8, 0}));
+}
+
+}  // namespace
+}  // namespace autopar
