@@ -168,19 +168,7 @@ LaunchEvent Launcher::PrepareGeneration() {
     env_mem_ = max_mem_gib_;
   }
   errors_.Prepare(&child_env_);
-  const bool takeover = std::exchange(ft_takeover_, false);
-  if (takeover) {
-    // A spare's program takes a lost node's ranks in the group the others go on in: it starts
-    // without state (a live member sends it), reads no checkpoint and agrees on nothing.
-    child_env_["AUTOPAR_FT_NEWCOMER"] = "1";
-    launcher_detail::ForgetResume(&child_env_);
-    ft_->set_program_rank(info_.rank);
-  } else if (ft_) {
-    // Every program of a new generation starts from the checkpoint (or the start): none is a
-    // newcomer, and the group's messages of the last generation are stale.
-    child_env_.erase("AUTOPAR_FT_NEWCOMER");
-    ft_->set_generation(generation_);
-  }
+  const bool takeover = PrepareInGroup();
   if (in_place_) {
     resume_round_ = 0;
     child_env_["AUTOPAR_RESTART_GENERATION"] = std::to_string(generation_);

@@ -151,8 +151,13 @@ class Launcher {
   // Per-step fault tolerance (launcher_ft.cpp, ft_group.h): the group's channel and agreement,
   // and a failed program replaced alone while every other one goes on.
   void SetUpFaultTolerance();
-  // The program of this generation failed: true when a replacement takes its place in the group
-  // (its launcher starts it next), false when the run falls back to the in-place restart.
+  // The group's variables in a program's environment (none without fault tolerance).
+  void AddGroupEnv(EnvMap* env) const;
+  // A new generation's program in the group: a spare's taking a lost node's ranks (true), or
+  // one of a restart, which joins anew.
+  bool PrepareInGroup();
+  // The program of this generation failed: whether a replacement takes its place in the group
+  // (the `replace` state starts it), or the run falls back to the in-place restart.
   bool CanReplaceInGroup() const;
   LaunchEvent ReplaceInGroup();
   // Acts on the group's messages while the program runs; a reason when the group cannot go on.

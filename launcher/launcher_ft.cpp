@@ -47,6 +47,31 @@ void Launcher::SetUpFaultTolerance() {
       [this](const std::vector<int>& active) { active_ = active; });
 }
 
+void Launcher::AddGroupEnv(EnvMap* env) const {
+  if (!ft_) return;
+  (*env)["AUTOPAR_FT_SOCKET"] = ft_->socket_path();
+  (*env)["AUTOPAR_FT_ADDR"] = ft_addr_;
+  // The group's key: its store admits, and its heals are sealed for, the job's ranks only.
+  (*env)["AUTOPAR_FT_KEY"] = peers_.DerivedKey("autopar-ft-group/v1");
+}
+
+bool Launcher::PrepareInGroup() {
+  const bool takeover = std::exchange(ft_takeover_, false);
+  if (takeover) {
+    // A spare's program takes a lost node's ranks in the group the others go on in: it starts
+    // without state (a live member sends it), reads no checkpoint and agrees on nothing.
+    child_env_["AUTOPAR_FT_NEWCOMER"] = "1";
+    launcher_detail::ForgetResume(&child_env_);
+    ft_->set_program_rank(info_.rank);
+  } else if (ft_) {
+    // Every program of a new generation starts from the checkpoint (or the start): none is a
+    // newcomer, and the group's messages of the last generation are stale.
+    child_env_.erase("AUTOPAR_FT_NEWCOMER");
+    ft_->set_generation(generation_);
+  }
+  return takeover;
+}
+
 bool Launcher::TakenIntoGroup(const PeerMessage& take) {
   ft_->OnTake(take);
   if (!ActiveNode(step_.node_rank)) return false;

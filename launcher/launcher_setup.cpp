@@ -237,12 +237,7 @@ EnvMap Launcher::ProgramEnv() {
   if (!plan_env) Fail(plan_env.message(), 1);
   for (const auto& [k, v] : plan_env->vars) out[k] = v;
   if (!plan_env->warning.empty() && info_.rank == 0) Say("warning: " + plan_env->warning);
-  if (ft_) {
-    out["AUTOPAR_FT_SOCKET"] = ft_->socket_path();
-    out["AUTOPAR_FT_ADDR"] = ft_addr_;
-    // The group's key: its store admits, and its heals are sealed for, the job's ranks only.
-    out["AUTOPAR_FT_KEY"] = peers_.DerivedKey("autopar-ft-group/v1");
-  }
+  AddGroupEnv(&out);
   return out;
 }
 
