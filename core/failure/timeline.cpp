@@ -76,6 +76,58 @@ void AppendEventJson(std::string* out, const JournalEvent& e, bool for_people = 
 
 }  // namespace
 
+const std::vector<std::string>& AllEventKinds() {
+  static const std::vector<std::string> kinds = {
+      event_kind::kSubmitted,
+      event_kind::kStepStarted,
+      event_kind::kRendezvous,
+      event_kind::kCkptCommitted,
+      event_kind::kCkptComplete,
+      event_kind::kCkptUploaded,
+      event_kind::kCkptFailed,
+      event_kind::kCkptUploadRetry,
+      event_kind::kCkptRetentionFailed,
+      event_kind::kCkptLocalRemoved,
+      event_kind::kCkptRestored,
+      event_kind::kCkptRestoreSkipped,
+      event_kind::kFreshStart,
+      event_kind::kWatchResumed,
+      event_kind::kRankExit,
+      event_kind::kHeartbeatMissed,
+      event_kind::kFailure,
+      event_kind::kStack,
+      event_kind::kRequeue,
+      event_kind::kRequeueFailed,
+      event_kind::kStopped,
+      event_kind::kNodeDown,
+      event_kind::kClaimRefused,
+      event_kind::kStackKernel,
+      event_kind::kResumed,
+      event_kind::kTimeLimitRequest,
+      event_kind::kTimeLimitCheckpoint,
+      event_kind::kTimeLimitMissed,
+      event_kind::kTimeLimitNotRequeued,
+      event_kind::kFinished,
+      event_kind::kRecovery,
+      event_kind::kHangStop,
+      event_kind::kRestarted,
+      event_kind::kRestored,
+      event_kind::kFirstStep,
+      event_kind::kResized,
+      event_kind::kProgress,
+      event_kind::kBadLoss,
+      event_kind::kReplanned,
+      event_kind::kUsageSample,
+      event_kind::kUsage,
+      event_kind::kIdle,
+      event_kind::kStraggler,
+      event_kind::kFtQuorum,
+      event_kind::kFtHealed,
+      event_kind::kFtDiscarded,
+  };
+  return kinds;
+}
+
 std::string FormatEventFields(const EventFields& fields) {
   std::string out;
   for (const auto& [key, value] : fields) {
@@ -185,7 +237,7 @@ namespace {
 
 bool PerRankKind(const std::string& kind) {
   return kind == event_kind::kCkptCommitted || kind == event_kind::kCkptUploaded ||
-         kind == event_kind::kCkptComplete || kind == "ckpt_restored" || kind == "fresh_start" ||
+         kind == event_kind::kCkptComplete || kind == event_kind::kCkptRestored || kind == event_kind::kFreshStart ||
          kind == event_kind::kRestored;
 }
 

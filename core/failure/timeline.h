@@ -40,6 +40,19 @@ inline constexpr const char* kCkptCommitted = "ckpt_committed"; // step, rank (a
 inline constexpr const char* kCkptComplete = "ckpt_complete";   // step (autopard)
 inline constexpr const char* kCkptUploaded = "ckpt_uploaded";   // step, rank (autopard)
 inline constexpr const char* kCkptFailed = "ckpt_failed";       // step, error (autopard)
+// Uploads and retention (autopard): an upload retried after a storage failure (attempt N: the
+// error), retention that could not delete, a node-local step removed once it was uploaded.
+inline constexpr const char* kCkptUploadRetry = "ckpt_upload_retry";
+inline constexpr const char* kCkptRetentionFailed = "ckpt_retention_failed";
+inline constexpr const char* kCkptLocalRemoved = "ckpt_local_removed";
+// Restores (autopard, one per rank): the step restored (bytes_local= bytes_fetched=, or "local
+// DIR"), a step passed over because it could not be restored (the reason; an older one is
+// tried), and a start from scratch (no complete step to resume).
+inline constexpr const char* kCkptRestored = "ckpt_restored";
+inline constexpr const char* kCkptRestoreSkipped = "ckpt_restore_skipped";
+inline constexpr const char* kFreshStart = "fresh_start";
+// autopard started again and watches a running job's ranks as before (ranks=, last step).
+inline constexpr const char* kWatchResumed = "watch_resumed";
 inline constexpr const char* kRankExit = "rank_exit";  // exit= [signal=] run_s= (autopar-launch)
 inline constexpr const char* kHeartbeatMissed = "heartbeat_missed";  // the HangVerdict
 inline constexpr const char* kFailure = "failure";  // class= [exit=] [signal=] reason=
@@ -112,6 +125,9 @@ inline constexpr const char* kFtQuorum = "ft_quorum";
 inline constexpr const char* kFtHealed = "ft_healed";
 inline constexpr const char* kFtDiscarded = "ft_discarded";
 }  // namespace event_kind
+
+// Every kind above, in their order: what docs/events.md lists (a test holds them together).
+const std::vector<std::string>& AllEventKinds();
 
 using EventFields = std::vector<std::pair<std::string, std::string>>;
 

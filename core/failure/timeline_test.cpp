@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <json/json.h>
 
+#include <algorithm>
+#include <fstream>
 #include <memory>
 
 namespace autopar {
@@ -334,6 +336,29 @@ TEST(PublishedJournalTest, ErrorsNameTheField) {
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_NE(r.message().find(c.error), std::string::npos) << r.message();
   }
+}
+
+}  // namespace
+}  // namespace autopar
+
+namespace autopar {
+namespace {
+
+// docs/events.md lists every kind once, and no other: its table rows' first cells.
+TEST(Timeline, TheEventsPageListsEveryKindAndNoOther) {
+  std::ifstream in(AUTOPAR_SOURCE_DIR "/docs/events.md");
+  ASSERT_TRUE(in) << "docs/events.md";
+  std::vector<std::string> listed;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    const size_t end = line.find('`', 3);
+    listed.push_back(line.substr(3, end - 3));
+  }
+  std::vector<std::string> kinds = AllEventKinds();
+  std::sort(listed.begin(), listed.end());
+  std::sort(kinds.begin(), kinds.end());
+  EXPECT_EQ(listed, kinds);
+  EXPECT_EQ(std::adjacent_find(kinds.begin(), kinds.end()), kinds.end());  // each kind once
 }
 
 }  // namespace

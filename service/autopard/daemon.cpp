@@ -238,7 +238,7 @@ void Daemon::ResumeWatches() {
     j.second = std::max(j.second, w.step);
   }
   for (const auto& [job, j] : jobs) {
-    (void)Journal(JournalEvent{Now(), config_.node, job, "watch_resumed", -1, j.second,
+    (void)Journal(JournalEvent{Now(), config_.node, job, event_kind::kWatchResumed, -1, j.second,
                                "ranks=" + std::to_string(j.first)});
   }
   if (!jobs.empty()) Log(LogLevel::kNotice, "resumed watching %zu running jobs", jobs.size());

@@ -134,7 +134,7 @@ void Daemon::StartLocalCleanup() {
       [this] { return db_->CheckpointDirs(); },
       [this](const std::string& job) { return EndOf(*slurm_actions_, job); },
       [this](const std::string& job, const std::string& detail) {
-        (void)Journal(JournalEvent{Now(), config_.node, job, "ckpt_local_removed", -1, -1, detail});
+        (void)Journal(JournalEvent{Now(), config_.node, job, event_kind::kCkptLocalRemoved, -1, -1, detail});
       });
   cleanup_ = std::thread([this, cleaner = std::make_shared<LocalCheckpointCleaner>(
                                     config_.local_ckpt_cleanup, std::move(io))] {

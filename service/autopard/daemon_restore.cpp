@@ -90,7 +90,7 @@ Reply Daemon::Restore(const Request& r, const Peer& peer) {
     if (!it->second) continue;
     if (RestoreStep(store, s, r, id, &reply)) return reply;
   }
-  (void)Journal({Now(), config_.node, r.job_id, "fresh_start", r.rank, -1,
+  (void)Journal({Now(), config_.node, r.job_id, event_kind::kFreshStart, r.rank, -1,
                  "no complete checkpoint in " + store.Describe()});
   return reply;
 }
@@ -132,7 +132,7 @@ bool Daemon::RestoreStep(ObjectStore& store, const StepRef& s, const Request& r,
   Status dl = FetchStep(store, s, *m, ranks, r, id, &local_bytes, &fetched_bytes);
   if (!dl.ok()) {
     reply->restore.skipped.push_back(label + ": " + dl.message());
-    (void)Journal({Now(), config_.node, r.job_id, "ckpt_restore_skipped", r.rank, s.step, dl.message()});
+    (void)Journal({Now(), config_.node, r.job_id, event_kind::kCkptRestoreSkipped, r.rank, s.step, dl.message()});
     return false;
   }
   // With another world size a rank beyond the saved ones reads rank 0's copy (replicated
@@ -149,7 +149,7 @@ bool Daemon::RestoreStep(ObjectStore& store, const StepRef& s, const Request& r,
   std::string what = every ? StepKeyPrefix(s.job_id, s.step) + " (" + std::to_string(ranks.size()) +
                                    " ranks, written by " + std::to_string(m->world_size) + ")"
                              : RankKeyPrefix(s.job_id, s.step, r.rank);
-  (void)Journal({Now(), config_.node, r.job_id, "ckpt_restored", r.rank, s.step,
+  (void)Journal({Now(), config_.node, r.job_id, event_kind::kCkptRestored, r.rank, s.step,
                  store.Describe() + "/" + what + " -> " + (every ? reply->restore.step_dir : dest) +
                      " bytes_local=" + std::to_string(local_bytes) +
                      " bytes_fetched=" + std::to_string(fetched_bytes)});
@@ -225,10 +225,10 @@ Reply Daemon::RestoreLocal(const Request& r, const UserIdentity& id) {
     reply.restore.dir = dir;
     reply.restore.step_dir = dir.substr(0, dir.rfind('/'));
     reply.restore.world_size = mine->world_size;
-    (void)Journal({Now(), config_.node, r.job_id, "ckpt_restored", r.rank, s.step, "local " + dir});
+    (void)Journal({Now(), config_.node, r.job_id, event_kind::kCkptRestored, r.rank, s.step, "local " + dir});
     return reply;
   }
-  (void)Journal({Now(), config_.node, r.job_id, "fresh_start", r.rank, -1,
+  (void)Journal({Now(), config_.node, r.job_id, event_kind::kFreshStart, r.rank, -1,
            "no complete local checkpoint in " + ckpt_dir});
   return reply;
 }

@@ -20,6 +20,7 @@
 #include "core/ckpt/ckpt_uri.h"
 #include "core/ckpt/commit_state.h"
 #include "core/ckpt/sha256.h"
+#include "core/failure/timeline.h"
 #include "core/proto/proto_client.h"
 #include "log.h"
 #include "service/storage/storage_backends.h"
@@ -715,7 +716,7 @@ Status Uploader::CheckRetry(Run& run, bool* permanent) {
                            std::to_string(c.keep) + ")");
     }
   }
-  Emit(c, "ckpt_upload_retry", "attempt " + std::to_string(std::max(run.active.attempt, 1)) +
+  Emit(c, event_kind::kCkptUploadRetry, "attempt " + std::to_string(std::max(run.active.attempt, 1)) +
                                    ": resuming the upload to " + c.upload +
                                    " where it stopped (last error: " +
                                    c.error.substr(0, c.error.find(" (kept: ")) + ")");
@@ -1159,7 +1160,7 @@ void Uploader::Retention(const CommitRecord& c, ObjectStore* store) {
         std::lock_guard<std::mutex> l(mu_);
         retention_paused_[key] = clock_() + kRetentionPause;
       }
-      Emit(c, "ckpt_retention_failed",
+      Emit(c, event_kind::kCkptRetentionFailed,
            applied.message() + " (tried again for a step committed " +
                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kRetentionPause).count()) +
                " s from now)");
@@ -1204,7 +1205,7 @@ void Uploader::Retention(const CommitRecord& c, ObjectStore* store) {
     if (s.ok()) {
       removed.push_back(step);
     } else {
-      Emit(c, "ckpt_retention_failed", s.message());
+      Emit(c, event_kind::kCkptRetentionFailed, s.message());
     }
   }
   for (int64_t step : plan.remove) {
