@@ -112,15 +112,18 @@ def assert_only_replaced(work: Path, job: str, reference, pids, replaced, need: 
 
 def assert_heals(work: Path, evs, replaced) -> list:
     """Every rank in `replaced` was healed (its replacement received the state from a live
-    member); any other heal is a survivor's that was one step behind: its all-reduce broke after
-    the others' had completed (the dead member had sent its whole share), so it applied nothing
-    while they applied the step, and the next quorum gave it their state (docs/ft.md, "The
-    step"). Its own ledger shows it: the commit before the heal is two steps before the quorum's.
-    Returns the heals (ft_healed events)."""
+    member: its first heal); any other heal is a survivor's that was one step behind: its
+    all-reduce broke after the others' had completed (the dead member had sent its whole share),
+    so it applied nothing while they applied the step, and the next quorum gave it their state
+    (docs/ft.md, "The step"). Its own ledger shows it: the commit before the heal is two steps
+    before the quorum's. A replaced rank's replacement can be such a survivor at a later re-form
+    too. Returns the heals (ft_healed events)."""
     healed = kinds(evs, "ft_healed")
     assert set(replaced) <= {e["rank"] for e in healed}, timeline(evs)
+    newcomers = set()
     for e in healed:
-        if e["rank"] in replaced:
+        if e["rank"] in replaced and e["rank"] not in newcomers:
+            newcomers.add(e["rank"])  # the replacement's own heal
             continue
         step, epoch = int(e["fields"]["step"]), int(e["fields"]["epoch"])
         mine = [json.loads(l) for l in (work / "ledger" / f"rank-{e['rank']}.jsonl").read_text().splitlines()
@@ -187,7 +190,6 @@ def test_hung_ranks_are_replaced_and_the_others_never_stop(tmp_path, reference):
 
     evs = assert_only_replaced(tmp_path, job, reference, pids, [3, 6], "ft_healed")
     healed = assert_heals(tmp_path, evs, [3, 6])
-    assert sorted(e["rank"] for e in healed if e["rank"] in (3, 6)) == [3, 6], timeline(evs)
     assert kinds(evs, "heartbeat_missed") and kinds(evs, "hang_stop")
     report = json.loads(run([str(CLI), "report", job, "--json", "--socket", str(sockets()[0])],
                             check=True).stdout)
