@@ -3,7 +3,8 @@
 COMMAND [SUBCOMMAND]` the docs write (README.md, docs/*.md, etc/examples) is a command of the built
 CLI (`autopar --help`, `autopar ckpt --help`), and every option on an `#SBATCH` line of their
 examples is sbatch's own (`sbatch --help`, with a throwaway slurm.conf) or one of autopar's
-(core/options.cpp's table). Prints one line per name that does not exist; exit 1 on any.
+(core/options.cpp's table); and docs/manual.md's table of options has a row for each of autopar's.
+Prints one line per name that does not exist or is missing; exit 1 on any.
 
     tests/docs/check_docs.py BUILD_DIR
 """
@@ -67,6 +68,12 @@ def main() -> int:
             for opt in re.findall(r"(?<![\w-])--([a-z][a-z-]*)", line):
                 if opt not in sbatch and opt not in ours:
                     problems.append(f"{where}:{n}: #SBATCH --{opt} is neither sbatch's nor autopar's")
+    # The manual's table of options has a row for every one (autopar.spank(8) is held to the code
+    # by tests/man/check_man_pages.py).
+    manual = (REPO / "docs" / "manual.md").read_text()
+    rows = set(re.findall(r"^\| `--([a-z][a-z-]*)", manual, re.M))
+    for opt in sorted(ours - rows):
+        problems.append(f"docs/manual.md: the options table has no row for --{opt}")
     for p in problems:
         print(p)
     return 1 if problems else 0
