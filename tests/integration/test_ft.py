@@ -112,18 +112,16 @@ def assert_only_replaced(work: Path, job: str, reference, pids, replaced, need: 
 
 def assert_heals(work: Path, evs, replaced) -> list:
     """Every rank in `replaced` was healed (its replacement received the state from a live
-    member: its first heal); any other heal is a survivor's that was one step behind: its
-    all-reduce broke after the others' had completed (the dead member had sent its whole share),
-    so it applied nothing while they applied the step, and the next quorum gave it their state
-    (docs/ft.md, "The step"). Its own ledger shows it: the commit before the heal is two steps
-    before the quorum's. A replaced rank's replacement can be such a survivor at a later re-form
-    too. Returns the heals (ft_healed events)."""
+    member); any other heal is a survivor's that was one step behind: its all-reduce broke after
+    the others' had completed (the dead member had sent its whole share), so it applied nothing
+    while they applied the step, and the next quorum gave it their state (docs/ft.md, "The
+    step"). Its own ledger shows it: the commit before the heal is two steps before the quorum's.
+    A replaced rank may be healed more than once: each of its replacements is, and a replacement
+    can also be such a survivor at a later re-form. Returns the heals (ft_healed events)."""
     healed = kinds(evs, "ft_healed")
     assert set(replaced) <= {e["rank"] for e in healed}, timeline(evs)
-    newcomers = set()
     for e in healed:
-        if e["rank"] in replaced and e["rank"] not in newcomers:
-            newcomers.add(e["rank"])  # the replacement's own heal
+        if e["rank"] in replaced:
             continue
         step, epoch = int(e["fields"]["step"]), int(e["fields"]["epoch"])
         mine = [json.loads(l) for l in (work / "ledger" / f"rank-{e['rank']}.jsonl").read_text().splitlines()
