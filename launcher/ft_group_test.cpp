@@ -78,13 +78,19 @@ std::string Join(int64_t epoch, int64_t step, int port) {
          " store=127.0.0.1:" + std::to_string(port);
 }
 
+// A program on each launcher of `run`, each joining from step 4 (its store at port 7000 + rank).
+std::vector<std::unique_ptr<Program>> JoinAll(Launchers& run) {
+  std::vector<std::unique_ptr<Program>> programs;
+  for (size_t r = 0; r < run.ft.size(); ++r) {
+    programs.push_back(std::make_unique<Program>(run.ft[r]->socket_path()));
+    programs.back()->Send(Join(-1, 4, 7000 + static_cast<int>(r)));
+  }
+  return programs;
+}
+
 TEST(FtGroup, EveryProgramGetsTheQuorumTheLowestLauncherDecides) {
   Launchers run(3);
-  std::vector<std::unique_ptr<Program>> programs;
-  for (int r = 0; r < 3; ++r) {
-    programs.push_back(std::make_unique<Program>(run.ft[static_cast<size_t>(r)]->socket_path()));
-    programs.back()->Send(Join(-1, 4, 7000 + r));
-  }
+  auto programs = JoinAll(run);
   ASSERT_TRUE(run.PumpUntil([&] {
     for (auto& p : programs) {
       if (p->Last("quorum").empty()) return false;
@@ -118,11 +124,7 @@ TEST(FtGroup, AProgramCannotSpeakForAnotherRankOrLauncherOrItsCount) {
 
 TEST(FtGroup, AReplacementIsHealedFromALiveMemberAndCounted) {
   Launchers run(3);
-  std::vector<std::unique_ptr<Program>> programs;
-  for (int r = 0; r < 3; ++r) {
-    programs.push_back(std::make_unique<Program>(run.ft[static_cast<size_t>(r)]->socket_path()));
-    programs.back()->Send(Join(-1, 4, 7000 + r));
-  }
+  auto programs = JoinAll(run);
   ASSERT_TRUE(run.PumpUntil([&] { return !programs[2]->Last("quorum").empty(); }));
   // Rank 1's program crashes; its launcher starts a replacement, which joins with no state.
   run.ft[1]->ProgramEnded();

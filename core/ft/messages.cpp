@@ -109,6 +109,18 @@ Status ReplacedOf(const std::string& text, FtReplacements* out) {
   return Status::Ok();
 }
 
+// The comma-separated items of `text` ("" is none), each read by `parse`, appended to `out`.
+template <typename T, typename Parse>
+Status ListOf(const std::string& text, Parse parse, std::vector<T>* out) {
+  if (text.empty()) return Status::Ok();
+  for (const auto& item : Split(text, ',')) {
+    auto v = parse(item);
+    if (!v) return v.status();
+    out->push_back(*v);
+  }
+  return Status::Ok();
+}
+
 EventFields QuorumFields(const FtQuorum& q) {
   std::vector<std::string> members, heals;
   for (const auto& m : q.members) {
@@ -141,19 +153,8 @@ Result<FtQuorum> QuorumOf(const EventFields& fields) {
   if (!ValidStoreEndpoint(q.store)) return Status::Error("store: '" + q.store + "' is not ADDR:PORT");
   const std::string members = Field(fields, "members", &found);
   if (members.empty()) return Status::Error("members: none");
-  for (const auto& text : Split(members, ',')) {
-    auto m = MemberOf(text);
-    if (!m) return m.status();
-    q.members.push_back(*m);
-  }
-  const std::string heals = Field(fields, "heals", &found);
-  if (!heals.empty()) {
-    for (const auto& text : Split(heals, ',')) {
-      auto h = HealOf(text);
-      if (!h) return h.status();
-      q.heals.push_back(*h);
-    }
-  }
+  if (Status st = ListOf(members, MemberOf, &q.members); !st) return st;
+  if (Status st = ListOf(Field(fields, "heals", &found), HealOf, &q.heals); !st) return st;
   const std::string replaced = Field(fields, "replaced", &found);
   if (!replaced.empty()) {
     if (Status st = ReplacedOf(replaced, &q.replaced); !st) return st;
