@@ -63,8 +63,11 @@ Result<pid_t> Launcher::StartProgram(const std::vector<std::string>& argv, const
 }
 
 int Launcher::ArmPrewarmTimer() const {
-  // The next generation's interpreter, prepared once this program is past its own start-up.
-  if (!python_ || opts_.prewarm_after_s < 0 || warm_.started()) return -1;
+  // The next generation's interpreter, prepared once this program is past its own start-up. In a
+  // fault-tolerant group that moment is known: the program asks to join once its imports are done
+  // (RunGeneration), so no timer guesses it (a timer that fires while the programs still import
+  // makes each start compete with its replacement's where nodes share CPUs).
+  if (!python_ || opts_.prewarm_after_s < 0 || warm_.started() || ft_) return -1;
   const int timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
   if (timer < 0) return -1;
   itimerspec when{};
@@ -105,9 +108,11 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
   options.wake_fd = peers_.fd();
   options.generation = generation_;
   options.timer_fd = ArmPrewarmTimer();
+  bool warm_on_join = ft_ && python_ && opts_.prewarm_after_s >= 0 && !warm_.started();
   auto prepare_next = [&] {
-    close(options.timer_fd);
+    if (options.timer_fd >= 0) close(options.timer_fd);
     options.timer_fd = -1;
+    warm_on_join = false;
     // With a fault-tolerant group the next program is most likely a replacement of this one in
     // the same generation; without, the next generation's (an in-place restart of all).
     const EnvMap next = ft_ ? env : NextGenerationEnv(env);
@@ -134,10 +139,10 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
         break;
       }
       options.wake_fds = {ft_->program_fd(), ft_->timer_fd()};
-      if (options.timer_fd >= 0 && ft_->program_joined()) {
+      if (warm_on_join && ft_->program_joined()) {
         // A program that asks to join is past its start-up (its imports are done): its
-        // replacement's interpreter is prepared now, not --prewarm-after seconds into its run, so
-        // a replacement that fails soon after it started is replaced warm too.
+        // replacement's interpreter is prepared now, so a replacement that fails soon after it
+        // started is replaced warm too.
         prepare_next();
       }
     }

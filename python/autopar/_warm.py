@@ -107,7 +107,13 @@ def _autopar_prewarm() -> "tuple[str, str, list[str]]":
         pass  # the launcher sent its request and closed its side before asking
     request = b""
     while True:
-        chunk = sock.recv(1 << 20)
+        try:
+            chunk = sock.recv(1 << 20)
+        except OSError:
+            # The launcher ended without a request (its job is over) and had not read the "R":
+            # the kernel resets the connection rather than closing it. Nothing to run.
+            request = b""
+            break
         if not chunk:
             break
         request += chunk
