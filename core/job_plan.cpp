@@ -9,6 +9,28 @@ namespace {
 
 Status Bad(const std::string& why) { return Status::Error("--auto-parallel: " + why); }
 
+// Per-step fault tolerance (--fault-tolerance=step, docs/ft.md) heals a newcomer from any live
+// member and averages gradients over all of them: it is right only where every rank holds the
+// whole model and optimizer state. Until it works on the replicas of a sharded layout, such a
+// run is planned as plain data parallelism, and a pin that shards the state is refused.
+constexpr const char* kWholeStateLabel =
+    "--fault-tolerance=step (every rank holds the whole state: tp=pp=cp=ep=1, no sharding)";
+
+Status PinWholeState(const ParallelSpec& pin, PlanRequest* req) {
+  auto sharded = [](int64_t v) { return v > 1; };
+  if (sharded(pin.tp) || sharded(pin.pp) || sharded(pin.cp) || sharded(pin.ep) || pin.fsdp ||
+      pin.fsdp_shard || pin.fsdp_replicate) {
+    return Status::Error("--fault-tolerance: step heals only a state every rank holds whole, and "
+                         "--auto-parallel=" + pin.ToString() + " shards it (tp, pp, cp, ep or "
+                         "FSDP); pin data parallelism alone or leave step off");
+  }
+  req->tp = req->pp = req->cp = req->ep = 1;
+  req->optimizer_sharding = false;
+  req->fsdp = false;
+  req->pin_label = kWholeStateLabel;
+  return Status::Ok();
+}
+
 }  // namespace
 
 SitePlanning SitePlanningOf(const SiteConfig& site) {
@@ -45,6 +67,9 @@ Result<PlanRequest> StepPlanRequest(const JobOptions& opts, int64_t gpus, int64_
   if (pin.fsdp_shard) req.fsdp_shard = pin.fsdp_shard;
   if (pin.fsdp_replicate) req.fsdp_replicate = pin.fsdp_replicate;
   if (pin.pinned()) req.pin_label = "--auto-parallel=" + pin.ToString();
+  if (opts.fault_tolerance_step.value_or(false)) {
+    if (Status st = PinWholeState(pin, &req); !st) return st;
+  }
   if (site.calibration) req.calibration = site.calibration->For(req.gpu.name);
   req.headroom_fraction = site.headroom;
   return req;

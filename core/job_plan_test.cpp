@@ -102,5 +102,47 @@ TEST(JobPlan, AModelThatCannotFitIsRefusedInOneLine) {
   EXPECT_NE(plan.message().find("GiB"), std::string::npos) << plan.message();
 }
 
+TEST(JobPlan, FaultToleranceStepIsPlannedOnTheWholeStateOrRefused) {
+  // A 1B model on 8 A100: plain data parallelism fits; the ranks each hold the whole state.
+  JobOptions o = Opts();
+  o.model = "1B";
+  o.fault_tolerance_step = true;
+  auto plan = PlanStep(o, 8, 2);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  const Layout& l = plan->chosen.layout;
+  EXPECT_EQ(std::make_tuple(l.tp, l.pp, l.cp, l.ep, l.dp), std::make_tuple(1, 1, 1, 1, 8));
+  EXPECT_FALSE(l.optimizer_sharding);
+  EXPECT_FALSE(l.fsdp());
+  // Without the option llama-2-7b is planned with its state sharded; with it, see below.
+  auto free = PlanStep(Opts(), 8, 2);
+  ASSERT_TRUE(free.ok()) << free.message();
+  EXPECT_TRUE(free->chosen.layout.optimizer_sharding || free->chosen.layout.fsdp() ||
+              free->chosen.layout.tp > 1);
+  // A pin that shards the state is refused, naming both options.
+  for (const char* pin : {"tp=2", "pp=2", "fsdp", "hsdp=2,2"}) {
+    JobOptions p = Opts(pin);
+    p.fault_tolerance_step = true;
+    auto r = PlanStep(p, 8, 2);
+    ASSERT_FALSE(r.ok()) << pin;
+    EXPECT_EQ(r.message().rfind("--fault-tolerance: step heals only a state every rank holds "
+                                "whole, and --auto-parallel=", 0), 0u) << r.message();
+    EXPECT_EQ(r.message().find('\n'), std::string::npos);
+  }
+  JobOptions dp = Opts("dp=8");
+  dp.model = "1B";
+  dp.fault_tolerance_step = true;
+  EXPECT_TRUE(PlanStep(dp, 8, 2).ok());
+  // A model whose whole state fits no GPU is refused for that reason, in one line, with the
+  // layout that would plan without it.
+  JobOptions big = Opts();  // llama-2-7b: 16 bytes a parameter unsharded, 112 GB
+  big.fault_tolerance_step = true;
+  auto r = PlanStep(big, 8, 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message().rfind("--fault-tolerance=step (every rank holds the whole state", 0), 0u)
+      << r.message();
+  EXPECT_NE(r.message().find("without the pins it plans: "), std::string::npos) << r.message();
+  EXPECT_EQ(r.message().find('\n'), std::string::npos);
+}
+
 }  // namespace
 }  // namespace autopar

@@ -236,6 +236,15 @@ BAD_INPUTS = [
     (["--seq-len=0"], "--seq-len: must be an integer"),
     (["--auto-parallel=tp=3,zz=1", "--model=7B"], "--auto-parallel: unknown key 'zz'"),
     (["--auto-parallel"], "--auto-parallel: needs --model"),
+    # Per-step fault tolerance heals and averages only a state every rank holds whole (docs/ft.md).
+    (["--fault-tolerance=step", "--requeue-on-failure=2", "--auto-parallel=tp=2", "--model=7B",
+      "--gpu-type=a100-80gb", "--global-batch=8"],
+     "--fault-tolerance: step heals only a state every rank holds whole, and --auto-parallel=tp=2 "
+     "shards it"),
+    (["--fault-tolerance=step", "--requeue-on-failure=2", "--auto-parallel", "--model=llama-2-7b",
+      "--gpu-type=a100-80gb", "--global-batch=64"],
+     "--fault-tolerance=step (every rank holds the whole state: tp=pp=cp=ep=1, no sharding): "
+     "does not fit"),
 ]
 
 

@@ -48,6 +48,12 @@ class Manager:
                  timeout_s: float = 300.0) -> None:
         if global_batch < 1:
             raise ValueError(f"global_batch: must be >= 1, got {global_batch}")
+        why = state.sharded(model, optimizer)
+        if why is not None:
+            raise ValueError(f"autopar.ft: this rank's state is sharded: {why}; per-step fault "
+                             "tolerance heals and averages only a state every rank holds whole "
+                             "(docs/ft.md, \"Limits\"): leave --fault-tolerance=step off for a "
+                             "sharded model")
         self.model = model
         self.optimizer = optimizer
         self.objects: Dict[str, state.Stateful] = {"model": model, "optimizer": optimizer, **(extra or {})}

@@ -21,9 +21,10 @@ import hashlib
 import hmac
 import json
 import math
+import os
 import secrets
 import struct
-from typing import Any, Dict, List, Mapping, Protocol, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Tuple, Union
 
 import numpy as np
 import torch
@@ -43,6 +44,33 @@ Bytes = Union[bytes, bytearray, memoryview]
 _DTYPES = {str(d).replace("torch.", ""): d for d in (
     torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
     torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128)}
+
+
+def sharded(model: torch.nn.Module, optimizer: Any) -> Optional[str]:
+    """Why this rank does not hold the whole model and optimizer state, or None. A heal sends one
+    member's state to another and the group averages gradients over every member: both are right
+    only when every member holds the whole state (docs/ft.md, "Limits"). Sharded: a parameter that
+    is a DTensor with a Shard placement (FSDP2's fully_shard, tensor parallelism), a model wrapped
+    in FSDP1, an optimizer that keeps a part of the state (ZeroRedundancyOptimizer), or a rank that
+    autopar's plan put on a tensor, pipeline, context or expert parallel coordinate or an FSDP
+    shard group (AUTOPAR_TP, AUTOPAR_PP, AUTOPAR_CP, AUTOPAR_EP > 1, AUTOPAR_FSDP_SHARD)."""
+    for name in ("AUTOPAR_TP", "AUTOPAR_PP", "AUTOPAR_CP", "AUTOPAR_EP", "AUTOPAR_FSDP_SHARD"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > (0 if name == "AUTOPAR_FSDP_SHARD" else 1):
+            return f"autopar's plan shards it ({name}={value})"
+    try:
+        from torch.distributed.tensor import DTensor, Shard
+    except ImportError:  # a torch without DTensor has no FSDP2 or tensor parallel API either
+        DTensor, Shard = None, None
+    for pname, p in model.named_parameters():
+        if DTensor is not None and isinstance(p, DTensor) and any(isinstance(x, Shard) for x in p.placements):
+            return f"its parameter {pname} is a DTensor sharded over its mesh ({p.placements})"
+    kinds = {type(m).__name__ for m in model.modules()}
+    if "FullyShardedDataParallel" in kinds:
+        return "the model is wrapped in FullyShardedDataParallel"
+    if type(optimizer).__name__ == "ZeroRedundancyOptimizer":
+        return "the optimizer is a ZeroRedundancyOptimizer (each rank keeps a part of its state)"
+    return None
 
 
 def _skeleton(value: Any, tensors: List[torch.Tensor]) -> Any:
