@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs autopar's whole test suite on this machine (root, Debian 12): installs the dependencies,
-# builds, starts two local 4-node Slurm clusters (tests/cluster/) with the fresh plugin, runs every
+# builds, starts three local 4-node Slurm clusters (tests/cluster/) with the fresh plugin, runs every
 # unit and integration test through ctest, then the sanitizer stages (ASan+UBSan, fuzzing, TSan).
 # Extra arguments go to ctest (e.g. -L unit).
 set -euo pipefail
@@ -36,17 +36,29 @@ sanitizer_log=$AUTOPAR_BUILD_DIR-sanitizers.log
 ) >"$sanitizer_log" 2>&1 &
 sanitizer_builds=$!
 
-# The services the tests use: two local Slurm clusters (ctest runs an integration test on each at
-# once: tests/CMakeLists.txt) and an S3 server on loopback. The second cluster has its own
-# directory, ports and job ids (from 500000), so nothing of the two ever meets.
+# The services the tests use: three local Slurm clusters (ctest runs an integration test on each
+# at once: tests/CMakeLists.txt; the tests mostly wait, for Slurm, their programs' steps and the
+# timeouts they provoke, so a third one beside the two keeps the CPUs busy) and an S3 server on
+# loopback. Each cluster has its own directory, ports and job ids (c1 from 1, c2 from 500000, c3
+# from 700000), so nothing of them ever meets.
 s3_state=$AUTOPAR_CLUSTER_DIR-s3
-second=(AUTOPAR_CLUSTER_DIR="$AUTOPAR_CLUSTER_DIR-2" AUTOPAR_CLUSTER_PORT_BASE=16817
-        AUTOPAR_CLUSTER_FIRST_JOB_ID=500000
-        AUTOPAR_PLUGSTACK_ARGS="${AUTOPAR_PLUGSTACK_ARGS//"$AUTOPAR_CLUSTER_DIR"/"$AUTOPAR_CLUSTER_DIR-2"}")
+# on_cluster N COMMAND...: COMMAND with cluster N's variables (1: the default's, as exported).
+on_cluster() {
+  local n=$1
+  shift
+  if ((n == 1)); then
+    "$@"
+    return
+  fi
+  local dir=$AUTOPAR_CLUSTER_DIR-$n
+  env AUTOPAR_CLUSTER_DIR="$dir" AUTOPAR_CLUSTER_PORT_BASE=$((18817 - 1000 * n)) \
+    AUTOPAR_CLUSTER_FIRST_JOB_ID=$((300000 + 200000 * (n - 1))) \
+    AUTOPAR_PLUGSTACK_ARGS="${AUTOPAR_PLUGSTACK_ARGS//"$AUTOPAR_CLUSTER_DIR"/"$dir"}" "$@"
+}
+clusters=(1 2 3)
 stop_services() {
   kill "$sanitizer_builds" 2>/dev/null || true
-  bash tests/cluster/stop.sh || true
-  env "${second[@]}" bash tests/cluster/stop.sh || true
+  for n in "${clusters[@]}"; do on_cluster "$n" bash tests/cluster/stop.sh || true; done
   bash tests/s3/stop-s3rver.sh "$s3_state" --purge || true
 }
 trap stop_services EXIT
@@ -58,18 +70,16 @@ set +a
 # Fresh clusters: a run that was killed leaves its clusters' Slurm and autopard state behind, and
 # a controller that recovers it fails its jobs' nodes ("missing from batch node"), with whatever
 # this run has started there.
-bash tests/cluster/stop.sh --clean
-env "${second[@]}" bash tests/cluster/stop.sh --clean
+for n in "${clusters[@]}"; do on_cluster "$n" bash tests/cluster/stop.sh --clean; done
 # Fresh clusters number their jobs from the same ids again: what earlier runs' jobs left under
 # their job ids in the machine's shared places (the Python stack dumps' directories, each its
 # job's owner's: autopar.stacks refuses another user's) must not meet this run's jobs.
 rm -rf /tmp/autopar-stacks
-bash tests/cluster/start.sh
-env "${second[@]}" bash tests/cluster/start.sh
+for n in "${clusters[@]}"; do on_cluster "$n" bash tests/cluster/start.sh; done
 # shellcheck source=/dev/null
 source "$AUTOPAR_CLUSTER_DIR/env.sh"
 
-ctest --test-dir "$AUTOPAR_BUILD_DIR" --output-on-failure -j2 \
+ctest --test-dir "$AUTOPAR_BUILD_DIR" --output-on-failure -j3 \
   --resource-spec-file "$AUTOPAR_REPO/tests/cluster/clusters.json" "$@"
 
 if ! wait "$sanitizer_builds"; then

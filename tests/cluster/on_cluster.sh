@@ -5,12 +5,12 @@
 #   tests/cluster/on_cluster.sh [--alone] COMMAND [ARG...]
 #
 # --alone: a test that runs clusters of its own (the self-test, the packages', the scale test):
-# it is given every cluster (tests/CMakeLists.txt asks ctest for both), so that nothing runs beside
+# it is given every cluster (tests/CMakeLists.txt asks ctest for all three), so that nothing runs beside
 # it, and needs none of them to be running.
 #
-# Which cluster: with ctest's resource allocation (scripts/test.sh runs two clusters and gives
+# Which cluster: with ctest's resource allocation (scripts/test.sh runs three clusters and gives
 # ctest tests/cluster/clusters.json), the clusters ctest allocated to the test: id c1 is
-# $AUTOPAR_CLUSTER_DIR (default /tmp/autopar-cluster), c2 is $AUTOPAR_CLUSTER_DIR-2. Without it
+# $AUTOPAR_CLUSTER_DIR (default /tmp/autopar-cluster), cN is $AUTOPAR_CLUSTER_DIR-N. Without it
 # (ctest run by hand), the cluster that SLURM_CONF names. The test gets SLURM_CONF and
 # AUTOPAR_CLUSTER_DIR of the first.
 #
@@ -39,8 +39,8 @@ for ((g = 0; g < groups; g++)); do
   id=${id%%,*}
   case $id in
     c1) dirs+=("$first") ;;
-    c2) dirs+=("$first-2") ;;
-    *) echo "on_cluster.sh: $var: unknown cluster '$spec' (tests/cluster/clusters.json has c1, c2)" >&2
+    c[23]) dirs+=("$first-${id#c}") ;;
+    *) echo "on_cluster.sh: $var: unknown cluster '$spec' (tests/cluster/clusters.json has c1, c2, c3)" >&2
        exit 2 ;;
   esac
 done

@@ -41,7 +41,7 @@ export AUTOPAR_PLUGSTACK_ARGS="socket=$AUTOPAR_CLUSTER_DIR/run/autopard-%n.sock 
 # 32 slurmd registering on 2 cores take longer than the default 60 s allows.
 export AUTOPAR_CLUSTER_TIMEOUT=${AUTOPAR_CLUSTER_TIMEOUT:-240}
 export SLURM_CONF=$AUTOPAR_CLUSTER_DIR/etc/slurm.conf
-# Job ids of its own (the suite's clusters: from 1 and from 500000): what a job leaves under its id
+# Job ids of its own (the suite's clusters: from 1, 500000 and 700000): what a job leaves under its id
 # (the Python stack dumps' directory, its owner's) never meets another cluster's job.
 export AUTOPAR_CLUSTER_FIRST_JOB_ID=${AUTOPAR_SCALE_FIRST_JOB_ID:-900000}
 
