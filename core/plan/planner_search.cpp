@@ -299,6 +299,7 @@ void EnumerateKnobs(const PlanRequest& r, const Layout& base, const Recompute (&
           l.recompute = rc;
           l.recompute_layers = rc == Recompute::kFull ? r.recompute_layers.value_or(0) : 0;
           l.optimizer_sharding = sh == 1;
+          l.grad_reduce = r.grad_reduce.value_or(GradReduce::kFp32);
           out->push_back(l);
         }
       }
@@ -343,6 +344,8 @@ void AddLayouts(const PlanRequest& r, const Layout& base, bool memory_only,
     l.micro_batch = 1;
     l.recompute = r.recompute.value_or(Recompute::kFull);
     l.optimizer_sharding = !base.fsdp() && r.optimizer_sharding.value_or(base.dp * base.cp > 1);
+    // The least memory: bf16 gradients unless fp32 is pinned (the search falls back to them).
+    l.grad_reduce = r.grad_reduce.value_or(GradReduce::kBf16);
     out->push_back(l);
     return;
   }
@@ -411,7 +414,8 @@ std::string DescribeKnobs(const Layout& l) {
          (l.ep > 1 ? ", ep=" + std::to_string(l.ep) : "") + ", pp=" + std::to_string(l.pp) +
          ", dp=" + std::to_string(l.dp) + ", micro-batch " + std::to_string(l.micro_batch) + ", " +
          RecomputePhrase(l) + (l.optimizer_sharding ? ", distributed optimizer" : "") +
-         (l.fsdp() ? ", " + FsdpPhrase(l) : "");
+         (l.fsdp() ? ", " + FsdpPhrase(l) : "") +
+         (l.grad_reduce == GradReduce::kBf16 ? ", bf16 gradient reduction" : "");
 }
 
 Result<Plan> Search(const PlanRequest& request, bool explain);
@@ -436,6 +440,7 @@ PlanRequest Unpinned(PlanRequest q) {
   q.recompute.reset();
   q.recompute_layers.reset();
   q.optimizer_sharding.reset();
+  q.grad_reduce.reset();
   q.fsdp.reset();
   q.fsdp_shard.reset();
   q.fsdp_replicate.reset();
@@ -724,6 +729,14 @@ Candidates EvaluateAll(const PlanRequest& r, const std::vector<Layout>& layouts,
   return out;
 }
 
+// The layouts evaluated again with bf16 gradients: what the search falls back to when no layout
+// fits with fp32 and the precision is not pinned (bf16 reduction changes the numerics, so it is
+// never taken for speed alone).
+Candidates EvaluateWithBf16Grads(const PlanRequest& r, std::vector<Layout> layouts, double usable) {
+  for (Layout& l : layouts) l.grad_reduce = GradReduce::kBf16;
+  return EvaluateAll(r, layouts, usable);
+}
+
 // No layout fits: how much the smallest one needs and, with `explain`, what would fit.
 Status DoesNotFitError(const PlanRequest& r, const PlanCandidate& smallest, double usable,
                        bool explain) {
@@ -868,9 +881,12 @@ Result<Plan> Search(const PlanRequest& request, bool explain) {
   layouts.reserve(4096);
   Enumerate(r, r.gpus, false, &layouts);
   if (layouts.empty()) return NoLayoutError(r, explain);
-  const Candidates candidates = EvaluateAll(r, layouts, usable);
+  Candidates candidates = EvaluateAll(r, layouts, usable);
+  const bool fallback = !candidates.any_fits() && !r.grad_reduce;
+  if (fallback) candidates = EvaluateWithBf16Grads(r, layouts, usable);
   if (!candidates.any_fits()) return DoesNotFitError(r, candidates.smallest(), usable, explain);
   Plan plan = PlanOf(r, usable, layouts.size());
+  plan.grad_reduce_fallback = fallback;
   Choose(r, candidates, usable, &plan);
   if (explain && Pinned(r)) plan.unpinned = BestUnpinned(r);
   if (auto ceiling = PublishedCeilingFor(r.gpu.name, plan.params)) {
