@@ -48,7 +48,9 @@ TEST(PlanJob, ReducesInBf16OnlyWhereNothingFitsWithFp32) {
   ASSERT_TRUE(plan.ok()) << plan.message();
   EXPECT_EQ(plan->chosen.layout.grad_reduce, GradReduce::kFp32);
   EXPECT_FALSE(plan->grad_reduce_fallback);
-  for (const PlanCandidate& a : plan->alternatives) EXPECT_EQ(a.layout.grad_reduce, GradReduce::kFp32);
+  for (const PlanCandidate& a : plan->alternatives) {
+    EXPECT_EQ(a.layout.grad_reduce, GradReduce::kFp32);
+  }
   // Pinned, bf16 is what it plans.
   r.grad_reduce = GradReduce::kBf16;
   auto pinned = PlanJob(r);
@@ -93,9 +95,16 @@ TEST(PlanJob, NvidiaLlama31LayoutsFitWithBf16Reduction) {
     r.grad_reduce = GradReduce::kFp32;
     auto fp32 = PlanJob(r);
     ASSERT_FALSE(fp32.ok()) << p.model;
-    EXPECT_NE(fp32.message().find("needs " + FormatGib(p.fp32_gib) + " GiB per GPU, 73.2 GiB usable"),
+    EXPECT_NE(fp32.message().find("needs " + FormatGib(p.fp32_gib) +
+                                  " GiB per GPU, 73.2 GiB usable"),
               std::string::npos)
         << fp32.message();
+    // The refusal names the setting that fits it, planned before it is named.
+    EXPECT_NE(fp32.message().find("; it plans with bf16 gradient reduction (--auto-parallel=...,"
+                                  "grad_reduce=bf16, autopar plan --grad-reduce bf16)"),
+              std::string::npos)
+        << fp32.message();
+    EXPECT_EQ(fp32.message().find('\n'), std::string::npos);
     // Unpinned, the search falls back to bf16 reduction, and says why.
     r.grad_reduce.reset();
     auto plan = PlanJob(r);
@@ -106,6 +115,32 @@ TEST(PlanJob, NvidiaLlama31LayoutsFitWithBf16Reduction) {
     EXPECT_NE(PlanToText(*plan).find("no layout fits with fp32"), std::string::npos);
     EXPECT_NE(MegatronArgs(*plan).find(" --grad-reduce-in-bf16"), std::string::npos);
   }
+}
+
+TEST(PlanJob, RefusalNamesASmallerHeadroomThatFits) {
+  // The 8B layout misses by 1.8 GiB with fp32 gradients: a headroom of 5% (75.6 GiB usable)
+  // holds it, 6% (74.8) does not; the 405B one misses by 3.8 GiB, more than 4% would give back.
+  PlanRequest r = Published(kNvidiaLlama31[0]);
+  r.grad_reduce = GradReduce::kFp32;
+  const std::string msg = PlanJob(r).message();
+  EXPECT_NE(msg.find(" or with a headroom of 5% (plugstack.conf plan_headroom=0.05, autopar plan "
+                     "--headroom 0.05)"),
+            std::string::npos)
+      << msg;
+  r.headroom_fraction = 0.05;
+  EXPECT_TRUE(PlanJob(r).ok());
+  r.headroom_fraction = 0.06;
+  EXPECT_FALSE(PlanJob(r).ok());
+  PlanRequest big = Published(kNvidiaLlama31[1]);
+  big.grad_reduce = GradReduce::kFp32;
+  const std::string big_msg = PlanJob(big).message();
+  EXPECT_EQ(big_msg.find("headroom of"), std::string::npos) << big_msg;
+  // Unpinned, a model that fits nowhere says what it tried.
+  PlanRequest none = PlanRequestFor("llama-3-405b", 8, "a100-80gb", 64);
+  none.grad_reduce = GradReduce::kFp32;
+  none.gpus_per_node = 8;
+  const std::string refused = PlanJob(none).message();
+  EXPECT_EQ(refused.find("it plans with bf16"), std::string::npos) << refused;
 }
 
 }  // namespace

@@ -464,10 +464,42 @@ std::string WithoutPins(const PlanRequest& r) {
          (fixes.empty() ? std::string() : "; it plans with " + Join(fixes, " or with "));
 }
 
-// The changes that make a request which fits no layout plan, each planned before it is named:
-// uneven stages (when forbidden), more nodes, a GPU type with more memory.
-std::vector<std::string> FitFixes(const PlanRequest& r, double usable) {
+// The smallest headroom the refusal of a layout that misses by a few GiB tries (docs/planner.md,
+// "Memory per GPU"): below it, fragmentation and NCCL's buffers are not covered.
+constexpr double kSmallestSuggestedHeadroom = 0.04;
+
+// The settings that make the request plan on the same GPUs with the same pins, each planned
+// before it is named: bf16 gradient reduction (when fp32 is pinned; unpinned, the search has
+// tried it), and the largest headroom from the request's down to kSmallestSuggestedHeadroom.
+std::vector<std::string> SettingFixes(const PlanRequest& r) {
   std::vector<std::string> fixes;
+  if (r.grad_reduce == GradReduce::kFp32) {
+    PlanRequest q = r;
+    q.grad_reduce = GradReduce::kBf16;
+    if (Plans(q)) {
+      fixes.push_back(
+          "bf16 gradient reduction (--auto-parallel=...,grad_reduce=bf16, autopar plan "
+          "--grad-reduce bf16)");
+    }
+  }
+  for (int pct = static_cast<int>(std::ceil(r.headroom_fraction * 100 - 1e-9)) - 1;
+       pct >= static_cast<int>(kSmallestSuggestedHeadroom * 100); --pct) {
+    PlanRequest q = r;
+    q.headroom_fraction = pct / 100.0;
+    if (!Plans(q)) continue;
+    const std::string f = Fixed(q.headroom_fraction, 2);
+    fixes.push_back("a headroom of " + std::to_string(pct) + "% (plugstack.conf plan_headroom=" +
+                    f + ", autopar plan --headroom " + f + ")");
+    break;
+  }
+  return fixes;
+}
+
+// The changes that make a request which fits no layout plan, each planned before it is named:
+// a setting (SettingFixes), uneven stages (when forbidden), more nodes, a GPU type with more
+// memory.
+std::vector<std::string> FitFixes(const PlanRequest& r, double usable) {
+  std::vector<std::string> fixes = SettingFixes(r);
   if (!r.allow_uneven_stages) {
     PlanRequest q = r;
     q.allow_uneven_stages = true;
@@ -511,7 +543,10 @@ std::string CannotFitMessage(const PlanRequest& r, const PlanCandidate& smallest
      << " GiB usable";
   const std::vector<std::string> fixes = FitFixes(r, usable);
   if (fixes.empty()) {
-    os << "; no change found that fits (tried " << (r.allow_uneven_stages ? "" : "uneven stages, ")
+    os << "; no change found that fits (tried "
+       << (r.grad_reduce == GradReduce::kFp32 ? "bf16 gradient reduction, " : "")
+       << "a headroom down to " << Fixed(kSmallestSuggestedHeadroom * 100, 0) << "%, "
+       << (r.allow_uneven_stages ? "" : "uneven stages, ")
        << "more nodes and every GPU type with more memory)";
   } else {
     os << "; it plans with " << Join(fixes, " or with ");
@@ -742,10 +777,13 @@ Status DoesNotFitError(const PlanRequest& r, const PlanCandidate& smallest, doub
                        bool explain) {
   if (!explain) return Status::Error("does not fit");
   if (Pinned(r)) {
+    const std::vector<std::string> fixes = SettingFixes(r);
     return Status::Error(PinnedLabel(r) + ": does not fit: the smallest configuration (" +
                          DescribeKnobs(smallest.layout) + ") needs " +
                          Fixed(smallest.memory.total_gib, 1) + " GiB per GPU, " + Fixed(usable, 1) +
-                         " GiB usable on " + r.gpu.name + WithoutPins(r));
+                         " GiB usable on " + r.gpu.name +
+                         (fixes.empty() ? "" : "; it plans with " + Join(fixes, " or with ")) +
+                         WithoutPins(r));
   }
   return Status::Error(CannotFitMessage(r, smallest, usable));
 }
