@@ -100,7 +100,8 @@ po::options_description PlanOptions() {
       "dp", po::value<std::string>(), "pin the data-parallel size")(
       "micro-batch", po::value<std::string>(), "pin the micro-batch size")(
       "vpp", po::value<std::string>(), "pin the interleaving factor (1 = none)")(
-      "recompute", po::value<std::string>(), "pin recompute: none, selective, full")(
+      "recompute", po::value<std::string>(),
+      "pin recompute: none, selective, full (every layer, unless --recompute-layers)")(
       "recompute-layers", po::value<std::string>(),
       "pin layers per chunk recomputed in full (0 = all)")(
       "optimizer-sharding", po::value<std::string>(), "pin the distributed optimizer: on, off")(

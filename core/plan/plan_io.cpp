@@ -441,6 +441,8 @@ std::string DeepSpeedConfigJson(const Plan& plan) {
   // accumulates in the model's bf16).
   v["data_types"]["grad_accum_dtype"] = GradReduceName(l.grad_reduce);
   v["communication_data_type"] = GradReduceName(l.grad_reduce);
+  // Which layers are checkpointed is the program's choice (deepspeed.checkpointing wraps what it
+  // is given): AUTOPAR_RECOMPUTE_LAYERS says how many per chunk the plan recomputes in full.
   if (l.recompute == Recompute::kFull) {
     Json::Value ac(Json::objectValue);
     ac["partition_activations"] = l.tp > 1;
@@ -530,6 +532,17 @@ Json::Value AccelerateJson(const Plan& plan) {
   return v;
 }
 
+// Full recompute of only some layers (Megatron's --recompute-method block) where a framework's
+// key checkpoints every layer (torchtitan's activation_checkpoint.mode full, Accelerate's
+// fsdp_activation_checkpointing): what that key runs, and how to plan what it runs. "" otherwise.
+std::string PartialRecomputeNote(const Plan& plan, const char* key) {
+  const Layout& l = plan.chosen.layout;
+  if (l.recompute != Recompute::kFull || l.recompute_layers <= 0) return "";
+  return std::string(" (") + key + " recomputes every layer; the plan, " +
+         RecomputePhrase(l, plan.layers) + ", is predicted faster than that: plan with " +
+         "--recompute full for what it runs)";
+}
+
 std::string Scalar(const Json::Value& v) {
   if (v.isString()) return v.asString();
   if (v.isBool()) return v.asBool() ? "true" : "false";
@@ -552,7 +565,7 @@ std::string TorchtitanArgs(const Plan& plan) {
       v["parallelism"]["data_parallel_shard_degree"].asInt64() == 1) {
     out += " (no key for bf16 gradient reduction under DDP: torchtitan reduces fp32 gradients)";
   }
-  return out;
+  return out + PartialRecomputeNote(plan, "activation_checkpoint.mode full");
 }
 
 std::string AccelerateConfig(const Plan& plan) {
@@ -574,6 +587,7 @@ std::string AccelerateConfig(const Plan& plan) {
     if (l.recompute == Recompute::kSelective) {
       out += " (no key for selective recompute: apply it in the training script)";
     }
+    out += PartialRecomputeNote(plan, "fsdp_activation_checkpointing");
     // Its FSDP plugin derives the reduce dtype from mixed_precision (bf16) and has no key for it
     // (accelerate's FullyShardedDataParallelPlugin.set_mixed_precision).
     if (l.grad_reduce == GradReduce::kFp32) {
@@ -742,13 +756,13 @@ std::string AbovePublishedText(const Plan& plan) {
 
 namespace {
 // "tp=4 pp=4 dp=4, micro-batch 1 x 128 accumulation steps, selective recompute, ...".
-std::string LayoutText(const Layout& x) {
+std::string LayoutText(const Layout& x, int64_t layers) {
   std::string s = "tp=" + std::to_string(x.tp) +
                   (x.cp > 1 ? " cp=" + std::to_string(x.cp) : std::string()) +
                   (x.ep > 1 ? " ep=" + std::to_string(x.ep) : std::string()) +
                   " pp=" + std::to_string(x.pp) + " dp=" + std::to_string(x.dp) +
                   ", micro-batch " + std::to_string(x.micro_batch) + " x " +
-                  std::to_string(x.grad_accum) + " accumulation steps, " + RecomputePhrase(x);
+                  std::to_string(x.grad_accum) + " accumulation steps, " + RecomputePhrase(x, layers);
   if (x.vpp > 1) s += ", interleaved x" + std::to_string(x.vpp);
   if (x.optimizer_sharding) s += ", distributed optimizer";
   if (x.fsdp()) s += ", " + FsdpPhrase(x);
@@ -771,7 +785,7 @@ std::string GradReduceLine(const Plan& plan) {
 std::string PlanToText(const Plan& plan) {
   const PlanCandidate& c = plan.chosen;
   const Layout& l = c.layout;
-  auto knobs = LayoutText;
+  auto knobs = [&](const Layout& x) { return LayoutText(x, plan.layers); };
   std::ostringstream os;
   const std::string size =
       plan.params >= 1e9 ? FormatFixed(plan.params / 1e9, 2) + "B" : FormatFixed(plan.params / 1e6, 1) + "M";

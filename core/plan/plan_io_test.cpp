@@ -342,9 +342,35 @@ TEST(PlanToText, SaysRecomputeAndLayersInWords) {
   p.chosen.layout.recompute = Recompute::kFull;
   p.chosen.layout.recompute_layers = 1;
   text = PlanToText(p);
-  EXPECT_NE(text.find("full recompute of 1 layer per chunk"), std::string::npos) << text;
+  // Of the model's 96 layers (one chunk without a pipeline), and of each chunk's with one.
+  EXPECT_NE(text.find("full recompute of 1 of 96 layers, "), std::string::npos) << text;
   p.chosen.layout.recompute_layers = 3;
-  EXPECT_NE(PlanToText(p).find("full recompute of 3 layers per chunk"), std::string::npos);
+  EXPECT_NE(PlanToText(p).find("full recompute of 3 of 96 layers"), std::string::npos);
+  Plan piped = FixedPlan(8, 4, 4, Recompute::kFull, true, 2);
+  piped.chosen.layout.recompute_layers = 5;
+  EXPECT_NE(PlanToText(piped).find("full recompute of 5 of 12 layers per chunk"),
+            std::string::npos)
+      << PlanToText(piped);
+}
+
+// Frameworks whose key checkpoints every layer say so for a plan that recomputes only some.
+TEST(FrameworkArguments, SayWhatPartialFullRecomputeRuns) {
+  Plan p = FixedPlan(2, 1, 8, Recompute::kFull, true, 1);
+  EXPECT_EQ(TorchtitanArgs(p).find("recomputes every layer"), std::string::npos);
+  p.chosen.layout.recompute_layers = 5;
+  EXPECT_NE(TorchtitanArgs(p).find("(activation_checkpoint.mode full recomputes every layer; the "
+                                   "plan, full recompute of 5 of 96 layers, is predicted faster "
+                                   "than that: plan with --recompute full for what it runs)"),
+            std::string::npos)
+      << TorchtitanArgs(p);
+  // Megatron-LM runs it as planned.
+  EXPECT_NE(MegatronArgs(p).find("--recompute-method block --recompute-num-layers 5"),
+            std::string::npos);
+  p.chosen.layout.fsdp_shard = 8;
+  p.chosen.layout.optimizer_sharding = false;
+  EXPECT_NE(AccelerateConfig(p).find("(fsdp_activation_checkpointing recomputes every layer"),
+            std::string::npos)
+      << AccelerateConfig(p);
 }
 
 // The gradient precision reaches every framework's arguments, the text, the JSON and the tasks.

@@ -121,14 +121,21 @@ const char* RecomputeName(Recompute r) {
   return "none";
 }
 
-std::string RecomputePhrase(const Layout& l) {
+std::string RecomputePhrase(const Layout& l, int64_t layers) {
   if (l.recompute == Recompute::kNone) return "no recompute";
   std::string out = std::string(RecomputeName(l.recompute)) + " recompute";
-  if (l.recompute == Recompute::kFull && l.recompute_layers > 0) {
-    out += " of " + std::to_string(l.recompute_layers) +
-           (l.recompute_layers == 1 ? " layer" : " layers") + " per chunk";
+  if (l.recompute != Recompute::kFull || l.recompute_layers <= 0) return out;
+  const int64_t k = l.recompute_layers;
+  if (layers <= 0) {
+    return out + " of " + std::to_string(k) + (k == 1 ? " layer" : " layers") + " per chunk";
   }
-  return out;
+  // Of the largest chunk's layers, as the model costs it (SplitRecompute).
+  const std::vector<int64_t> stages = StageLayerCounts(layers, l.pp, l.vpp);
+  const int64_t stage = stages.empty() ? CeilDiv(layers, l.pp)
+                                       : *std::max_element(stages.begin(), stages.end());
+  const int64_t chunk = CeilDiv(stage, std::max<int64_t>(1, l.vpp));
+  return out + " of " + std::to_string(k) + " of " + std::to_string(chunk) + " layers" +
+         (l.pp * l.vpp > 1 ? " per chunk" : "");
 }
 
 std::string FsdpPhrase(const Layout& l) {

@@ -311,9 +311,11 @@ double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micr
 // Context parallelism is searched only where every rank keeps at least this many tokens of a
 // sequence (so from 16K tokens on), and with s divisible by 2*cp (Megatron's load balancing).
 inline constexpr int64_t kContextParallelMinTokens = 8192;
-// The recompute of a layout in words: "no recompute", "selective recompute", "full recompute",
-// "full recompute of 1 layer per chunk", "full recompute of 3 layers per chunk".
-std::string RecomputePhrase(const Layout& layout);
+// The recompute of a layout of a model of `layers` layers in words: "no recompute", "selective
+// recompute", "full recompute" (every layer), "full recompute of 5 of 32 layers" (Megatron's
+// block method: the others keep their activations), "full recompute of 1 of 2 layers per chunk"
+// (with a pipeline: of each chunk's); without `layers`, "full recompute of 5 layers per chunk".
+std::string RecomputePhrase(const Layout& layout, int64_t layers = 0);
 // "FSDP over 64" (one shard group of all the data-parallel ranks), "HSDP 8 x 4" (shard groups of
 // 8, 4 replicas), or "" when the layout is not FSDP.
 std::string FsdpPhrase(const Layout& layout);

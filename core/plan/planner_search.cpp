@@ -409,11 +409,11 @@ bool SmallestMemory(const PlanRequest& r, int64_t gpus, PlanCandidate* best) {
   return found;
 }
 
-std::string DescribeKnobs(const Layout& l) {
+std::string DescribeKnobs(const Layout& l, int64_t layers) {
   return "tp=" + std::to_string(l.tp) + (l.cp > 1 ? ", cp=" + std::to_string(l.cp) : "") +
          (l.ep > 1 ? ", ep=" + std::to_string(l.ep) : "") + ", pp=" + std::to_string(l.pp) +
          ", dp=" + std::to_string(l.dp) + ", micro-batch " + std::to_string(l.micro_batch) + ", " +
-         RecomputePhrase(l) + (l.optimizer_sharding ? ", distributed optimizer" : "") +
+         RecomputePhrase(l, layers) + (l.optimizer_sharding ? ", distributed optimizer" : "") +
          (l.fsdp() ? ", " + FsdpPhrase(l) : "") +
          (l.grad_reduce == GradReduce::kBf16 ? ", bf16 gradient reduction" : "");
 }
@@ -456,7 +456,7 @@ std::string WithoutPins(const PlanRequest& r) {
   const PlanRequest q = Unpinned(r);
   auto free = Search(q, false);
   if (free.ok()) {
-    return "; without the pins it plans: " + DescribeKnobs(free->chosen.layout) + " (" +
+    return "; without the pins it plans: " + DescribeKnobs(free->chosen.layout, r.model.layers) + " (" +
            Fixed(free->chosen.memory.total_gib, 1) + " GiB per GPU)";
   }
   const std::vector<std::string> fixes = FitFixes(q, q.gpu.mem_gib * (1.0 - q.headroom_fraction));
@@ -538,7 +538,7 @@ std::string CannotFitMessage(const PlanRequest& r, const PlanCandidate& smallest
   std::ostringstream os;
   os << r.model.name << " (" << Fixed(CountParams(r.model).total / 1e9, 1)
      << "B parameters) does not fit on " << r.gpus << " x " << r.gpu.name
-     << ": the smallest layout (" << DescribeKnobs(smallest.layout) << ") needs "
+     << ": the smallest layout (" << DescribeKnobs(smallest.layout, r.model.layers) << ") needs "
      << Fixed(smallest.memory.total_gib, 1) << " GiB per GPU, " << Fixed(usable, 1)
      << " GiB usable";
   const std::vector<std::string> fixes = FitFixes(r, usable);
@@ -735,7 +735,10 @@ class Candidates {
 std::optional<PlanCandidate> PartialRecompute(const PlanRequest& r, const Layout& l,
                                               const PlanCandidate& full, double usable) {
   const int64_t chunk = CeilDiv(CeilDiv(r.model.layers, l.pp), l.vpp);
-  if (l.recompute != Recompute::kFull || !full.fits || chunk < 2 || r.recompute_layers) {
+  // Pinned full recompute means every layer unless its layers are pinned too (--recompute full
+  // alone is what torchtitan, DeepSpeed and Accelerate run: every layer checkpointed).
+  if (l.recompute != Recompute::kFull || !full.fits || chunk < 2 || r.recompute_layers ||
+      r.recompute) {
     return std::nullopt;
   }
   Layout sel_layout = l;
@@ -779,7 +782,7 @@ Status DoesNotFitError(const PlanRequest& r, const PlanCandidate& smallest, doub
   if (Pinned(r)) {
     const std::vector<std::string> fixes = SettingFixes(r);
     return Status::Error(PinnedLabel(r) + ": does not fit: the smallest configuration (" +
-                         DescribeKnobs(smallest.layout) + ") needs " +
+                         DescribeKnobs(smallest.layout, r.model.layers) + ") needs " +
                          Fixed(smallest.memory.total_gib, 1) + " GiB per GPU, " + Fixed(usable, 1) +
                          " GiB usable on " + r.gpu.name +
                          (fixes.empty() ? "" : "; it plans with " + Join(fixes, " or with ")) +

@@ -660,6 +660,18 @@ TEST(PlanJob, RecomputesJustEnoughLayersInFull) {
   EXPECT_TRUE(every.fits);
   EXPECT_GT(every.step_time_s, plan->chosen.step_time_s);
   EXPECT_LT(every.memory.activations_gib, plan->chosen.memory.activations_gib);
+  // Pinned full recompute (--recompute full) means every layer, as the frameworks without
+  // Megatron's block method run it; the layers pinned too, those.
+  r.recompute = Recompute::kFull;
+  auto full = PlanJob(r);
+  ASSERT_TRUE(full.ok()) << full.message();
+  EXPECT_EQ(full->chosen.layout.recompute_layers, 0);
+  EXPECT_NE(PlanToText(*full).find(", full recompute, "), std::string::npos);
+  r.recompute_layers = l.recompute_layers;
+  r.vpp = l.vpp;
+  auto block = PlanJob(r);
+  ASSERT_TRUE(block.ok()) << block.message();
+  EXPECT_EQ(block->chosen.layout.recompute_layers, l.recompute_layers);
 }
 
 TEST(PlanJob, SuggestsABiggerGpuWhenOneWouldDo) {
