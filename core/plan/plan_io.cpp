@@ -762,7 +762,8 @@ std::string LayoutText(const Layout& x, int64_t layers) {
                   (x.ep > 1 ? " ep=" + std::to_string(x.ep) : std::string()) +
                   " pp=" + std::to_string(x.pp) + " dp=" + std::to_string(x.dp) +
                   ", micro-batch " + std::to_string(x.micro_batch) + " x " +
-                  std::to_string(x.grad_accum) + " accumulation steps, " + RecomputePhrase(x, layers);
+                  std::to_string(x.grad_accum) + " accumulation steps, " +
+                  RecomputePhrase(x, layers);
   if (x.vpp > 1) s += ", interleaved x" + std::to_string(x.vpp);
   if (x.optimizer_sharding) s += ", distributed optimizer";
   if (x.fsdp()) s += ", " + FsdpPhrase(x);

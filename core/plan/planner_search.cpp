@@ -456,8 +456,8 @@ std::string WithoutPins(const PlanRequest& r) {
   const PlanRequest q = Unpinned(r);
   auto free = Search(q, false);
   if (free.ok()) {
-    return "; without the pins it plans: " + DescribeKnobs(free->chosen.layout, r.model.layers) + " (" +
-           Fixed(free->chosen.memory.total_gib, 1) + " GiB per GPU)";
+    return "; without the pins it plans: " + DescribeKnobs(free->chosen.layout, r.model.layers) +
+           " (" + Fixed(free->chosen.memory.total_gib, 1) + " GiB per GPU)";
   }
   const std::vector<std::string> fixes = FitFixes(q, q.gpu.mem_gib * (1.0 - q.headroom_fraction));
   return "; nothing plans without the pins either" +
