@@ -100,10 +100,14 @@ po::options_description PlanOptions() {
       "dp", po::value<std::string>(), "pin the data-parallel size")(
       "micro-batch", po::value<std::string>(), "pin the micro-batch size")(
       "vpp", po::value<std::string>(), "pin the interleaving factor (1 = none)")(
-      "recompute", po::value<std::string>(), "pin recompute: none, selective, full")(
+      "recompute", po::value<std::string>(),
+      "pin recompute: none, selective, full (every layer, unless --recompute-layers)")(
       "recompute-layers", po::value<std::string>(),
       "pin layers per chunk recomputed in full (0 = all)")(
       "optimizer-sharding", po::value<std::string>(), "pin the distributed optimizer: on, off")(
+      "grad-reduce", po::value<std::string>(),
+      "pin the gradient precision: fp32, bf16 (default: fp32, or bf16 when no layout fits with "
+      "fp32)")(
       "fsdp", po::value<std::string>(),
       "FSDP (ZeRO-3): on (FSDP layouts only), off (none), or N (shard groups of N GPUs)")(
       "hsdp", po::value<std::string>(), "pin HSDP: S,R (shard groups of S GPUs, R replicas)")(
@@ -281,6 +285,14 @@ Status ReadPinnedKnobs(const po::variables_map& vm, PlanRequest* req) {
     } else {
       return Status::Error("--optimizer-sharding: invalid value '" + v + "' (on, off)");
     }
+  }
+  if (vm.count("grad-reduce")) {
+    auto g = ParseGradReduce(Str(vm, "grad-reduce"));
+    if (!g.ok()) {
+      return Status::Error("--grad-reduce: invalid value '" + Str(vm, "grad-reduce") +
+                           "' (fp32, bf16)");
+    }
+    req->grad_reduce = *g;
   }
   const std::string overlap = Str(vm, "tp-comm-overlap");
   if (overlap != "on" && overlap != "off") {

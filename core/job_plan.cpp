@@ -66,6 +66,7 @@ Result<PlanRequest> StepPlanRequest(const JobOptions& opts, int64_t gpus, int64_
   if (pin.fsdp) req.fsdp = true;
   if (pin.fsdp_shard) req.fsdp_shard = pin.fsdp_shard;
   if (pin.fsdp_replicate) req.fsdp_replicate = pin.fsdp_replicate;
+  if (auto g = ParseGradReduce(pin.grad_reduce); g.ok()) req.grad_reduce = *g;  // "" = searched
   if (pin.pinned()) req.pin_label = "--auto-parallel=" + pin.ToString();
   if (opts.fault_tolerance_step.value_or(false)) {
     if (Status st = PinWholeState(pin, &req); !st) return st;

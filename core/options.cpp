@@ -19,7 +19,7 @@ constexpr int64_t kMaxNodes = 100000;  // far above any cluster; Slurm's own nod
 
 const std::vector<OptionSpec> kOptions = {
     {OptionId::kAutoParallel, "auto-parallel",
-     "auto|tp=T,pp=P[,cp=C][,ep=E][,dp=D]|[tp=T,]fsdp[=N]|[tp=T,]hsdp=S,R",
+     "auto|tp=T,pp=P[,cp=C][,ep=E][,dp=D]|[tp=T,]fsdp[=N]|[tp=T,]hsdp=S,R[,grad_reduce=fp32|bf16]",
      "Plan tensor/pipeline/data parallelism for the job (auto) or pin sizes", true,
      "AUTOPAR_AUTO_PARALLEL"},
     {OptionId::kModel, "model", "PRESET|SIZE|FILE.json",
@@ -170,7 +170,7 @@ const OptionSpec& GetOptionSpec(OptionId id) {
 }
 
 std::string ParallelSpec::ToString() const {
-  if (!pinned()) return "auto";
+  if (!pinned() && grad_reduce.empty()) return "auto";
   std::vector<std::string> parts;
   if (tp) parts.push_back("tp=" + std::to_string(tp));
   if (cp) parts.push_back("cp=" + std::to_string(cp));
@@ -184,6 +184,7 @@ std::string ParallelSpec::ToString() const {
   } else if (fsdp) {
     parts.push_back("fsdp");
   }
+  if (!grad_reduce.empty()) parts.push_back("grad_reduce=" + grad_reduce);
   return Join(parts, ",");
 }
 
@@ -267,7 +268,8 @@ Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
   if (text.empty() || text == "auto") return spec;
   auto bad = [&](const std::string& why) {
     return Bad(OptionId::kAutoParallel,
-               why + " (expected auto, tp=T,pp=P[,cp=C][,ep=E][,dp=D], fsdp[=N] or hsdp=S,R)");
+               why + " (expected auto, tp=T,pp=P[,cp=C][,ep=E][,dp=D], fsdp[=N] or hsdp=S,R, "
+                     "each with [,grad_reduce=fp32|bf16])");
   };
   const std::vector<std::string> items = Split(text, ',');
   for (size_t i = 0; i < items.size(); ++i) {
@@ -280,6 +282,15 @@ Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos) return bad("'" + item + "' is not KEY=VALUE");
     const std::string key = item.substr(0, eq);
+    if (key == "grad_reduce") {
+      const std::string value = item.substr(eq + 1);
+      if (!spec.grad_reduce.empty()) return bad("'grad_reduce' given twice");
+      if (value != "fp32" && value != "bf16") {
+        return bad("grad_reduce must be fp32 or bf16, got '" + value + "'");
+      }
+      spec.grad_reduce = value;
+      continue;
+    }
     auto v = ParseInt(item.substr(eq + 1), 1, 65536);
     if (!v) return bad(key + " must be an integer in [1, 65536], got '" + item.substr(eq + 1) + "'");
     int64_t* slot = key == "tp"   ? &spec.tp

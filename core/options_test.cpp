@@ -88,6 +88,9 @@ TEST(Options, RefusesBadValuesNamingTheOption) {
       {OptionId::kAutoParallel, "hsdp=8", "--auto-parallel: hsdp=S,R needs R"},
       {OptionId::kAutoParallel, "fsdp,hsdp=8,2", "FSDP given twice"},
       {OptionId::kAutoParallel, "fsdp,pp=2", "FSDP is planned without pipeline"},
+      {OptionId::kAutoParallel, "grad_reduce=fp16",
+       "--auto-parallel: grad_reduce must be fp32 or bf16, got 'fp16'"},
+      {OptionId::kAutoParallel, "grad_reduce=bf16,grad_reduce=fp32", "'grad_reduce' given twice"},
       {OptionId::kModel, "banana", "--model: unknown model 'banana'"},
       {OptionId::kModel, "", "--model: needs a value"},
       {OptionId::kGpuType, "tpu-v5", "--gpu-type"},
@@ -419,6 +422,19 @@ TEST(ParallelSpec, ToStringAndParse) {
   EXPECT_EQ(ParseParallelSpec("ep=8,tp=1,pp=4")->ToString(), "tp=1,ep=8,pp=4");
   EXPECT_FALSE(ParseParallelSpec("cp=0").ok());
   EXPECT_EQ(ParseParallelSpec("dp=8")->ToString(), "dp=8");
+}
+
+TEST(ParallelSpec, GradientPrecisionRoundTrips) {
+  // The precision alone pins no layout; with sizes it follows them.
+  for (const char* text : {"grad_reduce=bf16", "grad_reduce=fp32",
+                           "tp=8,cp=2,pp=8,grad_reduce=bf16", "tp=2,fsdp=8,grad_reduce=bf16"}) {
+    auto spec = ParseParallelSpec(text);
+    ASSERT_TRUE(spec.ok()) << text << ": " << spec.message();
+    EXPECT_EQ(spec->ToString(), text);
+    EXPECT_EQ(*ParseParallelSpec(spec->ToString()), *spec) << text;
+  }
+  EXPECT_FALSE(ParseParallelSpec("grad_reduce=bf16")->pinned());
+  EXPECT_EQ(ParseParallelSpec("grad_reduce=bf16,pp=2")->ToString(), "pp=2,grad_reduce=bf16");
 }
 
 }  // namespace

@@ -54,6 +54,7 @@ Json::Value CandidateToJson(const PlanCandidate& c) {
   v["recompute"] = RecomputeName(l.recompute);
   v["recompute_layers"] = Json::Int64(l.recompute_layers);
   v["optimizer_sharding"] = l.optimizer_sharding;
+  v["grad_reduce"] = GradReduceName(l.grad_reduce);
   v["sequence_parallel"] = l.sequence_parallel;
   v["fsdp_shard"] = Json::Int64(l.fsdp_shard);
   v["fsdp_replicate"] = Json::Int64(l.fsdp_replicate());
@@ -147,6 +148,15 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
   }
   l.recompute_layers = r.Int(v, path, "recompute_layers");
   l.optimizer_sharding = r.Bool(v, path, "optimizer_sharding");
+  // Plans written before the gradient precision was a choice reduced in fp32.
+  if (v.isMember("grad_reduce")) {
+    auto g = ParseGradReduce(r.Str(v, path, "grad_reduce"));
+    if (g.ok()) {
+      l.grad_reduce = *g;
+    } else if (error->empty()) {
+      *error = "plan JSON: '" + path + "grad_reduce': " + g.message();
+    }
+  }
   l.sequence_parallel = r.Bool(v, path, "sequence_parallel");
   // Plans written before FSDP was modelled have no shard group (0: not FSDP); the replicas follow
   // from dp and are checked below.
@@ -225,6 +235,7 @@ std::string PlanToJson(const Plan& plan, bool with_alternatives) {
   v["mem_usable_gib"] = plan.mem_usable_gib;
   v["mem_headroom"] = plan.mem_headroom;
   v["tp_comm_overlap"] = plan.tp_comm_overlap;
+  if (plan.grad_reduce_fallback) v["grad_reduce_fallback"] = true;
   v["candidates_evaluated"] = Json::Int64(plan.candidates_evaluated);
   if (plan.calibration) {
     v["calibration"]["factor"] = plan.calibration->factor;
@@ -292,6 +303,8 @@ Result<Plan> PlanFromJson(const std::string& json) {
   plan.mem_usable_gib = r.Num(root, "", "mem_usable_gib");
   // Plans written before the overlap was modelled had none.
   plan.tp_comm_overlap = root.isMember("tp_comm_overlap") && r.Bool(root, "", "tp_comm_overlap");
+  plan.grad_reduce_fallback =
+      root.isMember("grad_reduce_fallback") && r.Bool(root, "", "grad_reduce_fallback");
   // Plans written before the headroom was a setting kept 10% free.
   plan.mem_headroom = root.isMember("mem_headroom") ? r.Num(root, "", "mem_headroom") : 0.10;
   plan.candidates_evaluated = r.Int(root, "", "candidates_evaluated");
@@ -397,7 +410,11 @@ std::string MegatronArgs(const Plan& plan) {
     os << " --use-distributed-optimizer --overlap-param-gather";
   }
   if (l.dp > 1) os << " --overlap-grad-reduce";
-  os << " --bf16";
+  // The gradient precision the memory and time model counted (with --bf16 Megatron accumulates
+  // and reduces in fp32 unless told --grad-reduce-in-bf16).
+  os << " --bf16"
+     << (l.grad_reduce == GradReduce::kBf16 ? " --grad-reduce-in-bf16"
+                                            : " --accumulate-allreduce-grads-in-fp32");
   return os.str();
 }
 
@@ -420,10 +437,12 @@ std::string DeepSpeedConfigJson(const Plan& plan) {
   Json::Value bf16(Json::objectValue);
   bf16["enabled"] = true;
   v["bf16"] = bf16;
-  // Gradients accumulated and reduced in fp32, as the planner counts them (DeepSpeed's default
+  // Gradients accumulated and reduced in the precision the planner counts (DeepSpeed's default
   // accumulates in the model's bf16).
-  v["data_types"]["grad_accum_dtype"] = "fp32";
-  v["communication_data_type"] = "fp32";
+  v["data_types"]["grad_accum_dtype"] = GradReduceName(l.grad_reduce);
+  v["communication_data_type"] = GradReduceName(l.grad_reduce);
+  // Which layers are checkpointed is the program's choice (deepspeed.checkpointing wraps what it
+  // is given): AUTOPAR_RECOMPUTE_LAYERS says how many per chunk the plan recomputes in full.
   if (l.recompute == Recompute::kFull) {
     Json::Value ac(Json::objectValue);
     ac["partition_activations"] = l.tp > 1;
@@ -469,10 +488,12 @@ Json::Value TorchtitanJson(const Plan& plan) {
       Json::Int64(l.pp > 1 ? l.micro_batch * l.grad_accum : l.micro_batch);
   v["training"]["global_batch_size"] = Json::Int64(plan.global_batch);
   v["training"]["seq_len"] = Json::Int64(plan.seq_len);
-  if (l.fsdp()) {
-    // bf16 gathers, fp32 reduce-scatters: what the time and memory model count.
+  if (!ddp && l.dp > 1) {
+    // bf16 gathers, reduce-scatters in the planned precision (torchtitan applies both only when
+    // data_parallel_shard_degree > 1; under DDP it reduces fp32 gradients, TorchtitanArgs says).
     v["training"]["mixed_precision_param"] = "bfloat16";
-    v["training"]["mixed_precision_reduce"] = "float32";
+    v["training"]["mixed_precision_reduce"] =
+        l.grad_reduce == GradReduce::kBf16 ? "bfloat16" : "float32";
   }
   v["activation_checkpoint"]["mode"] = RecomputeName(l.recompute);
   if (l.recompute == Recompute::kSelective) v["activation_checkpoint"]["selective_ac_option"] = "op";
@@ -511,6 +532,17 @@ Json::Value AccelerateJson(const Plan& plan) {
   return v;
 }
 
+// Full recompute of only some layers (Megatron's --recompute-method block) where a framework's
+// key checkpoints every layer (torchtitan's activation_checkpoint.mode full, Accelerate's
+// fsdp_activation_checkpointing): what that key runs, and how to plan what it runs. "" otherwise.
+std::string PartialRecomputeNote(const Plan& plan, const char* key) {
+  const Layout& l = plan.chosen.layout;
+  if (l.recompute != Recompute::kFull || l.recompute_layers <= 0) return "";
+  return std::string(" (") + key + " recomputes every layer; the plan, " +
+         RecomputePhrase(l, plan.layers) + ", is predicted faster than that: plan with " +
+         "--recompute full for what it runs)";
+}
+
 std::string Scalar(const Json::Value& v) {
   if (v.isString()) return v.asString();
   if (v.isBool()) return v.asBool() ? "true" : "false";
@@ -528,7 +560,12 @@ std::string TorchtitanArgs(const Plan& plan) {
              Scalar(v[section][key]);
     }
   }
-  return out;
+  const Layout& l = plan.chosen.layout;
+  if (l.grad_reduce == GradReduce::kBf16 && l.dp > 1 &&
+      v["parallelism"]["data_parallel_shard_degree"].asInt64() == 1) {
+    out += " (no key for bf16 gradient reduction under DDP: torchtitan reduces fp32 gradients)";
+  }
+  return out + PartialRecomputeNote(plan, "activation_checkpoint.mode full");
 }
 
 std::string AccelerateConfig(const Plan& plan) {
@@ -550,7 +587,19 @@ std::string AccelerateConfig(const Plan& plan) {
     if (l.recompute == Recompute::kSelective) {
       out += " (no key for selective recompute: apply it in the training script)";
     }
+    out += PartialRecomputeNote(plan, "fsdp_activation_checkpointing");
+    // Its FSDP plugin derives the reduce dtype from mixed_precision (bf16) and has no key for it
+    // (accelerate's FullyShardedDataParallelPlugin.set_mixed_precision).
+    if (l.grad_reduce == GradReduce::kFp32) {
+      out += " (no key for fp32 gradient reduction: mixed_precision bf16 reduces in bf16; pass "
+             "FullyShardedDataParallelPlugin(mixed_precision_policy={reduce_dtype: float32}) in "
+             "the training script)";
+    }
     return out;
+  }
+  if (l.grad_reduce == GradReduce::kBf16) {
+    out += " (no key for bf16 gradient reduction: pass --grad-reduce-in-bf16 with the Megatron-LM "
+           "arguments)";
   }
   if (l.cp > 1 || l.ep > 1 || l.recompute == Recompute::kFull) {
     out += " (no key for " + std::string(l.cp > 1 ? "context parallelism" : "") +
@@ -578,6 +627,7 @@ std::vector<std::pair<std::string, std::string>> PlanTaskEnv(const Plan& plan, i
       {"AUTOPAR_RECOMPUTE", RecomputeName(l.recompute)},
       {"AUTOPAR_RECOMPUTE_LAYERS", std::to_string(l.recompute_layers)},
       {"AUTOPAR_OPTIMIZER_SHARDING", l.optimizer_sharding ? "1" : "0"},
+      {"AUTOPAR_GRAD_REDUCE", GradReduceName(l.grad_reduce)},
       {"AUTOPAR_VPP", std::to_string(l.vpp)},
       {"AUTOPAR_FSDP_SHARD", std::to_string(l.fsdp_shard)},
       {"AUTOPAR_FSDP_REPLICATE", std::to_string(l.fsdp_replicate())},
@@ -656,7 +706,8 @@ std::string FsdpLine(const Plan& plan) {
          ": weights, gradients and optimizer states sharded over groups of " +
          std::to_string(l.fsdp_shard) + " GPUs" + replicas +
          "; per micro-batch every layer all-gathered in bf16 before its forward and its backward "
-         "and its gradients reduce-scattered in fp32, behind the compute but the first gather and "
+         "and its gradients reduce-scattered in " + GradReduceName(l.grad_reduce) +
+         ", behind the compute but the first gather and "
          "the last reduce-scatter (two layers and the embedding/output gathered at a time: "
          "transient)\n";
 }
@@ -705,25 +756,37 @@ std::string AbovePublishedText(const Plan& plan) {
 
 namespace {
 // "tp=4 pp=4 dp=4, micro-batch 1 x 128 accumulation steps, selective recompute, ...".
-std::string LayoutText(const Layout& x) {
+std::string LayoutText(const Layout& x, int64_t layers) {
   std::string s = "tp=" + std::to_string(x.tp) +
                   (x.cp > 1 ? " cp=" + std::to_string(x.cp) : std::string()) +
                   (x.ep > 1 ? " ep=" + std::to_string(x.ep) : std::string()) +
                   " pp=" + std::to_string(x.pp) + " dp=" + std::to_string(x.dp) +
                   ", micro-batch " + std::to_string(x.micro_batch) + " x " +
-                  std::to_string(x.grad_accum) + " accumulation steps, " + RecomputePhrase(x);
+                  std::to_string(x.grad_accum) + " accumulation steps, " +
+                  RecomputePhrase(x, layers);
   if (x.vpp > 1) s += ", interleaved x" + std::to_string(x.vpp);
   if (x.optimizer_sharding) s += ", distributed optimizer";
   if (x.fsdp()) s += ", " + FsdpPhrase(x);
   if (x.sequence_parallel) s += ", sequence parallel";
+  if (x.grad_reduce == GradReduce::kBf16) s += ", bf16 gradient reduction";
   return s;
+}
+
+// "gradients:   accumulated and reduced in bf16 ...\n" when the plan reduces in bf16, else "".
+std::string GradReduceLine(const Plan& plan) {
+  if (plan.chosen.layout.grad_reduce != GradReduce::kBf16) return "";
+  return std::string("gradients:   accumulated and reduced in bf16 (2 bytes per parameter, half "
+                     "the data-parallel bytes of fp32; it changes the numerics): ") +
+         (plan.grad_reduce_fallback
+              ? "no layout fits with fp32 (grad_reduce=fp32 refuses instead)\n"
+              : "as pinned\n");
 }
 }  // namespace
 
 std::string PlanToText(const Plan& plan) {
   const PlanCandidate& c = plan.chosen;
   const Layout& l = c.layout;
-  auto knobs = LayoutText;
+  auto knobs = [&](const Layout& x) { return LayoutText(x, plan.layers); };
   std::ostringstream os;
   const std::string size =
       plan.params >= 1e9 ? FormatFixed(plan.params / 1e9, 2) + "B" : FormatFixed(plan.params / 1e6, 1) + "M";
@@ -738,7 +801,8 @@ std::string PlanToText(const Plan& plan) {
      << " + optimizer " << FormatFixed(c.memory.optimizer_gib, 1) << " + activations "
      << FormatFixed(c.memory.activations_gib, 1) << " + transient "
      << FormatFixed(c.memory.transient_gib, 1) << "\n"
-     << HeadroomLine(plan) << FsdpLine(plan) << "step time:   " << FormatFixed(c.step_time_s, 3)
+     << HeadroomLine(plan) << GradReduceLine(plan) << FsdpLine(plan)
+     << "step time:   " << FormatFixed(c.step_time_s, 3)
      << " s = compute " << FormatFixed(c.time.compute_s, 3) << " + element-wise "
      << FormatFixed(c.time.elementwise_s, 3) << " + recompute "
      << FormatFixed(c.time.recompute_s, 3) << " + TP comm " << FormatFixed(c.time.tp_comm_s, 3)

@@ -203,6 +203,7 @@ TEST(PlanTaskEnv, HasEveryVariable) {
       {"AUTOPAR_SEQ_LEN", "2048"},
       {"AUTOPAR_RECOMPUTE", "full"},
       {"AUTOPAR_OPTIMIZER_SHARDING", "1"},
+      {"AUTOPAR_GRAD_REDUCE", "fp32"},
       {"AUTOPAR_RECOMPUTE_LAYERS", "0"},
       {"AUTOPAR_VPP", "3"},
       {"AUTOPAR_FSDP_SHARD", "0"},
@@ -232,15 +233,17 @@ TEST(MegatronArgs, Flags) {
        "selective "
        "--num-layers-per-virtual-pipeline-stage 12 --use-distributed-optimizer "
        "--overlap-param-gather "
-       "--overlap-grad-reduce --bf16"},
+       "--overlap-grad-reduce --bf16 --accumulate-allreduce-grads-in-fp32"},
       {FixedPlan(1, 1, 8, Recompute::kFull, false, 1),
        "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 2 "
        "--global-batch-size 1536 --seq-length 2048 --recompute-granularity full --recompute-method "
        "uniform "
-       "--recompute-num-layers 1 --overlap-grad-reduce --bf16"},
+       "--recompute-num-layers 1 --overlap-grad-reduce --bf16 "
+       "--accumulate-allreduce-grads-in-fp32"},
       {FixedPlan(2, 1, 1, Recompute::kNone, false, 1),
        "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 --micro-batch-size 2 "
-       "--global-batch-size 1536 --seq-length 2048 --sequence-parallel --bf16"},
+       "--global-batch-size 1536 --seq-length 2048 --sequence-parallel --bf16 "
+       "--accumulate-allreduce-grads-in-fp32"},
   };
   for (const auto& c : cases) EXPECT_EQ(MegatronArgs(c.plan), c.expected);
   Plan block = FixedPlan(8, 16, 1, Recompute::kFull, false, 1);
@@ -339,9 +342,91 @@ TEST(PlanToText, SaysRecomputeAndLayersInWords) {
   p.chosen.layout.recompute = Recompute::kFull;
   p.chosen.layout.recompute_layers = 1;
   text = PlanToText(p);
-  EXPECT_NE(text.find("full recompute of 1 layer per chunk"), std::string::npos) << text;
+  // Of the model's 96 layers (one chunk without a pipeline), and of each chunk's with one.
+  EXPECT_NE(text.find("full recompute of 1 of 96 layers, "), std::string::npos) << text;
   p.chosen.layout.recompute_layers = 3;
-  EXPECT_NE(PlanToText(p).find("full recompute of 3 layers per chunk"), std::string::npos);
+  EXPECT_NE(PlanToText(p).find("full recompute of 3 of 96 layers"), std::string::npos);
+  Plan piped = FixedPlan(8, 4, 4, Recompute::kFull, true, 2);
+  piped.chosen.layout.recompute_layers = 5;
+  EXPECT_NE(PlanToText(piped).find("full recompute of 5 of 12 layers per chunk"),
+            std::string::npos)
+      << PlanToText(piped);
+}
+
+// Frameworks whose key checkpoints every layer say so for a plan that recomputes only some.
+TEST(FrameworkArguments, SayWhatPartialFullRecomputeRuns) {
+  Plan p = FixedPlan(2, 1, 8, Recompute::kFull, true, 1);
+  EXPECT_EQ(TorchtitanArgs(p).find("recomputes every layer"), std::string::npos);
+  p.chosen.layout.recompute_layers = 5;
+  EXPECT_NE(TorchtitanArgs(p).find("(activation_checkpoint.mode full recomputes every layer; the "
+                                   "plan, full recompute of 5 of 96 layers, is predicted faster "
+                                   "than that: plan with --recompute full for what it runs)"),
+            std::string::npos)
+      << TorchtitanArgs(p);
+  // Megatron-LM runs it as planned.
+  EXPECT_NE(MegatronArgs(p).find("--recompute-method block --recompute-num-layers 5"),
+            std::string::npos);
+  p.chosen.layout.fsdp_shard = 8;
+  p.chosen.layout.optimizer_sharding = false;
+  EXPECT_NE(AccelerateConfig(p).find("(fsdp_activation_checkpointing recomputes every layer"),
+            std::string::npos)
+      << AccelerateConfig(p);
+}
+
+// The gradient precision reaches every framework's arguments, the text, the JSON and the tasks.
+TEST(FrameworkArguments, SayTheGradientPrecision) {
+  for (GradReduce g : {GradReduce::kFp32, GradReduce::kBf16}) {
+    const bool bf16 = g == GradReduce::kBf16;
+    Plan p = FixedPlan(2, 1, 8, Recompute::kSelective, true, 1);
+    p.chosen.layout.grad_reduce = g;
+    const std::string megatron = MegatronArgs(p);
+    // Megatron-LM: --bf16 accumulates and reduces in fp32 unless told --grad-reduce-in-bf16.
+    EXPECT_NE(megatron.find(bf16 ? " --bf16 --grad-reduce-in-bf16"
+                                 : " --bf16 --accumulate-allreduce-grads-in-fp32"),
+              std::string::npos)
+        << megatron;
+    const Json::Value ds = Parse(DeepSpeedConfigJson(p));
+    EXPECT_EQ(ds["data_types"]["grad_accum_dtype"].asString(), GradReduceName(g));
+    EXPECT_EQ(ds["communication_data_type"].asString(), GradReduceName(g));
+    // torchtitan's FSDP over the 8 data-parallel ranks reduces in mixed_precision_reduce.
+    EXPECT_NE(TorchtitanArgs(p).find(std::string("--training.mixed_precision_reduce ") +
+                                     (bf16 ? "bfloat16" : "float32")),
+              std::string::npos)
+        << TorchtitanArgs(p);
+    // Accelerate's Megatron-LM plugin has no key for it: the line says so with bf16.
+    EXPECT_EQ(AccelerateConfig(p).find("no key for bf16 gradient reduction") != std::string::npos,
+              bf16)
+        << AccelerateConfig(p);
+    EXPECT_EQ(PlanToText(p).find("gradients:   accumulated and reduced in bf16") !=
+                  std::string::npos,
+              bf16);
+    EXPECT_EQ(Parse(PlanToJson(p))["grad_reduce"].asString(), GradReduceName(g));
+    auto read = PlanFromJson(PlanToJson(p, false));
+    ASSERT_TRUE(read.ok()) << read.message();
+    EXPECT_EQ(read->chosen.layout.grad_reduce, g);
+    std::map<std::string, std::string> env;
+    for (const auto& [k, v] : PlanTaskEnv(p, 0)) env[k] = v;
+    EXPECT_EQ(env["AUTOPAR_GRAD_REDUCE"], GradReduceName(g));
+  }
+  // Under DDP torchtitan has no reduce precision: the line says so rather than pretend.
+  Plan ddp = FixedPlan(1, 1, 8, Recompute::kNone, false, 1);
+  ddp.chosen.layout.grad_reduce = GradReduce::kBf16;
+  EXPECT_NE(TorchtitanArgs(ddp).find("no key for bf16 gradient reduction under DDP"),
+            std::string::npos)
+      << TorchtitanArgs(ddp);
+  // Accelerate's FSDP plugin reduces in bf16 with mixed_precision bf16: an fp32 plan says so.
+  Plan fsdp = FixedPlan(1, 1, 8, Recompute::kNone, false, 1);
+  fsdp.chosen.layout.fsdp_shard = 8;
+  EXPECT_NE(AccelerateConfig(fsdp).find("no key for fp32 gradient reduction"), std::string::npos)
+      << AccelerateConfig(fsdp);
+  fsdp.chosen.layout.grad_reduce = GradReduce::kBf16;
+  EXPECT_EQ(AccelerateConfig(fsdp).find("gradient reduction"), std::string::npos);
+  // A plan written before the precision was a choice reduced in fp32.
+  Json::Value old = Parse(PlanToJson(SamplePlan(), false));
+  old.removeMember("grad_reduce");
+  auto read = PlanFromJson(Json::FastWriter().write(old));
+  ASSERT_TRUE(read.ok()) << read.message();
+  EXPECT_EQ(read->chosen.layout.grad_reduce, GradReduce::kFp32);
 }
 
 TEST(PlanToText, SaysTheHeadroom) {

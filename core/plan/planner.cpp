@@ -14,17 +14,13 @@ using planner_detail::D;
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-// Bytes per parameter of the bf16 weights and of the gradients. The gradients are fp32: Megatron-LM
-// with --bf16 accumulates and reduces them in fp32 main-grad buffers (its distributed optimizer
-// guide: 18 bytes per parameter, 6 + 12/d with the optimizer sharded), and the DeepSpeed config
-// asks for the same (data_types.grad_accum_dtype fp32, plan_io.cpp).
+// Bytes per parameter of the bf16 weights.
 constexpr double kWeightBytes = 2.0;
-constexpr double kGradBytes = 4.0;
 // NCCL reaches about this fraction of a link's bandwidth in large collectives (nccl-tests "busbw").
 constexpr double kLinkEfficiency = 0.8;
-// Optimizer step traffic per parameter of the local shard: read+write fp32 master, momentum and
-// variance (24), read the fp32 main grad (4), write the bf16 weight (2).
-constexpr double kOptimizerBytesPerParam = 30.0;
+// Optimizer step traffic per parameter of the local shard beside reading its main grad:
+// read+write fp32 master, momentum and variance (24), write the bf16 weight (2).
+constexpr double kOptimizerBytesPerParam = 26.0;
 // GEMM efficiency falls for narrow per-GPU matrices and few tokens per micro-batch:
 // eff = base * w/(w + kWidthHalf) * n/(n + kTokensHalf), w = h/t, n = b*s (docs/planner.md).
 constexpr double kWidthHalf = 480.0;
@@ -64,6 +60,12 @@ constexpr double kUnfusedScoreBytesBackwardNoDropout = 6.0;
 
 // Matmul weights of one layer a token passes through (no norms/biases): what the layer's GEMMs
 // multiply it by (a mixture of experts: its k routed and the shared experts, and the router).
+// Bytes per parameter of the main gradients: fp32 as Megatron-LM with --bf16 accumulates and
+// reduces them unless told --grad-reduce-in-bf16 (its distributed optimizer guide: 18 bytes per
+// parameter, 6 + 12/d with the optimizer sharded; 16 and 4 + 12/d with bf16 gradients); the
+// emitted arguments ask every framework for the same precision (plan_io.cpp).
+double GradBytes(GradReduce g) { return g == GradReduce::kBf16 ? 2.0 : 4.0; }
+
 double MatmulWeightsPerLayer(const ModelArch& m) {
   const double h = D(m.hidden);
   const double kv_width = D(m.kv_heads * m.head_dim());
@@ -119,14 +121,21 @@ const char* RecomputeName(Recompute r) {
   return "none";
 }
 
-std::string RecomputePhrase(const Layout& l) {
+std::string RecomputePhrase(const Layout& l, int64_t layers) {
   if (l.recompute == Recompute::kNone) return "no recompute";
   std::string out = std::string(RecomputeName(l.recompute)) + " recompute";
-  if (l.recompute == Recompute::kFull && l.recompute_layers > 0) {
-    out += " of " + std::to_string(l.recompute_layers) +
-           (l.recompute_layers == 1 ? " layer" : " layers") + " per chunk";
+  if (l.recompute != Recompute::kFull || l.recompute_layers <= 0) return out;
+  const int64_t k = l.recompute_layers;
+  if (layers <= 0) {
+    return out + " of " + std::to_string(k) + (k == 1 ? " layer" : " layers") + " per chunk";
   }
-  return out;
+  // Of the largest chunk's layers, as the model costs it (SplitRecompute).
+  const std::vector<int64_t> stages = StageLayerCounts(layers, l.pp, l.vpp);
+  const int64_t stage = stages.empty() ? CeilDiv(layers, l.pp)
+                                       : *std::max_element(stages.begin(), stages.end());
+  const int64_t chunk = CeilDiv(stage, std::max<int64_t>(1, l.vpp));
+  return out + " of " + std::to_string(k) + " of " + std::to_string(chunk) + " layers" +
+         (l.pp * l.vpp > 1 ? " per chunk" : "");
 }
 
 std::string FsdpPhrase(const Layout& l) {
@@ -137,6 +146,14 @@ std::string FsdpPhrase(const Layout& l) {
   return "FSDP over " + std::to_string(l.fsdp_shard);
 }
 
+const char* GradReduceName(GradReduce g) { return g == GradReduce::kBf16 ? "bf16" : "fp32"; }
+
+Result<GradReduce> ParseGradReduce(const std::string& name) {
+  if (name == "fp32") return GradReduce::kFp32;
+  if (name == "bf16") return GradReduce::kBf16;
+  return Status::Error("grad_reduce: unknown value '" + name + "' (fp32, bf16)");
+}
+
 Result<Recompute> ParseRecompute(const std::string& name) {
   if (name == "none") return Recompute::kNone;
   if (name == "selective") return Recompute::kSelective;
@@ -144,16 +161,15 @@ Result<Recompute> ParseRecompute(const std::string& name) {
   return Status::Error("recompute: unknown value '" + name + "' (none, selective, full)");
 }
 
-double ModelStateBytesPerParam(bool optimizer_sharding, int64_t dp) {
-  // 2 bf16 weights + 4 fp32 main grads (what Megatron's --bf16 accumulates and reduces in unless
-  // told --grad-reduce-in-bf16) + 12 fp32 (master weights, Adam momentum, Adam variance).
+double ModelStateBytesPerParam(bool optimizer_sharding, int64_t dp, GradReduce grads) {
+  // 2 bf16 weights + the main grads + 12 fp32 (master weights, Adam momentum, Adam variance).
   const double optimizer = 12.0;
-  return kWeightBytes + kGradBytes +
+  return kWeightBytes + GradBytes(grads) +
          (optimizer_sharding && dp > 1 ? optimizer / D(dp) : optimizer);
 }
 
-double FsdpStateBytesPerParam(int64_t shard) {
-  return (kWeightBytes + kGradBytes + 12.0) / D(std::max<int64_t>(1, shard));
+double FsdpStateBytesPerParam(int64_t shard, GradReduce grads) {
+  return (kWeightBytes + GradBytes(grads) + 12.0) / D(std::max<int64_t>(1, shard));
 }
 
 double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micro_batch, int64_t tp,
@@ -365,14 +381,14 @@ struct StateBytes {
 StateBytes StateBytesPerParam(const Layout& l, const LayoutShape& sh) {
   StateBytes out;
   if (l.fsdp()) {  // dense only (ep = 1): every state sharded over the shard group
-    out.dense = out.experts = FsdpStateBytesPerParam(l.fsdp_shard);
+    out.dense = out.experts = FsdpStateBytesPerParam(l.fsdp_shard, l.grad_reduce);
     return out;
   }
   // Gradients are reduced, and the distributed optimizer shards, over the d*c ranks that hold
   // the same weights (Megatron's data-parallel group with context parallelism).
-  out.dense = ModelStateBytesPerParam(l.optimizer_sharding, sh.d * sh.cx);
+  out.dense = ModelStateBytesPerParam(l.optimizer_sharding, sh.d * sh.cx, l.grad_reduce);
   // Expert weights are shared by the d*c/ep ranks that hold the same experts.
-  out.experts = ModelStateBytesPerParam(l.optimizer_sharding, sh.d * sh.cx / sh.ep);
+  out.experts = ModelStateBytesPerParam(l.optimizer_sharding, sh.d * sh.cx / sh.ep, l.grad_reduce);
   return out;
 }
 
@@ -394,11 +410,12 @@ FsdpUnits FsdpUnitsOf(const ModelArch& m, int64_t t) {
 
 // FSDP's working set beyond the shards: two layers gathered in bf16 at a time (the one running
 // and the one prefetched), the root unit gathered from the first forward to the last backward,
-// and in the backward pass one unit's gradients unsharded, in bf16 and as the fp32 copy its
-// reduce-scatter sends.
-double FsdpGatheredBytes(const ModelArch& m, int64_t t) {
+// and in the backward pass one unit's gradients unsharded, in bf16 and, with fp32 reduction, as
+// the fp32 copy its reduce-scatter sends.
+double FsdpGatheredBytes(const ModelArch& m, int64_t t, GradReduce grads) {
   const FsdpUnits u = FsdpUnitsOf(m, t);
-  return kWeightBytes * (2 * u.layer + u.root) + (kWeightBytes + kGradBytes) * std::max(u.layer, u.root);
+  const double unsharded_grad = grads == GradReduce::kBf16 ? kWeightBytes : kWeightBytes + 4.0;
+  return kWeightBytes * (2 * u.layer + u.root) + unsharded_grad * std::max(u.layer, u.root);
 }
 
 // Fills `memory` with the most loaded stage's breakdown and returns that stage (its parameters
@@ -406,16 +423,18 @@ double FsdpGatheredBytes(const ModelArch& m, int64_t t) {
 StageMemory CostMemory(const PlanRequest& req, const Layout& l, const LayoutShape& sh,
                        MemoryBreakdown* memory) {
   PipelineEnds ends = CostPipelineEnds(req.model, l, sh);
-  if (l.fsdp()) ends.first.transient += FsdpGatheredBytes(req.model, sh.t);  // p = 1
+  if (l.fsdp()) ends.first.transient += FsdpGatheredBytes(req.model, sh.t, l.grad_reduce);
   const StateBytes state = StateBytesPerParam(l, sh);
   const StageMemory& worst =
       (sh.p == 1 || StageBytes(ends.first, state) >= StageBytes(ends.last, state)) ? ends.first
                                                                                    : ends.last;
   // Not sharded by the distributed optimizer; FSDP shards them too.
-  const double held = l.fsdp() ? (kWeightBytes + kGradBytes) / D(l.fsdp_shard) : kWeightBytes + kGradBytes;
-  const double per_held = held / (kWeightBytes + kGradBytes);
+  const double grad_bytes = GradBytes(l.grad_reduce);
+  const double held =
+      l.fsdp() ? (kWeightBytes + grad_bytes) / D(l.fsdp_shard) : kWeightBytes + grad_bytes;
+  const double per_held = held / (kWeightBytes + grad_bytes);
   memory->weights_gib = (worst.params + worst.experts) * kWeightBytes * per_held / kGiB;
-  memory->grads_gib = (worst.params + worst.experts) * kGradBytes * per_held / kGiB;
+  memory->grads_gib = (worst.params + worst.experts) * grad_bytes * per_held / kGiB;
   memory->optimizer_gib =
       (worst.params * (state.dense - held) + worst.experts * (state.experts - held)) / kGiB;
   memory->activations_gib = worst.activations / kGiB;
@@ -561,7 +580,7 @@ void ChargeHiddenComm(TimeBreakdown* time) {
 
 // FSDP (Zhao et al. 2023; torchtitan's FSDP2): per micro-batch, every unit's weights are
 // all-gathered in bf16 before its forward and again before its backward (they are freed after
-// the forward), and its gradients reduce-scattered in fp32 after its backward; HSDP then
+// the forward), and its gradients reduce-scattered (fp32 or bf16) after its backward; HSDP then
 // all-reduces the gradient shard over the replicas. Each collective runs behind the compute of
 // the unit before it (prefetch): only the first gather of the forward pass (the root unit) and
 // the last reduce-scatter of the backward pass (the root's) wait, and whatever does not fit in
@@ -579,9 +598,10 @@ void CostFsdp(const PlanRequest& req, const Layout& l, const LayoutShape& sh,
   const double rbw = replica_in_node ? g.nvlink_gbps : NetworkGbps(req, sh.t * shard);
   const double rlat = replica_in_node ? g.nvlink_latency_us : g.net_latency_us;
   auto gather = [&](double bytes) { return AllReduceSeconds(bytes, shard, bw, lat) / 2; };
+  const double grad_bytes = GradBytes(l.grad_reduce);
   auto reduce = [&](double params) {
-    return gather(kGradBytes * params) +
-           AllReduceSeconds(kGradBytes * params / D(shard), replicas, rbw, rlat);
+    return gather(grad_bytes * params) +
+           AllReduceSeconds(grad_bytes * params / D(shard), replicas, rbw, rlat);
   };
   const FsdpUnits u = FsdpUnitsOf(req.model, sh.t);
   const double layers = D(sh.layers_per_stage);
@@ -599,11 +619,12 @@ void CostFsdp(const PlanRequest& req, const Layout& l, const LayoutShape& sh,
   ChargeHiddenComm(time);
 }
 
-// Data parallelism: the fp32 gradients of this GPU's parameters, ring all-reduce; with the
-// distributed optimizer a reduce-scatter of the fp32 gradients and an all-gather of the updated
-// bf16 weights (each half an all-reduce of its bytes). The reduction overlaps with the backward
-// pass of the last micro-batch; the distributed optimizer's parameter all-gather overlaps with
-// the first forward pass (Megatron's --overlap-grad-reduce/--overlap-param-gather).
+// Data parallelism: the gradients of this GPU's parameters (fp32, or bf16 with bf16 reduction),
+// ring all-reduce; with the distributed optimizer a reduce-scatter of the gradients and an
+// all-gather of the updated bf16 weights (each half an all-reduce of its bytes). The reduction
+// overlaps with the backward pass of the last micro-batch; the distributed optimizer's parameter
+// all-gather overlaps with the first forward pass (Megatron's --overlap-grad-reduce and
+// --overlap-param-gather).
 void CostDataParallel(const PlanRequest& req, const Layout& l, const LayoutShape& sh,
                       const StageMemory& worst, const MicroBatchTimes& mbt, TimeBreakdown* time) {
   const int64_t d = sh.d, cx = sh.cx;
@@ -622,14 +643,15 @@ void CostDataParallel(const PlanRequest& req, const Layout& l, const LayoutShape
   };
   const double backward_window = (2.0 / 3.0) * (mbt.compute + mbt.elementwise) + mbt.recompute;
   const double forward_window = (1.0 / 3.0) * (mbt.compute + mbt.elementwise);
+  const double grad_bytes = GradBytes(l.grad_reduce);
   if (l.optimizer_sharding) {
-    const double reduce_scatter = all_reduce(kGradBytes) / 2;
+    const double reduce_scatter = all_reduce(grad_bytes) / 2;
     const double all_gather = all_reduce(kWeightBytes) / 2;
     time->dp_comm_s = reduce_scatter + all_gather;
     time->dp_comm_exposed_s = std::max(0.0, reduce_scatter - backward_window) +
                               std::max(0.0, all_gather - forward_window);
   } else {
-    time->dp_comm_s = all_reduce(kGradBytes);
+    time->dp_comm_s = all_reduce(grad_bytes);
     time->dp_comm_exposed_s = std::max(0.0, time->dp_comm_s - backward_window);
   }
   if (!req.dp_comm_overlap) time->dp_comm_exposed_s = time->dp_comm_s;
@@ -682,7 +704,8 @@ TimeBreakdown CostStep(const PlanRequest& req, const Layout& l, const LayoutShap
   const int64_t dense_split = l.fsdp() ? l.fsdp_shard : l.optimizer_sharding ? replicas : 1;
   const int64_t expert_split = l.fsdp() ? l.fsdp_shard : l.optimizer_sharding ? replicas / sh.ep : 1;
   const double shard = worst.params / D(dense_split) + worst.experts / D(expert_split);
-  time.optimizer_s = kOptimizerBytesPerParam * shard / (req.gpu.hbm_gbps * 1e9 * kLinkEfficiency);
+  time.optimizer_s = (kOptimizerBytesPerParam + GradBytes(l.grad_reduce)) * shard /
+                     (req.gpu.hbm_gbps * 1e9 * kLinkEfficiency);
   time.total_s = time.compute_s + time.elementwise_s + time.recompute_s + time.tp_comm_s +
                  time.cp_comm_s + time.ep_comm_s + time.bubble_s + time.p2p_s +
                  time.dp_comm_exposed_s + time.optimizer_s;

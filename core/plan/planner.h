@@ -39,6 +39,14 @@ enum class Recompute { kNone, kSelective, kFull };
 const char* RecomputeName(Recompute r);  // "none", "selective", "full"
 Result<Recompute> ParseRecompute(const std::string& name);
 
+// The precision the gradients are accumulated and data-parallel reduced in. fp32: Megatron-LM's
+// default with --bf16 (fp32 main-grad buffers, 4 bytes per parameter, reduced in fp32); bf16:
+// its --grad-reduce-in-bf16 (2 bytes, half the data-parallel bytes). bf16 changes the numerics,
+// so the search takes it only where no layout fits with fp32 (docs/planner.md, "Memory per GPU").
+enum class GradReduce { kFp32, kBf16 };
+const char* GradReduceName(GradReduce g);  // "fp32", "bf16"
+Result<GradReduce> ParseGradReduce(const std::string& name);
+
 // A site calibration of the time model (docs/planner.md, "Calibration"): a finished job on this
 // GPU type trained at `factor` times the MFU its plan predicted, so every predicted time of a plan
 // for it is divided by `factor` (as if every rate of the GPU type, FLOP/s and bandwidths alike,
@@ -90,6 +98,9 @@ struct PlanRequest {
   std::optional<Recompute> recompute;
   std::optional<int64_t> recompute_layers;  // with full recompute: layers per chunk (0 = all)
   std::optional<bool> optimizer_sharding;
+  // Pinned gradient precision (--auto-parallel=grad_reduce=, autopar plan --grad-reduce); unset:
+  // fp32, or bf16 when no layout fits with fp32.
+  std::optional<GradReduce> grad_reduce;
   // FSDP (ZeRO-3; PyTorch FSDP2, DeepSpeed ZeRO stage 3, Megatron-FSDP): weights, gradients and
   // optimizer states sharded over a shard group of the data-parallel ranks (Layout::fsdp_shard).
   // fsdp: true plans FSDP layouts only, false none; unset: both are searched.
@@ -148,6 +159,7 @@ struct Layout {
   // chunk's other layers use selective recompute. 0 = every layer.
   int64_t recompute_layers = 0;
   bool optimizer_sharding = false;  // distributed optimizer (ZeRO-1): optimizer states over d
+  GradReduce grad_reduce = GradReduce::kFp32;  // gradients accumulated and reduced in
   bool sequence_parallel = false;   // on whenever tp > 1 (Korthikanti et al. 2022)
   // FSDP (ZeRO-3): weights, gradients and optimizer states sharded over groups of fsdp_shard of
   // the d data-parallel ranks; d / fsdp_shard replicas of each shard (HSDP when more than one).
@@ -162,7 +174,7 @@ struct Layout {
 // Per-GPU memory on the most loaded pipeline stage, GiB.
 struct MemoryBreakdown {
   double weights_gib = 0;      // bf16 parameters (FSDP: their shard)
-  double grads_gib = 0;        // fp32 main gradients (Megatron's --bf16 default)
+  double grads_gib = 0;        // main gradients: fp32 (Megatron's --bf16 default) or bf16
   double optimizer_gib = 0;    // fp32 master weights + Adam moments (sharded over d if enabled)
   double activations_gib = 0;  // stored activations of all in-flight micro-batches
   double transient_gib = 0;    // logits / recompute working set / FSDP's gathered layers
@@ -231,6 +243,9 @@ struct Plan {
   double mem_usable_gib = 0;
   double mem_headroom = kDefaultMemoryHeadroom;  // the fraction of the GPU's memory kept free
   bool tp_comm_overlap = false;  // planned with Megatron's --tp-comm-overlap (PlanRequest)
+  // The chosen layout reduces its gradients in bf16 because no layout fits with fp32 (the
+  // precision was not pinned); its text says so.
+  bool grad_reduce_fallback = false;
   int64_t candidates_evaluated = 0;
   PlanCandidate chosen;
   std::vector<PlanCandidate> alternatives;  // ranked, best first
@@ -276,15 +291,16 @@ PlanCandidate EvaluateLayout(const PlanRequest& request, const Layout& layout);
 
 // --- the formulas (docs/planner.md), exposed for unit tests --------------------------------
 // Bytes of model state per parameter for mixed-precision Adam as Megatron-LM's --bf16 keeps it
-// (its distributed optimizer guide): 2 (bf16 weights) + 4 (fp32 main grads) + 12 (fp32 master,
-// momentum, variance) = 18; with the optimizer states sharded over d (ZeRO stage 1,
-// Rajbhandari et al. 2020): 6 + 12/d.
-double ModelStateBytesPerParam(bool optimizer_sharding, int64_t dp);
-// FSDP (ZeRO-3, Rajbhandari et al. 2020 P_os+g+p): the same 18 bytes, all of them sharded over the
-// shard group: 18 / shard (PyTorch FSDP2 keeps 16: fp32 sharded parameters that are also the
-// master weights; DeepSpeed ZeRO-3 and Megatron-FSDP keep bf16 and fp32 copies; the planner
+// (its distributed optimizer guide): 2 (bf16 weights) + 4 (fp32 main grads; 2 with bf16 grads) +
+// 12 (fp32 master, momentum, variance) = 18 (16); with the optimizer states sharded over d (ZeRO
+// stage 1, Rajbhandari et al. 2020): 6 + 12/d (4 + 12/d).
+double ModelStateBytesPerParam(bool optimizer_sharding, int64_t dp,
+                               GradReduce grads = GradReduce::kFp32);
+// FSDP (ZeRO-3, Rajbhandari et al. 2020 P_os+g+p): the same 18 (16) bytes, all of them sharded
+// over the shard group: 18 / shard (PyTorch FSDP2 keeps 16: fp32 sharded parameters that are also
+// the master weights; DeepSpeed ZeRO-3 and Megatron-FSDP keep bf16 and fp32 copies; the planner
 // counts the larger).
-double FsdpStateBytesPerParam(int64_t shard);
+double FsdpStateBytesPerParam(int64_t shard, GradReduce grads = GradReduce::kFp32);
 // Activation bytes of one transformer layer for one micro-batch of b sequences of length s on one
 // GPU (Korthikanti et al. 2022, generalized to GQA and gated MLPs; equals s*b*h*(34 + 5*a*s/h)
 // for a GPT layer without parallelism or recompute).
@@ -295,9 +311,11 @@ double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micr
 // Context parallelism is searched only where every rank keeps at least this many tokens of a
 // sequence (so from 16K tokens on), and with s divisible by 2*cp (Megatron's load balancing).
 inline constexpr int64_t kContextParallelMinTokens = 8192;
-// The recompute of a layout in words: "no recompute", "selective recompute", "full recompute",
-// "full recompute of 1 layer per chunk", "full recompute of 3 layers per chunk".
-std::string RecomputePhrase(const Layout& layout);
+// The recompute of a layout of a model of `layers` layers in words: "no recompute", "selective
+// recompute", "full recompute" (every layer), "full recompute of 5 of 32 layers" (Megatron's
+// block method: the others keep their activations), "full recompute of 1 of 2 layers per chunk"
+// (with a pipeline: of each chunk's); without `layers`, "full recompute of 5 layers per chunk".
+std::string RecomputePhrase(const Layout& layout, int64_t layers = 0);
 // "FSDP over 64" (one shard group of all the data-parallel ranks), "HSDP 8 x 4" (shard groups of
 // 8, 4 replicas), or "" when the layout is not FSDP.
 std::string FsdpPhrase(const Layout& layout);
@@ -315,8 +333,9 @@ Result<Plan> PlanFromJson(const std::string& json);
 
 // The job environment of one task: AUTOPAR_TP/PP/DP, AUTOPAR_MICRO_BATCH, AUTOPAR_GRAD_ACCUM,
 // AUTOPAR_GLOBAL_BATCH, AUTOPAR_SEQ_LEN, AUTOPAR_RECOMPUTE, AUTOPAR_RECOMPUTE_LAYERS (layers per
-// chunk recomputed in full; 0 = all), AUTOPAR_OPTIMIZER_SHARDING (0/1),
-// AUTOPAR_VPP, AUTOPAR_FSDP_SHARD / AUTOPAR_FSDP_REPLICATE (0 when the plan is not FSDP),
+// chunk recomputed in full; 0 = all), AUTOPAR_OPTIMIZER_SHARDING (0/1), AUTOPAR_GRAD_REDUCE
+// (fp32/bf16), AUTOPAR_VPP, AUTOPAR_FSDP_SHARD / AUTOPAR_FSDP_REPLICATE (0 when the plan is not
+// FSDP),
 // AUTOPAR_TP_RANK/PP_RANK/DP_RANK (with FSDP also AUTOPAR_FSDP_SHARD_RANK = dp_rank % shard and
 // AUTOPAR_FSDP_REPLICATE_RANK = dp_rank / shard), AUTOPAR_PLAN_JSON, AUTOPAR_MEGATRON_ARGS,
 // AUTOPAR_DEEPSPEED_CONFIG.

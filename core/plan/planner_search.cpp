@@ -299,6 +299,7 @@ void EnumerateKnobs(const PlanRequest& r, const Layout& base, const Recompute (&
           l.recompute = rc;
           l.recompute_layers = rc == Recompute::kFull ? r.recompute_layers.value_or(0) : 0;
           l.optimizer_sharding = sh == 1;
+          l.grad_reduce = r.grad_reduce.value_or(GradReduce::kFp32);
           out->push_back(l);
         }
       }
@@ -343,6 +344,8 @@ void AddLayouts(const PlanRequest& r, const Layout& base, bool memory_only,
     l.micro_batch = 1;
     l.recompute = r.recompute.value_or(Recompute::kFull);
     l.optimizer_sharding = !base.fsdp() && r.optimizer_sharding.value_or(base.dp * base.cp > 1);
+    // The least memory: bf16 gradients unless fp32 is pinned (the search falls back to them).
+    l.grad_reduce = r.grad_reduce.value_or(GradReduce::kBf16);
     out->push_back(l);
     return;
   }
@@ -406,12 +409,13 @@ bool SmallestMemory(const PlanRequest& r, int64_t gpus, PlanCandidate* best) {
   return found;
 }
 
-std::string DescribeKnobs(const Layout& l) {
+std::string DescribeKnobs(const Layout& l, int64_t layers) {
   return "tp=" + std::to_string(l.tp) + (l.cp > 1 ? ", cp=" + std::to_string(l.cp) : "") +
          (l.ep > 1 ? ", ep=" + std::to_string(l.ep) : "") + ", pp=" + std::to_string(l.pp) +
          ", dp=" + std::to_string(l.dp) + ", micro-batch " + std::to_string(l.micro_batch) + ", " +
-         RecomputePhrase(l) + (l.optimizer_sharding ? ", distributed optimizer" : "") +
-         (l.fsdp() ? ", " + FsdpPhrase(l) : "");
+         RecomputePhrase(l, layers) + (l.optimizer_sharding ? ", distributed optimizer" : "") +
+         (l.fsdp() ? ", " + FsdpPhrase(l) : "") +
+         (l.grad_reduce == GradReduce::kBf16 ? ", bf16 gradient reduction" : "");
 }
 
 Result<Plan> Search(const PlanRequest& request, bool explain);
@@ -436,6 +440,7 @@ PlanRequest Unpinned(PlanRequest q) {
   q.recompute.reset();
   q.recompute_layers.reset();
   q.optimizer_sharding.reset();
+  q.grad_reduce.reset();
   q.fsdp.reset();
   q.fsdp_shard.reset();
   q.fsdp_replicate.reset();
@@ -451,18 +456,50 @@ std::string WithoutPins(const PlanRequest& r) {
   const PlanRequest q = Unpinned(r);
   auto free = Search(q, false);
   if (free.ok()) {
-    return "; without the pins it plans: " + DescribeKnobs(free->chosen.layout) + " (" +
-           Fixed(free->chosen.memory.total_gib, 1) + " GiB per GPU)";
+    return "; without the pins it plans: " + DescribeKnobs(free->chosen.layout, r.model.layers) +
+           " (" + Fixed(free->chosen.memory.total_gib, 1) + " GiB per GPU)";
   }
   const std::vector<std::string> fixes = FitFixes(q, q.gpu.mem_gib * (1.0 - q.headroom_fraction));
   return "; nothing plans without the pins either" +
          (fixes.empty() ? std::string() : "; it plans with " + Join(fixes, " or with "));
 }
 
-// The changes that make a request which fits no layout plan, each planned before it is named:
-// uneven stages (when forbidden), more nodes, a GPU type with more memory.
-std::vector<std::string> FitFixes(const PlanRequest& r, double usable) {
+// The smallest headroom the refusal of a layout that misses by a few GiB tries (docs/planner.md,
+// "Memory per GPU"): below it, fragmentation and NCCL's buffers are not covered.
+constexpr double kSmallestSuggestedHeadroom = 0.04;
+
+// The settings that make the request plan on the same GPUs with the same pins, each planned
+// before it is named: bf16 gradient reduction (when fp32 is pinned; unpinned, the search has
+// tried it), and the largest headroom from the request's down to kSmallestSuggestedHeadroom.
+std::vector<std::string> SettingFixes(const PlanRequest& r) {
   std::vector<std::string> fixes;
+  if (r.grad_reduce == GradReduce::kFp32) {
+    PlanRequest q = r;
+    q.grad_reduce = GradReduce::kBf16;
+    if (Plans(q)) {
+      fixes.push_back(
+          "bf16 gradient reduction (--auto-parallel=...,grad_reduce=bf16, autopar plan "
+          "--grad-reduce bf16)");
+    }
+  }
+  for (int pct = static_cast<int>(std::ceil(r.headroom_fraction * 100 - 1e-9)) - 1;
+       pct >= static_cast<int>(kSmallestSuggestedHeadroom * 100); --pct) {
+    PlanRequest q = r;
+    q.headroom_fraction = pct / 100.0;
+    if (!Plans(q)) continue;
+    const std::string f = Fixed(q.headroom_fraction, 2);
+    fixes.push_back("a headroom of " + std::to_string(pct) + "% (plugstack.conf plan_headroom=" +
+                    f + ", autopar plan --headroom " + f + ")");
+    break;
+  }
+  return fixes;
+}
+
+// The changes that make a request which fits no layout plan, each planned before it is named:
+// a setting (SettingFixes), uneven stages (when forbidden), more nodes, a GPU type with more
+// memory.
+std::vector<std::string> FitFixes(const PlanRequest& r, double usable) {
+  std::vector<std::string> fixes = SettingFixes(r);
   if (!r.allow_uneven_stages) {
     PlanRequest q = r;
     q.allow_uneven_stages = true;
@@ -501,12 +538,15 @@ std::string CannotFitMessage(const PlanRequest& r, const PlanCandidate& smallest
   std::ostringstream os;
   os << r.model.name << " (" << Fixed(CountParams(r.model).total / 1e9, 1)
      << "B parameters) does not fit on " << r.gpus << " x " << r.gpu.name
-     << ": the smallest layout (" << DescribeKnobs(smallest.layout) << ") needs "
+     << ": the smallest layout (" << DescribeKnobs(smallest.layout, r.model.layers) << ") needs "
      << Fixed(smallest.memory.total_gib, 1) << " GiB per GPU, " << Fixed(usable, 1)
      << " GiB usable";
   const std::vector<std::string> fixes = FitFixes(r, usable);
   if (fixes.empty()) {
-    os << "; no change found that fits (tried " << (r.allow_uneven_stages ? "" : "uneven stages, ")
+    os << "; no change found that fits (tried "
+       << (r.grad_reduce == GradReduce::kFp32 ? "bf16 gradient reduction, " : "")
+       << "a headroom down to " << Fixed(kSmallestSuggestedHeadroom * 100, 0) << "%, "
+       << (r.allow_uneven_stages ? "" : "uneven stages, ")
        << "more nodes and every GPU type with more memory)";
   } else {
     os << "; it plans with " << Join(fixes, " or with ");
@@ -695,7 +735,10 @@ class Candidates {
 std::optional<PlanCandidate> PartialRecompute(const PlanRequest& r, const Layout& l,
                                               const PlanCandidate& full, double usable) {
   const int64_t chunk = CeilDiv(CeilDiv(r.model.layers, l.pp), l.vpp);
-  if (l.recompute != Recompute::kFull || !full.fits || chunk < 2 || r.recompute_layers) {
+  // Pinned full recompute means every layer unless its layers are pinned too (--recompute full
+  // alone is what torchtitan, DeepSpeed and Accelerate run: every layer checkpointed).
+  if (l.recompute != Recompute::kFull || !full.fits || chunk < 2 || r.recompute_layers ||
+      r.recompute) {
     return std::nullopt;
   }
   Layout sel_layout = l;
@@ -724,15 +767,26 @@ Candidates EvaluateAll(const PlanRequest& r, const std::vector<Layout>& layouts,
   return out;
 }
 
+// The layouts evaluated again with bf16 gradients: what the search falls back to when no layout
+// fits with fp32 and the precision is not pinned (bf16 reduction changes the numerics, so it is
+// never taken for speed alone).
+Candidates EvaluateWithBf16Grads(const PlanRequest& r, std::vector<Layout> layouts, double usable) {
+  for (Layout& l : layouts) l.grad_reduce = GradReduce::kBf16;
+  return EvaluateAll(r, layouts, usable);
+}
+
 // No layout fits: how much the smallest one needs and, with `explain`, what would fit.
 Status DoesNotFitError(const PlanRequest& r, const PlanCandidate& smallest, double usable,
                        bool explain) {
   if (!explain) return Status::Error("does not fit");
   if (Pinned(r)) {
+    const std::vector<std::string> fixes = SettingFixes(r);
     return Status::Error(PinnedLabel(r) + ": does not fit: the smallest configuration (" +
-                         DescribeKnobs(smallest.layout) + ") needs " +
+                         DescribeKnobs(smallest.layout, r.model.layers) + ") needs " +
                          Fixed(smallest.memory.total_gib, 1) + " GiB per GPU, " + Fixed(usable, 1) +
-                         " GiB usable on " + r.gpu.name + WithoutPins(r));
+                         " GiB usable on " + r.gpu.name +
+                         (fixes.empty() ? "" : "; it plans with " + Join(fixes, " or with ")) +
+                         WithoutPins(r));
   }
   return Status::Error(CannotFitMessage(r, smallest, usable));
 }
@@ -868,9 +922,12 @@ Result<Plan> Search(const PlanRequest& request, bool explain) {
   layouts.reserve(4096);
   Enumerate(r, r.gpus, false, &layouts);
   if (layouts.empty()) return NoLayoutError(r, explain);
-  const Candidates candidates = EvaluateAll(r, layouts, usable);
+  Candidates candidates = EvaluateAll(r, layouts, usable);
+  const bool fallback = !candidates.any_fits() && !r.grad_reduce;
+  if (fallback) candidates = EvaluateWithBf16Grads(r, layouts, usable);
   if (!candidates.any_fits()) return DoesNotFitError(r, candidates.smallest(), usable, explain);
   Plan plan = PlanOf(r, usable, layouts.size());
+  plan.grad_reduce_fallback = fallback;
   Choose(r, candidates, usable, &plan);
   if (explain && Pinned(r)) plan.unpinned = BestUnpinned(r);
   if (auto ceiling = PublishedCeilingFor(r.gpu.name, plan.params)) {

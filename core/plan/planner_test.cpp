@@ -592,7 +592,7 @@ TEST(PlanJob, PinnedSizesAreRefusedWithTheReason) {
       {"gpt3-175b", 8, 8, 1, 1, std::nullopt,
        "--auto-parallel=tp=1,pp=1: does not fit: the smallest configuration (tp=1, pp=1, dp=8, "
        "micro-batch 1, "
-       "full recompute, FSDP over 8) needs "},
+       "full recompute, FSDP over 8, bf16 gradient reduction) needs "},
   };
   for (const auto& c : cases) {
     PlanRequest r = PlanRequestFor(c.model, c.gpus, "a100-80gb", c.batch);
@@ -619,7 +619,10 @@ TEST(PlanJob, ModelThatCannotFitSaysWhatWouldMakeItFit) {
       std::regex(
           "^llama-3-405b \\(405\\.9B parameters\\) does not fit on 8 x a100-80gb: the smallest "
           "layout "
-          "\\(tp=8, pp=1, dp=1, micro-batch 1, full recompute\\) needs ([0-9.]+) GiB per GPU, "
+          // The least memory: bf16 gradients, which the search falls back to where fp32 fits no
+          // layout.
+          "\\(tp=8, pp=1, dp=1, micro-batch 1, full recompute, bf16 gradient reduction\\) needs "
+          "([0-9.]+) GiB per GPU, "
           "73\\.6 GiB usable; it plans with ([0-9]+) GPUs \\(([0-9]+) nodes of 8\\)")))
       << msg;
   EXPECT_GT(std::stod(m[1].str()), 73.6);
@@ -627,8 +630,8 @@ TEST(PlanJob, ModelThatCannotFitSaysWhatWouldMakeItFit) {
   const int64_t gpus = std::stoll(m[2].str());
   PlanRequest bigger = PlanRequestFor("llama-3-405b", gpus, "a100-80gb", 64);
   EXPECT_TRUE(PlanJob(bigger).ok()) << gpus << " GPUs: " << PlanJob(bigger).message();
-  // One node fewer than suggested does not.
-  PlanRequest smaller = PlanRequestFor("llama-3-405b", gpus - 8, "a100-80gb", gpus - 8);
+  // One node fewer than suggested does not, with the same batch.
+  PlanRequest smaller = PlanRequestFor("llama-3-405b", gpus - 8, "a100-80gb", 64);
   EXPECT_FALSE(PlanJob(smaller).ok());
 }
 
@@ -657,6 +660,18 @@ TEST(PlanJob, RecomputesJustEnoughLayersInFull) {
   EXPECT_TRUE(every.fits);
   EXPECT_GT(every.step_time_s, plan->chosen.step_time_s);
   EXPECT_LT(every.memory.activations_gib, plan->chosen.memory.activations_gib);
+  // Pinned full recompute (--recompute full) means every layer, as the frameworks without
+  // Megatron's block method run it; the layers pinned too, those.
+  r.recompute = Recompute::kFull;
+  auto full = PlanJob(r);
+  ASSERT_TRUE(full.ok()) << full.message();
+  EXPECT_EQ(full->chosen.layout.recompute_layers, 0);
+  EXPECT_NE(PlanToText(*full).find(", full recompute, "), std::string::npos);
+  r.recompute_layers = l.recompute_layers;
+  r.vpp = l.vpp;
+  auto block = PlanJob(r);
+  ASSERT_TRUE(block.ok()) << block.message();
+  EXPECT_EQ(block->chosen.layout.recompute_layers, l.recompute_layers);
 }
 
 TEST(PlanJob, SuggestsABiggerGpuWhenOneWouldDo) {
