@@ -102,6 +102,21 @@ TEST(JobPlan, AModelThatCannotFitIsRefusedInOneLine) {
   EXPECT_NE(plan.message().find("GiB"), std::string::npos) << plan.message();
 }
 
+TEST(JobPlan, TheGradientPrecisionPinReachesTheRequestAndThePlan) {
+  auto r = StepPlanRequest(Opts("grad_reduce=bf16"), 8, 2);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_TRUE(r->grad_reduce.has_value());
+  EXPECT_EQ(*r->grad_reduce, GradReduce::kBf16);
+  EXPECT_FALSE(r->tp.has_value());  // the precision alone pins no size
+  auto plan = PlanStep(Opts("tp=2,grad_reduce=bf16"), 8, 2);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_EQ(plan->chosen.layout.grad_reduce, GradReduce::kBf16);
+  EXPECT_EQ(plan->chosen.layout.tp, 2);
+  auto searched = StepPlanRequest(Opts(), 8, 2);
+  ASSERT_TRUE(searched.ok());
+  EXPECT_FALSE(searched->grad_reduce.has_value());
+}
+
 TEST(JobPlan, FaultToleranceStepIsPlannedOnTheWholeStateOrRefused) {
   // A 1B model on 8 A100: plain data parallelism fits; the ranks each hold the whole state.
   JobOptions o = Opts();
