@@ -17,13 +17,7 @@ constexpr const char* kWholeStateLabel =
     "--fault-tolerance=step (every rank holds the whole state: tp=pp=cp=ep=1, no sharding)";
 
 Status PinWholeState(const ParallelSpec& pin, PlanRequest* req) {
-  auto sharded = [](int64_t v) { return v > 1; };
-  if (sharded(pin.tp) || sharded(pin.pp) || sharded(pin.cp) || sharded(pin.ep) || pin.fsdp ||
-      pin.fsdp_shard || pin.fsdp_replicate) {
-    return Status::Error("--fault-tolerance: step heals only a state every rank holds whole, and "
-                         "--auto-parallel=" + pin.ToString() + " shards it (tp, pp, cp, ep or "
-                         "FSDP); pin data parallelism alone or leave step off");
-  }
+  if (Status st = CheckWholeStatePin(pin); !st) return st;
   req->tp = req->pp = req->cp = req->ep = 1;
   req->optimizer_sharding = false;
   req->fsdp = false;

@@ -263,6 +263,17 @@ std::string ParseFsdpItem(const std::vector<std::string>& items, size_t* i, Para
 
 }  // namespace
 
+Status CheckWholeStatePin(const ParallelSpec& pin) {
+  if (pin.tp <= 1 && pin.pp <= 1 && pin.cp <= 1 && pin.ep <= 1 && !pin.fsdp && pin.fsdp_shard == 0 &&
+      pin.fsdp_replicate == 0) {
+    return Status::Ok();
+  }
+  return Bad(OptionId::kFaultTolerance,
+             "step heals only a state every rank holds whole, and --auto-parallel=" +
+                 pin.ToString() +
+                 " shards it (tp, pp, cp, ep or FSDP); pin data parallelism alone or leave step off");
+}
+
 Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
   ParallelSpec spec;
   if (text.empty() || text == "auto") return spec;
@@ -513,6 +524,9 @@ Result<JobOptions> ResolveOptions(const JobOptions& user, const SiteConfig& site
     if (o.restarts_in_place.value_or(0) == 0)
       return Bad(OptionId::kFaultTolerance,
                  "step needs in-place restarts (--restarts-in-place=N or --requeue-on-failure)");
+  }
+  if (o.fault_tolerance_step.value_or(false) && o.auto_parallel) {
+    if (Status st = CheckWholeStatePin(*o.auto_parallel); !st) return st;
   }
   return o;
 }

@@ -72,6 +72,11 @@ struct ParallelSpec {
   }
 };
 Result<ParallelSpec> ParseParallelSpec(const std::string& text);
+// --fault-tolerance=step heals a member from another's whole state and averages over every
+// member: refused, naming both options, when `pin` shards the model or optimizer state over
+// ranks (tp, pp, cp or ep above 1, fsdp, hsdp). Checked at submit (ResolveOptions) and again
+// wherever a step is planned (core/job_plan.h).
+Status CheckWholeStatePin(const ParallelSpec& pin);
 
 // --on-bad-loss (docs/health.md): what autopard does when rank 0's reported loss goes bad (NaN or
 // infinite, or a spike above --loss-spike times its recent mean): journal it (warn), roll the run

@@ -92,6 +92,22 @@ def test_model_that_cannot_fit_is_refused_before_training_starts(shared_tmp):
     assert not marker.exists()
 
 
+def test_fault_tolerance_plans_the_whole_state_or_refuses_before_training_starts(shared_tmp):
+    """--fault-tolerance=step heals only a state every rank holds whole (docs/ft.md, "Limits"):
+    the step is planned as data parallelism alone, and llama-2-7b's whole state (16 bytes a
+    parameter) fits no A100: refused in one line that names the layout that would plan without
+    it, before any task starts."""
+    marker = shared_tmp / "ran"
+    p = run(["srun", "-N2", "--ntasks-per-node=2", "--fault-tolerance=step", "--requeue-on-failure=2",
+             "--auto-parallel", *PLAN_OPTS, "touch", str(marker)])
+    assert p.returncode != 0
+    ours = [l for l in p.stderr.splitlines() if "autopar:" in l]
+    assert len(ours) == 1, p.stderr
+    assert "--fault-tolerance=step (every rank holds the whole state: tp=pp=cp=ep=1, no sharding): " \
+           "does not fit" in ours[0] and "without the pins it plans: " in ours[0], ours[0]
+    assert not marker.exists(), "no task may start"
+
+
 def test_sbatch_hsdp_pin_reaches_every_task(shared_tmp):
     """#SBATCH --auto-parallel=hsdp=4,2: FSDP sharded over groups of 4 ranks, replicated twice;
     each task gets the shard group and its place in it, and the arguments for torchtitan."""

@@ -241,10 +241,6 @@ BAD_INPUTS = [
       "--gpu-type=a100-80gb", "--global-batch=8"],
      "--fault-tolerance: step heals only a state every rank holds whole, and --auto-parallel=tp=2 "
      "shards it"),
-    (["--fault-tolerance=step", "--requeue-on-failure=2", "--auto-parallel", "--model=llama-2-7b",
-      "--gpu-type=a100-80gb", "--global-batch=64"],
-     "--fault-tolerance=step (every rank holds the whole state: tp=pp=cp=ep=1, no sharding): "
-     "does not fit"),
 ]
 
 
