@@ -80,7 +80,8 @@ std::string PlanSummary(const std::string& plan_json) {
   return "tp=" + std::to_string(l.tp) + (l.cp > 1 ? " cp=" + std::to_string(l.cp) : "") +
          " pp=" + std::to_string(l.pp) + " dp=" + std::to_string(l.dp) + fsdp +
          " micro_batch=" + std::to_string(l.micro_batch) +
-         " grad_accum=" + std::to_string(l.grad_accum);
+         " grad_accum=" + std::to_string(l.grad_accum) +
+         (l.grad_reduce == GradReduce::kBf16 ? " grad_reduce=bf16" : "");
 }
 
 }  // namespace autopar

@@ -229,9 +229,15 @@ void SayPlan(const autopar::Plan& plan, uint32_t tasks) {
   // A calibrated plan says so (plugstack.conf calibration=PATH, docs/planner.md).
   const std::string calibrated =
       plan.calibration ? " (" + autopar::CalibrationLabel(*plan.calibration) + ")" : "";
+  // Gradients reduced in bf16 (fp32 is the default, not said): pinned, or the fallback where no
+  // layout fits with fp32, which the user should know changes the numerics.
+  const std::string grads =
+      l.grad_reduce != autopar::GradReduce::kBf16 ? ""
+      : plan.grad_reduce_fallback                 ? " grad_reduce=bf16 (no layout fits with fp32)"
+                                                  : " grad_reduce=bf16";
   slurm_info("autopar: plan for %s on %u GPUs: tp=%lld%s pp=%lld dp=%lld%s micro_batch=%lld "
              "grad_accum=%lld (global batch %lld = %lld x %lld x dp %lld) recompute=%s "
-             "optimizer_sharding=%s, %.1f GiB/GPU, %.2f s/step%s",
+             "optimizer_sharding=%s%s, %.1f GiB/GPU, %.2f s/step%s",
              plan.model_name.c_str(), tasks, static_cast<long long>(l.tp), cp.c_str(),
              static_cast<long long>(l.pp), static_cast<long long>(l.dp), fsdp.c_str(),
              static_cast<long long>(l.micro_batch), static_cast<long long>(l.grad_accum),
@@ -239,7 +245,8 @@ void SayPlan(const autopar::Plan& plan, uint32_t tasks) {
              static_cast<long long>(l.micro_batch), static_cast<long long>(l.grad_accum),
              static_cast<long long>(l.dp),
              autopar::RecomputeName(l.recompute), l.optimizer_sharding ? "on" : "off",
-             plan.chosen.memory.total_gib, plan.chosen.step_time_s, calibrated.c_str());
+             grads.c_str(), plan.chosen.memory.total_gib, plan.chosen.step_time_s,
+             calibrated.c_str());
   // A batch that forces a poor layout: the nearby one that plans markedly better.
   if (plan.batch_advice) {
     slurm_info("autopar: --global-batch: %s", autopar::BatchAdviceText(plan).c_str());
