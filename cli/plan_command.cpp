@@ -261,15 +261,28 @@ Status ReadFsdpPins(const po::variables_map& vm, PlanRequest* req) {
   return Status::Ok();
 }
 
+// --NAME, when given, parsed into `out`; a value `parse` refuses is one line naming the option
+// and its `choices`.
+template <typename T>
+Status ReadChoice(const po::variables_map& vm, const char* name,
+                  Result<T> (*parse)(const std::string&), const char* choices,
+                  std::optional<T>* out) {
+  if (!vm.count(name)) return Status::Ok();
+  auto v = parse(Str(vm, name));
+  if (!v.ok()) {
+    return Status::Error(std::string("--") + name + ": invalid value '" + Str(vm, name) + "' (" +
+                         choices + ")");
+  }
+  *out = *v;
+  return Status::Ok();
+}
+
 // The pinned knobs (recompute, its layers, the distributed optimizer) and the stage rules.
 Status ReadPinnedKnobs(const po::variables_map& vm, PlanRequest* req) {
-  if (vm.count("recompute")) {
-    auto rc = ParseRecompute(Str(vm, "recompute"));
-    if (!rc.ok()) {
-      return Status::Error("--recompute: invalid value '" + Str(vm, "recompute") +
-                           "' (none, selective, full)");
-    }
-    req->recompute = *rc;
+  if (Status st = ReadChoice(vm, "recompute", ParseRecompute, "none, selective, full",
+                             &req->recompute);
+      !st) {
+    return st;
   }
   if (vm.count("recompute-layers")) {
     auto v = ParseCount("--recompute-layers", Str(vm, "recompute-layers"), 0);
@@ -286,13 +299,9 @@ Status ReadPinnedKnobs(const po::variables_map& vm, PlanRequest* req) {
       return Status::Error("--optimizer-sharding: invalid value '" + v + "' (on, off)");
     }
   }
-  if (vm.count("grad-reduce")) {
-    auto g = ParseGradReduce(Str(vm, "grad-reduce"));
-    if (!g.ok()) {
-      return Status::Error("--grad-reduce: invalid value '" + Str(vm, "grad-reduce") +
-                           "' (fp32, bf16)");
-    }
-    req->grad_reduce = *g;
+  if (Status st = ReadChoice(vm, "grad-reduce", ParseGradReduce, "fp32, bf16", &req->grad_reduce);
+      !st) {
+    return st;
   }
   const std::string overlap = Str(vm, "tp-comm-overlap");
   if (overlap != "on" && overlap != "off") {

@@ -42,8 +42,8 @@ sanitizer_builds=$!
 # loopback. Each cluster has its own directory, ports and job ids (c1 from 1, c2 from 500000, c3
 # from 700000), so nothing of them ever meets.
 s3_state=$AUTOPAR_CLUSTER_DIR-s3
-# on_cluster N COMMAND...: COMMAND with cluster N's variables (1: the default's, as exported).
-on_cluster() {
+# with_cluster N COMMAND...: COMMAND with cluster N's variables (1: the default's, as exported).
+with_cluster() {
   local n=$1
   shift
   if ((n == 1)); then
@@ -58,7 +58,7 @@ on_cluster() {
 clusters=(1 2 3)
 stop_services() {
   kill "$sanitizer_builds" 2>/dev/null || true
-  for n in "${clusters[@]}"; do on_cluster "$n" bash tests/cluster/stop.sh || true; done
+  for n in "${clusters[@]}"; do with_cluster "$n" bash tests/cluster/stop.sh || true; done
   bash tests/s3/stop-s3rver.sh "$s3_state" --purge || true
 }
 trap stop_services EXIT
@@ -70,12 +70,12 @@ set +a
 # Fresh clusters: a run that was killed leaves its clusters' Slurm and autopard state behind, and
 # a controller that recovers it fails its jobs' nodes ("missing from batch node"), with whatever
 # this run has started there.
-for n in "${clusters[@]}"; do on_cluster "$n" bash tests/cluster/stop.sh --clean; done
+for n in "${clusters[@]}"; do with_cluster "$n" bash tests/cluster/stop.sh --clean; done
 # Fresh clusters number their jobs from the same ids again: what earlier runs' jobs left under
 # their job ids in the machine's shared places (the Python stack dumps' directories, each its
 # job's owner's: autopar.stacks refuses another user's) must not meet this run's jobs.
 rm -rf /tmp/autopar-stacks
-for n in "${clusters[@]}"; do on_cluster "$n" bash tests/cluster/start.sh; done
+for n in "${clusters[@]}"; do with_cluster "$n" bash tests/cluster/start.sh; done
 # shellcheck source=/dev/null
 source "$AUTOPAR_CLUSTER_DIR/env.sh"
 

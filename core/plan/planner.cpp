@@ -58,14 +58,14 @@ constexpr double kUnfusedScoreBytesBackward = 11.0;
 constexpr double kUnfusedScoreBytesForwardNoDropout = 4.0;
 constexpr double kUnfusedScoreBytesBackwardNoDropout = 6.0;
 
-// Matmul weights of one layer a token passes through (no norms/biases): what the layer's GEMMs
-// multiply it by (a mixture of experts: its k routed and the shared experts, and the router).
 // Bytes per parameter of the main gradients: fp32 as Megatron-LM with --bf16 accumulates and
 // reduces them unless told --grad-reduce-in-bf16 (its distributed optimizer guide: 18 bytes per
 // parameter, 6 + 12/d with the optimizer sharded; 16 and 4 + 12/d with bf16 gradients); the
 // emitted arguments ask every framework for the same precision (plan_io.cpp).
 double GradBytes(GradReduce g) { return g == GradReduce::kBf16 ? 2.0 : 4.0; }
 
+// Matmul weights of one layer a token passes through (no norms/biases): what the layer's GEMMs
+// multiply it by (a mixture of experts: its k routed and the shared experts, and the router).
 double MatmulWeightsPerLayer(const ModelArch& m) {
   const double h = D(m.hidden);
   const double kv_width = D(m.kv_heads * m.head_dim());
@@ -414,7 +414,8 @@ FsdpUnits FsdpUnitsOf(const ModelArch& m, int64_t t) {
 // the fp32 copy its reduce-scatter sends.
 double FsdpGatheredBytes(const ModelArch& m, int64_t t, GradReduce grads) {
   const FsdpUnits u = FsdpUnitsOf(m, t);
-  const double unsharded_grad = grads == GradReduce::kBf16 ? kWeightBytes : kWeightBytes + 4.0;
+  const double unsharded_grad =
+      kWeightBytes + (grads == GradReduce::kBf16 ? 0.0 : GradBytes(GradReduce::kFp32));
   return kWeightBytes * (2 * u.layer + u.root) + unsharded_grad * std::max(u.layer, u.root);
 }
 
