@@ -79,8 +79,22 @@ for n in "${clusters[@]}"; do with_cluster "$n" bash tests/cluster/start.sh; don
 # shellcheck source=/dev/null
 source "$AUTOPAR_CLUSTER_DIR/env.sh"
 
-ctest --test-dir "$AUTOPAR_BUILD_DIR" --output-on-failure -j3 \
-  --resource-spec-file "$AUTOPAR_REPO/tests/cluster/clusters.json" "$@"
+# The last 40 lines of each failed test's output again after ctest's summary: CI shows a run's
+# tail, and with three tests at once a failure's output lies hundreds of lines above it.
+failed_tails() {
+  awk '/^[0-9]+\/[0-9]+ Test: / { name = $3; n = 0; inside = 0; next }
+       /^Output:$/ { inside = 1; next }
+       /^<end of output>$/ { inside = 0; next }
+       inside { line[n++ % 40] = $0 }
+       /^Test Failed\.$/ { printf "---- %s: its last lines\n", name
+                           for (i = (n > 40 ? n - 40 : 0); i < n; i++) print line[i % 40] }' \
+    "$AUTOPAR_BUILD_DIR/Testing/Temporary/LastTest.log"
+}
+if ! ctest --test-dir "$AUTOPAR_BUILD_DIR" --output-on-failure -j3 \
+  --resource-spec-file "$AUTOPAR_REPO/tests/cluster/clusters.json" "$@"; then
+  failed_tails
+  exit 8
+fi
 
 if ! wait "$sanitizer_builds"; then
   tail -n 60 "$sanitizer_log"
