@@ -126,12 +126,12 @@ TEST(JobPlan, FaultToleranceStepIsPlannedOnTheWholeStateOrRefused) {
   ASSERT_TRUE(plan.ok()) << plan.message();
   const Layout& l = plan->chosen.layout;
   EXPECT_EQ(std::make_tuple(l.tp, l.pp, l.cp, l.ep, l.dp), std::make_tuple(1, 1, 1, 1, 8));
-  EXPECT_FALSE(l.optimizer_sharding);
+  EXPECT_FALSE(l.optimizer_sharding());
   EXPECT_FALSE(l.fsdp());
   // Without the option llama-2-7b is planned with its state sharded; with it, see below.
   auto free = PlanStep(Opts(), 8, 2);
   ASSERT_TRUE(free.ok()) << free.message();
-  EXPECT_TRUE(free->chosen.layout.optimizer_sharding || free->chosen.layout.fsdp() ||
+  EXPECT_TRUE(free->chosen.layout.optimizer_sharding() || free->chosen.layout.fsdp() ||
               free->chosen.layout.tp > 1);
   // A pin that shards the state is refused, naming both options.
   for (const char* pin : {"tp=2", "pp=2", "fsdp", "hsdp=2,2"}) {

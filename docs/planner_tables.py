@@ -169,7 +169,9 @@ def layout(j):
         s += f" ({j['recompute_layers']}/chunk)"
     if j["vpp"] > 1:
         s += f", v{j['vpp']}"
-    if j["optimizer_sharding"]:
+    if j.get("grad_sharding"):
+        s += ", ZeRO-2"
+    elif j["optimizer_sharding"]:
         s += ", ZeRO-1"
     shard, replicas = j.get("fsdp_shard", 0), j.get("fsdp_replicate", 0)
     if shard:

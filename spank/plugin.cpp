@@ -229,12 +229,14 @@ void SayPlan(const autopar::Plan& plan, uint32_t tasks) {
   // A calibrated plan says so (plugstack.conf calibration=PATH, docs/planner.md).
   const std::string calibrated =
       plan.calibration ? " (" + autopar::CalibrationLabel(*plan.calibration) + ")" : "";
-  // Gradients reduced in bf16 (fp32 is the default, not said): pinned, or the fallback where no
-  // layout fits with fp32, which the user should know changes the numerics.
+  // ZeRO-2 (gradients sharded beside the optimizer states), and gradients reduced in bf16 (fp32
+  // is the default, not said): pinned, or the fallback where no layout fits with fp32, which the
+  // user should know changes the numerics.
   const std::string grads =
-      l.grad_reduce != autopar::GradReduce::kBf16 ? ""
-      : plan.grad_reduce_fallback                 ? " grad_reduce=bf16 (no layout fits with fp32)"
-                                                  : " grad_reduce=bf16";
+      std::string(l.grad_sharding() ? " grad_sharding=on" : "") +
+      (l.grad_reduce != autopar::GradReduce::kBf16 ? ""
+       : plan.grad_reduce_fallback                 ? " grad_reduce=bf16 (no layout fits with fp32)"
+                                                   : " grad_reduce=bf16");
   slurm_info("autopar: plan for %s on %u GPUs: tp=%lld%s pp=%lld dp=%lld%s micro_batch=%lld "
              "grad_accum=%lld (global batch %lld = %lld x %lld x dp %lld) recompute=%s "
              "optimizer_sharding=%s%s, %.1f GiB/GPU, %.2f s/step%s",
@@ -244,7 +246,7 @@ void SayPlan(const autopar::Plan& plan, uint32_t tasks) {
              static_cast<long long>(l.micro_batch * l.grad_accum * l.dp),
              static_cast<long long>(l.micro_batch), static_cast<long long>(l.grad_accum),
              static_cast<long long>(l.dp),
-             autopar::RecomputeName(l.recompute), l.optimizer_sharding ? "on" : "off",
+             autopar::RecomputeName(l.recompute), l.optimizer_sharding() ? "on" : "off",
              grads.c_str(), plan.chosen.memory.total_gib, plan.chosen.step_time_s,
              calibrated.c_str());
   // A batch that forces a poor layout: the nearby one that plans markedly better.

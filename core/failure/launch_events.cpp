@@ -233,7 +233,7 @@ EventFields SubmittedFields(const GetEnv& getenv) {
           {"micro_batch", std::to_string(l.micro_batch)},
           {"grad_accum", std::to_string(l.grad_accum)},
           {"recompute", RecomputeName(l.recompute)},
-          {"optimizer_sharding", l.optimizer_sharding ? "1" : "0"},
+          {"optimizer_sharding", l.optimizer_sharding() ? "1" : "0"},
           {"mem_gib", FormatFixed(c.memory.total_gib, 1)},
           {"step_s", FormatFixed(c.step_time_s, 3)},
           {"mfu", FormatFixed(c.mfu, 4)},

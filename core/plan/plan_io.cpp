@@ -53,7 +53,8 @@ Json::Value CandidateToJson(const PlanCandidate& c) {
   v["vpp"] = Json::Int64(l.vpp);
   v["recompute"] = RecomputeName(l.recompute);
   v["recompute_layers"] = Json::Int64(l.recompute_layers);
-  v["optimizer_sharding"] = l.optimizer_sharding;
+  v["optimizer_sharding"] = l.optimizer_sharding();
+  v["grad_sharding"] = l.grad_sharding();
   v["grad_reduce"] = GradReduceName(l.grad_reduce);
   v["sequence_parallel"] = l.sequence_parallel;
   v["fsdp_shard"] = Json::Int64(l.fsdp_shard);
@@ -147,7 +148,16 @@ PlanCandidate CandidateFromJson(const Json::Value& v, const std::string& path, R
     *error = "plan JSON: '" + path + "recompute': " + rc.message();
   }
   l.recompute_layers = r.Int(v, path, "recompute_layers");
-  l.optimizer_sharding = r.Bool(v, path, "optimizer_sharding");
+  const bool optimizer_sharding = r.Bool(v, path, "optimizer_sharding");
+  // Plans written before ZeRO-2 was a choice kept whole gradients.
+  const bool grad_sharding = v.isMember("grad_sharding") && r.Bool(v, path, "grad_sharding");
+  l.dp_sharding = grad_sharding        ? DataParallelSharding::kOptimizerGrads
+                  : optimizer_sharding ? DataParallelSharding::kOptimizer
+                                       : DataParallelSharding::kNone;
+  if (error->empty() && grad_sharding && !optimizer_sharding) {
+    *error = "plan JSON: '" + path +
+             "grad_sharding': ZeRO-2 shards the optimizer states too (optimizer_sharding false)";
+  }
   // Plans written before the gradient precision was a choice reduced in fp32.
   if (v.isMember("grad_reduce")) {
     auto g = ParseGradReduce(r.Str(v, path, "grad_reduce"));
@@ -399,14 +409,17 @@ std::string MegatronArgs(const Plan& plan) {
       os << " --pipeline-model-parallel-layout \"" << layout << "\"";
     }
   }
-  if (l.fsdp()) {
+  if (l.fsdp() || l.grad_sharding()) {
     // Megatron-FSDP (Megatron-Core): weights, gradients and optimizer states sharded over the
-    // data-parallel ranks, or over groups of fsdp_shard with the replicas' optimizer instances.
-    os << " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"
+    // data-parallel ranks, or over groups of fsdp_shard with the replicas' optimizer instances;
+    // ZeRO-2 is its optim_grads strategy (weights whole, the gradients reduce-scattered after
+    // every micro-batch: megatron/core/distributed/fsdp/mcore_fsdp_adapter.py).
+    os << " --use-megatron-fsdp --data-parallel-sharding-strategy "
+       << (l.fsdp() ? "optim_grads_params" : "optim_grads")
        << " --use-distributed-optimizer --overlap-param-gather --ckpt-format fsdp_dtensor";
     if (l.fsdp_replicate() > 1)
       os << " --num-distributed-optimizer-instances " << l.fsdp_replicate();
-  } else if (l.optimizer_sharding) {
+  } else if (l.optimizer_sharding()) {
     os << " --use-distributed-optimizer --overlap-param-gather";
   }
   if (l.dp > 1) os << " --overlap-grad-reduce";
@@ -425,10 +438,11 @@ std::string DeepSpeedConfigJson(const Plan& plan) {
   v["train_micro_batch_size_per_gpu"] = Json::Int64(l.micro_batch);
   v["gradient_accumulation_steps"] = Json::Int64(l.grad_accum);
   Json::Value zero(Json::objectValue);
-  zero["stage"] = l.fsdp() ? 3 : l.optimizer_sharding ? 1 : 0;
-  if (l.fsdp()) {
-    // ZeRO-3 with its gathers and reduce-scatters overlapped (the time model's prefetch); HSDP
-    // is DeepSpeed's MiCS: shards within groups of fsdp_shard, replicated across them.
+  zero["stage"] = l.fsdp() ? 3 : l.grad_sharding() ? 2 : l.optimizer_sharding() ? 1 : 0;
+  if (l.fsdp() || l.grad_sharding()) {
+    // ZeRO-3 with its gathers and reduce-scatters overlapped (the time model's prefetch), ZeRO-2
+    // with each micro-batch's reduce-scatter behind its backward pass; HSDP is DeepSpeed's MiCS:
+    // shards within groups of fsdp_shard, replicated across them.
     zero["overlap_comm"] = true;
     zero["contiguous_gradients"] = true;
     if (l.fsdp_replicate() > 1) zero["mics_shard_size"] = Json::Int64(l.fsdp_shard);
@@ -460,10 +474,13 @@ namespace {
 // its data parallelism is DDP (data_parallel_replicate_degree) only without any other
 // parallelism and without sharding; else FSDP over all of d, which shards weights and gradients
 // as well as the optimizer: at most the memory planned, with parameter gathers a ZeRO-1 plan's
-// time does not count (plan with FSDP, --auto-parallel=fsdp, to have them counted).
+// time does not count (plan with FSDP, --auto-parallel=fsdp, to have them counted). ZeRO-2 is
+// FSDP2 that keeps the gathered weights from the forward to the backward pass
+// (fsdp_reshard_after_forward never): the whole bf16 weights the plan counts, gathered once per
+// micro-batch where the plan counts once per step.
 Json::Value TorchtitanJson(const Plan& plan) {
   const Layout& l = plan.chosen.layout;
-  const bool ddp = l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.optimizer_sharding && !l.fsdp();
+  const bool ddp = l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.optimizer_sharding() && !l.fsdp();
   Json::Value v(Json::objectValue);
   Json::Value& par = v["parallelism"];
   // FSDP: shard groups of fsdp_shard (FSDP2's dp_shard) replicated fsdp_replicate times (HSDP).
@@ -475,6 +492,7 @@ Json::Value TorchtitanJson(const Plan& plan) {
   par["context_parallel_degree"] = Json::Int64(l.cp);
   par["expert_parallel_degree"] = Json::Int64(l.ep);
   par["pipeline_parallel_degree"] = Json::Int64(l.pp);
+  if (l.grad_sharding()) par["fsdp_reshard_after_forward"] = "never";
   if (l.pp > 1) {
     par["pipeline_parallel_schedule"] = l.vpp > 1 ? "Interleaved1F1B" : "1F1B";
     par["pipeline_parallel_microbatch_size"] = Json::Int64(l.micro_batch);
@@ -500,26 +518,29 @@ Json::Value TorchtitanJson(const Plan& plan) {
   return v;
 }
 
-// Accelerate's config file: for an FSDP plan its FSDP2 plugin (fsdp_config) with the
-// ParallelismConfig sizes (dp_shard, dp_replicate, tp); otherwise its Megatron-LM plugin
+// Accelerate's config file: for an FSDP or ZeRO-2 plan its FSDP2 plugin (fsdp_config; ZeRO-2
+// without resharding after forward, FSDP1's SHARD_GRAD_OP) with the ParallelismConfig sizes
+// (dp_shard, dp_replicate, tp, and cp when above 1); otherwise its Megatron-LM plugin
 // (megatron_lm_config), which has no key for context or expert parallelism or full recompute.
 Json::Value AccelerateJson(const Plan& plan) {
   const Layout& l = plan.chosen.layout;
+  const bool fsdp2 = l.fsdp() || l.grad_sharding();
   Json::Value v(Json::objectValue);
-  v["distributed_type"] = l.fsdp() ? "FSDP" : "MEGATRON_LM";
+  v["distributed_type"] = fsdp2 ? "FSDP" : "MEGATRON_LM";
   v["mixed_precision"] = "bf16";
   v["num_processes"] = Json::Int64(plan.gpus);
-  if (l.fsdp()) {
+  if (fsdp2) {
     Json::Value& f = v["fsdp_config"];
     f["fsdp_version"] = 2;
     f["fsdp_auto_wrap_policy"] = "TRANSFORMER_BASED_WRAP";
-    f["fsdp_reshard_after_forward"] = true;
+    f["fsdp_reshard_after_forward"] = l.fsdp();
     f["fsdp_activation_checkpointing"] = l.recompute == Recompute::kFull;
     f["fsdp_state_dict_type"] = "SHARDED_STATE_DICT";
     Json::Value& p = v["parallelism_config"];
-    p["parallelism_config_dp_shard_size"] = Json::Int64(l.fsdp_shard);
-    p["parallelism_config_dp_replicate_size"] = Json::Int64(l.fsdp_replicate());
+    p["parallelism_config_dp_shard_size"] = Json::Int64(l.fsdp() ? l.fsdp_shard : l.dp);
+    p["parallelism_config_dp_replicate_size"] = Json::Int64(l.fsdp() ? l.fsdp_replicate() : 1);
     p["parallelism_config_tp_size"] = Json::Int64(l.tp);
+    if (l.cp > 1) p["parallelism_config_cp_size"] = Json::Int64(l.cp);
     return v;
   }
   Json::Value& m = v["megatron_lm_config"];
@@ -528,7 +549,7 @@ Json::Value AccelerateJson(const Plan& plan) {
   m["megatron_lm_num_micro_batches"] = Json::Int64(l.grad_accum);
   m["megatron_lm_sequence_parallelism"] = l.sequence_parallel;
   m["megatron_lm_recompute_activations"] = l.recompute == Recompute::kSelective;
-  m["megatron_lm_use_distributed_optimizer"] = l.optimizer_sharding;
+  m["megatron_lm_use_distributed_optimizer"] = l.optimizer_sharding();
   return v;
 }
 
@@ -583,7 +604,7 @@ std::string AccelerateConfig(const Plan& plan) {
     out += "}";
   }
   const Layout& l = plan.chosen.layout;
-  if (l.fsdp()) {
+  if (l.fsdp() || l.grad_sharding()) {
     if (l.recompute == Recompute::kSelective) {
       out += " (no key for selective recompute: apply it in the training script)";
     }
@@ -626,7 +647,8 @@ std::vector<std::pair<std::string, std::string>> PlanTaskEnv(const Plan& plan, i
       {"AUTOPAR_SEQ_LEN", std::to_string(plan.seq_len)},
       {"AUTOPAR_RECOMPUTE", RecomputeName(l.recompute)},
       {"AUTOPAR_RECOMPUTE_LAYERS", std::to_string(l.recompute_layers)},
-      {"AUTOPAR_OPTIMIZER_SHARDING", l.optimizer_sharding ? "1" : "0"},
+      {"AUTOPAR_OPTIMIZER_SHARDING", l.optimizer_sharding() ? "1" : "0"},
+      {"AUTOPAR_GRAD_SHARDING", l.grad_sharding() ? "1" : "0"},
       {"AUTOPAR_GRAD_REDUCE", GradReduceName(l.grad_reduce)},
       {"AUTOPAR_VPP", std::to_string(l.vpp)},
       {"AUTOPAR_FSDP_SHARD", std::to_string(l.fsdp_shard)},
@@ -712,6 +734,18 @@ std::string FsdpLine(const Plan& plan) {
          "transient)\n";
 }
 
+// "zero-2:      optimizer states and gradients sharded over ...\n" for ZeRO-2 plans, else "".
+std::string ZeroTwoLine(const Plan& plan) {
+  const Layout& l = plan.chosen.layout;
+  if (!l.grad_sharding()) return "";
+  return "zero-2:      optimizer states and gradients sharded over the " +
+         std::to_string(l.dp * l.cp) +
+         " data-parallel ranks, weights whole; the gradients reduce-scattered in " +
+         GradReduceName(l.grad_reduce) +
+         " after every micro-batch (behind its backward pass; one layer's unsharded at a time: "
+         "transient) and the bf16 weights all-gathered after the optimizer step\n";
+}
+
 // What the plan hands each framework, one line each.
 std::string FrameworkLines(const Plan& plan) {
   return "arguments:\n  Megatron-LM: " + MegatronArgs(plan) + "\n  DeepSpeed:   " +
@@ -765,7 +799,7 @@ std::string LayoutText(const Layout& x, int64_t layers) {
                   std::to_string(x.grad_accum) + " accumulation steps, " +
                   RecomputePhrase(x, layers);
   if (x.vpp > 1) s += ", interleaved x" + std::to_string(x.vpp);
-  if (x.optimizer_sharding) s += ", distributed optimizer";
+  if (x.optimizer_sharding()) s += ", " + ShardingPhrase(x);
   if (x.fsdp()) s += ", " + FsdpPhrase(x);
   if (x.sequence_parallel) s += ", sequence parallel";
   if (x.grad_reduce == GradReduce::kBf16) s += ", bf16 gradient reduction";
@@ -801,7 +835,7 @@ std::string PlanToText(const Plan& plan) {
      << " + optimizer " << FormatFixed(c.memory.optimizer_gib, 1) << " + activations "
      << FormatFixed(c.memory.activations_gib, 1) << " + transient "
      << FormatFixed(c.memory.transient_gib, 1) << "\n"
-     << HeadroomLine(plan) << GradReduceLine(plan) << FsdpLine(plan)
+     << HeadroomLine(plan) << GradReduceLine(plan) << FsdpLine(plan) << ZeroTwoLine(plan)
      << "step time:   " << FormatFixed(c.step_time_s, 3)
      << " s = compute " << FormatFixed(c.time.compute_s, 3) << " + element-wise "
      << FormatFixed(c.time.elementwise_s, 3) << " + recompute "

@@ -21,7 +21,10 @@ Plan SamplePlan() {
   r.gpus = 32;
   r.global_batch = 256;
   r.top_k = 3;
-  r.fsdp = false;  // a Megatron layout; FSDP plans are tested in planner_fsdp_test.cpp
+  // A Megatron layout with the distributed optimizer; FSDP plans are tested in
+  // planner_fsdp_test.cpp, ZeRO-2's arguments below.
+  r.fsdp = false;
+  r.grad_sharding = false;
   return PlanJob(r).value();
 }
 
@@ -43,7 +46,7 @@ Plan FixedPlan(int64_t tp, int64_t pp, int64_t dp, Recompute rc, bool sharding, 
   l.grad_accum = 1536 / (2 * dp);
   l.vpp = vpp;
   l.recompute = rc;
-  l.optimizer_sharding = sharding;
+  l.dp_sharding = sharding ? DataParallelSharding::kOptimizer : DataParallelSharding::kNone;
   l.sequence_parallel = tp > 1;
   return p;
 }
@@ -66,6 +69,7 @@ TEST(PlanJson, HasTheDocumentedFields) {
                           "grad_accum",
                           "recompute",
                           "optimizer_sharding",
+                          "grad_sharding",
                           "mem_per_gpu_gib",
                           "step_time_s",
                           "tokens_per_s",
@@ -99,9 +103,9 @@ TEST(PlanJson, RoundTrip) {
     EXPECT_EQ(b->seq_len, a.seq_len);
     const Layout &x = a.chosen.layout, &y = b->chosen.layout;
     EXPECT_EQ(std::make_tuple(x.tp, x.pp, x.dp, x.micro_batch, x.grad_accum, x.vpp, x.recompute,
-                              x.recompute_layers, x.optimizer_sharding, x.sequence_parallel),
+                              x.recompute_layers, x.dp_sharding, x.sequence_parallel),
               std::make_tuple(y.tp, y.pp, y.dp, y.micro_batch, y.grad_accum, y.vpp, y.recompute,
-                              y.recompute_layers, y.optimizer_sharding, y.sequence_parallel));
+                              y.recompute_layers, y.dp_sharding, y.sequence_parallel));
     EXPECT_NEAR(b->chosen.step_time_s, a.chosen.step_time_s, 1e-8 * a.chosen.step_time_s);
     EXPECT_NEAR(b->chosen.memory.total_gib, a.chosen.memory.total_gib,
                 1e-8 * a.chosen.memory.total_gib);
@@ -203,6 +207,7 @@ TEST(PlanTaskEnv, HasEveryVariable) {
       {"AUTOPAR_SEQ_LEN", "2048"},
       {"AUTOPAR_RECOMPUTE", "full"},
       {"AUTOPAR_OPTIMIZER_SHARDING", "1"},
+      {"AUTOPAR_GRAD_SHARDING", "0"},
       {"AUTOPAR_GRAD_REDUCE", "fp32"},
       {"AUTOPAR_RECOMPUTE_LAYERS", "0"},
       {"AUTOPAR_VPP", "3"},
@@ -367,7 +372,7 @@ TEST(FrameworkArguments, SayWhatPartialFullRecomputeRuns) {
   EXPECT_NE(MegatronArgs(p).find("--recompute-method block --recompute-num-layers 5"),
             std::string::npos);
   p.chosen.layout.fsdp_shard = 8;
-  p.chosen.layout.optimizer_sharding = false;
+  p.chosen.layout.dp_sharding = DataParallelSharding::kNone;
   EXPECT_NE(AccelerateConfig(p).find("(fsdp_activation_checkpointing recomputes every layer"),
             std::string::npos)
       << AccelerateConfig(p);
@@ -427,6 +432,64 @@ TEST(FrameworkArguments, SayTheGradientPrecision) {
   auto read = PlanFromJson(Json::FastWriter().write(old));
   ASSERT_TRUE(read.ok()) << read.message();
   EXPECT_EQ(read->chosen.layout.grad_reduce, GradReduce::kFp32);
+}
+
+TEST(FrameworkArguments, SayZeroTwo) {
+  // tp=2 over 8 data-parallel ranks, optimizer states and gradients sharded, weights whole.
+  Plan p = FixedPlan(2, 1, 8, Recompute::kSelective, true, 1);
+  p.chosen.layout.dp_sharding = DataParallelSharding::kOptimizerGrads;
+  // Megatron-LM: Megatron-FSDP's optim_grads strategy.
+  EXPECT_NE(MegatronArgs(p).find(" --use-megatron-fsdp --data-parallel-sharding-strategy "
+                                 "optim_grads --use-distributed-optimizer"),
+            std::string::npos)
+      << MegatronArgs(p);
+  EXPECT_EQ(MegatronArgs(p).find("optim_grads_params"), std::string::npos);
+  const Json::Value ds = Parse(DeepSpeedConfigJson(p));
+  EXPECT_EQ(ds["zero_optimization"]["stage"].asInt(), 2);
+  EXPECT_TRUE(ds["zero_optimization"]["overlap_comm"].asBool());
+  // torchtitan: FSDP2 over the 8 ranks that keeps the gathered weights until the backward pass.
+  const std::string titan = TorchtitanArgs(p);
+  for (const char* part : {"--parallelism.data_parallel_shard_degree 8",
+                           "--parallelism.fsdp_reshard_after_forward never",
+                           "--parallelism.tensor_parallel_degree 2"}) {
+    EXPECT_NE(titan.find(part), std::string::npos) << part << "\n" << titan;
+  }
+  // Accelerate: its FSDP2 plugin without resharding after forward.
+  const std::string accelerate = AccelerateConfig(p);
+  for (const char* part : {"distributed_type: FSDP", "fsdp_reshard_after_forward: false",
+                           "parallelism_config_dp_shard_size: 8", "parallelism_config_tp_size: 2"}) {
+    EXPECT_NE(accelerate.find(part), std::string::npos) << part << "\n" << accelerate;
+  }
+  std::map<std::string, std::string> env;
+  for (const auto& [k, v] : PlanTaskEnv(p, 0)) env[k] = v;
+  EXPECT_EQ(env["AUTOPAR_OPTIMIZER_SHARDING"], "1");
+  EXPECT_EQ(env["AUTOPAR_GRAD_SHARDING"], "1");
+  EXPECT_NE(PlanToText(p).find(", ZeRO-2 (optimizer states and gradients sharded)"),
+            std::string::npos);
+  // The JSON says both, and reads back.
+  const Json::Value v = Parse(PlanToJson(p));
+  EXPECT_TRUE(v["optimizer_sharding"].asBool());
+  EXPECT_TRUE(v["grad_sharding"].asBool());
+  auto read = PlanFromJson(PlanToJson(p, false));
+  ASSERT_TRUE(read.ok()) << read.message();
+  EXPECT_EQ(read->chosen.layout.dp_sharding, DataParallelSharding::kOptimizerGrads);
+  // Without it, the others say nothing of it.
+  p.chosen.layout.dp_sharding = DataParallelSharding::kOptimizer;
+  EXPECT_EQ(Parse(DeepSpeedConfigJson(p))["zero_optimization"]["stage"].asInt(), 1);
+  EXPECT_EQ(TorchtitanArgs(p).find("fsdp_reshard_after_forward"), std::string::npos);
+  EXPECT_NE(AccelerateConfig(p).find("distributed_type: MEGATRON_LM"), std::string::npos);
+  // A plan written before ZeRO-2 was a choice kept whole gradients; gradients sharded without
+  // the optimizer states is no plan.
+  Json::Value old = Parse(PlanToJson(SamplePlan(), false));
+  old.removeMember("grad_sharding");
+  auto older = PlanFromJson(Json::FastWriter().write(old));
+  ASSERT_TRUE(older.ok()) << older.message();
+  EXPECT_EQ(older->chosen.layout.dp_sharding, DataParallelSharding::kOptimizer);
+  old["optimizer_sharding"] = false;
+  old["grad_sharding"] = true;
+  EXPECT_EQ(PlanFromJson(Json::FastWriter().write(old)).message(),
+            "plan JSON: 'grad_sharding': ZeRO-2 shards the optimizer states too "
+            "(optimizer_sharding false)");
 }
 
 TEST(PlanToText, SaysTheHeadroom) {
@@ -491,7 +554,7 @@ TEST(FrameworkArguments, ShownInTextAndJson) {
   const Json::Value& fw = v["frameworks"];
   EXPECT_EQ(fw["megatron_args"].asString(), MegatronArgs(p));
   EXPECT_EQ(fw["deepspeed_config"]["zero_optimization"]["stage"].asInt(),
-            p.chosen.layout.optimizer_sharding ? 1 : 0);
+            p.chosen.layout.optimizer_sharding() ? 1 : 0);
   EXPECT_EQ(fw["torchtitan"]["parallelism"]["tensor_parallel_degree"].asInt64(), p.chosen.layout.tp);
   EXPECT_EQ(fw["accelerate"]["megatron_lm_config"]["megatron_lm_pp_degree"].asInt64(),
             p.chosen.layout.pp);

@@ -16,6 +16,8 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // Bytes per parameter of the bf16 weights.
 constexpr double kWeightBytes = 2.0;
+// Bytes per parameter of mixed-precision Adam's state: fp32 master weights, momentum, variance.
+constexpr double kOptimizerStateBytes = 12.0;
 // NCCL reaches about this fraction of a link's bandwidth in large collectives (nccl-tests "busbw").
 constexpr double kLinkEfficiency = 0.8;
 // Optimizer step traffic per parameter of the local shard beside reading its main grad:
@@ -138,6 +140,18 @@ std::string RecomputePhrase(const Layout& l, int64_t layers) {
          (l.pp * l.vpp > 1 ? " per chunk" : "");
 }
 
+std::string ShardingPhrase(const Layout& l) {
+  switch (l.dp_sharding) {
+    case DataParallelSharding::kNone:
+      return "";
+    case DataParallelSharding::kOptimizer:
+      return "distributed optimizer";
+    case DataParallelSharding::kOptimizerGrads:
+      return "ZeRO-2 (optimizer states and gradients sharded)";
+  }
+  return "";
+}
+
 std::string FsdpPhrase(const Layout& l) {
   if (!l.fsdp()) return "";
   if (l.fsdp_replicate() > 1) {
@@ -161,15 +175,39 @@ Result<Recompute> ParseRecompute(const std::string& name) {
   return Status::Error("recompute: unknown value '" + name + "' (none, selective, full)");
 }
 
-double ModelStateBytesPerParam(bool optimizer_sharding, int64_t dp, GradReduce grads) {
-  // 2 bf16 weights + the main grads + 12 fp32 (master weights, Adam momentum, Adam variance).
-  const double optimizer = 12.0;
-  return kWeightBytes + GradBytes(grads) +
-         (optimizer_sharding && dp > 1 ? optimizer / D(dp) : optimizer);
+namespace {
+
+// Bytes of model state per parameter, by what they hold.
+struct ParamBytes {
+  double weights = 0, grads = 0, optimizer = 0;
+  double total() const { return weights + grads + optimizer; }
+};
+
+// 2 bf16 weights + the main grads + 12 fp32 (master weights, Adam momentum, Adam variance), the
+// optimizer states (and with ZeRO-2 the gradients) sharded over the `ranks` that hold the same
+// weights.
+ParamBytes DataParallelBytes(DataParallelSharding sharding, int64_t ranks, GradReduce grads) {
+  ParamBytes b{kWeightBytes, GradBytes(grads), kOptimizerStateBytes};
+  if (ranks <= 1) return b;
+  if (sharding != DataParallelSharding::kNone) b.optimizer /= D(ranks);
+  if (sharding == DataParallelSharding::kOptimizerGrads) b.grads /= D(ranks);
+  return b;
+}
+
+// FSDP: every state sharded over the shard group.
+ParamBytes FsdpBytes(int64_t shard, GradReduce grads) {
+  const double n = D(std::max<int64_t>(1, shard));
+  return ParamBytes{kWeightBytes / n, GradBytes(grads) / n, kOptimizerStateBytes / n};
+}
+
+}  // namespace
+
+double ModelStateBytesPerParam(DataParallelSharding sharding, int64_t dp, GradReduce grads) {
+  return DataParallelBytes(sharding, dp, grads).total();
 }
 
 double FsdpStateBytesPerParam(int64_t shard, GradReduce grads) {
-  return (kWeightBytes + GradBytes(grads) + 12.0) / D(std::max<int64_t>(1, shard));
+  return FsdpBytes(shard, grads).total();
 }
 
 double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micro_batch, int64_t tp,
@@ -375,25 +413,26 @@ PipelineEnds CostPipelineEnds(const ModelArch& m, const Layout& l, const LayoutS
 
 // Bytes of model state per parameter, of the dense weights and of the routed experts'.
 struct StateBytes {
-  double dense = 0, experts = 0;
+  ParamBytes dense, experts;
 };
 
 StateBytes StateBytesPerParam(const Layout& l, const LayoutShape& sh) {
   StateBytes out;
   if (l.fsdp()) {  // dense only (ep = 1): every state sharded over the shard group
-    out.dense = out.experts = FsdpStateBytesPerParam(l.fsdp_shard, l.grad_reduce);
+    out.dense = out.experts = FsdpBytes(l.fsdp_shard, l.grad_reduce);
     return out;
   }
-  // Gradients are reduced, and the distributed optimizer shards, over the d*c ranks that hold
-  // the same weights (Megatron's data-parallel group with context parallelism).
-  out.dense = ModelStateBytesPerParam(l.optimizer_sharding, sh.d * sh.cx, l.grad_reduce);
+  // Gradients are reduced, and the distributed optimizer (and ZeRO-2) shards, over the d*c ranks
+  // that hold the same weights (Megatron's data-parallel group with context parallelism).
+  out.dense = DataParallelBytes(l.dp_sharding, sh.d * sh.cx, l.grad_reduce);
   // Expert weights are shared by the d*c/ep ranks that hold the same experts.
-  out.experts = ModelStateBytesPerParam(l.optimizer_sharding, sh.d * sh.cx / sh.ep, l.grad_reduce);
+  out.experts = DataParallelBytes(l.dp_sharding, sh.d * sh.cx / sh.ep, l.grad_reduce);
   return out;
 }
 
 double StageBytes(const StageMemory& sm, const StateBytes& state) {
-  return sm.params * state.dense + sm.experts * state.experts + sm.activations + sm.transient;
+  return sm.params * state.dense.total() + sm.experts * state.experts.total() + sm.activations +
+         sm.transient;
 }
 
 // The weights FSDP gathers per tensor-parallel rank, by unit: each transformer layer is one unit
@@ -408,15 +447,23 @@ FsdpUnits FsdpUnitsOf(const ModelArch& m, int64_t t) {
   return FsdpUnits{pc.per_layer / D(t), (pc.embedding + pc.output) / D(t)};
 }
 
-// FSDP's working set beyond the shards: two layers gathered in bf16 at a time (the one running
-// and the one prefetched), the root unit gathered from the first forward to the last backward,
-// and in the backward pass one unit's gradients unsharded, in bf16 and, with fp32 reduction, as
-// the fp32 copy its reduce-scatter sends.
-double FsdpGatheredBytes(const ModelArch& m, int64_t t, GradReduce grads) {
+}  // namespace
+
+double GradBucketBytes(const ModelArch& m, int64_t t, GradReduce grads) {
   const FsdpUnits u = FsdpUnitsOf(m, t);
   const double unsharded_grad =
       kWeightBytes + (grads == GradReduce::kBf16 ? 0.0 : GradBytes(GradReduce::kFp32));
-  return kWeightBytes * (2 * u.layer + u.root) + unsharded_grad * std::max(u.layer, u.root);
+  return unsharded_grad * std::max(u.layer, u.root);
+}
+
+namespace {
+
+// FSDP's working set beyond the shards: two layers gathered in bf16 at a time (the one running
+// and the one prefetched), the root unit gathered from the first forward to the last backward,
+// and in the backward pass one unit's gradients unsharded (GradBucketBytes).
+double FsdpGatheredBytes(const ModelArch& m, int64_t t, GradReduce grads) {
+  const FsdpUnits u = FsdpUnitsOf(m, t);
+  return kWeightBytes * (2 * u.layer + u.root) + GradBucketBytes(m, t, grads);
 }
 
 // Fills `memory` with the most loaded stage's breakdown and returns that stage (its parameters
@@ -425,19 +472,19 @@ StageMemory CostMemory(const PlanRequest& req, const Layout& l, const LayoutShap
                        MemoryBreakdown* memory) {
   PipelineEnds ends = CostPipelineEnds(req.model, l, sh);
   if (l.fsdp()) ends.first.transient += FsdpGatheredBytes(req.model, sh.t, l.grad_reduce);
+  // ZeRO-2 (planned with p = 1) reduce-scatters each unit's gradients as the backward pass
+  // produces them: one unit's are unsharded at a time.
+  if (l.grad_sharding()) ends.first.transient += GradBucketBytes(req.model, sh.t, l.grad_reduce);
   const StateBytes state = StateBytesPerParam(l, sh);
   const StageMemory& worst =
       (sh.p == 1 || StageBytes(ends.first, state) >= StageBytes(ends.last, state)) ? ends.first
                                                                                    : ends.last;
-  // Not sharded by the distributed optimizer; FSDP shards them too.
-  const double grad_bytes = GradBytes(l.grad_reduce);
-  const double held =
-      l.fsdp() ? (kWeightBytes + grad_bytes) / D(l.fsdp_shard) : kWeightBytes + grad_bytes;
-  const double per_held = held / (kWeightBytes + grad_bytes);
-  memory->weights_gib = (worst.params + worst.experts) * kWeightBytes * per_held / kGiB;
-  memory->grads_gib = (worst.params + worst.experts) * grad_bytes * per_held / kGiB;
-  memory->optimizer_gib =
-      (worst.params * (state.dense - held) + worst.experts * (state.experts - held)) / kGiB;
+  auto gib = [&](double ParamBytes::*part) {
+    return (worst.params * state.dense.*part + worst.experts * state.experts.*part) / kGiB;
+  };
+  memory->weights_gib = gib(&ParamBytes::weights);
+  memory->grads_gib = gib(&ParamBytes::grads);
+  memory->optimizer_gib = gib(&ParamBytes::optimizer);
   memory->activations_gib = worst.activations / kGiB;
   memory->transient_gib = worst.transient / kGiB;
   memory->total_gib = StageBytes(worst, state) / kGiB;
@@ -625,7 +672,9 @@ void CostFsdp(const PlanRequest& req, const Layout& l, const LayoutShape& sh,
 // all-gather of the updated bf16 weights (each half an all-reduce of its bytes). The reduction
 // overlaps with the backward pass of the last micro-batch; the distributed optimizer's parameter
 // all-gather overlaps with the first forward pass (Megatron's --overlap-grad-reduce and
-// --overlap-param-gather).
+// --overlap-param-gather). ZeRO-2 keeps no whole gradients to accumulate the micro-batches in:
+// it reduce-scatters after every micro-batch, behind that micro-batch's backward pass (DeepSpeed
+// stage 2, Megatron-FSDP's optim_grads), and all-gathers the weights once per step.
 void CostDataParallel(const PlanRequest& req, const Layout& l, const LayoutShape& sh,
                       const StageMemory& worst, const MicroBatchTimes& mbt, TimeBreakdown* time) {
   const int64_t d = sh.d, cx = sh.cx;
@@ -645,11 +694,12 @@ void CostDataParallel(const PlanRequest& req, const Layout& l, const LayoutShape
   const double backward_window = (2.0 / 3.0) * (mbt.compute + mbt.elementwise) + mbt.recompute;
   const double forward_window = (1.0 / 3.0) * (mbt.compute + mbt.elementwise);
   const double grad_bytes = GradBytes(l.grad_reduce);
-  if (l.optimizer_sharding) {
+  if (l.optimizer_sharding()) {
     const double reduce_scatter = all_reduce(grad_bytes) / 2;
     const double all_gather = all_reduce(kWeightBytes) / 2;
-    time->dp_comm_s = reduce_scatter + all_gather;
-    time->dp_comm_exposed_s = std::max(0.0, reduce_scatter - backward_window) +
+    const double scatters = l.grad_sharding() ? D(sh.mb) : 1.0;
+    time->dp_comm_s = scatters * reduce_scatter + all_gather;
+    time->dp_comm_exposed_s = scatters * std::max(0.0, reduce_scatter - backward_window) +
                               std::max(0.0, all_gather - forward_window);
   } else {
     time->dp_comm_s = all_reduce(grad_bytes);
@@ -702,8 +752,9 @@ TimeBreakdown CostStep(const PlanRequest& req, const Layout& l, const LayoutShap
   time.bubble_s = D(sh.p - 1) / D(sh.v) * (stage_mb + mbt.p2p);
   CostDataParallel(req, l, sh, worst, mbt, &time);
   const int64_t replicas = sh.d * sh.cx;
-  const int64_t dense_split = l.fsdp() ? l.fsdp_shard : l.optimizer_sharding ? replicas : 1;
-  const int64_t expert_split = l.fsdp() ? l.fsdp_shard : l.optimizer_sharding ? replicas / sh.ep : 1;
+  const int64_t dense_split = l.fsdp() ? l.fsdp_shard : l.optimizer_sharding() ? replicas : 1;
+  const int64_t expert_split =
+      l.fsdp() ? l.fsdp_shard : l.optimizer_sharding() ? replicas / sh.ep : 1;
   const double shard = worst.params / D(dense_split) + worst.experts / D(expert_split);
   time.optimizer_s = (kOptimizerBytesPerParam + GradBytes(l.grad_reduce)) * shard /
                      (req.gpu.hbm_gbps * 1e9 * kLinkEfficiency);

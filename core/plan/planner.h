@@ -1,6 +1,6 @@
 // The auto-parallel planner: chooses tensor/pipeline/data-parallel sizes, micro-batch, activation
-// recompute, optimizer-state sharding and pipeline interleaving for one training job from a model
-// of memory and time (every formula and its source: docs/planner.md).
+// recompute, optimizer-state and gradient sharding and pipeline interleaving for one training job
+// from a model of memory and time (every formula and its source: docs/planner.md).
 //
 // PlanJob() searches every layout that satisfies the constraints (t*p*d = gpus, heads % t == 0,
 // kv_heads % t == 0, gpus_per_node % t == 0 unless allow_cross_node_tp, p stages hold the layers
@@ -46,6 +46,15 @@ Result<Recompute> ParseRecompute(const std::string& name);
 enum class GradReduce { kFp32, kBf16 };
 const char* GradReduceName(GradReduce g);  // "fp32", "bf16"
 Result<GradReduce> ParseGradReduce(const std::string& name);
+
+// What the data-parallel ranks of a layout that is not FSDP shard among them (Rajbhandari et al.
+// 2020's ZeRO stages; FSDP, stage 3, is Layout::fsdp_shard). kOptimizer: the optimizer states
+// (ZeRO-1: Megatron-LM's distributed optimizer, DeepSpeed stage 1). kOptimizerGrads: the
+// optimizer states and the gradients, the weights kept whole (ZeRO-2: DeepSpeed stage 2,
+// Megatron-FSDP's optim_grads, FSDP2 without resharding after forward); it has no whole gradient
+// buffer to accumulate in, so it reduce-scatters after every micro-batch, and it is planned with
+// pp = 1 and a dense model (docs/planner.md, "ZeRO-2").
+enum class DataParallelSharding { kNone, kOptimizer, kOptimizerGrads };
 
 // A site calibration of the time model (docs/planner.md, "Calibration"): a finished job on this
 // GPU type trained at `factor` times the MFU its plan predicted, so every predicted time of a plan
@@ -97,7 +106,12 @@ struct PlanRequest {
   std::optional<int64_t> vpp;
   std::optional<Recompute> recompute;
   std::optional<int64_t> recompute_layers;  // with full recompute: layers per chunk (0 = all)
+  // Pinned optimizer-state sharding (autopar plan --optimizer-sharding): true plans the
+  // distributed optimizer or ZeRO-2 (both shard it), false neither.
   std::optional<bool> optimizer_sharding;
+  // Pinned gradient sharding (--auto-parallel=...,grad_sharding=on|off, autopar plan
+  // --grad-sharding): true plans ZeRO-2 layouts only (no FSDP), false none; unset: searched.
+  std::optional<bool> grad_sharding;
   // Pinned gradient precision (--auto-parallel=grad_reduce=, autopar plan --grad-reduce); unset:
   // fp32, or bf16 when no layout fits with fp32.
   std::optional<GradReduce> grad_reduce;
@@ -158,7 +172,11 @@ struct Layout {
   // With kFull: layers of each pipeline chunk recomputed in full (Megatron's "block" method); the
   // chunk's other layers use selective recompute. 0 = every layer.
   int64_t recompute_layers = 0;
-  bool optimizer_sharding = false;  // distributed optimizer (ZeRO-1): optimizer states over d
+  // Optimizer states (ZeRO-1), or optimizer states and gradients (ZeRO-2), sharded over the d*cp
+  // ranks that hold the same weights; none with FSDP, which shards everything itself.
+  DataParallelSharding dp_sharding = DataParallelSharding::kNone;
+  bool optimizer_sharding() const { return dp_sharding != DataParallelSharding::kNone; }
+  bool grad_sharding() const { return dp_sharding == DataParallelSharding::kOptimizerGrads; }
   GradReduce grad_reduce = GradReduce::kFp32;  // gradients accumulated and reduced in
   bool sequence_parallel = false;   // on whenever tp > 1 (Korthikanti et al. 2022)
   // FSDP (ZeRO-3): weights, gradients and optimizer states sharded over groups of fsdp_shard of
@@ -175,9 +193,11 @@ struct Layout {
 struct MemoryBreakdown {
   double weights_gib = 0;      // bf16 parameters (FSDP: their shard)
   double grads_gib = 0;        // main gradients: fp32 (Megatron's --bf16 default) or bf16
+                               // (ZeRO-2 and FSDP: their shard)
   double optimizer_gib = 0;    // fp32 master weights + Adam moments (sharded over d if enabled)
   double activations_gib = 0;  // stored activations of all in-flight micro-batches
-  double transient_gib = 0;    // logits / recompute working set / FSDP's gathered layers
+  double transient_gib = 0;    // logits / recompute working set / FSDP's gathered layers /
+                               // ZeRO-2's unsharded gradient bucket
   double total_gib = 0;
 };
 
@@ -193,7 +213,8 @@ struct TimeBreakdown {
   double ep_comm_s = 0;          // expert-parallel all-to-all (dispatch and combine), not overlapped
   double bubble_s = 0;           // pipeline fill/drain: (p-1)/(m*v) of the steady state
   double p2p_s = 0;              // pipeline point-to-point sends
-  double dp_comm_s = 0;          // data-parallel gradient reduction (whole); FSDP: its gathers,
+  double dp_comm_s = 0;          // data-parallel gradient reduction (whole; ZeRO-2: one
+                                 // reduce-scatter per micro-batch); FSDP: its gathers,
                                  // reduce-scatters and (HSDP) replica all-reduces
   double dp_comm_exposed_s = 0;  // the part not hidden behind the compute
   double optimizer_s = 0;        // optimizer step (memory-bound)
@@ -293,9 +314,16 @@ PlanCandidate EvaluateLayout(const PlanRequest& request, const Layout& layout);
 // Bytes of model state per parameter for mixed-precision Adam as Megatron-LM's --bf16 keeps it
 // (its distributed optimizer guide): 2 (bf16 weights) + 4 (fp32 main grads; 2 with bf16 grads) +
 // 12 (fp32 master, momentum, variance) = 18 (16); with the optimizer states sharded over d (ZeRO
-// stage 1, Rajbhandari et al. 2020): 6 + 12/d (4 + 12/d).
-double ModelStateBytesPerParam(bool optimizer_sharding, int64_t dp,
+// stage 1, Rajbhandari et al. 2020): 6 + 12/d (4 + 12/d); with the gradients sharded too (ZeRO
+// stage 2): 2 + 16/d (2 + 14/d), beside which ZeRO-2 holds one unsharded gradient bucket
+// (GradBucketBytes).
+double ModelStateBytesPerParam(DataParallelSharding sharding, int64_t dp,
                                GradReduce grads = GradReduce::kFp32);
+// The transient unsharded gradients of ZeRO-2 and FSDP: one unit's (a transformer layer, or the
+// embedding and output layer together, whichever is larger; parameters per GPU at tensor-parallel
+// size t), in bf16 as autograd writes them and, with fp32 reduction, the fp32 copy the
+// reduce-scatter sends.
+double GradBucketBytes(const ModelArch& m, int64_t t, GradReduce grads);
 // FSDP (ZeRO-3, Rajbhandari et al. 2020 P_os+g+p): the same 18 (16) bytes, all of them sharded
 // over the shard group: 18 / shard (PyTorch FSDP2 keeps 16: fp32 sharded parameters that are also
 // the master weights; DeepSpeed ZeRO-3 and Megatron-FSDP keep bf16 and fp32 copies; the planner
@@ -319,23 +347,27 @@ std::string RecomputePhrase(const Layout& layout, int64_t layers = 0);
 // "FSDP over 64" (one shard group of all the data-parallel ranks), "HSDP 8 x 4" (shard groups of
 // 8, 4 replicas), or "" when the layout is not FSDP.
 std::string FsdpPhrase(const Layout& layout);
+// "distributed optimizer", "ZeRO-2 (optimizer states and gradients sharded)", or "" when the
+// data-parallel ranks shard nothing (or the layout is FSDP).
+std::string ShardingPhrase(const Layout& layout);
 // Model FLOPs of one step (forward + backward, no recompute) for `batch` sequences: 3 * (L * (2 *
 // b*s * W + 4 * b * s^2 * h) + 2 * b*s*h*V) (Narayanan et al. 2021, generalized).
 double ModelFlopsPerStep(const ModelArch& m, int64_t seq_len, int64_t batch);
 
 // --- plan I/O ------------------------------------------------------------------------------
 // JSON object with at least tp, pp, dp, micro_batch, grad_accum, vpp, recompute,
-// optimizer_sharding, mem_per_gpu_gib, step_time_s, tokens_per_s, samples_per_s, mfu, memory,
-// time, alternatives. `with_alternatives=false` drops the list (for the job environment).
+// optimizer_sharding, grad_sharding (ZeRO-2; plans without it: false), mem_per_gpu_gib,
+// step_time_s, tokens_per_s, samples_per_s, mfu, memory, time, alternatives.
+// `with_alternatives=false` drops the list (for the job environment).
 std::string PlanToJson(const Plan& plan, bool with_alternatives = true);
 // Parses PlanToJson's output (with or without alternatives); errors name the key.
 Result<Plan> PlanFromJson(const std::string& json);
 
 // The job environment of one task: AUTOPAR_TP/PP/DP, AUTOPAR_MICRO_BATCH, AUTOPAR_GRAD_ACCUM,
 // AUTOPAR_GLOBAL_BATCH, AUTOPAR_SEQ_LEN, AUTOPAR_RECOMPUTE, AUTOPAR_RECOMPUTE_LAYERS (layers per
-// chunk recomputed in full; 0 = all), AUTOPAR_OPTIMIZER_SHARDING (0/1), AUTOPAR_GRAD_REDUCE
-// (fp32/bf16), AUTOPAR_VPP, AUTOPAR_FSDP_SHARD / AUTOPAR_FSDP_REPLICATE (0 when the plan is not
-// FSDP),
+// chunk recomputed in full; 0 = all), AUTOPAR_OPTIMIZER_SHARDING (0/1; 1 with ZeRO-2 too),
+// AUTOPAR_GRAD_SHARDING (0/1: ZeRO-2), AUTOPAR_GRAD_REDUCE (fp32/bf16), AUTOPAR_VPP,
+// AUTOPAR_FSDP_SHARD / AUTOPAR_FSDP_REPLICATE (0 when the plan is not FSDP),
 // AUTOPAR_TP_RANK/PP_RANK/DP_RANK (with FSDP also AUTOPAR_FSDP_SHARD_RANK = dp_rank % shard and
 // AUTOPAR_FSDP_REPLICATE_RANK = dp_rank / shard), AUTOPAR_PLAN_JSON, AUTOPAR_MEGATRON_ARGS,
 // AUTOPAR_DEEPSPEED_CONFIG.

@@ -69,6 +69,10 @@ std::string PinnedLabel(const PlanRequest& r) {
   add("dp", r.dp);
   const std::string fsdp = FsdpPinText(r);
   if (!fsdp.empty()) out += (out.empty() ? "" : ",") + fsdp;
+  if (r.grad_sharding) {
+    out += std::string(out.empty() ? "" : ",") + "grad_sharding=" +
+           (*r.grad_sharding ? "on" : "off");
+  }
   return "--auto-parallel=" + out;
 }
 
@@ -245,6 +249,30 @@ std::string FsdpPinError(const PlanRequest& r, const std::string& label) {
   return "";
 }
 
+// Why pinned ZeRO-2 (grad_sharding on) cannot work with the other pins, the model or the GPUs, or
+// "". It is planned with pp = 1 (DeepSpeed's PipelineEngine asserts a ZeRO stage below 2), for
+// a dense model, weights whole (not FSDP) and over d*cp > 1 ranks.
+std::string GradShardingPinError(const PlanRequest& r) {
+  if (!r.grad_sharding || !*r.grad_sharding) return "";
+  const std::string label = PinnedLabel(r) + ": ZeRO-2";
+  if (r.model.moe()) {
+    return label + " is planned for dense models (" + r.model.name + " has experts)";
+  }
+  if (r.pp && *r.pp > 1) {
+    return label + " is planned without pipeline parallelism (pp=" + std::to_string(*r.pp) +
+           "; DeepSpeed's pipeline engine refuses ZeRO stage 2)";
+  }
+  if (FsdpOnly(r)) return label + " keeps the weights whole and FSDP shards them: pin one";
+  if (r.optimizer_sharding && !*r.optimizer_sharding) {
+    return label + " shards the optimizer states too (optimizer sharding is pinned off)";
+  }
+  const int64_t ranks = r.gpus / (r.tp.value_or(1) * r.pp.value_or(1));
+  if (ranks <= 1 || (r.dp.value_or(0) == 1 && r.cp.value_or(1) == 1)) {
+    return label + " shards over the data-parallel ranks (dp*cp) and this layout has one";
+  }
+  return "";
+}
+
 // Why a pinned (t, p, d) cannot work, or "" when it can.
 std::string PinnedConstraintError(const PlanRequest& r, int64_t s) {
   const std::string label = PinnedLabel(r);
@@ -269,11 +297,31 @@ bool StagesAllowed(const PlanRequest& r, int64_t p, int64_t v) {
   return r.allow_uneven_stages && !ChunkLayers(r.model.layers, p, v).empty();
 }
 
+// The data-parallel shardings the search tries for the sizes in `base`, least memory last: none;
+// where d*c > 1 the distributed optimizer and, with p = 1 and a dense model, ZeRO-2; as pinned.
+// An FSDP layout shards every state itself: none on top.
+std::vector<DataParallelSharding> ShardingsFor(const PlanRequest& r, const Layout& base) {
+  if (base.fsdp()) return {DataParallelSharding::kNone};
+  std::vector<DataParallelSharding> out;
+  for (DataParallelSharding s : {DataParallelSharding::kNone, DataParallelSharding::kOptimizer,
+                                 DataParallelSharding::kOptimizerGrads}) {
+    const bool optimizer = s != DataParallelSharding::kNone;
+    const bool grads = s == DataParallelSharding::kOptimizerGrads;
+    if (optimizer && base.dp * base.cp <= 1) continue;
+    if (grads && (base.pp > 1 || r.model.moe())) continue;
+    if (r.optimizer_sharding && optimizer != *r.optimizer_sharding) continue;
+    if (r.grad_sharding && grads != *r.grad_sharding) continue;
+    out.push_back(s);
+  }
+  return out;
+}
+
 // Every micro-batch, interleaving, recompute and sharding choice for the sizes in `base`.
 void EnumerateKnobs(const PlanRequest& r, const Layout& base, const Recompute (&all_rc)[3],
                     std::vector<Layout>* out) {
   const int64_t p = base.pp, d = base.dp;
   const int64_t per_replica = r.global_batch / d;
+  const std::vector<DataParallelSharding> shardings = ShardingsFor(r, base);
   for (int64_t b : Divisors(per_replica)) {
     if (r.micro_batch && b != *r.micro_batch) continue;
     if (b > 64) break;
@@ -288,17 +336,14 @@ void EnumerateKnobs(const PlanRequest& r, const Layout& base, const Recompute (&
       if (r.vpp && v != *r.vpp) continue;
       for (Recompute rc : all_rc) {
         if (r.recompute && rc != *r.recompute) continue;
-        // FSDP shards the optimizer states itself: no distributed optimizer on top.
-        const int shardings = d * base.cp > 1 && !base.fsdp() ? 2 : 1;
-        for (int sh = 0; sh < shardings; ++sh) {
-          if (r.optimizer_sharding && !base.fsdp() && (sh == 1) != *r.optimizer_sharding) continue;
+        for (DataParallelSharding sharding : shardings) {
           Layout l = base;
           l.micro_batch = b;
           l.grad_accum = mb;
           l.vpp = v;
           l.recompute = rc;
           l.recompute_layers = rc == Recompute::kFull ? r.recompute_layers.value_or(0) : 0;
-          l.optimizer_sharding = sh == 1;
+          l.dp_sharding = sharding;
           l.grad_reduce = r.grad_reduce.value_or(GradReduce::kFp32);
           out->push_back(l);
         }
@@ -324,7 +369,8 @@ std::vector<int64_t> ExpertSizes(const PlanRequest& r, int64_t replicas) {
 // as pinned; none when FSDP is off.
 std::vector<int64_t> FsdpShards(const PlanRequest& r, int64_t d) {
   std::vector<int64_t> out;
-  if ((r.fsdp && !*r.fsdp) || r.model.moe()) return out;
+  // Pinned ZeRO-2 keeps the weights whole: no FSDP.
+  if ((r.fsdp && !*r.fsdp) || r.model.moe() || (r.grad_sharding && *r.grad_sharding)) return out;
   for (int64_t shard : Divisors(d)) {
     if (shard < 2 || (r.fsdp_shard && shard != *r.fsdp_shard)) continue;
     if (r.fsdp_replicate && d / shard != *r.fsdp_replicate) continue;
@@ -334,16 +380,18 @@ std::vector<int64_t> FsdpShards(const PlanRequest& r, int64_t d) {
 }
 
 // The layouts of one (t, c, p, d, ep[, FSDP shard]) in `base`: with `memory_only` the
-// least-memory knobs (micro-batch 1, full recompute, sharding) regardless of the batch split,
-// else every knob (EnumerateKnobs) when d divides the batch.
+// least-memory knobs (micro-batch 1, full recompute, the most sharding allowed) regardless of the
+// batch split, else every knob (EnumerateKnobs) when d divides the batch.
 void AddLayouts(const PlanRequest& r, const Layout& base, bool memory_only,
                 std::vector<Layout>* out) {
   const Recompute all_rc[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   if (memory_only) {
+    const std::vector<DataParallelSharding> shardings = ShardingsFor(r, base);
+    if (shardings.empty()) return;
     Layout l = base;
     l.micro_batch = 1;
     l.recompute = r.recompute.value_or(Recompute::kFull);
-    l.optimizer_sharding = !base.fsdp() && r.optimizer_sharding.value_or(base.dp * base.cp > 1);
+    l.dp_sharding = shardings.back();
     // The least memory: bf16 gradients unless fp32 is pinned (the search falls back to them).
     l.grad_reduce = r.grad_reduce.value_or(GradReduce::kBf16);
     out->push_back(l);
@@ -413,7 +461,8 @@ std::string DescribeKnobs(const Layout& l, int64_t layers) {
   return "tp=" + std::to_string(l.tp) + (l.cp > 1 ? ", cp=" + std::to_string(l.cp) : "") +
          (l.ep > 1 ? ", ep=" + std::to_string(l.ep) : "") + ", pp=" + std::to_string(l.pp) +
          ", dp=" + std::to_string(l.dp) + ", micro-batch " + std::to_string(l.micro_batch) + ", " +
-         RecomputePhrase(l, layers) + (l.optimizer_sharding ? ", distributed optimizer" : "") +
+         RecomputePhrase(l, layers) +
+         (l.optimizer_sharding() ? ", " + ShardingPhrase(l) : "") +
          (l.fsdp() ? ", " + FsdpPhrase(l) : "") +
          (l.grad_reduce == GradReduce::kBf16 ? ", bf16 gradient reduction" : "");
 }
@@ -440,6 +489,7 @@ PlanRequest Unpinned(PlanRequest q) {
   q.recompute.reset();
   q.recompute_layers.reset();
   q.optimizer_sharding.reset();
+  q.grad_sharding.reset();
   q.grad_reduce.reset();
   q.fsdp.reset();
   q.fsdp_shard.reset();
@@ -468,11 +518,27 @@ std::string WithoutPins(const PlanRequest& r) {
 // "Memory per GPU"): below it, fragmentation and NCCL's buffers are not covered.
 constexpr double kSmallestSuggestedHeadroom = 0.04;
 
+// Whether ZeRO-2 is a setting the request left out by its pins: gradient sharding pinned off
+// while the optimizer states may be sharded (unpinned, the search has tried it; with them pinned
+// whole, as --fault-tolerance=step does, it cannot be).
+bool ZeroTwoLeftOut(const PlanRequest& r) {
+  return r.grad_sharding == false && r.optimizer_sharding != false;
+}
+
 // The settings that make the request plan on the same GPUs with the same pins, each planned
-// before it is named: bf16 gradient reduction (when fp32 is pinned; unpinned, the search has
-// tried it), and the largest headroom from the request's down to kSmallestSuggestedHeadroom.
+// before it is named: ZeRO-2 (when pinned off; it keeps the numerics), bf16 gradient reduction
+// (when fp32 is pinned; unpinned, the search has tried it), and the largest headroom from the
+// request's down to kSmallestSuggestedHeadroom.
 std::vector<std::string> SettingFixes(const PlanRequest& r) {
   std::vector<std::string> fixes;
+  if (ZeroTwoLeftOut(r)) {
+    PlanRequest q = r;
+    q.grad_sharding = true;
+    if (Plans(q)) {
+      fixes.push_back(
+          "ZeRO-2 (--auto-parallel=...,grad_sharding=on, autopar plan --grad-sharding on)");
+    }
+  }
   if (r.grad_reduce == GradReduce::kFp32) {
     PlanRequest q = r;
     q.grad_reduce = GradReduce::kBf16;
@@ -543,7 +609,7 @@ std::string CannotFitMessage(const PlanRequest& r, const PlanCandidate& smallest
      << " GiB usable";
   const std::vector<std::string> fixes = FitFixes(r, usable);
   if (fixes.empty()) {
-    os << "; no change found that fits (tried "
+    os << "; no change found that fits (tried " << (ZeroTwoLeftOut(r) ? "ZeRO-2, " : "")
        << (r.grad_reduce == GradReduce::kFp32 ? "bf16 gradient reduction, " : "")
        << "a headroom down to " << Fixed(kSmallestSuggestedHeadroom * 100, 0) << "%, "
        << (r.allow_uneven_stages ? "" : "uneven stages, ")
@@ -625,8 +691,13 @@ std::string SlowerReason(const PlanCandidate& best, const PlanCandidate& c) {
          " s)";
 }
 
+// Faster, then (equally fast) the distributed optimizer over ZeRO-2, then less memory. With one
+// micro-batch per step they cost the same time, and ZeRO-2 less memory, but it is one more thing
+// to set up in every framework: it is chosen where it is faster (a larger micro-batch or less
+// recompute fits) or where it alone fits.
 bool Better(const PlanCandidate& a, const PlanCandidate& b) {
   if (a.step_time_s != b.step_time_s) return a.step_time_s < b.step_time_s;
+  if (a.layout.grad_sharding() != b.layout.grad_sharding()) return !a.layout.grad_sharding();
   return a.memory.total_gib < b.memory.total_gib;
 }
 
@@ -670,15 +741,18 @@ Status NoLayoutError(const PlanRequest& r, bool explain) {
   std::vector<Layout> any;
   Enumerate(r, r.gpus, true, &any);
   if (any.empty()) {
+    const std::string zero2 =
+        r.grad_sharding == true ? " (ZeRO-2 needs pp=1 and dp*cp > 1)" : "";
     if (Pinned(r))
       return Status::Error(PinnedLabel(r) + ": no valid layout of " + std::to_string(r.gpus) +
-                           " GPUs" + (explain ? WithoutPins(r) : ""));
+                           " GPUs" + zero2 + (explain ? WithoutPins(r) : ""));
     return Status::Error("--gpus: no layout of " + std::to_string(r.gpus) +
                          " GPUs satisfies the constraints (tp must divide " +
                          std::to_string(r.model.heads) + " heads and " +
                          std::to_string(r.model.kv_heads) + " kv heads and fit in a node of " +
                          std::to_string(r.gpus_per_node) + "; pp must divide " +
-                         std::to_string(r.model.layers) + " layers)");
+                         std::to_string(r.model.layers) + " layers" +
+                         (zero2.empty() ? "" : "; ZeRO-2 needs pp=1 and dp*cp > 1") + ")");
   }
   if (!explain) return Status::Error("--global-batch: no data-parallel size divides it");
   return Status::Error(BatchMessage(r, any));
@@ -914,6 +988,9 @@ Result<Plan> Search(const PlanRequest& request, bool explain) {
   PlanRequest r = request;
   if (r.seq_len == 0) r.seq_len = r.model.seq_len;
   const double usable = r.gpu.mem_gib * (1.0 - r.headroom_fraction);
+  if (std::string why = GradShardingPinError(r); !why.empty()) {
+    return Status::Error(why + (explain ? WithoutPins(r) : ""));
+  }
   if (Pinned(r)) {
     std::string why = PinnedConstraintError(r, r.seq_len);
     if (!why.empty()) return Status::Error(why + (explain ? WithoutPins(r) : ""));

@@ -34,6 +34,10 @@ void ExpectSuggestedLayoutPlans(PlanRequest r, const std::string& message) {
   r.ep.reset();
   r.pp.reset();
   r.dp.reset();
+  // A ZeRO-2 layout says so; the found layout was searched without sharding pins.
+  r.optimizer_sharding.reset();
+  r.grad_sharding.reset();
+  if (layout.find("ZeRO-2") != std::string::npos) r.grad_sharding = true;
   // An FSDP layout names its shard group ("FSDP over 124", "HSDP 8 x 4").
   r.fsdp = false;
   r.fsdp_shard.reset();
@@ -65,14 +69,14 @@ TEST(ModelStateBytesPerParam, MegatronBf16WithFp32Grads) {
   // accumulates and reduces in unless told --grad-reduce-in-bf16) keep 18 bytes per parameter,
   // 6 + 12/d with the distributed optimizer (ZeRO stage 1, Rajbhandari et al. 2020: only the 12
   // bytes of fp32 master weights and Adam moments are sharded).
-  EXPECT_DOUBLE_EQ(ModelStateBytesPerParam(false, 64), 18.0);
-  EXPECT_DOUBLE_EQ(ModelStateBytesPerParam(true, 1), 18.0);
-  EXPECT_DOUBLE_EQ(ModelStateBytesPerParam(true, 64), 6.0 + 12.0 / 64);
+  EXPECT_DOUBLE_EQ(ModelStateBytesPerParam(DataParallelSharding::kNone, 64), 18.0);
+  EXPECT_DOUBLE_EQ(ModelStateBytesPerParam(DataParallelSharding::kOptimizer, 1), 18.0);
+  EXPECT_DOUBLE_EQ(ModelStateBytesPerParam(DataParallelSharding::kOptimizer, 64), 6.0 + 12.0 / 64);
   // The breakdown says the same: gradients are twice the bf16 weights.
   PlanRequest r = PlanRequestFor("llama-2-7b", 8, "a100-80gb", 64);
   Layout l;
   l.dp = 8;
-  l.optimizer_sharding = true;
+  l.dp_sharding = DataParallelSharding::kOptimizer;
   const MemoryBreakdown m = EvaluateLayout(r, l).memory;
   EXPECT_NEAR(m.grads_gib, 2 * m.weights_gib, 1e-9);
   EXPECT_NEAR(m.optimizer_gib, 12.0 / 8 / 2 * m.weights_gib, 1e-9);
@@ -232,7 +236,7 @@ TEST(EvaluateLayout, MemoryAndTimeAreConsistent) {
   l.pp = 2;
   l.dp = 4;
   l.micro_batch = 2;
-  l.optimizer_sharding = true;
+  l.dp_sharding = DataParallelSharding::kOptimizer;
   const PlanCandidate c = EvaluateLayout(r, l);
   EXPECT_EQ(c.layout.grad_accum, 16);
   EXPECT_TRUE(c.layout.sequence_parallel);
@@ -328,7 +332,8 @@ TEST(PlanJob, EveryPlanSatisfiesTheConstraints) {
 TEST(PlanJob, ChoosesTheSimplestLayoutWithinTheModelErrorOfTheFastest) {
   // Brute force over the same space with EvaluateLayout: nothing that fits is faster than the
   // plan's fastest layout (the chosen one, or the one set aside for it), and nothing that fits
-  // is faster than the chosen one by more than the model's error.
+  // is faster than the chosen one by more than the model's error (ZeRO-2 included: it is
+  // searched where p = 1).
   PlanRequest r = PlanRequestFor("llama-2-7b", 16, "a100-80gb", 64);
   auto plan = PlanJob(r);
   ASSERT_TRUE(plan.ok()) << plan.message();
@@ -339,14 +344,20 @@ TEST(PlanJob, ChoosesTheSimplestLayoutWithinTheModelErrorOfTheFastest) {
       for (int64_t b : {1, 2, 4}) {
         if (64 % (b * d) != 0) continue;
         for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-          for (bool sh : {false, true}) {
+          for (DataParallelSharding sh :
+               {DataParallelSharding::kNone, DataParallelSharding::kOptimizer,
+                DataParallelSharding::kOptimizerGrads}) {
+            if ((sh != DataParallelSharding::kNone && d == 1) ||
+                (sh == DataParallelSharding::kOptimizerGrads && p > 1)) {
+              continue;
+            }
             Layout l;
             l.tp = t;
             l.pp = p;
             l.dp = d;
             l.micro_batch = b;
             l.recompute = rc;
-            l.optimizer_sharding = sh && d > 1;
+            l.dp_sharding = sh;
             const PlanCandidate c = EvaluateLayout(r, l);
             const PlanCandidate& fastest = plan->set_aside ? *plan->set_aside : plan->chosen;
             if (c.fits) {
@@ -372,7 +383,7 @@ TEST(PlanJob, CountsTheFp32GradientsMegatronKeeps) {
   old.dp = 32;
   old.vpp = 8;
   old.recompute = Recompute::kFull;
-  old.optimizer_sharding = true;
+  old.dp_sharding = DataParallelSharding::kOptimizer;
   const PlanCandidate before = EvaluateLayout(r, old);
   EXPECT_GT(before.memory.total_gib, 90.0);
   EXPECT_FALSE(before.fits);
@@ -413,7 +424,7 @@ TEST(EvaluateLayout, TensorParallelOverlapHidesThreeQuarters) {
   l.tp = 8;
   l.dp = 8;
   l.recompute = Recompute::kSelective;
-  l.optimizer_sharding = true;
+  l.dp_sharding = DataParallelSharding::kOptimizer;
   PlanRequest off = r;
   off.tp_comm_overlap = false;
   const PlanCandidate with = EvaluateLayout(r, l), without = EvaluateLayout(off, l);
@@ -804,16 +815,26 @@ TEST(PlanJob, LongContextUsesContextParallelism) {
 
 TEST(PlanJob, OptLayoutNeedsFsdp) {
   // OPT-175B trained with FSDP and Megatron's tensor parallelism (tp=8, FSDP over the other
-  // 124): with only the optimizer sharded its layout is refused; pinned as FSDP it plans and fits.
+  // 124): with only the optimizer sharded its layout is refused, and the refusal names ZeRO-2
+  // (its 40.7 GiB of bf16 weights per GPU fit whole once the gradients are sharded); pinned as
+  // FSDP it plans and fits.
   PlanRequest opt = PlanRequestFor("opt-175b", 992, "a100-80gb", 992);
   ASSERT_TRUE(PlanJob(opt).ok());
   opt.tp = 8;
   opt.pp = 1;
   opt.dp = 124;
   opt.fsdp = false;
+  opt.grad_sharding = false;
   auto refused = PlanJob(opt);
   ASSERT_FALSE(refused.ok());
   ExpectSuggestedLayoutPlans(opt, refused.message());
+  EXPECT_NE(refused.message().find("; it plans with ZeRO-2 (--auto-parallel=...,grad_sharding=on"),
+            std::string::npos)
+      << refused.message();
+  opt.grad_sharding.reset();
+  auto zero2 = PlanJob(opt);
+  ASSERT_TRUE(zero2.ok()) << zero2.message();
+  EXPECT_TRUE(zero2->chosen.layout.grad_sharding());
   opt.fsdp = true;
   opt.fsdp_shard = 124;
   auto fsdp = PlanJob(opt);
