@@ -57,3 +57,9 @@ expect_usage_error(
 file(REMOVE "${bad_model}")
 expect_usage_error("autopar plan: --tp-comm-overlap: invalid value 'maybe' (on, off)"
   --tp-comm-overlap maybe)
+expect_usage_error("autopar plan: --grad-sharding: invalid value 'maybe' (on, off)"
+  --grad-sharding maybe)
+# ZeRO-2 pinned where it cannot be planned: the pin and why.
+expect_usage_error(
+  "autopar plan: --pp 2 --grad-sharding on: ZeRO-2 is planned without pipeline parallelism (pp=2; DeepSpeed's pipeline engine refuses ZeRO stage 2)"
+  --pp 2 --grad-sharding on)

@@ -104,7 +104,11 @@ po::options_description PlanOptions() {
       "pin recompute: none, selective, full (every layer, unless --recompute-layers)")(
       "recompute-layers", po::value<std::string>(),
       "pin layers per chunk recomputed in full (0 = all)")(
-      "optimizer-sharding", po::value<std::string>(), "pin the distributed optimizer: on, off")(
+      "optimizer-sharding", po::value<std::string>(),
+      "pin optimizer-state sharding: on (the distributed optimizer or ZeRO-2), off")(
+      "grad-sharding", po::value<std::string>(),
+      "pin ZeRO-2 (gradients sharded beside the optimizer states, weights whole; pp 1, dense "
+      "models): on, off (default: searched)")(
       "grad-reduce", po::value<std::string>(),
       "pin the gradient precision: fp32, bf16 (default: fp32, or bf16 when no layout fits with "
       "fp32)")(
@@ -277,7 +281,8 @@ Status ReadChoice(const po::variables_map& vm, const char* name,
   return Status::Ok();
 }
 
-// The pinned knobs (recompute, its layers, the distributed optimizer) and the stage rules.
+// The pinned knobs (recompute, its layers, the distributed optimizer, ZeRO-2, the gradient
+// precision) and the stage rules.
 Status ReadPinnedKnobs(const po::variables_map& vm, PlanRequest* req) {
   if (Status st = ReadChoice(vm, "recompute", ParseRecompute, "none, selective, full",
                              &req->recompute);
@@ -298,6 +303,15 @@ Status ReadPinnedKnobs(const po::variables_map& vm, PlanRequest* req) {
     } else {
       return Status::Error("--optimizer-sharding: invalid value '" + v + "' (on, off)");
     }
+  }
+  if (vm.count("grad-sharding")) {
+    const std::string v = Str(vm, "grad-sharding");
+    if (v != "on" && v != "off") {
+      return Status::Error("--grad-sharding: invalid value '" + v + "' (on, off)");
+    }
+    req->grad_sharding = v == "on";
+    // Named in the refusals of the pin, as the sizes are.
+    req->pin_label += (req->pin_label.empty() ? "--" : " --") + std::string("grad-sharding ") + v;
   }
   if (Status st = ReadChoice(vm, "grad-reduce", ParseGradReduce, "fp32, bf16", &req->grad_reduce);
       !st) {

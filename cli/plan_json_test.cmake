@@ -7,7 +7,7 @@ execute_process(
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "autopar plan --json failed (${rc}): ${err}")
 endif()
-foreach(key tp pp dp micro_batch grad_accum recompute optimizer_sharding mem_per_gpu_gib
+foreach(key tp pp dp micro_batch grad_accum recompute optimizer_sharding grad_sharding mem_per_gpu_gib
             step_time_s tokens_per_s mfu mem_headroom mem_usable_gib)
   string(JSON value ERROR_VARIABLE jerr GET "${out}" ${key})
   if(jerr)

@@ -20,6 +20,7 @@ Status PinWholeState(const ParallelSpec& pin, PlanRequest* req) {
   if (Status st = CheckWholeStatePin(pin); !st) return st;
   req->tp = req->pp = req->cp = req->ep = 1;
   req->optimizer_sharding = false;
+  req->grad_sharding = false;
   req->fsdp = false;
   req->pin_label = kWholeStateLabel;
   return Status::Ok();
@@ -60,8 +61,11 @@ Result<PlanRequest> StepPlanRequest(const JobOptions& opts, int64_t gpus, int64_
   if (pin.fsdp) req.fsdp = true;
   if (pin.fsdp_shard) req.fsdp_shard = pin.fsdp_shard;
   if (pin.fsdp_replicate) req.fsdp_replicate = pin.fsdp_replicate;
+  if (!pin.grad_sharding.empty()) req.grad_sharding = pin.grad_sharding == "on";  // "" = searched
   if (auto g = ParseGradReduce(pin.grad_reduce); g.ok()) req.grad_reduce = *g;  // "" = searched
-  if (pin.pinned()) req.pin_label = "--auto-parallel=" + pin.ToString();
+  if (pin.pinned() || !pin.grad_sharding.empty()) {
+    req.pin_label = "--auto-parallel=" + pin.ToString();
+  }
   if (opts.fault_tolerance_step.value_or(false)) {
     if (Status st = PinWholeState(pin, &req); !st) return st;
   }

@@ -117,6 +117,33 @@ TEST(JobPlan, TheGradientPrecisionPinReachesTheRequestAndThePlan) {
   EXPECT_FALSE(searched->grad_reduce.has_value());
 }
 
+TEST(JobPlan, TheZeroTwoPinReachesTheRequestAndThePlan) {
+  auto r = StepPlanRequest(Opts("grad_sharding=on"), 8, 2);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_TRUE(r->grad_sharding.has_value());
+  EXPECT_TRUE(*r->grad_sharding);
+  EXPECT_FALSE(r->tp.has_value());  // it pins no size
+  EXPECT_EQ(r->pin_label, "--auto-parallel=grad_sharding=on");
+  auto plan = PlanStep(Opts("tp=2,grad_sharding=on"), 8, 2);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_TRUE(plan->chosen.layout.grad_sharding());
+  EXPECT_EQ(plan->chosen.layout.tp, 2);
+  auto off = PlanStep(Opts("grad_sharding=off"), 8, 2);
+  ASSERT_TRUE(off.ok()) << off.message();
+  EXPECT_FALSE(off->chosen.layout.grad_sharding());
+  // Refused where it cannot be planned, naming the pin (tp=2 on 2 GPUs leaves one replica).
+  auto alone = PlanStep(Opts("tp=2,grad_sharding=on"), 2, 2);
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.message(),
+            "--auto-parallel=tp=2,grad_sharding=on: ZeRO-2 shards over the data-parallel ranks "
+            "(dp*cp) and this layout has one" +
+                alone.message().substr(alone.message().find("; without the pins")))
+      << alone.message();
+  JobOptions step = Opts("grad_sharding=on");
+  step.fault_tolerance_step = true;
+  EXPECT_EQ(PlanStep(step, 8, 2).message().rfind("--fault-tolerance: step heals only", 0), 0u);
+}
+
 TEST(JobPlan, FaultToleranceStepIsPlannedOnTheWholeStateOrRefused) {
   // A 1B model on 8 A100: plain data parallelism fits; the ranks each hold the whole state.
   JobOptions o = Opts();
@@ -134,7 +161,7 @@ TEST(JobPlan, FaultToleranceStepIsPlannedOnTheWholeStateOrRefused) {
   EXPECT_TRUE(free->chosen.layout.optimizer_sharding() || free->chosen.layout.fsdp() ||
               free->chosen.layout.tp > 1);
   // A pin that shards the state is refused, naming both options.
-  for (const char* pin : {"tp=2", "pp=2", "fsdp", "hsdp=2,2"}) {
+  for (const char* pin : {"tp=2", "pp=2", "fsdp", "hsdp=2,2", "grad_sharding=on"}) {
     JobOptions p = Opts(pin);
     p.fault_tolerance_step = true;
     auto r = PlanStep(p, 8, 2);

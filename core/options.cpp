@@ -19,7 +19,8 @@ constexpr int64_t kMaxNodes = 100000;  // far above any cluster; Slurm's own nod
 
 const std::vector<OptionSpec> kOptions = {
     {OptionId::kAutoParallel, "auto-parallel",
-     "auto|tp=T,pp=P[,cp=C][,ep=E][,dp=D]|[tp=T,]fsdp[=N]|[tp=T,]hsdp=S,R[,grad_reduce=fp32|bf16]",
+     "auto|tp=T,pp=P[,cp=C][,ep=E][,dp=D]|[tp=T,]fsdp[=N]|[tp=T,]hsdp=S,R[,grad_sharding=on|off]"
+     "[,grad_reduce=fp32|bf16]",
      "Plan tensor/pipeline/data parallelism for the job (auto) or pin sizes", true,
      "AUTOPAR_AUTO_PARALLEL"},
     {OptionId::kModel, "model", "PRESET|SIZE|FILE.json",
@@ -170,7 +171,7 @@ const OptionSpec& GetOptionSpec(OptionId id) {
 }
 
 std::string ParallelSpec::ToString() const {
-  if (!pinned() && grad_reduce.empty()) return "auto";
+  if (!pinned() && grad_sharding.empty() && grad_reduce.empty()) return "auto";
   std::vector<std::string> parts;
   if (tp) parts.push_back("tp=" + std::to_string(tp));
   if (cp) parts.push_back("cp=" + std::to_string(cp));
@@ -184,6 +185,7 @@ std::string ParallelSpec::ToString() const {
   } else if (fsdp) {
     parts.push_back("fsdp");
   }
+  if (!grad_sharding.empty()) parts.push_back("grad_sharding=" + grad_sharding);
   if (!grad_reduce.empty()) parts.push_back("grad_reduce=" + grad_reduce);
   return Join(parts, ",");
 }
@@ -265,13 +267,14 @@ std::string ParseFsdpItem(const std::vector<std::string>& items, size_t* i, Para
 
 Status CheckWholeStatePin(const ParallelSpec& pin) {
   if (pin.tp <= 1 && pin.pp <= 1 && pin.cp <= 1 && pin.ep <= 1 && !pin.fsdp && pin.fsdp_shard == 0 &&
-      pin.fsdp_replicate == 0) {
+      pin.fsdp_replicate == 0 && pin.grad_sharding != "on") {
     return Status::Ok();
   }
   return Bad(OptionId::kFaultTolerance,
              "step heals only a state every rank holds whole, and --auto-parallel=" +
                  pin.ToString() +
-                 " shards it (tp, pp, cp, ep or FSDP); pin data parallelism alone or leave step off");
+                 " shards it (tp, pp, cp, ep, FSDP or ZeRO-2); pin data parallelism alone or leave "
+                 "step off");
 }
 
 Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
@@ -280,7 +283,7 @@ Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
   auto bad = [&](const std::string& why) {
     return Bad(OptionId::kAutoParallel,
                why + " (expected auto, tp=T,pp=P[,cp=C][,ep=E][,dp=D], fsdp[=N] or hsdp=S,R, "
-                     "each with [,grad_reduce=fp32|bf16])");
+                     "each with [,grad_sharding=on|off][,grad_reduce=fp32|bf16])");
   };
   const std::vector<std::string> items = Split(text, ',');
   for (size_t i = 0; i < items.size(); ++i) {
@@ -293,13 +296,17 @@ Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos) return bad("'" + item + "' is not KEY=VALUE");
     const std::string key = item.substr(0, eq);
-    if (key == "grad_reduce") {
+    if (key == "grad_reduce" || key == "grad_sharding") {
       const std::string value = item.substr(eq + 1);
-      if (!spec.grad_reduce.empty()) return bad("'grad_reduce' given twice");
-      if (value != "fp32" && value != "bf16") {
-        return bad("grad_reduce must be fp32 or bf16, got '" + value + "'");
+      const bool precision = key == "grad_reduce";
+      std::string& slot = precision ? spec.grad_reduce : spec.grad_sharding;
+      if (!slot.empty()) return bad("'" + key + "' given twice");
+      const char* first = precision ? "fp32" : "on";
+      const char* second = precision ? "bf16" : "off";
+      if (value != first && value != second) {
+        return bad(key + " must be " + first + " or " + second + ", got '" + value + "'");
       }
-      spec.grad_reduce = value;
+      slot = value;
       continue;
     }
     auto v = ParseInt(item.substr(eq + 1), 1, 65536);
@@ -316,6 +323,19 @@ Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
   }
   if (spec.fsdp && (spec.pp > 1 || spec.cp > 1 || spec.ep > 1)) {
     return bad("FSDP is planned without pipeline, context or expert parallelism (pp, cp, ep)");
+  }
+  if (spec.grad_sharding == "on") {
+    if (spec.fsdp) {
+      return bad("grad_sharding=on (ZeRO-2) keeps the weights whole and FSDP shards them");
+    }
+    if (spec.pp > 1) {
+      return bad("grad_sharding=on (ZeRO-2) is planned without pipeline parallelism "
+                 "(DeepSpeed's pipeline engine refuses ZeRO stage 2)");
+    }
+    if (spec.ep > 1) return bad("grad_sharding=on (ZeRO-2) is planned for dense models (no ep)");
+    if (spec.dp == 1 && spec.cp <= 1) {
+      return bad("grad_sharding=on (ZeRO-2) shards over the data-parallel ranks, and dp=1 has one");
+    }
   }
   return spec;
 }

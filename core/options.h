@@ -53,29 +53,33 @@ const OptionSpec& GetOptionSpec(OptionId id);
 // `--auto-parallel` alone or `=auto` lets the planner choose; `=tp=4,pp=2[,dp=8]` pins sizes
 // (0 = not pinned). FSDP (ZeRO-3): `fsdp` plans FSDP layouts only, `fsdp=N` with shard groups of
 // N GPUs (HSDP when the data-parallel ranks are more than N), `hsdp=S,R` with shard groups of S
-// replicated R times; each combines with tp=T (FSDP x TP). `grad_reduce=fp32|bf16` pins the
-// precision the gradients are accumulated and reduced in (unset: fp32, or bf16 where no layout
-// fits with fp32); it combines with any of them and alone leaves the sizes to the planner.
+// replicated R times; each combines with tp=T (FSDP x TP). `grad_sharding=on|off` pins ZeRO-2
+// (optimizer states and gradients sharded over the data-parallel ranks, weights whole; planned
+// without pp, ep or FSDP) on or off (unset: searched). `grad_reduce=fp32|bf16` pins the precision
+// the gradients are accumulated and reduced in (unset: fp32, or bf16 where no layout fits with
+// fp32). Each combines with the sizes and alone leaves them to the planner.
 struct ParallelSpec {
   int64_t tp = 0, cp = 0, ep = 0, pp = 0, dp = 0;
   bool fsdp = false;                           // set by fsdp, fsdp=N and hsdp=S,R
   int64_t fsdp_shard = 0, fsdp_replicate = 0;  // 0 = not pinned
+  std::string grad_sharding;                   // "" = not pinned, "on" or "off"
   std::string grad_reduce;                     // "" = not pinned, "fp32" or "bf16"
-  // Sizes or FSDP pinned (the precision alone pins no layout).
+  // Sizes or FSDP pinned (ZeRO-2 or the precision alone pins no size).
   bool pinned() const { return tp || cp || ep || pp || dp || fsdp; }
-  // "auto", "tp=4,pp=2", "tp=8,fsdp=124", "hsdp=8,4", "tp=8,pp=8,grad_reduce=bf16"
+  // "auto", "tp=4,pp=2", "tp=8,fsdp=124", "hsdp=8,4", "tp=8,pp=8,grad_reduce=bf16",
+  // "tp=2,grad_sharding=on"
   std::string ToString() const;
   bool operator==(const ParallelSpec& o) const {
     return tp == o.tp && cp == o.cp && ep == o.ep && pp == o.pp && dp == o.dp &&
            fsdp == o.fsdp && fsdp_shard == o.fsdp_shard && fsdp_replicate == o.fsdp_replicate &&
-           grad_reduce == o.grad_reduce;
+           grad_sharding == o.grad_sharding && grad_reduce == o.grad_reduce;
   }
 };
 Result<ParallelSpec> ParseParallelSpec(const std::string& text);
 // --fault-tolerance=step heals a member from another's whole state and averages over every
 // member: refused, naming both options, when `pin` shards the model or optimizer state over
-// ranks (tp, pp, cp or ep above 1, fsdp, hsdp). Checked at submit (ResolveOptions) and again
-// wherever a step is planned (core/job_plan.h).
+// ranks (tp, pp, cp or ep above 1, fsdp, hsdp, grad_sharding=on). Checked at submit
+// (ResolveOptions) and again wherever a step is planned (core/job_plan.h).
 Status CheckWholeStatePin(const ParallelSpec& pin);
 
 // --on-bad-loss (docs/health.md): what autopard does when rank 0's reported loss goes bad (NaN or

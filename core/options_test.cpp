@@ -91,6 +91,17 @@ TEST(Options, RefusesBadValuesNamingTheOption) {
       {OptionId::kAutoParallel, "grad_reduce=fp16",
        "--auto-parallel: grad_reduce must be fp32 or bf16, got 'fp16'"},
       {OptionId::kAutoParallel, "grad_reduce=bf16,grad_reduce=fp32", "'grad_reduce' given twice"},
+      {OptionId::kAutoParallel, "grad_sharding=yes",
+       "--auto-parallel: grad_sharding must be on or off, got 'yes'"},
+      {OptionId::kAutoParallel, "grad_sharding=on,grad_sharding=off",
+       "'grad_sharding' given twice"},
+      {OptionId::kAutoParallel, "tp=2,pp=2,grad_sharding=on",
+       "--auto-parallel: grad_sharding=on (ZeRO-2) is planned without pipeline parallelism "
+       "(DeepSpeed's pipeline engine refuses ZeRO stage 2)"},
+      {OptionId::kAutoParallel, "fsdp,grad_sharding=on",
+       "grad_sharding=on (ZeRO-2) keeps the weights whole and FSDP shards them"},
+      {OptionId::kAutoParallel, "ep=2,grad_sharding=on", "is planned for dense models"},
+      {OptionId::kAutoParallel, "dp=1,grad_sharding=on", "and dp=1 has one"},
       {OptionId::kModel, "banana", "--model: unknown model 'banana'"},
       {OptionId::kModel, "", "--model: needs a value"},
       {OptionId::kGpuType, "tpu-v5", "--gpu-type"},
@@ -435,6 +446,27 @@ TEST(ParallelSpec, GradientPrecisionRoundTrips) {
   }
   EXPECT_FALSE(ParseParallelSpec("grad_reduce=bf16")->pinned());
   EXPECT_EQ(ParseParallelSpec("grad_reduce=bf16,pp=2")->ToString(), "pp=2,grad_reduce=bf16");
+}
+
+TEST(ParallelSpec, ZeroTwoRoundTrips) {
+  // ZeRO-2 on or off alone pins no size; with sizes and the precision it keeps one order.
+  for (const char* text : {"grad_sharding=on", "grad_sharding=off", "tp=2,grad_sharding=on",
+                           "tp=2,cp=2,dp=4,grad_sharding=on,grad_reduce=bf16",
+                           "tp=8,pp=8,grad_sharding=off", "fsdp=8,grad_sharding=off"}) {
+    auto spec = ParseParallelSpec(text);
+    ASSERT_TRUE(spec.ok()) << text << ": " << spec.message();
+    EXPECT_EQ(spec->ToString(), text);
+    EXPECT_EQ(*ParseParallelSpec(spec->ToString()), *spec) << text;
+  }
+  EXPECT_FALSE(ParseParallelSpec("grad_sharding=on")->pinned());
+  EXPECT_EQ(ParseParallelSpec("grad_reduce=fp32,grad_sharding=on,tp=2")->ToString(),
+            "tp=2,grad_sharding=on,grad_reduce=fp32");
+  // It shards the state: --fault-tolerance=step refuses it, and not its being off.
+  EXPECT_EQ(CheckWholeStatePin(*ParseParallelSpec("grad_sharding=on")).message(),
+            "--fault-tolerance: step heals only a state every rank holds whole, and "
+            "--auto-parallel=grad_sharding=on shards it (tp, pp, cp, ep, FSDP or ZeRO-2); pin "
+            "data parallelism alone or leave step off");
+  EXPECT_TRUE(CheckWholeStatePin(*ParseParallelSpec("dp=8,grad_sharding=off")).ok());
 }
 
 }  // namespace
