@@ -742,8 +742,8 @@ std::string ZeroTwoLine(const Plan& plan) {
          std::to_string(l.dp * l.cp) +
          " data-parallel ranks, weights whole; the gradients reduce-scattered in " +
          GradReduceName(l.grad_reduce) +
-         " after every micro-batch (behind its backward pass; one layer's unsharded at a time: "
-         "transient) and the bf16 weights all-gathered after the optimizer step\n";
+         " after every micro-batch (behind its backward pass; one unit's gradients, a layer or "
+         "the embedding and output, unsharded at a time: transient) and the bf16 weights all-gathered after the optimizer step\n";
 }
 
 // What the plan hands each framework, one line each.
