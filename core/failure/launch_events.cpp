@@ -234,6 +234,8 @@ EventFields SubmittedFields(const GetEnv& getenv) {
           {"grad_accum", std::to_string(l.grad_accum)},
           {"recompute", RecomputeName(l.recompute)},
           {"optimizer_sharding", l.optimizer_sharding() ? "1" : "0"},
+          {"grad_sharding", l.grad_sharding() ? "1" : "0"},
+          {"grad_reduce", GradReduceName(l.grad_reduce)},
           {"mem_gib", FormatFixed(c.memory.total_gib, 1)},
           {"step_s", FormatFixed(c.step_time_s, 3)},
           {"mfu", FormatFixed(c.mfu, 4)},

@@ -15,8 +15,9 @@
 //   restored      step= bytes_local= bytes_fetched= restore_s= generation=
 //                 every rank that restored a checkpoint for an in-place restart
 //   submitted     the plan (model= gpus= tp= pp= dp= micro_batch= grad_accum= recompute=
-//                 optimizer_sharding= mem_gib= step_s=) or plan=none; rank 0 of the job's first
-//                 step (SLURM_STEP_ID 0 of run 0). autopard stamps it with the job's submit time.
+//                 optimizer_sharding= grad_sharding= grad_reduce= mem_gib= step_s=) or plan=none;
+//                 rank 0 of the job's first step (SLURM_STEP_ID 0 of run 0). autopard stamps
+//                 it with the job's submit time.
 //   step_started  step= nodes= ranks= restart=        rank 0, before the rendezvous
 //   rendezvous    duration_s= ranks=                  rank 0, launcher start to rendezvous done
 //   resumed       (step N) from_job=                  rank 0, when a checkpoint was restored

@@ -173,6 +173,9 @@ TEST(LaunchEventsTest, SubmittedCarriesThePlan) {
   EXPECT_EQ(m["pp"], std::to_string(l.pp));
   EXPECT_EQ(m["dp"], std::to_string(l.dp));
   EXPECT_EQ(m["recompute"], RecomputeName(l.recompute));
+  EXPECT_EQ(m["optimizer_sharding"], l.optimizer_sharding() ? "1" : "0");
+  EXPECT_EQ(m["grad_sharding"], l.grad_sharding() ? "1" : "0");
+  EXPECT_EQ(m["grad_reduce"], GradReduceName(l.grad_reduce));
   EXPECT_FALSE(m["mem_gib"].empty());
 }
 

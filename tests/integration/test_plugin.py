@@ -155,8 +155,9 @@ def task_envs(work: Path, jid: str, tag: str) -> dict:
     one job to the next: {procid: {name: value}}."""
     out = {}
     for f in sorted(work.glob(f"{jid}-{tag}-*.env")):
-        # The job id as a number of its own ("27" of a job, not of 127.0.0.1).
-        text = re.sub(rf"(?<![0-9]){jid}(?![0-9])", "JOB", f.read_text())
+        # The job id as a number of its own ("27" of a job, not of 127.0.0.1, nor the ":109" that
+        # ends SLURM_WORKING_CLUSTER, the controller's plugin id, when the job is 109).
+        text = re.sub(rf"(?<![0-9:]){jid}(?![0-9])", "JOB", f.read_text())
         env = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
         out[f.stem.rsplit("-", 1)[1]] = {k: v for k, v in env.items() if k not in VOLATILE}
     return out
