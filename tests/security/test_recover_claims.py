@@ -14,6 +14,10 @@ What must hold afterwards (10 s later):
   `claim_refused` event whose detail names the node and gives a reason; a claim of 65,535 names
   (node[3-4],nodex[1-65533]) is one such event, charged to the job once, not one row a name.
 
+The same claim of node2 made while the user holds node2's slurmd accept queue full (every probe
+of it then times out as a dead node's would): the job may lose node2 for itself, but root marks it
+DOWN only on evidence a user cannot cause (LossEvidence), so node2 and root's job there go on.
+
 At teardown every job of the test is cancelled and any node left DOWN/DRAINED is resumed, so the
 cluster stays usable for what runs next. About 1 minute.
 """
@@ -131,3 +135,51 @@ def test_lost_node_claim_is_checked(claim, user_dir, cluster_jobs):
     if claim == "a-list-of-65535-names":
         assert len(refused) == 1 and "count=65535" in refused[0]["detail"], \
             [e["detail"][:300] for e in refused]
+
+
+def slurmd_address(node: str) -> str:
+    """ADDR:PORT of `node`'s slurmd, as slurmctld knows it."""
+    text = run(["scontrol", "show", "node", node], check=True).stdout
+    addr = re.search(r"\bNodeAddr=(\S+)", text).group(1)
+    port = re.search(r"\bPort=(\d+)", text).group(1)
+    return f"{addr}:{port}"
+
+
+def test_a_slurmd_made_slow_to_answer_is_not_marked_down(user_dir, cluster_jobs):
+    """Attack: the node-loss claim of a node of the job's own that is alive, made while the user
+    holds that node's slurmd accept queue full (programs/claim_lost.py's flood), so that every
+    probe of it times out as a dead node's does. The job's own decision may take the node for lost
+    (its requeue leaves it out: the job's own loss); root marks it DOWN only on evidence a user
+    cannot fake (slurmctld finds it not responding, or nothing listens), so node2 and root's job
+    there go on. Before LossEvidence one failed 1 s connect was enough for root to mark it DOWN."""
+    bystander = root_sbatch("-w", "node2", "-n1", "-o", "/dev/null", "-t", "5", "--wrap", "sleep 300")
+    cluster_jobs.append(bystander)
+    wait_running(bystander)
+    out = user_dir / "out.txt"
+    script = user_dir / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        "if [[ ${SLURM_RESTART_COUNT:-0} -gt 0 ]]; then echo REQUEUED-RUN; exit 0; fi\n"
+        f"srun -N1 -n1 -w node1 {PYTHON} {PROGRAMS / 'claim_lost.py'} node2 {slurmd_address('node2')}\n"
+        "sleep 300\n")
+    job = user_sbatch("-N2", "-w", "node1,node2", "--requeue-on-failure=1", "-t", "5",
+                      "--open-mode=append", f"--chdir={user_dir}", "-o", str(out), str(script))
+    cluster_jobs.append(job)
+    wait_for(r"^FLOODED \d+$", out, timeout=60)
+    # autopard's verdict on the claim, as root acted on it: a node_down event that says why not.
+    deadline = time.time() + 60
+    downs = []
+    while not downs and time.time() < deadline:
+        evs, _ = user_events(job, "node1")
+        downs = [e["detail"] for e in evs if e["kind"] == "node_down"]
+        time.sleep(0.5)
+    assert downs, (f"no node_down verdict in {job}'s timeline: the flooded probe did not reach "
+                   f"the requeue path; events: {[(e['kind'], e['detail'][:200]) for e in evs]}; "
+                   f"output: {out.read_text()[-2000:]}")
+    assert len(downs) == 1 and "node=node2" in downs[0] and "not marked" in downs[0], downs
+    # The probe really timed out (the flood held the queue), not "its slurmd answers again".
+    assert "did not answer within" in downs[0], downs
+    time.sleep(3)
+    bad = {n: s for n, s in node_states().items() if BAD.search(s)}
+    assert not bad, f"after the flooded claim nodes went out of service: {bad} ({downs[0]})"
+    assert job_state(bystander) == "RUNNING", f"root's job {bystander} on node2 is {job_state(bystander)}"
