@@ -44,6 +44,10 @@ FtGroup::FtGroup(PeerGroup* peers, FtProgramChannel channel, Config config, Jour
   SetActive(config_.active);
 }
 
+FtGroup::~FtGroup() {
+  if (timer_ >= 0) close(timer_);
+}
+
 int FtGroup::timer_fd() const { return (forming_ || my_join_) ? timer_ : -1; }
 
 void FtGroup::ArmTimer(bool on) {

@@ -57,6 +57,9 @@ class FtGroup {
 
   FtGroup() = default;
   FtGroup(PeerGroup* peers, FtProgramChannel channel, Config config, Journal journal, Take take);
+  ~FtGroup();  // closes the timer
+  FtGroup(const FtGroup&) = delete;
+  FtGroup& operator=(const FtGroup&) = delete;
 
   const std::string& socket_path() const { return channel_.path(); }
   int program_fd() const { return channel_.fd(); }
