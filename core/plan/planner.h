@@ -158,7 +158,7 @@ struct Layout {
   int64_t tp = 1, pp = 1, dp = 1;
   // Context parallelism (Megatron-LM's --context-parallel-size): each of the cp ranks holds s/cp
   // tokens of every sequence, K/V travel around the ring overlapped with attention; searched
-  // where every rank keeps at least kContextParallelMinTokens tokens (long sequences only).
+  // where every rank keeps at least kContextParallelMinTokens tokens (sequences of 8K and more).
   // t*cp*p*d = gpus; rank order tp, cp, dp, pp.
   int64_t cp = 1;
   // Expert parallelism (mixtures of experts; Megatron-LM's --expert-model-parallel-size): the
@@ -337,8 +337,9 @@ double FsdpStateBytesPerParam(int64_t shard, GradReduce grads = GradReduce::kFp3
 double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micro_batch, int64_t tp,
                                bool sequence_parallel, Recompute recompute, int64_t cp = 1);
 // Context parallelism is searched only where every rank keeps at least this many tokens of a
-// sequence (so from 16K tokens on), and with s divisible by 2*cp (Megatron's load balancing).
-inline constexpr int64_t kContextParallelMinTokens = 8192;
+// sequence (so from 8K tokens on: cp=2 at 8K, as NVIDIA runs Llama 3.1), and with s divisible by
+// 2*cp (Megatron's load balancing).
+inline constexpr int64_t kContextParallelMinTokens = 4096;
 // The recompute of a layout of a model of `layers` layers in words: "no recompute", "selective
 // recompute", "full recompute" (every layer), "full recompute of 5 of 32 layers" (Megatron's
 // block method: the others keep their activations), "full recompute of 1 of 2 layers per chunk"
