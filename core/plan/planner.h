@@ -162,9 +162,13 @@ struct Layout {
   // t*cp*p*d = gpus; rank order tp, cp, dp, pp.
   int64_t cp = 1;
   // Expert parallelism (mixtures of experts; Megatron-LM's --expert-model-parallel-size): the
-  // routed experts are split over ep of the d*cp ranks that share the dense weights; tokens
-  // reach their experts by all-to-all. Expert weights are also split over t (ETP = TP).
+  // routed experts are split over ep of the d*cp ranks that share the dense weights, and also
+  // over t (expert tensor parallelism = tp); or, where ep does not divide d*cp, over ep of the
+  // t*d*cp ranks of a stage, each holding whole experts (expert tensor parallelism 1,
+  // Megatron-Core's MoE parallel folding). Tokens reach their experts by all-to-all.
   int64_t ep = 1;
+  // The expert tensor-parallel size (Megatron-Core's --expert-tensor-parallel-size).
+  int64_t expert_tp() const { return ep > 1 && (dp * cp) % ep != 0 ? 1 : tp; }
   int64_t micro_batch = 1;
   int64_t grad_accum = 1;  // micro-batches per step per data-parallel rank
   int64_t vpp = 1;         // interleaved (virtual) pipeline chunks per stage; 1 = not interleaved

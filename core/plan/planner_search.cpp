@@ -186,6 +186,13 @@ std::string ExpertContextPinError(const PlanRequest& r, const std::string& label
     return label + ": ep=" + std::to_string(*r.ep) + " does not divide the model's " +
            std::to_string(m.experts) + " experts";
   }
+  // Expert parallelism takes ranks of one pipeline stage (t*d*c of them, Layout::expert_tp).
+  const int64_t p = r.pp.value_or(1);
+  if (r.ep && m.moe() && r.gpus % p == 0 && (r.gpus / p) % *r.ep != 0) {
+    return label + ": ep=" + std::to_string(*r.ep) + " does not divide the " +
+           std::to_string(r.gpus / p) + " GPUs of " +
+           (r.pp ? "a pipeline stage (tp*dp*cp)" : "the job");
+  }
   if (r.cp && *r.cp > 1 && s % (2 * *r.cp) != 0) {
     return label + ": cp=" + std::to_string(*r.cp) + " needs a sequence length divisible by " +
            std::to_string(2 * *r.cp) + " (got " + std::to_string(s) + ")";
@@ -352,14 +359,15 @@ void EnumerateKnobs(const PlanRequest& r, const Layout& base, const Recompute (&
   }
 }
 
-// The expert-parallel sizes the search tries for d*c ranks that hold the same dense weights: 1
-// for a dense model; for a mixture of experts every ep dividing both the experts and d*c
-// (Megatron carves expert parallelism out of the data- and context-parallel ranks).
-std::vector<int64_t> ExpertSizes(const PlanRequest& r, int64_t replicas) {
+// The expert-parallel sizes the search tries for d*c ranks that hold the same dense weights and
+// tensor-parallel size t: 1 for a dense model; for a mixture of experts every ep dividing the
+// experts and d*c (Megatron carves expert parallelism out of the data- and context-parallel
+// ranks) or, with whole experts per rank (Layout::expert_tp 1), t*d*c.
+std::vector<int64_t> ExpertSizes(const PlanRequest& r, int64_t t, int64_t replicas) {
   if (!r.model.moe()) return {1};
   std::vector<int64_t> out;
   for (int64_t ep : Divisors(r.model.experts)) {
-    if (replicas % ep == 0 && (!r.ep || ep == *r.ep)) out.push_back(ep);
+    if ((t * replicas) % ep == 0 && (!r.ep || ep == *r.ep)) out.push_back(ep);
   }
   return out;
 }
@@ -424,7 +432,7 @@ void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector
         base.pp = p;
         base.dp = d;
         if (!FsdpOnly(r)) {
-          for (int64_t ep : ExpertSizes(r, d * cx)) {
+          for (int64_t ep : ExpertSizes(r, t, d * cx)) {
             base.ep = ep;
             AddLayouts(r, base, memory_only, out);
           }

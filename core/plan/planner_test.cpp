@@ -900,6 +900,63 @@ TEST(PlanJob, MixtureOfExpertsUsesExpertParallelism) {
   ExpectSuggestedLayoutPlans(odd, PlanJob(odd).message());
 }
 
+TEST(PlanJob, ExpertParallelismBeyondDataParallelism) {
+  // Megatron-Core's MoE parallel folding (megatron/core/transformer/moe/README.md): with expert
+  // tensor parallelism 1, ep spans the tensor-parallel ranks too. mixtral-8x7b on 16 H100 with
+  // tp=4 pp=2 dp=2: ep=8 > dp*cp=2 plans, each GPU holding one whole expert, as much expert
+  // weight per GPU as ep=2 with the experts split over tp=4.
+  PlanRequest r = PlanRequestFor("mixtral-8x7b", 16, "h100-80gb", 64);
+  r.seq_len = 4096;
+  r.tp = 4;
+  r.pp = 2;
+  r.dp = 2;
+  r.ep = 8;
+  auto folded = PlanJob(r);
+  ASSERT_TRUE(folded.ok()) << folded.message();
+  const Layout& l = folded->chosen.layout;
+  EXPECT_EQ(l.ep, 8);
+  EXPECT_EQ(l.expert_tp(), 1);
+  EXPECT_GT(folded->chosen.time.ep_comm_s, 0);
+  const std::string args = MegatronArgs(*folded);
+  EXPECT_NE(args.find("--expert-model-parallel-size 8 --expert-tensor-parallel-size 1 "),
+            std::string::npos)
+      << args;
+  Layout split = l;
+  split.ep = 2;
+  ASSERT_EQ(split.expert_tp(), 4);
+  EXPECT_EQ(EvaluateLayout(r, split).memory.weights_gib, folded->chosen.memory.weights_gib);
+  // Megatron's expert rank order etp, ep, expert-dp: with etp 1, ep consecutive ranks.
+  int ep_ranks = 0;
+  for (const auto& [key, value] : PlanTaskEnv(*folded, 13)) {
+    if (key != "AUTOPAR_EP_RANK") continue;
+    EXPECT_EQ(value, "5");
+    ++ep_ranks;
+  }
+  EXPECT_EQ(ep_ranks, 1);
+  auto back = PlanFromJson(PlanToJson(*folded));
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->chosen.layout.expert_tp(), 1);
+  // Within dp*cp the experts stay split over tp (Megatron's default), as before.
+  r.ep = 2;
+  auto within = PlanJob(r);
+  ASSERT_TRUE(within.ok()) << within.message();
+  EXPECT_EQ(within->chosen.layout.expert_tp(), 4);
+  EXPECT_EQ(MegatronArgs(*within).find("--expert-tensor-parallel-size"), std::string::npos);
+  // An ep that no pipeline stage's GPUs hold is refused in one line that says so.
+  r.dp.reset();
+  r.tp.reset();
+  r.pp = 4;
+  r.ep = 8;
+  auto refused = PlanJob(r);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.message().rfind("--auto-parallel=ep=8,pp=4: ep=8 does not divide the 4 GPUs of "
+                                    "a pipeline stage (tp*dp*cp); without the pins it plans: ",
+                                    0),
+            0u)
+      << refused.message();
+  EXPECT_EQ(refused.message().find('\n'), std::string::npos);
+}
+
 TEST(SplitStages, FirstAndLastHoldWhatIsLeft) {
   struct Case {
     int64_t layers, pp;
