@@ -12,7 +12,9 @@
 //
 // On failure the Result carries one line ready to print after "autopar: ":
 //   - invalid request: names the field/option ("--gpus: must be >= 1", "--global-batch: ...");
-//   - pinned sizes that cannot work: "--auto-parallel=tp=3: tp=3 does not divide heads (32)" or
+//   - pinned sizes or knobs that cannot work, named by the first constraint they fail as pinned:
+//     "--auto-parallel=tp=3: tp=3 does not divide heads (32)", "micro_batch=5 does not divide
+//     the sequences of a data-parallel rank (global batch 48 / dp=8)" or
 //     "--auto-parallel=tp=4,pp=2: does not fit: needs 95.1 GiB per GPU, 72.0 GiB usable ...";
 //   - a model that fits no layout: how much memory per GPU the smallest layout needs and what
 //     would make it fit (uneven stages when forbidden, more GPUs/nodes, a GPU type with more
