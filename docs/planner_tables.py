@@ -246,7 +246,7 @@ def main():
             continue
         mp = 2 if params < 10e9 else 4 if params < 50e9 else 8
         seed_dp = gpus // mp
-        s, serr = plan(autopar, model, gpus, gpu, batch, seq, ["--tp", str(mp), "--pp", "1"])
+        s, serr = plan(autopar, model, gpus, gpu, batch, seq, ["--tp", str(mp), "--cp", "1", "--pp", "1"])
         seed_txt = f"mp{mp} dp{seed_dp} (the rule: dp{ {2: 4, 4: 2, 8: 1}[mp] })"
         if s:
             seed_pred = f"{s['tokens_per_s']:,.0f} tok/s, MFU {s['mfu'] * 100:.1f}% ({layout(s)})"

@@ -348,9 +348,9 @@ Result<Plan> PlanFromJson(const std::string& json) {
   }
   if (!error.empty()) return Status::Error(error);
   const Layout& l = plan.chosen.layout;
-  if (l.ep > 1 && (plan.experts % l.ep != 0 || (l.dp * l.cp) % l.ep != 0)) {
+  if (l.ep > 1 && (plan.experts % l.ep != 0 || (l.tp * l.dp * l.cp) % l.ep != 0)) {
     return Status::Error("plan JSON: ep=" + std::to_string(l.ep) +
-                         " must divide the experts and dp*cp");
+                         " must divide the experts and tp*dp*cp");
   }
   if (l.tp * l.cp * l.pp * l.dp != plan.gpus) {
     return Status::Error("plan JSON: tp*cp*pp*dp=" + std::to_string(l.tp * l.cp * l.pp * l.dp) +
@@ -372,8 +372,9 @@ std::string MegatronArgs(const Plan& plan) {
     if (plan.shared_experts > 0) {
       os << " --moe-shared-expert-intermediate-size " << plan.shared_experts * plan.expert_ffn_hidden;
     }
-    os << " --expert-model-parallel-size " << l.ep
-       << " --moe-token-dispatcher-type alltoall --moe-grouped-gemm";
+    os << " --expert-model-parallel-size " << l.ep;
+    if (l.expert_tp() != l.tp) os << " --expert-tensor-parallel-size " << l.expert_tp();
+    os << " --moe-token-dispatcher-type alltoall --moe-grouped-gemm";
   }
   if (l.sequence_parallel) os << " --sequence-parallel";
   // Transformer Engine's TP communication/GEMM overlap, which the time model counts on.
@@ -660,9 +661,9 @@ std::vector<std::pair<std::string, std::string>> PlanTaskEnv(const Plan& plan, i
     const int64_t r = rank;
     env.emplace_back("AUTOPAR_TP_RANK", std::to_string(r % l.tp));
     env.emplace_back("AUTOPAR_CP_RANK", std::to_string((r / l.tp) % l.cp));
-    // Expert-parallel ranks: ep consecutive ranks of the cp x dp block (Megatron's expert order
-    // tp, ep, expert-dp, pp with the expert tensor-parallel size = tp).
-    env.emplace_back("AUTOPAR_EP_RANK", std::to_string((r / l.tp) % l.ep));
+    // Expert-parallel ranks: Megatron's expert order etp, ep, expert-dp, pp (etp = tp: ep
+    // consecutive ranks of the cp x dp block; etp = 1: ep consecutive ranks).
+    env.emplace_back("AUTOPAR_EP_RANK", std::to_string((r / l.expert_tp()) % l.ep));
     const int64_t dp_rank = (r / (l.tp * l.cp)) % l.dp;
     env.emplace_back("AUTOPAR_DP_RANK", std::to_string(dp_rank));
     if (l.fsdp()) {

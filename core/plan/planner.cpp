@@ -396,12 +396,14 @@ PipelineEnds CostPipelineEnds(const ModelArch& m, const Layout& l, const LayoutS
   StageMemory& first = ends.first;
   StageMemory& last = ends.last;
   first.params = (D(sh.layers_per_stage) * pc.per_layer + pc.embedding) / D(t);
-  first.experts = last.experts = D(sh.layers_per_stage) * pc.routed_per_layer / D(t * ep);
+  // Each rank holds 1/ep of the experts, each of them split over the expert tensor-parallel size.
+  const int64_t etp = l.expert_tp();
+  first.experts = last.experts = D(sh.layers_per_stage) * pc.routed_per_layer / D(etp * ep);
   first.activations = act_stage * in_flight;
   first.transient = recompute_working;
   if (p == 1) {
     first.params = (pc.total - D(m.layers) * pc.routed_per_layer) / D(t);
-    first.experts = D(m.layers) * pc.routed_per_layer / D(t * ep);
+    first.experts = D(m.layers) * pc.routed_per_layer / D(etp * ep);
     first.transient += logits;
   }
   // With uneven stages every stage is costed as the largest one (an upper bound).
@@ -409,6 +411,12 @@ PipelineEnds CostPipelineEnds(const ModelArch& m, const Layout& l, const LayoutS
   last.activations = act_stage * (v > 1 ? 1.0 + D(p - 1) / D(p * v) : 1.0);
   last.transient = recompute_working + logits;
   return ends;
+}
+
+// The ranks of a pipeline stage that hold the same experts (Megatron-Core's expert data-parallel
+// size): the stage's t*d*c ranks over expert_tp*ep.
+int64_t ExpertReplicas(const Layout& l) {
+  return l.tp * l.dp * l.cp / (l.expert_tp() * std::max<int64_t>(1, l.ep));
 }
 
 // Bytes of model state per parameter, of the dense weights and of the routed experts'.
@@ -425,8 +433,9 @@ StateBytes StateBytesPerParam(const Layout& l, const LayoutShape& sh) {
   // Gradients are reduced, and the distributed optimizer (and ZeRO-2) shards, over the d*c ranks
   // that hold the same weights (Megatron's data-parallel group with context parallelism).
   out.dense = DataParallelBytes(l.dp_sharding, sh.d * sh.cx, l.grad_reduce);
-  // Expert weights are shared by the d*c/ep ranks that hold the same experts.
-  out.experts = DataParallelBytes(l.dp_sharding, sh.d * sh.cx / sh.ep, l.grad_reduce);
+  // Expert weights are shared by the ranks that hold the same experts (the expert data-parallel
+  // group, ExpertReplicas).
+  out.experts = DataParallelBytes(l.dp_sharding, ExpertReplicas(l), l.grad_reduce);
   return out;
 }
 
@@ -553,7 +562,9 @@ void CostCompute(const PlanRequest& req, const LayoutShape& sh, double gpu_flops
 
 // Tensor parallelism: per layer, 2 all-reduce-equivalents (all-gather + reduce-scatter with
 // sequence parallelism) in forward and 2 in backward, of 2*b*s*h bytes (Narayanan et al. 2021
-// Sec. 3.3; Korthikanti et al. 2022 Sec. 4.2.2); full recompute repeats the forward ones.
+// Sec. 3.3; Korthikanti et al. 2022 Sec. 4.2.2); full recompute repeats the forward ones. With
+// expert tensor parallelism 1 the routed experts need none, but the MoE layer's are still charged
+// (an upper bound; shared experts keep them).
 double TensorParallelSeconds(const PlanRequest& req, const LayoutShape& sh) {
   const int64_t t = sh.t;
   if (t <= 1) return 0;
@@ -592,13 +603,15 @@ double ContextParallelSeconds(const PlanRequest& req, const LayoutShape& sh, dou
 // layer and micro-batch, each rank sends its tokens' k copies (b*s/c/t tokens of 2h bytes) to
 // the ranks of their experts and gets them back: 2 all-to-alls forward, 2 backward, (ep-1)/ep
 // of the bytes leaving the rank; full recompute repeats the forward ones. Not overlapped.
-// Expert-parallel ranks are t*c apart: on NVLink while t*c*ep fits a node.
-double ExpertParallelSeconds(const PlanRequest& req, const LayoutShape& sh) {
+// Expert-parallel ranks are t*c apart (with expert tensor parallelism 1: consecutive, the tokens
+// of a sequence-parallel rank dispatched from it): on NVLink while the group fits a node.
+double ExpertParallelSeconds(const PlanRequest& req, const Layout& l, const LayoutShape& sh) {
   const int64_t ep = sh.ep;
   if (ep <= 1) return 0;
   const ModelArch& m = req.model;
   const GpuSpec& g = req.gpu;
-  const bool ep_in_node = sh.t * sh.cx * ep <= req.gpus_per_node;
+  const int64_t span = l.expert_tp() == 1 ? ep : sh.t * sh.cx * ep;
+  const bool ep_in_node = span <= req.gpus_per_node;
   const double bw = (ep_in_node ? g.nvlink_gbps : g.net_gbps) * 1e9 * kLinkEfficiency;
   const double lat = (ep_in_node ? g.nvlink_latency_us : g.net_latency_us) * 1e-6;
   const double bytes = 2.0 * D(sh.b * sh.s / sh.cx) * D(m.experts_per_token) * D(m.hidden) /
@@ -689,7 +702,7 @@ void CostDataParallel(const PlanRequest& req, const Layout& l, const LayoutShape
   const double lat = dp_in_node ? g.nvlink_latency_us : g.net_latency_us;
   auto all_reduce = [&](double bytes_per_param) {
     return AllReduceSeconds(bytes_per_param * worst.params, d * cx, bw, lat) +
-           AllReduceSeconds(bytes_per_param * worst.experts, d * cx / sh.ep, bw, lat);
+           AllReduceSeconds(bytes_per_param * worst.experts, ExpertReplicas(l), bw, lat);
   };
   const double backward_window = (2.0 / 3.0) * (mbt.compute + mbt.elementwise) + mbt.recompute;
   const double forward_window = (1.0 / 3.0) * (mbt.compute + mbt.elementwise);
@@ -735,7 +748,7 @@ TimeBreakdown CostStep(const PlanRequest& req, const Layout& l, const LayoutShap
                           : 0.0;
   mbt.tp -= tp_hidden;
   mbt.cp = ContextParallelSeconds(req, sh, gpu_flops);
-  mbt.ep = ExpertParallelSeconds(req, sh);
+  mbt.ep = ExpertParallelSeconds(req, l, sh);
   mbt.p2p = PipelineSeconds(req, sh);
   const double stage_mb = mbt.compute + mbt.elementwise + mbt.recompute + mbt.tp + mbt.cp + mbt.ep;
   const double mb = D(sh.mb);
@@ -754,7 +767,7 @@ TimeBreakdown CostStep(const PlanRequest& req, const Layout& l, const LayoutShap
   const int64_t replicas = sh.d * sh.cx;
   const int64_t dense_split = l.fsdp() ? l.fsdp_shard : l.optimizer_sharding() ? replicas : 1;
   const int64_t expert_split =
-      l.fsdp() ? l.fsdp_shard : l.optimizer_sharding() ? replicas / sh.ep : 1;
+      l.fsdp() ? l.fsdp_shard : l.optimizer_sharding() ? ExpertReplicas(l) : 1;
   const double shard = worst.params / D(dense_split) + worst.experts / D(expert_split);
   time.optimizer_s = (kOptimizerBytesPerParam + GradBytes(l.grad_reduce)) * shard /
                      (req.gpu.hbm_gbps * 1e9 * kLinkEfficiency);

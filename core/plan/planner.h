@@ -12,7 +12,9 @@
 //
 // On failure the Result carries one line ready to print after "autopar: ":
 //   - invalid request: names the field/option ("--gpus: must be >= 1", "--global-batch: ...");
-//   - pinned sizes that cannot work: "--auto-parallel=tp=3: tp=3 does not divide heads (32)" or
+//   - pinned sizes or knobs that cannot work, named by the first constraint they fail as pinned:
+//     "--auto-parallel=tp=3: tp=3 does not divide heads (32)", "micro_batch=5 does not divide
+//     the sequences of a data-parallel rank (global batch 48 / dp=8)" or
 //     "--auto-parallel=tp=4,pp=2: does not fit: needs 95.1 GiB per GPU, 72.0 GiB usable ...";
 //   - a model that fits no layout: how much memory per GPU the smallest layout needs and what
 //     would make it fit (uneven stages when forbidden, more GPUs/nodes, a GPU type with more
@@ -158,13 +160,17 @@ struct Layout {
   int64_t tp = 1, pp = 1, dp = 1;
   // Context parallelism (Megatron-LM's --context-parallel-size): each of the cp ranks holds s/cp
   // tokens of every sequence, K/V travel around the ring overlapped with attention; searched
-  // where every rank keeps at least kContextParallelMinTokens tokens (long sequences only).
+  // where every rank keeps at least kContextParallelMinTokens tokens (sequences of 8K and more).
   // t*cp*p*d = gpus; rank order tp, cp, dp, pp.
   int64_t cp = 1;
   // Expert parallelism (mixtures of experts; Megatron-LM's --expert-model-parallel-size): the
-  // routed experts are split over ep of the d*cp ranks that share the dense weights; tokens
-  // reach their experts by all-to-all. Expert weights are also split over t (ETP = TP).
+  // routed experts are split over ep of the d*cp ranks that share the dense weights, and also
+  // over t (expert tensor parallelism = tp); or, where ep does not divide d*cp, over ep of the
+  // t*d*cp ranks of a stage, each holding whole experts (expert tensor parallelism 1,
+  // Megatron-Core's MoE parallel folding). Tokens reach their experts by all-to-all.
   int64_t ep = 1;
+  // The expert tensor-parallel size (Megatron-Core's --expert-tensor-parallel-size).
+  int64_t expert_tp() const { return ep > 1 && (dp * cp) % ep != 0 ? 1 : tp; }
   int64_t micro_batch = 1;
   int64_t grad_accum = 1;  // micro-batches per step per data-parallel rank
   int64_t vpp = 1;         // interleaved (virtual) pipeline chunks per stage; 1 = not interleaved
@@ -337,8 +343,9 @@ double FsdpStateBytesPerParam(int64_t shard, GradReduce grads = GradReduce::kFp3
 double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micro_batch, int64_t tp,
                                bool sequence_parallel, Recompute recompute, int64_t cp = 1);
 // Context parallelism is searched only where every rank keeps at least this many tokens of a
-// sequence (so from 16K tokens on), and with s divisible by 2*cp (Megatron's load balancing).
-inline constexpr int64_t kContextParallelMinTokens = 8192;
+// sequence (so from 8K tokens on: cp=2 at 8K, as NVIDIA runs Llama 3.1), and with s divisible by
+// 2*cp (Megatron's load balancing).
+inline constexpr int64_t kContextParallelMinTokens = 4096;
 // The recompute of a layout of a model of `layers` layers in words: "no recompute", "selective
 // recompute", "full recompute" (every layer), "full recompute of 5 of 32 layers" (Megatron's
 // block method: the others keep their activations), "full recompute of 1 of 2 layers per chunk"

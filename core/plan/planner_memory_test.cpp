@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <tuple>
 
 #include "core/plan/plan_request_for_test.h"
 #include "core/plan/planner.h"
@@ -125,6 +126,36 @@ TEST(PlanJob, NvidiaLlama31LayoutsFitWithBf16Reduction) {
     EXPECT_NEAR(plan->chosen.memory.total_gib, p.bf16_gib, 0.05) << p.model;
     EXPECT_NE(PlanToText(*plan).find("no layout fits with fp32"), std::string::npos);
     EXPECT_NE(MegatronArgs(*plan).find(" --grad-reduce-in-bf16"), std::string::npos);
+  }
+}
+
+// Context parallelism is searched where every rank keeps at least kContextParallelMinTokens:
+// NVIDIA's Llama 3.1 8B layout (cp=2 at 8K, 4K tokens per rank) is what a free search of its GPUs
+// and batch chooses; at 4K, where cp=2 would leave 2K tokens per rank, no layout uses it.
+TEST(PlanJob, ContextParallelSearchedFromFourThousandTokensPerRank) {
+  const PublishedLayout& p = kNvidiaLlama31[0];
+  PlanRequest r = PlanRequestFor(p.model, p.gpus, "h100-80gb", p.batch, 8192);
+  r.top_k = 30;
+  auto plan = PlanJob(r);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  const Layout& l = plan->chosen.layout;
+  EXPECT_EQ(std::make_tuple(l.tp, l.cp, l.pp, l.dp), std::make_tuple(p.tp, p.cp, p.pp, p.dp))
+      << PlanToText(*plan);
+  // Chosen over the simpler layouts only as the simplest within the model's error of the fastest.
+  const double fastest =
+      plan->set_aside ? plan->set_aside->step_time_s : plan->chosen.step_time_s;
+  for (const PlanCandidate& alt : plan->alternatives) {
+    if (alt.fits && alt.layout.cp == 1 && alt.layout.pp == 1) {
+      EXPECT_GT(alt.step_time_s, fastest * (1.0 + kTimeModelError)) << alt.reason;
+    }
+  }
+  r.seq_len = 4096;
+  auto short_seq = PlanJob(r);
+  ASSERT_TRUE(short_seq.ok()) << short_seq.message();
+  EXPECT_EQ(short_seq->chosen.layout.cp, 1);
+  for (const PlanCandidate& alt : short_seq->alternatives) EXPECT_EQ(alt.layout.cp, 1);
+  if (short_seq->set_aside) {
+    EXPECT_EQ(short_seq->set_aside->layout.cp, 1);
   }
 }
 

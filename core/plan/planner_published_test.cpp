@@ -310,9 +310,12 @@ TEST(PlanJob, SaysWhenItPredictsAboveTheBestPublishedRun) {
   auto back = PlanFromJson(PlanToJson(*plan));
   ASSERT_TRUE(back.ok()) << back.message();
   EXPECT_EQ(AbovePublishedText(*back), AbovePublishedText(*plan));
-  // Llama 3 405B's published layout on 16,384 H100 is predicted below the 43% published on
-  // 8,192: no such line.
+  // Llama 3 405B's published layout on 16,384 H100 (tp=8 pp=16 dp=128) is predicted below the
+  // 43% published on 8,192: no such line.
   PlanRequest llama3 = PlanRequestFor("llama-3-405b", 16384, "h100-80gb", 2048, 8192);
+  llama3.tp = 8;
+  llama3.cp = 1;
+  llama3.pp = 16;
   auto below = PlanJob(llama3);
   ASSERT_TRUE(below.ok());
   EXPECT_FALSE(below->above_published);

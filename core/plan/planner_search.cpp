@@ -186,6 +186,13 @@ std::string ExpertContextPinError(const PlanRequest& r, const std::string& label
     return label + ": ep=" + std::to_string(*r.ep) + " does not divide the model's " +
            std::to_string(m.experts) + " experts";
   }
+  // Expert parallelism takes ranks of one pipeline stage (t*d*c of them, Layout::expert_tp).
+  const int64_t p = r.pp.value_or(1);
+  if (r.ep && m.moe() && r.gpus % p == 0 && (r.gpus / p) % *r.ep != 0) {
+    return label + ": ep=" + std::to_string(*r.ep) + " does not divide the " +
+           std::to_string(r.gpus / p) + " GPUs of " +
+           (r.pp ? "a pipeline stage (tp*dp*cp)" : "the job");
+  }
   if (r.cp && *r.cp > 1 && s % (2 * *r.cp) != 0) {
     return label + ": cp=" + std::to_string(*r.cp) + " needs a sequence length divisible by " +
            std::to_string(2 * *r.cp) + " (got " + std::to_string(s) + ")";
@@ -200,6 +207,17 @@ std::string SplitPinError(const PlanRequest& r, const std::string& label) {
   if (r.gpus % (tp * cp * pp) != 0) {
     return label + ": " + tpp + "=" + std::to_string(tp * cp * pp) + " does not divide the job's " +
            std::to_string(r.gpus) + " GPUs";
+  }
+  if (r.dp && !(r.tp && r.pp) && r.gpus % (tp * cp * pp * *r.dp) != 0) {
+    std::vector<std::string> keys;
+    for (const auto& [key, v] : {std::pair<const char*, std::optional<int64_t>>{"tp", r.tp},
+                                 {"cp", r.cp},
+                                 {"pp", r.pp},
+                                 {"dp", r.dp}}) {
+      if (v) keys.push_back(key);
+    }
+    return label + ": " + Join(keys, "*") + "=" + std::to_string(tp * cp * pp * *r.dp) +
+           " does not divide the job's " + std::to_string(r.gpus) + " GPUs";
   }
   if (r.tp && r.pp && r.dp && tp * cp * pp * *r.dp != r.gpus) {
     return label + ": " + tpp + "*dp=" + std::to_string(tp * cp * pp * *r.dp) +
@@ -352,14 +370,15 @@ void EnumerateKnobs(const PlanRequest& r, const Layout& base, const Recompute (&
   }
 }
 
-// The expert-parallel sizes the search tries for d*c ranks that hold the same dense weights: 1
-// for a dense model; for a mixture of experts every ep dividing both the experts and d*c
-// (Megatron carves expert parallelism out of the data- and context-parallel ranks).
-std::vector<int64_t> ExpertSizes(const PlanRequest& r, int64_t replicas) {
+// The expert-parallel sizes the search tries for d*c ranks that hold the same dense weights and
+// tensor-parallel size t: 1 for a dense model; for a mixture of experts every ep dividing the
+// experts and d*c (Megatron carves expert parallelism out of the data- and context-parallel
+// ranks) or, with whole experts per rank (Layout::expert_tp 1), t*d*c.
+std::vector<int64_t> ExpertSizes(const PlanRequest& r, int64_t t, int64_t replicas) {
   if (!r.model.moe()) return {1};
   std::vector<int64_t> out;
   for (int64_t ep : Divisors(r.model.experts)) {
-    if (replicas % ep == 0 && (!r.ep || ep == *r.ep)) out.push_back(ep);
+    if ((t * replicas) % ep == 0 && (!r.ep || ep == *r.ep)) out.push_back(ep);
   }
   return out;
 }
@@ -424,7 +443,7 @@ void Enumerate(const PlanRequest& r, int64_t gpus, bool memory_only, std::vector
         base.pp = p;
         base.dp = d;
         if (!FsdpOnly(r)) {
-          for (int64_t ep : ExpertSizes(r, d * cx)) {
+          for (int64_t ep : ExpertSizes(r, t, d * cx)) {
             base.ep = ep;
             AddLayouts(r, base, memory_only, out);
           }
@@ -735,9 +754,96 @@ Result<Plan> PlanJob(const PlanRequest& request) { return Search(request, true);
 
 namespace {
 
-// Why nothing was enumerated: no layout of the GPUs satisfies the constraints, or none splits the
-// global batch.
+// The layouts of `r` (its pinned knobs included), enumerated.
+std::vector<Layout> LayoutsOf(const PlanRequest& r) {
+  std::vector<Layout> out;
+  Enumerate(r, r.gpus, false, &out);
+  return out;
+}
+
+// "dp=8" or "dp = 1, 2, 4": the values `of` takes over `layouts`.
+std::string ValuesOf(const char* key, const std::vector<Layout>& layouts,
+                     int64_t (*of)(const Layout&)) {
+  std::set<int64_t> values;
+  for (const Layout& l : layouts) values.insert(of(l));
+  std::vector<std::string> listed;
+  for (int64_t v : values) listed.push_back(std::to_string(v));
+  return std::string(key) + (listed.size() == 1 ? "=" : " = ") + Join(listed, ", ");
+}
+
+// Why pinned interleaving fits none of `sizes` (the layouts without the pin): the first check of
+// EnumerateKnobs that fails for the first of them.
+std::string InterleavingPinError(const PlanRequest& r, const std::vector<Layout>& sizes) {
+  const int64_t v = *r.vpp;
+  const std::string vpp = "vpp=" + std::to_string(v);
+  auto piped = std::find_if(sizes.begin(), sizes.end(), [](const Layout& x) { return x.pp > 1; });
+  if (piped == sizes.end()) return vpp + " needs pipeline parallelism (pp > 1; pp=1)";
+  const Layout& l = *piped;
+  const std::string pp = "pp=" + std::to_string(l.pp);
+  const int64_t per_stage = CeilDiv(r.model.layers, l.pp);
+  if (per_stage % v != 0) {
+    return vpp + " does not divide the " + std::to_string(per_stage) + " layers of a stage (" +
+           pp + ", " + std::to_string(r.model.layers) + " layers)";
+  }
+  if (!StagesAllowed(r, l.pp, v)) {
+    return vpp + ": " + std::to_string(l.pp * v) + " chunks (" + pp + ") cannot hold the model's " +
+           std::to_string(r.model.layers) + " layers" +
+           (r.allow_uneven_stages ? "" : " evenly (--even-stages)");
+  }
+  return vpp + " needs the micro-batches of each data-parallel rank to be a multiple of " + pp +
+         " (" + std::to_string(l.grad_accum) + " with micro-batch " +
+         std::to_string(l.micro_batch) + ", " + ValuesOf("dp", sizes, [](const Layout& x) {
+           return x.dp;
+         }) + ")";
+}
+
+// Why the pinned knobs (micro-batch, interleaving, optimizer sharding) leave no layout of sizes
+// that plan without them, or "": the first of them, in the order the search applies them, that
+// empties the search, with the constraint it fails.
+std::string KnobPinError(const PlanRequest& r) {
+  PlanRequest q = r;
+  q.micro_batch.reset();
+  q.vpp.reset();
+  q.optimizer_sharding.reset();
+  std::vector<Layout> sizes = LayoutsOf(q);
+  if (sizes.empty()) return "";
+  const std::string label = Pinned(r) ? PinnedLabel(r) + ": " : "";
+  if (r.micro_batch) {
+    q.micro_batch = r.micro_batch;
+    if (LayoutsOf(q).empty()) {
+      const std::string mb = "micro_batch=" + std::to_string(*r.micro_batch);
+      const int64_t b = *r.micro_batch;
+      if (std::any_of(sizes.begin(), sizes.end(),
+                      [&](const Layout& x) { return (r.global_batch / x.dp) % b == 0; })) {
+        return label + mb + " exceeds the 64 sequences the search tries";
+      }
+      return label + mb + " does not divide the sequences of a data-parallel rank (global batch " +
+             std::to_string(r.global_batch) + " / " +
+             ValuesOf("dp", sizes, [](const Layout& x) { return x.dp; }) + ")";
+    }
+    sizes = LayoutsOf(q);
+  }
+  if (r.vpp) {
+    q.vpp = r.vpp;
+    if (LayoutsOf(q).empty()) return label + InterleavingPinError(r, sizes);
+  }
+  if (r.optimizer_sharding) {
+    q.optimizer_sharding = r.optimizer_sharding;
+    if (LayoutsOf(q).empty()) {
+      return label + "optimizer sharding (pinned " +
+             std::string(*r.optimizer_sharding ? "on" : "off") +
+             ") shards over the data-parallel ranks (dp*cp) and this layout has one";
+    }
+  }
+  return "";
+}
+
+// Why nothing was enumerated: a pinned knob that fits no layout of the sizes (KnobPinError), no
+// layout of the GPUs satisfies the constraints, or none splits the global batch.
 Status NoLayoutError(const PlanRequest& r, bool explain) {
+  if (std::string why = KnobPinError(r); !why.empty()) {
+    return Status::Error(why + (explain ? WithoutPins(r) : ""));
+  }
   std::vector<Layout> any;
   Enumerate(r, r.gpus, true, &any);
   if (any.empty()) {

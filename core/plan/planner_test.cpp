@@ -618,6 +618,94 @@ TEST(PlanJob, PinnedSizesAreRefusedWithTheReason) {
   }
 }
 
+// Every pinned refusal names the first constraint the pins as given fail (never "no valid
+// layout", never another layout's): one case per class of constraint.
+TEST(PlanJob, PinnedRefusalNamesTheFirstFailedConstraint) {
+  struct Case {
+    const char* model;
+    int64_t gpus, batch;
+    void (*pin)(PlanRequest*);
+    const char* expected;
+  } cases[] = {
+      {"llama-2-7b", 8, 48, [](PlanRequest* r) { r->dp = 3; },
+       "--auto-parallel=dp=3: dp=3 does not divide the job's 8 GPUs"},
+      {"llama-2-7b", 8, 48,
+       [](PlanRequest* r) {
+         r->tp = 4;
+         r->dp = 4;
+       },
+       "--auto-parallel=tp=4,dp=4: tp*dp=16 does not divide the job's 8 GPUs"},
+      {"llama-2-7b", 8, 48, [](PlanRequest* r) { r->cp = 3; },
+       "--auto-parallel=cp=3: cp=3 needs a sequence length divisible by 6 (got 4096)"},
+      {"mixtral-8x7b", 16, 64,
+       [](PlanRequest* r) {
+         r->ep = 16;
+         r->pp = 1;
+       },
+       "--auto-parallel=ep=16,pp=1: ep=16 does not divide the model's 8 experts"},
+      {"llama-2-7b", 8, 48,
+       [](PlanRequest* r) {
+         r->tp = 1;
+         r->pp = 1;
+         r->dp = 8;
+         r->micro_batch = 5;
+       },
+       "--auto-parallel=tp=1,pp=1,dp=8: micro_batch=5 does not divide the sequences of a "
+       "data-parallel rank (global batch 48 / dp=8)"},
+      {"llama-2-7b", 8, 48, [](PlanRequest* r) { r->micro_batch = 5; },
+       "micro_batch=5 does not divide the sequences of a data-parallel rank (global batch 48 / dp "
+       "= 1, 2, 4, 8)"},
+      {"llama-2-7b", 8, 1024,
+       [](PlanRequest* r) {
+         r->tp = 8;
+         r->micro_batch = 128;
+       },
+       "--auto-parallel=tp=8: micro_batch=128 exceeds the 64 sequences the search tries"},
+      {"llama-2-7b", 8, 48,
+       [](PlanRequest* r) {
+         r->pp = 1;
+         r->vpp = 2;
+       },
+       "--auto-parallel=pp=1: vpp=2 needs pipeline parallelism (pp > 1; pp=1)"},
+      {"llama-2-7b", 8, 48,
+       [](PlanRequest* r) {
+         r->pp = 4;
+         r->vpp = 3;
+       },
+       "--auto-parallel=pp=4: vpp=3 does not divide the 8 layers of a stage (pp=4, 32 layers)"},
+      {"llama-2-7b", 8, 48,
+       [](PlanRequest* r) {
+         r->tp = 1;
+         r->pp = 4;
+         r->dp = 2;
+         r->micro_batch = 8;
+         r->vpp = 2;
+       },
+       "--auto-parallel=tp=1,pp=4,dp=2: vpp=2 needs the micro-batches of each data-parallel rank "
+       "to be a multiple of pp=4 (3 with micro-batch 8, dp=2)"},
+      {"llama-2-7b", 8, 48,
+       [](PlanRequest* r) {
+         r->tp = 8;
+         r->pp = 1;
+         r->optimizer_sharding = true;
+       },
+       "--auto-parallel=tp=8,pp=1: optimizer sharding (pinned on) shards over the data-parallel "
+       "ranks (dp*cp) and this layout has one"},
+  };
+  for (const auto& c : cases) {
+    PlanRequest r = PlanRequestFor(c.model, c.gpus, "a100-80gb", c.batch);
+    r.seq_len = 4096;
+    c.pin(&r);
+    auto plan = PlanJob(r);
+    ASSERT_FALSE(plan.ok()) << c.expected;
+    EXPECT_EQ(plan.message().rfind(c.expected, 0), 0u) << plan.message();
+    EXPECT_EQ(plan.message().find("no valid layout"), std::string::npos) << plan.message();
+    EXPECT_NE(plan.message().find("; without the pins it plans: "), std::string::npos)
+        << plan.message();
+    EXPECT_EQ(plan.message().find('\n'), std::string::npos) << plan.message();
+  }
+}
+
 TEST(PlanJob, ModelThatCannotFitSaysWhatWouldMakeItFit) {
   PlanRequest r = PlanRequestFor("llama-3-405b", 8, "a100-80gb", 64);
   auto plan = PlanJob(r);
@@ -898,6 +986,63 @@ TEST(PlanJob, MixtureOfExpertsUsesExpertParallelism) {
                 0),
             0u);
   ExpectSuggestedLayoutPlans(odd, PlanJob(odd).message());
+}
+
+TEST(PlanJob, ExpertParallelismBeyondDataParallelism) {
+  // Megatron-Core's MoE parallel folding (megatron/core/transformer/moe/README.md): with expert
+  // tensor parallelism 1, ep spans the tensor-parallel ranks too. mixtral-8x7b on 16 H100 with
+  // tp=4 pp=2 dp=2: ep=8 > dp*cp=2 plans, each GPU holding one whole expert, as much expert
+  // weight per GPU as ep=2 with the experts split over tp=4.
+  PlanRequest r = PlanRequestFor("mixtral-8x7b", 16, "h100-80gb", 64);
+  r.seq_len = 4096;
+  r.tp = 4;
+  r.pp = 2;
+  r.dp = 2;
+  r.ep = 8;
+  auto folded = PlanJob(r);
+  ASSERT_TRUE(folded.ok()) << folded.message();
+  const Layout& l = folded->chosen.layout;
+  EXPECT_EQ(l.ep, 8);
+  EXPECT_EQ(l.expert_tp(), 1);
+  EXPECT_GT(folded->chosen.time.ep_comm_s, 0);
+  const std::string args = MegatronArgs(*folded);
+  EXPECT_NE(args.find("--expert-model-parallel-size 8 --expert-tensor-parallel-size 1 "),
+            std::string::npos)
+      << args;
+  Layout split = l;
+  split.ep = 2;
+  ASSERT_EQ(split.expert_tp(), 4);
+  EXPECT_EQ(EvaluateLayout(r, split).memory.weights_gib, folded->chosen.memory.weights_gib);
+  // Megatron's expert rank order etp, ep, expert-dp: with etp 1, ep consecutive ranks.
+  int ep_ranks = 0;
+  for (const auto& [key, value] : PlanTaskEnv(*folded, 13)) {
+    if (key != "AUTOPAR_EP_RANK") continue;
+    EXPECT_EQ(value, "5");
+    ++ep_ranks;
+  }
+  EXPECT_EQ(ep_ranks, 1);
+  auto back = PlanFromJson(PlanToJson(*folded));
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->chosen.layout.expert_tp(), 1);
+  // Within dp*cp the experts stay split over tp (Megatron's default), as before.
+  r.ep = 2;
+  auto within = PlanJob(r);
+  ASSERT_TRUE(within.ok()) << within.message();
+  EXPECT_EQ(within->chosen.layout.expert_tp(), 4);
+  EXPECT_EQ(MegatronArgs(*within).find("--expert-tensor-parallel-size"), std::string::npos);
+  // An ep that no pipeline stage's GPUs hold is refused in one line that says so.
+  r.dp.reset();
+  r.tp.reset();
+  r.pp = 4;
+  r.ep = 8;
+  auto refused = PlanJob(r);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.message().rfind("--auto-parallel=ep=8,pp=4: ep=8 does not divide the 4 GPUs of "
+                                    "a pipeline stage (tp*dp*cp); without the pins it plans: ",
+                                    0),
+            0u)
+      << refused.message();
+  EXPECT_EQ(refused.message().find('\n'), std::string::npos);
 }
 
 TEST(SplitStages, FirstAndLastHoldWhatIsLeft) {
