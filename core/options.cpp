@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/ckpt/ckpt_uri.h"
+#include "core/plan/grad_sharding.h"
 #include "core/plan/hardware.h"
 #include "core/plan/model.h"
 #include "core/site_config.h"
@@ -325,17 +326,10 @@ Result<ParallelSpec> ParseParallelSpec(const std::string& text) {
     return bad("FSDP is planned without pipeline, context or expert parallelism (pp, cp, ep)");
   }
   if (spec.grad_sharding == "on") {
-    if (spec.fsdp) {
-      return bad("grad_sharding=on (ZeRO-2) keeps the weights whole and FSDP shards them");
-    }
-    if (spec.pp > 1) {
-      return bad("grad_sharding=on (ZeRO-2) is planned without pipeline parallelism "
-                 "(DeepSpeed's pipeline engine refuses ZeRO stage 2)");
-    }
-    if (spec.ep > 1) return bad("grad_sharding=on (ZeRO-2) is planned for dense models (no ep)");
-    if (spec.dp == 1 && spec.cp <= 1) {
-      return bad("grad_sharding=on (ZeRO-2) shards over the data-parallel ranks, and dp=1 has one");
-    }
+    GradShardingShape shape{spec.fsdp, std::max<int64_t>(spec.pp, 1), spec.ep > 1, std::nullopt};
+    if (spec.dp == 1 && spec.cp <= 1) shape.data_ranks = 1;
+    const std::string why = GradShardingRefusal(shape);
+    if (!why.empty()) return bad("grad_sharding=on: ZeRO-2 " + why);
   }
   return spec;
 }

@@ -96,12 +96,12 @@ TEST(Options, RefusesBadValuesNamingTheOption) {
       {OptionId::kAutoParallel, "grad_sharding=on,grad_sharding=off",
        "'grad_sharding' given twice"},
       {OptionId::kAutoParallel, "tp=2,pp=2,grad_sharding=on",
-       "--auto-parallel: grad_sharding=on (ZeRO-2) is planned without pipeline parallelism "
-       "(DeepSpeed's pipeline engine refuses ZeRO stage 2)"},
+       "--auto-parallel: grad_sharding=on: ZeRO-2 is planned without pipeline parallelism "
+       "(pp=2; DeepSpeed's pipeline engine refuses ZeRO stage 2)"},
       {OptionId::kAutoParallel, "fsdp,grad_sharding=on",
-       "grad_sharding=on (ZeRO-2) keeps the weights whole and FSDP shards them"},
+       "grad_sharding=on: ZeRO-2 keeps the weights whole and FSDP shards them"},
       {OptionId::kAutoParallel, "ep=2,grad_sharding=on", "is planned for dense models"},
-      {OptionId::kAutoParallel, "dp=1,grad_sharding=on", "and dp=1 has one"},
+      {OptionId::kAutoParallel, "dp=1,grad_sharding=on", "(dp*cp) and this layout has one"},
       {OptionId::kModel, "banana", "--model: unknown model 'banana'"},
       {OptionId::kModel, "", "--model: needs a value"},
       {OptionId::kGpuType, "tpu-v5", "--gpu-type"},

@@ -324,12 +324,12 @@ TEST(PlanJob, ZeroTwoIsPlannedWithoutPipelineForDenseModels) {
   const Case cases[] = {
       {piped, "--auto-parallel=pp=2,grad_sharding=on: ZeRO-2 is planned without pipeline "
               "parallelism (pp=2; DeepSpeed's pipeline engine refuses ZeRO stage 2)"},
-      {moe, "--auto-parallel=grad_sharding=on: ZeRO-2 is planned for dense models (mixtral-8x7b "
-            "has experts)"},
+      {moe, "--auto-parallel=grad_sharding=on: ZeRO-2 is planned for dense models, without "
+            "experts"},
       {alone, "--auto-parallel=tp=8,grad_sharding=on: ZeRO-2 shards over the data-parallel ranks "
               "(dp*cp) and this layout has one"},
       {fsdp, "--auto-parallel=fsdp,grad_sharding=on: ZeRO-2 keeps the weights whole and FSDP "
-             "shards them: pin one"},
+             "shards them"},
       {whole, "--auto-parallel=grad_sharding=on: ZeRO-2 shards the optimizer states too "
               "(optimizer sharding is pinned off)"},
   };

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/plan/grad_sharding.h"
 #include "core/plan/planner.h"
 #include "core/plan/planner_internal.h"
 #include "core/text.h"
@@ -272,21 +273,14 @@ std::string FsdpPinError(const PlanRequest& r, const std::string& label) {
 // a dense model, weights whole (not FSDP) and over d*cp > 1 ranks.
 std::string GradShardingPinError(const PlanRequest& r) {
   if (!r.grad_sharding || !*r.grad_sharding) return "";
-  const std::string label = PinnedLabel(r) + ": ZeRO-2";
-  if (r.model.moe()) {
-    return label + " is planned for dense models (" + r.model.name + " has experts)";
-  }
-  if (r.pp && *r.pp > 1) {
-    return label + " is planned without pipeline parallelism (pp=" + std::to_string(*r.pp) +
-           "; DeepSpeed's pipeline engine refuses ZeRO stage 2)";
-  }
-  if (FsdpOnly(r)) return label + " keeps the weights whole and FSDP shards them: pin one";
-  if (r.optimizer_sharding && !*r.optimizer_sharding) {
-    return label + " shards the optimizer states too (optimizer sharding is pinned off)";
-  }
+  const std::string label = PinnedLabel(r) + ": ZeRO-2 ";
+  GradShardingShape shape{FsdpOnly(r), r.pp.value_or(1), r.model.moe(), std::nullopt};
   const int64_t ranks = r.gpus / (r.tp.value_or(1) * r.pp.value_or(1));
-  if (ranks <= 1 || (r.dp.value_or(0) == 1 && r.cp.value_or(1) == 1)) {
-    return label + " shards over the data-parallel ranks (dp*cp) and this layout has one";
+  if (ranks <= 1 || (r.dp.value_or(0) == 1 && r.cp.value_or(1) == 1)) shape.data_ranks = 1;
+  const std::string why = GradShardingRefusal(shape);
+  if (!why.empty()) return label + why;
+  if (r.optimizer_sharding && !*r.optimizer_sharding) {
+    return label + "shards the optimizer states too (optimizer sharding is pinned off)";
   }
   return "";
 }
@@ -326,7 +320,9 @@ std::vector<DataParallelSharding> ShardingsFor(const PlanRequest& r, const Layou
     const bool optimizer = s != DataParallelSharding::kNone;
     const bool grads = s == DataParallelSharding::kOptimizerGrads;
     if (optimizer && base.dp * base.cp <= 1) continue;
-    if (grads && (base.pp > 1 || r.model.moe())) continue;
+    if (grads && !GradShardingRefusal({false, base.pp, r.model.moe(), base.dp * base.cp}).empty()) {
+      continue;
+    }
     if (r.optimizer_sharding && optimizer != *r.optimizer_sharding) continue;
     if (r.grad_sharding && grads != *r.grad_sharding) continue;
     out.push_back(s);
