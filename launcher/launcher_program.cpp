@@ -184,7 +184,14 @@ FailureReport Launcher::EndGeneration(pid_t pid, bool told,
   report.node = host_;
   report.detected = EpochNow();
   std::string own_oom;  // the program's own out-of-memory error, found after it was stopped
-  if (out->hung) {
+  int status = 0;
+  if (out->hung && waitpid(pid, &status, WNOHANG) == pid) {
+    // It had ended by itself when the verdict came (a program past its last step whose exit was
+    // slower than --heartbeat-timeout on a loaded node): its own end, a failure only if it failed.
+    out->hung = false;
+    out->exited = true;
+    out->wait_status = status;
+  } else if (out->hung) {
     // autopard captured its stacks already; nothing to wait for.
     out->wait_status = StopChild(pid, 0);
     report.kind = "hang";
@@ -193,7 +200,6 @@ FailureReport Launcher::EndGeneration(pid_t pid, bool told,
     out->wait_status = StopChild(pid, 0);
     report.kind = FailureClassName(FailureClass::kBadLoss);
   } else if (told) {
-    int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid) {
       // It had ended by itself before the notice was taken (ranks failing together: the one
       // that ran out of memory and the ones whose collectives broke): its own end, reported

@@ -8,7 +8,9 @@ namespace autopar {
 std::string HangVerdict::Describe() const {
   char buf[160];
   std::snprintf(buf, sizeof buf, "no progress for %.1f s (limit %.0f s%s)", idle_s, limit_s,
-                first_step ? ", first-step allowance" : "");
+                first_step  ? ", first-step allowance"
+                : finishing ? ", a rank finishing"
+                            : "");
   std::string s = buf;
   s += last_step >= 0 ? "; last step " + std::to_string(last_step) : "; no step reported";
   if (!suspects.empty()) {
@@ -44,13 +46,22 @@ void HangDetector::Heartbeat(int rank, int64_t step, double now_s) {
 
 void HangDetector::RankExited(int rank) { ranks_[rank].exited = true; }
 
+void HangDetector::Finishing(double now_s) {
+  finishing_until_s_ =
+      std::max(finishing_until_s_, now_s + settings_.timeout_s * settings_.first_step_factor);
+}
+
 double HangDetector::LimitS() const {
-  return progressed_ ? settings_.timeout_s : settings_.timeout_s * settings_.first_step_factor;
+  const double limit =
+      progressed_ ? settings_.timeout_s : settings_.timeout_s * settings_.first_step_factor;
+  // A finishing rank's allowance, as a limit on the time since the last progress.
+  return std::max(limit, finishing_until_s_ - last_progress_s_);
 }
 
 HangVerdict HangDetector::Check(double now_s) const {
   HangVerdict v;
   v.first_step = !progressed_;
+  v.finishing = finishing_until_s_ > 0;
   v.limit_s = LimitS();
   v.idle_s = std::max(0.0, now_s - last_progress_s_);
   bool any_live = ranks_.empty();  // no rank known yet: still waiting for the first heartbeat

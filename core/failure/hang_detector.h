@@ -10,6 +10,12 @@
 // step also covers process start-up, rendezvous, checkpoint restore, data loading and warm-up
 // (kDefaultFirstStepFactor = 3: a 60 s timeout gives the first step 180 s).
 //
+// A rank whose program says it is finishing (its training loop is done: autopar's Python module
+// says so at exit) may take longer than a step to exit (a last save, an evaluation, the
+// interpreter's teardown on a loaded node): from that notice the node's limit is at least the
+// first-step allowance, so an exit slower than `timeout_s` is not a hang, and one that never ends
+// still is.
+//
 // Times are seconds on any one clock the caller chooses (the daemon passes steady time or the
 // epoch; tests pass numbers): the detector never reads a clock itself. Thread-compatible: the daemon
 // calls it under its own lock.
@@ -35,6 +41,7 @@ struct HangVerdict {
   double idle_s = 0;    // seconds since the last progress (or since the start)
   double limit_s = 0;   // the limit that applies now (first-step allowance or timeout)
   bool first_step = false;  // the first-step allowance applies
+  bool finishing = false;   // a rank is finishing: its exit's allowance applies
   int64_t last_step = -1;   // highest step any rank reported (-1: none)
   // Ranks to blame, lowest first: those with the lowest step (the ones the others wait for), or
   // those that never sent a heartbeat; empty when no rank is known.
@@ -55,6 +62,9 @@ class HangDetector {
   // The rank exited normally: it no longer counts. When every rank has exited, Check never
   // reports a hang.
   void RankExited(int rank);
+  // The rank's program is finishing (see above): until `now_s` + timeout_s * first_step_factor,
+  // Check reports no hang.
+  void Finishing(double now_s);
 
   HangVerdict Check(double now_s) const;
   // The hang reported was acted on at `now_s` (its programs handed to their launchers): the
@@ -76,6 +86,7 @@ class HangDetector {
   HangSettings settings_;
   double last_progress_s_;
   bool progressed_ = false;
+  double finishing_until_s_ = 0;  // 0: no rank is finishing
   std::map<int, RankState> ranks_;
 };
 

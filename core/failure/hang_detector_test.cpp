@@ -12,6 +12,35 @@ HangSettings Settings(double timeout, double factor = 3) {
   return s;
 }
 
+// A program past its training loop exits (a last save, the interpreter's teardown); on a loaded
+// node that took 14 s with --heartbeat-timeout=10 and was stopped as a hang at its exit (the
+// fresh-clone CI of 18c8238). The notice gives the exit the first-step allowance from then on; an
+// exit that never ends is still a hang.
+TEST(HangDetectorTest, AFinishingRankHasTheAllowanceToExit) {
+  HangDetector d(Settings(10), 1000, {0, 1});
+  d.Heartbeat(0, 1, 1000);
+  d.Heartbeat(1, 1, 1000);
+  d.Heartbeat(0, 80, 1050);
+  d.Heartbeat(1, 80, 1050);
+  EXPECT_TRUE(d.Check(1061).hung);
+  d.Finishing(1052);  // 30 s from the notice
+  HangVerdict v = d.Check(1061);
+  EXPECT_FALSE(v.hung);
+  EXPECT_TRUE(v.finishing);
+  EXPECT_DOUBLE_EQ(v.limit_s, 32);
+  EXPECT_DOUBLE_EQ(d.SecondsUntilDue(1061), 21);
+  EXPECT_FALSE(d.Check(1081.5).hung);
+  v = d.Check(1082.5);
+  EXPECT_TRUE(v.hung);
+  EXPECT_EQ(v.Describe(), "no progress for 32.5 s (limit 32 s, a rank finishing); last step 80; "
+                          "suspects: ranks 0,1");
+  // A later notice (another rank) extends it; an earlier one never shortens it.
+  d.Finishing(1060);
+  d.Finishing(1040);
+  EXPECT_FALSE(d.Check(1089).hung);
+  EXPECT_TRUE(d.Check(1090.5).hung);
+}
+
 TEST(HangDetectorTest, FirstStepAllowanceThenTimeout) {
   HangDetector d(Settings(60), 1000, {0, 1});
   // Before any progress: 3 x 60 s from the start.

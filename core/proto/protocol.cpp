@@ -185,6 +185,7 @@ std::string EncodeRequest(const Request& r) {
   if (r.probe) v["probe"] = true;
   if (r.reshard) v["reshard"] = true;
   if (r.short_lived) v["short_lived"] = true;
+  if (r.finishing) v["finishing"] = true;
   if (r.leads) v["leads"] = true;
   if (r.samples >= 0) v["samples"] = Json::Int64(r.samples);
   if (r.tokens >= 0) v["tokens"] = Json::Int64(r.tokens);
@@ -246,6 +247,7 @@ Status ReadFields(const Json::Value& v, JsonFields& g, Request* r) {
   r->probe = g.Bool("probe");
   r->reshard = g.Bool("reshard");
   r->short_lived = g.Bool("short_lived");
+  r->finishing = g.Bool("finishing");
   r->leads = g.Bool("leads");
   for (auto [key, field] :
        {std::pair<const char*, int64_t*>{"samples", &r->samples}, {"tokens", &r->tokens}}) {

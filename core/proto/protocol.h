@@ -18,7 +18,7 @@
 //   status     [job_id]                                         uploads[] {job_id step rank state
 //                                                               bytes_done bytes_total
 //                                                               throughput_bps eta_s error}
-//   heartbeat  job_id rank step [node] [short_lived]            [checkpoint_requested]
+//   heartbeat  job_id rank step [node] [short_lived] [finishing] [checkpoint_requested]
 //              [samples] [tokens] [loss] [rank_compute_s[]] [rank_nodes[]] [leads]
 //   event      job_id kind [rank] [step] [detail] [node]        -
 //   events     job_id                                           events[] {time node job_id kind
@@ -39,6 +39,11 @@
 // `autopar heartbeat` command): the rank stays alive as long as its Slurm task does (the sender's
 // ancestor directly below slurmstepd or autopar-launch), not the sender. Without it the sender is
 // the rank's process (the Python module, libautopar): the rank has ended when it is gone.
+//
+// heartbeat with "finishing": true says the rank's program is ending (its training loop is done;
+// autopar's Python module sends it at exit): not progress; the node's hang watch gives the exit
+// the first-step allowance (core/failure/hang_detector.h), as a last save or the interpreter's
+// teardown may take longer than a step.
 //
 // heartbeat's "samples" and "tokens" (integers >= 0) are the step's over the whole job (its global
 // batch, as any rank knows it) and "loss" its loss (a number, or "nan", "inf", "-inf"); all
@@ -99,6 +104,7 @@ struct Request {
   // every saved rank's files are then placed on the node (docs/elastic.md).
   bool reshard = false;
   bool short_lived = false;  // heartbeat: the sender exits right after (see above)
+  bool finishing = false;    // heartbeat: the rank's program is ending (see above)
   int64_t samples = -1;      // heartbeat: the step's samples over the job; -1: not given
   int64_t tokens = -1;       // heartbeat: the step's tokens over the job; -1: not given
   std::optional<double> loss;  // heartbeat: the step's loss (may be NaN or infinite)

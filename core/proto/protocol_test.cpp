@@ -47,7 +47,10 @@ TEST(ProtocolTest, RequestRoundTrips) {
   heartbeat.rank = 3;
   heartbeat.step = 12;
   heartbeat.short_lived = true;
-  for (const Request& r : {Commit(), restore, probe, ls, event, status, heartbeat}) {
+  Request finishing = heartbeat;
+  finishing.short_lived = false;
+  finishing.finishing = true;
+  for (const Request& r : {Commit(), restore, probe, ls, event, status, heartbeat, finishing}) {
     std::string line = EncodeRequest(r);
     EXPECT_EQ(line.find('\n'), std::string::npos) << line;
     auto back = DecodeRequest(line);
@@ -59,6 +62,7 @@ TEST(ProtocolTest, RequestRoundTrips) {
     EXPECT_EQ(back->probe, r.probe);
     EXPECT_EQ(back->reshard, r.reshard);
     EXPECT_EQ(back->short_lived, r.short_lived);
+    EXPECT_EQ(back->finishing, r.finishing);
     EXPECT_EQ(back->rank, r.rank);
     EXPECT_EQ(back->world_size, r.world_size);
     EXPECT_EQ(back->local_world_size, r.local_world_size);

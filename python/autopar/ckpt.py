@@ -249,6 +249,7 @@ def heartbeat(step: int, samples: Optional[int] = None, tokens: Optional[int] = 
     # cold (on the 2-core VM one Python call less and no getpid() took the p99 at a 20 ms step
     # from ~110-140 to ~60-80 us).
     with s.lock:
+        s.last_step = beat[0]
         s.pending = beat if s.pending is None else s._replace(s.pending, beat)
         requested, s.requested = s.requested, False
         wake = s.idle and s._signal()
@@ -349,6 +350,7 @@ class _HeartbeatSender:
         self.requested = False  # a reply since the last call asked for a checkpoint
         self.error: Optional[str] = None
         self.thread: Optional[threading.Thread] = None
+        self.last_step: Optional[int] = None  # the step of the last heartbeat handed over
 
     def _signal(self) -> bool:
         # self.lock held; True: the caller releases `wake` once it unlocked.
@@ -368,6 +370,7 @@ class _HeartbeatSender:
 
     def post(self, item: _Beat) -> bool:
         with self.lock:
+            self.last_step = item[0]
             self.pending = item if self.pending is None else self._replace(self.pending, item)
             requested, self.requested = self.requested, False
             wake = self.idle and self._signal()
@@ -405,6 +408,7 @@ class _HeartbeatSender:
                     waiting = False
                     old, self.pending = self.pending, None  # older than this one: superseded
                     item = self._replace(old, item)
+                    self.last_step = item[0]
                     requested, self.requested = self.requested, False
                 reply = _call(_heartbeat_request(item), item[4])
         finally:
@@ -520,8 +524,24 @@ os.register_at_fork(after_in_child=_forget_sender_in_child)
 
 def _flush_at_exit() -> None:
     # The last step's heartbeat (and its loss) still reaches autopard when the program ends right
-    # after it; bounded, so an unreachable autopard never holds the exit.
+    # after it, then the notice that this rank is finishing: what is left of the exit (the
+    # interpreter's teardown, other exit handlers) may take longer than a step on a loaded node,
+    # and autopard's hang watch gives it the first-step allowance instead of --heartbeat-timeout
+    # (protocol.h, "finishing"). Bounded: an unreachable autopard never holds the exit.
     flush_heartbeats(1.0)
+    s = _sender
+    if s is None or s.pid != os.getpid() or s.last_step is None:
+        return
+    try:
+        f = _job_fields()
+        req: Dict[str, Any] = {"op": "heartbeat", "job_id": f["job_id"], "rank": f["rank"],
+                               "step": s.last_step, "finishing": True}
+        if "node" in f:
+            req["node"] = f["node"]
+        line = json.dumps({"v": PROTOCOL_VERSION, **req}, separators=(",", ":")) + "\n"
+        _call_once(_require("AUTOPAR_SOCKET"), line.encode(), 1.0)  # once: no retries at exit
+    except Exception:  # the exit goes on; a missing notice only shortens the allowance
+        pass
 
 
 def agree(flag: object) -> bool:

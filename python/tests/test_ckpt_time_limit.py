@@ -180,8 +180,11 @@ def test_heartbeats_after_fork(tmp_path):
     assert p.returncode == 0, p.stderr
     parent, child, status = map(int, p.stdout.split())
     assert status == 0, p.stderr
-    assert [r["step"] for r in daemon.requests] == [1, 2, 3]
-    assert daemon.pids == [parent, child, parent]
+    # At its exit the parent says it is finishing (with its last step); the child left by
+    # os._exit, without exit handlers.
+    assert [(r["step"], r.get("finishing", False)) for r in daemon.requests] == \
+        [(1, False), (2, False), (3, False), (3, True)]
+    assert daemon.pids == [parent, child, parent, parent]
 
 
 def test_module_does_not_import_torch(tmp_path):

@@ -15,6 +15,11 @@ Reply Daemon::Heartbeat(const Request& r, const Peer& peer) {
   const double now = Now();
   metrics_->CountHeartbeat();
   Reply reply;
+  if (r.finishing) {
+    // Not progress: the rank's program is ending (protocol.h).
+    if (failure_) failure_->OnFinishing(r.job_id, peer.pid);
+    return reply;
+  }
   pid_t rank_process = 0;
   if (failure_) {
     reply.checkpoint_requested = failure_->OnHeartbeat(r.job_id, r.rank, r.step, peer.pid, r.short_lived,

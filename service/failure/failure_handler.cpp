@@ -280,6 +280,19 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
   return requested;
 }
 
+void FailureHandler::OnFinishing(const std::string& job_id, pid_t pid) {
+  auto process = ReadProcStat(pid, proc_);
+  if (!process) return;
+  auto ctx = ContextOf(*process);
+  if (!ctx || ctx->job_id != job_id) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  Run& run = it->second.run;
+  if (run.ctx.restart_count != ctx->restart_count || run.ctx.generation != ctx->generation) return;
+  if (run.hang) run.hang->Finishing(clock_());
+}
+
 void FailureHandler::WatchRankZeroLocked(JobRecord* job, const JobContext& ctx,
                                          const ProgressSample& sample, const RanksReport& ranks,
                                          HeartbeatNews* news) {

@@ -174,6 +174,11 @@ class FailureHandler {
   bool OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid,
                    bool short_lived = false, int64_t samples = -1, int64_t tokens = -1,
                    std::optional<double> loss = std::nullopt, const RanksReport& ranks = {});
+  // A rank's program, process `pid`, is finishing (a heartbeat with "finishing", protocol.h): the
+  // hang watch of its run on this node gives its exit the first-step allowance
+  // (HangDetector::Finishing). A process that is not a task of the job, or of an earlier run, is
+  // ignored.
+  void OnFinishing(const std::string& job_id, pid_t pid);
   // The process whose life is `rank`'s on this node, as the last heartbeat found it (0: none), for
   // the state database (ResumeWatch after a restart of autopard).
   pid_t RankProcessOf(const std::string& job_id, int rank) const;

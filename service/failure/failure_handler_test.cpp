@@ -710,6 +710,43 @@ TEST_F(FailureHandlerTest, RanksThatEndedCannotHang) {
   EXPECT_EQ(slurm_.requeues, 0);
 }
 
+// Past its training loop a program says it is finishing (autopar's Python module, at exit): its
+// exit has the first-step allowance, 3 x 60 s, not the plain 60 s; an exit that never ends is a
+// hang all the same. A notice from a process outside the job changes nothing.
+TEST_F(FailureHandlerTest, AFinishingRankHasTheAllowanceToExit) {
+  Task(100, 0);
+  Task(101, 0);
+  handler_->OnHeartbeat("42", 0, 1, 100);
+  handler_->OnHeartbeat("42", 1, 1, 101);
+  handler_->OnHeartbeat("42", 0, 2, 100);
+  handler_->OnFinishing("42", 100);
+  now_ += 61;
+  handler_->Tick();
+  EXPECT_TRUE(events_.empty());
+  now_ += 118;
+  handler_->Tick();
+  EXPECT_TRUE(events_.empty());
+  now_ += 2;
+  handler_->Tick();
+  ASSERT_FALSE(events_.empty());
+  EXPECT_EQ(events_[0].kind, "heartbeat_missed");
+  EXPECT_NE(events_[0].detail.find("a rank finishing"), std::string::npos) << events_[0].detail;
+}
+
+TEST_F(FailureHandlerTest, AFinishingNoticeFromOutsideTheJobChangesNothing) {
+  Task(100, 0);
+  Task(101, 0);
+  Stat(200, "python3", 1);  // not a task of job 42
+  handler_->OnHeartbeat("42", 0, 1, 100);
+  handler_->OnHeartbeat("42", 1, 1, 101);
+  handler_->OnHeartbeat("42", 0, 2, 100);
+  handler_->OnFinishing("42", 200);
+  handler_->OnFinishing("43", 100);  // a task of another job than it names
+  now_ += 61;
+  handler_->Tick();
+  EXPECT_EQ(Kinds(), std::vector<std::string>({"heartbeat_missed", "stack", "stack"}));
+}
+
 // `autopar heartbeat` in a shell loop: every heartbeat comes from a new process that is gone
 // by the next tick. The rank lives as long as its task (the shell below autopar-launch); a shell
 // that stops heartbeating is a hang, and one that ends is not.
