@@ -25,6 +25,8 @@ SOURCE_DIR = _it.SOURCE_DIR
 PYTHON = _it.PYTHON
 pytest_runtest_logreport = _it.pytest_runtest_logreport  # a skip fails the file (see there)
 pytest_sessionfinish = _it.pytest_sessionfinish
+pytest_runtest_makereport = _it.pytest_runtest_makereport  # a failed test's jobs are cancelled
+cancel_jobs_of_a_failed_test = _it.cancel_jobs_of_a_failed_test
 
 LAUNCH = BUILD_DIR / "launcher" / "autopar-launch"
 CLI = BUILD_DIR / "cli" / "autopar"

@@ -39,6 +39,27 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = 1
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if outcome.get_result().failed:
+        item.autopar_failed = True
+
+
+@pytest.fixture(autouse=True)
+def cancel_jobs_of_a_failed_test(request):
+    """The jobs a failed test submitted are cancelled when it ends: left behind, a job that keeps
+    recovering (what the test was about) takes the cluster's CPUs from the tests after it (the
+    fresh-clone CI of 18c8238: test_ft's job of a failed test requeued itself for minutes, and the
+    tests beside it slowed down until one timed out)."""
+    before = job_ids()
+    yield
+    if getattr(request.node, "autopar_failed", False):
+        left = sorted(job_ids() - before)
+        if left:
+            run(["scancel", *left])
+
+
 def slurm_conf() -> Path:
     conf = os.environ.get("SLURM_CONF")
     if not conf or not Path(conf).exists():
