@@ -8,8 +8,12 @@ set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/cluster-env.sh"
 cd "$AUTOPAR_REPO"
 
+# Each stage's end, in seconds since the start, for the tail of CI's log.
+stage() { echo "test.sh: $1 at ${SECONDS}s"; }
 bash scripts/install-deps.sh
+stage "dependencies installed"
 bash scripts/build.sh
+stage "built"
 
 # Two sanitizer builds, compiled in the background at the lowest CPU priority while ctest runs the
 # suite below (the integration tests mostly wait for Slurm and their programs' sleeps; they get
@@ -90,20 +94,24 @@ failed_tails() {
                            for (i = (n > 40 ? n - 40 : 0); i < n; i++) print line[i % 40] }' \
     "$AUTOPAR_BUILD_DIR/Testing/Temporary/LastTest.log"
 }
+stage "clusters started"
 if ! ctest --test-dir "$AUTOPAR_BUILD_DIR" --output-on-failure -j3 \
   --resource-spec-file "$AUTOPAR_REPO/tests/cluster/clusters.json" "$@"; then
   failed_tails
   exit 8
 fi
+stage "suite passed"
 
 if ! wait "$sanitizer_builds"; then
   tail -n 60 "$sanitizer_log"
   echo "test.sh: the sanitizer builds failed (whole log: $sanitizer_log)" >&2
   exit 1
 fi
+stage "sanitizer builds done"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --test-dir "$san" -L unit -LE program --output-on-failure -j2
 AUTOPAR_FUZZ_BUILD=$san bash scripts/fuzz.sh 5
+stage "sanitizer tests and fuzzing done"
 # proto_test: no thread-leak reports (not races: a process's heartbeat sender is never joined, by
 # design, core/proto/heartbeat_sender.h), and not the test whose forked child of a threaded
 # process starts a thread (TSan does not support that: "starting new threads after
@@ -113,3 +121,4 @@ TSAN_OPTIONS=$tsan_options "$tsan/service/autopard/autopard_test" --gtest_brief=
 TSAN_OPTIONS=$tsan_options "$tsan/service/failure/failure_handler_test" --gtest_brief=1
 TSAN_OPTIONS="$tsan_options report_thread_leaks=0" "$tsan/core/proto/proto_test" --gtest_brief=1 \
   --gtest_filter=-CkptCApiHeartbeatTest.AForkedChildSendsWithAThreadOfItsOwn
+stage "thread sanitizer done"

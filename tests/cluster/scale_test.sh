@@ -127,7 +127,9 @@ PY
 chmod -R a+rX "$work"
 
 # submit NAME: the training as a batch job with the plugin's checkpoint and recovery options (its
-# output, checkpoints and final model under $work/NAME); prints the job id.
+# output, checkpoints and final model under $work/NAME); prints the job id. The restart starts
+# cold (--no-prewarm): a warm interpreter per rank is one more torch import per rank on the
+# machine's 2 cores, and the warm start is proven in tests/integration/test_recover_in_place.py.
 submit() {
   local name=$1 dir=$work/$1
   mkdir -p "$dir"
@@ -137,7 +139,7 @@ submit() {
 #SBATCH --ckpt-upload=file://$dir/store --ckpt-dir=$dir/local/%n --ckpt-keep=10
 #SBATCH --requeue-on-failure=3 --heartbeat-timeout=$hb_timeout
 export PYTHONPATH=$src/python OMP_NUM_THREADS=1
-srun --mpi=pmix $build/launcher/autopar-launch -- $python $work/rank.py $world \
+srun --mpi=pmix $build/launcher/autopar-launch --no-prewarm -- $python $work/rank.py $world \
   $src/tests/integration/requeue_train.py --steps $steps --every $every --batch $((2 * world)) \
   --step-sleep 0.2 --out $dir/final.pt
 JOB

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from conftest import PYTHON, SOURCE_DIR, assert_refused_at_submit, job_ids, run, sbatch, wait_job
-from test_requeue_faults import (LAUNCH, end_with_node_lost, events, kinds, need_autopard,  # noqa: F401
-                                 node_of_rank, restarts, show_job, wait_step)
+from test_requeue_faults import (LAUNCH, NO_PREWARM, end_with_node_lost, events,  # noqa: F401
+                                 kinds, need_autopard, node_of_rank, restarts, show_job, wait_step)
 
 TRAIN = SOURCE_DIR / "tests" / "integration" / "elastic_train.py"
 STEPS = 60
@@ -40,7 +40,7 @@ def job_script(work: Path, nodes: str, opts: str = OPTS) -> str:
 #SBATCH {opts}
 export PYTHONPATH={SOURCE_DIR}/python
 echo "batch: run ${{SLURM_RESTART_COUNT:-0}} on $SLURM_JOB_NODELIST"
-srun --mpi=pmix {LAUNCH} -- {PYTHON} {TRAIN} --steps {STEPS} --every 5 --step-sleep 0.3 --out {work}/final.pt
+srun --mpi=pmix {LAUNCH} {NO_PREWARM} -- {PYTHON} {TRAIN} --steps {STEPS} --every 5 --step-sleep 0.3 --out {work}/final.pt
 """
 
 

@@ -21,8 +21,8 @@ import sys
 import pytest
 
 from conftest import PYTHON, SOURCE_DIR, run, sbatch, wait_job
-from test_requeue_faults import (CLI, LAUNCH, events, kinds, need_autopard, rank_pid, restarts,
-                                 show_job, sockets)
+from test_requeue_faults import (CLI, LAUNCH, NO_PREWARM, events, kinds, need_autopard, rank_pid,
+                                 restarts, show_job, sockets)
 
 sys.path.insert(0, str(SOURCE_DIR / "python"))
 from autopar.ft import shards  # noqa: E402
@@ -33,7 +33,8 @@ RANKS = 8
 
 
 def submit(work: Path, *, heartbeat_timeout: int = 120, opts: str = "", args: str = "",
-           rank0_off_batch_host: bool = False, nodes: int = 4, launch_opts: str = "") -> str:
+           rank0_off_batch_host: bool = False, nodes: int = 4,
+           launch_opts: str = NO_PREWARM) -> str:
     for d in ("out", "ledger"):
         (work / d).mkdir(parents=True, exist_ok=True)
         (work / d).chmod(0o1777)

@@ -126,7 +126,7 @@ def test_a_lost_node_is_replaced_by_a_spare_and_the_others_never_stop(tmp_path):
     assert wait_job(ref, timeout=300) == "COMPLETED", (ref_dir / "out.txt").read_text()[-3000:]
     reference = results(ref_dir, ranks)
     assert not (ref_dir / "out" / f"rank-{ranks}.json").exists()  # the spare ran nothing
-    job = submit(work, opts="--spare-nodes=1")
+    job = submit(work, opts="--spare-nodes=1", launch_opts="")  # the spare's warm start: asserted
     wait_committed(work, 20)
     pids = {r: node_pid(rank_pid(job, r, EXAMPLE)) for r in range(ranks)}
     node = node_of_rank(job, 2, EXAMPLE)

@@ -79,7 +79,7 @@ NODES = ["node1", "node2", "node3", "node4"]
 def test_killed_rank_restarts_in_place(tmp_path, reference):
     work = tmp_path / "kill"
     before = {n: metric_samples(scrape(n)) for n in NODES}
-    job = submit(work, opts=OPTS, program=train_cmd(work))
+    job = submit(work, opts=OPTS, program=train_cmd(work), launch_opts="")  # warm: asserted below
     wait_step(work, 0, 22)
     nodes = node_list(job)
     fault = time.time()
@@ -190,7 +190,8 @@ def test_a_hang_of_a_warm_started_program_restarts_in_place(tmp_path, reference)
     of one of them is still found (autopard reads the generation from /proc/PID/environ, which
     shows what the interpreter was started with) and handed to its launcher."""
     work = tmp_path / "warmhang"
-    job = submit(work, opts="--requeue-on-failure=3 --heartbeat-timeout=10", program=train_cmd(work))
+    job = submit(work, opts="--requeue-on-failure=3 --heartbeat-timeout=10",
+                 program=train_cmd(work), launch_opts="")
     wait_step(work, 0, 22)
     os.kill(rank_pid(job, 0), signal.SIGKILL)
     wait_step(work, 1, 0, timeout=120)
@@ -216,7 +217,8 @@ def test_a_lost_node_is_replaced_by_a_spare_in_place(tmp_path, reference, waitin
     its ranks' checkpoint from the upload while the node that stayed restores its own copy; the
     waiting jobs do not get the nodes before the training ends."""
     work = tmp_path / "spare"
-    job = submit(work, opts=OPTS + " --spare-nodes=1", program=train_cmd(work), nodes=3)
+    job = submit(work, opts=OPTS + " --spare-nodes=1", program=train_cmd(work), nodes=3,
+                 launch_opts="")
     wait_step(work, 0, 22)
     hosts = run(["scontrol", "show", "hostnames", node_list(job)], check=True).stdout.split()
     node = node_of_rank(job, 2)

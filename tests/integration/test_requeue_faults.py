@@ -54,15 +54,23 @@ def end_with_node_lost(job_id: str, node: str, timeout: float):
         cluster_script("revive-node.sh", node)
 
 
+# The launcher's options of the tests' jobs. A job with in-place restarts prepares each rank's next
+# interpreter (a warm `import torch`, launcher/prewarm.h) after --prewarm-after; most of the jobs
+# here end with a generation whose interpreters are never used, and on the suite's 2 busy cores
+# those imports were a seventh of its CPU time. So the jobs start cold unless a test is about the
+# warm start (test_recover_in_place.py, test_ft_nodes.py and test_ft.py ask for it: "").
+NO_PREWARM = "--no-prewarm"
+
+
 def job_script(work: Path, *, sbatch_opts: str, program: str, after: str = "", nodes: int = 2,
-               upload: str = "") -> str:
+               upload: str = "", launch_opts: str = NO_PREWARM) -> str:
     return f"""#!/bin/bash
 #SBATCH -N{nodes} --ntasks-per-node=2 --open-mode=append -o {work}/out.txt -e {work}/out.txt
 #SBATCH --ckpt-upload={upload or f"file://{work}/store"} --ckpt-dir={work}/local/%n
 #SBATCH {sbatch_opts}
 export PYTHONPATH={SOURCE_DIR}/python
 echo "batch: run ${{SLURM_RESTART_COUNT:-0}} on $SLURM_JOB_NODELIST"
-srun --mpi=pmix {LAUNCH} -- {program}{after}
+srun --mpi=pmix {LAUNCH} {launch_opts} -- {program}{after}
 """
 
 
@@ -72,12 +80,12 @@ def train_cmd(work: Path, steps=STEPS) -> str:
 
 
 def submit(work: Path, *, opts: str, program: str, after: str = "", nodes: int = 2,
-           upload: str = "") -> str:
+           upload: str = "", launch_opts: str = NO_PREWARM) -> str:
     """UPLOAD: the --ckpt-upload target (default: file://WORK/store)."""
     work.mkdir(parents=True, exist_ok=True)
     work.chmod(0o1777)
     return sbatch(job_script(work, sbatch_opts=opts, program=program, after=after, nodes=nodes,
-                             upload=upload), work)
+                             upload=upload, launch_opts=launch_opts), work)
 
 
 def steps_logged(work: Path):

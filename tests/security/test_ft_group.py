@@ -53,7 +53,7 @@ def submit(work: Path, nodes: str) -> str:
 #SBATCH -N2 -w {nodes} --ntasks-per-node=2 -o {work}/out.txt -e {work}/out.txt
 #SBATCH --fault-tolerance=step --requeue-on-failure=1 --heartbeat-timeout=120
 export PYTHONPATH={SOURCE_DIR}/python FT_LEDGER={work}/ledger
-srun --mpi=pmix {LAUNCH} -- {PYTHON} {EXAMPLE} --steps {STEPS} --global-batch 32 --step-sleep 0.1 --out {work}/out
+srun --mpi=pmix {LAUNCH} --no-prewarm -- {PYTHON} {EXAMPLE} --steps {STEPS} --global-batch 32 --step-sleep 0.1 --out {work}/out
 """)
     p = run(["sbatch", "--parsable", f"--chdir={work}", str(script)], check=True)
     return p.stdout.strip().split(";")[0]
