@@ -8,30 +8,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/unique_fd.h"
+
 namespace autopar {
 namespace {
-
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      if (fd_ >= 0) close(fd_);
-      fd_ = o.fd_;
-      o.fd_ = -1;
-    }
-    return *this;
-  }
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // The calling thread's file-system identity, switched for one scope (setfsuid(2) is per thread).
 class AsOwner {
@@ -146,7 +126,7 @@ Status MakePrivateDir(const std::string& what, const std::string& path, const Di
     i = j + 1;
   }
   if (names.empty()) return Refuse(what, "/", "is not a directory of the job's own");
-  Fd dir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd dir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() < 0) return Status::Error(what + ": cannot open /: " + Errno(errno));
   struct stat st {};
   if (fstat(dir.get(), &st) != 0) return Status::Error(what + ": cannot stat /: " + Errno(errno));
@@ -157,14 +137,14 @@ Status MakePrivateDir(const std::string& what, const std::string& path, const Di
     const std::string here = at + "/" + names[i];
     const bool last = i + 1 == names.size();
     const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-    Fd next(openat(dir.get(), names[i].c_str(), flags));
+    UniqueFd next(openat(dir.get(), names[i].c_str(), flags));
     bool made_shared = false, made_for_owner = false;
     if (next.get() < 0 && errno == ENOENT) {
       if (Status s = MakeComponent(what, dir.get(), st, parent_path, names[i], here, owner,
                                    shared_roots, &made_shared, &made_for_owner);
           !s.ok())
         return s;
-      next = Fd(openat(dir.get(), names[i].c_str(), flags));
+      next = UniqueFd(openat(dir.get(), names[i].c_str(), flags));
     }
     if (next.get() < 0) {
       if (errno == ELOOP || errno == ENOTDIR) return Refuse(what, here, "is a symlink or not a directory");

@@ -14,25 +14,12 @@
 #include <thread>
 
 #include "core/proto/proto_client.h"
+#include "core/unique_fd.h"
 
 namespace autopar {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 std::string Where(const std::string& socket_path) { return "autopard (" + socket_path + ")"; }
 
@@ -70,7 +57,7 @@ Result<Reply> CallOnce(const std::string& socket_path, const Request& request, i
                          std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
   }
   std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
-  Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (fd.get() < 0) return Status::Error(where + ": socket: " + std::strerror(errno));
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {

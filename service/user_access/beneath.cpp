@@ -8,11 +8,6 @@
 
 namespace autopar {
 
-void UniqueFd::reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
-
 bool IsPlainRelativePath(std::string_view rel) {
   if (rel.empty() || rel.front() == '/' || rel.back() == '/') return false;
   size_t start = 0;

@@ -16,6 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/unique_fd.h"
+
 namespace autopar {
 
 // Whether `rel` is a relative path of plain components ("a/b/c": no leading or trailing '/', no
@@ -33,34 +35,5 @@ int OpenBeneath(int root_fd, std::string_view rel, int flags, mode_t mode = 0,
 
 // Splits "a/b/c" into "a/b" and "c" ("" and "c" for "c").
 std::pair<std::string_view, std::string_view> SplitParent(std::string_view rel);
-
-// Closes a descriptor when it goes out of scope.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() { reset(); }
-  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = o.release();
-    }
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-  bool ok() const { return fd_ >= 0; }
-  int release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-  void reset(int fd = -1);
-
- private:
-  int fd_ = -1;
-};
 
 }  // namespace autopar
