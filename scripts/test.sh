@@ -22,7 +22,8 @@ stage "built"
 #   (-DAUTOPAR_FUZZ=ON): the unit tests once more under the sanitizers, then
 #   every fuzz target for a few seconds on its seed corpus (scripts/fuzz.sh; longer runs:
 #   bench/RESULTS.md);
-# - clang with ThreadSanitizer (-DAUTOPAR_TSAN=ON, -O1): autopard's tests, among them
+# - clang with ThreadSanitizer (-DAUTOPAR_TSAN=ON, -O1, line tables only: the reports keep their
+#   file:line and the build a quarter of its CPU time): autopard's tests, among them
 #   DaemonLoadTest (8 threads of requests on one daemon while it serves, uploads and ticks), the
 #   failure handler's and the protocol's (heartbeat sender); any report fails them.
 #   tests/tsan.supp: the suppressions, each with its reason.
@@ -34,7 +35,7 @@ sanitizer_log=$AUTOPAR_BUILD_DIR-sanitizers.log
   CC=clang CXX=clang++ cmake -S . -B "$san" -DCMAKE_BUILD_TYPE=Debug -DAUTOPAR_FUZZ=ON \
     -DAUTOPAR_BUILD_BENCH=OFF -DAUTOPAR_WITH_CUDA=OFF >/dev/null
   cmake --build "$san" -j"$(nproc)" --target autopar_unit_tests autopar_fuzz_targets
-  CC=clang CXX=clang++ cmake -S . -B "$tsan" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+  CC=clang CXX=clang++ cmake -S . -B "$tsan" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-gline-tables-only -O1" \
     -DAUTOPAR_TSAN=ON -DAUTOPAR_BUILD_BENCH=OFF -DAUTOPAR_WITH_CUDA=OFF >/dev/null
   cmake --build "$tsan" -j"$(nproc)" --target autopard_test failure_handler_test proto_test
 ) >"$sanitizer_log" 2>&1 &
