@@ -216,14 +216,15 @@ def recovery(work: Path, fault_time: float, fault_run: int):
 
 def reference_run(tmp_path_factory, name: str, extra: str = "") -> Path:
     """The final model of an uninterrupted run of train_cmd(work) + `extra` (same seed, 2 nodes x 2
-    ranks). Made once per cluster and kept in its directory, keyed by the training's sources and
-    arguments, so that every test file comparing with it does not train it again."""
+    ranks). Made once and kept in the build tree, keyed by the training's sources and arguments,
+    so that no test file comparing with it trains it again, on whichever of the suite's clusters
+    it runs (the training is deterministic: any cluster's run is the same model, bit for bit)."""
     import hashlib
     key = hashlib.sha256()
     for f in (TRAIN, SOURCE_DIR / "tests" / "integration" / "ddp_train.py"):
         key.update(f.read_bytes())
     key.update(f"{STEPS} {STEP_SLEEP} {extra}".encode())
-    cached = cluster_dir() / "reference" / f"{name}-{key.hexdigest()[:16]}.pt"
+    cached = BUILD_DIR / "test-references" / f"{name}-{key.hexdigest()[:16]}.pt"
     if cached.exists():
         return cached
     work = tmp_path_factory.mktemp(name)
@@ -231,7 +232,7 @@ def reference_run(tmp_path_factory, name: str, extra: str = "") -> Path:
                  program=train_cmd(work) + extra)
     assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
     cached.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cached.with_suffix(".tmp")
+    tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")  # two clusters may write it at once
     tmp.write_bytes((work / "final.pt").read_bytes())
     tmp.replace(cached)
     return cached
