@@ -82,6 +82,22 @@ CLAIMS = {
 }
 
 
+def submit_claim(user_dir, claim_args: str):
+    """The second user's job on node1 and node2 (--requeue-on-failure=1) whose first run makes
+    the claim: programs/claim_lost.py CLAIM_ARGS on node1, then waits; a requeued run only says
+    so. Returns (the job id, its output file)."""
+    out = user_dir / "out.txt"
+    script = user_dir / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        "if [[ ${SLURM_RESTART_COUNT:-0} -gt 0 ]]; then echo REQUEUED-RUN; exit 0; fi\n"
+        f"srun -N1 -n1 -w node1 {PYTHON} {PROGRAMS / 'claim_lost.py'} {claim_args}\n"
+        "sleep 300\n")
+    job = user_sbatch("-N2", "-w", "node1,node2", "--requeue-on-failure=1", "-t", "5",
+                      "--open-mode=append", f"--chdir={user_dir}", "-o", str(out), str(script))
+    return job, out
+
+
 @pytest.mark.parametrize("claim", list(CLAIMS))
 def test_lost_node_claim_is_checked(claim, user_dir, cluster_jobs):
     lost, named = CLAIMS[claim]
@@ -91,15 +107,7 @@ def test_lost_node_claim_is_checked(claim, user_dir, cluster_jobs):
     cluster_jobs += bystanders
     for b in bystanders:
         wait_running(b)
-    out = user_dir / "out.txt"
-    script = user_dir / "job.sh"
-    script.write_text(
-        "#!/bin/bash\n"
-        "if [[ ${SLURM_RESTART_COUNT:-0} -gt 0 ]]; then echo REQUEUED-RUN; exit 0; fi\n"
-        f"srun -N1 -n1 -w node1 {PYTHON} {PROGRAMS / 'claim_lost.py'} '{lost}'\n"
-        "sleep 300\n")
-    job = user_sbatch("-N2", "-w", "node1,node2", "--requeue-on-failure=1", "-t", "5",
-                      "--open-mode=append", f"--chdir={user_dir}", "-o", str(out), str(script))
+    job, out = submit_claim(user_dir, f"'{lost}'")
     cluster_jobs.append(job)
     try:
         reply = wait_for(r"^REPLY (.*)$", out, timeout=60).group(1)
@@ -155,15 +163,7 @@ def test_a_slurmd_made_slow_to_answer_is_not_marked_down(user_dir, cluster_jobs)
     bystander = root_sbatch("-w", "node2", "-n1", "-o", "/dev/null", "-t", "5", "--wrap", "sleep 300")
     cluster_jobs.append(bystander)
     wait_running(bystander)
-    out = user_dir / "out.txt"
-    script = user_dir / "job.sh"
-    script.write_text(
-        "#!/bin/bash\n"
-        "if [[ ${SLURM_RESTART_COUNT:-0} -gt 0 ]]; then echo REQUEUED-RUN; exit 0; fi\n"
-        f"srun -N1 -n1 -w node1 {PYTHON} {PROGRAMS / 'claim_lost.py'} node2 {slurmd_address('node2')}\n"
-        "sleep 300\n")
-    job = user_sbatch("-N2", "-w", "node1,node2", "--requeue-on-failure=1", "-t", "5",
-                      "--open-mode=append", f"--chdir={user_dir}", "-o", str(out), str(script))
+    job, out = submit_claim(user_dir, f"node2 {slurmd_address('node2')}")
     cluster_jobs.append(job)
     wait_for(r"^FLOODED \d+$", out, timeout=60)
     # autopard's verdict on the claim, as root acted on it: a node_down event that says why not.
