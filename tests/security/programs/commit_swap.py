@@ -43,9 +43,16 @@ if mode == "swap-root":
     os.symlink(target, up)
 elif mode == "swap-job":
     job_dir = os.path.join(up, f"job-{job}")
-    if os.path.lexists(job_dir):
-        os.rename(job_dir, job_dir + ".orig")
-    os.symlink(target, job_dir)
+    for attempt in range(100):  # autopard may make job_dir between our rename and symlink
+        if os.path.lexists(job_dir):
+            os.rename(job_dir, f"{job_dir}.orig{attempt}")
+        try:
+            os.symlink(target, job_dir)
+            break
+        except FileExistsError:
+            continue
+    else:
+        sys.exit(f"could not replace {job_dir} with a symlink in 100 tries")
 print(f"COMMITTED {json.dumps(reply)}; swapped ({mode}) "
       f"{time.monotonic() - t0:.6f}s after the reply", flush=True)
 
