@@ -13,7 +13,8 @@ so that it is read, typed and tested as Python. Run as a module it does nothing.
      imported, except those found beside the program (sys.path[0], relative imports too) and
      autopar's own, which may read the run's environment when imported: those are not imported
      but their sources are read the same way, so that what they import is. An import that fails
-     is left for the program to meet (and report) itself;
+     is left for the program to meet (and report) itself. A program that imports torch gets
+     torch._dynamo too, which torch 2.x imports at the first optimizer or DDP it builds;
   3. "R" is sent on FD (ready) and the request read until the launcher closes its side; no
      request (the launcher discarded it) ends the process quietly;
   4. os.environ becomes the request's environment, NAME=VALUE entries each ended by a NUL byte
@@ -94,6 +95,11 @@ def _autopar_prewarm() -> "tuple[str, str, list[str]]":
                     todo += beside(parts, [base])
                 elif name not in names:
                     names.append(name)
+    # torch 2.x imports torch._dynamo when a program first builds an optimizer or a
+    # DistributedDataParallel (torch._disable_dynamo's lazy import), which costs more CPU than
+    # `import torch` itself: prepared too when the program imports torch.
+    if any(n == "torch" or n.startswith("torch.") for n in names):
+        names.append("torch._dynamo")
     for name in names:
         if name in sys.modules:
             continue
