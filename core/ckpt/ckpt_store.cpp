@@ -7,7 +7,10 @@
 namespace autopar {
 
 Result<RankUploadResult> UploadRank(ObjectStore& store, const RankUpload& upload,
-                                    const TransferOptions& options) {
+                                    const TransferOptions& options, UploadFailure* failure) {
+  UploadFailure ignored;
+  if (!failure) failure = &ignored;
+  failure->local = true;  // until the files are valid
   if (Status s = ValidateJobId(upload.job_id); !s.ok()) return s;
   if (upload.world_size < 1 || upload.rank < 0 || upload.rank >= upload.world_size) {
     return Status::Error("rank " + std::to_string(upload.rank) + " is outside world size " +
@@ -15,13 +18,18 @@ Result<RankUploadResult> UploadRank(ObjectStore& store, const RankUpload& upload
   }
   std::vector<UploadItem> items;
   for (const auto& f : upload.files) {
-    if (Status s = ValidateRelativePath(f); !s.ok()) return s;
-    items.push_back(
-        {upload.local_dir + "/" + f, RankFileKey(upload.job_id, upload.step, upload.rank, f)});
+    if (Status s = ValidateRelativePath(f.path); !s.ok()) return s;
+    UploadItem item;
+    item.local_path = upload.local_dir + "/" + f.path;
+    item.key = RankFileKey(upload.job_id, upload.step, upload.rank, f.path);
+    item.size = f.size;
+    item.resume = f.resume;
+    items.push_back(std::move(item));
   }
+  failure->local = false;
   TransferOptions opts = options;
   opts.compute_sha256 = true;
-  auto uploaded = UploadFiles(store, items, opts);
+  auto uploaded = UploadFiles(store, items, opts, failure);
   if (!uploaded.ok()) return uploaded.status();
 
   RankUploadResult result;
@@ -32,16 +40,26 @@ Result<RankUploadResult> UploadRank(ObjectStore& store, const RankUpload& upload
   RankEntry entry;
   entry.verified = true;  // UploadFiles checked every part/object and the final sizes
   for (size_t i = 0; i < items.size(); ++i) {
-    entry.files.push_back({upload.files[i], (*uploaded)[i].size, (*uploaded)[i].sha256});
-    result.bytes += (*uploaded)[i].size;
+    const UploadResult& r = (*uploaded)[i];
+    entry.files.push_back({upload.files[i].path, r.size, r.sha256, r.mode & 0777});
+    result.bytes += r.size;
   }
   std::sort(entry.files.begin(), entry.files.end(),
             [](const CheckpointFile& a, const CheckpointFile& b) { return a.path < b.path; });
   m.ranks[upload.rank] = entry;
   std::string key = RankManifestKey(upload.job_id, upload.step, upload.rank);
-  if (Status s = ValidateManifest(m, key); !s.ok()) return s;
+  if (Status s = ValidateManifest(m, key); !s.ok()) {
+    failure->local = true;
+    return s;
+  }
   if (Status s = PutSmallObject(store, key, ManifestToJson(m), options); !s.ok()) return s;
+  RetryClock real = RealRetryClock();
+  const auto& sleep = options.clock.sleep ? options.clock.sleep : real.sleep;
   auto step = TryCompleteStep(store, upload.job_id, upload.step, options);
+  for (int attempt = 1; !step.ok() && attempt < 6 && !(options.cancel && options.cancel->load()); ++attempt) {
+    sleep(std::chrono::milliseconds(100 * attempt));
+    step = TryCompleteStep(store, upload.job_id, upload.step, options);
+  }
   if (!step.ok()) return step.status();
   result.step = *step;
   return result;

@@ -22,13 +22,22 @@
 
 namespace autopar {
 
+// One file of a rank's step.
+struct RankFile {
+  RankFile(std::string p) : path(std::move(p)) {}  // NOLINT: a path is a file of unknown size
+  RankFile(const char* p) : path(p) {}             // NOLINT
+  std::string path;       // relative to RankUpload::local_dir (ValidateRelativePath)
+  int64_t size = -1;      // the size committed (-1: any), UploadItem::size
+  UploadProgress resume;  // what earlier runs recorded (TransferOptions::log)
+};
+
 struct RankUpload {
   std::string job_id;
   int64_t step = 0;
   int world_size = 0;
   int rank = 0;
-  std::string local_dir;           // the directory holding the rank's files of this step
-  std::vector<std::string> files;  // paths relative to local_dir (ValidateRelativePath)
+  std::string local_dir;        // the directory holding the rank's files of this step
+  std::vector<RankFile> files;  // TransferOptions::log's file indexes are indexes here
 };
 
 struct RankUploadResult {
@@ -37,11 +46,15 @@ struct RankUploadResult {
   uint64_t bytes = 0;
 };
 
-// Uploads the rank's files (UploadFiles: parallel, retried, checked), writes rank-R.json (verified:
-// every object's size was checked after upload, parts and whole objects by MD5 where the store
-// reports one), then TryCompleteStep. Errors name the file and the object.
+// Uploads the rank's files (UploadFiles: parallel, retried, checked, resumed from and recorded in
+// options.log), writes rank-R.json (verified: every object's size was checked after upload, parts
+// and whole objects by MD5 where the store reports one; each file's size, SHA-256 and mode), then
+// TryCompleteStep, a few times over 1.5 s when it fails (another node may be writing its rank
+// manifest at that moment, and some stores show a half-written object to a concurrent read).
+// Errors name the file and the object; `failure->local`: not cured by retrying (a file missing or
+// changed, an invalid path).
 Result<RankUploadResult> UploadRank(ObjectStore& store, const RankUpload& upload,
-                                    const TransferOptions& options);
+                                    const TransferOptions& options, UploadFailure* failure = nullptr);
 
 // Reads the step's rank manifests; when every rank 0..world-1 is present and verified, writes
 // manifest.json (idempotent: equal content from any node) and returns complete. Inconsistent rank

@@ -18,12 +18,14 @@ class MemoryEnv : public TransferEnv {
   std::set<std::string> dirs;
   std::set<std::string> fail_writes;  // paths whose writes fail (ENOSPC)
   size_t most_concurrent = 0;         // the largest n RunConcurrently was given
+  size_t most_workers = 0;            // the largest n RunWorkers was given
 
-  Status OpenForRead(const std::string& path, int* fd, uint64_t* size) override {
+  Status OpenForRead(const std::string& path, int* fd, uint64_t* size, uint32_t* mode) override {
     auto it = files.find(path);
     if (it == files.end()) return Status::Error(path + ": No such file or directory");
     *fd = Open(path);
     *size = it->second.size();
+    *mode = modes.count(path) ? modes[path] : 0644;
     return Status::Ok();
   }
   Status CreateSized(const std::string& path, uint32_t mode, uint32_t dir_mode, uint64_t size,
@@ -71,6 +73,10 @@ class MemoryEnv : public TransferEnv {
   void Remove(const std::string& path) override { files.erase(path); }
   void RunConcurrently(size_t n, const std::function<void(size_t)>& body) override {
     most_concurrent = std::max(most_concurrent, n);
+    for (size_t i = 0; i < n; ++i) body(i);
+  }
+  void RunWorkers(size_t n, const std::function<void(size_t)>& body) override {
+    most_workers = std::max(most_workers, n);
     for (size_t i = 0; i < n; ++i) body(i);
   }
   size_t open_files() const { return open_.size(); }

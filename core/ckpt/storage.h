@@ -210,6 +210,7 @@ constexpr uint64_t kAutoSinglePutMax = 1ull << 30;
 uint64_t AutoMultipartThreshold(size_t large_files, int concurrency, uint64_t part_size);
 
 class TransferEnv;  // transfer_env.h
+class UploadLog;    // below
 
 struct TransferOptions {
   uint64_t part_size = 16ull << 20;  // bytes per part / ranged GET; >= 5 MiB for S3 (not checked)
@@ -223,7 +224,8 @@ struct TransferOptions {
   Backoff::Uniform uniform;  // jitter source; empty: DefaultUniform()
   RetryClock clock;          // empty members: RealRetryClock()
   // Called after each part/range with bytes done and total of the whole batch; serialised (never
-  // two calls at once) but from worker threads. Keep it cheap.
+  // two calls at once) but from worker threads. Keep it cheap. An upload calls it once first,
+  // with the bytes that earlier runs sent (UploadItem::resume; 0 for a fresh one).
   std::function<void(uint64_t done, uint64_t total)> progress;
   const std::atomic<bool>* cancel = nullptr;  // set to stop: in-flight requests finish, the rest
                                               // are skipped, multipart uploads are aborted
@@ -236,28 +238,81 @@ struct TransferOptions {
   // The local files and threads of UploadFiles and DownloadFiles (not owned); null:
   // DefaultTransferEnv(), POSIX files and threads.
   TransferEnv* env = nullptr;
+  // UploadFiles records its progress here (not owned; null: nowhere, nothing resumes).
+  UploadLog* log = nullptr;
+};
+
+// One part of a multipart upload that was sent (UploadLog::PartSent).
+struct SentPart {
+  int part = 0;  // 1-based
+  std::string etag;
+  std::string md5_hex;  // the part's MD5 where known (for the multipart ETag check), else ""
+};
+
+// What earlier runs of UploadFiles recorded about one file through their UploadLog: this run
+// resumes from it, sending nothing again that was recorded as sent.
+struct UploadProgress {
+  std::string sha256;           // hashed already: not read again for its digest
+  std::string upload_id;        // a multipart upload started: continued, whatever the threshold
+  std::vector<SentPart> parts;  // its parts sent
+  bool uploaded = false;        // the object is complete: nothing to send
+  std::string etag;             // its ETag when uploaded
 };
 
 struct UploadItem {
   std::string local_path;
   std::string key;
+  // The size the file must have (-1: any): a file of another size fails the upload as a local
+  // failure (changed after it was committed).
+  int64_t size = -1;
+  UploadProgress resume{};
 };
 struct UploadResult {
   std::string key;
   uint64_t size = 0;
-  std::string sha256;  // when TransferOptions::compute_sha256
+  std::string sha256;  // when TransferOptions::compute_sha256 (or known from `resume`)
   std::string etag;
-  int parts = 0;  // 0: single PUT
+  int parts = 0;      // 0: single PUT
+  uint32_t mode = 0;  // the local file's permission bits (TransferEnv::OpenForRead)
+};
+
+// Where UploadFiles records its progress as it goes (autopard: its state database), so that a
+// later UploadFiles of the same items, given what was recorded (UploadItem::resume), continues
+// where it stopped: after a storage outage, a cancellation or a kill. A call that fails fails the
+// upload (a storage error: retried later). Calls for different files may come from several
+// threads at once; `i` is the file's index in `items`.
+class UploadLog {
+ public:
+  virtual ~UploadLog() = default;
+  virtual Status Hashed(size_t i, const std::string& sha256) = 0;
+  virtual Status MultipartStarted(size_t i, const std::string& upload_id) = 0;
+  virtual Status PartSent(size_t i, const SentPart& part) = 0;
+  // The multipart upload is gone (aborted, or lost by the store): the file starts over.
+  virtual Status MultipartDropped(size_t i) = 0;
+  // The object is complete and checked: a single PUT or a completed multipart upload.
+  virtual Status Uploaded(size_t i, const std::string& etag) = 0;
+};
+
+// Why an upload failed, for a caller that retries: a local failure (a file missing, of another
+// size than committed, or unreadable) is not cured by retrying; a storage failure may be.
+struct UploadFailure {
+  bool local = false;
 };
 
 // Uploads the files (each as one PUT when it fits in one part, else multipart), all parts of all
 // files sharing `concurrency` workers; retries each request with backoff; checks part ETags,
-// the multipart ETag where it has S3's "md5-of-md5s-N" form, and the final size (Head). On failure
-// or cancellation aborts every multipart upload it started and returns the first error, naming
-// the file and the key. Results are in the order of `items`.
+// the multipart ETag where it has S3's "md5-of-md5s-N" form, and the final size (Head).
+// Resumes what `resume` says earlier runs sent: a multipart upload whose every part was sent is
+// first looked for as a complete object (a run killed inside CompleteMultipartUpload), and one
+// the store lost (NoSuchUpload on a part or at completion) starts over, once.
+// On failure or cancellation it aborts every multipart upload it holds, except with
+// TransferOptions::log on a storage failure or a cancellation: those stay open, with their
+// recorded parts, for the next run. Returns the first error, naming the file and the key;
+// `failure` (optional) says which kind it was. Results are in the order of `items`.
 Result<std::vector<UploadResult>> UploadFiles(ObjectStore& store,
                                               const std::vector<UploadItem>& items,
-                                              const TransferOptions& options);
+                                              const TransferOptions& options,
+                                              UploadFailure* failure = nullptr);
 
 struct DownloadItem {
   std::string key;

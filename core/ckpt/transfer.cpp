@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "core/ckpt/storage.h"
 #include "core/ckpt/transfer_env.h"
@@ -17,8 +18,9 @@ std::string Errno(const std::string& path) { return path + ": " + std::strerror(
 // Retries one request with the options' backoff. One per thread (Backoff is thread-compatible).
 class Retrier {
  public:
-  explicit Retrier(const TransferOptions& o)
-      : options_(o), backoff_(o.backoff, o.uniform ? o.uniform : DefaultUniform()) {
+  explicit Retrier(const TransferOptions& o) : Retrier(o, o.backoff) {}
+  Retrier(const TransferOptions& o, const BackoffPolicy& policy)
+      : options_(o), backoff_(policy, o.uniform ? o.uniform : DefaultUniform()) {
     RetryClock real = RealRetryClock();
     clock_.now = o.clock.now ? o.clock.now : real.now;
     clock_.sleep = o.clock.sleep ? o.clock.sleep : real.sleep;
@@ -44,13 +46,17 @@ class Retrier {
 
 bool Cancelled(const TransferOptions& o) { return o.cancel && o.cancel->load(); }
 
-// Serialised progress reporting across workers.
+// Serialised progress reporting across workers. With `done` (what earlier runs did), it is told
+// at once.
 class Progress {
  public:
-  Progress(const TransferOptions& o, uint64_t total) : fn_(o.progress), total_(total) {}
+  Progress(const TransferOptions& o, uint64_t total, std::optional<uint64_t> done = std::nullopt)
+      : fn_(o.progress), total_(total), done_(done.value_or(0)) {
+    if (fn_ && done) fn_(done_, total_);
+  }
   void Add(uint64_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
-    done_ += bytes;
+    done_ = std::min(total_, done_ + bytes);  // a part sent again (its upload lost) counts once
     if (fn_) fn_(done_, total_);
   }
 
@@ -61,17 +67,30 @@ class Progress {
   uint64_t done_ = 0;
 };
 
-// The first error wins; later ones are dropped.
+// The first error wins; later ones are dropped. A local one (a file missing, changed or
+// unreadable) is told apart from the rest.
 class FirstError {
  public:
-  void Set(Status s) {
+  void Set(Status s, bool local = false) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failed_.load()) {
       status_ = std::move(s);
+      local_ = local;
       failed_ = true;
     }
   }
+  void SetLocal(Status s) { Set(std::move(s), true); }
+  // Set, then the first error (this one, or one before it).
+  Status Fail(Status s, bool local = false) {
+    Set(std::move(s), local);
+    return status();
+  }
+  Status FailLocal(Status s) { return Fail(std::move(s), true); }
   bool failed() const { return failed_.load(); }
+  bool local() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return local_;
+  }
   Status status() {
     std::lock_guard<std::mutex> lock(mu_);
     return status_;
@@ -80,6 +99,7 @@ class FirstError {
  private:
   std::mutex mu_;
   std::atomic<bool> failed_{false};
+  bool local_ = false;
   Status status_;
 };
 
@@ -130,8 +150,32 @@ uint64_t AutoMultipartThreshold(size_t large_files, int concurrency, uint64_t pa
 
 namespace {
 
-// One UploadFiles call: its files, their parts and what each part's request answered. Whatever
-// ends it early (an error, a cancellation) leaves no multipart upload open and no file open.
+// The parts' MD5s when every part's is known (the multipart ETag can be checked then).
+std::optional<std::vector<Md5Digest>> PartMd5s(const std::vector<std::string>& hex) {
+  std::vector<Md5Digest> md5s;
+  for (const auto& h : hex) {
+    if (!IsLowerHex(h, 32)) return std::nullopt;
+    Md5Digest d{};
+    for (size_t b = 0; b < d.size(); ++b) {
+      d[b] = static_cast<uint8_t>(std::stoi(h.substr(2 * b, 2), nullptr, 16));
+    }
+    md5s.push_back(d);
+  }
+  return md5s;
+}
+
+// A completion of an upload that earlier runs recorded: a few attempts only, then the file
+// starts over (its upload id may be unusable: some stores answer a completed or expired upload
+// with errors other than NoSuchUpload).
+BackoffPolicy FewAttempts(int first_ms, int max_ms, int attempts) {
+  return BackoffPolicy{std::chrono::milliseconds(first_ms), std::chrono::milliseconds(max_ms), 2.0,
+                       attempts, std::chrono::milliseconds(10 * max_ms)};
+}
+
+// One UploadFiles call: its files, their parts and what each part's request answered, resumed
+// from what earlier runs recorded (UploadItem::resume) and recorded as it goes (options.log).
+// Whatever ends it leaves no file open, and no multipart upload open unless it is kept for the
+// next run (a log, and a storage failure or a cancellation).
 class Upload {
  public:
   Upload(ObjectStore& store, const std::vector<UploadItem>& items, const TransferOptions& o)
@@ -141,22 +185,31 @@ class Upload {
         env_(o.env ? o.env : DefaultTransferEnv()),
         part_size_(std::max<uint64_t>(o.part_size, 1)),
         files_(items.size()),
-        retrier_(o) {}
+        retrier_(o) {
+    // Held from the start: a run that fails before planning its parts aborts or keeps them too.
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!items[i].resume.uploaded) files_[i].upload_id = items[i].resume.upload_id;
+    }
+  }
   ~Upload() {
-    AbortAll();
+    if (!keep_uploads_) AbortAll();
     for (auto& f : files_) {
       if (f.fd >= 0) env_->Close(f.fd);
     }
   }
 
-  Result<std::vector<UploadResult>> Run() {
-    if (Status s = Open(); !s.ok()) return s;
-    PlanParts();
-    if (Status s = StartMultiparts(); !s.ok()) return s;
-    if (Status s = SendParts(); !s.ok()) return s;
+  Result<std::vector<UploadResult>> Run(UploadFailure* failure) {
+    Status s = Passes();
+    if (!s.ok()) {
+      const bool local = error_.local();
+      if (failure) failure->local = local;
+      keep_uploads_ = options_.log != nullptr && !local;
+      return s;
+    }
     std::vector<UploadResult> results(items_.size());
     for (size_t i = 0; i < files_.size(); ++i) {
-      if (Status s = Finish(i, &results[i]); !s.ok()) return s;
+      const File& f = files_[i];
+      results[i] = {items_[i].key, f.size, f.sha256, f.etag, f.parts, f.mode};
     }
     return results;
   }
@@ -165,11 +218,16 @@ class Upload {
   struct File {
     int fd = -1;
     uint64_t size = 0;
-    int parts = 0;  // 0: single PUT
+    uint32_t mode = 0;
+    int parts = 0;      // 0: single PUT
+    bool done = false;  // the object is complete (sent by this run or an earlier one)
     std::string upload_id;
-    std::vector<std::string> etags;
-    std::vector<Md5Digest> md5s;
+    std::vector<std::string> etags;  // by part; "" until sent
+    std::vector<std::string> md5s;   // by part, hex; "" when unknown
+    bool resumed_all = false;        // an earlier run sent every part
+    std::string lost;                // why its multipart upload must start over ("" if not)
     std::string sha256;
+    std::string etag;
   };
   struct Task {
     size_t file;
@@ -180,17 +238,41 @@ class Upload {
     return items_[i].local_path + " -> " + store_.Describe() + "/" + items_[i].key;
   }
 
-  Status Open() {
-    for (size_t i = 0; i < items_.size(); ++i) {
-      if (Status s = env_->OpenForRead(items_[i].local_path, &files_[i].fd, &files_[i].size); !s.ok()) {
-        return s;
+  Status Passes() {
+    if (Status s = Open(); !s.ok()) return s;
+    PlanParts();
+    progress_ = std::make_unique<Progress>(options_, total_, AlreadySent());
+    // A second pass only starts over the files whose multipart upload the store lost.
+    for (int pass = 0; pass < 2; ++pass) {
+      if (Status s = StartMultiparts(); !s.ok()) return s;
+      if (Status s = SendParts(pass == 0); !s.ok()) return s;
+      bool again = false;
+      for (size_t i = 0; i < files_.size(); ++i) {
+        if (files_[i].done || files_[i].parts == 0) continue;
+        if (Status s = Complete(i, pass, &again); !s.ok()) return s;
       }
-      total_ += files_[i].size;
+      if (!again) break;
     }
     return Status::Ok();
   }
 
-  // Which files go as multipart uploads, and in how many parts.
+  Status Open() {
+    for (size_t i = 0; i < items_.size(); ++i) {
+      File& f = files_[i];
+      if (Status s = env_->OpenForRead(items_[i].local_path, &f.fd, &f.size, &f.mode); !s.ok()) {
+        return error_.FailLocal(std::move(s));
+      }
+      if (items_[i].size >= 0 && f.size != static_cast<uint64_t>(items_[i].size)) {
+        return error_.FailLocal(Status::Error(items_[i].local_path + ": " + std::to_string(f.size) +
+                                             " bytes, expected " + std::to_string(items_[i].size) +
+                                             " (changed after the commit?)"));
+      }
+      total_ += f.size;
+    }
+    return Status::Ok();
+  }
+
+  // Which files go as multipart uploads, in how many parts, and what earlier runs sent.
   void PlanParts() {
     uint64_t threshold = part_size_;
     if (store_.ReadsFiles() && options_.multipart_threshold > 0) {
@@ -200,184 +282,322 @@ class Upload {
       for (const auto& f : files_) large += f.size > part_size_ ? 1 : 0;
       threshold = AutoMultipartThreshold(large, options_.concurrency, part_size_);
     }
-    for (auto& f : files_) {
-      if (f.size > threshold) {
-        f.parts = static_cast<int>((f.size + part_size_ - 1) / part_size_);
-        f.etags.resize(static_cast<size_t>(f.parts));
-        f.md5s.resize(static_cast<size_t>(f.parts));
+    for (size_t i = 0; i < files_.size(); ++i) {
+      File& f = files_[i];
+      const UploadProgress& r = items_[i].resume;
+      f.sha256 = r.sha256;
+      if (r.uploaded) {
+        f.done = true;
+        f.etag = r.etag;
+        continue;
+      }
+      if (f.size <= threshold && r.upload_id.empty()) continue;
+      f.parts = std::max(1, static_cast<int>((f.size + part_size_ - 1) / part_size_));
+      f.etags.assign(static_cast<size_t>(f.parts), "");
+      f.md5s.assign(static_cast<size_t>(f.parts), "");
+      f.upload_id = r.upload_id;
+      if (f.upload_id.empty()) continue;
+      int sent = 0;
+      for (const auto& p : r.parts) {
+        if (p.part < 1 || p.part > f.parts || p.etag.empty()) continue;
+        sent += f.etags[static_cast<size_t>(p.part - 1)].empty() ? 1 : 0;
+        f.etags[static_cast<size_t>(p.part - 1)] = p.etag;
+        f.md5s[static_cast<size_t>(p.part - 1)] = p.md5_hex;
+      }
+      f.resumed_all = sent == f.parts;
+    }
+  }
+
+  uint64_t AlreadySent() const {
+    uint64_t sent = 0;
+    for (const auto& f : files_) {
+      if (f.done) {
+        sent += f.size;
+        continue;
+      }
+      for (int p = 0; p < f.parts; ++p) {
+        if (!f.etags[static_cast<size_t>(p)].empty()) sent += PartLength({0, p}, f);
       }
     }
+    return sent;
   }
 
   Status StartMultiparts() {
     for (size_t i = 0; i < files_.size(); ++i) {
-      if (files_[i].parts == 0) continue;
-      Status s = retrier_.Run([&] { return store_.CreateUpload(items_[i].key, &files_[i].upload_id); });
-      if (!s.ok()) return Status::Error(Where(i) + ": starting multipart upload: " + s.message());
+      File& f = files_[i];
+      if (f.done || f.parts == 0 || !f.upload_id.empty()) continue;
+      std::string id;
+      Status s = retrier_.Run([&] { return store_.CreateUpload(items_[i].key, &id); });
+      if (!s.ok()) return error_.Fail(Status::Error(Where(i) + ": starting multipart upload: " + s.message()));
+      f.upload_id = id;
+      if (Status l = Record([&](UploadLog& log) { return log.MultipartStarted(i, id); }); !l.ok()) return l;
     }
     return Status::Ok();
   }
 
-  // Every part of every file on `concurrency` workers, with the SHA-256s read beside them.
-  Status SendParts() {
+  // What is left to send of every file on `concurrency` workers, with the SHA-256s read beside
+  // them (`hash`: the first pass).
+  Status SendParts(bool hash) {
     std::vector<Task> tasks;
     for (size_t i = 0; i < files_.size(); ++i) {
-      for (int p = 0; p < std::max(1, files_[i].parts); ++p) tasks.push_back({i, p});
+      const File& f = files_[i];
+      if (f.done) continue;
+      if (f.parts == 0) tasks.push_back({i, 0});
+      for (int p = 0; p < f.parts; ++p) {
+        if (f.etags[static_cast<size_t>(p)].empty()) tasks.push_back({i, p});
+      }
     }
-    Progress progress(options_, total_);
-    std::atomic<bool> hashing_done{!options_.compute_sha256};
+    hash = hash && options_.compute_sha256;
+    std::atomic<bool> hashing_done{!hash};
     const size_t workers = PoolSize(tasks.size(), options_.concurrency);
     // One part buffer per worker, allocated on first use and never zero-filled: a fresh buffer per
     // part costs a page fault per 4 KiB (measured: more system time than the upload itself).
-    buffers_.resize(workers);
+    buffers_.resize(std::max(buffers_.size(), workers));
     TaskQueue queue(tasks.size(), [&] { return error_.failed() || Cancelled(options_); });
-    env_->RunConcurrently(workers + (options_.compute_sha256 ? 1 : 0), [&](size_t id) {
-      if (id == workers) {
-        hashing_done = HashFiles();
-        return;
-      }
+    auto send = [&](size_t id) {
       queue.Work(id, [&](size_t t, size_t worker) {
-        if (SendPart(tasks[t], worker)) progress.Add(PartLength(tasks[t]));
+        if (SendPart(tasks[t], worker)) progress_->Add(PartLength(tasks[t], files_[tasks[t].file]));
       });
-    });
-    if (!error_.failed() && Cancelled(options_)) error_.Set(Status::Error("cancelled"));
-    if (!error_.failed() && !hashing_done) error_.Set(Status::Error("cancelled"));
+    };
+    if (hash) {
+      env_->RunConcurrently(2, [&](size_t id) {
+        if (id == 0) {
+          env_->RunWorkers(workers, send);
+        } else {
+          hashing_done = HashFiles();
+        }
+      });
+    } else {
+      env_->RunWorkers(workers, send);
+    }
+    if (!error_.failed() && (Cancelled(options_) || !hashing_done)) error_.Set(Status::Error("cancelled"));
     return error_.failed() ? error_.status() : Status::Ok();
   }
 
-  // Reads the files in order for their SHA-256 while the parts go out; false when stopped.
+  // Reads the files not hashed yet, in order, while the parts go out; false when stopped.
   bool HashFiles() {
     std::string buf(4 << 20, '\0');
     for (size_t i = 0; i < files_.size(); ++i) {
       if (error_.failed() || Cancelled(options_)) return false;
+      if (!files_[i].sha256.empty()) continue;
       Sha256 h;
       for (uint64_t off = 0; off < files_[i].size;) {
         size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), files_[i].size - off));
         if (!env_->ReadAt(files_[i].fd, buf.data(), n, off)) {
-          error_.Set(Status::Error(Errno(items_[i].local_path)));
+          error_.SetLocal(Status::Error(Errno(items_[i].local_path)));
           return false;
         }
         h.Update(buf.data(), n);
         off += n;
       }
       files_[i].sha256 = h.FinishHex();
+      const std::string sha = files_[i].sha256;
+      if (!Record([&](UploadLog& log) { return log.Hashed(i, sha); }).ok()) return false;
     }
     return true;
   }
 
-  size_t PartLength(const Task& task) const {
-    const File& f = files_[task.file];
+  size_t PartLength(const Task& task, const File& f) const {
     const uint64_t offset = static_cast<uint64_t>(task.part) * part_size_;
     return static_cast<size_t>(f.parts == 0 ? f.size : std::min<uint64_t>(part_size_, f.size - offset));
   }
 
-  // Sends one part (or a whole small file); false with error_ set when it failed for good.
+  // Sends one part (or a whole small file); false when it was not sent (error_ set, or its
+  // multipart upload lost: the file starts over in the next pass).
   bool SendPart(const Task& task, size_t worker) {
     File& f = files_[task.file];
+    if (f.parts > 0 && Lost(f)) return false;
+    Retrier local(options_);
+    StoreStatus last;
+    std::string etag, md5_hex;
     bool unreadable = false;  // error_ set already
-    Status s = store_.ReadsFiles() ? SendFromFile(task) : SendFromBuffer(task, worker, &unreadable);
+    Status s = store_.ReadsFiles() ? SendFromFile(task, local, &last, &etag, &md5_hex)
+                                   : SendFromBuffer(task, worker, local, &last, &etag, &md5_hex, &unreadable);
     if (unreadable) return false;
+    if (!s.ok() && f.parts > 0 && last.code == StoreStatus::Code::kNotFound) {
+      std::lock_guard<std::mutex> lock(lost_mu_);
+      if (f.lost.empty()) f.lost = s.message();
+      return false;
+    }
     if (!s.ok()) {
       std::string what = f.parts == 0 ? "" : "part " + std::to_string(task.part + 1) + ": ";
       error_.Set(Status::Error(Where(task.file) + ": " + what + s.message()));
       return false;
     }
-    return true;
+    if (f.parts == 0) return FinishSingle(task.file, md5_hex);
+    f.etags[static_cast<size_t>(task.part)] = etag;
+    f.md5s[static_cast<size_t>(task.part)] = md5_hex;
+    const SentPart sent{task.part + 1, etag, md5_hex};
+    return Record([&](UploadLog& log) { return log.PartSent(task.file, sent); }).ok();
   }
 
-  // A store that reads the file itself (no user-space copy).
-  Status SendFromFile(const Task& task) {
-    Retrier local(options_);
+  bool Lost(File& f) {
+    std::lock_guard<std::mutex> lock(lost_mu_);
+    return !f.lost.empty();
+  }
+
+  // A store that reads the file itself (no user-space copy). It checks each part's MD5 against
+  // its ETag, which S3 makes that MD5: kept for the multipart ETag check.
+  Status SendFromFile(const Task& task, Retrier& retrier, StoreStatus* last, std::string* etag,
+                      std::string* md5_hex) {
     File& f = files_[task.file];
     const std::string& key = items_[task.file].key;
     const uint64_t offset = static_cast<uint64_t>(task.part) * part_size_;
-    const size_t len = PartLength(task);
-    if (f.parts == 0) return local.Run([&] { return store_.PutObjectFromFile(key, f.fd, len); });
-    std::string etag;
-    Status s = local.Run([&] {
-      return store_.UploadPartFromFile(key, f.upload_id, task.part + 1, offset, f.fd, len, &etag);
-    });
-    f.etags[static_cast<size_t>(task.part)] = etag;
+    const size_t len = PartLength(task, f);
+    if (f.parts == 0) return retrier.Run([&] { return store_.PutObjectFromFile(key, f.fd, len); }, last);
+    Status s = retrier.Run(
+        [&] { return store_.UploadPartFromFile(key, f.upload_id, task.part + 1, offset, f.fd, len, etag); },
+        last);
+    if (IsLowerHex(*etag, 32)) *md5_hex = *etag;
     return s;
   }
 
   // A store that takes the bytes: read into the worker's buffer, MD5 where the store checks it.
-  // A file that cannot be read sets error_ and `*unreadable`.
-  Status SendFromBuffer(const Task& task, size_t worker, bool* unreadable) {
-    Retrier local(options_);
+  // A file that cannot be read sets error_ (a local failure) and `*unreadable`.
+  Status SendFromBuffer(const Task& task, size_t worker, Retrier& retrier, StoreStatus* last,
+                        std::string* etag, std::string* md5_hex, bool* unreadable) {
     File& f = files_[task.file];
     const std::string& key = items_[task.file].key;
     const uint64_t offset = static_cast<uint64_t>(task.part) * part_size_;
-    const size_t len = PartLength(task);
+    const size_t len = PartLength(task, f);
     if (!buffers_[worker]) buffers_[worker].reset(new char[static_cast<size_t>(std::min(part_size_, total_))]);
     char* data = buffers_[worker].get();
     if (!env_->ReadAt(f.fd, data, len, offset)) {
-      error_.Set(Status::Error(Errno(items_[task.file].local_path) + " (file changed while uploading?)"));
+      error_.SetLocal(Status::Error(Errno(items_[task.file].local_path) + " (file changed while uploading?)"));
       *unreadable = true;
       return Status::Ok();
     }
     std::string_view buf(data, len);
     Md5Digest md5{};
-    if (store_.UsesMd5()) md5 = Md5Of(buf);
-    if (f.parts == 0) return local.Run([&] { return store_.PutObject(key, buf, md5); });
-    std::string etag;
-    Status s = local.Run([&] { return store_.UploadPart(key, f.upload_id, task.part + 1, offset, buf, md5, &etag); });
-    f.etags[static_cast<size_t>(task.part)] = etag;
-    f.md5s[static_cast<size_t>(task.part)] = md5;
-    return s;
+    if (store_.UsesMd5()) {
+      md5 = Md5Of(buf);
+      *md5_hex = HexEncode(md5);
+    }
+    if (f.parts == 0) return retrier.Run([&] { return store_.PutObject(key, buf, md5); }, last);
+    return retrier.Run([&] { return store_.UploadPart(key, f.upload_id, task.part + 1, offset, buf, md5, etag); },
+                       last);
   }
 
-  // Completes file i's multipart upload and checks the object storage now holds (its ETag where
-  // it has S3's multipart form, its size).
-  Status Finish(size_t i, UploadResult* r) {
+  // A whole file sent in one PUT: checks what storage holds (its size; its ETag against the MD5
+  // sent, where the store makes one from the other) and records it.
+  bool FinishSingle(size_t i, const std::string& md5_hex) {
     File& f = files_[i];
-    r->key = items_[i].key;
-    r->size = f.size;
-    r->sha256 = f.sha256;
-    r->parts = f.parts;
-    if (f.parts > 0) {
-      if (Status s = Complete(i, r); !s.ok()) return s;
+    Retrier local(options_);
+    ObjectInfo info;
+    Status s = local.Run([&] { return store_.Head(items_[i].key, &info); });
+    if (!s.ok()) {
+      error_.Set(Status::Error(Where(i) + ": checking the uploaded object: " + s.message()));
+      return false;
+    }
+    if (Status c = CheckSize(i, info); !c.ok()) {
+      error_.Set(std::move(c));
+      return false;
+    }
+    if (!store_.ReadsFiles() && !md5_hex.empty() && IsLowerHex(info.etag, 32) && info.etag != md5_hex) {
+      error_.Set(Status::Error(Where(i) + ": ETag " + info.etag + " does not match the file's MD5 " + md5_hex));
+      return false;
+    }
+    f.etag = info.etag;
+    f.done = true;
+    return Record([&](UploadLog& log) { return log.Uploaded(i, info.etag); }).ok();
+  }
+
+  Status CheckSize(size_t i, const ObjectInfo& info) const {
+    if (info.size == files_[i].size) return Status::Ok();
+    return Status::Error(Where(i) + ": uploaded object has " + std::to_string(info.size) +
+                         " bytes, the file " + std::to_string(files_[i].size));
+  }
+
+  // Completes file i's multipart upload, or finds it completed by an earlier run, and checks the
+  // object storage now holds; an upload the store lost starts over (`*again`), once.
+  Status Complete(size_t i, int pass, bool* again) {
+    File& f = files_[i];
+    const std::optional<std::vector<Md5Digest>> md5s = PartMd5s(f.md5s);
+    const std::optional<std::string> expected =
+        md5s ? std::optional<std::string>(MultipartEtag(*md5s)) : std::nullopt;
+    std::string etag;
+    bool complete = f.lost.empty() && f.resumed_all && SameObject(i, expected, FewAttempts(100, 1000, 3), &etag);
+    if (!complete && f.lost.empty()) {
+      StoreStatus last;
+      Retrier retrier = f.resumed_all ? Retrier(options_, FewAttempts(200, 2000, 4)) : Retrier(options_);
+      Status s = retrier.Run([&] { return store_.CompleteUpload(items_[i].key, f.upload_id, f.etags, &etag); },
+                             &last);
+      if (s.ok()) {
+        complete = true;
+      } else if (last.code == StoreStatus::Code::kNotFound) {
+        // A retried Complete whose first try succeeded but whose answer was lost, or a run
+        // killed after completing it: the upload is gone because the object exists. Taken only
+        // if it is this file's object.
+        complete = SameObject(i, expected, options_.backoff, &etag);
+        if (!complete) f.lost = s.message();
+      } else if (f.resumed_all && !Cancelled(options_)) {
+        f.lost = s.message();  // the recorded upload id is unusable
+      } else {
+        return error_.Fail(Status::Error(Where(i) + ": completing multipart upload: " + s.message()));
+      }
+    }
+    if (!complete) {
+      if (pass > 0) return error_.Fail(Status::Error(Where(i) + ": multipart upload lost twice: " + f.lost));
+      if (Status s = StartOver(i); !s.ok()) return s;
+      *again = true;
+      return Status::Ok();
+    }
+    f.upload_id.clear();
+    if (expected && IsMultipartEtag(etag) && etag != *expected) {
+      return error_.Fail(Status::Error(Where(i) + ": multipart ETag " + etag + " does not match the " +
+                                      "uploaded parts (" + *expected + ")"));
     }
     ObjectInfo info;
     Status s = retrier_.Run([&] { return store_.Head(items_[i].key, &info); });
-    if (!s.ok()) return Status::Error(Where(i) + ": checking the uploaded object: " + s.message());
-    if (info.size != f.size) {
-      return Status::Error(Where(i) + ": uploaded object has " + std::to_string(info.size) +
-                           " bytes, the file " + std::to_string(f.size));
-    }
-    if (r->etag.empty()) r->etag = info.etag;
-    return Status::Ok();
+    if (!s.ok()) return error_.Fail(Status::Error(Where(i) + ": checking the uploaded object: " + s.message()));
+    if (Status c = CheckSize(i, info); !c.ok()) return error_.Fail(std::move(c));
+    f.etag = etag.empty() ? info.etag : etag;
+    f.done = true;
+    const std::string recorded = f.etag;
+    return Record([&](UploadLog& log) { return log.Uploaded(i, recorded); });
   }
 
-  Status Complete(size_t i, UploadResult* r) {
+  // Whether storage holds file i's object already: its size, and its ETag where the parts' MD5s
+  // tell what it must be.
+  bool SameObject(size_t i, const std::optional<std::string>& expected, const BackoffPolicy& policy,
+                  std::string* etag) {
+    ObjectInfo info;
+    Retrier retrier(options_, policy);
+    if (!retrier.Run([&] { return store_.Head(items_[i].key, &info); }).ok()) return false;
+    if (info.size != files_[i].size || (expected && IsMultipartEtag(info.etag) && info.etag != *expected)) {
+      return false;
+    }
+    *etag = info.etag;
+    return true;
+  }
+
+  // File i's multipart upload is gone: sent again from its first part in the next pass.
+  Status StartOver(size_t i) {
     File& f = files_[i];
-    StoreStatus last;
-    Status s = retrier_.Run([&] { return store_.CompleteUpload(items_[i].key, f.upload_id, f.etags, &r->etag); },
-                            &last);
-    if (!s.ok() && last.code == StoreStatus::Code::kNotFound) {
-      // A retried Complete whose first try succeeded but whose answer was lost: the upload is
-      // gone because the object exists. The Head that follows checks it.
-      s = Status::Ok();
-      r->etag.clear();
-    }
-    if (!s.ok()) return Status::Error(Where(i) + ": completing multipart upload: " + s.message());
     f.upload_id.clear();
-    const bool use_md5 = store_.UsesMd5() && !store_.ReadsFiles();  // a file-reading store hashes itself
-    std::string expected = MultipartEtag(f.md5s);
-    if (use_md5 && IsMultipartEtag(r->etag) && r->etag != expected) {
-      return Status::Error(Where(i) + ": multipart ETag " + r->etag + " does not match the " +
-                           "uploaded parts (" + expected + ")");
-    }
-    return Status::Ok();
+    f.etags.assign(f.etags.size(), "");
+    f.md5s.assign(f.md5s.size(), "");
+    f.resumed_all = false;
+    f.lost.clear();
+    return Record([&](UploadLog& log) { return log.MultipartDropped(i); });
+  }
+
+  // Records through the options' log, if any; a failure fails the upload.
+  Status Record(const std::function<Status(UploadLog&)>& write) {
+    if (!options_.log) return Status::Ok();
+    Status s = write(*options_.log);
+    if (!s.ok()) error_.Set(s);
+    return s;
   }
 
   void AbortAll() {
     for (size_t i = 0; i < files_.size(); ++i) {
-      if (files_[i].upload_id.empty()) continue;
+      if (files_[i].upload_id.empty() || files_[i].done) continue;
       // Best effort: a failed abort leaves an incomplete upload that the bucket's lifecycle rule
       // (or the next retention pass) removes; it never becomes a visible object.
       (void)store_.AbortUpload(items_[i].key, files_[i].upload_id);
       files_[i].upload_id.clear();
+      if (options_.log) (void)options_.log->MultipartDropped(i);
     }
   }
 
@@ -390,6 +610,9 @@ class Upload {
   uint64_t total_ = 0;
   Retrier retrier_;
   FirstError error_;
+  std::unique_ptr<Progress> progress_;
+  std::mutex lost_mu_;
+  bool keep_uploads_ = false;
   std::vector<std::unique_ptr<char[]>> buffers_;
 };
 
@@ -551,8 +774,8 @@ class Download {
 }  // namespace
 
 Result<std::vector<UploadResult>> UploadFiles(ObjectStore& store, const std::vector<UploadItem>& items,
-                                              const TransferOptions& options) {
-  return Upload(store, items, options).Run();
+                                              const TransferOptions& options, UploadFailure* failure) {
+  return Upload(store, items, options).Run(failure);
 }
 
 Status DownloadFiles(ObjectStore& store, const std::vector<DownloadItem>& items,

@@ -19,8 +19,8 @@ class TransferEnv {
   virtual ~TransferEnv() = default;
 
   // Opens a file to upload; `*fd` is what ReadAt takes and, for a store that ReadsFiles()
-  // (storage.h), a real file descriptor. Errors: "<path>: <reason>".
-  virtual Status OpenForRead(const std::string& path, int* fd, uint64_t* size) = 0;
+  // (storage.h), a real file descriptor; `*mode` its permission bits. Errors: "<path>: <reason>".
+  virtual Status OpenForRead(const std::string& path, int* fd, uint64_t* size, uint32_t* mode) = 0;
   // Creates or truncates `path` to `size` bytes with exactly the permission bits `mode`, first
   // making its missing parent directories with `dir_mode`. Errors name the path.
   virtual Status CreateSized(const std::string& path, uint32_t mode, uint32_t dir_mode,
@@ -37,6 +37,11 @@ class TransferEnv {
   virtual void Remove(const std::string& path) = 0;
   // Runs body(0) .. body(n - 1) at the same time and returns once all have returned.
   virtual void RunConcurrently(size_t n, const std::function<void(size_t)>& body) = 0;
+  // The workers that send one upload's parts: body(0) .. body(n - 1), each taking parts until
+  // none is left; returns once all have returned. An env may run them on workers it shares with
+  // other transfers, fewer than n at once (autopard: `concurrency` requests in flight on the
+  // node, whatever the number of uploads). Default: RunConcurrently.
+  virtual void RunWorkers(size_t n, const std::function<void(size_t)>& body) { RunConcurrently(n, body); }
 };
 
 // POSIX files and std::thread. Thread-safe; never destroyed.

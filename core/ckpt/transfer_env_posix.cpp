@@ -38,7 +38,7 @@ std::string ParentDir(const std::string& path) {
 
 class PosixTransferEnv : public TransferEnv {
  public:
-  Status OpenForRead(const std::string& path, int* fd, uint64_t* size) override {
+  Status OpenForRead(const std::string& path, int* fd, uint64_t* size, uint32_t* mode) override {
     *fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (*fd < 0 || ::fstat(*fd, &st) != 0) {
@@ -48,6 +48,7 @@ class PosixTransferEnv : public TransferEnv {
       return e;
     }
     *size = static_cast<uint64_t>(st.st_size);
+    *mode = static_cast<uint32_t>(st.st_mode & 07777);
     return Status::Ok();
   }
 

@@ -9,6 +9,9 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <algorithm>
+#include <atomic>
+#include <functional>
 
 #include "core/ckpt/storage.h"
 #include "core/ckpt/transfer_env.h"
@@ -83,10 +86,11 @@ TEST_F(TransferTest, UploadsSinglesAndMultiparts) {
   EXPECT_EQ((*r)[2].etag.substr(32), "-4");
   EXPECT_EQ(last_done, 4510u);
   EXPECT_EQ(last_total, 4510u);
-  EXPECT_EQ(calls, 7);
+  EXPECT_EQ(calls, 8);  // once at the start, then after each of the 7 requests
   EXPECT_TRUE(mem_.uploads.empty());
   EXPECT_EQ(sleeps_, 0);
-  EXPECT_EQ(env_.most_concurrent, 5u);  // 4 part workers and the SHA-256 reader
+  EXPECT_EQ(env_.most_workers, 4u);     // 4 part workers
+  EXPECT_EQ(env_.most_concurrent, 2u);  // and the SHA-256 reader beside them
 }
 
 TEST_F(TransferTest, ThresholdIgnoredForStoresThatNeedBuffers) {
@@ -140,7 +144,7 @@ TEST_F(TransferTest, CancelAbortsMultipartUploads) {
   std::atomic<bool> cancel{false};
   opts_.cancel = &cancel;
   opts_.concurrency = 1;
-  opts_.progress = [&](uint64_t, uint64_t) { cancel = true; };
+  opts_.progress = [&](uint64_t done, uint64_t) { cancel = done > 0; };  // after the first part
   auto r = UploadFiles(mem_, {{Write("big", Pattern(5000, 7)), "big"}}, opts_);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.message(), "cancelled");
@@ -284,6 +288,213 @@ TEST_F(TransferTest, DownloadKeepsTheSavedMode) {
   mem_.objects["s/x"] = "exec";
   ASSERT_TRUE(DownloadFiles(mem_, {{"s/x", dir_ + "/bin/x", 4, Sha256Hex("exec"), 0750}}, opts_).ok());
   EXPECT_EQ(env_.modes[dir_ + "/bin/x"], 0750u);
+}
+
+// What an UploadLog records, kept per file as the next run is given it (UploadItem::resume), with
+// the order of the calls.
+class RecordingLog : public UploadLog {
+ public:
+  explicit RecordingLog(size_t n) : state(n) {}
+  Status Hashed(size_t i, const std::string& sha256) override {
+    return Note(i, "hashed", [&](UploadProgress& p) { p.sha256 = sha256; });
+  }
+  Status MultipartStarted(size_t i, const std::string& id) override {
+    return Note(i, "started " + id, [&](UploadProgress& p) { p.upload_id = id; });
+  }
+  Status PartSent(size_t i, const SentPart& part) override {
+    return Note(i, "part " + std::to_string(part.part), [&](UploadProgress& p) { p.parts.push_back(part); });
+  }
+  Status MultipartDropped(size_t i) override {
+    return Note(i, "dropped", [&](UploadProgress& p) {
+      p.upload_id.clear();
+      p.parts.clear();
+    });
+  }
+  Status Uploaded(size_t i, const std::string& etag) override {
+    return Note(i, "uploaded", [&](UploadProgress& p) {
+      p.uploaded = true;
+      p.etag = etag;
+    });
+  }
+  // The items again, resuming from what was recorded.
+  std::vector<UploadItem> Resume(std::vector<UploadItem> items) const {
+    for (size_t i = 0; i < items.size(); ++i) items[i].resume = state[i];
+    return items;
+  }
+  std::vector<UploadProgress> state;
+  std::vector<std::string> calls;
+
+ private:
+  Status Note(size_t i, const std::string& what, const std::function<void(UploadProgress&)>& f) {
+    std::lock_guard<std::mutex> l(mu_);
+    calls.push_back(std::to_string(i) + " " + what);
+    f(state[i]);
+    return Status::Ok();
+  }
+  std::mutex mu_;
+};
+
+// Counts the requests that send something.
+class CountingStore : public ObjectStoreWrapper {
+ public:
+  using ObjectStoreWrapper::ObjectStoreWrapper;
+  StoreStatus PutObject(const std::string& key, std::string_view data, const Md5Digest& md5) override {
+    ++puts;
+    return ObjectStoreWrapper::PutObject(key, data, md5);
+  }
+  StoreStatus CreateUpload(const std::string& key, std::string* id) override {
+    ++creates;
+    return ObjectStoreWrapper::CreateUpload(key, id);
+  }
+  StoreStatus UploadPart(const std::string& key, const std::string& id, int part, uint64_t offset,
+                         std::string_view data, const Md5Digest& md5, std::string* etag) override {
+    std::lock_guard<std::mutex> l(mu_);
+    parts.push_back(part);
+    return ObjectStoreWrapper::UploadPart(key, id, part, offset, data, md5, etag);
+  }
+  StoreStatus CompleteUpload(const std::string& key, const std::string& id,
+                             const std::vector<std::string>& etags, std::string* etag) override {
+    ++completes;
+    return ObjectStoreWrapper::CompleteUpload(key, id, etags, etag);
+  }
+  std::atomic<int> puts{0}, creates{0}, completes{0};
+  std::vector<int> parts;
+
+ private:
+  std::mutex mu_;
+};
+
+// autopard's case: the daemon is stopped (or killed) mid-upload, and the next one resumes from
+// what its log recorded, sending no recorded part again and no file twice.
+TEST_F(TransferTest, AnUploadStoppedMidwayResumesWhereItsLogStopped) {
+  const std::string big = Pattern(5500, 20), small = Pattern(300, 21);
+  std::vector<UploadItem> items(2);
+  items[0].local_path = Write("small", small);
+  items[0].key = "k/small";
+  items[1].local_path = Write("big", big);
+  items[1].key = "k/big";
+  items[1].size = static_cast<int64_t>(big.size());
+  RecordingLog log(items.size());
+  opts_.log = &log;
+  opts_.concurrency = 1;
+  std::atomic<bool> stop{false};
+  opts_.cancel = &stop;
+  int sent = 0;
+  opts_.progress = [&](uint64_t, uint64_t) {
+    if (++sent == 4) stop = true;  // told at the start, then the small file and two parts
+  };
+  UploadFailure failure;
+  auto first = UploadFiles(mem_, items, opts_, &failure);
+  ASSERT_FALSE(first.ok());
+  EXPECT_EQ(first.message(), "cancelled");
+  EXPECT_FALSE(failure.local);
+  EXPECT_TRUE(mem_.aborted.empty());  // kept open for the next run
+  ASSERT_EQ(mem_.uploads.size(), 1u);
+  EXPECT_EQ(log.calls, (std::vector<std::string>{"1 started u1", "0 uploaded", "1 part 1", "1 part 2"}));
+
+  stop = false;
+  opts_.cancel = nullptr;
+  CountingStore counting(&mem_);
+  std::vector<uint64_t> progress;
+  opts_.progress = [&](uint64_t done, uint64_t) { progress.push_back(done); };
+  auto second = UploadFiles(counting, log.Resume(items), opts_, &failure);
+  ASSERT_TRUE(second.ok()) << second.message();
+  EXPECT_EQ(mem_.objects["k/big"], big);
+  EXPECT_EQ(mem_.objects["k/small"], small);
+  EXPECT_EQ(counting.puts, 0);
+  EXPECT_EQ(counting.creates, 0);
+  EXPECT_EQ(counting.parts, (std::vector<int>{3, 4, 5, 6}));
+  EXPECT_EQ(counting.completes, 1);
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.front(), 2300u);  // what the first run sent, told first
+  EXPECT_EQ(progress.back(), 5800u);
+  EXPECT_EQ((*second)[1].sha256, Sha256Hex(big));
+  EXPECT_EQ((*second)[0].sha256, Sha256Hex(small));
+  EXPECT_TRUE(log.state[1].uploaded);
+  EXPECT_TRUE(mem_.uploads.empty());
+}
+
+// Killed inside CompleteMultipartUpload: every part was recorded, the object exists, and its
+// completion was never recorded. The next run takes the object, completing nothing again.
+TEST_F(TransferTest, AnUploadCompletedButNotRecordedIsFoundNotSentAgain) {
+  const std::string big = Pattern(2500, 22);
+  std::vector<UploadItem> items(1);
+  items[0].local_path = Write("big", big);
+  items[0].key = "k/big";
+  RecordingLog log(1);
+  opts_.log = &log;
+  ASSERT_TRUE(UploadFiles(mem_, items, opts_).ok());
+  UploadProgress& p = log.state[0];
+  ASSERT_TRUE(p.uploaded);
+  p.uploaded = false;  // the completion's record lost
+  p.upload_id = "u1";
+  ASSERT_EQ(p.parts.size(), 3u);
+  CountingStore counting(&mem_);
+  auto again = UploadFiles(counting, log.Resume(items), opts_);
+  ASSERT_TRUE(again.ok()) << again.message();
+  EXPECT_EQ(counting.completes, 0);
+  EXPECT_TRUE(counting.parts.empty());
+  EXPECT_EQ(mem_.objects["k/big"], big);
+}
+
+// The store lost the recorded multipart upload (expired, or aborted by a lifecycle rule): the
+// file starts over under a new upload, once, and the log says so.
+TEST_F(TransferTest, AMultipartUploadTheStoreLostStartsOver) {
+  const std::string big = Pattern(3500, 23);
+  std::vector<UploadItem> items(1);
+  items[0].local_path = Write("big", big);
+  items[0].key = "k/big";
+  items[0].resume.upload_id = "gone";
+  items[0].resume.parts = {{1, HexEncode(Md5Of(big.substr(0, 1000))), HexEncode(Md5Of(big.substr(0, 1000)))}};
+  RecordingLog log(1);
+  opts_.log = &log;
+  auto r = UploadFiles(mem_, items, opts_);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(mem_.objects["k/big"], big);
+  EXPECT_EQ(log.calls.front(), "0 hashed");
+  EXPECT_NE(std::find(log.calls.begin(), log.calls.end(), "0 dropped"), log.calls.end());
+  EXPECT_NE(std::find(log.calls.begin(), log.calls.end(), "0 started u1"), log.calls.end());
+  EXPECT_EQ(log.calls.back(), "0 uploaded");
+}
+
+// A file that is not what was committed fails as a local failure (not cured by retrying): its
+// multipart upload is aborted and the log told.
+TEST_F(TransferTest, AChangedFileIsALocalFailureAndAbortsItsUpload) {
+  std::vector<UploadItem> items(1);
+  items[0].local_path = Write("big", Pattern(2500, 24));
+  items[0].key = "k/big";
+  items[0].size = 3000;
+  items[0].resume.upload_id = "u7";
+  mem_.uploads["u7"].key = "k/big";
+  RecordingLog log(1);
+  opts_.log = &log;
+  UploadFailure failure;
+  auto r = UploadFiles(mem_, items, opts_, &failure);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), items[0].local_path + ": 2500 bytes, expected 3000 (changed after the commit?)");
+  EXPECT_TRUE(failure.local);
+  EXPECT_EQ(mem_.aborted, (std::set<std::string>{"u7"}));
+  EXPECT_EQ(log.calls, (std::vector<std::string>{"0 dropped"}));
+}
+
+// A storage failure with a log keeps the multipart upload and its recorded parts for a retry.
+TEST_F(TransferTest, AStorageFailureWithALogKeepsTheUpload) {
+  FailPart store(&mem_, 2, -1, StoreStatus::Code::kRetryable);
+  opts_.backoff.max_attempts = 2;
+  opts_.concurrency = 1;
+  std::vector<UploadItem> items(1);
+  items[0].local_path = Write("big", Pattern(2500, 25));
+  items[0].key = "k/big";
+  RecordingLog log(1);
+  opts_.log = &log;
+  UploadFailure failure;
+  auto r = UploadFiles(store, items, opts_, &failure);
+  ASSERT_FALSE(r.ok());
+  EXPECT_FALSE(failure.local);
+  EXPECT_EQ(store.aborts, 0);
+  EXPECT_EQ(log.state[0].upload_id, "u1");
+  ASSERT_EQ(log.state[0].parts.size(), 1u);
+  EXPECT_EQ(log.state[0].parts[0].part, 1);
 }
 
 // The real env: POSIX files, std::thread workers, a multipart file and a directory to create.

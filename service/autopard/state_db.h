@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ckpt/storage.h"
 #include "core/proto/protocol.h"
 #include "local_cleanup.h"
 #include "autopar/status.h"
@@ -69,11 +70,8 @@ struct FileRecord {
   std::string etag;
 };
 
-struct PartRecord {
-  int part = 0;
-  std::string etag;
-  std::string md5_hex;
-};
+// A part of a multipart upload, as the transfer engine reports it (core/ckpt/storage.h).
+using PartRecord = SentPart;
 
 // How AddCommit makes a commit durable before it returns (autopard.conf `commit_sync`).
 enum class CommitSync {

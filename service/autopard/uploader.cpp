@@ -22,6 +22,8 @@
 #include "core/ckpt/sha256.h"
 #include "core/failure/timeline.h"
 #include "core/proto/proto_client.h"
+#include "core/unique_fd.h"
+#include "job_files_env.h"
 #include "log.h"
 #include "service/storage/storage_backends.h"
 #include "service/user_access/user_fs.h"
@@ -29,38 +31,8 @@
 namespace autopar {
 namespace {
 
-// Uploads are background work: their threads run at nice +10, so that commits (and the training
-// program) get the CPU first on a busy node. Linux: setpriority on a thread id affects that thread.
-void RunInBackground() {
-  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
-}
-
 double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// Closes the descriptors of a commit's files.
-struct FdSet {
-  std::vector<int> fds;
-  ~FdSet() {
-    for (int fd : fds) {
-      if (fd >= 0) close(fd);
-    }
-  }
-};
-
-
-Status ReadAt(int fd, std::string* buf, uint64_t offset, size_t size, const std::string& name) {
-  buf->resize(size);
-  size_t got = 0;
-  while (got < size) {
-    ssize_t n = pread(fd, buf->data() + got, size - got, static_cast<off_t>(offset + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::Error(name + ": " + std::strerror(errno));
-    if (n == 0) return Status::Error(name + ": shorter than committed (changed after the commit?)");
-    got += static_cast<size_t>(n);
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -88,71 +60,6 @@ int64_t ReadJobOwner(ObjectStore& store, const std::string& job_id, const Transf
     return -1;
   }
   return v["uid"].asUInt();
-}
-
-// Counts outstanding tasks and keeps the first error.
-class Latch {
- public:
-  void Add(int n = 1) {
-    std::lock_guard<std::mutex> l(mu_);
-    pending_ += n;
-  }
-  void Done(Status st) {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!st.ok() && first_.ok()) first_ = st;
-    if (--pending_ == 0) cv_.notify_all();
-  }
-  Status Wait() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return pending_ == 0; });
-    return first_;
-  }
-  bool failed() {
-    std::lock_guard<std::mutex> l(mu_);
-    return !first_.ok();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int pending_ = 0;
-  Status first_;
-};
-
-TaskPool::TaskPool(int threads) {
-  for (int i = 0; i < threads; ++i) {
-    threads_.emplace_back([this] {
-      RunInBackground();
-      for (;;) {
-        std::function<void()> task;
-        {
-          std::unique_lock<std::mutex> l(mu_);
-          cv_.wait(l, [&] { return stop_ || !tasks_.empty(); });
-          if (tasks_.empty()) return;
-          task = std::move(tasks_.front());
-          tasks_.pop_front();
-        }
-        task();
-      }
-    });
-  }
-}
-
-TaskPool::~TaskPool() {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  for (auto& t : threads_) t.join();
-}
-
-void TaskPool::Submit(std::function<void()> task) {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    tasks_.push_back(std::move(task));
-  }
-  cv_.notify_one();
 }
 
 Result<std::shared_ptr<ObjectStore>> StoreCache::Get(const std::string& uri, const UserIdentity& as) {
@@ -533,7 +440,7 @@ Status Uploader::FinishLocal(const CommitRecord& c, Active& active) {
       return Status::Error("committed file missing or changed, step " + std::to_string(c.step) +
                            " of this rank cannot complete: " + fd.message());
     }
-    FdSet guard{{*fd}};
+    UniqueFd guard(*fd);
     auto sha = Sha256OfFd(*fd, dir + "/" + f.path);
     if (!sha) return sha.status();
     if (Status s = RecordFile(c.id, f, FileEvent::kHashed, *sha); !s) return s;
@@ -558,51 +465,35 @@ Status Uploader::FinishLocal(const CommitRecord& c, Active& active) {
   return Status::Ok();
 }
 
-// One commit's upload while it runs (Uploader::Upload and its steps): the commit, its store, its
-// files with their descriptors, which go out in one PUT, and their SHA-256s as the hasher
-// finds them.
-struct Uploader::Run {
-  Run(const CommitRecord& commit, Active& act, std::shared_ptr<ObjectStore> s)
-      : c(commit), active(act), shared(std::move(s)), store(*shared),
-        dir(RankStepDir(c.ckpt_dir, c.step, c.rank)) {}
-  const CommitRecord& c;
-  Active& active;
-  std::shared_ptr<ObjectStore> shared;
-  ObjectStore& store;
-  const std::string dir;
-  std::vector<FileRecord> files;
-  FdSet fds;
-  uint64_t total = 0;
-  std::vector<bool> single;       // by file: one PUT (else multipart)
-  std::vector<std::string> sha;   // by file, filled by the hasher
-  Status hash_status;
+// Records an upload's progress in the state database (core's UploadLog), each through the file
+// table's transitions (RecordFile): a restarted autopard resumes from it.
+class Uploader::CommitLog : public UploadLog {
+ public:
+  CommitLog(Uploader* uploader, int64_t commit_id, std::vector<FileRecord>* files)
+      : uploader_(uploader), commit_id_(commit_id), files_(files) {}
+  Status Hashed(size_t i, const std::string& sha256) override {
+    return Record(i, FileEvent::kHashed, sha256);
+  }
+  Status MultipartStarted(size_t i, const std::string& upload_id) override {
+    return Record(i, FileEvent::kMultipartStarted, upload_id);
+  }
+  Status PartSent(size_t i, const SentPart& part) override {
+    return uploader_->RecordFile(commit_id_, (*files_)[i], FileEvent::kPartSent, "", &part);
+  }
+  Status MultipartDropped(size_t i) override { return Record(i, FileEvent::kMultipartDropped, ""); }
+  Status Uploaded(size_t i, const std::string& etag) override {
+    const bool multipart = !(*files_)[i].upload_id.empty();
+    return Record(i, multipart ? FileEvent::kMultipartCompleted : FileEvent::kPut, etag);
+  }
 
-  std::string Key(size_t i) const { return RankFileKey(c.job_id, c.step, c.rank, files[i].path); }
-  std::string Name(size_t i) const { return dir + "/" + files[i].path; }
+ private:
+  Status Record(size_t i, FileEvent event, const std::string& value) {
+    return uploader_->RecordFile(commit_id_, (*files_)[i], event, value);
+  }
+  Uploader* const uploader_;
+  const int64_t commit_id_;
+  std::vector<FileRecord>* const files_;
 };
-
-// One pass over the multipart files (a second one only restarts files whose upload vanished).
-struct Uploader::Pass {
-  explicit Pass(size_t n) : restart(n), all_parts_recorded(n, false), parts(n) {}
-  Latch latch;
-  std::vector<std::string> restart;  // by file: why its multipart upload must start over
-  // Files whose every part was sent before a restart: the previous daemon may have completed the
-  // upload (or died inside CompleteMultipartUpload), after which some stores answer the upload
-  // id with errors other than NoSuchUpload.
-  std::vector<bool> all_parts_recorded;
-  std::vector<std::vector<PartRecord>> parts;
-  std::mutex parts_mu;
-};
-
-Status Uploader::WithRetry(const std::function<StoreStatus()>& op, StoreStatus* last) {
-  Backoff backoff(config_.retry, DefaultUniform());
-  return RetryWithBackoff(
-      [&](int) {
-        *last = op();
-        return last->ToAttempt();
-      },
-      backoff, RealRetryClock(), &stopping_);
-}
 
 void Uploader::Transition(const CommitRecord& c, Active& active, CommitEvent event,
                           const std::string& error, bool retry) {
@@ -663,44 +554,95 @@ Status Uploader::Upload(const CommitRecord& c, Active& active, bool* permanent) 
   *permanent = false;
   auto store = stores_->Get(c.upload, UserIdentity{c.uid, c.gid});
   if (!store) return store.status();
-  Run run(c, active, *store);
   auto files = db_->Files(c.id);
   if (!files) return files.status();
-  run.files = *files;
   if (c.state == "failed") {
-    if (Status s = CheckRetry(run, permanent); !s) return s;
+    if (Status s = CheckRetry(c, active, **store, *files, permanent); !s) return s;
   }
   Transition(c, active, CommitEvent::kStartUpload, "", false);
-  if (Status s = OpenFiles(run, permanent); !s) return s;
-  ChooseSinglePuts(run);
-  std::thread hasher([this, &run] { HashFiles(run); });
-  Status result = SendFiles(run);
-  hasher.join();
-  if (result.ok() && !run.hash_status.ok()) {
-    *permanent = true;
-    result = run.hash_status;
-  }
-  if (!result.ok()) {
-    // Permanent: abort the multipart uploads so no partial object lingers. Otherwise (storage
-    // unreachable past the retry budget) keep them and their recorded parts for the retry.
-    if (*permanent && !stopping_) AbortMultipart(run);
-    return result;
-  }
-  return PublishRank(run, permanent);
-}
-
-void Uploader::AbortMultipart(Run& run) {
-  for (size_t i = 0; i < run.files.size(); ++i) {
-    const FileRecord& f = run.files[i];
+  RankUpload upload{c.job_id, c.step, c.world_size, c.rank, RankStepDir(c.ckpt_dir, c.step, c.rank), {}};
+  for (const auto& f : *files) {
+    RankFile file(f.path);
+    file.size = static_cast<int64_t>(f.size);
+    file.resume = {f.sha256, f.upload_id, {}, f.uploaded, f.etag};
     if (!f.uploaded && !f.upload_id.empty()) {
-      (void)run.store.AbortUpload(run.Key(i), f.upload_id);
-      (void)RecordFile(run.c.id, run.files[i], FileEvent::kMultipartDropped);
+      auto parts = db_->Parts(c.id, f.path);
+      if (!parts) return parts.status();
+      file.resume.parts = *parts;
+      if (!parts->empty()) {
+        Log(LogLevel::kInfo, "job %s step %lld rank %d: resuming multipart upload of %s with %zu of %llu parts already sent",
+            c.job_id.c_str(), static_cast<long long>(c.step), c.rank,
+            RankFileKey(c.job_id, c.step, c.rank, f.path).c_str(), parts->size(),
+            static_cast<unsigned long long>((f.size + config_.part_size - 1) / std::max<uint64_t>(config_.part_size, 1)));
+      }
     }
+    upload.files.push_back(std::move(file));
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);  // Progress reads it under mu_
+    active.total = c.bytes;
+  }
+  // Written once per job, before its first object (the first owner stays); again when the record
+  // is missing, invalid or untrusted (see ReadJobOwner).
+  TransferOptions options = Transfer();
+  if (ReadJobOwner(**store, c.job_id, options) < 0) {
+    Json::Value owner_json;
+    owner_json["uid"] = c.uid;
+    owner_json["job_id"] = c.job_id;
+    std::string owner = Json::writeString(Json::StreamWriterBuilder(), owner_json) + "\n";
+    (void)PutSmallObject(**store, JobOwnerKey(c.job_id), owner, options);
+  }
+  JobFilesEnv env(UserIdentity{c.uid, c.gid}, &pool_);
+  CommitLog log(this, c.id, &*files);
+  options.env = &env;
+  options.log = &log;
+  options.multipart_threshold = MultipartThreshold(active, *files, **store);
+  bool told = false;  // the engine's first call: what earlier runs sent
+  options.progress = [&](uint64_t done, uint64_t) {
+    if (told) bytes_sent_ += done - active.done;
+    told = true;
+    active.done = done;
+  };
+  UploadFailure failure;
+  auto uploaded = UploadRank(**store, upload, options, &failure);
+  if (!uploaded) {
+    *permanent = failure.local;
+    if (!failure.local) return uploaded.status();
+    // Committed but gone, short or changed now (a crash before the program's writes reached the
+    // disk, or files changed or deleted after the commit): this rank's step can never complete.
+    return Status::Error("committed file missing or changed, step " + std::to_string(c.step) +
+                         " of this rank cannot complete: " + uploaded.message());
+  }
+  return Published(c, *uploaded, *store);
+}
+
+// Whole-file PUT or multipart: with `multipart_threshold = auto`, by the files above part_size
+// uploading on this node now, this commit's included (AutoMultipartThreshold).
+uint64_t Uploader::MultipartThreshold(Active& active, const std::vector<FileRecord>& files,
+                                      const ObjectStore& store) {
+  const uint64_t part_size = config_.part_size;
+  int mine = 0;
+  for (const auto& f : files) mine += !f.uploaded && f.size > part_size ? 1 : 0;
+  std::lock_guard<std::mutex> l(mu_);
+  active.large_files = mine;
+  if (config_.multipart_threshold > 0) return std::max(config_.multipart_threshold, part_size);
+  size_t in_flight = 0;
+  for (const auto& [aid, a] : active_) {
+    in_flight += a->large_files >= 0 ? static_cast<size_t>(a->large_files) : (a->total > part_size ? 1 : 0);
+  }
+  return store.ReadsFiles() ? AutoMultipartThreshold(in_flight, config_.concurrency, part_size) : part_size;
+}
+
+void Uploader::AbortRecorded(const CommitRecord& c, ObjectStore& store, std::vector<FileRecord>& files) {
+  for (auto& f : files) {
+    if (f.uploaded || f.upload_id.empty()) continue;
+    (void)store.AbortUpload(RankFileKey(c.job_id, c.step, c.rank, f.path), f.upload_id);
+    (void)RecordFile(c.id, f, FileEvent::kMultipartDropped);
   }
 }
 
-Status Uploader::CheckRetry(Run& run, bool* permanent) {
-  const CommitRecord& c = run.c;
+Status Uploader::CheckRetry(const CommitRecord& c, Active& active, ObjectStore& store,
+                            std::vector<FileRecord>& files, bool* permanent) {
   // A retry. Pointless once `keep` newer steps are complete: retention would delete it.
   if (c.keep > 0) {
     auto steps = db_->Steps(c.upload);
@@ -711,391 +653,33 @@ Status Uploader::CheckRetry(Run& run, bool* permanent) {
     }
     if (newer >= c.keep) {
       *permanent = true;
-      AbortMultipart(run);
+      AbortRecorded(c, store, files);
       return Status::Error("not retried: " + std::to_string(newer) + " newer steps are complete (keep " +
                            std::to_string(c.keep) + ")");
     }
   }
-  Emit(c, event_kind::kCkptUploadRetry, "attempt " + std::to_string(std::max(run.active.attempt, 1)) +
+  Emit(c, event_kind::kCkptUploadRetry, "attempt " + std::to_string(std::max(active.attempt, 1)) +
                                    ": resuming the upload to " + c.upload +
                                    " where it stopped (last error: " +
                                    c.error.substr(0, c.error.find(" (kept: ")) + ")");
   return Status::Ok();
 }
 
-Status Uploader::OpenFiles(Run& run, bool* permanent) {
-  UserIdentity id{run.c.uid, run.c.gid};
-  for (size_t i = 0; i < run.files.size(); ++i) {
-    auto fd = OpenUserFile(id, run.Name(i), static_cast<int64_t>(run.files[i].size));
-    if (!fd) {
-      // Committed but gone or short now (a crash before the program's writes reached the disk,
-      // or files changed or deleted after the commit): this rank's step can never complete.
-      *permanent = true;
-      AbortMultipart(run);
-      return Status::Error("committed file missing or changed, step " + std::to_string(run.c.step) +
-                           " of this rank cannot complete: " + fd.message());
-    }
-    run.fds.fds.push_back(*fd);
-    run.total += run.files[i].size;
-  }
-  std::lock_guard<std::mutex> l(mu_);  // Progress and ChooseSinglePuts read it under mu_
-  run.active.total = run.total;
-  return Status::Ok();
-}
-
-void Uploader::ChooseSinglePuts(Run& run) {
-  // Whole-file PUT or multipart, per file. A file with a recorded multipart upload resumes it.
-  const uint64_t part_size = config_.part_size;
-  uint64_t threshold = part_size;
-  {
-    int mine = 0;
-    for (const auto& f : run.files) mine += !f.uploaded && f.size > part_size ? 1 : 0;
-    std::lock_guard<std::mutex> l(mu_);
-    run.active.large_files = mine;
-    size_t in_flight = 0;
-    for (const auto& [aid, a] : active_) {
-      in_flight += a->large_files >= 0 ? static_cast<size_t>(a->large_files) : (a->total > part_size ? 1 : 0);
-    }
-    if (run.store.ReadsFiles() && config_.multipart_threshold > 0) {
-      threshold = std::max(config_.multipart_threshold, part_size);
-    } else if (run.store.ReadsFiles()) {
-      threshold = AutoMultipartThreshold(in_flight, config_.concurrency, part_size);
-    }
-  }
-  run.single.resize(run.files.size());
-  for (size_t i = 0; i < run.files.size(); ++i) {
-    run.single[i] = run.files[i].upload_id.empty() && run.files[i].size <= threshold;
-  }
-}
-
-void Uploader::HashFiles(Run& run) {
-  // Sequentially, while the files' parts go out.
-  RunInBackground();
-  run.sha.assign(run.files.size(), "");
-  for (size_t i = 0; i < run.files.size(); ++i) {
-    if (!run.files[i].sha256.empty()) {
-      run.sha[i] = run.files[i].sha256;
-      continue;
-    }
-    auto h = Sha256OfFd(run.fds.fds[i], run.Name(i));
-    if (!h) {
-      run.hash_status = h.status();
-      return;
-    }
-    run.sha[i] = *h;
-    (void)RecordFile(run.c.id, run.files[i], FileEvent::kHashed, *h);
-  }
-}
-
-Status Uploader::SendFiles(Run& run) {
-  Status result;
-  for (int pass_no = 0; pass_no < 2 && result.ok(); ++pass_no) {
-    Pass pass(run.files.size());
-    for (size_t i = 0; i < run.files.size() && result.ok(); ++i) {
-      if (run.files[i].uploaded) {
-        if (pass_no == 0) run.active.done += run.files[i].size;
-      } else if (run.single[i]) {
-        SendSingle(run, i, pass.latch);
-      } else {
-        result = SendParts(run, i, pass);
-      }
-    }
-    Status parts_status = pass.latch.Wait();
-    if (result.ok()) result = parts_status;
-    if (!result.ok()) break;
-    bool again = false;
-    for (size_t i = 0; i < run.files.size() && result.ok(); ++i) {
-      if (run.files[i].uploaded || run.single[i]) continue;
-      result = CompleteParts(run, i, pass, pass_no, &again);
-    }
-    if (!again) break;
-  }
-  return result;
-}
-
-void Uploader::SendSingle(Run& run, size_t i, Latch& latch) {
-  latch.Add();
-  pool_.Submit([this, &run, i, &latch] {
-    ObjectStore& store = run.store;
-    const FileRecord& f = run.files[i];
-    const std::string key = run.Key(i);
-    const int fd = run.fds.fds[i];
-    std::string buf;
-    Md5Digest md5{};
-    Status s;
-    StoreStatus last;
-    const bool direct = store.ReadsFiles();  // streamed from the file, MD5 checked inside
-    if (direct) {
-      s = WithRetry([&] { return store.PutObjectFromFile(key, fd, f.size); }, &last);
-    } else {
-      s = ReadAt(fd, &buf, 0, static_cast<size_t>(f.size), run.Name(i));
-      if (store.UsesMd5()) md5 = Md5Of(buf);
-      if (s.ok()) s = WithRetry([&] { return store.PutObject(key, buf, md5); }, &last);
-    }
-    ObjectInfo info;
-    if (s.ok()) s = WithRetry([&] { return store.Head(key, &info); }, &last);
-    if (s.ok() && info.size != f.size) {
-      s = Status::Error(store.Describe() + "/" + key + ": size " + std::to_string(info.size) +
-                        " after upload, expected " + std::to_string(f.size));
-    }
-    if (s.ok() && !direct && store.UsesMd5() && IsLowerHex(info.etag, 32) &&
-        info.etag != HexEncode(md5)) {
-      s = Status::Error(store.Describe() + "/" + key + ": ETag " + info.etag +
-                        " does not match the MD5 of " + run.Name(i));
-    }
-    if (s.ok()) s = RecordFile(run.c.id, run.files[i], FileEvent::kPut, info.etag);
-    if (s.ok()) {
-      run.active.done += f.size;
-      bytes_sent_ += f.size;
-    }
-    latch.Done(s);
-  });
-}
-
-Status Uploader::SendParts(Run& run, size_t i, Pass& pass) {
-  // Multipart: resume the recorded upload or start one.
-  FileRecord& f = run.files[i];
-  const std::string key = run.Key(i);
-  const uint64_t part_size = config_.part_size;
-  if (f.upload_id.empty()) {
-    std::string upload_id;
-    StoreStatus last;
-    Status s = WithRetry([&] { return run.store.CreateUpload(key, &upload_id); }, &last);
-    if (s.ok()) s = RecordFile(run.c.id, f, FileEvent::kMultipartStarted, upload_id);
-    if (!s.ok()) return s;
-  }
-  auto recorded = db_->Parts(run.c.id, f.path);
-  if (!recorded) return recorded.status();
-  const int nparts = static_cast<int>((f.size + part_size - 1) / part_size);
-  pass.parts[i].assign(static_cast<size_t>(nparts), PartRecord{});
-  for (const auto& p : *recorded) {
-    if (p.part >= 1 && p.part <= nparts) {
-      pass.parts[i][static_cast<size_t>(p.part - 1)] = p;
-      run.active.done += std::min<uint64_t>(part_size, f.size - static_cast<uint64_t>(p.part - 1) * part_size);
-    }
-  }
-  pass.all_parts_recorded[i] = static_cast<int>(recorded->size()) == nparts;
-  if (!recorded->empty()) {
-    Log(LogLevel::kInfo,
-        "job %s step %lld rank %d: resuming multipart upload of %s with "
-        "%zu of %d parts already sent",
-        run.c.job_id.c_str(), static_cast<long long>(run.c.step), run.c.rank, key.c_str(),
-        recorded->size(), nparts);
-  }
-  for (int pn = 1; pn <= nparts; ++pn) {
-    if (pass.parts[i][static_cast<size_t>(pn - 1)].etag.empty()) SendPart(run, i, pn, pass);
-  }
-  return Status::Ok();
-}
-
-void Uploader::SendPart(Run& run, size_t i, int pn, Pass& pass) {
-  pass.latch.Add();
-  const std::string upload_id = run.files[i].upload_id;
-  pool_.Submit([this, &run, i, pn, &pass, upload_id] {
-    if (pass.latch.failed() || stopping_) {
-      pass.latch.Done(stopping_ ? Status::Error("autopard is stopping") : Status::Ok());
-      return;
-    }
-    ObjectStore& store = run.store;
-    const std::string key = run.Key(i);
-    const int fd = run.fds.fds[i];
-    const uint64_t off = static_cast<uint64_t>(pn - 1) * config_.part_size;
-    const uint64_t len = std::min<uint64_t>(config_.part_size, run.files[i].size - off);
-    std::string etag, md5_hex;
-    StoreStatus last;
-    Status s;
-    if (store.ReadsFiles()) {
-      // Streamed from the file; the store checks the part's MD5 against its ETag, which for S3
-      // is that MD5 (kept for the multipart ETag check).
-      s = WithRetry([&] { return store.UploadPartFromFile(key, upload_id, pn, off, fd, len, &etag); }, &last);
-      if (IsLowerHex(etag, 32)) md5_hex = etag;
-    } else {
-      std::string buf;
-      s = ReadAt(fd, &buf, off, static_cast<size_t>(len), run.Name(i));
-      Md5Digest md5{};
-      if (store.UsesMd5()) {
-        md5 = Md5Of(buf);
-        md5_hex = HexEncode(md5);
-      }
-      if (s.ok()) s = WithRetry([&] { return store.UploadPart(key, upload_id, pn, off, buf, md5, &etag); }, &last);
-    }
-    if (!s.ok() && last.code == StoreStatus::Code::kNotFound) {
-      std::lock_guard<std::mutex> l(pass.parts_mu);
-      pass.restart[i] = s.message();
-      pass.latch.Done(Status::Ok());
-      return;
-    }
-    PartRecord rec{pn, etag, md5_hex};
-    if (s.ok()) s = RecordFile(run.c.id, run.files[i], FileEvent::kPartSent, "", &rec);
-    if (s.ok()) {
-      std::lock_guard<std::mutex> l(pass.parts_mu);
-      pass.parts[i][static_cast<size_t>(pn - 1)] = rec;
-      run.active.done += len;
-    }
-    if (s.ok()) bytes_sent_ += len;
-    pass.latch.Done(s);
-  });
-}
-
-namespace {
-
-// The parts' MD5s when every part's is known (the multipart ETag can be checked then).
-std::optional<std::vector<Md5Digest>> PartMd5s(const std::vector<PartRecord>& parts) {
-  std::vector<Md5Digest> md5s;
-  for (const auto& p : parts) {
-    if (p.md5_hex.size() != 32) return std::nullopt;
-    Md5Digest d{};
-    for (size_t b = 0; b < 16; ++b) {
-      d[b] = static_cast<uint8_t>(std::stoi(p.md5_hex.substr(2 * b, 2), nullptr, 16));
-    }
-    md5s.push_back(d);
-  }
-  return md5s;
-}
-
-Backoff FewAttempts(int ms, int max_ms, int attempts) {
-  return Backoff(BackoffPolicy{std::chrono::milliseconds(ms), std::chrono::milliseconds(max_ms), 2.0,
-                               attempts, std::chrono::milliseconds(10 * max_ms)},
-                 DefaultUniform());
-}
-
-}  // namespace
-
-bool Uploader::CompletedBefore(Run& run, size_t i, const std::vector<Md5Digest>* md5s,
-                               std::string* etag) {
-  ObjectInfo info;
-  StoreStatus last;
-  Backoff few = FewAttempts(100, 1000, 3);
-  Status h = RetryWithBackoff([&](int) { last = run.store.Head(run.Key(i), &info); return last.ToAttempt(); },
-                              few, RealRetryClock(), &stopping_);
-  if (!h.ok() || info.size != run.files[i].size || (md5s && info.etag != MultipartEtag(*md5s))) {
-    return false;
-  }
-  *etag = info.etag;
-  Log(LogLevel::kInfo, "%s: completed before the restart", run.Key(i).c_str());
-  return true;
-}
-
-Status Uploader::CompleteParts(Run& run, size_t i, Pass& pass, int pass_no, bool* again) {
-  FileRecord& f = run.files[i];
-  ObjectStore& store = run.store;
-  const std::string key = run.Key(i);
-  std::vector<std::string> etags;
-  for (const auto& p : pass.parts[i]) etags.push_back(p.etag);
-  const std::optional<std::vector<Md5Digest>> md5s = PartMd5s(pass.parts[i]);
-  bool vanished = !pass.restart[i].empty();
-  std::string etag;
-  StoreStatus last;
-  Status s;
-  const bool done_before = !vanished && pass.all_parts_recorded[i] &&
-                           CompletedBefore(run, i, md5s ? &*md5s : nullptr, &etag);
-  if (!vanished && !done_before && pass.all_parts_recorded[i]) {
-    // A few attempts only: if the upload id is unusable, start the file over.
-    Backoff few = FewAttempts(200, 2000, 4);
-    s = RetryWithBackoff(
-        [&](int) {
-          last = store.CompleteUpload(key, f.upload_id, etags, &etag);
-          return last.ToAttempt();
-        },
-        few, RealRetryClock(), &stopping_);
-    if (!s.ok() && !stopping_) {
-      vanished = true;
-      pass.restart[i] = s.message();
-    }
-  } else if (!vanished && !done_before) {
-    s = WithRetry([&] { return store.CompleteUpload(key, f.upload_id, etags, &etag); }, &last);
-  }
-  if (!vanished && !done_before && !s.ok() && last.code == StoreStatus::Code::kNotFound) {
-    // Completed by a daemon that died before recording it? Accept only the same object.
-    ObjectInfo info;
-    StoreStatus head_last;
-    Status h = WithRetry([&] { return store.Head(key, &info); }, &head_last);
-    if (h.ok() && info.size == f.size && md5s && info.etag == MultipartEtag(*md5s)) {
-      s = Status::Ok();
-      etag = info.etag;
-    } else {
-      vanished = true;
-      pass.restart[i] = s.message();
-    }
-  }
-  if (vanished) {
-    if (pass_no == 1) {
-      return Status::Error(store.Describe() + "/" + key + ": multipart upload lost twice: " + pass.restart[i]);
-    }
-    // Start this file over in the next pass.
-    (void)RecordFile(run.c.id, f, FileEvent::kMultipartDropped);
-    *again = true;
-    return Status::Ok();
-  }
-  if (!s.ok()) return s;
-  if (md5s && etag.find('-') != std::string::npos && etag != MultipartEtag(*md5s)) {
-    return Status::Error(store.Describe() + "/" + key + ": ETag " + etag +
-                         " does not match the parts sent (" + MultipartEtag(*md5s) + ")");
-  }
-  ObjectInfo info;
-  s = WithRetry([&] { return store.Head(key, &info); }, &last);
-  if (s.ok() && info.size != f.size) {
-    s = Status::Error(store.Describe() + "/" + key + ": size " + std::to_string(info.size) +
-                      " after upload, expected " + std::to_string(f.size));
-  }
-  if (s.ok()) s = RecordFile(run.c.id, f, FileEvent::kMultipartCompleted, etag);
-  return s;
-}
-
-Status Uploader::PublishRank(Run& run, bool* permanent) {
-  // The rank manifest, then completion.
-  const CommitRecord& c = run.c;
-  ObjectStore& store = run.store;
-  TransferOptions topt = Transfer();
-  CheckpointManifest m;
-  m.job_id = c.job_id;
-  m.step = c.step;
-  m.world_size = c.world_size;
-  RankEntry entry;
-  entry.verified = true;
-  for (size_t i = 0; i < run.files.size(); ++i) {
-    struct stat st {};
-    const bool known = i < run.fds.fds.size() && run.fds.fds[i] >= 0 && fstat(run.fds.fds[i], &st) == 0;
-    entry.files.push_back({run.files[i].path, run.files[i].size, run.sha[i],
-                           known ? static_cast<uint32_t>(st.st_mode & 0777) : 0u});
-  }
-  m.ranks[c.rank] = entry;
-  const std::string mkey = RankManifestKey(c.job_id, c.step, c.rank);
-  if (Status s = ValidateManifest(m, mkey); !s) {
-    *permanent = true;
-    return s;
-  }
-  if (Status s = PutSmallObject(store, mkey, ManifestToJson(m), topt); !s) return s;
-  // Written once per job (the first owner stays); again when the record is missing, invalid or
-  // untrusted (see ReadJobOwner).
-  if (ReadJobOwner(store, c.job_id, topt) < 0) {
-    Json::Value owner_json;
-    owner_json["uid"] = c.uid;
-    owner_json["job_id"] = c.job_id;
-    std::string owner = Json::writeString(Json::StreamWriterBuilder(), owner_json) + "\n";
-    (void)PutSmallObject(store, JobOwnerKey(c.job_id), owner, topt);
-  }
-  Emit(c, "ckpt_uploaded", store.Describe() + "/" + RankKeyPrefix(c.job_id, c.step, c.rank) + " (" +
-                               std::to_string(run.total) + " bytes)");
-  // Another node may be writing its rank manifest right now, and some stores (s3rver) show a
-  // half-written object to a concurrent GET: retry the completion check a few times.
-  auto complete = TryCompleteStep(store, c.job_id, c.step, topt);
-  for (int attempt = 1; !complete && attempt < 6 && !stopping_; ++attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100 * attempt));
-    complete = TryCompleteStep(store, c.job_id, c.step, topt);
-  }
-  if (!complete) return complete.status();
-  if (complete->complete) {
+Status Uploader::Published(const CommitRecord& c, const RankUploadResult& uploaded,
+                           const std::shared_ptr<ObjectStore>& store) {
+  Emit(c, "ckpt_uploaded", store->Describe() + "/" + RankKeyPrefix(c.job_id, c.step, c.rank) + " (" +
+                               std::to_string(uploaded.bytes) + " bytes)");
+  if (uploaded.step.complete) {
     (void)db_->SetStepState(c.job_id, c.step, c.upload, "COMPLETE");
-    Emit(c, "ckpt_complete", store.Describe() + "/" + StepManifestKey(c.job_id, c.step));
+    Emit(c, "ckpt_complete", store->Describe() + "/" + StepManifestKey(c.job_id, c.step));
   } else if (c.keep > 0) {
     // Another node will complete the step. Retention on this node's disk must still happen once
     // it does: a watcher thread looks for the step manifest for a while (the rank's own upload
     // is done, so the commit is finished).
     std::lock_guard<std::mutex> l(mu_);
     ++watching_;
-    workers_.emplace_back([this, copy = c, shared = run.shared] {
-      WatchForCompletion(copy, shared);
+    workers_.emplace_back([this, copy = c, store] {
+      WatchForCompletion(copy, store);
       --watching_;
       // Joined by the dispatcher like an upload's thread: a finished thread left unjoined keeps
       // its stack (bench/soak/soak.py saw autopard's memory grow ~10 KiB per checkpoint step).
@@ -1104,7 +688,7 @@ Status Uploader::PublishRank(Run& run, bool* permanent) {
     });
     return Status::Ok();
   }
-  Retention(c, &store);
+  Retention(c, store.get());
   return Status::Ok();
 }
 

@@ -32,30 +32,14 @@
 
 #include "core/ckpt/commit_state.h"
 #include "core/proto/protocol.h"
+#include "core/ckpt/ckpt_store.h"
 #include "core/ckpt/storage.h"
 #include "config.h"
+#include "job_files_env.h"
 #include "service/user_access/user_fs.h"
 #include "state_db.h"
 
 namespace autopar {
-
-class Latch;  // uploader.cpp: counts a pass's tasks in flight and keeps the first error
-
-// A fixed set of worker threads running queued tasks (the parts in flight of all uploads), at
-// nice +10 like all upload threads: commits and the training program get the CPU first.
-class TaskPool {
- public:
-  explicit TaskPool(int threads);
-  ~TaskPool();
-  void Submit(std::function<void()> task);
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool stop_ = false;
-  std::vector<std::thread> threads_;
-};
 
 // Opens the store of a URI with the daemon's settings, cached per URI.
 // The stores autopard talks to, one per URI and, for file:// stores, per identity (a user's
@@ -176,26 +160,20 @@ class Uploader {
   // multipart-completed); `part` for part-sent. Safe from the hasher and the sending threads.
   Status RecordFile(int64_t commit_id, FileRecord& f, FileEvent event,
                     const std::string& value = "", const PartRecord* part = nullptr);
-  // `*permanent`: the failure cannot be cured by retrying later (local files missing or changed,
-  // invalid manifest, superseded step). The steps, in order: CheckRetry (a failed one), OpenFiles,
-  // ChooseSinglePuts, HashFiles (beside) and SendFiles (SendSingle, SendParts/SendPart,
-  // CompleteParts per pass), then PublishRank (manifest, owner, completion, retention).
+  // Uploads a commit's files (core's UploadRank: the engine, resumed from and recorded in the
+  // database through CommitLog), then Published. `*permanent`: the failure cannot be cured by
+  // retrying later (local files missing or changed, invalid manifest, superseded step).
   Status Upload(const CommitRecord& c, Active& active, bool* permanent);
-  struct Run;
-  struct Pass;
-  Status WithRetry(const std::function<StoreStatus()>& op, StoreStatus* last);
-  void AbortMultipart(Run& run);
-  Status CheckRetry(Run& run, bool* permanent);
-  Status OpenFiles(Run& run, bool* permanent);
-  void ChooseSinglePuts(Run& run);
-  void HashFiles(Run& run);
-  Status SendFiles(Run& run);
-  void SendSingle(Run& run, size_t i, Latch& latch);
-  Status SendParts(Run& run, size_t i, Pass& pass);
-  void SendPart(Run& run, size_t i, int part, Pass& pass);
-  bool CompletedBefore(Run& run, size_t i, const std::vector<Md5Digest>* md5s, std::string* etag);
-  Status CompleteParts(Run& run, size_t i, Pass& pass, int pass_no, bool* again);
-  Status PublishRank(Run& run, bool* permanent);
+  class CommitLog;
+  uint64_t MultipartThreshold(Active& active, const std::vector<FileRecord>& files, const ObjectStore& store);
+  // A failed upload retried: superseded by `keep` newer complete steps (permanent), or announced.
+  Status CheckRetry(const CommitRecord& c, Active& active, ObjectStore& store,
+                    std::vector<FileRecord>& files, bool* permanent);
+  // Aborts the multipart uploads the database holds for the commit's files, and forgets them.
+  void AbortRecorded(const CommitRecord& c, ObjectStore& store, std::vector<FileRecord>& files);
+  // The rank is in storage: its events, the step's completion (or a watcher for it), retention.
+  Status Published(const CommitRecord& c, const RankUploadResult& uploaded,
+                   const std::shared_ptr<ObjectStore>& store);
   // Queues the failed commits to `upload` that are to be retried, except `except`.
   void RetryFailed(const std::string& upload, int64_t except);
   Status FinishLocal(const CommitRecord& c, Active& active);
