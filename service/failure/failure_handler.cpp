@@ -204,10 +204,11 @@ void FailureHandler::ForgetIdleJobsLocked(double now) {
 
 bool FailureHandler::ResumeWatch(const std::string& job_id, int rank, int64_t step, pid_t pid,
                                  double time) {
-  auto process = ReadProcStat(pid, proc_);
-  if (!process) return false;  // the rank's process ended meanwhile
-  auto ctx = ContextOf(*process);
-  if (!ctx || ctx->job_id != job_id) return false;  // the pid now belongs to someone else
+  // Nothing when the rank's process ended meanwhile or its pid now belongs to someone else.
+  auto sender = SenderInJob(job_id, pid, /*short_lived=*/false);
+  if (!sender) return false;
+  const ProcStat* process = &sender->process;
+  const JobContext* ctx = &sender->ctx;
   std::lock_guard<std::mutex> lock(mu_);
   JobRecord& job = jobs_[job_id];
   job.seen = clock_();
@@ -237,11 +238,10 @@ bool FailureHandler::Alive(const RankProcess& p) const {
 bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t step, pid_t pid,
                                  bool short_lived, int64_t samples, int64_t tokens,
                                  std::optional<double> loss, const RanksReport& ranks) {
-  // The rank's process: the sender, or the task process of a sender that exits right away.
-  auto process = short_lived ? TaskProcessOf(pid, proc_) : ReadProcStat(pid, proc_);
-  if (!process) return false;
-  auto ctx = ContextOf(*process);
-  if (!ctx || ctx->job_id != job_id) return false;  // not a task of that job: nothing to watch
+  auto sender = SenderInJob(job_id, pid, short_lived);
+  if (!sender) return false;  // not a task of that job: nothing to watch
+  const ProcStat* process = &sender->process;
+  const JobContext* ctx = &sender->ctx;
   const double now = clock_();
   HeartbeatNews news;  // journalled below, outside the lock
   bool requested = false;
@@ -280,11 +280,19 @@ bool FailureHandler::OnHeartbeat(const std::string& job_id, int rank, int64_t st
   return requested;
 }
 
-void FailureHandler::OnFinishing(const std::string& job_id, pid_t pid) {
-  auto process = ReadProcStat(pid, proc_);
-  if (!process) return;
+std::optional<FailureHandler::Sender> FailureHandler::SenderInJob(const std::string& job_id, pid_t pid,
+                                                                  bool short_lived) {
+  auto process = short_lived ? TaskProcessOf(pid, proc_) : ReadProcStat(pid, proc_);
+  if (!process) return std::nullopt;
   auto ctx = ContextOf(*process);
-  if (!ctx || ctx->job_id != job_id) return;
+  if (!ctx || ctx->job_id != job_id) return std::nullopt;
+  return Sender{*process, *ctx};
+}
+
+void FailureHandler::OnFinishing(const std::string& job_id, pid_t pid) {
+  auto sender = SenderInJob(job_id, pid, /*short_lived=*/false);
+  if (!sender) return;
+  const JobContext* ctx = &sender->ctx;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;

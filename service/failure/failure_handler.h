@@ -308,6 +308,13 @@ class FailureHandler {
   // The job context for `pid` (cached per process), or nullopt when unreadable.
   std::optional<JobContext> ContextOf(pid_t pid);
   std::optional<JobContext> ContextOf(const ProcStat& process);
+  // A request's sender, when it is a task of `job_id`: its own process or, for a short-lived
+  // sender, its task's (TaskProcessOf), with the task's context. Else nothing to act on.
+  struct Sender {
+    ProcStat process;
+    JobContext ctx;
+  };
+  std::optional<Sender> SenderInJob(const std::string& job_id, pid_t pid, bool short_lived);
   // Whether a rank's process still runs.
   bool Alive(const RankProcess& p) const;
   // Time limits: reads end times, plans, journals requests and missed limits (from Tick).
