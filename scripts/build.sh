@@ -8,7 +8,7 @@
 set -euo pipefail
 # shellcheck source=cluster-env.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/cluster-env.sh"
-parts=(-DAUTOPAR_BUILD_TESTS=ON -DAUTOPAR_BUILD_BENCH=ON)
+parts=(-DAUTOPAR_BUILD_TESTS=ON -DAUTOPAR_UNIT_TESTS=ON -DAUTOPAR_BUILD_BENCH=ON)
 if [[ ${1:-} == --demo ]]; then
   parts=(-DAUTOPAR_BUILD_TESTS=OFF -DAUTOPAR_BUILD_BENCH=OFF)
   shift

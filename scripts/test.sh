@@ -2,7 +2,7 @@
 # Runs autopar's whole test suite on this machine (root, Debian 12): installs the dependencies,
 # builds, starts three local 4-node Slurm clusters (tests/cluster/) with the fresh plugin, runs every
 # unit and integration test through ctest, then the sanitizer stages (ASan+UBSan, fuzzing, TSan).
-# Extra arguments go to ctest (e.g. -L unit).
+# Extra arguments go to the main build's ctest (e.g. -L integration).
 set -euo pipefail
 # shellcheck source=cluster-env.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/cluster-env.sh"
@@ -12,16 +12,19 @@ cd "$AUTOPAR_REPO"
 stage() { echo "test.sh: $1 at ${SECONDS}s"; }
 bash scripts/install-deps.sh
 stage "dependencies installed"
-bash scripts/build.sh
+# The main build: the product and every test but the GoogleTest unit tests, which the sanitizer
+# build below builds and runs (the same tests, once, under ASan + UBSan; a developer's
+# scripts/build.sh puts them in the main build too).
+bash scripts/build.sh -DAUTOPAR_UNIT_TESTS=OFF
 stage "built"
 
 # Two sanitizer builds, compiled in the background at the lowest CPU priority while ctest runs the
 # suite below (the integration tests mostly wait for Slurm and their programs' sleeps; they get
 # the CPU first), then their tests run at normal priority once the suite has passed:
 # - clang with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer's coverage
-#   (-DAUTOPAR_FUZZ=ON): the unit tests once more under the sanitizers, then
-#   every fuzz target for a few seconds on its seed corpus (scripts/fuzz.sh; longer runs:
-#   bench/RESULTS.md);
+#   (-DAUTOPAR_FUZZ=ON), configured as the main build otherwise (NCCL's parts included): the
+#   unit tests, run only here, then every fuzz target for a few seconds on its seed corpus
+#   (scripts/fuzz.sh; longer runs: bench/RESULTS.md);
 # - clang with ThreadSanitizer (-DAUTOPAR_TSAN=ON, -O1, line tables only: the reports keep their
 #   file:line and the build a quarter of its CPU time): autopard's tests, among them
 #   DaemonLoadTest (8 threads of requests on one daemon while it serves, uploads and ticks), the
@@ -33,7 +36,7 @@ sanitizer_log=$AUTOPAR_BUILD_DIR-sanitizers.log
 (
   renice -n 19 -p "$BASHPID" >/dev/null
   CC=clang CXX=clang++ cmake -S . -B "$san" -DCMAKE_BUILD_TYPE=Debug -DAUTOPAR_FUZZ=ON \
-    -DAUTOPAR_BUILD_BENCH=OFF -DAUTOPAR_WITH_CUDA=OFF >/dev/null
+    -DAUTOPAR_BUILD_BENCH=OFF -DAUTOPAR_UNIT_TESTS=ON >/dev/null
   cmake --build "$san" -j"$(nproc)" --target autopar_unit_tests autopar_fuzz_targets
   CC=clang CXX=clang++ cmake -S . -B "$tsan" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-gline-tables-only -O1" \
     -DAUTOPAR_TSAN=ON -DAUTOPAR_BUILD_BENCH=OFF -DAUTOPAR_WITH_CUDA=OFF >/dev/null
