@@ -7,6 +7,7 @@
 #   scripts/fuzz.sh [SECONDS]     AUTOPAR_FUZZ_BUILD=dir (default build-fuzz beside the checkout)
 #                                 AUTOPAR_FUZZ_TARGETS="hostlist_fuzz s3_xml_fuzz" (default: all)
 #                                 AUTOPAR_FUZZ_JOBS=N build parallelism (default 1)
+#                                 AUTOPAR_FUZZ_PARALLEL=N targets run at once (default: the CPUs)
 set -euo pipefail
 
 seconds="${1:-10}"
@@ -37,13 +38,26 @@ fi
 scratch="$(mktemp -d)"
 trap 'rm -rf "${scratch}"' EXIT
 mkdir -p "${artifacts}"
+# One target per CPU at a time (each libFuzzer run is one process); the results in order.
+run_target() {
+  local target=$1
+  local rc=0
+  mkdir -p "${scratch}/${target}"
+  "${build}/fuzz/${target}" "${scratch}/${target}" "${root}/fuzz/corpus/${target}" \
+    -max_total_time="${seconds}" -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
+    -artifact_prefix="${artifacts}/${target}-" -print_final_stats=1 >"${scratch}/${target}.log" 2>&1 || rc=$?
+  echo "${rc}" >"${scratch}/${target}.rc"
+}
+parallel="${AUTOPAR_FUZZ_PARALLEL:-$(nproc)}"
+for target in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= parallel)); do wait -n || true; done
+  run_target "${target}" &
+done
+wait
 failed=0
 for target in "${targets[@]}"; do
-  mkdir -p "${scratch}/${target}"
   log="${scratch}/${target}.log"
-  if "${build}/fuzz/${target}" "${scratch}/${target}" "${root}/fuzz/corpus/${target}" \
-      -max_total_time="${seconds}" -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
-      -artifact_prefix="${artifacts}/${target}-" -print_final_stats=1 >"${log}" 2>&1; then
+  if [[ $(cat "${scratch}/${target}.rc") == 0 ]]; then
     runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "${log}")"
     echo "fuzz.sh: ${target}: ok, ${runs:-?} executions in ${seconds} s"
   else
