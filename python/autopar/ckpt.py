@@ -154,13 +154,17 @@ def _call_once(path: str, line: bytes, timeout: float) -> bytes:
     return buf
 
 
+def _request_line(request: Dict[str, Any]) -> bytes:
+    """A request as it goes on autopard's socket: one JSON line with the protocol's version."""
+    return (json.dumps({"v": PROTOCOL_VERSION, **request}, separators=(",", ":")) + "\n").encode()
+
+
 def _call(request: Dict[str, Any], timeout: float, path: Optional[str] = None) -> Any:
     """One request to the node's autopard. While autopard is not there (restarting), tried again
     after 0.1 s doubling up to 1 s, for up to AUTOPAR_DAEMON_RETRY_S; so is a request safe to
     repeat whose connection closed before the reply. `timeout` bounds each attempt."""
     path = path or _require("AUTOPAR_SOCKET")
-    request = {"v": PROTOCOL_VERSION, **request}
-    line = (json.dumps(request, separators=(",", ":")) + "\n").encode()
+    line = _request_line(request)
     give_up = time.monotonic() + _retry_s()
     pause, attempt = 0.1, 0
     while True:
@@ -258,13 +262,19 @@ def heartbeat(step: int, samples: Optional[int] = None, tokens: Optional[int] = 
     return requested
 
 
-def _heartbeat_request(beat: _Beat) -> Dict[str, Any]:
-    """The request of a heartbeat (step, samples, tokens, loss, timeout), with the job's fields."""
-    step, samples, tokens, loss, _ = beat
+def _heartbeat_fields(step: int) -> Dict[str, Any]:
+    """What every heartbeat says: the job, this rank (and its node) and the step."""
     f = _job_fields()
     req: Dict[str, Any] = {"op": "heartbeat", "job_id": f["job_id"], "rank": f["rank"], "step": step}
     if "node" in f:
         req["node"] = f["node"]
+    return req
+
+
+def _heartbeat_request(beat: _Beat) -> Dict[str, Any]:
+    """The request of a heartbeat (step, samples, tokens, loss, timeout), with the job's fields."""
+    step, samples, tokens, loss, _ = beat
+    req = _heartbeat_fields(step)
     if samples is not None:
         req["samples"] = samples
     if tokens is not None:
@@ -282,7 +292,7 @@ def _heartbeat_request(beat: _Beat) -> Dict[str, Any]:
         if nodes:
             req["rank_nodes"] = nodes
     leads = _leads
-    if leads is not None and f["rank"] != 0 and leads():
+    if leads is not None and req["rank"] != 0 and leads():
         req["leads"] = True  # reports the job's progress in rank 0's place (docs/ft.md)
     return req
 
@@ -533,13 +543,8 @@ def _flush_at_exit() -> None:
     if s is None or s.pid != os.getpid() or s.last_step is None:
         return
     try:
-        f = _job_fields()
-        req: Dict[str, Any] = {"op": "heartbeat", "job_id": f["job_id"], "rank": f["rank"],
-                               "step": s.last_step, "finishing": True}
-        if "node" in f:
-            req["node"] = f["node"]
-        line = json.dumps({"v": PROTOCOL_VERSION, **req}, separators=(",", ":")) + "\n"
-        _call_once(_require("AUTOPAR_SOCKET"), line.encode(), 1.0)  # once: no retries at exit
+        req = {**_heartbeat_fields(s.last_step), "finishing": True}
+        _call_once(_require("AUTOPAR_SOCKET"), _request_line(req), 1.0)  # once: no retries at exit
     except Exception:  # the exit goes on; a missing notice only shortens the allowance
         pass
 
