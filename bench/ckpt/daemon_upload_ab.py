@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from autopard_proc import start_autopard
+
 REPO = Path(__file__).resolve().parents[2]
 PORT = int(os.environ.get("AUTOPAR_BENCH_S3_PORT", "18962"))
 FILES, BIG_MIB, SMALL = (int(os.environ.get(k, d)) for k, d in (("FILES", 4), ("BIG_MIB", 128), ("SMALL", 200)))
@@ -46,13 +48,8 @@ def one(build: Path, root: Path, uri: str, files: dict, job: str) -> float:
                     "s3_secret_key = S3RVER\n")
     conf.chmod(0o600)
     log = open(root / "autopard.log", "w")
-    d = subprocess.Popen([str(build / "service" / "autopard" / "autopard"), "--config", str(conf)],
-                         stdout=log, stderr=subprocess.STDOUT)
+    d = start_autopard(build / "service" / "autopard" / "autopard", conf, sock, log)
     try:
-        for _ in range(200):
-            if sock.exists():
-                break
-            time.sleep(0.05)
         ck = root / "ck"
         rank = ck / "step-1" / "rank-0"
         rank.mkdir(parents=True)

@@ -30,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
 from autopar import ckpt  # noqa: E402
+from autopard_proc import start_autopard  # noqa: E402  (bench/ckpt, beside this file)
 
 BUILD = Path(os.environ.get("AUTOPAR_BUILD_DIR", REPO / "build"))
 
@@ -68,13 +69,8 @@ def run_mode(work, mode, args, rows):
     conf.write_text(f"socket = {sock}\nstate_dir = {work}/state-{mode}\nnode = bench\n"
                     f"commit_sync = {mode}\nmax_active_uploads = 1\nconcurrency = 2\n")
     log = open(work / f"autopard-{mode}.log", "w")
-    daemon = subprocess.Popen([str(BUILD / "service/autopard/autopard"), "--config", str(conf)],
-                              stdout=log, stderr=subprocess.STDOUT)
+    daemon = start_autopard(BUILD / "service/autopard/autopard", conf, sock, log)
     try:
-        for _ in range(200):
-            if sock.exists():
-                break
-            time.sleep(0.05)
         for size_text in args.sizes.split(","):
             size = size_bytes(size_text)
             job = f"stall-{mode}-{size_text}"
