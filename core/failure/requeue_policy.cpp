@@ -153,8 +153,9 @@ double RequeueBackoffSeconds(const RequeueSettings& s, int64_t attempt) {
 
 RequeueDecision DecideRequeue(const RequeueSettings& settings, const Failure& failure,
                               int64_t restart_count, const std::optional<PastFailure>& previous,
-                              const std::vector<std::string>& excluded_now) {
+                              const std::vector<std::string>& excluded_now, int64_t not_counted) {
   RequeueDecision d;
+  const int64_t used = std::max<int64_t>(0, restart_count - std::max<int64_t>(0, not_counted));
   d.restart_count = restart_count;
   d.max_restarts = settings.max_restarts;
   const std::string what = failure.Describe();
@@ -162,7 +163,7 @@ RequeueDecision DecideRequeue(const RequeueSettings& settings, const Failure& fa
   const bool early = IsProgramError(failure.kind) && !failure.made_progress &&
                      failure.run_seconds >= 0 && failure.run_seconds < settings.early_failure_s;
 
-  if (restart_count >= settings.max_restarts) {
+  if (used >= settings.max_restarts) {
     d.action = RequeueAction::kStop;
     d.reason = what + "; not requeued: " +
                (settings.max_restarts == 0
@@ -200,7 +201,7 @@ RequeueDecision DecideRequeue(const RequeueSettings& settings, const Failure& fa
   }
 
   d.action = RequeueAction::kRequeue;
-  d.attempt = restart_count + 1;
+  d.attempt = used + 1;
   d.delay_s = failure.kind == FailureClass::kTimeLimit ? 0
                                                         : RequeueBackoffSeconds(settings, d.attempt);
   if (failure.kind == FailureClass::kNodeLoss) d.delay_s = std::max(d.delay_s, settings.node_loss_delay_s);

@@ -10,8 +10,9 @@
 //     requeue itself is guarded again in Slurm by the same count (SlurmActions::Requeue), so
 //     several nodes deciding at once still cause exactly one requeue.
 //  2. Budget. At most N automatic restarts (N = --requeue-on-failure, already capped by the site's
-//     max_requeue). Every automatic restart counts, time-limit ones included: restart n of the job is
-//     "attempt n of N", and a failure with restart count >= N stops the job.
+//     max_requeue). Every automatic restart counts, time-limit ones included, preemptions not:
+//     restart n of the job, less its preemptions, is "attempt n of N", and a failure with that
+//     many >= N stops the job.
 //  3. No loops. A program error (crashed rank or hang) that comes within `early_failure_s` seconds
 //     of the run's start, before the run reported any training progress, with the same signature (class + exit code or signal) as the previous run's
 //     early failure stops the job with a clear reason instead of a requeue: with the defaults, a
@@ -126,14 +127,17 @@ struct RequeueDecision {
   double delay_s = 0;         // kRequeue: earliest start of the next run, seconds from now
   std::vector<std::string> exclude_nodes;  // kRequeue: the job's whole excluded list afterwards
   PastFailure note;           // kRequeue: what to remember for the next run's decision
+  bool preemption = false;    // kRequeue: the run was preempted (recorded, not counted)
   std::string reason;         // one line for the journal and the job's AdminComment
 };
 
 // The pure decision (rules 2-6; rule 1 is the ledger's and the caller's). `previous` is the
-// failure recorded at the last requeue, if any; `excluded_now` the job's excluded nodes.
+// failure recorded at the last requeue, if any; `excluded_now` the job's excluded nodes;
+// `not_counted` the restarts that do not count against the budget (preemptions:
+// core/failure/preemption.h), so the budget is restart_count - not_counted.
 RequeueDecision DecideRequeue(const RequeueSettings& settings, const Failure& failure,
                               int64_t restart_count, const std::optional<PastFailure>& previous,
-                              const std::vector<std::string>& excluded_now);
+                              const std::vector<std::string>& excluded_now, int64_t not_counted = 0);
 
 // The delay before restart `attempt` (1-based), rule 6.
 double RequeueBackoffSeconds(const RequeueSettings& s, int64_t attempt);

@@ -172,6 +172,18 @@ TEST(RequeuePolicyTest, ZeroRestartsNeverRequeues) {
   EXPECT_NE(d.reason.find("--requeue-on-failure is 0"), std::string::npos) << d.reason;
 }
 
+TEST(RequeuePolicyTest, PreemptionsAreNotCounted) {
+  RequeueSettings s;
+  s.max_restarts = 1;
+  // Restart 2 of the job, after two preemptions: the first failure, attempt 1 of 1.
+  RequeueDecision d = DecideRequeue(s, Crash(1, 100), 2, std::nullopt, {}, 2);
+  EXPECT_EQ(d.action, RequeueAction::kRequeue) << d.reason;
+  EXPECT_EQ(d.attempt, 1);
+  EXPECT_EQ(d.restart_count, 2);  // the guard stays Slurm's count
+  // After one preemption only: the budget is used.
+  EXPECT_EQ(DecideRequeue(s, Crash(1, 100), 2, std::nullopt, {}, 1).action, RequeueAction::kStop);
+}
+
 TEST(RequeuePolicyTest, ExitAtStartStopsAfterTheConfiguredRepeats) {
   // A script that exits 1 at start, run after run, with the note passed along as the daemon does
   // (through the job's AdminComment): stopped at the Kth immediate failure.

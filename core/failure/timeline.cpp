@@ -107,6 +107,8 @@ const std::vector<std::string>& AllEventKinds() {
       event_kind::kTimeLimitCheckpoint,
       event_kind::kTimeLimitMissed,
       event_kind::kTimeLimitNotRequeued,
+      event_kind::kTerminationCheckpoint,
+      event_kind::kPreempted,
       event_kind::kFinished,
       event_kind::kRecovery,
       event_kind::kHangStop,

@@ -73,6 +73,11 @@ inline constexpr const char* kResumed = "resumed";  // step (the checkpoint resu
 // a time limit reached without a COMPLETE checkpoint after the request, and a time-limit
 // checkpoint that was not requeued (reason=).
 inline constexpr const char* kTimeLimitRequest = "time_limit_request";
+// Preemption (failure_handler.h): the step a program checkpoints because its task got SIGTERM
+// (python/autopar), and Slurm's preemption of the run as autopard found it (preempt_time=
+// grace_s= partition= then=).
+inline constexpr const char* kTerminationCheckpoint = "termination_checkpoint";
+inline constexpr const char* kPreempted = "preempted";
 inline constexpr const char* kTimeLimitCheckpoint = "time_limit_checkpoint";
 inline constexpr const char* kTimeLimitMissed = "time_limit_missed";
 inline constexpr const char* kTimeLimitNotRequeued = "time_limit_not_requeued";

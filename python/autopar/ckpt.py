@@ -554,27 +554,69 @@ def agree(flag: object) -> bool:
     torch.distributed when the program has imported it and initialized the default process
     group (a collective: every rank must call it at the same point), else `flag` itself. This
     module never imports torch."""
+    return _agree_max(1 if flag else 0) > 0
+
+
+def _agree_max(value: int) -> int:
+    """The largest `value` of every rank (agree())."""
     dist = sys.modules.get("torch.distributed")
     if dist is None or not dist.is_available() or not dist.is_initialized():
-        return bool(flag)
+        return int(value)
     torch = sys.modules["torch"]
-    t = torch.tensor([1 if flag else 0], dtype=torch.int32)
+    t = torch.tensor([int(value)], dtype=torch.int32)
     if dist.get_backend() == "nccl":
         t = t.cuda(torch.cuda.current_device())
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    return int(t.item())
+
+
+_terminated = False  # this process got SIGTERM (the handler time_limit_reached() installs)
+_term_handler_installed = False
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    global _terminated
+    _terminated = True
+
+
+def _watch_sigterm() -> None:
+    """From the first time_limit_reached() on, a SIGTERM no longer ends the program: it asks for
+    the same checkpoint as a time-limit request, at the next step. A preemption, a scancel and
+    Slurm's own time limit all send it; autopard tells them apart from Slurm's record of the job
+    (a preemption is requeued once the step is COMPLETE; the others end as Slurm said, with
+    SIGKILL KillWait seconds later). Only where SIGTERM still has its default action, and only
+    from the main thread (Python's rule): a program with its own handler keeps it."""
+    global _term_handler_installed
+    if _term_handler_installed:
+        return
+    _term_handler_installed = True
+    import signal
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread
+        pass
 
 
 def time_limit_reached(requested: object, step: int) -> bool:
     """Call on every rank after heartbeat(step) with its result. Returns True on every rank when
-    any rank was asked to checkpoint for the time limit (agree()); the program then writes and
-    commits `step` and calls wait_for_requeue(). When True, the step is also recorded on the
-    job's timeline ("time_limit_checkpoint"), which tells autopard which step ends this run."""
-    global _time_limit_step
-    if not agree(requested):
-        return False
+    any rank was asked to checkpoint for the time limit (agree()), or got SIGTERM (a preemption:
+    from the first call on, SIGTERM asks for this checkpoint instead of ending the program); the
+    program then writes and commits `step` and calls wait_for_requeue(). When True, the step is
+    also recorded on the job's timeline ("time_limit_checkpoint", or "termination_checkpoint"
+    after a SIGTERM), which tells autopard which step ends this run."""
+    global _time_limit_step, _stop_reason
     if enabled():
-        event("time_limit_checkpoint", detail="checkpointing for the time limit", step=step)
+        _watch_sigterm()
+    why = _agree_max(2 if _terminated else 1 if requested else 0)
+    if why == 0:
+        return False
+    _stop_reason = "SIGTERM" if why == 2 else "the time limit"
+    if enabled():
+        if why == 2:
+            event("termination_checkpoint", detail="the task got SIGTERM: checkpointing", step=step)
+        else:
+            event("time_limit_checkpoint", detail="checkpointing for the time limit", step=step)
         if _time_limit_step is None:
             atexit.register(_hold_at_exit)
         _time_limit_step = int(step)
@@ -582,6 +624,7 @@ def time_limit_reached(requested: object, step: int) -> bool:
 
 
 _time_limit_step: Optional[int] = None  # the step announced by time_limit_reached()
+_stop_reason = "the time limit"  # or "SIGTERM": why time_limit_reached() returned True
 _holding = False
 
 
@@ -590,8 +633,9 @@ def _hold_at_exit() -> None:
     # wait_for_requeue() would end the job COMPLETED (or FAILED) with training unfinished: hold
     # here, so the requeue ends it.
     if not _holding:
-        print(f"autopar: rank {rank()}: exiting after the time-limit checkpoint of step "
-              f"{_time_limit_step}: holding until the requeue instead", file=sys.stderr, flush=True)
+        print(f"autopar: rank {rank()}: exiting after the checkpoint of step "
+              f"{_time_limit_step} for {_stop_reason}: holding until the requeue "
+              "instead", file=sys.stderr, flush=True)
         wait_for_requeue()
 
 
@@ -608,8 +652,8 @@ def wait_for_requeue(timeout: Optional[float] = None, poll: float = 0.5) -> NoRe
     _holding = True
     deadline = None if timeout is None else time.monotonic() + timeout
     wait_uploads(timeout=timeout if timeout is not None else 10 ** 9)
-    print(f"autopar: rank {rank()}: checkpoint committed for the time limit; waiting for the "
-          "requeue", file=sys.stderr, flush=True)
+    print(f"autopar: rank {rank()}: checkpoint committed for {_stop_reason}; waiting for the requeue",
+          file=sys.stderr, flush=True)
     while deadline is None or time.monotonic() < deadline:
         time.sleep(poll)
     raise AutoparError(f"the job was not requeued within {timeout:g} s of the time-limit checkpoint")

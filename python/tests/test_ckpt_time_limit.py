@@ -249,3 +249,20 @@ def test_exit_after_the_request_holds(tmp_path):
         p.kill()
     out, _ = p.communicate()
     assert "returning" in out
+
+
+def test_sigterm_asks_for_the_checkpoint_and_says_why(tmp_path):
+    """From the first time_limit_reached() on, SIGTERM (a preemption's notice) does not end the
+    program: the next call returns True and announces "termination_checkpoint"."""
+    daemon = FakeAutopard(tmp_path / "d.sock", lambda rank: False)
+    code = ("import os, signal\n"
+            "from autopar import ckpt\n"
+            "assert not ckpt.time_limit_reached(ckpt.heartbeat(1, wait=True), 1)\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "print('alive', ckpt.time_limit_reached(ckpt.heartbeat(2, wait=True), 2), flush=True)\n"
+            "os._exit(0)\n")
+    p = subprocess.run([TORCH_PYTHON, "-c", code], env=env_for(tmp_path, 0, 1),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "alive True" in p.stdout, p.stdout + p.stderr
+    announced = [q for q in daemon.requests if q["op"] == "event"]
+    assert [(q["kind"], q["step"]) for q in announced] == [("termination_checkpoint", 2)]

@@ -361,6 +361,20 @@ void FailureHandler::OnEvent(const JournalEvent& e, pid_t pid) {
   if (e.kind == event_kind::kCkptCommitted || e.kind == event_kind::kCkptUploaded ||
       e.kind == event_kind::kCkptComplete || e.kind == event_kind::kTimeLimitCheckpoint) {
     OnCheckpointEvent(e, pid);
+    if (e.kind == event_kind::kCkptComplete && e.step >= 0) {
+      JobContext ctx;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = jobs_.find(e.job_id);
+        if (it == jobs_.end() || it->second.run.ctx.job_id.empty()) return;
+        ctx = it->second.run.ctx;
+      }
+      OnPreemptedComplete(ctx, e.step);
+    }
+    return;
+  }
+  if (e.kind == event_kind::kTerminationCheckpoint) {
+    OnTerminationCheckpoint(e, pid);
     return;
   }
   if (e.kind != event_kind::kRankExit) return;
@@ -435,8 +449,11 @@ RequeueDecision FailureHandler::DecideFor(const JobContext& ctx, const Failure& 
       }
     }
   }
+  // Preemptions restarted the job without spending its budget (core/failure/preemption.h).
+  const int64_t preemptions =
+      ctx.restart_count - FailureRestarts(ctx.restart_count, ParsePreemptionNote(job.admin_comment));
   return DecideRequeue(settings, f, ctx.restart_count,
-                       history ? history : ParseFailureNote(job.admin_comment), excluded);
+                       history ? history : ParseFailureNote(job.admin_comment), excluded, preemptions);
 }
 
 namespace {

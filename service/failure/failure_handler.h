@@ -66,6 +66,7 @@
 
 #include "core/failure/hang_detector.h"
 #include "core/failure/launch_events.h"
+#include "core/failure/preemption.h"
 #include "core/health/loss_guard.h"
 #include "core/health/progress.h"
 #include "core/health/straggler.h"
@@ -236,6 +237,14 @@ class FailureHandler {
     // is asked to checkpoint for its time limit (the heartbeat's reply says so).
     bool OnStep(int64_t step, double now);
   };
+  // Preemption state of one run on this node (failure_handler_preemption.cpp).
+  struct PreemptWatch {
+    double checked_at = -1;       // clock time Slurm was last asked (-1: never)
+    Preemption slurm;             // Slurm's record, once it says preempted
+    int64_t announced_step = -1;  // the step the program checkpoints at its SIGTERM
+    int64_t complete_step = -1;   // the newest step COMPLETE in this run
+    bool acted = false;           // requeued (or left to Slurm) for the preemption
+  };
   // The process whose life is a rank's on this node.
   struct RankProcess {
     pid_t pid = 0;
@@ -244,6 +253,7 @@ class FailureHandler {
   struct Run {
     JobContext ctx;
     TimeLimitWatch tl;
+    PreemptWatch preempt;
     std::unique_ptr<HangDetector> hang;
     std::map<int, RankProcess> rank_procs;
     bool heartbeats = false;  // a rank of this run sent a heartbeat (training made progress)
@@ -339,6 +349,13 @@ class FailureHandler {
   // `progress`: the step was trained in this run (not the resumed one again).
   void RequeueForTimeLimit(const JobContext& ctx, int64_t step, const TimeLimitPlan& plan,
                            bool progress);
+  // Preemption (failure_handler_preemption.cpp): a program's termination_checkpoint; Slurm
+  // asked whether the run is preempted (at most every 2 s per run: a task's word only makes root
+  // ask, never act); a COMPLETE step of a preempted run; the requeue at once.
+  void OnTerminationCheckpoint(const JournalEvent& e, pid_t pid);
+  void ConfirmPreemption(const JobContext& ctx);
+  void OnPreemptedComplete(const JobContext& ctx, int64_t step);
+  void RequeueForPreemption(const JobContext& ctx, int64_t step, const Preemption& p);
   // The observed checkpoint durations of a job on this node, oldest first (mu_ held).
   std::vector<double> CkptDurationsLocked(const std::string& job_id) const;
   // config_.policy for `f`: after a node loss, with the delay this cluster needs

@@ -47,6 +47,8 @@ FailureHandler::HangWork FailureHandler::CheckHangs(double now, bool forget_idle
 }
 
 void FailureHandler::CheckHangLocked(Run* run, double now, HangWork* work) {
+  // A preempted run's programs hold after their checkpoint until Slurm or the requeue ends them.
+  if (run->preempt.slurm.preempted) return;
   if (run->hang_requeue_at && now >= *run->hang_requeue_at) {
     run->hang_requeue_at.reset();
     if (run->ctx.in_place()) {

@@ -1020,3 +1020,58 @@ TEST_F(TimeLimitTest, NoTimeLimitNoRequest) {
 
 }  // namespace
 }  // namespace autopar
+
+namespace autopar {
+namespace {
+
+TEST_F(TimeLimitTest, APreemptionIsRequeuedOnceItsStepIsCompleteAndNotCounted) {
+  Task(100, 0);
+  Task(101, 0);
+  slurm_.job.batch_host = "node1";
+  for (int64_t s = 0; s < 10; ++s) Step(s);
+  // A scancel's SIGTERM (no preempt_time in Slurm's record): nothing to do.
+  handler_->OnEvent(Ckpt("termination_checkpoint", 10, 0), 100);
+  handler_->OnEvent(Ckpt("ckpt_complete", 10), 0);
+  EXPECT_EQ(slurm_.requeues, 0);
+  EXPECT_EQ(Count("preempted"), 0);
+  // Preempted with a 20 s grace: journalled once, recorded in the AdminComment; the step's
+  // COMPLETE requeues the job at once.
+  now_ += 3;
+  slurm_.job.preempt_time = now_;
+  slurm_.job.end_time = now_ + 20;
+  slurm_.job.partition = "scavenger";
+  handler_->OnEvent(Ckpt("termination_checkpoint", 12, 0), 100);
+  handler_->OnEvent(Ckpt("termination_checkpoint", 12, 1), 101);
+  EXPECT_EQ(Count("preempted"), 1);
+  const JournalEvent* p = Find("preempted");
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(p->detail.find("grace_s=20 partition=scavenger preemptions=1"), std::string::npos) << p->detail;
+  EXPECT_EQ(slurm_.requeues, 0);
+  handler_->OnEvent(Ckpt("ckpt_complete", 12), 0);
+  EXPECT_EQ(slurm_.requeues, 1);
+  const JournalEvent* rq = Find("requeue");
+  ASSERT_NE(rq, nullptr);
+  EXPECT_NE(rq->detail.find("class=preemption"), std::string::npos) << rq->detail;
+  EXPECT_NE(slurm_.job.admin_comment.find("autopar-preempted count=1 last=0"), std::string::npos)
+      << slurm_.job.admin_comment;
+  // The preempted run is never taken for hung.
+  now_ += 200;
+  handler_->Tick();
+  EXPECT_EQ(Count("heartbeat_missed"), 0);
+}
+
+TEST_F(FailureHandlerTest, AFailureAfterPreemptionsHasTheWholeBudget) {
+  // Run 2 after two preemptions, --requeue-on-failure=1: its crash is attempt 1 of 1.
+  slurm_.job.restart_count = 2;
+  slurm_.job.admin_comment = "autopar: preempted; autopar-preempted count=2 last=1";
+  Task(100, 2, "1");
+  handler_->OnEvent(RankExit(0, "exit=1 run_s=100"), 100);
+  const JournalEvent* rq = Find("requeue");
+  ASSERT_NE(rq, nullptr) << (events_.empty() ? "" : events_.back().detail);
+  EXPECT_NE(rq->detail.find("attempt=1 of=1"), std::string::npos) << rq->detail;
+  EXPECT_NE(slurm_.job.admin_comment.find("autopar-preempted count=2 last=1"), std::string::npos)
+      << slurm_.job.admin_comment;
+}
+
+}  // namespace
+}  // namespace autopar

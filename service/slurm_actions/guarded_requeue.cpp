@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/failure/preemption.h"
 #include "core/hostlist.h"
 #include "service/slurm_actions/slurm_actions.h"
 #include "core/text.h"
@@ -85,6 +86,12 @@ SlurmJobUpdate FollowUp(SlurmActions& slurm, const std::string& job_id, const Re
   SlurmJobUpdate u;
   u.job_id = job_id;
   u.admin_comment = "autopar: " + decision.reason + "; " + EncodeFailureNote(decision.note);
+  if (after.ok()) {
+    // The job's preemptions are kept across every requeue (core/failure/preemption.h).
+    auto preempted = ParsePreemptionNote(after->admin_comment);
+    if (decision.preemption) preempted = RecordPreemption(preempted, decision.restart_count);
+    if (preempted) u.admin_comment = WithPreemptionNote(*u.admin_comment, *preempted);
+  }
   if (!after.ok()) {
     r->warnings.push_back("job not re-read after the requeue: " + after.message());
     r->restart_count_now = decision.restart_count + 1;

@@ -110,6 +110,8 @@ class LibSlurmActions : public SlurmActions {
     job.start_time = static_cast<double>(j.start_time);
     job.end_time = static_cast<double>(j.end_time);
     job.eligible_time = static_cast<double>(j.eligible_time);
+    job.preempt_time = static_cast<double>(j.preempt_time);
+    job.partition = Str(j.partition);
     job.time_limit_min = j.time_limit == INFINITE || j.time_limit == NO_VAL
                              ? -1
                              : static_cast<int64_t>(j.time_limit);

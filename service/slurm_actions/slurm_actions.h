@@ -38,6 +38,10 @@ struct SlurmJob {
   double start_time = 0;    // actual or expected
   double end_time = 0;      // actual or expected (start + time limit); 0: none
   double eligible_time = 0; // when a pending job may start (after a requeue: Slurm's wait)
+  // When Slurm signalled the run's preemption (0: not preempted); its end_time is then the end of
+  // the grace (core/failure/preemption.h).
+  double preempt_time = 0;
+  std::string partition;
   int64_t time_limit_min = -1;  // -1: unlimited
   std::string nodes;        // allocated nodes, Slurm's hostlist ("node[1-2]"); empty when pending
   int64_t cpus = 0;         // allocated (or requested) CPUs; 0: unknown

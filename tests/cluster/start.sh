@@ -118,6 +118,9 @@ ReturnToService=2
 MinJobAge=30
 # SIGTERM to SIGKILL delay when a job is cancelled or hits its limit (default 30).
 KillWait=$KILL_WAIT
+# Preemption by partition: a higher PriorityTier's jobs take a lower tier's nodes (above).
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 # Never cancel a job because its srun went quiet (the default, written down for clarity).
 InactiveLimit=0
 # Schedule every second (default 60; backfill default 30) so requeued jobs start again at once;
@@ -136,8 +139,12 @@ EOF
       "$node" "$(node_addr "$node")" "$node" "$(node_port "$node")"
   done
   cat <<EOF
-# The only partition: every node, no time limit.
-PartitionName=debug Nodes=node[1-${#NODES[@]}] Default=YES MaxTime=INFINITE State=UP
+# Two partitions over every node, no time limit. A job in \`debug\` (the default) takes nodes back
+# from jobs in \`scavenger\`, the low-priority partition that fills idle nodes (docs/recovery.md, "Preemption"):
+# the preempted job's steps get SIGTERM, and a job still running GraceTime seconds later is
+# requeued (PreemptMode=REQUEUE; JobRequeue=1 above).
+PartitionName=debug Nodes=node[1-${#NODES[@]}] Default=YES MaxTime=INFINITE State=UP PriorityTier=10
+PartitionName=scavenger Nodes=node[1-${#NODES[@]}] MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=20
 EOF
 }
 

@@ -1,0 +1,94 @@
+"""Preemption end to end on the local cluster with autopard on every node: a training job in the
+low-priority `scavenger` partition (tests/cluster/start.sh: PreemptMode=REQUEUE, GraceTime=20) is
+preempted twice by short jobs of the `debug` partition that need its nodes. At each notice (the
+steps' SIGTERM) every rank finishes its step and checkpoints it (autopar.ckpt.time_limit_reached,
+no code of its own for preemption), autopard confirms the preemption from Slurm's record and
+requeues the job as soon as that step is COMPLETE, before the grace ends, without spending
+--requeue-on-failure; each run resumes from the step the previous one checkpointed, so no step is
+redone, and the final model equals an unpreempted run's.
+
+Needs the cluster as test_requeue_faults.py does (autopard on every node). Wall time: about
+2 minutes.
+"""
+import re
+import time
+from pathlib import Path
+
+from conftest import PYTHON, sbatch, wait_for, wait_job
+from test_requeue_faults import (TRAIN, events, kinds, need_autopard, record, restarts,  # noqa: F401
+                                 same_model, show_job, steps_logged, submit)
+
+STEPS = 90
+STEP_SLEEP = 0.25
+
+
+def train_cmd(work: Path, step_sleep: float) -> str:
+    return (f"{PYTHON} {TRAIN} --steps {STEPS} --every 30 --step-sleep {step_sleep} "
+            f"--obey-time-limit --out {work}/final.pt")
+
+
+def job_nodes(job_id: str) -> str:
+    m = re.search(r"\n\s*NodeList=(\S+)", show_job(job_id))
+    assert m and m.group(1) != "(null)", show_job(job_id)
+    return m.group(1)
+
+
+def preempt(job_id: str, tmp_path: Path, n: int) -> float:
+    """Submits a short debug-partition job that needs the training job's nodes; returns when."""
+    nodes = job_nodes(job_id)
+    d = tmp_path / f"preemptor-{n}"
+    d.mkdir()
+    t = time.time()
+    sbatch("#!/bin/bash\nsleep 3\n", d, "-p", "debug", "-N2", f"--nodelist={nodes}",
+           "--exclusive", f"-o{d}/out.txt")
+    return t
+
+
+def trained(work: Path, run_no: int, steps: int) -> bool:
+    return sum(1 for r, rank, _, _ in steps_logged(work) if r == run_no and rank == 0) >= steps
+
+
+def test_preempted_twice_loses_no_step(tmp_path):
+    ref = tmp_path / "reference"
+    submit(ref, opts="--requeue-on-failure=1", program=train_cmd(ref, 0))
+    work = tmp_path / "p"
+    job = submit(work, opts="--requeue-on-failure=1 --partition=scavenger",
+                 program=train_cmd(work, STEP_SLEEP))
+    notices = []
+    for n in range(2):
+        wait_for(lambda: trained(work, n, 12), 240, f"run {n} training 12 steps")
+        notices.append(preempt(job, tmp_path, n))
+        wait_for(lambda: restarts(job) > n, 60, f"the requeue after preemption {n + 1}")
+    state = wait_job(job, timeout=400)
+    print(show_job(job))
+    out = (work / "out.txt").read_text()
+    evs = events(job, "preempted")
+    story = "\n".join(f"{e['time']:.1f} {e['node']} r{e['rank']} s{e['step']} {e['kind']} "
+                      f"{e['detail'][:200]}" for e in evs if not e["kind"].startswith("ckpt_up"))
+    assert state == "COMPLETED", out[-3000:] + "\n" + story
+    # The reference ended long before (Slurm has forgotten it): its model file says it did.
+    assert (ref / "final.pt").exists(), (ref / "out.txt").read_text()[-3000:]
+    assert same_model(work / "final.pt", ref / "final.pt"), "the model differs from an unpreempted run"
+
+    # Known as preemptions, from Slurm's record; requeued by autopard, never as failures.
+    assert restarts(job) == 2, story
+    preempted = kinds(evs, "preempted")
+    assert len(preempted) == 2 and all("grace_s=" in e["detail"] for e in preempted), story
+    requeues = kinds(evs, "requeue")
+    assert len(requeues) == 2 and all("class=preemption" in e["detail"] for e in requeues), story
+    assert not kinds(evs, "failure") and not kinds(evs, "stopped"), story
+    assert "autopar-preempted count=2 last=1" in show_job(job), show_job(job)
+
+    # Nothing but the current step lost: run n stopped at the step it checkpointed at its
+    # notice, run n+1 trained on from the step after it.
+    logged = steps_logged(work)
+    for n, requeue in enumerate(requeues):
+        step = requeue["step"]
+        announced = [e for e in kinds(evs, "termination_checkpoint") if e["step"] == step]
+        assert sorted(e["rank"] for e in announced) == [0, 1, 2, 3], story
+        last = max(s for r, _, s, _ in logged if r == n)
+        first = min(s for r, _, s, _ in logged if r == n + 1)
+        assert last == step and first == step + 1, (n, step, last, first, story)
+        took = min(t for r, _, s, t in logged if r == n + 1) - notices[n]
+        record(f"preemption {n + 1}", notice_to_next_step_s=round(took, 1),
+               notice_to_requeue_s=round(requeue["time"] - notices[n], 1), steps_redone=0)
