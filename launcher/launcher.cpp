@@ -19,6 +19,7 @@ extern char** environ;
 namespace autopar {
 using launcher_detail::kDefaultRendezvousTimeoutS;
 using launcher_detail::kRecoverTimeoutMs;
+using launcher_detail::kTerminatedTimeoutMs;
 using launcher_detail::SecondsSince;
 using launcher_detail::Get;
 using launcher_detail::Lookup;
@@ -186,6 +187,11 @@ LaunchEvent Launcher::PrepareGeneration() {
 LaunchEvent Launcher::RunProgram() {
   if (!in_place_) {
     code_ = RunChild(opts_.program, child_env_, decisions_.cpus, forward_from_parent_, &terminated_);
+    if (!terminated_ && code_ == 128 + SIGTERM) {
+      // Slurm's SIGTERM reached the program first (below: the same in place).
+      usleep(100 * 1000);
+      terminated_ = PendingTerminationSignal() != 0;
+    }
     return LaunchEvent::kFinished;
   }
   failure_.reset();
@@ -263,6 +269,17 @@ int Launcher::Finish() {
     // Rank 0's launcher's, or the group's leader's when rank 0's node may be gone.
     TellEvent(env_, info_.rank, host_, LaunchMessagePrefix(rank_, host_), verbose_, event_kind::kFinished, -1,
               {{"exit", "0"}, {"run_s", FormatFixed(run_s, 1)}});
+  }
+  if (terminated_ && code_ != 0 && !decided_) {
+    // Slurm ended the step with SIGTERM (a preemption, a scancel, the time limit) and the program
+    // ended at it without a checkpoint it holds for (python/autopar: time_limit_reached). Before
+    // this launcher ends (and with the others the batch script, which would end a preempted job
+    // COMPLETED), autopard reads Slurm's record and requeues a preempted job.
+    const GetEnv get = Lookup(child_env_);
+    Status st = SendJobEvent(get, JobEventRequest(get, event_kind::kTerminated, info_.rank, -1, host_,
+                                                  {{"exit", std::to_string(code_)}}),
+                             kTerminatedTimeoutMs);
+    if (!st && verbose_) Say("warning: " + st.message());
   }
   if (decided_) {
     // autopard has requeued or stopped the job (or it has no failure handling): every launcher

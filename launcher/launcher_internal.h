@@ -22,6 +22,9 @@ constexpr int kDefaultRendezvousTimeoutS = 300;
 constexpr int kStopGraceMs = 3000;
 constexpr int kNoticeTimeoutMs = 2000;
 constexpr int kRecoverTimeoutMs = 60000;
+// How long a launcher whose program ended at the step's SIGTERM waits for autopard to read
+// Slurm's record (and requeue a preempted job) before it ends: well within a grace time.
+constexpr int kTerminatedTimeoutMs = 5000;
 
 inline double EpochNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -74,9 +74,11 @@ inline constexpr const char* kResumed = "resumed";  // step (the checkpoint resu
 // checkpoint that was not requeued (reason=).
 inline constexpr const char* kTimeLimitRequest = "time_limit_request";
 // Preemption (failure_handler.h): the step a program checkpoints because its task got SIGTERM
-// (python/autopar), and Slurm's preemption of the run as autopard found it (preempt_time=
+// (python/autopar); a program that ended at its task's SIGTERM without such a checkpoint
+// (autopar-launch: exit=); Slurm's preemption of the run as autopard found it (preempt_time=
 // grace_s= partition= then=).
 inline constexpr const char* kTerminationCheckpoint = "termination_checkpoint";
+inline constexpr const char* kTerminated = "terminated";
 inline constexpr const char* kPreempted = "preempted";
 inline constexpr const char* kTimeLimitCheckpoint = "time_limit_checkpoint";
 inline constexpr const char* kTimeLimitMissed = "time_limit_missed";

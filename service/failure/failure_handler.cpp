@@ -377,6 +377,10 @@ void FailureHandler::OnEvent(const JournalEvent& e, pid_t pid) {
     OnTerminationCheckpoint(e, pid);
     return;
   }
+  if (e.kind == event_kind::kTerminated) {
+    OnTerminated(e, pid);
+    return;
+  }
   if (e.kind != event_kind::kRankExit) return;
   auto exit = RankExit::Parse(ParseEventFields(e.detail));
   if (!exit) {

@@ -244,6 +244,7 @@ class FailureHandler {
     int64_t announced_step = -1;  // the step the program checkpoints at its SIGTERM
     int64_t complete_step = -1;   // the newest step COMPLETE in this run
     bool acted = false;           // requeued (or left to Slurm) for the preemption
+    bool terminated = false;      // a launcher said its program ended at the SIGTERM
   };
   // The process whose life is a rank's on this node.
   struct RankProcess {
@@ -349,11 +350,14 @@ class FailureHandler {
   // `progress`: the step was trained in this run (not the resumed one again).
   void RequeueForTimeLimit(const JobContext& ctx, int64_t step, const TimeLimitPlan& plan,
                            bool progress);
-  // Preemption (failure_handler_preemption.cpp): a program's termination_checkpoint; Slurm
-  // asked whether the run is preempted (at most every 2 s per run: a task's word only makes root
-  // ask, never act); a COMPLETE step of a preempted run; the requeue at once.
+  // Preemption (failure_handler_preemption.cpp): a program's termination_checkpoint; a
+  // launcher's "terminated" (its program ended at the SIGTERM without one); Slurm asked whether
+  // the run is preempted (at most every 2 s per run, and once for "terminated": a task's word
+  // only makes root ask, never act), journalled by the batch host's node, the preemption
+  // if so; a COMPLETE step of a preempted run; the requeue at once.
   void OnTerminationCheckpoint(const JournalEvent& e, pid_t pid);
-  void ConfirmPreemption(const JobContext& ctx);
+  void OnTerminated(const JournalEvent& e, pid_t pid);
+  std::optional<Preemption> ConfirmPreemption(const JobContext& ctx);
   void OnPreemptedComplete(const JobContext& ctx, int64_t step);
   void RequeueForPreemption(const JobContext& ctx, int64_t step, const Preemption& p);
   // The observed checkpoint durations of a job on this node, oldest first (mu_ held).

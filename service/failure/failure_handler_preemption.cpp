@@ -20,6 +20,15 @@
 namespace autopar {
 namespace {
 constexpr double kRecheckS = 2;  // a run's preemption is asked of Slurm at most this often
+
+EventFields PreemptedFields(const Preemption& p, const SlurmJob& job, int64_t count,
+                            const std::string& then) {
+  return {{"preempt_time", FormatEventTime(p.preempt_time, false)},
+          {"grace_s", FormatFixed(p.grace_s, 0)},
+          {"partition", job.partition},
+          {"preemptions", std::to_string(count)},
+          {"then", then}};
+}
 }  // namespace
 
 void FailureHandler::OnTerminationCheckpoint(const JournalEvent& e, pid_t pid) {
@@ -43,47 +52,73 @@ void FailureHandler::OnTerminationCheckpoint(const JournalEvent& e, pid_t pid) {
       ask = true;
     }
   }
-  if (ask) {
-    ConfirmPreemption(ctx);
-  } else {
-    OnPreemptedComplete(ctx, -1);  // announced after its step was COMPLETE
-  }
+  if (ask && !ConfirmPreemption(ctx)) return;
+  OnPreemptedComplete(ctx, -1);  // its step may be COMPLETE already
 }
 
-void FailureHandler::ConfirmPreemption(const JobContext& ctx) {
+void FailureHandler::OnTerminated(const JournalEvent& e, pid_t pid) {
+  auto sender = ContextOf(pid);
+  if (!sender || sender->job_id != e.job_id) return;  // only the job's own tasks
+  JobContext ctx;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(e.job_id);
+    if (it == jobs_.end() || it->second.run.ctx.job_id.empty()) return;
+    Run& run = it->second.run;
+    if (sender->restart_count != run.ctx.restart_count) return;
+    PreemptWatch& pw = run.preempt;
+    // Once per run and node: the program's own checkpoint (announced) is the better way out.
+    if (pw.acted || pw.terminated || pw.announced_step >= 0) return;
+    pw.terminated = true;
+    ctx = run.ctx;
+  }
+  auto p = ConfirmPreemption(ctx);
+  if (!p || !ctx.requeue_on_failure) return;  // not preempted, or Slurm requeues at the grace's end
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(e.job_id);
+    if (it == jobs_.end() || it->second.run.ctx.restart_count != ctx.restart_count) return;
+    PreemptWatch& pw = it->second.run.preempt;
+    if (pw.acted || pw.announced_step >= 0) return;
+    pw.acted = true;
+  }
+  // The program ended at the notice without a checkpoint of its own: the job is requeued now,
+  // before its batch script can end it as COMPLETED, and resumes from its last complete one.
+  RequeueForPreemption(ctx, -1, *p);
+}
+
+std::optional<Preemption> FailureHandler::ConfirmPreemption(const JobContext& ctx) {
   auto job = slurm_->LoadJob(ctx.job_id);
-  if (!job.ok() || job->restart_count != ctx.restart_count || !job->running()) return;
+  if (!job.ok() || job->restart_count != ctx.restart_count || !job->running()) return std::nullopt;
   Preemption p = PreemptionOf(job->preempt_time, job->end_time);
-  if (!p.preempted) return;  // a scancel or a time limit: Slurm ends the job as it said
+  if (!p.preempted) return std::nullopt;  // a scancel or a time limit: Slurm ends the job as it said
   int64_t step = -1;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(ctx.job_id);
-    if (it == jobs_.end() || it->second.run.ctx.restart_count != ctx.restart_count) return;
+    if (it == jobs_.end() || it->second.run.ctx.restart_count != ctx.restart_count) return std::nullopt;
     PreemptWatch& pw = it->second.run.preempt;
-    if (pw.slurm.preempted) return;
+    if (pw.slurm.preempted) return pw.slurm;
     pw.slurm = p;
     step = pw.announced_step;
   }
-  // One node records and journals it: the batch host's (every node of the job acts on it).
+  // The batch host's node records it in the AdminComment at once (the budget must not count it
+  // even when Slurm's own requeue at the grace's end comes first). The journal says it once:
+  // here when Slurm requeues the job, else with autopard's requeue (one node makes it).
   if (job->batch_host == config_.node) {
     PreemptionNote note = RecordPreemption(ParsePreemptionNote(job->admin_comment), ctx.restart_count);
     SlurmJobUpdate u;
     u.job_id = ctx.job_id;
     u.admin_comment = WithPreemptionNote(job->admin_comment, note);
     const Status recorded = *u.admin_comment == job->admin_comment ? Status::Ok() : slurm_->Update(u);
-    const bool early = ctx.requeue_on_failure && ctx.ckpt_upload;
-    EventFields f = {{"preempt_time", FormatEventTime(p.preempt_time, false)},
-                     {"grace_s", FormatFixed(p.grace_s, 0)},
-                     {"partition", job->partition},
-                     {"preemptions", std::to_string(note.count)},
-                     {"then", early ? "requeue once the step is COMPLETE in storage (not counted "
-                                      "against --requeue-on-failure)"
-                                    : "Slurm requeues the job at the grace's end (PreemptMode)"}};
-    if (!recorded.ok()) f.emplace_back("warning", "preemption not recorded: " + recorded.message());
-    Emit(ctx.job_id, event_kind::kPreempted, -1, step, FormatEventFields(f));
+    if (!(ctx.requeue_on_failure && ctx.ckpt_upload) || !recorded.ok()) {
+      EventFields f = PreemptedFields(p, *job, note.count,
+                                      "Slurm requeues the job at the grace's end (PreemptMode)");
+      if (!recorded.ok()) f.emplace_back("warning", "preemption not recorded: " + recorded.message());
+      Emit(ctx.job_id, event_kind::kPreempted, -1, step, FormatEventFields(f));
+    }
   }
-  OnPreemptedComplete(ctx, -1);
+  return p;
 }
 
 void FailureHandler::OnPreemptedComplete(const JobContext& ctx_in, int64_t step) {
@@ -132,8 +167,12 @@ void FailureHandler::RequeueForPreemption(const JobContext& ctx, int64_t step, c
     if (auto ex = ExpandHostlist(job->excluded_nodes); ex.ok()) d.exclude_nodes = *ex;
   }
   d.reason = "preempted at " + FormatEventTime(p.preempt_time, false) + " (grace " +
-             FormatFixed(p.grace_s, 0) + " s): step " + std::to_string(step) +
-             " is COMPLETE; requeued at once (not counted against --requeue-on-failure)";
+             FormatFixed(p.grace_s, 0) + " s): " +
+             (step >= 0 ? "step " + std::to_string(step) + " is COMPLETE"
+                        : std::string("the program ended at the notice without a checkpoint of "
+                                      "its own, so the next run resumes from the last complete "
+                                      "one")) +
+             "; requeued at once (not counted against --requeue-on-failure)";
   ledger_.Record(ctx.job_id, d);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -148,6 +187,11 @@ void FailureHandler::RequeueForPreemption(const JobContext& ctx, int64_t step, c
     return;
   }
   if (r->outcome != RequeueOutcome::kRequeued) return;  // the node that did it journals it
+  const PreemptionNote note = RecordPreemption(ParsePreemptionNote(job->admin_comment), ctx.restart_count);
+  Emit(ctx.job_id, event_kind::kPreempted, -1, step,
+       FormatEventFields(PreemptedFields(p, *job, note.count,
+                                         "requeued by autopard at once (not counted against "
+                                         "--requeue-on-failure)")));
   EventFields out = {{"class", "preemption"}, {"reason", d.reason}};
   for (const auto& w : r->warnings) out.emplace_back("warning", w);
   Emit(ctx.job_id, event_kind::kRequeue, -1, step, FormatEventFields(out));

@@ -1042,13 +1042,16 @@ TEST_F(TimeLimitTest, APreemptionIsRequeuedOnceItsStepIsCompleteAndNotCounted) {
   slurm_.job.partition = "scavenger";
   handler_->OnEvent(Ckpt("termination_checkpoint", 12, 0), 100);
   handler_->OnEvent(Ckpt("termination_checkpoint", 12, 1), 101);
-  EXPECT_EQ(Count("preempted"), 1);
+  EXPECT_EQ(slurm_.requeues, 0);
+  // Recorded at once (Slurm's own requeue at the grace's end must not count it either).
+  EXPECT_NE(slurm_.job.admin_comment.find("autopar-preempted count=1 last=0"), std::string::npos)
+      << slurm_.job.admin_comment;
+  handler_->OnEvent(Ckpt("ckpt_complete", 12), 0);
+  EXPECT_EQ(slurm_.requeues, 1);
+  EXPECT_EQ(Count("preempted"), 1);  // journalled with the requeue, by the node that made it
   const JournalEvent* p = Find("preempted");
   ASSERT_NE(p, nullptr);
   EXPECT_NE(p->detail.find("grace_s=20 partition=scavenger preemptions=1"), std::string::npos) << p->detail;
-  EXPECT_EQ(slurm_.requeues, 0);
-  handler_->OnEvent(Ckpt("ckpt_complete", 12), 0);
-  EXPECT_EQ(slurm_.requeues, 1);
   const JournalEvent* rq = Find("requeue");
   ASSERT_NE(rq, nullptr);
   EXPECT_NE(rq->detail.find("class=preemption"), std::string::npos) << rq->detail;
@@ -1058,6 +1061,39 @@ TEST_F(TimeLimitTest, APreemptionIsRequeuedOnceItsStepIsCompleteAndNotCounted) {
   now_ += 200;
   handler_->Tick();
   EXPECT_EQ(Count("heartbeat_missed"), 0);
+}
+
+TEST_F(TimeLimitTest, AProgramThatEndedAtThePreemptionIsRequeuedAtOnce) {
+  Task(100, 0);
+  Task(200, 0);  // its launcher
+  slurm_.job.batch_host = "node1";
+  for (int64_t s = 0; s < 10; ++s) Step(s);
+  JournalEvent t = Ckpt("terminated", -1, 0);
+  t.detail = "exit=143";
+  handler_->OnEvent(t, 200);  // a scancel: nothing
+  EXPECT_EQ(slurm_.requeues, 0);
+  slurm_.job.preempt_time = now_;
+  slurm_.job.end_time = now_ + 20;
+  Task(201, 0);
+  handler_->OnEvent(t, 201);  // once per run and node: the scancel's was this run's
+  EXPECT_EQ(slurm_.requeues, 0);
+}
+
+TEST_F(TimeLimitTest, AProgramThatEndedAtThePreemptionIsRequeuedWithoutACheckpoint) {
+  Task(100, 0);
+  Task(200, 0);
+  slurm_.job.batch_host = "node1";
+  for (int64_t s = 0; s < 10; ++s) Step(s);
+  slurm_.job.preempt_time = now_;
+  slurm_.job.end_time = now_ + 20;
+  JournalEvent t = Ckpt("terminated", -1, 0);
+  t.detail = "exit=143";
+  handler_->OnEvent(t, 200);
+  EXPECT_EQ(Count("preempted"), 1);
+  ASSERT_EQ(slurm_.requeues, 1);
+  const JournalEvent* rq = Find("requeue");
+  ASSERT_NE(rq, nullptr);
+  EXPECT_NE(rq->detail.find("without a checkpoint of its own"), std::string::npos) << rq->detail;
 }
 
 TEST_F(FailureHandlerTest, AFailureAfterPreemptionsHasTheWholeBudget) {

@@ -92,3 +92,33 @@ def test_preempted_twice_loses_no_step(tmp_path):
         took = min(t for r, _, s, t in logged if r == n + 1) - notices[n]
         record(f"preemption {n + 1}", notice_to_next_step_s=round(took, 1),
                notice_to_requeue_s=round(requeue["time"] - notices[n], 1), steps_redone=0)
+
+
+def test_a_program_that_ends_at_the_notice_resumes_from_its_last_checkpoint(tmp_path):
+    """A program that knows nothing of preemption (no time_limit_reached) dies of the SIGTERM.
+    Its launchers ask autopard before they end; autopard finds the preemption in Slurm's record
+    and requeues the job at once, so its batch script cannot end it COMPLETED, and the next run
+    resumes from the last complete periodic checkpoint, as the timeline says."""
+    work = tmp_path / "plain"
+    program = (f"{PYTHON} {TRAIN} --steps 60 --every 5 --step-sleep {STEP_SLEEP} "
+               f"--out {work}/final.pt")
+    job = submit(work, opts="--requeue-on-failure=1 --partition=scavenger", program=program)
+    wait_for(lambda: trained(work, 0, 12), 240, "run 0 training 12 steps")
+    preempt(job, tmp_path, 0)
+    wait_for(lambda: restarts(job) > 0, 60, "the requeue after the preemption")
+    state = wait_job(job, timeout=300)
+    out = (work / "out.txt").read_text()
+    evs = events(job, "preempted")
+    story = "\n".join(f"{e['time']:.1f} {e['node']} r{e['rank']} s{e['step']} {e['kind']} "
+                      f"{e['detail'][:200]}" for e in evs if not e["kind"].startswith("ckpt_up"))
+    assert state == "COMPLETED" and restarts(job) == 1, out[-3000:] + "\n" + story
+    assert (work / "final.pt").exists(), out[-3000:]
+    assert kinds(evs, "terminated") and len(kinds(evs, "preempted")) == 1, story
+    requeues = kinds(evs, "requeue")
+    assert len(requeues) == 1 and "class=preemption" in requeues[0]["detail"] \
+        and "without a checkpoint of its own" in requeues[0]["detail"], story
+    assert not kinds(evs, "failure") and not kinds(evs, "rank_exit"), story
+    logged = steps_logged(work)
+    last = max(s for r, _, s, _ in logged if r == 0)
+    first = min(s for r, _, s, _ in logged if r == 1)
+    assert first % 5 == 0 and last - first < 6, (last, first, story)  # a periodic checkpoint's
