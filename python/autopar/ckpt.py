@@ -579,6 +579,16 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     _terminated = True
 
 
+def take_sigterm() -> None:
+    """From now on SIGTERM asks for the checkpoint of time_limit_reached() instead of ending the
+    program, replacing the handler a framework installed (Lightning's ends fit() at the next
+    batch; autopar.lightning calls this once training starts). From the main thread only."""
+    import signal
+    global _term_handler_installed
+    _term_handler_installed = True
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
 def _watch_sigterm() -> None:
     """From the first time_limit_reached() on, a SIGTERM no longer ends the program: it asks for
     the same checkpoint as a time-limit request, at the next step. A preemption, a scancel and
@@ -598,17 +608,18 @@ def _watch_sigterm() -> None:
         pass
 
 
-def time_limit_reached(requested: object, step: int) -> bool:
+def time_limit_reached(requested: object, step: int, terminated: bool = False) -> bool:
     """Call on every rank after heartbeat(step) with its result. Returns True on every rank when
     any rank was asked to checkpoint for the time limit (agree()), or got SIGTERM (a preemption:
     from the first call on, SIGTERM asks for this checkpoint instead of ending the program); the
     program then writes and commits `step` and calls wait_for_requeue(). When True, the step is
     also recorded on the job's timeline ("time_limit_checkpoint", or "termination_checkpoint"
-    after a SIGTERM), which tells autopard which step ends this run."""
+    after a SIGTERM), which tells autopard which step ends this run. `terminated`: a SIGTERM the
+    program's own handler saw (this module then leaves SIGTERM to it)."""
     global _time_limit_step, _stop_reason
     if enabled():
         _watch_sigterm()
-    why = _agree_max(2 if _terminated else 1 if requested else 0)
+    why = _agree_max(2 if _terminated or terminated else 1 if requested else 0)
     if why == 0:
         return False
     _stop_reason = "SIGTERM" if why == 2 else "the time limit"

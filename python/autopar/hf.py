@@ -53,12 +53,23 @@ def _own_files(args: Any, folder: str) -> List[str]:
 
 
 class AutoparCallback(TrainerCallback):  # type: ignore[misc]
-    """Commits each of Trainer's saves through autopard and sends a heartbeat every step. Does
+    """Commits each of Trainer's saves through autopard and sends a heartbeat every step. When
+    autopard asks for a checkpoint before the time limit, or the ranks' tasks get SIGTERM (a
+    preemption's notice: docs/recovery.md), the step just finished is saved and committed at
+    once and the ranks hold until the job is requeued (autopar.ckpt.time_limit_reached). Does
     nothing where the job has no autopar checkpoints (`autopar.ckpt.enabled()` False)."""
 
+    def __init__(self) -> None:
+        self._stopping = False
+
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if ckpt.enabled():
-            ckpt.heartbeat(state.global_step)
+        if not ckpt.enabled():
+            return
+        step = int(state.global_step)
+        if ckpt.time_limit_reached(ckpt.heartbeat(step), step):  # every rank, every step
+            self._stopping = True
+            control.should_save = True
+            control.should_training_stop = True
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if not ckpt.enabled():
@@ -69,6 +80,8 @@ class AutoparCallback(TrainerCallback):  # type: ignore[misc]
         for name in _own_files(args, folder):
             link_or_copy(os.path.join(folder, name), os.path.join(target, name))
         ckpt.commit(step)
+        if self._stopping:
+            ckpt.wait_for_requeue()  # the next run resumes from this step
 
 
 def resume_checkpoint(args: Any) -> Optional[str]:

@@ -53,12 +53,30 @@ def trainer_layout() -> Dict[str, int]:
 
 class AutoparCheckpoint(ModelCheckpoint):  # type: ignore[misc]
     """A ModelCheckpoint whose every save is also an autopar commit (module doc); its arguments are
-    ModelCheckpoint's. Without autopar checkpoints it is a plain ModelCheckpoint."""
+    ModelCheckpoint's. When autopard asks for a checkpoint before the time limit, or the ranks'
+    tasks get SIGTERM (a preemption's notice: from training's start autopar's handler replaces
+    Lightning's, which would end fit), the batch just finished is saved and committed at once
+    and the ranks hold until the job is requeued (docs/recovery.md).
+    Without autopar checkpoints it is a plain ModelCheckpoint."""
+
+    def on_train_start(self, trainer: Any, *args: Any, **kwargs: Any) -> None:
+        super().on_train_start(trainer, *args, **kwargs)
+        if ckpt.enabled():
+            # Lightning's own handler (installed at fit's start) would end fit at the next batch,
+            # with a collective inside the signal handler: the notice is autopar's from here on.
+            ckpt.take_sigterm()
 
     def on_train_batch_end(self, trainer: Any, *args: Any, **kwargs: Any) -> None:
         super().on_train_batch_end(trainer, *args, **kwargs)
-        if ckpt.enabled():
-            ckpt.heartbeat(int(trainer.global_step))
+        if not ckpt.enabled():
+            return
+        step = int(trainer.global_step)
+        requested = ckpt.heartbeat(step)
+        terminated = bool(getattr(trainer, "received_sigterm", False))  # before on_train_start
+        if ckpt.time_limit_reached(requested, step, terminated=terminated):  # every rank
+            self._save_checkpoint(trainer, os.path.join(self.dirpath or trainer.default_root_dir,
+                                                        f"autopar-step-{step}.ckpt"))
+            ckpt.wait_for_requeue()  # the next run resumes from this step
 
     def _save_checkpoint(self, trainer: Any, filepath: str) -> None:
         super()._save_checkpoint(trainer, filepath)  # every rank; rank 0 writes, then a barrier

@@ -19,6 +19,7 @@ run = _it.run
 sbatch = _it.sbatch
 wait_job = _it.wait_job
 wait_for = _it.wait_for
+preempt = _it.preempt
 cluster_dir = _it.cluster_dir
 BUILD_DIR = _it.BUILD_DIR
 SOURCE_DIR = _it.SOURCE_DIR
@@ -71,6 +72,31 @@ def kinds(evs, kind):
 
 
 rank_pid = _it.rank_pid
+
+
+def after_complete(job: str, timeout: float = 240) -> int:
+    """Waits until a checkpoint of the job is COMPLETE; returns its step."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        complete = kinds(events(job), "ckpt_complete")
+        if complete:
+            return int(complete[0]["step"])
+        time.sleep(0.3)
+    raise AssertionError(f"job {job}: no COMPLETE checkpoint in {timeout:.0f}s")
+
+
+def assert_preempted_once(job: str):
+    """The job was preempted once at a step its program checkpointed at the notice, requeued by
+    autopard as soon as that step was COMPLETE, not as a failure; returns that step."""
+    evs = events(job)
+    assert "Restarts=1" in show_job(job), show_job(job)
+    requeues = kinds(evs, "requeue")
+    assert len(requeues) == 1 and "class=preemption" in requeues[0]["detail"], evs
+    step = requeues[0]["step"]
+    announced = kinds(evs, "termination_checkpoint")
+    assert announced and {e["step"] for e in announced} == {step}, evs
+    assert len(kinds(evs, "preempted")) == 1 and not kinds(evs, "failure"), evs
+    return step
 
 
 def kill_after_complete(job: str, rank: int, script: str, timeout: float = 240) -> int:

@@ -149,6 +149,24 @@ def sbatch(script: str, tmp_path: Path, *args, env=None) -> str:
     return p.stdout.strip().split(";")[0]
 
 
+def preempt(job_id: str, work: Path) -> float:
+    """Preempts a job of the `scavenger` partition (tests/cluster/start.sh: PreemptMode=REQUEUE,
+    GraceTime=20): submits a 3-second job of the `debug` partition that needs every node the job
+    holds, its files in WORK (made here). Returns when."""
+    out = run(["scontrol", "show", "job", job_id], check=True).stdout
+    m = re.search(r"\n\s*NodeList=(\S+)", out)
+    assert m and m.group(1) != "(null)", out
+    work.mkdir(parents=True)
+    t = time.time()
+    sbatch("#!/bin/bash\nsleep 3\n", work, "-p", "debug", f"-N{len(expand_nodes(m.group(1)))}",
+           f"--nodelist={m.group(1)}", "--exclusive", f"-o{work}/out.txt")
+    return t
+
+
+def expand_nodes(hostlist: str):
+    return run(["scontrol", "show", "hostnames", hostlist], check=True).stdout.split()
+
+
 def wait_for(pred, timeout, what):
     """Calls PRED every 0.1 s until it returns something true, and returns that; fails naming WHAT
     after TIMEOUT seconds."""

@@ -10,11 +10,9 @@ redone, and the final model equals an unpreempted run's.
 Needs the cluster as test_requeue_faults.py does (autopard on every node). Wall time: about
 2 minutes.
 """
-import re
-import time
 from pathlib import Path
 
-from conftest import PYTHON, sbatch, wait_for, wait_job
+from conftest import PYTHON, preempt, wait_for, wait_job
 from test_requeue_faults import (TRAIN, events, kinds, need_autopard, record, restarts,  # noqa: F401
                                  same_model, show_job, steps_logged, submit)
 
@@ -25,23 +23,6 @@ STEP_SLEEP = 0.25
 def train_cmd(work: Path, step_sleep: float) -> str:
     return (f"{PYTHON} {TRAIN} --steps {STEPS} --every 30 --step-sleep {step_sleep} "
             f"--obey-time-limit --out {work}/final.pt")
-
-
-def job_nodes(job_id: str) -> str:
-    m = re.search(r"\n\s*NodeList=(\S+)", show_job(job_id))
-    assert m and m.group(1) != "(null)", show_job(job_id)
-    return m.group(1)
-
-
-def preempt(job_id: str, tmp_path: Path, n: int) -> float:
-    """Submits a short debug-partition job that needs the training job's nodes; returns when."""
-    nodes = job_nodes(job_id)
-    d = tmp_path / f"preemptor-{n}"
-    d.mkdir()
-    t = time.time()
-    sbatch("#!/bin/bash\nsleep 3\n", d, "-p", "debug", "-N2", f"--nodelist={nodes}",
-           "--exclusive", f"-o{d}/out.txt")
-    return t
 
 
 def trained(work: Path, run_no: int, steps: int) -> bool:
@@ -57,7 +38,7 @@ def test_preempted_twice_loses_no_step(tmp_path):
     notices = []
     for n in range(2):
         wait_for(lambda: trained(work, n, 12), 240, f"run {n} training 12 steps")
-        notices.append(preempt(job, tmp_path, n))
+        notices.append(preempt(job, tmp_path / f"preemptor-{n}"))
         wait_for(lambda: restarts(job) > n, 60, f"the requeue after preemption {n + 1}")
     state = wait_job(job, timeout=400)
     print(show_job(job))
@@ -104,7 +85,7 @@ def test_a_program_that_ends_at_the_notice_resumes_from_its_last_checkpoint(tmp_
                f"--out {work}/final.pt")
     job = submit(work, opts="--requeue-on-failure=1 --partition=scavenger", program=program)
     wait_for(lambda: trained(work, 0, 12), 240, "run 0 training 12 steps")
-    preempt(job, tmp_path, 0)
+    preempt(job, tmp_path / "preemptor")
     wait_for(lambda: restarts(job) > 0, 60, "the requeue after the preemption")
     state = wait_job(job, timeout=300)
     out = (work / "out.txt").read_text()
