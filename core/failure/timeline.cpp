@@ -109,6 +109,7 @@ const std::vector<std::string>& AllEventKinds() {
       event_kind::kTimeLimitNotRequeued,
       event_kind::kTerminationCheckpoint,
       event_kind::kTerminated,
+      event_kind::kRequeuedBySlurm,
       event_kind::kPreempted,
       event_kind::kFinished,
       event_kind::kRecovery,

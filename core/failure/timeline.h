@@ -79,6 +79,9 @@ inline constexpr const char* kTimeLimitRequest = "time_limit_request";
 // grace_s= partition= then=).
 inline constexpr const char* kTerminationCheckpoint = "termination_checkpoint";
 inline constexpr const char* kTerminated = "terminated";
+// The run ended at the SIGTERM of a requeue Slurm made itself at the notice (a preemption without
+// grace time, or scontrol requeue): restart= reason=.
+inline constexpr const char* kRequeuedBySlurm = "requeued_by_slurm";
 inline constexpr const char* kPreempted = "preempted";
 inline constexpr const char* kTimeLimitCheckpoint = "time_limit_checkpoint";
 inline constexpr const char* kTimeLimitMissed = "time_limit_missed";

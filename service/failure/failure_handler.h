@@ -358,6 +358,8 @@ class FailureHandler {
   void OnTerminationCheckpoint(const JournalEvent& e, pid_t pid);
   void OnTerminated(const JournalEvent& e, pid_t pid);
   std::optional<Preemption> ConfirmPreemption(const JobContext& ctx);
+  // The run ended at the SIGTERM of a requeue Slurm made itself (no grace time): journalled.
+  void NoteRequeuedBySlurm(const JobContext& ctx);
   void OnPreemptedComplete(const JobContext& ctx, int64_t step);
   void RequeueForPreemption(const JobContext& ctx, int64_t step, const Preemption& p);
   // The observed checkpoint durations of a job on this node, oldest first (mu_ held).

@@ -73,7 +73,11 @@ void FailureHandler::OnTerminated(const JournalEvent& e, pid_t pid) {
     ctx = run.ctx;
   }
   auto p = ConfirmPreemption(ctx);
-  if (!p || !ctx.requeue_on_failure) return;  // not preempted, or Slurm requeues at the grace's end
+  if (!p) {
+    if (e.rank == 0) NoteRequeuedBySlurm(ctx);  // one line per run: rank 0's launcher's
+    return;
+  }
+  if (!ctx.requeue_on_failure) return;  // Slurm requeues it at the grace's end
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(e.job_id);
@@ -119,6 +123,20 @@ std::optional<Preemption> FailureHandler::ConfirmPreemption(const JobContext& ct
     }
   }
   return p;
+}
+
+void FailureHandler::NoteRequeuedBySlurm(const JobContext& ctx) {
+  // A preemption without grace time: Slurm requeued the job at the notice, and the requeued
+  // job's record no longer says why (no preempt time). Nor would an admin's `scontrol requeue`.
+  if (ledger_.Recorded(ctx.job_id, ctx.restart_count)) return;  // autopar's own decision
+  auto job = slurm_->LoadJob(ctx.job_id);
+  if (!job.ok() || job->restart_count != ctx.restart_count + 1) return;
+  Emit(ctx.job_id, event_kind::kRequeuedBySlurm, -1, -1,
+       FormatEventFields({{"restart", std::to_string(ctx.restart_count)},
+                          {"reason", "the run ended at Slurm's SIGTERM and Slurm requeued the job "
+                                     "at once (a preemption without grace time, or scontrol "
+                                     "requeue): the next run resumes from the last complete "
+                                     "checkpoint"}}));
 }
 
 void FailureHandler::OnPreemptedComplete(const JobContext& ctx_in, int64_t step) {

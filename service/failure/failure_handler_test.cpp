@@ -1096,6 +1096,22 @@ TEST_F(TimeLimitTest, AProgramThatEndedAtThePreemptionIsRequeuedWithoutACheckpoi
   EXPECT_NE(rq->detail.find("without a checkpoint of its own"), std::string::npos) << rq->detail;
 }
 
+TEST_F(TimeLimitTest, ARunRequeuedBySlurmAtTheNoticeSaysSo) {
+  Task(100, 0);
+  Task(200, 0);
+  for (int64_t s = 0; s < 10; ++s) Step(s);
+  // No grace: Slurm requeued the job at the notice; the record has no preempt time any more.
+  slurm_.job.restart_count = 1;
+  slurm_.job.state = "PENDING";
+  JournalEvent t = Ckpt("terminated", -1, 0);
+  t.detail = "exit=143";
+  handler_->OnEvent(t, 200);
+  EXPECT_EQ(slurm_.requeues, 0);
+  const JournalEvent* r = Find("requeued_by_slurm");
+  ASSERT_NE(r, nullptr);
+  EXPECT_NE(r->detail.find("resumes from the last complete checkpoint"), std::string::npos);
+}
+
 TEST_F(FailureHandlerTest, AFailureAfterPreemptionsHasTheWholeBudget) {
   // Run 2 after two preemptions, --requeue-on-failure=1: its crash is attempt 1 of 1.
   slurm_.job.restart_count = 2;
