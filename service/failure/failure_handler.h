@@ -34,6 +34,13 @@
 //    --requeue-on-failure=N like every automatic restart: requeue_policy.h rule 2). A run that
 //    ends TIMEOUT after a request without such a step journals "time_limit_missed".
 //
+//  - Preemption (failure_handler_preemption.cpp, docs/recovery.md): a program's
+//    "termination_checkpoint" (it got SIGTERM and checkpoints a step) or a launcher's "terminated"
+//    (its program ended at the SIGTERM) makes autopard ask Slurm; a preempt time in the job's
+//    record makes it a preemption (core/failure/preemption.h), recorded in the AdminComment so
+//    that it never counts against --requeue-on-failure, and the job is requeued (GuardedRequeue,
+//    class preemption) once the announced step is COMPLETE, or at once when the program left no
+//    checkpoint. A preempted run is not watched for hangs.
 //  - Bad losses (docs/health.md): rank 0's reported loss goes through a LossGuard per
 //    run; a NaN/Inf or a spike (AUTOPAR_LOSS_SPIKE) is journalled ("bad_loss") and, by
 //    AUTOPAR_ON_BAD_LOSS, left alone (warn), stopped (StopOnce) or rolled back: rank 0's launcher
