@@ -128,6 +128,10 @@ struct RequeueDecision {
   std::vector<std::string> exclude_nodes;  // kRequeue: the job's whole excluded list afterwards
   PastFailure note;           // kRequeue: what to remember for the next run's decision
   bool preemption = false;    // kRequeue: the run was preempted (recorded, not counted)
+  // kRequeue: the fewest tasks the next run may start with (an elastic job's floor times its
+  // tasks per node; 0: as Slurm has it). Slurm keeps the task count of the run that ended, which
+  // would make the next run wait for as many nodes.
+  int64_t min_tasks = 0;
   std::string reason;         // one line for the journal and the job's AdminComment
 };
 

@@ -84,6 +84,10 @@ Result<JobContext> JobContextFromEnviron(const std::string& environ) {
       auto v = ParseInt(value, 0, 1000000);
       if (!v) return Status::Error("AUTOPAR_RESTARTS_IN_PLACE: not a count: '" + value + "'");
       c.restarts_in_place = *v;
+    } else if (name == "AUTOPAR_MIN_NODES") {
+      auto v = ParseInt(value, 0, 100000);
+      if (!v) return Status::Error("AUTOPAR_MIN_NODES: not a count: '" + value + "'");
+      c.min_nodes = *v;
     } else if (name == "AUTOPAR_PLAN_JSON") {
       c.plan = PlanTargetFromJson(value);
     } else if (name == "AUTOPAR_RESTART_GENERATION") {
@@ -433,6 +437,10 @@ RequeueSettings FailureHandler::Policy(const Failure& f) const {
   return s;
 }
 
+int64_t ElasticMinTasks(const JobContext& ctx, const SlurmJob& job) {
+  return ctx.min_nodes > 0 && job.ntasks_per_node > 0 ? ctx.min_nodes * job.ntasks_per_node : 0;
+}
+
 RequeueDecision FailureHandler::DecideFor(const JobContext& ctx, const Failure& f,
                                           const SlurmJob& job,
                                           const std::optional<PastFailure>& history) const {
@@ -456,8 +464,11 @@ RequeueDecision FailureHandler::DecideFor(const JobContext& ctx, const Failure& 
   // Preemptions restarted the job without spending its budget (core/failure/preemption.h).
   const int64_t preemptions =
       ctx.restart_count - FailureRestarts(ctx.restart_count, ParsePreemptionNote(job.admin_comment));
-  return DecideRequeue(settings, f, ctx.restart_count,
-                       history ? history : ParseFailureNote(job.admin_comment), excluded, preemptions);
+  RequeueDecision d = DecideRequeue(settings, f, ctx.restart_count,
+                                    history ? history : ParseFailureNote(job.admin_comment), excluded,
+                                    preemptions);
+  d.min_tasks = ElasticMinTasks(ctx, job);
+  return d;
 }
 
 namespace {

@@ -108,6 +108,7 @@ struct JobContext {
   int straggler_windows = 3;
   bool exclude_stragglers = false;
   int64_t restarts_in_place = 0;  // AUTOPAR_RESTARTS_IN_PLACE
+  int64_t min_nodes = 0;          // AUTOPAR_MIN_NODES: an elastic run's floor (0: not elastic)
   bool fault_tolerance = false;   // AUTOPAR_FAULT_TOLERANCE=step (docs/ft.md)
   // AUTOPAR_RESTART_GENERATION, which autopar-launch gives the program when the job restarts in
   // place (-1: the program was not started by such a launcher).
@@ -132,6 +133,9 @@ struct JobLimits {
   double max_heartbeat_timeout_s = 0;
 };
 JobLimits JobLimitsOf(const SiteConfig& site);
+// The fewest tasks a requeued run of `ctx`'s elastic job may start with (RequeueDecision::min_tasks):
+// its floor (--min-nodes) times its tasks per node; 0 for a job that is not elastic.
+int64_t ElasticMinTasks(const JobContext& ctx, const SlurmJob& job);
 void ClampToLimits(const JobLimits& limits, JobContext* ctx);
 
 struct FailureHandlerConfig {

@@ -180,6 +180,7 @@ void FailureHandler::RequeueForPreemption(const JobContext& ctx, int64_t step, c
   d.restart_count = ctx.restart_count;
   d.max_restarts = *ctx.requeue_on_failure;
   d.preemption = true;
+  d.min_tasks = ElasticMinTasks(ctx, *job);  // the next run may start on fewer nodes
   d.note = ParseFailureNote(job->admin_comment).value_or(PastFailure{ctx.restart_count, "preemption", 0});
   if (!job->excluded_nodes.empty()) {
     if (auto ex = ExpandHostlist(job->excluded_nodes); ex.ok()) d.exclude_nodes = *ex;

@@ -62,6 +62,7 @@ class FakeSlurm : public SlurmActions {
     }
     if (u.admin_comment) job.admin_comment = *u.admin_comment;
     if (u.begin_time) job.eligible_time = *u.begin_time;
+    if (u.num_tasks) job.tasks = *u.num_tasks;
     return Status::Ok();
   }
   Status Cancel(const std::string& id) override {

@@ -98,6 +98,7 @@ SlurmJobUpdate FollowUp(SlurmActions& slurm, const std::string& job_id, const Re
     return u;
   }
   r->restart_count_now = after->restart_count;
+  if (decision.min_tasks > 0 && after->tasks > decision.min_tasks) u.num_tasks = decision.min_tasks;
   if (!decision.exclude_nodes.empty()) {
     auto merged = MergedExcluded(*after, decision.exclude_nodes);
     if (merged.ok()) {
@@ -117,13 +118,14 @@ void ApplyFollowUp(SlurmActions& slurm, const SlurmJobUpdate& u, GuardedRequeueR
   Status s = slurm.Update(u);
   if (s.ok()) return;
   r->warnings.push_back("update after requeue: " + s.message());
-  for (int field = 0; field < 3; ++field) {
+  for (int field = 0; field < 4; ++field) {
     SlurmJobUpdate one;
     one.job_id = u.job_id;
     if (field == 0) one.admin_comment = u.admin_comment;
     if (field == 1) one.excluded_nodes = u.excluded_nodes;
     if (field == 2) one.begin_time = u.begin_time;
-    if (!one.admin_comment && !one.excluded_nodes && !one.begin_time) continue;
+    if (field == 3) one.num_tasks = u.num_tasks;
+    if (!one.admin_comment && !one.excluded_nodes && !one.begin_time && !one.num_tasks) continue;
     if (Status s1 = slurm.Update(one); !s1.ok()) r->warnings.push_back(s1.message());
   }
 }

@@ -52,6 +52,19 @@ TEST(GuardedRequeueTest, RequeuesOnceAndRecordsTheDecision) {
   EXPECT_EQ(slurm.requeues, 1);
 }
 
+TEST(GuardedRequeueTest, AnElasticJobMayStartOnItsFloorAndKeepsItsPreemptions) {
+  FakeSlurm slurm;
+  slurm.job.tasks = 8;  // Slurm kept the ended run's 4 nodes x 2 tasks
+  slurm.job.admin_comment = "autopar-preempted count=1 last=0";
+  RequeueDecision d = Decision(0);
+  d.min_tasks = 4;  // --min-nodes=2 x 2 tasks per node
+  d.preemption = true;
+  ASSERT_TRUE(GuardedRequeue(slurm, "42", d, 1000).ok());
+  EXPECT_EQ(slurm.job.tasks, 4);
+  EXPECT_NE(slurm.job.admin_comment.find("autopar-preempted count=1 last=0"), std::string::npos)
+      << slurm.job.admin_comment;  // the same run's preemption, counted once
+}
+
 TEST(GuardedRequeueTest, ShortDelayKeepsSlurmsOwnWait) {
   FakeSlurm slurm;
   auto r = GuardedRequeue(slurm, "42", Decision(0, {}, 5), 1000);

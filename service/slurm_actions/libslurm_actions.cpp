@@ -118,6 +118,9 @@ class LibSlurmActions : public SlurmActions {
     job.nodes = Str(j.nodes);
     job.cpus = j.num_cpus == NO_VAL || j.num_cpus == INFINITE ? 0 : static_cast<int64_t>(j.num_cpus);
     job.tasks = j.num_tasks == NO_VAL || j.num_tasks == INFINITE ? 0 : static_cast<int64_t>(j.num_tasks);
+    job.ntasks_per_node = j.ntasks_per_node == NO_VAL16 || j.ntasks_per_node == INFINITE16
+                              ? 0
+                              : static_cast<int64_t>(j.ntasks_per_node);
     job.batch_host = Str(j.batch_host);
     job.excluded_nodes = Str(j.exc_nodes);
     job.admin_comment = Str(j.admin_comment);
@@ -163,6 +166,7 @@ class LibSlurmActions : public SlurmActions {
     if (u.excluded_nodes) desc.exc_nodes = exc.data();
     if (u.admin_comment) desc.admin_comment = comment.data();
     if (u.begin_time) desc.begin_time = static_cast<time_t>(*u.begin_time);
+    if (u.num_tasks) desc.num_tasks = static_cast<uint32_t>(*u.num_tasks);
     std::lock_guard<std::mutex> lock(mu_);
     if (slurm_update_job(&desc) != SLURM_SUCCESS) {
       return Status::Error("slurm_update_job(" + u.job_id + "): " + SlurmError());

@@ -46,6 +46,7 @@ struct SlurmJob {
   std::string nodes;        // allocated nodes, Slurm's hostlist ("node[1-2]"); empty when pending
   int64_t cpus = 0;         // allocated (or requested) CPUs; 0: unknown
   int64_t tasks = 0;        // requested tasks (-n); 0: not given
+  int64_t ntasks_per_node = 0;  // --ntasks-per-node; 0: not given
   // The most ranks the job's steps can have (tasks, or one per CPU); 0: unknown.
   int64_t max_ranks() const { return std::max(cpus, tasks); }
   std::string batch_host;
@@ -63,6 +64,7 @@ struct SlurmJobUpdate {
   std::optional<std::string> excluded_nodes;  // the whole new list (comma-separated)
   std::optional<double> begin_time;           // seconds since the epoch
   std::optional<std::string> admin_comment;
+  std::optional<int64_t> num_tasks;           // a pending job's task count
 };
 
 class SlurmActions {

@@ -5,9 +5,10 @@ from --auto-parallel=tp=1,pp=1 so that dp is the world size):
 - a 4-node run loses a node and no spare is left: it goes on, in place (no requeue), on the 3
   nodes left, re-planned (dp 8 -> 6, micro-batch 3 -> 4, the global batch kept) and resharded from
   its latest COMPLETE checkpoint; the timeline shows the size change with both plans;
-- a job submitted with a node range (--nodes=2-4) while two nodes are busy starts on 2 (dp 4),
-  and, requeued once the nodes are free, grows back to 4 (dp 8) from the checkpoint its 4 ranks
-  wrote;
+- a job with a node range (--nodes=2-4) in the low-priority partition runs on 4 nodes until a
+  higher-priority job preempts it; requeued at once, it restarts on the 2 nodes left (dp 4) from its
+  last complete checkpoint, and, requeued once the nodes are free, grows back to 4 (dp 8) from the
+  checkpoint its 4 ranks wrote;
 - each run's loss curve equals the uninterrupted 8-rank run's within 1e-5 (relative) and its final
   parameters within 1e-6 (absolute): the same samples make up each step whatever the size, only
   the order of the floating-point sums changes with the number of ranks (measured: 5e-7 and 6e-8);
@@ -122,45 +123,51 @@ def test_a_lost_node_without_a_spare_shrinks_the_run_in_place(tmp_path, referenc
           f"loss within {worst:.1e}, parameters within {param:.1e}")
 
 
-def test_a_range_starts_on_the_free_nodes_and_grows_back_when_requeued(tmp_path, reference):
-    # Two nodes busy with another job: the range job starts on the other two.
-    blocker = sbatch("#!/bin/bash\nsleep 600\n", tmp_path, "-N2", "--exclusive", "-o", "/dev/null")
-    deadline = time.time() + 30
-    while run(["squeue", "-h", "-j", blocker, "-o", "%T"]).stdout.strip() != "RUNNING":
-        assert time.time() < deadline, "the blocking job did not start"
-        time.sleep(0.2)
+def test_a_preempted_range_restarts_on_the_nodes_left_and_grows_back_when_requeued(tmp_path, reference):
+    # A range job of the low-priority partition runs on all four nodes until a job of the debug
+    # partition takes two: the preemption requeues it at once (its program knows nothing of
+    # preemption: its launchers tell autopard, which finds it in Slurm's record), and the next run
+    # starts on the two nodes left, resharded from the last complete checkpoint (dp 8 -> 4).
     work = tmp_path / "range"
-    job = submit(work, nodes="2-4")
+    job = submit(work, nodes="2-4", opts=OPTS + " --partition=scavenger")
+    preemptor = None
     try:
-        wait_step(work, 0, 22)
+        wait_step(work, 0, 12)
+        assert re.search(r"\bNumNodes=4\b", show_job(job)), show_job(job)
+        preemptor = sbatch("#!/bin/bash\nsleep 600\n", tmp_path, "-p", "debug", "-N2", "--exclusive",
+                           "-o", "/dev/null")
+        wait_step(work, 1, 30)
         assert re.search(r"\bNumNodes=2\b", show_job(job)), show_job(job)
-        assert {w for _, w in losses(work).values()} == {4}
     except BaseException:
         run(["scancel", job])
         raise
     finally:
-        run(["scancel", blocker])
-    # Requeued (here by hand, as an admin or a preemption would) once every node is free: the next
-    # run gets all four and goes on with 8 ranks from the checkpoint 4 ranks wrote.
+        if preemptor:
+            run(["scancel", preemptor])
+    # Requeued (here by hand, as an admin would) once every node is free: the next run gets all
+    # four and goes on with 8 ranks from the checkpoint 4 ranks wrote.
     deadline = time.time() + 30
-    while run(["squeue", "-h", "-j", blocker]).stdout.strip():
-        assert time.time() < deadline, "the blocking job did not end"
+    while run(["squeue", "-h", "-j", preemptor]).stdout.strip():
+        assert time.time() < deadline, "the preempting job did not end"
         time.sleep(0.2)
     run(["scontrol", "requeue", job], check=True)
     try:
         assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
     finally:
         run(["scancel", job])
-    assert restarts(job) == 1, show_job(job)
+    assert restarts(job) == 2, show_job(job)
     out = (work / "out.txt").read_text()
+    assert re.search(r"elastic: resumed from step \d+ written by 8 ranks on 4", out), out[-3000:]
     assert re.search(r"elastic: resumed from step \d+ written by 4 ranks on 8", out), out[-3000:]
     assert {w for _, w in losses(work).values()} == {4, 8}
-    assert "tp=1 pp=1 dp=8" in out
-    grown = kinds(events(job, "resized", "finished"), "resized")
-    assert len(grown) == 1, grown
-    f = grown[0]["fields"]
-    assert (f["from_nodes"], f["to_nodes"], f["from_ranks"], f["to_ranks"]) == ("2", "4", "4", "8"), f
-    assert f["plan_after"] == "tp=1 pp=1 dp=8 micro_batch=3 grad_accum=1" and "grew" in f["reason"], f
+    evs = events(job, "resized", "finished")
+    requeues = kinds(evs, "requeue")
+    assert requeues and "class=preemption" in requeues[0]["detail"], requeues
+    assert len(kinds(evs, "preempted")) == 1 and not kinds(evs, "failure"), evs
+    sizes = [(e["fields"]["from_nodes"], e["fields"]["to_nodes"]) for e in kinds(evs, "resized")]
+    assert sizes == [("4", "2"), ("2", "4")], sizes
+    grown = kinds(evs, "resized")[-1]["fields"]
+    assert grown["plan_after"] == "tp=1 pp=1 dp=8 micro_batch=3 grad_accum=1" and "grew" in grown["reason"], grown
     assert_same_training(work, reference)
 
 
