@@ -11,6 +11,7 @@ int RunPlanCommand(int argc, char** argv);
 int RunCkptCommand(int argc, char** argv);
 int RunEventsCommand(int argc, char** argv);
 int RunReportCommand(int argc, char** argv);
+int RunGoodputCommand(int argc, char** argv);
 int RunHeartbeatCommand(int argc, char** argv);
 int RunCalibrateCommand(int argc, char** argv);
 int RunCheckPlugstackCommand(int argc, char** argv);

@@ -26,6 +26,8 @@ const Subcommand kSubcommands[] = {
     {"events", autopar::cli::RunEventsCommand, "a job's events from every node, in time order", "5"},
     {"report", autopar::cli::RunReportCommand, "a job's planned and measured progress, recoveries",
      "5"},
+    {"goodput", autopar::cli::RunGoodputCommand,
+     "where allocated GPU-hours went, per job or by user, partition and day", "5"},
     {"calibrate", autopar::cli::RunCalibrateCommand,
      "learn a GPU type's efficiency from a job, into a site calibration file", "5"},
     {"check-plugstack", autopar::cli::RunCheckPlugstackCommand,

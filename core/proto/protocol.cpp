@@ -211,6 +211,7 @@ std::string EncodeRequest(const Request& r) {
   if (r.rank >= 0) v["rank"] = r.rank;
   if (r.world_size > 0) v["world_size"] = r.world_size;
   if (r.local_world_size > 0) v["local_world_size"] = r.local_world_size;
+  if (r.save_s >= 0) v["save_s"] = r.save_s;
   if (!r.ckpt_dir.empty()) v["ckpt_dir"] = r.ckpt_dir;
   if (!r.upload.empty()) v[r.op == Op::kLs ? "uri" : "upload"] = r.upload;
   if (r.keep > 0) v["keep"] = Json::Int64(r.keep);
@@ -259,6 +260,13 @@ Status ReadFields(const Json::Value& v, JsonFields& g, Request* r) {
   r->rank = g.SmallInt("rank", -1);
   r->world_size = g.SmallInt("world_size", 0);
   r->local_world_size = g.SmallInt("local_world_size", 0);
+  if (v.isMember("save_s")) {
+    const Json::Value& save = v["save_s"];
+    if (!save.isNumeric() || !std::isfinite(save.asDouble()) || save.asDouble() < 0) {
+      return Status::Error(std::string(OpName(r->op)) + ": save_s: must be seconds >= 0");
+    }
+    r->save_s = v["save_s"].asDouble();
+  }
   r->ckpt_dir = g.Str("ckpt_dir");
   r->upload = g.Str(r->op == Op::kLs ? "uri" : "upload");
   r->keep = g.Int("keep", 0);

@@ -9,7 +9,7 @@
 //
 //   op         request fields                                 reply fields (ok)
 //   commit     job_id step rank world_size [local_world_size]   commit_id files bytes duplicate
-//              ckpt_dir [upload] [keep] [node]
+//              ckpt_dir [upload] [keep] [node] [save_s]
 //   restore    job_id rank world_size ckpt_dir [upload]         step (-1: none) source_job dir
 //              [max_step] [probe] [node]                        skipped[] (step/object + reason)
 //                                                               bytes_local bytes_fetched
@@ -114,6 +114,9 @@ struct Request {
   int rank = -1;
   int world_size = 0;
   int local_world_size = 0;  // commit: ranks of the job on this node (local-only completeness)
+  // commit: seconds the program spent writing the step's files before it committed them (its
+  // training stalled; ckpt_committed's save_s=, docs/goodput.md); -1: not measured.
+  double save_s = -1;
   std::string ckpt_dir;      // the job's node-local checkpoint directory (expanded)
   std::string upload;        // commit/restore: --ckpt-upload URI; ls: the URI to list
   int64_t keep = 0;          // commit: --ckpt-keep (0: keep everything)

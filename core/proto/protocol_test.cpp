@@ -19,6 +19,7 @@ Request Commit() {
   r.upload = "s3://bucket/run";
   r.keep = 3;
   r.node = "node1";
+  r.save_s = 1.25;
   return r;
 }
 
@@ -66,6 +67,7 @@ TEST(ProtocolTest, RequestRoundTrips) {
     EXPECT_EQ(back->rank, r.rank);
     EXPECT_EQ(back->world_size, r.world_size);
     EXPECT_EQ(back->local_world_size, r.local_world_size);
+    EXPECT_EQ(back->save_s, r.save_s);
     EXPECT_EQ(back->ckpt_dir, r.ckpt_dir);
     EXPECT_EQ(back->upload, r.upload);
     EXPECT_EQ(back->keep, r.keep);
@@ -132,6 +134,8 @@ TEST(ProtocolTest, BadRequestsNameTheProblem) {
        "commit: step: must be >= 0"},
       {R"({"v":1,"op":"commit","job_id":"1","step":1,"rank":4,"world_size":4,"ckpt_dir":"/x"})",
        "commit: rank: must be in [0, world_size=4), got 4"},
+      {R"({"v":1,"op":"commit","job_id":"1","step":1,"rank":0,"world_size":1,"ckpt_dir":"/x","save_s":-1})",
+       "commit: save_s: must be seconds >= 0"},
       {R"({"v":1,"op":"commit","job_id":"1","step":1,"rank":0,"world_size":1,"ckpt_dir":"rel"})",
        "commit: ckpt_dir: must be an absolute path"},
       {R"({"v":1,"op":"restore","job_id":"1","rank":0,"world_size":1})",

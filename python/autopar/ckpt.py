@@ -90,6 +90,8 @@ def step_dir(step: int, create: bool = True, rank_: Optional[int] = None) -> str
         raise ValueError(f"step must be >= 0, got {step}")
     r = rank() if rank_ is None else int(rank_)
     d = os.path.join(_require("AUTOPAR_CKPT_DIR"), f"step-{int(step)}", f"rank-{r}")
+    if create and rank_ is None:
+        _save_started.setdefault(int(step), time.monotonic())
     if create:
         try:
             private_dir.make_private_dir(d)
@@ -195,11 +197,23 @@ def _job_fields() -> Dict[str, Any]:
     return fields
 
 
-def commit(step: int, timeout: float = 30.0) -> Dict[str, Any]:
+# When this process first asked for each step's directory: its save began (commit's save_s).
+_save_started: Dict[int, float] = {}
+
+
+def commit(step: int, timeout: float = 30.0, save_s: Optional[float] = None) -> Dict[str, Any]:
     """Commits this rank's files of `step` (written under step_dir(step)); returns autopard's reply
-    ({"commit_id", "files", "bytes", "duplicate"}) once the commit is durable."""
+    ({"commit_id", "files", "bytes", "duplicate"}) once the commit is durable.
+
+    `save_s`: the seconds the training stalled to write the step (the job's checkpoint stall in
+    `autopar goodput`); by default the time since this process first called step_dir(step)."""
+    started = _save_started.pop(int(step), None)
+    if save_s is None and started is not None:
+        save_s = time.monotonic() - started
     req: Dict[str, Any] = {"op": "commit", "step": int(step), "ckpt_dir": _require("AUTOPAR_CKPT_DIR"),
            **_job_fields()}
+    if save_s is not None:
+        req["save_s"] = round(max(0.0, float(save_s)), 4)
     local = _env("LOCAL_WORLD_SIZE")
     if local:
         req["local_world_size"] = int(local)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from typing import Any, Dict, List, Optional
 
 from . import ckpt
@@ -62,8 +63,9 @@ class PendingSave:
     """One step's asynchronous save: result() waits for the write and the commit, and returns
     autopard's commit reply; it raises what failed (the write, or the commit)."""
 
-    def __init__(self, step: int, future: Any) -> None:
+    def __init__(self, step: int, future: Any, staged_s: Optional[float] = None) -> None:
         self.step = step
+        self._staged_s = staged_s  # the training's stall: staging, not the write behind it
         self._done = threading.Event()
         self._reply: Optional[Dict[str, Any]] = None
         self._error: Optional[BaseException] = None
@@ -72,7 +74,7 @@ class PendingSave:
     def _written(self, future: Any) -> None:
         try:
             future.result()
-            self._reply = ckpt.commit(self.step) if ckpt.enabled() else {}
+            self._reply = ckpt.commit(self.step, save_s=self._staged_s) if ckpt.enabled() else {}
         except BaseException as e:  # handed to result()
             self._error = e
         finally:
@@ -103,8 +105,9 @@ def async_save(state_dict: Dict[str, Any], step: int) -> PendingSave:
     state is staged (copied off the training's tensors); the write and the commit go on in the
     background. At most one save is in flight: an earlier one is waited for first. Collective."""
     wait()
+    began = time.monotonic()
     future = dcp.async_save(state_dict, checkpoint_id=_directory(step), process_group=_save_group())
-    pending = PendingSave(int(step), future)
+    pending = PendingSave(int(step), future, time.monotonic() - began)
     with _lock:
         _pending.append(pending)
     return pending

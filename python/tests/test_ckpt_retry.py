@@ -89,3 +89,22 @@ def test_a_commit_is_sent_again_after_a_lost_reply_an_event_is_not(job):
         ckpt._call({"op": "event", "job_id": "42", "rank": 0, "step": 4, "kind": "note",
                     "detail": "x"}, 5.0)
     assert [r["op"] for r in daemon.requests] == ["commit", "commit", "event"]
+
+
+def test_a_commit_says_how_long_the_training_stalled_to_write_the_step(job):
+    """save_s (autopar goodput's checkpoint stall): from the process's first step_dir(step) to
+    commit(step); a caller's own measure wins; a step whose directory this process never asked
+    for (another rank's restore) sends none."""
+    daemon = Daemon(job / "autopard.sock")
+    assert daemon.ready.wait(5)
+    ckpt.step_dir(5)
+    time.sleep(0.2)
+    ckpt.step_dir(5)  # the second call does not restart the clock
+    ckpt.commit(5)
+    ckpt.step_dir(6)
+    ckpt.commit(6, save_s=1.5)
+    ckpt.commit(7)
+    sent = {r["step"]: r.get("save_s") for r in daemon.requests}
+    assert 0.2 <= sent[5] < 2.0
+    assert sent[6] == 1.5
+    assert sent[7] is None

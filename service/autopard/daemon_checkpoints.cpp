@@ -68,6 +68,7 @@ Reply Daemon::Commit(const Request& r, const Peer& peer) {
   c.keep = r.keep;
   c.node = r.node.empty() ? config_.node : r.node;
   c.created = Now();
+  c.save_s = r.save_s;
   std::vector<FileRecord> files;
   for (const auto& f : *listed) {
     if (Status st = ValidateRelativePath(f.path); !st) return Error("commit: " + dir + ": " + st.message());

@@ -59,6 +59,8 @@ struct CommitRecord {
   double finished = 0;
   uint64_t bytes = 0;
   bool retry = false;
+  // Not stored: the program's save_s of the commit request, for its ckpt_committed event.
+  double save_s = -1;
 };
 
 struct FileRecord {

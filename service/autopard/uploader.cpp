@@ -22,6 +22,7 @@
 #include "core/ckpt/sha256.h"
 #include "core/failure/timeline.h"
 #include "core/proto/proto_client.h"
+#include "core/text.h"
 #include "core/unique_fd.h"
 #include "job_files_env.h"
 #include "log.h"
@@ -212,6 +213,7 @@ void Uploader::Enqueue(int64_t commit_id, const CommitRecord* known) {
     a->job_id = known->job_id;
     a->step = known->step;
     a->rank = known->rank;
+    a->save_s = known->save_s;
     a->total = known->bytes;
   }
   {
@@ -340,6 +342,11 @@ std::vector<UploadInfo> Uploader::Progress(const std::string& job_id) {
   return out;
 }
 
+// "save_s=1.234 " before a ckpt_committed event's text, when the program measured it.
+static std::string SaveField(double save_s) {
+  return save_s >= 0 ? "save_s=" + FormatFixed(save_s, 3) + " " : "";
+}
+
 void Uploader::Emit(const CommitRecord& c, const std::string& kind, const std::string& detail) {
   JournalEvent e;
   e.time = Now();
@@ -371,7 +378,7 @@ void Uploader::Process(int64_t commit_id, std::shared_ptr<Active> active) {
     active->recorded = recorded ? *recorded : CommitState::kQueued;
     if (c->state == "queued") {
       JournalEvent e{c->created, config_.node, c->job_id, "ckpt_committed", c->rank, c->step,
-                     std::to_string(c->bytes) + " bytes" +
+                     SaveField(active->save_s) + std::to_string(c->bytes) + " bytes" +
                          (c->upload.empty() ? std::string(" (local only)") : " -> " + c->upload)};
       if (journal_) journal_(e);
     }
@@ -448,7 +455,7 @@ Status Uploader::FinishLocal(const CommitRecord& c, Active& active) {
   }
   // Recorded before the count below, so that the node's last rank to get here sees every other.
   Transition(c, active, CommitEvent::kHashedLocal, "", false);
-  Emit(c, "ckpt_committed", "local " + dir);
+  Emit(c, "ckpt_committed", SaveField(active.save_s) + "local " + dir);
   // COMPLETE-LOCAL when every rank of the job on this node has committed this step.
   auto commits = db_->LocalCommits(c.ckpt_dir, c.step);
   if (!commits) return commits.status();

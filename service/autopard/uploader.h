@@ -135,6 +135,7 @@ class Uploader {
     std::string job_id;
     int64_t step = 0;
     int rank = 0;
+    double save_s = -1;  // the commit request's (CommitRecord::save_s)
     std::string state = "queued";
     std::atomic<uint64_t> done{0};
     uint64_t total = 0;

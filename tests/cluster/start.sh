@@ -126,10 +126,13 @@ InactiveLimit=0
 # Schedule every second (default 60; backfill default 30) so requeued jobs start again at once;
 # "defer" stays off so a submitted job is scheduled immediately.
 SchedulerParameters=$SCHED_PARAMS
-# No accounting database, no mail.
+# No accounting database and no mail. Every run of a job that ends (finished, cancelled,
+# preempted, requeued) is written to a job-completion file, which \`sacct -c\` reads: the
+# allocation Slurm accounts for, that \`autopar goodput\`'s split is checked against.
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$CLUSTER_DIR/log/jobcomp.log
 MailProg=/bin/true
 # ${#NODES[@]} nodes on this machine (multiple-slurmd): each has its own loopback address (mapped in
 # /etc/hosts, so MASTER_ADDR=node1 works), its own slurmd port, and 8 CPUs ($((8 * ${#NODES[@]})) tasks in all).

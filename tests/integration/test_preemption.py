@@ -10,11 +10,14 @@ redone, and the final model equals an unpreempted run's.
 Needs the cluster as test_requeue_faults.py does (autopard on every node). Wall time: about
 2 minutes.
 """
+import json
+import os
+import time
 from pathlib import Path
 
-from conftest import PYTHON, preempt, wait_for, wait_job
-from test_requeue_faults import (TRAIN, events, kinds, need_autopard, record, restarts,  # noqa: F401
-                                 same_model, show_job, steps_logged, submit)
+from conftest import PYTHON, preempt, run, wait_for, wait_job
+from test_requeue_faults import (CLI, TRAIN, events, kinds, need_autopard, record,  # noqa: F401
+                                 restarts, same_model, show_job, sockets, steps_logged, submit)
 
 STEPS = 90
 STEP_SLEEP = 0.25
@@ -27,6 +30,46 @@ def train_cmd(work: Path, step_sleep: float) -> str:
 
 def trained(work: Path, run_no: int, steps: int) -> bool:
     return sum(1 for r, rank, _, _ in steps_logged(work) if r == run_no and rank == 0) >= steps
+
+
+def sacct_runs(job: str):
+    """(start, end) of each run of JOB as Slurm accounts it: the cluster has no slurmdbd, its
+    job completion log has every run (sacct --completion)."""
+    out = run(["sacct", "--completion", "--duplicates", "--parsable2", "--noheader", "-j", job,
+               "--format=JobIDRaw,Start,End,State"], check=True,
+              env={**os.environ, "SLURM_TIME_FORMAT": "%s"}).stdout
+    return [(int(f[1]), int(f[2])) for f in (line.split("|") for line in out.splitlines())
+            if f[0] == job]
+
+
+def goodput(*args: str):
+    p = run([str(CLI), "goodput", *args, "--json", "--socket", str(sockets()[0])], check=True)
+    return json.loads(p.stdout)
+
+
+def check_goodput(job: str, ranks: int, preemptions: int, steps: int, redone_at_most: int):
+    """`autopar goodput`'s split of JOB adds up to the allocation sacct accounts (every run's
+    elapsed time x its ranks), and says what happened."""
+    runs = wait_for(lambda: (r := sacct_runs(job)) and len(r) == preemptions + 1 and r, 30,
+                    f"sacct's {preemptions + 1} runs of job {job}")
+    accounted = sum(end - start for start, end in runs) * ranks
+    g = goodput(job)["jobs"][0]
+    uses = g["uses"]
+    assert abs(sum(uses.values()) - accounted) < 1e-6 and g["allocated"] == accounted, (runs, g)
+    assert [(r["start"], r["end"]) for r in g["runs"]] == runs and all(
+        r["gpus"] == ranks for r in g["runs"]), (runs, g["runs"])
+    assert min(uses.values()) >= 0, uses
+    assert g["preemptions"] == preemptions and g["steps_kept"] == steps, g
+    assert g["steps_redone"] <= redone_at_most, g
+    # Two restarts cost their start-ups; the steps are most of the rest; the commits stalled.
+    assert uses["recovery"] > 0 and uses["ckpt_stall"] > 0 and uses["steps_kept"] > 0.2 * accounted, g
+    # The site's view of the same day holds the job's GPU-seconds (and maybe others').
+    day = time.strftime("%Y-%m-%d", time.gmtime(runs[0][0]))
+    site = goodput("--start", day, "--partition", "scavenger", "--by", "partition")
+    row = next(r for r in site["rows"] if r["partition"] == "scavenger")
+    assert row["allocated"] >= accounted - 1e-6 and job in [j["job_id"] for j in site["jobs"]], site
+    record("goodput", job=job, **{k: round(v / max(accounted, 1e-9), 3) for k, v in uses.items()})
+    return g
 
 
 def test_preempted_twice_loses_no_step(tmp_path):
@@ -73,6 +116,7 @@ def test_preempted_twice_loses_no_step(tmp_path):
         took = min(t for r, _, s, t in logged if r == n + 1) - notices[n]
         record(f"preemption {n + 1}", notice_to_next_step_s=round(took, 1),
                notice_to_requeue_s=round(requeue["time"] - notices[n], 1), steps_redone=0)
+    check_goodput(job, ranks=4, preemptions=2, steps=STEPS - 1, redone_at_most=0)
 
 
 def test_a_program_that_ends_at_the_notice_resumes_from_its_last_checkpoint(tmp_path):
@@ -103,3 +147,6 @@ def test_a_program_that_ends_at_the_notice_resumes_from_its_last_checkpoint(tmp_
     last = max(s for r, _, s, _ in logged if r == 0)
     first = min(s for r, _, s, _ in logged if r == 1)
     assert first % 5 == 0 and last - first < 6, (last, first, story)  # a periodic checkpoint's
+    # The steps past that checkpoint were redone: goodput counts their time as lost work.
+    g = check_goodput(job, ranks=4, preemptions=1, steps=59, redone_at_most=5)
+    assert g["uses"]["steps_redone"] > 0, g
