@@ -1,5 +1,7 @@
 // `autopar goodput`: where allocated GPU-hours went (core/health/goodput.h, docs/goodput.md),
 // for jobs named, or for every autopar job in a time window summed by user, partition and day.
+#include <unistd.h>
+
 #include <cstdio>
 #include <ctime>
 #include <map>
@@ -156,7 +158,8 @@ int RunGoodputCommand(int argc, char** argv) {
     q.end = SacctTime(to);
     q.users = args->users;
     q.partitions = args->partitions;
-    q.all_users = args->users.empty();
+    // Every user's jobs for root (whose view the site's is); sacct shows others their own.
+    q.all_users = args->users.empty() && geteuid() == 0;
   }
   auto runs = QuerySacctRuns(q);
   if (!runs) return Fail("goodput", runs.message(), 1);
@@ -191,7 +194,7 @@ int RunGoodputCommand(int argc, char** argv) {
     }
     if (events->empty()) {  // not an autopar job (or its journal is gone)
       ++without_timeline;
-      if (!args->jobs.empty()) return Fail("goodput", "job " + id + ": no autopar timeline", 1);
+      if (!args->jobs.empty()) return Fail("goodput", "job " + id + ": no timeline of autopar", 1);
       continue;
     }
     JobGoodput j = SplitJob(job_runs, *events, now);
@@ -207,7 +210,7 @@ int RunGoodputCommand(int argc, char** argv) {
   } else {
     std::fputs(GoodputRowsToText(rows, args->by).c_str(), stdout);
     if (without_timeline > 0) {
-      std::printf("(%d job%s in the window without an autopar timeline left out)\n",
+      std::printf("(%d job%s in the window left out: autopard has no timeline of them)\n",
                   without_timeline, without_timeline == 1 ? "" : "s");
     }
   }

@@ -2,6 +2,7 @@
 #include <optional>
 #include <utility>
 #include <cstdio>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "core/health/report_html.h"
 #include "job_events.h"
 #include "replacing_file.h"
+#include "sacct_runs.h"
 
 namespace autopar::cli {
 
@@ -36,7 +38,17 @@ int RunReportCommand(int argc, char** argv) {
   }
   auto events = FetchJobEvents("report", args->positional[0], args->socket);
   if (!events) return Fail("report", events.message(), 1);
-  const JobReport report = BuildReport(args->positional[0], *events);
+  JobReport report = BuildReport(args->positional[0], *events);
+  // Where the allocation went, when Slurm's record of the job's runs can be read.
+  SacctQuery q;
+  q.job_ids = {args->positional[0]};
+  if (auto runs = QuerySacctRuns(q); !runs) {
+    report.goodput_note = "Slurm's record of the runs is not readable: " + runs.message();
+  } else if (runs->empty()) {
+    report.goodput_note = "no run in Slurm's records (yet)";
+  } else {
+    report.goodput = SplitJob(*runs, *events, static_cast<double>(std::time(nullptr)));
+  }
   if (page) {
     Status written = page->Commit(ReportToHtml(report));
     return written ? 0 : Fail("report", "--html: " + written.message(), 1);

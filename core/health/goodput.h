@@ -102,5 +102,7 @@ std::string GoodputJobsToText(const std::vector<JobGoodput>& jobs);
 std::string GoodputRowsToText(const std::vector<GoodputRow>& rows, GoodputKey by);
 std::string GoodputToJson(const std::vector<JobGoodput>& jobs, const std::vector<GoodputRow>& rows);
 std::string GoodputToPrometheus(const std::vector<GoodputRow>& rows);
+// The HTML report's section (a fragment): the uses' table and each run as a bar of its stretches.
+std::string GoodputToHtml(const JobGoodput& job);
 
 }  // namespace autopar

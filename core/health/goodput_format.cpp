@@ -1,6 +1,7 @@
 // goodput.h's renderings: text, JSON and Prometheus' exposition format.
 #include <json/json.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 
@@ -58,7 +59,7 @@ std::string GoodputJobsToText(const std::vector<JobGoodput>& jobs) {
              r.gpus_from + ")  " + r.run.state + "\n";
     }
   }
-  if (jobs.empty()) out = "no job with an autopar timeline\n";
+  if (jobs.empty()) out = "no job of which autopard has a timeline\n";
   return out;
 }
 
@@ -142,6 +143,50 @@ std::string GoodputToJson(const std::vector<JobGoodput>& jobs, const std::vector
   Json::StreamWriterBuilder w;
   w["indentation"] = "  ";
   return Json::writeString(w, root) + "\n";
+}
+
+namespace {
+const char* const kColors[kGoodputUses] = {"#2e7d32", "#c62828", "#ef6c00", "#6a1b9a", "#1565c0",
+                                            "#9e9e9e"};
+
+std::string Html(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '&') out += "&amp;";
+    else if (c == '"') out += "&quot;";
+    else out += c;
+  }
+  return out;
+}
+}  // namespace
+
+std::string GoodputToHtml(const JobGoodput& j) {
+  std::string out = "<table class=\"goodput\">\n<tr><th>use</th><th>GPU-hours</th><th>share</th></tr>\n";
+  for (int u = 0; u < kGoodputUses; ++u) {
+    out += "<tr><td><span style=\"color:" + std::string(kColors[u]) + "\">&#9632;</span> " +
+           GoodputUseName(static_cast<GoodputUse>(u)) + "</td><td>" + Hours(j.gpu_s[u]) +
+           "</td><td>" + Share(j.gpu_s[u], j.allocated_gpu_s) + "</td></tr>\n";
+  }
+  out += "</table>\n<p class=\"goodput-steps\">" + std::to_string(j.steps_kept) + " steps kept, " +
+         std::to_string(j.steps_redone) + " redone (reported), " + std::to_string(j.preemptions) +
+         " preemption" + (j.preemptions == 1 ? "" : "s") + "; each run as Slurm accounts it:</p>\n";
+  for (const RunGoodput& r : j.runs) {
+    const double span = std::max(r.end - r.run.start, 1e-9);
+    out += "<figure class=\"goodput-run\"><svg width=\"960\" height=\"22\" role=\"img\">";
+    for (const GoodputSegment& s : r.segments) {
+      out += "<rect x=\"" + FormatFixed(960 * (s.t0 - r.run.start) / span, 1) + "\" y=\"2\" width=\"" +
+             FormatFixed(std::max(0.5, 960 * (s.t1 - s.t0) / span), 1) + "\" height=\"18\" fill=\"" +
+             kColors[static_cast<int>(s.use)] + "\"><title>" + GoodputUseName(s.use) + " " +
+             FormatFixed(s.t1 - s.t0, 1) + " s</title></rect>";
+    }
+    out += "</svg><figcaption>" + FormatEventTime(r.run.start, false) + " UTC, " +
+           FormatFixed(r.end - r.run.start, 0) + " s x " + std::to_string(r.gpus) + " GPUs (" +
+           Html(r.gpus_from) + "), " + Html(r.run.partition) + ", " + Html(r.run.state) +
+           "</figcaption></figure>\n";
+  }
+  return out;
 }
 
 std::string GoodputToPrometheus(const std::vector<GoodputRow>& rows) {

@@ -176,6 +176,9 @@ TEST(Goodput, SumsByUserPartitionAndDayCuttingAtMidnight) {
   EXPECT_DOUBLE_EQ(v["jobs"][0]["allocated"].asDouble(), 400);
   EXPECT_EQ(v["jobs"][0]["runs"][0]["segments"][0][2].asString(), "steps_kept");
   EXPECT_NE(GoodputJobsToText({a}).find("steps_kept"), std::string::npos);
+  const std::string html = GoodputToHtml(a);  // the report's section: one bar per run
+  EXPECT_NE(html.find("<rect x=\"0.0\" y=\"2\" width=\"960.0\""), std::string::npos) << html;
+  EXPECT_NE(html.find("<title>steps_kept 200.0 s</title>"), std::string::npos) << html;
 }
 
 }  // namespace

@@ -398,6 +398,11 @@ std::string ReportToText(const JobReport& r) {
      << FormatFixed(r.last_time - r.first_time, 1) << " s";
   if (r.ettr) os << "; effective training time ratio " << Percent(*r.ettr);
   os << "\n";
+  if (r.goodput) {
+    os << "allocation:  " << GoodputJobsToText({*r.goodput}).substr(4 + r.job_id.size() + 1);
+  } else if (!r.goodput_note.empty()) {
+    os << "allocation:  " << r.goodput_note << "\n";
+  }
   // Details come from the job's programs: nothing in them may act on the reader's terminal.
   return EscapeControl(os.str(), true);
 }
@@ -426,6 +431,13 @@ std::string ReportToJson(const JobReport& r) {
   v["ettr"] = OptionalNumber(r.ettr);
   v["duration_s"] = r.last_time - r.first_time;
   v["end"] = r.end;
+  Json::Value goodput;
+  if (r.goodput && Json::Reader().parse(GoodputToJson({*r.goodput}, {}), goodput)) {
+    v["goodput"] = goodput["jobs"][0];
+  } else {
+    v["goodput"] = Json::Value();
+    v["goodput_note"] = r.goodput_note;
+  }
   Json::StreamWriterBuilder w;
   w["indentation"] = "  ";
   return Json::writeString(w, v) + "\n";

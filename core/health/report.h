@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/health/goodput.h"
 #include "core/proto/protocol.h"
 
 namespace autopar {
@@ -70,6 +71,10 @@ struct JobReport {
   std::vector<Idle> idle;
   double first_time = 0, last_time = 0;
   std::string end;  // "finished exit=0", "stopped: ...", "" (still running or unknown)
+  // Where the allocation went (goodput.h), when Slurm's record of the runs could be read; else
+  // why not.
+  std::optional<JobGoodput> goodput;
+  std::string goodput_note;
 };
 
 struct RecoveryCounts {

@@ -413,6 +413,9 @@ std::string ReportToHtml(const JobReport& r) {
   }
   const TimeAxis time = MakeTimeAxis(r);
   for (const PlotSpec& p : plots) os << PlotHtml(p, time, r.recoveries);
+  os << "<h2>Where the allocation went</h2>\n"
+     << (r.goodput ? GoodputToHtml(*r.goodput)
+                   : "<p>" + Escape(r.goodput_note.empty() ? "not known" : r.goodput_note) + "</p>\n");
   os << "<h2>Recoveries</h2>\n" << RecoveryTableHtml(r) << "<h2>Utilisation</h2>\n"
      << UtilisationTableHtml(r) << "</body>\n</html>\n";
   return os.str();
