@@ -146,8 +146,10 @@ std::string GoodputToJson(const std::vector<JobGoodput>& jobs, const std::vector
 }
 
 namespace {
-const char* const kColors[kGoodputUses] = {"#2e7d32", "#c62828", "#ef6c00", "#6a1b9a", "#1565c0",
-                                            "#9e9e9e"};
+// Apart from report_html.h's series colours (more than 24 in some channel: the page's pixel test
+// tells them apart).
+const char* const kColors[kGoodputUses] = {"#006d5b", "#e377c2", "#8c564b", "#bcbd22", "#17becf",
+                                            "#c7c7c7"};
 
 std::string Html(std::string_view s) {
   std::string out;

@@ -117,7 +117,9 @@ def test_report_has_the_plan_the_timelines_progress_and_the_recovery(tmp_path):
     assert report(job, "--html", str(page)) == ""
     html = page.read_text()
     assert f"<h1>job {job}: gpt3-1.3b</h1>" in html, html[:2000]
-    assert html.count("<svg") == html.count("</svg>") == 3, html
+    # Three plots, and the allocation's split: one bar for the job's one run (docs/goodput.md).
+    assert html.count('<figure class="goodput-run">') == 1, html
+    assert html.count("<svg") == html.count("</svg>") == 3 + 1, html
     for series in ("throughput", "step-time", "loss"):
         points = re.search(f'<polyline class="{series}"[^>]* points="([^"]*)"', html).group(1)
         assert len(points.split()) == len(r["progress"]), (series, points)
