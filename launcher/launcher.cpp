@@ -75,6 +75,18 @@ void Launcher::Fail(const std::string& message, int code) {
   std::exit(code);
 }
 
+void Launcher::TellTerminated(int code) {
+  // Slurm ended the step with SIGTERM (a preemption, a scancel, the time limit) and the program
+  // ended at it without a checkpoint it holds for (python/autopar: time_limit_reached), or never
+  // started. Before this launcher ends (and with the others the batch script, which would end a
+  // preempted job COMPLETED), autopard reads Slurm's record and requeues a preempted job.
+  const GetEnv get = Lookup(child_env_);
+  Status st = SendJobEvent(get, JobEventRequest(get, event_kind::kTerminated, info_.rank, -1, host_,
+                                                {{"exit", std::to_string(code)}}),
+                           kTerminatedTimeoutMs);
+  if (!st && verbose_) Say("warning: " + st.message());
+}
+
 void Launcher::Say(const std::string& message) const {
   std::fprintf(stderr, "%s%s\n", LaunchMessagePrefix(rank_, host_).c_str(), message.c_str());
 }
@@ -179,6 +191,9 @@ LaunchEvent Launcher::PrepareGeneration() {
   }
   if (!takeover) Resume(&child_env_, use_pmix_, timeout_s_);
   if (int sig = PendingTerminationSignal(); sig != 0) {
+    // A preemption while the run restores its checkpoint: autopard must hear of it as of a
+    // program that ended at the notice, or the batch script ends the job instead.
+    TellTerminated(128 + sig);
     Fail("terminated before the program started", 128 + sig);
   }
   return LaunchEvent::kReady;
@@ -270,17 +285,7 @@ int Launcher::Finish() {
     TellEvent(env_, info_.rank, host_, LaunchMessagePrefix(rank_, host_), verbose_, event_kind::kFinished, -1,
               {{"exit", "0"}, {"run_s", FormatFixed(run_s, 1)}});
   }
-  if (terminated_ && code_ != 0 && !decided_) {
-    // Slurm ended the step with SIGTERM (a preemption, a scancel, the time limit) and the program
-    // ended at it without a checkpoint it holds for (python/autopar: time_limit_reached). Before
-    // this launcher ends (and with the others the batch script, which would end a preempted job
-    // COMPLETED), autopard reads Slurm's record and requeues a preempted job.
-    const GetEnv get = Lookup(child_env_);
-    Status st = SendJobEvent(get, JobEventRequest(get, event_kind::kTerminated, info_.rank, -1, host_,
-                                                  {{"exit", std::to_string(code_)}}),
-                             kTerminatedTimeoutMs);
-    if (!st && verbose_) Say("warning: " + st.message());
-  }
+  if (terminated_ && code_ != 0 && !decided_) TellTerminated(code_);
   if (decided_) {
     // autopard has requeued or stopped the job (or it has no failure handling): every launcher
     // ends with the failure's status, and the step with them.

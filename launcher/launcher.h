@@ -63,6 +63,8 @@ class Launcher {
 
  private:
   void Say(const std::string& message) const;
+  // Tells autopard this task ended at Slurm's SIGTERM with exit CODE ("terminated").
+  void TellTerminated(int code);
   // TellEvent on rank 0 only.
   void Journal(const EnvMap& env, const char* kind, int64_t step, const EventFields& fields) const;
 

@@ -161,6 +161,7 @@ Status Launcher::JoinPeerGroup(RestartChannel channel, int timeout_s) {
   peers_ = PeerGroup(std::move(channel), *token, std::move(peers), info_.rank,
                      PeerGroup::Timing{kStopGraceMs, kNoticeTimeoutMs}, [this] {
                        if (int sig = PendingTerminationSignal(); sig != 0) {
+                         TellTerminated(128 + sig);
                          Fail("terminated during an in-place restart", 128 + sig);
                        }
                      });

@@ -438,7 +438,11 @@ RequeueSettings FailureHandler::Policy(const Failure& f) const {
 }
 
 int64_t ElasticMinTasks(const JobContext& ctx, const SlurmJob& job) {
-  return ctx.min_nodes > 0 && job.ntasks_per_node > 0 ? ctx.min_nodes * job.ntasks_per_node : 0;
+  if (ctx.min_nodes <= 0 || job.ntasks_per_node <= 0) return 0;
+  // AUTOPAR_MIN_NODES is the job's own word: never more tasks than the job asked for (a smaller
+  // minimum only lets its next run start on fewer of its own nodes).
+  const int64_t tasks = ctx.min_nodes * job.ntasks_per_node;
+  return job.tasks > 0 ? std::min(tasks, job.tasks) : tasks;
 }
 
 RequeueDecision FailureHandler::DecideFor(const JobContext& ctx, const Failure& f,
@@ -552,15 +556,14 @@ std::string FailureHandler::RequeuePath(const JobContext& ctx, const Failure& f,
     }
   };
   RequeueDecision d = DecideFor(ctx, f, job, history);
-  ledger_.Record(ctx.job_id, d);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    jobs_[ctx.job_id].last = d;
-  }
   const double now = clock_();
-  std::string lock = config_.lock_dir.empty() ? ""
-                                              : config_.lock_dir + "/requeue-" + ctx.job_id + ".lock";
   if (d.action == RequeueAction::kStop) {
+    ledger_.Record(ctx.job_id, d);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_[ctx.job_id].last = d;
+    }
+    const std::string lock = RequeueLockPath(ctx.job_id);
     auto stopped = StopOnce(*slurm_, ctx.job_id, ctx.restart_count, d.reason, lock);
     mark_down();
     if (!stopped.ok()) {
@@ -571,13 +574,8 @@ std::string FailureHandler::RequeuePath(const JobContext& ctx, const Failure& f,
     }
     return "stop";
   }
-  auto r = GuardedRequeue(*slurm_, ctx.job_id, d, now, lock);
-  if (!r.ok()) {
-    Emit(ctx.job_id, event_kind::kRequeueFailed, -1, -1, FormatEventFields({{"error", r.message()}}));
-    mark_down();
-    return "requeue";
-  }
-  if (r->outcome != RequeueOutcome::kRequeued) {  // the node that did it journals it
+  auto r = RecordAndRequeue(ctx, d, -1, "", now);
+  if (!r) {
     mark_down();
     return "requeue";
   }
@@ -797,6 +795,32 @@ std::optional<RequeueDecision> FailureHandler::LastDecision(const std::string& j
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return std::nullopt;
   return it->second.last;
+}
+
+std::string FailureHandler::RequeueLockPath(const std::string& job_id) const {
+  return config_.lock_dir.empty() ? "" : config_.lock_dir + "/requeue-" + job_id + ".lock";
+}
+
+std::optional<GuardedRequeueResult> FailureHandler::RecordAndRequeue(const JobContext& ctx,
+                                                                     const RequeueDecision& d,
+                                                                     int64_t step,
+                                                                     const std::string& cls,
+                                                                     double now) {
+  ledger_.Record(ctx.job_id, d);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_[ctx.job_id].last = d;
+  }
+  auto r = GuardedRequeue(*slurm_, ctx.job_id, d, now, RequeueLockPath(ctx.job_id));
+  if (!r.ok()) {
+    EventFields fields;
+    if (!cls.empty()) fields.emplace_back("class", cls);
+    fields.emplace_back("error", r.message());
+    Emit(ctx.job_id, event_kind::kRequeueFailed, -1, step, FormatEventFields(fields));
+    return std::nullopt;
+  }
+  if (r->outcome != RequeueOutcome::kRequeued) return std::nullopt;  // the node that did journals
+  return *r;
 }
 
 }  // namespace autopar

@@ -373,6 +373,13 @@ class FailureHandler {
   void NoteRequeuedBySlurm(const JobContext& ctx);
   void OnPreemptedComplete(const JobContext& ctx, int64_t step);
   void RequeueForPreemption(const JobContext& ctx, int64_t step, const Preemption& p);
+  // Records decision `d` (kRequeue) as this run's and requeues the job (GuardedRequeue); the
+  // result when this node's call requeued it (the node that did journals it); nullopt otherwise,
+  // with requeue_failed journalled (class=CLS when given) when Slurm could not be asked.
+  std::optional<GuardedRequeueResult> RecordAndRequeue(const JobContext& ctx,
+                                                       const RequeueDecision& d, int64_t step,
+                                                       const std::string& cls, double now);
+  std::string RequeueLockPath(const std::string& job_id) const;
   // The observed checkpoint durations of a job on this node, oldest first (mu_ held).
   std::vector<double> CkptDurationsLocked(const std::string& job_id) const;
   // config_.policy for `f`: after a node loss, with the delay this cluster needs

@@ -34,9 +34,7 @@ void FailureHandler::OnBadLoss(const JobContext& ctx, const LossAnomaly& anomaly
   Emit(ctx.job_id, event_kind::kBadLoss, 0, anomaly.step, FormatEventFields(f));
   if (d.action == BadLossAction::kWarn) return;
   if (d.action == BadLossAction::kStop) {
-    const std::string lock =
-        config_.lock_dir.empty() ? "" : config_.lock_dir + "/requeue-" + ctx.job_id + ".lock";
-    auto stopped = StopOnce(*slurm_, ctx.job_id, ctx.restart_count, d.reason, lock);
+    auto stopped = StopOnce(*slurm_, ctx.job_id, ctx.restart_count, d.reason, RequeueLockPath(ctx.job_id));
     EventFields out = {{"reason", d.reason}};
     if (!stopped.ok()) out.emplace_back("note", stopped.message());
     if (!stopped.ok() || *stopped) Emit(ctx.job_id, event_kind::kStopped, -1, -1, FormatEventFields(out));

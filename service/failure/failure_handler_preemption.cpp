@@ -192,20 +192,8 @@ void FailureHandler::RequeueForPreemption(const JobContext& ctx, int64_t step, c
                                       "its own, so the next run resumes from the last complete "
                                       "one")) +
              "; requeued at once (not counted against --requeue-on-failure)";
-  ledger_.Record(ctx.job_id, d);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    jobs_[ctx.job_id].last = d;
-  }
-  std::string lock = config_.lock_dir.empty() ? ""
-                                              : config_.lock_dir + "/requeue-" + ctx.job_id + ".lock";
-  auto r = GuardedRequeue(*slurm_, ctx.job_id, d, clock_(), lock);
-  if (!r.ok()) {
-    Emit(ctx.job_id, event_kind::kRequeueFailed, -1, step,
-         FormatEventFields({{"class", "preemption"}, {"error", r.message()}}));
-    return;
-  }
-  if (r->outcome != RequeueOutcome::kRequeued) return;  // the node that did it journals it
+  auto r = RecordAndRequeue(ctx, d, step, "preemption", clock_());
+  if (!r) return;
   const PreemptionNote note = RecordPreemption(ParsePreemptionNote(job->admin_comment), ctx.restart_count);
   Emit(ctx.job_id, event_kind::kPreempted, -1, step,
        FormatEventFields(PreemptedFields(p, *job, note.count,

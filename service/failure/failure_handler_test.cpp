@@ -194,6 +194,20 @@ TEST(JobLimitsTest, ClampsWhatTheEnvironmentClaimsToTheSitesLimits) {
   EXPECT_EQ(off.restarts_in_place, 0);
 }
 
+TEST(ElasticMinTasksTest, TheJobsMinimumNeverAsksForMoreTasksThanTheJobHas) {
+  SlurmJob job;
+  job.ntasks_per_node = 2;
+  job.tasks = 8;  // -N4 --ntasks-per-node=2
+  JobContext c;
+  EXPECT_EQ(ElasticMinTasks(c, job), 0);  // not elastic
+  c.min_nodes = 2;
+  EXPECT_EQ(ElasticMinTasks(c, job), 4);
+  c.min_nodes = 1000;  // AUTOPAR_MIN_NODES is the job's own word
+  EXPECT_EQ(ElasticMinTasks(c, job), 8);
+  job.ntasks_per_node = 0;  // no --ntasks-per-node: no count to give
+  EXPECT_EQ(ElasticMinTasks(c, job), 0);
+}
+
 TEST_F(FailureHandlerTest, CrashBecauseAPeerNodeDiedIsANodeLoss) {
   Task(100, 0);
   slurm_.job.nodes = "node[1-2]";

@@ -209,21 +209,8 @@ void FailureHandler::RequeueForTimeLimit(const JobContext& ctx, int64_t step,
              " is COMPLETE; requeue " + std::to_string(d.attempt) + " of " +
              std::to_string(d.max_restarts) +
              " (counts against --requeue-on-failure: its budget is Slurm's restart count)";
-  ledger_.Record(ctx.job_id, d);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    jobs_[ctx.job_id].last = d;
-  }
-  std::string lock = config_.lock_dir.empty() ? ""
-                                              : config_.lock_dir + "/requeue-" + ctx.job_id + ".lock";
-  auto r = GuardedRequeue(*slurm_, ctx.job_id, d, now, lock);
-  if (!r.ok()) {
-    Emit(ctx.job_id, event_kind::kRequeueFailed, -1, step,
-         FormatEventFields({{"class", FailureClassName(FailureClass::kTimeLimit)},
-                            {"error", r.message()}}));
-    return;
-  }
-  if (r->outcome != RequeueOutcome::kRequeued) return;  // the node that did it journals it
+  auto r = RecordAndRequeue(ctx, d, step, FailureClassName(FailureClass::kTimeLimit), now);
+  if (!r) return;
   EventFields out = {{"class", FailureClassName(FailureClass::kTimeLimit)},
                      {"attempt", std::to_string(d.attempt)},
                      {"of", std::to_string(d.max_restarts)},
