@@ -62,9 +62,15 @@ void FailureHandler::OnTerminated(const JournalEvent& e, pid_t pid) {
   JobContext ctx;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = jobs_.find(e.job_id);
-    if (it == jobs_.end() || it->second.run.ctx.job_id.empty()) return;
-    Run& run = it->second.run;
+    JobRecord& job = jobs_[e.job_id];
+    job.seen = clock_();
+    Run& run = job.run;
+    const auto run_key = [](const JobContext& c) { return std::make_pair(c.restart_count, c.generation); };
+    if (run.ctx.job_id.empty() || run_key(*sender) > run_key(run.ctx)) {
+      // A run whose program never sent a heartbeat: the notice came while it restored its
+      // checkpoint or started. This task's word starts the run's record, as a heartbeat would.
+      run = NewRun(*sender, job.seen);
+    }
     if (sender->restart_count != run.ctx.restart_count) return;
     PreemptWatch& pw = run.preempt;
     // Once per run and node: the program's own checkpoint (announced) is the better way out.

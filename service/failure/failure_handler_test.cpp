@@ -1110,6 +1110,26 @@ TEST_F(TimeLimitTest, AProgramThatEndedAtThePreemptionIsRequeuedWithoutACheckpoi
   EXPECT_NE(rq->detail.find("without a checkpoint of its own"), std::string::npos) << rq->detail;
 }
 
+TEST_F(TimeLimitTest, ARunPreemptedBeforeItsFirstHeartbeatIsRequeuedAtOnce) {
+  // Run 0 trained; run 1 is preempted while it restores its checkpoint: its program never sent
+  // a heartbeat, only its launchers say they ended at the notice.
+  Task(100, 0);
+  for (int64_t s = 0; s < 10; ++s) Step(s);
+  slurm_.job.batch_host = "node1";
+  slurm_.job.restart_count = 1;
+  slurm_.job.preempt_time = now_;
+  slurm_.job.end_time = now_ + 20;
+  Task(300, 1);  // run 1's launcher
+  JournalEvent t = Ckpt("terminated", -1, 0);
+  t.detail = "exit=143";
+  handler_->OnEvent(t, 300);
+  EXPECT_EQ(Count("preempted"), 1);
+  ASSERT_EQ(slurm_.requeues, 1);
+  const JournalEvent* rq = Find("requeue");
+  ASSERT_NE(rq, nullptr);
+  EXPECT_NE(rq->detail.find("without a checkpoint of its own"), std::string::npos) << rq->detail;
+}
+
 TEST_F(TimeLimitTest, ARunRequeuedBySlurmAtTheNoticeSaysSo) {
   Task(100, 0);
   Task(200, 0);

@@ -118,9 +118,11 @@ ReturnToService=2
 MinJobAge=30
 # SIGTERM to SIGKILL delay when a job is cancelled or hits its limit (default 30).
 KillWait=$KILL_WAIT
-# Preemption by partition: a higher PriorityTier's jobs take a lower tier's nodes (above).
+# Preemption by partition: a higher PriorityTier's jobs take a lower tier's nodes (above). A job
+# that asked for a signal before its end (--signal, as submitit does) gets it at the notice.
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
+SlurmctldParameters=preempt_send_user_signal
 # Never cancel a job because its srun went quiet (the default, written down for clarity).
 InactiveLimit=0
 # Schedule every second (default 60; backfill default 30) so requeued jobs start again at once;

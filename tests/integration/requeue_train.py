@@ -60,7 +60,9 @@ def main():
     ap.add_argument("--watch", action="store_true")
     ap.add_argument("--slow-rank", type=int, default=-1)
     ap.add_argument("--slow-s", type=float, default=0.1)
+    ap.add_argument("--pad-mb", type=int, default=0, help="MiB more per rank in each checkpoint")
     args = ap.parse_args()
+    pad = b"\x5a" * (args.pad_mb << 20)
 
     stacks.install()  # SIGUSR2 -> Python stacks into the hang report
     trainer = ddp_train.Trainer(args)
@@ -101,7 +103,7 @@ def main():
         if time_limit and rank == 0:
             print(f"train: time limit: checkpointing step {step}", flush=True)
         if ckpt.enabled() and ((step + 1) % args.every == 0 or time_limit):
-            trainer.save(step)
+            trainer.save(step, pad)
         if time_limit:
             ckpt.wait_for_requeue()  # ended by the requeue; the next run resumes from `step`
     trainer.finish()

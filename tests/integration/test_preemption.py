@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-from conftest import PYTHON, preempt, run, wait_for, wait_job
+from conftest import PYTHON, cluster_dir, expand_nodes, pending_uploads, preempt, run, wait_for, wait_job
 from test_requeue_faults import (CLI, TRAIN, events, kinds, need_autopard, record,  # noqa: F401
                                  restarts, same_model, show_job, sockets, steps_logged, submit)
 
@@ -150,3 +150,55 @@ def test_a_program_that_ends_at_the_notice_resumes_from_its_last_checkpoint(tmp_
     # The steps past that checkpoint were redone: goodput counts their time as lost work.
     g = check_goodput(job, ranks=4, preemptions=1, steps=59, redone_at_most=5)
     assert g["uses"]["steps_redone"] > 0, g
+
+
+def uploading(job: str) -> bool:
+    """Whether a node's autopard holds a commit of JOB that is not uploaded yet."""
+    out = run(["scontrol", "show", "job", job], check=True).stdout
+    nodes = next((line.split("=", 1)[1] for line in out.split() if line.startswith("NodeList=")), "")
+    return nodes not in ("", "(null)") and any(
+        pending_uploads(cluster_dir() / "autopard" / n / "autopard.db", job) > 0
+        for n in expand_nodes(nodes))
+
+
+def test_preempted_while_uploading_and_again_while_resuming(tmp_path):
+    """Two notices at the worst moments. First while a periodic checkpoint (200 MiB a rank) is
+    still uploading: the ranks checkpoint the current step too, and autopard requeues once that
+    step is COMPLETE, behind the upload in flight. Then while the next run restores it, before
+    its program has trained a step: its launchers tell autopard they ended at the notice, and the
+    run after resumes from the same step. Nothing is redone; the model is an unpreempted run's."""
+    ref = tmp_path / "reference"
+    submit(ref, opts="--requeue-on-failure=1", program=train_cmd(ref, 0))
+    work = tmp_path / "p"
+    program = (f"{PYTHON} {TRAIN} --steps {STEPS} --every 10 --pad-mb 200 --step-sleep {STEP_SLEEP} "
+               f"--obey-time-limit --out {work}/final.pt")
+    job = submit(work, opts="--requeue-on-failure=1 --partition=scavenger", program=program)
+    wait_for(lambda: trained(work, 0, 12) and uploading(job), 240, "a checkpoint uploading")
+    preempt(job, tmp_path / "preemptor-0")
+    wait_for(lambda: restarts(job) > 0, 90, "the requeue after the first preemption")
+    # The next run on its nodes: preempted before its program trains (it restores, starts Python).
+    wait_for(lambda: "step_started" in [e["kind"] for e in events(job)
+                                        if "restart=1" in e["detail"]], 60, "run 1 starting")
+    preempt(job, tmp_path / "preemptor-1")
+    wait_for(lambda: restarts(job) > 1, 90, "the requeue after the second preemption")
+    state = wait_job(job, timeout=400)
+    out = (work / "out.txt").read_text()
+    evs = events(job, "preempted")
+    story = "\n".join(f"{e['time']:.1f} {e['node']} r{e['rank']} s{e['step']} {e['kind']} "
+                      f"{e['detail'][:200]}" for e in evs if not e["kind"].startswith("ckpt_up"))
+    assert state == "COMPLETED" and restarts(job) == 2, out[-3000:] + "\n" + story
+    assert same_model(work / "final.pt", ref / "final.pt"), "the model differs from an unpreempted run"
+    requeues = kinds(evs, "requeue")
+    assert len(requeues) == 2 and all("class=preemption" in e["detail"] for e in requeues), story
+    step = requeues[0]["step"]
+    assert f"step {step} is COMPLETE" in requeues[0]["detail"], story
+    assert "without a checkpoint of its own" in requeues[1]["detail"], story
+    assert not kinds(evs, "failure") and not kinds(evs, "stopped"), story
+    # The first notice came while an earlier step was uploading: both reached COMPLETE.
+    complete = {e["step"] for e in kinds(evs, "ckpt_complete")}
+    assert step in complete and any(s < step and s % 10 == 9 for s in complete), (complete, story)
+    logged = steps_logged(work)
+    assert max(s for r, _, s, _ in logged if r == 0) == step, story
+    assert not [s for r, _, s, _ in logged if r == 1], "run 1 trained before its notice"
+    assert min(s for r, _, s, _ in logged if r == 2) == step + 1, story
+    check_goodput(job, ranks=4, preemptions=2, steps=STEPS - 1, redone_at_most=0)
