@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "core/failure/timeline.h"
 #include "core/health/goodput.h"
 #include "core/text.h"
 #include "daemon_args.h"
@@ -42,22 +43,9 @@ struct GoodputArgs {
 // YYYY-MM-DD[THH:MM[:SS]] (UTC) or "now" -> seconds since the epoch.
 Result<double> ParseTime(const std::string& opt, const std::string& v) {
   if (v == "now") return static_cast<double>(std::time(nullptr));
-  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
-  char tail = 0;
-  const int n = std::sscanf(v.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &d, &h, &mi, &s, &tail);
-  const bool ok = (n == 3 && v.size() == 10) || n == 5 || n == 6;
-  if (!ok || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60) {
-    return Status::Error(opt + ": invalid time '" + v +
-                         "' (expected YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] in UTC, or now)");
-  }
-  struct tm tm {};
-  tm.tm_year = y - 1900;
-  tm.tm_mon = mo - 1;
-  tm.tm_mday = d;
-  tm.tm_hour = h;
-  tm.tm_min = mi;
-  tm.tm_sec = s;
-  return static_cast<double>(timegm(&tm));
+  if (auto t = ParseEventTime(v); t && v.find('.') == std::string::npos) return *t;
+  return Status::Error(opt + ": invalid time '" + v +
+                       "' (expected YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] in UTC, or now)");
 }
 
 std::string SacctTime(double t) {

@@ -237,6 +237,27 @@ std::string FormatEventTime(double epoch_s, bool iso) {
   return buf;
 }
 
+std::optional<double> ParseEventTime(std::string_view text) {
+  const std::string s(text);
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, ms = 0, used = 0;
+  char sep = 0;
+  const int n = std::sscanf(s.c_str(), "%4d-%2d-%2d%n%c%2d:%2d%n:%2d%n.%3d%n", &y, &mo, &d, &used, &sep,
+                            &h, &mi, &used, &sec, &used, &ms, &used);
+  const bool date_only = n == 3 && used == 10;
+  if (!date_only && (n < 6 || (sep != ' ' && sep != 'T'))) return std::nullopt;
+  const std::string rest = s.substr(static_cast<size_t>(used));
+  if (!(rest.empty() || (rest == "Z" && sep == 'T'))) return std::nullopt;
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return std::nullopt;
+  struct tm tm {};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = sec;
+  return static_cast<double>(timegm(&tm)) + ms / 1000.0;
+}
+
 namespace {
 
 bool PerRankKind(const std::string& kind) {

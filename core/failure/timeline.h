@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -152,6 +153,9 @@ std::vector<JournalEvent> MergeTimelines(const std::vector<std::vector<JournalEv
 
 // "2026-11-30 09:01:02.345" (sep ' ') or "2026-11-30T09:01:02.345Z" (iso = true); UTC.
 std::string FormatEventTime(double epoch_s, bool iso);
+// The inverse, in UTC: "YYYY-MM-DD", "YYYY-MM-DD HH:MM[:SS[.mmm]]" or with 'T' (and a 'Z');
+// nullopt for anything else.
+std::optional<double> ParseEventTime(std::string_view text);
 
 // Per-rank checkpoint rows folded into one per step and run, for people: events of kinds
 // ckpt_committed, ckpt_uploaded, ckpt_complete, ckpt_restored and fresh_start with the same kind

@@ -361,5 +361,17 @@ TEST(Timeline, TheEventsPageListsEveryKindAndNoOther) {
   EXPECT_EQ(std::adjacent_find(kinds.begin(), kinds.end()), kinds.end());  // each kind once
 }
 
+TEST(TimelineTest, ParseEventTimeIsFormatEventTimesInverse) {
+  const double t = 1796652811.25;
+  EXPECT_DOUBLE_EQ(*ParseEventTime(FormatEventTime(t, false)), t);
+  EXPECT_DOUBLE_EQ(*ParseEventTime(FormatEventTime(t, true)), t);
+  EXPECT_DOUBLE_EQ(*ParseEventTime("2026-12-07"), 1796601600);
+  EXPECT_DOUBLE_EQ(*ParseEventTime("2026-12-07T00:01"), 1796601660);
+  for (const char* bad : {"", "2026-12", "2026-12-07T14", "2026-13-01", "2026-12-07 10:00:00 x",
+                          "2026-12-07 10:00Z"}) {
+    EXPECT_FALSE(ParseEventTime(bad)) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace autopar

@@ -29,22 +29,6 @@ std::optional<std::string> TextField(const JournalEvent& e, std::string_view key
   return std::nullopt;
 }
 
-// "2026-12-07 14:13:31.000" (FormatEventTime, UTC) -> seconds since the epoch.
-std::optional<double> ParseEventTime(const std::string& s) {
-  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, ms = 0;
-  if (std::sscanf(s.c_str(), "%d-%d-%d %d:%d:%d.%d", &y, &mo, &d, &h, &mi, &sec, &ms) < 6) {
-    return std::nullopt;
-  }
-  struct tm tm {};
-  tm.tm_year = y - 1900;
-  tm.tm_mon = mo - 1;
-  tm.tm_mday = d;
-  tm.tm_hour = h;
-  tm.tm_min = mi;
-  tm.tm_sec = sec;
-  return static_cast<double>(timegm(&tm)) + ms / 1000.0;
-}
-
 // A step the training reached, and when (the events that carry a training step).
 bool IsStepEvidence(const JournalEvent& e) {
   return e.step >= 0 &&

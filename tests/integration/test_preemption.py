@@ -28,6 +28,12 @@ def train_cmd(work: Path, step_sleep: float) -> str:
             f"--obey-time-limit --out {work}/final.pt")
 
 
+def tell(evs) -> str:
+    """The timeline in one line per event (uploads left out), for assertion messages."""
+    return "\n".join(f"{e['time']:.1f} {e['node']} r{e['rank']} s{e['step']} {e['kind']} "
+                     f"{e['detail'][:200]}" for e in evs if not e["kind"].startswith("ckpt_up"))
+
+
 def trained(work: Path, run_no: int, steps: int) -> bool:
     return sum(1 for r, rank, _, _ in steps_logged(work) if r == run_no and rank == 0) >= steps
 
@@ -87,8 +93,7 @@ def test_preempted_twice_loses_no_step(tmp_path):
     print(show_job(job))
     out = (work / "out.txt").read_text()
     evs = events(job, "preempted")
-    story = "\n".join(f"{e['time']:.1f} {e['node']} r{e['rank']} s{e['step']} {e['kind']} "
-                      f"{e['detail'][:200]}" for e in evs if not e["kind"].startswith("ckpt_up"))
+    story = tell(evs)
     assert state == "COMPLETED", out[-3000:] + "\n" + story
     # The reference ended long before (Slurm has forgotten it): its model file says it did.
     assert (ref / "final.pt").exists(), (ref / "out.txt").read_text()[-3000:]
@@ -134,8 +139,7 @@ def test_a_program_that_ends_at_the_notice_resumes_from_its_last_checkpoint(tmp_
     state = wait_job(job, timeout=300)
     out = (work / "out.txt").read_text()
     evs = events(job, "preempted")
-    story = "\n".join(f"{e['time']:.1f} {e['node']} r{e['rank']} s{e['step']} {e['kind']} "
-                      f"{e['detail'][:200]}" for e in evs if not e["kind"].startswith("ckpt_up"))
+    story = tell(evs)
     assert state == "COMPLETED" and restarts(job) == 1, out[-3000:] + "\n" + story
     assert (work / "final.pt").exists(), out[-3000:]
     assert kinds(evs, "terminated") and len(kinds(evs, "preempted")) == 1, story
@@ -184,8 +188,7 @@ def test_preempted_while_uploading_and_again_while_resuming(tmp_path):
     state = wait_job(job, timeout=400)
     out = (work / "out.txt").read_text()
     evs = events(job, "preempted")
-    story = "\n".join(f"{e['time']:.1f} {e['node']} r{e['rank']} s{e['step']} {e['kind']} "
-                      f"{e['detail'][:200]}" for e in evs if not e["kind"].startswith("ckpt_up"))
+    story = tell(evs)
     assert state == "COMPLETED" and restarts(job) == 2, out[-3000:] + "\n" + story
     assert same_model(work / "final.pt", ref / "final.pt"), "the model differs from an unpreempted run"
     requeues = kinds(evs, "requeue")
