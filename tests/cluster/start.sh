@@ -138,9 +138,13 @@ JobCompLoc=$CLUSTER_DIR/log/jobcomp.log
 MailProg=/bin/true
 # ${#NODES[@]} nodes on this machine (multiple-slurmd): each has its own loopback address (mapped in
 # /etc/hosts, so MASTER_ADDR=node1 works), its own slurmd port, and 8 CPUs ($((8 * ${#NODES[@]})) tasks in all).
+# Each node also says what a GPU node of a site says: 64 GiB and 8 GPUs (gres.conf: stand-in
+# devices), so a job may ask for --gpus-per-node and --mem as the docs' examples do. CR_CPU
+# schedules CPUs only: memory and GPUs are checked against a node's, not consumed.
+GresTypes=gpu
 EOF
   for node in "${NODES[@]}"; do
-    printf 'NodeName=%s NodeAddr=%s NodeHostname=%s Port=%s CPUs=8 RealMemory=4000 State=UNKNOWN\n' \
+    printf 'NodeName=%s NodeAddr=%s NodeHostname=%s Port=%s CPUs=8 RealMemory=65536 Gres=gpu:8 State=UNKNOWN\n' \
       "$node" "$(node_addr "$node")" "$node" "$(node_port "$node")"
   done
   cat <<EOF
@@ -150,7 +154,24 @@ EOF
 # requeued (PreemptMode=REQUEUE; JobRequeue=1 above).
 PartitionName=debug Nodes=node[1-${#NODES[@]}] Default=YES MaxTime=INFINITE State=UP PriorityTier=10
 PartitionName=scavenger Nodes=node[1-${#NODES[@]}] MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=20
+# \`gpu\`, as a GPU site names its partition, so the docs' examples (--partition=gpu) run as written.
+PartitionName=gpu Nodes=node[1-${#NODES[@]}] MaxTime=INFINITE State=UP PriorityTier=10
 EOF
+}
+
+# gres.conf: 8 GPUs a node. Slurm counts a GPU only with a device file, and there is no GPU here:
+# each is a character device with /dev/null's numbers (make_gpu_devices), which a task may open.
+gen_gres_conf() {
+  printf 'NodeName=node[1-%s] Name=gpu File=%s/dev/gpu[0-7]\n' "${#NODES[@]}" "$CLUSTER_DIR"
+}
+
+make_gpu_devices() {
+  local i
+  mkdir -p "$CLUSTER_DIR/dev"
+  for i in 0 1 2 3 4 5 6 7; do
+    [[ -c $CLUSTER_DIR/dev/gpu$i ]] || mknod -m 0666 "$CLUSTER_DIR/dev/gpu$i" c 1 3 ||
+      die "cannot make $CLUSTER_DIR/dev/gpu$i (mknod, as /dev/null) for gres.conf"
+  done
 }
 
 gen_plugstack_conf() {
@@ -273,6 +294,7 @@ conf_unchanged() {
   [[ -f $CONF && -f $CLUSTER_DIR/etc/plugstack.conf && -f $AUTOPARD_PATH_FILE ]] || return 1
   # Settings, not comments: a reworded comment must not restart a running cluster.
   [[ $(grep -v '^#' "$CONF") == "$(gen_slurm_conf | grep -v '^#')" ]] || return 1
+  [[ -f $CLUSTER_DIR/etc/gres.conf && $(<"$CLUSTER_DIR/etc/gres.conf") == "$(gen_gres_conf)" ]] || return 1
   [[ $(<"$CLUSTER_DIR/etc/plugstack.conf") == "$(gen_plugstack_conf)" ]] || return 1
   [[ $(<"$AUTOPARD_PATH_FILE") == "${AUTOPAR_AUTOPARD:-}" ]] || return 1
   if [[ -n ${AUTOPAR_AUTOPARD:-} ]]; then
@@ -405,6 +427,8 @@ main() {
   make_dirs
   check_ports_free
   gen_slurm_conf >"$CONF"
+  make_gpu_devices
+  gen_gres_conf >"$CLUSTER_DIR/etc/gres.conf"
   gen_plugstack_conf >"$CLUSTER_DIR/etc/plugstack.conf"
   if [[ -z ${AUTOPAR_PLUGSTACK_INCLUDE:-} && ! -f $PLUGIN ]]; then
     log "warning: plugin $PLUGIN does not exist (yet); starting with an empty plugstack.conf"

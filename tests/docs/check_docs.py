@@ -3,7 +3,9 @@
 COMMAND [SUBCOMMAND]` the docs write (README.md, docs/*.md, etc/examples) is a command of the built
 CLI (`autopar --help`, `autopar ckpt --help`), and every option on an `#SBATCH` line of their
 examples is sbatch's own (`sbatch --help`, with a throwaway slurm.conf) or one of autopar's
-(core/options.cpp's table); and docs/manual.md's table of options has a row for each of autopar's.
+(core/options.cpp's table); docs/manual.md's table of options has a row for each of autopar's; and
+every ```bash and ```python example says how it runs, and its Python takes from autopar only names and
+keywords the module has (tests/docs/examples.py; tests/integration/test_docs_examples.py runs them).
 Prints one line per name that does not exist or is missing; exit 1 on any.
 
     tests/docs/check_docs.py BUILD_DIR
@@ -14,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import examples
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,6 +78,8 @@ def main() -> int:
     rows = set(re.findall(r"^\| `--([a-z][a-z-]*)", manual, re.M))
     for opt in sorted(ours - rows):
         problems.append(f"docs/manual.md: the options table has no row for --{opt}")
+    for example in examples.all_examples():
+        problems += examples.check(example)
     for p in problems:
         print(p)
     return 1 if problems else 0
