@@ -3,7 +3,8 @@
 COMMAND [SUBCOMMAND]` the docs write (README.md, docs/*.md, etc/examples) is a command of the built
 CLI (`autopar --help`, `autopar ckpt --help`), and every option on an `#SBATCH` line of their
 examples is sbatch's own (`sbatch --help`, with a throwaway slurm.conf) or one of autopar's
-(core/options.cpp's table); docs/manual.md's table of options has a row for each of autopar's; and
+(core/options.cpp's table); every argument on a plugstack line they show is the plugin's;
+docs/manual.md's table of options has a row for each of autopar's; and
 every ```bash and ```python example says how it runs, and its Python takes from autopar only names and
 keywords the module has (tests/docs/examples.py; tests/integration/test_docs_examples.py runs them).
 Prints one line per name that does not exist or is missing; exit 1 on any.
@@ -78,6 +79,23 @@ def main() -> int:
     rows = set(re.findall(r"^\| `--([a-z][a-z-]*)", manual, re.M))
     for opt in sorted(ours - rows):
         problems.append(f"docs/manual.md: the options table has no row for --{opt}")
+    for opt in sorted(rows - ours - sbatch):
+        problems.append(f"docs/manual.md: the options table has a row for --{opt}, which is not autopar's")
+    # A plugstack line the docs show passes only the plugin's arguments (autopar.spank(8) lists them,
+    # held to the code by tests/man/check_man_pages.py).
+    lists = subprocess.run([str(Path(sys.argv[1]) / "tests" / "man" / "autopar_man_lists")],
+                           capture_output=True, text=True).stdout.split("\n")
+    plugstack_keys = {line.split()[1] for line in lists if line.startswith("plugstack-key ")}
+    if not plugstack_keys:
+        print("check_docs: autopar_man_lists printed no plugstack keys")
+        return 1
+    for path in doc_files():
+        text = path.read_text()
+        for m in re.finditer(r"autopar\.so((?:[ \t]+[a-z_]+=\S+)+)", text):
+            line = text.count("\n", 0, m.start()) + 1
+            for key in re.findall(r"(?<!\S)([a-z_]+)=", m.group(1)):
+                if key not in plugstack_keys:
+                    problems.append(f"{path.relative_to(REPO)}:{line}: plugstack argument {key}= is not the plugin's")
     for example in examples.all_examples():
         problems += examples.check(example)
     for p in problems:
