@@ -256,6 +256,7 @@ class FailureHandler {
     int64_t complete_step = -1;   // the newest step COMPLETE in this run
     bool acted = false;           // requeued (or left to Slurm) for the preemption
     bool terminated = false;      // a launcher said its program ended at the SIGTERM
+    bool requeue_noted = false;   // requeued_by_slurm journalled
   };
   // The process whose life is a rank's on this node.
   struct RankProcess {

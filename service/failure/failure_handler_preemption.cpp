@@ -47,12 +47,17 @@ void FailureHandler::OnTerminationCheckpoint(const JournalEvent& e, pid_t pid) {
     pw.announced_step = std::max(pw.announced_step, e.step);
     ctx = run.ctx;
     if (!pw.slurm.preempted) {
-      if (pw.checked_at >= 0 && now - pw.checked_at < kRecheckS) return;
+      // Rank 0's always asks: it says when Slurm requeued the run itself (no grace time).
+      if (e.rank != 0 && pw.checked_at >= 0 && now - pw.checked_at < kRecheckS) return;
       pw.checked_at = now;
       ask = true;
     }
   }
-  if (ask && !ConfirmPreemption(ctx)) return;
+  if (ask && !ConfirmPreemption(ctx)) {
+    // No grace: the SIGTERM was Slurm's requeue, and the program checkpointed in KillWait.
+    if (e.rank == 0) NoteRequeuedBySlurm(ctx);
+    return;
+  }
   OnPreemptedComplete(ctx, -1);  // its step may be COMPLETE already
 }
 
@@ -137,6 +142,14 @@ void FailureHandler::NoteRequeuedBySlurm(const JobContext& ctx) {
   if (ledger_.Recorded(ctx.job_id, ctx.restart_count)) return;  // autopar's own decision
   auto job = slurm_->LoadJob(ctx.job_id);
   if (!job.ok() || job->restart_count != ctx.restart_count + 1) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // once a run: its launcher's word or its checkpoint's
+    auto it = jobs_.find(ctx.job_id);
+    if (it == jobs_.end() || it->second.run.ctx.restart_count != ctx.restart_count ||
+        it->second.run.preempt.requeue_noted)
+      return;
+    it->second.run.preempt.requeue_noted = true;
+  }
   Emit(ctx.job_id, event_kind::kRequeuedBySlurm, -1, -1,
        FormatEventFields({{"restart", std::to_string(ctx.restart_count)},
                           {"reason", "the run ended at Slurm's SIGTERM and Slurm requeued the job "

@@ -1146,6 +1146,25 @@ TEST_F(TimeLimitTest, ARunRequeuedBySlurmAtTheNoticeSaysSo) {
   EXPECT_NE(r->detail.find("resumes from the last complete checkpoint"), std::string::npos);
 }
 
+TEST_F(TimeLimitTest, ARunRequeuedBySlurmAfterItsProgramCheckpointedSaysSoOnce) {
+  // No grace: the SIGTERM is Slurm's requeue. The program still checkpoints its step in
+  // KillWait and says so; rank 1's word comes first and asks Slurm, rank 0's a moment later.
+  Task(100, 0);
+  Task(101, 0);
+  Task(200, 0);  // rank 0's launcher
+  for (int64_t s = 0; s < 10; ++s) Step(s);
+  slurm_.job.restart_count = 1;
+  slurm_.job.state = "PENDING";
+  handler_->OnEvent(Ckpt("termination_checkpoint", 9, 1), 101);
+  EXPECT_EQ(Count("requeued_by_slurm"), 0);
+  handler_->OnEvent(Ckpt("termination_checkpoint", 9, 0), 100);
+  JournalEvent t = Ckpt("terminated", -1, 0);
+  t.detail = "exit=143";
+  handler_->OnEvent(t, 200);
+  EXPECT_EQ(slurm_.requeues, 0);
+  EXPECT_EQ(Count("requeued_by_slurm"), 1);
+}
+
 TEST_F(FailureHandlerTest, AFailureAfterPreemptionsHasTheWholeBudget) {
   // Run 2 after two preemptions, --requeue-on-failure=1: its crash is attempt 1 of 1.
   slurm_.job.restart_count = 2;

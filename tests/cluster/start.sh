@@ -154,6 +154,8 @@ EOF
 # requeued (PreemptMode=REQUEUE; JobRequeue=1 above).
 PartitionName=debug Nodes=node[1-${#NODES[@]}] Default=YES MaxTime=INFINITE State=UP PriorityTier=10
 PartitionName=scavenger Nodes=node[1-${#NODES[@]}] MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=20
+# \`nograce\`: the same with no grace time, where Slurm requeues a preempted job at the notice.
+PartitionName=nograce Nodes=node[1-${#NODES[@]}] MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=0
 # \`gpu\`, as a GPU site names its partition, so the docs' examples (--partition=gpu) run as written.
 PartitionName=gpu Nodes=node[1-${#NODES[@]}] MaxTime=INFINITE State=UP PriorityTier=10
 EOF

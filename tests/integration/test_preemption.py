@@ -205,3 +205,59 @@ def test_preempted_while_uploading_and_again_while_resuming(tmp_path):
     assert not [s for r, _, s, _ in logged if r == 1], "run 1 trained before its notice"
     assert min(s for r, _, s, _ in logged if r == 2) == step + 1, story
     check_goodput(job, ranks=4, preemptions=2, steps=STEPS - 1, redone_at_most=0)
+
+
+def test_a_preemption_without_grace_resumes_from_the_last_complete_checkpoint(tmp_path):
+    """In the `nograce` partition (GraceTime=0) Slurm requeues the job at the notice itself: the
+    program's SIGTERM comes with the requeue, and the record of the requeued job no longer says
+    why. The timeline says so (requeued_by_slurm), and the next run resumes from the last
+    complete checkpoint: the one its ranks made at the SIGTERM if it was COMPLETE in time (Slurm's
+    KillWait), else a periodic one, whose later steps are redone. The final model is an
+    unpreempted run's."""
+    def program(work, step_sleep):
+        return (f"{PYTHON} {TRAIN} --steps 60 --every 10 --step-sleep {step_sleep} "
+                f"--obey-time-limit --out {work}/final.pt")
+    ref = tmp_path / "reference"
+    submit(ref, opts="--requeue-on-failure=1", program=program(ref, 0))
+    work = tmp_path / "p"
+    job = submit(work, opts="--requeue-on-failure=1 --partition=nograce", program=program(work, STEP_SLEEP))
+    wait_for(lambda: trained(work, 0, 15), 240, "run 0 training 15 steps")
+    preempt(job, tmp_path / "preemptor")
+    wait_for(lambda: restarts(job) > 0, 60, "Slurm's requeue at the notice")
+    state = wait_job(job, timeout=300)
+    out = (work / "out.txt").read_text()
+    evs = events(job, "requeued_by_slurm")
+    story = tell(evs)
+    assert state == "COMPLETED" and restarts(job) == 1, out[-3000:] + "\n" + story
+    assert same_model(work / "final.pt", ref / "final.pt"), "the model differs from an unpreempted run"
+    by_slurm = kinds(evs, "requeued_by_slurm")
+    assert len(by_slurm) == 1 and "last complete checkpoint" in by_slurm[0]["detail"], story
+    assert not kinds(evs, "requeue") and not kinds(evs, "failure"), story
+    # Run 1 resumed from the newest step COMPLETE when it started: here the one its ranks
+    # checkpointed at the SIGTERM, in KillWait, if that was done in time, else a periodic one.
+    started = next(e["time"] for e in kinds(evs, "step_started") if "restart=1" in e["detail"])
+    complete = {e["step"] for e in kinds(evs, "ckpt_complete") if e["time"] < started}
+    logged = steps_logged(work)
+    first = min(s for r, _, s, _ in logged if r == 1)
+    last = max(s for r, _, s, _ in logged if r == 0)
+    assert complete and first == max(complete) + 1, (first, complete, story)
+    record("preemption without grace", steps_redone=last - max(complete))
+
+
+def test_a_scancel_of_a_preemptible_job_is_not_a_preemption(tmp_path):
+    """`scancel` of a job in the preemptible partition: its programs get the same SIGTERM as at a
+    preemption notice, but Slurm's record says cancelled, not preempted. autopard does not
+    requeue it, nor count a preemption; the job ends CANCELLED."""
+    work = tmp_path / "c"
+    program = (f"{PYTHON} {TRAIN} --steps 400 --every 10 --step-sleep {STEP_SLEEP} "
+               f"--obey-time-limit --out {work}/final.pt")
+    job = submit(work, opts="--requeue-on-failure=2 --partition=scavenger", program=program)
+    wait_for(lambda: trained(work, 0, 8), 240, "run 0 training 8 steps")
+    run(["scancel", job], check=True)
+    state = wait_job(job, timeout=120)
+    time.sleep(2)  # the launchers' last words reach the journal
+    evs = events(job)
+    story = tell(evs)
+    assert state == "CANCELLED" and restarts(job) == 0, story
+    assert not kinds(evs, "preempted") and not kinds(evs, "requeue"), story
+    assert not kinds(evs, "requeued_by_slurm") and not kinds(evs, "failure"), story
