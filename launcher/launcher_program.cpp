@@ -146,7 +146,12 @@ ChildOutcome Launcher::RunGeneration(const std::vector<std::string>& argv, const
         prepare_next();
       }
     }
+    const int earlier_signal = out.termination_signal;
     out = SuperviseChild(pid, options);
+    // Slurm's SIGTERM of an earlier wait holds for the generation: a preemption's notice, then
+    // the program's end at the requeue's own SIGTERM (which it may take before this launcher
+    // does) is Slurm's doing, not a crash.
+    if (out.termination_signal == 0) out.termination_signal = earlier_signal;
     if (out.hung && ft_ && ft_->SpareFromHang() && !Stopped(pid)) {
       // autopard sees every member stalled: this one waits in the group's collective for the
       // member that hung, whose own launcher replaces it (or has replaced it already).

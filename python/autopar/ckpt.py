@@ -590,6 +590,12 @@ _term_handler_installed = False
 
 def _on_sigterm(signum: int, frame: Any) -> None:
     global _terminated
+    if _holding:
+        # The checkpoint is committed and the program holds for the requeue: a SIGTERM now is
+        # Slurm ending the task (the requeue itself, a scancel, the grace's or the time limit's
+        # end). Ending at once gives the node back KillWait seconds sooner than Slurm's SIGKILL,
+        # and the next run starts that much earlier.
+        os._exit(128 + signum)
     _terminated = True
 
 

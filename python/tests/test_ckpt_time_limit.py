@@ -251,6 +251,25 @@ def test_exit_after_the_request_holds(tmp_path):
     assert "returning" in out
 
 
+def test_a_sigterm_while_holding_ends_the_program_at_once(tmp_path):
+    """Holding for the requeue after the notice's checkpoint, the next SIGTERM is Slurm ending
+    the task (the requeue itself): the program ends then with 128+15, not KillWait seconds later
+    at Slurm's SIGKILL, so the next run gets the node sooner."""
+    FakeAutopard(tmp_path / "d.sock", lambda rank: False)
+    code = ("import os, signal, threading\n"
+            "from autopar import ckpt\n"
+            "assert not ckpt.time_limit_reached(ckpt.heartbeat(1, wait=True), 1)\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "assert ckpt.time_limit_reached(ckpt.heartbeat(2, wait=True), 2)\n"
+            "threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
+            "ckpt.wait_for_requeue()\n")
+    t0 = time.monotonic()
+    p = subprocess.run([TORCH_PYTHON, "-c", code], env=env_for(tmp_path, 0, 1),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 128 + 15, p.stdout + p.stderr
+    assert "waiting for the requeue" in p.stderr and time.monotonic() - t0 < 30, p.stderr
+
+
 def test_sigterm_asks_for_the_checkpoint_and_says_why(tmp_path):
     """From the first time_limit_reached() on, SIGTERM (a preemption's notice) does not end the
     program: the next call returns True and announces "termination_checkpoint"."""
