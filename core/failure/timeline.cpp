@@ -91,6 +91,7 @@ const std::vector<std::string>& AllEventKinds() {
       event_kind::kCkptRestored,
       event_kind::kCkptRestoreSkipped,
       event_kind::kFreshStart,
+      event_kind::kRestoreWaited,
       event_kind::kWatchResumed,
       event_kind::kRankExit,
       event_kind::kHeartbeatMissed,

@@ -52,6 +52,9 @@ inline constexpr const char* kCkptLocalRemoved = "ckpt_local_removed";
 inline constexpr const char* kCkptRestored = "ckpt_restored";
 inline constexpr const char* kCkptRestoreSkipped = "ckpt_restore_skipped";
 inline constexpr const char* kFreshStart = "fresh_start";
+// Rank 0's restore decision waited for a step every rank had committed whose upload was still on
+// its way (core/failure/upload_wait.h): waited_s=, and whether it came (complete=yes|no).
+inline constexpr const char* kRestoreWaited = "restore_waited";
 // autopard started again and watches a running job's ranks as before (ranks=, last step).
 inline constexpr const char* kWatchResumed = "watch_resumed";
 inline constexpr const char* kRankExit = "rank_exit";  // exit= [signal=] run_s= (autopar-launch)

@@ -279,6 +279,8 @@ const ConfigKey kKeys[] = {
      [](DaemonConfig& c, const std::string& v) {
        return SetInteger(v, 1, 86400, &c.restore_timeout_s);
      }},
+    {"restore_wait_s",
+     [](DaemonConfig& c, const std::string& v) { return SetInteger(v, 0, 280, &c.restore_wait_s); }},
     {"progress_interval_s",
      [](DaemonConfig& c, const std::string& v) {
        return SetInteger(v, 1, 86400, &c.progress_interval_s);

@@ -128,6 +128,15 @@ class Daemon {
   Status ListStore(const std::string& uri, const std::string& job_id, const UserIdentity& as,
                    const std::function<bool(const std::string&)>& allowed, std::vector<StepInfo>* out);
   Reply Restore(const Request& r, const Peer& peer);
+  // Rank 0's decision (a probe) waits up to restore_wait_s for a step every rank of the job
+  // committed whose upload is still on its way (core/failure/upload_wait.h): a run that ended
+  // before its last step was COMPLETE (a preemption whose grace was shorter than the upload, a
+  // store that did not answer) resumes from that step, not from an older one with the steps
+  // between redone. Returns the listing `steps` (or its error), listed again while it waited.
+  Result<std::vector<StepRef>> AwaitCommittedStep(ObjectStore& store, const Request& r,
+                                                 Result<std::vector<StepRef>> steps);
+  // The job's merged timeline: this node's journal and every node's published one.
+  std::vector<JournalEvent> JobTimeline(const std::string& job_id);
   // Restores step `s` of the store for the requesting rank into `reply` (true), or notes in
   // reply->restore.skipped why it cannot (false: the caller tries the next older step).
   bool RestoreStep(ObjectStore& store, const StepRef& s, const Request& r, const UserIdentity& id,

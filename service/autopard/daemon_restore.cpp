@@ -11,8 +11,12 @@
 
 #include "core/ckpt/ckpt_layout.h"
 #include "core/ckpt/ckpt_store.h"
+#include "core/failure/timeline.h"
+#include "core/failure/upload_wait.h"
+#include "core/text.h"
 #include "daemon.h"
 #include "daemon_internal.h"
+#include "journal_publisher.h"
 #include "service/user_access/user_fs.h"
 
 namespace autopar {
@@ -76,6 +80,8 @@ Reply Daemon::Restore(const Request& r, const Peer& peer) {
   TransferOptions topt = uploader_->Transfer();
   // Only the jobs' directories ("job-*"): never a walk of whatever else the store's root holds.
   auto steps = ListSteps(store, "", topt);
+  // Rank 0's decision waits for a step on its way, through a store that does not answer yet too.
+  if (r.probe) steps = AwaitCommittedStep(store, r, std::move(steps));
   if (!steps) return Error("restore: " + steps.message());
   Reply reply;
   std::map<std::string, bool> job_allowed;
@@ -93,6 +99,50 @@ Reply Daemon::Restore(const Request& r, const Peer& peer) {
   (void)Journal({Now(), config_.node, r.job_id, event_kind::kFreshStart, r.rank, -1,
                  "no complete checkpoint in " + store.Describe()});
   return reply;
+}
+
+std::vector<JournalEvent> Daemon::JobTimeline(const std::string& job_id) {
+  std::vector<std::vector<JournalEvent>> journals;
+  if (auto local = db_->Events(job_id); local.ok()) journals.push_back(std::move(*local));
+  if (publisher_) {
+    std::vector<std::string> notes;
+    auto got = ReadPublishedJournals(publisher_->store(), job_id, "", publisher_->Transfer(), &notes);
+    if (got.ok()) {
+      for (auto& j : *got) journals.push_back(std::move(j.events));
+    }
+  }
+  return MergeTimelines(journals);
+}
+
+Result<std::vector<StepRef>> Daemon::AwaitCommittedStep(ObjectStore& store, const Request& r,
+                                                        Result<std::vector<StepRef>> steps) {
+  if (config_.restore_wait_s <= 0) return steps;
+  const auto has = [&](const Result<std::vector<StepRef>>& listing, int64_t step) {
+    return listing.ok() && std::any_of(listing->begin(), listing->end(), [&](const StepRef& s) {
+             return s.job_id == r.job_id && s.step == step && s.has_manifest;
+           });
+  };
+  int64_t newest = -1;  // the job's own newest step in storage that claims to be complete
+  for (const auto& s : steps.ok() ? *steps : std::vector<StepRef>{}) {
+    if (s.job_id == r.job_id && s.has_manifest) newest = std::max(newest, s.step);
+  }
+  const auto awaited = StepAwaitingUpload(JobTimeline(r.job_id), r.world_size, newest);
+  if (!awaited || (r.max_step >= 0 && *awaited > r.max_step)) return steps;
+  const double start = Now();
+  bool complete = false;
+  while (!(complete = has(steps, *awaited)) && !stop_ && Now() - start < config_.restore_wait_s) {
+    usleep(1000 * 1000);
+    // A store that does not answer meanwhile is asked again at the next second; its last
+    // answer stands.
+    if (auto again = ListSteps(store, "", uploader_->Transfer()); again.ok() || !steps.ok()) {
+      steps = std::move(again);
+    }
+  }
+  (void)Journal({Now(), config_.node, r.job_id, event_kind::kRestoreWaited, r.rank, *awaited,
+                 "waited_s=" + FormatFixed(Now() - start, 1) + " complete=" + (complete ? "yes" : "no") +
+                     (complete ? "" : " (restore_wait_s=" + std::to_string(config_.restore_wait_s) +
+                                          "): an older step is resumed")});
+  return steps;
 }
 
 bool Daemon::RestoreStep(ObjectStore& store, const StepRef& s, const Request& r, const UserIdentity& id,

@@ -13,6 +13,7 @@ Needs the cluster as test_requeue_faults.py does (autopard on every node). Wall 
 import json
 import os
 import time
+import uuid
 from pathlib import Path
 
 from conftest import PYTHON, cluster_dir, expand_nodes, pending_uploads, preempt, run, wait_for, wait_job
@@ -261,3 +262,56 @@ def test_a_scancel_of_a_preemptible_job_is_not_a_preemption(tmp_path):
     assert state == "CANCELLED" and restarts(job) == 0, story
     assert not kinds(evs, "preempted") and not kinds(evs, "requeue"), story
     assert not kinds(evs, "requeued_by_slurm") and not kinds(evs, "failure"), story
+
+
+def s3_client():
+    import boto3
+    return boto3.client("s3", endpoint_url=os.environ["AUTOPAR_S3_ENDPOINT"], aws_access_key_id="S3RVER",
+                        aws_secret_access_key="S3RVER", region_name="us-east-1")
+
+
+def test_an_upload_that_outlasts_the_job_is_waited_for_by_its_next_run(tmp_path):
+    """No grace (`nograce`), and the store unreachable from the notice on (its bucket gone): the
+    ranks checkpoint the notice's step in Slurm's KillWait, the run leaves its nodes, and the
+    uploads keep failing. The next run starts; its rank 0's restore finds the step every rank
+    committed in the job's timeline and waits for it (restore_wait_s) instead of starting again
+    from scratch (the job has no other checkpoint). The store comes back, each node's autopard
+    finishes its upload, and the run resumes from the notice's step: none is redone, and the
+    model is an unpreempted run's."""
+    def program(work, step_sleep):
+        return (f"{PYTHON} {TRAIN} --steps 40 --every 1000 --pad-mb 20 --step-sleep {step_sleep} "
+                f"--obey-time-limit --out {work}/final.pt")
+    assert os.environ.get("AUTOPAR_S3_ENDPOINT"), "start s3rver first (scripts/test.sh does)"
+    ref = tmp_path / "reference"
+    submit(ref, opts="--requeue-on-failure=1", program=program(ref, 0))
+    s3, bucket = s3_client(), f"outlast-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    work = tmp_path / "p"
+    job = submit(work, opts="--requeue-on-failure=1 --partition=nograce", program=program(work, STEP_SLEEP),
+                 upload=f"s3://{bucket}/run")
+    wait_for(lambda: trained(work, 0, 12), 240, "run 0 training 12 steps")
+    s3.delete_bucket(Bucket=bucket)  # empty: the job has no checkpoint yet
+    preempt(job, tmp_path / "preemptor")
+    wait_for(lambda: restarts(job) > 0, 60, "Slurm's requeue at the notice")
+    wait_for(lambda: "step_started" in [e["kind"] for e in events(job) if "restart=1" in e["detail"]],
+             90, "run 1 starting")
+    time.sleep(3)
+    s3.create_bucket(Bucket=bucket)  # the store is back
+    state = wait_job(job, timeout=300)
+    out = (work / "out.txt").read_text()
+    evs = events(job, "restore_waited")
+    story = tell(evs)
+    assert state == "COMPLETED" and restarts(job) == 1, out[-3000:] + "\n" + story
+    assert same_model(work / "final.pt", ref / "final.pt"), "the model differs from an unpreempted run"
+    notice = {e["step"] for e in kinds(evs, "termination_checkpoint")}
+    assert len(notice) == 1, story
+    step = notice.pop()
+    started = next(e["time"] for e in kinds(evs, "step_started") if "restart=1" in e["detail"])
+    done = [e["time"] for e in kinds(evs, "ckpt_complete") if e["step"] == step]
+    assert done and min(done) > started, ("the step was COMPLETE before the next run", story)
+    waited = kinds(evs, "restore_waited")
+    assert len(waited) == 1 and waited[0]["step"] == step and "complete=yes" in waited[0]["detail"], story
+    logged = steps_logged(work)
+    assert max(s for r, _, s, _ in logged if r == 0) == step, story
+    assert min(s for r, _, s, _ in logged if r == 1) == step + 1, story
+    record("upload after the job left", waited_s=float(waited[0]["fields"]["waited_s"]), steps_redone=0)
