@@ -18,7 +18,7 @@ std::optional<int64_t> StepAwaitingUpload(const std::vector<JournalEvent>& timel
     std::map<std::string, double> nodes;  // the nodes that committed them, from when
   };
   std::map<int64_t, Step> committed;
-  std::set<int64_t> complete;
+  std::set<int64_t> settled;  // COMPLETE, or failed
   std::vector<std::pair<double, std::string>> lost;  // (when, node) of each node loss
   for (const auto& e : timeline) {
     if (e.kind == event_kind::kFailure) {
@@ -38,8 +38,8 @@ std::optional<int64_t> StepAwaitingUpload(const std::vector<JournalEvent>& timel
       s.ranks.insert(e.rank);
       auto [it, fresh] = s.nodes.emplace(e.node, e.time);
       if (!fresh) it->second = std::min(it->second, e.time);
-    } else if (e.kind == event_kind::kCkptComplete) {
-      complete.insert(e.step);
+    } else if (e.kind == event_kind::kCkptComplete || e.kind == event_kind::kCkptFailed) {
+      settled.insert(e.step);  // a failed step is not retried
     }
   }
   const auto node_lost_since = [&](const Step& s) {
@@ -50,7 +50,7 @@ std::optional<int64_t> StepAwaitingUpload(const std::vector<JournalEvent>& timel
     return false;
   };
   for (auto it = committed.rbegin(); it != committed.rend(); ++it) {
-    if (static_cast<int>(it->second.ranks.size()) == world_size && !complete.count(it->first) &&
+    if (static_cast<int>(it->second.ranks.size()) == world_size && !settled.count(it->first) &&
         !node_lost_since(it->second)) {
       return it->first;
     }

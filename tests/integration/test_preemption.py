@@ -122,7 +122,25 @@ def test_preempted_twice_loses_no_step(tmp_path):
         took = min(t for r, _, s, t in logged if r == n + 1) - notices[n]
         record(f"preemption {n + 1}", notice_to_next_step_s=round(took, 1),
                notice_to_requeue_s=round(requeue["time"] - notices[n], 1), steps_redone=0)
+    check_restores_where_committed(evs)
     check_goodput(job, ranks=4, preemptions=2, steps=STEPS - 1, redone_at_most=0)
+
+
+def check_restores_where_committed(evs):
+    """Each rank's restore read the node-local copy on the node that committed its files, and
+    fetched them from storage anywhere else."""
+    committed = {(e["step"], e["rank"]): e["node"] for e in kinds(evs, "ckpt_committed")}
+    where = {"local": 0, "fetched": 0}
+    for e in kinds(evs, "ckpt_restored"):
+        f = e["fields"]
+        if committed.get((e["step"], e["rank"])) == e["node"]:
+            assert f["bytes_fetched"] == "0" and int(f["bytes_local"]) > 0, e
+            where["local"] += 1
+        else:
+            assert f["bytes_local"] == "0" and int(f["bytes_fetched"]) > 0, e
+            where["fetched"] += 1
+    assert sum(where.values()) > 0, tell(evs)
+    record("restores", **where)
 
 
 def test_a_program_that_ends_at_the_notice_resumes_from_its_last_checkpoint(tmp_path):
