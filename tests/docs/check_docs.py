@@ -4,13 +4,15 @@ COMMAND [SUBCOMMAND]` the docs write (README.md, docs/*.md, etc/examples) is a c
 CLI (`autopar --help`, `autopar ckpt --help`), and every option on an `#SBATCH` line of their
 examples is sbatch's own (`sbatch --help`, with a throwaway slurm.conf) or one of autopar's
 (core/options.cpp's table); every argument on a plugstack line they show is the plugin's;
-docs/manual.md's table of options has a row for each of autopar's; and
+docs/manual.md's table of options has a row for each of autopar's (and no other); docs/python.md's
+table of arguments has every key of jobs.AUTOPAR_OPTIONS, and its row of them no other; and
 every ```bash and ```python example says how it runs, and its Python takes from autopar only names and
 keywords the module has (tests/docs/examples.py; tests/integration/test_docs_examples.py runs them).
 Prints one line per name that does not exist or is missing; exit 1 on any.
 
     tests/docs/check_docs.py BUILD_DIR
 """
+import ast
 import os
 import re
 import subprocess
@@ -96,6 +98,21 @@ def main() -> int:
             for key in re.findall(r"(?<!\S)([a-z_]+)=", m.group(1)):
                 if key not in plugstack_keys:
                     problems.append(f"{path.relative_to(REPO)}:{line}: plugstack argument {key}= is not the plugin's")
+    # docs/python.md's row of autopar's options is autopar.jobs.AUTOPAR_OPTIONS, every key
+    # (test_python_jobs.py holds that table to the plugin's options).
+    jobs_py = ast.parse((REPO / "python" / "autopar" / "jobs.py").read_text())
+    table = next(n.value for n in jobs_py.body if isinstance(n, ast.Assign) and
+                 any(isinstance(t, ast.Name) and t.id == "AUTOPAR_OPTIONS" for t in n.targets))
+    python_options = {k.value for k in table.keys}
+    first_cells = [line.split("|")[1] for line in (REPO / "docs" / "python.md").read_text().splitlines()
+                   if line.startswith("| `")]
+    documented = {m for cell in first_cells for m in re.findall(r"`([a-z_]+)[`=]", cell)}
+    row = next((c for c in first_cells if c.startswith(" `auto_parallel`")), "")
+    in_row = set(re.findall(r"(?:^ |, )`([a-z_]+)`", row))
+    for name in sorted(python_options - documented):
+        problems.append(f"docs/python.md: the table of arguments has no row for `{name}`")
+    for name in sorted(in_row - python_options):
+        problems.append(f"docs/python.md: the row of autopar's options names `{name}`, not in jobs.AUTOPAR_OPTIONS")
     for example in examples.all_examples():
         problems += examples.check(example)
     for p in problems:
