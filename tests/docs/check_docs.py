@@ -3,7 +3,8 @@
 COMMAND [SUBCOMMAND]` the docs write (README.md, docs/*.md, etc/examples) is a command of the built
 CLI (`autopar --help`, `autopar ckpt --help`), and every option on an `#SBATCH` line of their
 examples is sbatch's own (`sbatch --help`, with a throwaway slurm.conf) or one of autopar's
-(core/options.cpp's table); every argument on a plugstack line they show is the plugin's;
+(core/options.cpp's table); every argument on a plugstack line they show is the plugin's, and every `key = value` in a
+paragraph that names autopard.conf is one of its keys;
 docs/manual.md's table of options has a row for each of autopar's (and no other); docs/python.md's
 table of arguments has every key of jobs.AUTOPAR_OPTIONS, and its row of them no other; and
 every ```bash and ```python example says how it runs, and its Python takes from autopar only names and
@@ -88,6 +89,7 @@ def main() -> int:
     lists = subprocess.run([str(Path(sys.argv[1]) / "tests" / "man" / "autopar_man_lists")],
                            capture_output=True, text=True).stdout.split("\n")
     plugstack_keys = {line.split()[1] for line in lists if line.startswith("plugstack-key ")}
+    autopard_keys = {line.split()[1] for line in lists if line.startswith("autopard-key ")}
     if not plugstack_keys:
         print("check_docs: autopar_man_lists printed no plugstack keys")
         return 1
@@ -98,6 +100,15 @@ def main() -> int:
             for key in re.findall(r"(?<!\S)([a-z_]+)=", m.group(1)):
                 if key not in plugstack_keys:
                     problems.append(f"{path.relative_to(REPO)}:{line}: plugstack argument {key}= is not the plugin's")
+        # A `key = value` (autopard.conf's own syntax) in a paragraph that names autopard.conf.
+        prose = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+        for para in re.finditer(r"(?:[^\n]+\n?)+", prose):
+            if "autopard.conf" not in para.group(0):
+                continue
+            for m in re.finditer(r"`([a-z][a-z0-9_]*) = [^`]*`", para.group(0)):
+                if m.group(1) not in autopard_keys:
+                    line = text.count("\n", 0, para.start() + m.start()) + 1
+                    problems.append(f"{path.relative_to(REPO)}:{line}: autopard.conf has no key {m.group(1)}")
     # docs/python.md's row of autopar's options is autopar.jobs.AUTOPAR_OPTIONS, every key
     # (test_python_jobs.py holds that table to the plugin's options).
     jobs_py = ast.parse((REPO / "python" / "autopar" / "jobs.py").read_text())
