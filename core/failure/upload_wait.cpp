@@ -18,7 +18,7 @@ std::optional<int64_t> StepAwaitingUpload(const std::vector<JournalEvent>& timel
     std::map<std::string, double> nodes;  // the nodes that committed them, from when
   };
   std::map<int64_t, Step> committed;
-  std::set<int64_t> settled;  // COMPLETE, or failed
+  std::set<int64_t> settled;  // COMPLETE
   std::vector<std::pair<double, std::string>> lost;  // (when, node) of each node loss
   for (const auto& e : timeline) {
     if (e.kind == event_kind::kFailure) {
@@ -38,8 +38,9 @@ std::optional<int64_t> StepAwaitingUpload(const std::vector<JournalEvent>& timel
       s.ranks.insert(e.rank);
       auto [it, fresh] = s.nodes.emplace(e.node, e.time);
       if (!fresh) it->second = std::min(it->second, e.time);
-    } else if (e.kind == event_kind::kCkptComplete || e.kind == event_kind::kCkptFailed) {
-      settled.insert(e.step);  // a failed step is not retried
+    } else if (e.kind == event_kind::kCkptComplete) {
+      // Not ckpt_failed: an upload that failed on storage is retried on autopard's timer.
+      settled.insert(e.step);
     }
   }
   const auto node_lost_since = [&](const Step& s) {

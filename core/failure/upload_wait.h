@@ -18,7 +18,8 @@ namespace autopar {
 
 // The newest step newer than `newest_complete` (-1: none in storage) that every rank
 // 0..world_size-1 committed (ckpt_committed in `timeline`, the job's merged timeline) and no
-// node has journalled COMPLETE (or failed: it is not retried); nullopt when there is none. A step is not waited for when a node
+// node has journalled COMPLETE; nullopt when there is none. A ckpt_failed does not end the wait:
+// an upload that failed on storage is retried on autopard's timer. A step is not waited for when a node
 // that committed ranks of it was lost since (a node-loss failure's lost=): its uploads went with
 // the node.
 std::optional<int64_t> StepAwaitingUpload(const std::vector<JournalEvent>& timeline, int world_size,

@@ -40,8 +40,8 @@ TEST(StepAwaitingUpload, NoneWhenItIsCompleteOrNotNewer) {
   auto t = Committed(17, 4);
   EXPECT_EQ(StepAwaitingUpload(t, 4, 17), std::nullopt);  // storage has it already
   auto failed = t;
-  failed.push_back(Ev(event_kind::kCkptFailed, 17));
-  EXPECT_EQ(StepAwaitingUpload(failed, 4, 9), std::nullopt);  // it never will be
+  failed.push_back(Ev(event_kind::kCkptFailed, 17));  // on storage: retried on autopard's timer
+  EXPECT_EQ(StepAwaitingUpload(failed, 4, 9), 17);
   t.push_back(Ev(event_kind::kCkptComplete, 17));
   EXPECT_EQ(StepAwaitingUpload(t, 4, 9), std::nullopt);  // a node found it COMPLETE
   EXPECT_EQ(StepAwaitingUpload(t, 0, -1), std::nullopt);
