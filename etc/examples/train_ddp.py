@@ -15,6 +15,7 @@ Usage: train_ddp.py [--steps N] [--seed S] [--batch B] [--hidden H] [--lr LR] [-
                     [--ckpt-every K] [--step-sleep SECONDS]
 """
 import argparse
+import gc
 import os
 import sys
 import time
@@ -119,7 +120,12 @@ def main() -> int:
         print(f"train: done {args.steps} steps, final loss {full:.6f}", flush=True)
         if args.out:
             torch.save({k: v.clone() for k, v in model.state_dict().items()}, args.out)
+    # torch 2.x over gloo: a DistributedDataParallel still alive at exit keeps its group until the
+    # interpreter's final collection, where a gloo worker freeing its last work aborts the process
+    # (exit 134, "terminate called without an active exception"). Free it while Python still runs.
+    del ddp
     dist.destroy_process_group()
+    gc.collect()
     return 0
 
 

@@ -7,6 +7,7 @@ trains the same model on the whole data set in one process. Equal shards and a m
 DDP's averaged gradient equal to the full-batch gradient, so both runs must end at the same loss
 (up to float rounding). Rank 0 writes {"loss": final full-data loss, "world": N} to argv[1].
 """
+import gc
 import json
 import os
 import sys
@@ -53,8 +54,13 @@ def main():
     with torch.no_grad():
         final = torch.nn.functional.mse_loss(net(x), y).item()
     if world > 1:
+        # torch 2.x over gloo: a DistributedDataParallel still alive at exit keeps the group until the
+        # interpreter's final collection, where a gloo worker freeing its last work aborts the process
+        # (exit 134, "terminate called without an active exception"). Free it while Python still runs.
+        del train
         dist.barrier()
         dist.destroy_process_group()
+        gc.collect()
     if rank == 0:
         with open(out_path, "w") as f:
             json.dump({"loss": final, "world": world}, f)

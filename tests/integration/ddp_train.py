@@ -6,6 +6,7 @@ Every rank holds the full model (DDP); a checkpoint of step N is the model and t
 autopar-launch restored a step (AUTOPAR_RESUME_STEP), training continues after it: the result is
 bit-identical to an uninterrupted run because the data of step s depends only on s.
 """
+import gc
 import os
 import time
 
@@ -121,4 +122,9 @@ class Trainer:
         if self.rank == 0 and self.args.out:
             torch.save({k: v.clone() for k, v in self.model.state_dict().items()}, self.args.out)
             print(f"train: done {self.args.steps} steps", flush=True)
+        # torch 2.x over gloo: a DistributedDataParallel still alive at exit keeps its group until the
+        # interpreter's final collection, where a gloo worker freeing its last work aborts the process
+        # (exit 134, "terminate called without an active exception"). Free it while Python still runs.
+        del self.ddp
         dist.destroy_process_group()
+        gc.collect()
