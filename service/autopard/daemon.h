@@ -135,8 +135,10 @@ class Daemon {
   // between redone. Returns the listing `steps` (or its error), listed again while it waited.
   Result<std::vector<StepRef>> AwaitCommittedStep(ObjectStore& store, const Request& r,
                                                  Result<std::vector<StepRef>> steps);
-  // The job's merged timeline: this node's journal and every node's published one.
-  std::vector<JournalEvent> JobTimeline(const std::string& job_id);
+  // The job's merged timeline: this node's journal and `published`, every node's published one
+  // (ReadPublishedJournals; this node's own too, whose events MergeTimelines drops as duplicates).
+  Result<std::vector<JournalEvent>> JobTimeline(const std::string& job_id,
+                                                std::vector<PublishedJournal> published);
   // Restores step `s` of the store for the requesting rank into `reply` (true), or notes in
   // reply->restore.skipped why it cannot (false: the caller tries the next older step).
   bool RestoreStep(ObjectStore& store, const StepRef& s, const Request& r, const UserIdentity& id,

@@ -61,13 +61,11 @@ Reply Daemon::Events(const Request& r, const Peer& peer) {
   });
   if (!allowed) return Error(allowed.message());
   read_published();
-  auto local = db_->Events(r.job_id);
-  if (!local) return Error("events: " + local.message());
-  std::vector<std::vector<JournalEvent>> journals{std::move(*local)};
-  // This node's own publication too: the same events as its local journal (MergeTimelines drops
-  // exact duplicates), and the only record of them once state retention pruned the job.
-  for (auto& j : published) journals.push_back(std::move(j.events));
-  reply.events = MergeTimelines(journals);
+  // This node's own publication is the only record of its events once state retention pruned
+  // the job.
+  auto merged = JobTimeline(r.job_id, std::move(published));
+  if (!merged) return Error("events: " + merged.message());
+  reply.events = std::move(*merged);
   if (!auth_->IsPrivileged(peer.uid)) {
     // Kernel stacks (kernel addresses and symbols) are root's and SlurmUser's to see.
     reply.events.erase(std::remove_if(reply.events.begin(), reply.events.end(),
@@ -84,6 +82,15 @@ Reply Daemon::Events(const Request& r, const Peer& peer) {
                           read_error.message());
   }
   return reply;
+}
+
+Result<std::vector<JournalEvent>> Daemon::JobTimeline(const std::string& job_id,
+                                                      std::vector<PublishedJournal> published) {
+  auto local = db_->Events(job_id);
+  if (!local) return local.status();
+  std::vector<std::vector<JournalEvent>> journals{std::move(*local)};
+  for (auto& j : published) journals.push_back(std::move(j.events));
+  return MergeTimelines(journals);
 }
 
 }  // namespace autopar

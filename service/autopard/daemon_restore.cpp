@@ -101,19 +101,6 @@ Reply Daemon::Restore(const Request& r, const Peer& peer) {
   return reply;
 }
 
-std::vector<JournalEvent> Daemon::JobTimeline(const std::string& job_id) {
-  std::vector<std::vector<JournalEvent>> journals;
-  if (auto local = db_->Events(job_id); local.ok()) journals.push_back(std::move(*local));
-  if (publisher_) {
-    std::vector<std::string> notes;
-    auto got = ReadPublishedJournals(publisher_->store(), job_id, "", publisher_->Transfer(), &notes);
-    if (got.ok()) {
-      for (auto& j : *got) journals.push_back(std::move(j.events));
-    }
-  }
-  return MergeTimelines(journals);
-}
-
 Result<std::vector<StepRef>> Daemon::AwaitCommittedStep(ObjectStore& store, const Request& r,
                                                         Result<std::vector<StepRef>> steps) {
   if (config_.restore_wait_s <= 0) return steps;
@@ -126,7 +113,15 @@ Result<std::vector<StepRef>> Daemon::AwaitCommittedStep(ObjectStore& store, cons
   for (const auto& s : steps.ok() ? *steps : std::vector<StepRef>{}) {
     if (s.job_id == r.job_id && s.has_manifest) newest = std::max(newest, s.step);
   }
-  const auto awaited = StepAwaitingUpload(JobTimeline(r.job_id), r.world_size, newest);
+  std::vector<PublishedJournal> published;  // other nodes' commits; none without journal_uri
+  if (publisher_) {
+    std::vector<std::string> notes;
+    auto got = ReadPublishedJournals(publisher_->store(), r.job_id, "", publisher_->Transfer(), &notes);
+    if (got.ok()) published = std::move(*got);
+  }
+  auto timeline = JobTimeline(r.job_id, std::move(published));
+  if (!timeline) return steps;
+  const auto awaited = StepAwaitingUpload(*timeline, r.world_size, newest);
   if (!awaited || (r.max_step >= 0 && *awaited > r.max_step)) return steps;
   const double start = Now();
   bool complete = false;
