@@ -275,10 +275,6 @@ const ConfigKey kKeys[] = {
      [](DaemonConfig& c, const std::string& v) {
        return SetDuration<std::chrono::seconds>(v, 1, 7 * 86400, &c.upload_retry_max);
      }},
-    {"restore_timeout_s",
-     [](DaemonConfig& c, const std::string& v) {
-       return SetInteger(v, 1, 86400, &c.restore_timeout_s);
-     }},
     {"restore_wait_s",
      [](DaemonConfig& c, const std::string& v) { return SetInteger(v, 0, 280, &c.restore_wait_s); }},
     {"progress_interval_s",

@@ -65,7 +65,6 @@ struct DaemonConfig {
   std::chrono::seconds upload_retry_initial{30};
   std::chrono::seconds upload_retry_max{1800};
   int owner_cache_s = 300;       // how long a job's owner is cached
-  int restore_timeout_s = 3600;  // the longest a restore may take before the client gives up
   // Rank 0's restore decision waits up to this long for a step every rank committed whose upload
   // is still on its way (core/failure/upload_wait.h), rather than resume an older one; 0: never.
   // Below the launchers' rendezvous timeout (300 s), in which the other ranks wait for it.
