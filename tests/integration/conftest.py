@@ -285,3 +285,14 @@ def restart_node(node):
     """Kills NODE as a whole and revives it: a fresh slurmd and autopard."""
     for script in ("kill-node.sh", "revive-node.sh"):
         cluster_script(script, node)
+
+
+def s3_client():
+    """boto3's client of the suite's S3 server (tests/s3/start-s3rver.sh, started by scripts/test.sh)."""
+    endpoint = os.environ.get("AUTOPAR_S3_ENDPOINT")
+    if not endpoint:
+        pytest.fail("AUTOPAR_S3_ENDPOINT is not set: start s3rver first (tests/s3/start-s3rver.sh, "
+                    "as scripts/test.sh does)")
+    import boto3
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="S3RVER",
+                        aws_secret_access_key="S3RVER", region_name="us-east-1")

@@ -16,9 +16,7 @@ import subprocess
 import sys
 import time
 
-import pytest
-
-from conftest import BUILD_DIR, PYTHON, SOURCE_DIR, job_state, run
+from conftest import BUILD_DIR, PYTHON, SOURCE_DIR, job_state, run, s3_client
 from test_requeue_faults import events, kinds, need_autopard, sockets  # noqa: F401
 
 sys.path.insert(0, str(SOURCE_DIR / "tests" / "docs"))
@@ -26,16 +24,6 @@ import examples  # noqa: E402
 
 SBATCH = [e for e in examples.all_examples() if e.kind == "sbatch"]
 PYTHON_JOBS = [e for e in examples.all_examples() if e.kind == "python-job"]
-
-
-def storage():
-    endpoint = os.environ.get("AUTOPAR_S3_ENDPOINT")
-    if not endpoint:
-        pytest.fail("AUTOPAR_S3_ENDPOINT is not set: start s3rver first (tests/s3/start-s3rver.sh, "
-                    "as scripts/test.sh does)")
-    import boto3
-    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="S3RVER",
-                        aws_secret_access_key="S3RVER", region_name="us-east-1")
 
 
 def upload_prefixes(text):
@@ -138,7 +126,7 @@ def groups(runnable):
 def test_every_sbatch_and_python_example_runs_as_written(tmp_path, need_autopard):
     runnable = [e for e in examples.all_examples() if e.kind in ("sbatch", "python-job")]
     assert len(runnable) >= 8, "tests/docs/examples.py found too few examples to run"
-    env, s3 = job_env(), storage()
+    env, s3 = job_env(), s3_client()
 
     def run_group(group):
         for e in group:
