@@ -5,17 +5,21 @@ DCP's async_save into the node-local checkpoint directory and committed through 
 (autopar.dcp), restored after a restart, onto another world size too (DCP reshards). Without
 autopar it trains the same (checkpoints under ./dcp, never restored).
 
-    python3 fsdp_train.py OUT_DIR [--steps N] [--every K]
+    python3 fsdp_train.py OUT_DIR [--steps N] [--every K] [--step-sleep S]
 
 The data of a step is the same whatever the world size (a global batch of 24 sequences, each rank
 its slice), so a run that lost ranks trains on what the full one would have. Rank 0 prints the
 SHA-256 of the full (gathered) model after each save and after a load, and writes OUT_DIR/final.json
 at the end. Submit it with --ckpt-upload (autopard restores a DCP step whole on every node: its
-ranks read each other's files). tests/ecosystem/test_fsdp_dcp.py kills a rank of it, and shrinks it."""
+ranks read each other's files). At a time-limit request or a preemption's SIGTERM every rank saves
+the current step with DCP, commits it and holds for the requeue (autopar.ckpt.time_limit_reached):
+the next run resumes from that step. tests/ecosystem/test_fsdp_dcp.py kills a rank of it, shrinks
+it, and preempts it."""
 import argparse
 import hashlib
 import json
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -80,6 +84,7 @@ def main() -> None:
     p.add_argument("out")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--every", type=int, default=5)
+    p.add_argument("--step-sleep", type=float, default=0.0, help="seconds of sleep a step (slower runs for tests)")
     a = p.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -110,8 +115,20 @@ def main() -> None:
         opt.step()
         opt.zero_grad()
         step += 1
-        if ckpt.enabled():
-            ckpt.heartbeat(step)
+        if a.step_sleep:
+            time.sleep(a.step_sleep)
+        requested = ckpt.heartbeat(step) if ckpt.enabled() else False
+        if ckpt.time_limit_reached(requested, step):
+            # The time limit, or a preemption's notice: this step, saved and committed, is where
+            # the requeued run resumes; the program holds until Slurm ends it.
+            apdcp.wait()  # a periodic save still in flight
+            msd, osd = get_state_dict(model, opt)
+            apdcp.save({"model": msd, "optim": osd}, step)
+            sha = full_sha(model)
+            if rank == 0:
+                print(f"fsdp_train: saving step {step} on {world} ranks, model sha256 {sha}, "
+                      f"loss {loss.item():.5f} (the last of this run)", flush=True)
+            ckpt.wait_for_requeue()
         if step % a.every == 0:
             sha = full_sha(model)  # said before the save starts: a step COMPLETE has its line
             if rank == 0:

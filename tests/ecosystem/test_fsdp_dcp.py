@@ -9,15 +9,19 @@ files).
 - Shrink: an elastic run (--min-nodes=2) on 3 nodes loses one; it goes on in place on 2, and DCP
   reshards the step written by 3 ranks onto 2: the gathered model right after the load is bit for
   bit the one that was saved, and the run ends with the fault-free run's loss within 1e-4 (the same
-  samples per step; only the order of the sums changes with the number of ranks)."""
+  samples per step; only the order of the sums changes with the number of ranks).
+- Preempted: in the low-priority `scavenger` partition a debug job takes the nodes back; at the
+  notice every rank saves the current step with DCP and commits it (the program's time-limit path,
+  autopar.ckpt.time_limit_reached), autopard requeues the job once it is COMPLETE, and the next run
+  loads that step: none redone, the final model bit for bit the fault-free run's."""
 import json
 import re
 import time
 
 import pytest
 
-from conftest import (SOURCE_DIR, _it, events, kill_after_complete, kinds, run, show_job, submit,
-                      wait_job)
+from conftest import (SOURCE_DIR, _it, after_complete, assert_preempted_once, events, kill_after_complete, kinds,
+                      preempt, run, show_job, submit, wait_job)
 
 PROGRAM = SOURCE_DIR / "etc" / "examples" / "fsdp_train.py"
 
@@ -81,3 +85,18 @@ def test_a_lost_node_shrinks_the_run_and_dcp_reshards_the_step(tmp_path, referen
     assert final(work)["world"] == 2 and final(work)["steps"] == 40
     assert final(work)["loss"] == pytest.approx(final(reference)["loss"], rel=1e-4)
     assert kinds(events(job), "resized"), "no resize in the timeline"
+
+
+def test_a_preempted_run_saves_the_notices_step_with_dcp_and_resumes_from_it(tmp_path, reference):
+    work = tmp_path / "preempted"
+    job = submit(work, f"{PROGRAM} {work} --steps 40 --every 5 --step-sleep 0.3", opts="--partition=scavenger")
+    after_complete(job)
+    preempt(job, tmp_path / "preemptor")
+    assert wait_job(job, timeout=300) == "COMPLETED", (work / "out.txt").read_text()[-3000:]
+    step = assert_preempted_once(job)
+    out = (work / "out.txt").read_text()
+    m = re.search(r"fsdp_train: resumed step (\d+) on 2 ranks \(written by 2\), model sha256 (\w+)", out)
+    assert m and int(m.group(1)) == step, (step, out[-3000:])  # the notice's step: none redone
+    assert m.group(2) == saved_shas(out)[step], "the model loaded is not the one saved at the notice"
+    assert final(work)["params_sha256"] == final(reference)["params_sha256"]
+    assert final(work)["loss"] == final(reference)["loss"]
