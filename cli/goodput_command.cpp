@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,37 +16,47 @@
 #include "core/text.h"
 #include "daemon_args.h"
 #include "job_events.h"
+#include "replacing_file.h"
 #include "sacct_runs.h"
 
 namespace autopar::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: autopar goodput JOBID... [--json | --prometheus] [--socket PATH]\n"
+    "usage: autopar goodput JOBID... [--json | --prometheus] [--output FILE] [--socket PATH]\n"
     "       autopar goodput --start TIME [--end TIME] [--by user,partition,day] [--user U,...]\n"
-    "                       [--partition P,...] [--json | --prometheus] [--socket PATH]\n"
+    "                       [--partition P,...] [--json | --prometheus] [--output FILE]\n"
+    "                       [--socket PATH]\n"
     "  where each job's allocated GPU-hours went: steps kept, steps redone, recovery and\n"
     "  restart, checkpoint stall, preempted, no step progress. Slurm's record of every run\n"
     "  (sacct, or sacct --completion without slurmdbd) with the job's timeline (autopard).\n"
     "  With --start: every autopar job that held an allocation in [TIME, --end TIME (now)),\n"
     "  cut to it and summed by --by (default user,partition,day; UTC). TIME: YYYY-MM-DD,\n"
-    "  YYYY-MM-DDTHH:MM[:SS] (UTC) or now. --prometheus: the sums as gauges\n"
-    "  autopar_goodput_gpu_seconds{...,use=} for a textfile collector (docs/goodput.md).\n";
+    "  YYYY-MM-DDTHH:MM[:SS] (UTC), today, yesterday (midnight UTC) or now. --prometheus: the\n"
+    "  sums as gauges autopar_goodput_gpu_seconds{...,use=} for a textfile collector\n"
+    "  (autopar-goodput.timer, docs/goodput.md). --output FILE: written whole (FILE.tmp\n"
+    "  renamed over it) or not at all.\n";
 
 struct GoodputArgs {
   std::vector<std::string> jobs;
-  std::string start, end, users, partitions;
+  std::string start, end, users, partitions, output;
   GoodputKey by{true, true, true};
   bool json = false, prometheus = false, help = false;
   std::string socket;
 };
 
-// YYYY-MM-DD[THH:MM[:SS]] (UTC) or "now" -> seconds since the epoch.
+// YYYY-MM-DD[THH:MM[:SS]] (UTC), "today" or "yesterday" (their midnight, UTC) or "now" ->
+// seconds since the epoch.
 Result<double> ParseTime(const std::string& opt, const std::string& v) {
-  if (v == "now") return static_cast<double>(std::time(nullptr));
+  const auto now = std::time(nullptr);
+  if (v == "now") return static_cast<double>(now);
+  if (v == "today" || v == "yesterday") {
+    const auto midnight = now - now % 86400;  // POSIX time has no leap seconds
+    return static_cast<double>(v == "today" ? midnight : midnight - 86400);
+  }
   if (auto t = ParseEventTime(v); t && v.find('.') == std::string::npos) return *t;
   return Status::Error(opt + ": invalid time '" + v +
-                       "' (expected YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] in UTC, or now)");
+                       "' (expected YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] in UTC, today, yesterday or now)");
 }
 
 std::string SacctTime(double t) {
@@ -79,7 +90,7 @@ Result<GoodputArgs> Parse(int argc, char** argv) {
     } else if (s == "--prometheus") {
       a.prometheus = true;
     } else if (s == "--start" || s == "--end" || s == "--user" || s == "--partition" ||
-               s == "--socket" || s == "--by") {
+               s == "--socket" || s == "--by" || s == "--output" || s == "-o") {
       auto v = take();
       if (!v) return v.status();
       if (v->empty()) return Status::Error(s + ": needs a value");
@@ -88,6 +99,7 @@ Result<GoodputArgs> Parse(int argc, char** argv) {
       if (s == "--user") a.users = *v;
       if (s == "--partition") a.partitions = *v;
       if (s == "--socket") a.socket = *v;
+      if (s == "--output" || s == "-o") a.output = *v;
       if (s == "--by") {
         a.by = {};
         for (const std::string& k : Split(*v, ',')) {
@@ -127,6 +139,12 @@ int RunGoodputCommand(int argc, char** argv) {
   if (args->help) {
     std::fputs(kUsage, stdout);
     return 0;
+  }
+  std::optional<ReplacingFile> file;  // opened first: an unwritable FILE fails before sacct runs
+  if (!args->output.empty()) {
+    auto opened = ReplacingFile::Open(args->output);
+    if (!opened) return Fail("goodput", "--output: " + opened.message(), 1);
+    file.emplace(std::move(*opened));
   }
   const double now = static_cast<double>(std::time(nullptr));
   double from = 0, to = now;
@@ -189,19 +207,25 @@ int RunGoodputCommand(int argc, char** argv) {
     jobs.push_back(args->start.empty() ? j : ClipJob(j, from, to));
   }
   const std::vector<GoodputRow> rows = SumGoodput(jobs, args->by);
+  std::string out;
   if (args->prometheus) {
-    std::fputs(GoodputToPrometheus(rows).c_str(), stdout);
+    out = GoodputToPrometheus(rows);
   } else if (args->json) {
-    std::fputs(GoodputToJson(jobs, rows).c_str(), stdout);
+    out = GoodputToJson(jobs, rows);
   } else if (args->start.empty()) {
-    std::fputs(GoodputJobsToText(jobs).c_str(), stdout);
+    out = GoodputJobsToText(jobs);
   } else {
-    std::fputs(GoodputRowsToText(rows, args->by).c_str(), stdout);
+    out = GoodputRowsToText(rows, args->by);
     if (without_timeline > 0) {
-      std::printf("(%d job%s in the window left out: autopard has no timeline of them)\n",
-                  without_timeline, without_timeline == 1 ? "" : "s");
+      out += "(" + std::to_string(without_timeline) + " job" + (without_timeline == 1 ? "" : "s") +
+             " in the window left out: autopard has no timeline of them)\n";
     }
   }
+  if (!file) {
+    std::fputs(out.c_str(), stdout);
+    return 0;
+  }
+  if (Status st = file->Commit(out); !st) return Fail("goodput", "--output: " + st.message(), 1);
   return 0;
 }
 

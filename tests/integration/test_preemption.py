@@ -12,11 +12,14 @@ Needs the cluster as test_requeue_faults.py does (autopard on every node). Wall 
 """
 import json
 import os
+import re
+import shlex
 import time
 import uuid
 from pathlib import Path
 
-from conftest import PYTHON, cluster_dir, expand_nodes, pending_uploads, preempt, run, wait_for, wait_job
+from conftest import (BUILD_DIR, PYTHON, cluster_dir, expand_nodes, pending_uploads, preempt, run, s3_client, wait_for,
+                      wait_job)
 from test_requeue_faults import (CLI, TRAIN, events, kinds, need_autopard, record,  # noqa: F401
                                  restarts, same_model, show_job, sockets, steps_logged, submit)
 
@@ -24,9 +27,23 @@ STEPS = 90
 STEP_SLEEP = 0.25
 
 
-def train_cmd(work: Path, step_sleep: float) -> str:
-    return (f"{PYTHON} {TRAIN} --steps {STEPS} --every 30 --step-sleep {step_sleep} "
-            f"--obey-time-limit --out {work}/final.pt")
+def train_cmd(work: Path, step_sleep: float = STEP_SLEEP, steps: int = STEPS, every: int = 30,
+              obey: bool = True, extra: str = "") -> str:
+    """The test program: STEPS steps, a checkpoint every `every`, checkpointing at the notice
+    (--obey-time-limit, autopar.ckpt.time_limit_reached) unless `obey` is False."""
+    return (f"{PYTHON} {TRAIN} --steps {steps} --every {every} --step-sleep {step_sleep} {extra}"
+            f"{' --obey-time-limit' if obey else ''} --out {work}/final.pt")
+
+
+def reference_and_preemptible(tmp_path: Path, partition: str, upload: str = "", **program):
+    """Submits an unpreempted reference run of the program (train_cmd's `program` arguments, no
+    step sleep) and the same program, slowed, in the preemptible `partition`; returns (the
+    reference's folder, the job's folder, the job's id)."""
+    ref, work = tmp_path / "reference", tmp_path / "p"
+    submit(ref, opts="--requeue-on-failure=1", program=train_cmd(ref, 0, **program))
+    job = submit(work, opts=f"--requeue-on-failure=1 --partition={partition}",
+                 program=train_cmd(work, **program), upload=upload)
+    return ref, work, job
 
 
 def tell(evs) -> str:
@@ -79,12 +96,26 @@ def check_goodput(job: str, ranks: int, preemptions: int, steps: int, redone_at_
     return g
 
 
+def check_goodput_timer(job: str, ranks: int, tmp: Path):
+    """The site's gauges as autopar-goodput.service (etc/, built) writes them: its ExecStart run
+    as it stands, with the build's CLI, the file in TMP and the cluster's socket. The gauges of
+    the job's partition and day hold its allocation."""
+    unit = (BUILD_DIR / "etc" / "autopar-goodput.service").read_text()
+    argv = shlex.split(re.search(r"^ExecStart=(.*)$", unit, re.M).group(1))
+    prom = tmp / "autopar_goodput.prom"
+    argv[0], argv[argv.index("--output") + 1] = str(CLI), str(prom)
+    run([*argv, "--socket", str(sockets()[0])], check=True)
+    runs = sacct_runs(job)
+    day = time.strftime("%Y-%m-%d", time.gmtime(runs[0][0]))
+    gauges = re.findall(r'^autopar_goodput_gpu_seconds\{user="[^"]*",partition="scavenger",day="([^"]+)",'
+                        r'use="(\w+)"\} (\S+)$', prom.read_text(), re.M)
+    assert {u for d, u, _ in gauges if d == day} >= {"steps_kept", "recovery", "preempted"}, prom.read_text()
+    assert sum(float(v) for d, _, v in gauges if d == day) >= sum(e - s for s, e in runs) * ranks - 1e-6
+    assert not (tmp / "autopar_goodput.prom.tmp").exists()
+
+
 def test_preempted_twice_loses_no_step(tmp_path):
-    ref = tmp_path / "reference"
-    submit(ref, opts="--requeue-on-failure=1", program=train_cmd(ref, 0))
-    work = tmp_path / "p"
-    job = submit(work, opts="--requeue-on-failure=1 --partition=scavenger",
-                 program=train_cmd(work, STEP_SLEEP))
+    ref, work, job = reference_and_preemptible(tmp_path, "scavenger")
     notices = []
     for n in range(2):
         wait_for(lambda: trained(work, n, 12), 240, f"run {n} training 12 steps")
@@ -124,6 +155,7 @@ def test_preempted_twice_loses_no_step(tmp_path):
                notice_to_requeue_s=round(requeue["time"] - notices[n], 1), steps_redone=0)
     check_restores_where_committed(evs)
     check_goodput(job, ranks=4, preemptions=2, steps=STEPS - 1, redone_at_most=0)
+    check_goodput_timer(job, 4, tmp_path)
 
 
 def check_restores_where_committed(evs):
@@ -149,9 +181,8 @@ def test_a_program_that_ends_at_the_notice_resumes_from_its_last_checkpoint(tmp_
     and requeues the job at once, so its batch script cannot end it COMPLETED, and the next run
     resumes from the last complete periodic checkpoint, as the timeline says."""
     work = tmp_path / "plain"
-    program = (f"{PYTHON} {TRAIN} --steps 60 --every 5 --step-sleep {STEP_SLEEP} "
-               f"--out {work}/final.pt")
-    job = submit(work, opts="--requeue-on-failure=1 --partition=scavenger", program=program)
+    job = submit(work, opts="--requeue-on-failure=1 --partition=scavenger",
+                 program=train_cmd(work, steps=60, every=5, obey=False))
     wait_for(lambda: trained(work, 0, 12), 240, "run 0 training 12 steps")
     preempt(job, tmp_path / "preemptor")
     wait_for(lambda: restarts(job) > 0, 60, "the requeue after the preemption")
@@ -190,12 +221,7 @@ def test_preempted_while_uploading_and_again_while_resuming(tmp_path):
     step is COMPLETE, behind the upload in flight. Then while the next run restores it, before
     its program has trained a step: its launchers tell autopard they ended at the notice, and the
     run after resumes from the same step. Nothing is redone; the model is an unpreempted run's."""
-    ref = tmp_path / "reference"
-    submit(ref, opts="--requeue-on-failure=1", program=train_cmd(ref, 0))
-    work = tmp_path / "p"
-    program = (f"{PYTHON} {TRAIN} --steps {STEPS} --every 10 --pad-mb 200 --step-sleep {STEP_SLEEP} "
-               f"--obey-time-limit --out {work}/final.pt")
-    job = submit(work, opts="--requeue-on-failure=1 --partition=scavenger", program=program)
+    ref, work, job = reference_and_preemptible(tmp_path, "scavenger", every=10, extra="--pad-mb 200 ")
     wait_for(lambda: trained(work, 0, 12) and uploading(job), 240, "a checkpoint uploading")
     preempt(job, tmp_path / "preemptor-0")
     wait_for(lambda: restarts(job) > 0, 90, "the requeue after the first preemption")
@@ -233,13 +259,7 @@ def test_a_preemption_without_grace_resumes_from_the_last_complete_checkpoint(tm
     complete checkpoint: the one its ranks made at the SIGTERM if it was COMPLETE in time (Slurm's
     KillWait), else a periodic one, whose later steps are redone. The final model is an
     unpreempted run's."""
-    def program(work, step_sleep):
-        return (f"{PYTHON} {TRAIN} --steps 60 --every 10 --step-sleep {step_sleep} "
-                f"--obey-time-limit --out {work}/final.pt")
-    ref = tmp_path / "reference"
-    submit(ref, opts="--requeue-on-failure=1", program=program(ref, 0))
-    work = tmp_path / "p"
-    job = submit(work, opts="--requeue-on-failure=1 --partition=nograce", program=program(work, STEP_SLEEP))
+    ref, work, job = reference_and_preemptible(tmp_path, "nograce", steps=60, every=10)
     wait_for(lambda: trained(work, 0, 15), 240, "run 0 training 15 steps")
     preempt(job, tmp_path / "preemptor")
     wait_for(lambda: restarts(job) > 0, 60, "Slurm's requeue at the notice")
@@ -268,9 +288,8 @@ def test_a_scancel_of_a_preemptible_job_is_not_a_preemption(tmp_path):
     preemption notice, but Slurm's record says cancelled, not preempted. autopard does not
     requeue it, nor count a preemption; the job ends CANCELLED."""
     work = tmp_path / "c"
-    program = (f"{PYTHON} {TRAIN} --steps 400 --every 10 --step-sleep {STEP_SLEEP} "
-               f"--obey-time-limit --out {work}/final.pt")
-    job = submit(work, opts="--requeue-on-failure=2 --partition=scavenger", program=program)
+    job = submit(work, opts="--requeue-on-failure=2 --partition=scavenger",
+                 program=train_cmd(work, steps=400, every=10))
     wait_for(lambda: trained(work, 0, 8), 240, "run 0 training 8 steps")
     run(["scancel", job], check=True)
     state = wait_job(job, timeout=120)
@@ -282,12 +301,6 @@ def test_a_scancel_of_a_preemptible_job_is_not_a_preemption(tmp_path):
     assert not kinds(evs, "requeued_by_slurm") and not kinds(evs, "failure"), story
 
 
-def s3_client():
-    import boto3
-    return boto3.client("s3", endpoint_url=os.environ["AUTOPAR_S3_ENDPOINT"], aws_access_key_id="S3RVER",
-                        aws_secret_access_key="S3RVER", region_name="us-east-1")
-
-
 def test_an_upload_that_outlasts_the_job_is_waited_for_by_its_next_run(tmp_path):
     """No grace (`nograce`), and the store unreachable from the notice on (its bucket gone): the
     ranks checkpoint the notice's step in Slurm's KillWait, the run leaves its nodes, and the
@@ -296,17 +309,10 @@ def test_an_upload_that_outlasts_the_job_is_waited_for_by_its_next_run(tmp_path)
     from scratch (the job has no other checkpoint). The store comes back, each node's autopard
     finishes its upload, and the run resumes from the notice's step: none is redone, and the
     model is an unpreempted run's."""
-    def program(work, step_sleep):
-        return (f"{PYTHON} {TRAIN} --steps 40 --every 1000 --pad-mb 20 --step-sleep {step_sleep} "
-                f"--obey-time-limit --out {work}/final.pt")
-    assert os.environ.get("AUTOPAR_S3_ENDPOINT"), "start s3rver first (scripts/test.sh does)"
-    ref = tmp_path / "reference"
-    submit(ref, opts="--requeue-on-failure=1", program=program(ref, 0))
     s3, bucket = s3_client(), f"outlast-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=bucket)
-    work = tmp_path / "p"
-    job = submit(work, opts="--requeue-on-failure=1 --partition=nograce", program=program(work, STEP_SLEEP),
-                 upload=f"s3://{bucket}/run")
+    ref, work, job = reference_and_preemptible(tmp_path, "nograce", upload=f"s3://{bucket}/run",
+                                               steps=40, every=1000, extra="--pad-mb 20 ")
     wait_for(lambda: trained(work, 0, 12), 240, "run 0 training 12 steps")
     s3.delete_bucket(Bucket=bucket)  # empty: the job has no checkpoint yet
     preempt(job, tmp_path / "preemptor")

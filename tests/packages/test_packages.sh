@@ -136,7 +136,8 @@ check "autopar holds the plugin, launcher, CLI, library, Python module and snipp
   has_all "$autopar_files" "$plugin_dir/autopar.so" /usr/bin/autopar-launch /usr/bin/autopar \
   /usr/lib/python3/dist-packages/autopar/__init__.py /usr/lib/python3/dist-packages/autopar/ckpt.py "$snippet" \
   /usr/share/man/man8/autopar.spank.8.gz /usr/share/man/man1/autopar.1.gz /usr/share/doc/autopar/copyright \
-  /usr/share/doc/autopar/examples/train.sbatch /usr/share/doc/autopar/examples/train_ddp.py
+  /usr/share/doc/autopar/examples/train.sbatch /usr/share/doc/autopar/examples/train_ddp.py \
+  /usr/lib/systemd/system/autopar-goodput.service /usr/lib/systemd/system/autopar-goodput.timer
 check "autopar holds libautopar" grep -q '^/usr/lib/.*/libautopar\.so\.[0-9]*$' <<<"$autopar_files"
 check "autopard holds the daemon, its unit, configuration and man pages" \
   has_all "$autopard_files" /usr/sbin/autopard /usr/lib/systemd/system/autopard.service \
