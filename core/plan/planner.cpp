@@ -211,7 +211,8 @@ double FsdpStateBytesPerParam(int64_t shard, GradReduce grads) {
 }
 
 double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micro_batch, int64_t tp,
-                               bool sequence_parallel, Recompute recompute, int64_t cp) {
+                               bool sequence_parallel, Recompute recompute, int64_t cp,
+                               bool fused_attention) {
   const double c = D(std::max<int64_t>(1, cp));
   const double s = D(seq_len) / c, b = D(micro_batch), h = D(m.hidden), a = D(m.heads);
   const double t = D(std::max<int64_t>(1, tp));
@@ -241,9 +242,13 @@ double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micr
   const double mlp = (3 - no_dropout) * sb * h + (m.gated_mlp ? 6.0 : 4.0) * sb * f + dispatch;
   const double norms = 4 * sb * h;
   const double linear = attention_linear + mlp + norms;
-  // Context parallelism runs attention as fused (flash) attention, as Megatron's CP requires
-  // Transformer Engine's: the scores are never stored.
-  const double quadratic = recompute == Recompute::kSelective || cp > 1 ? 0.0 : scores;
+  // Fused (flash) attention never stores the scores: its backward kernel recomputes them from
+  // Q, K, V and each row's softmax statistics (fp32 log-sum-exp, 4asb: under 0.1% of a layer's
+  // activations, not counted), regenerating a dropout mask from its seed. Context parallelism
+  // always runs it (Megatron's CP requires Transformer Engine's); selective recompute drops the
+  // scores of unfused attention.
+  const bool fused = fused_attention || cp > 1;
+  const double quadratic = fused || recompute == Recompute::kSelective ? 0.0 : scores;
   if (tp <= 1) return linear + quadratic;
   if (sequence_parallel) return (linear + quadratic) / t;
   // Tensor parallel without sequence parallelism: norms, dropout masks and the inputs of the
@@ -356,20 +361,20 @@ LayoutShape ShapeLayout(const PlanRequest& req, Layout* l) {
 // --- memory -----------------------------------------------------------------------------
 
 // The activations one micro-batch leaves stored on the largest stage.
-double StageActivationBytes(const ModelArch& m, const Layout& l, const LayoutShape& sh) {
+double StageActivationBytes(const ModelArch& m, const Layout& l, const LayoutShape& sh, bool fused) {
   return D(sh.full_layers) * ActivationBytesPerLayer(m, sh.s, sh.b, sh.t, l.sequence_parallel,
-                                                     Recompute::kFull, sh.cx) +
-         D(sh.other_layers) *
-             ActivationBytesPerLayer(m, sh.s, sh.b, sh.t, l.sequence_parallel, sh.other_rc, sh.cx);
+                                                     Recompute::kFull, sh.cx, fused) +
+         D(sh.other_layers) * ActivationBytesPerLayer(m, sh.s, sh.b, sh.t, l.sequence_parallel,
+                                                      sh.other_rc, sh.cx, fused);
 }
 
 // The working set of recompute: one layer's activations rebuilt during backward.
-double RecomputeWorkingBytes(const ModelArch& m, const Layout& l, const LayoutShape& sh) {
+double RecomputeWorkingBytes(const ModelArch& m, const Layout& l, const LayoutShape& sh, bool fused) {
   if (sh.full_layers > 0) {
     return ActivationBytesPerLayer(m, sh.s, sh.b, sh.t, l.sequence_parallel, Recompute::kNone,
-                                   sh.cx);
+                                   sh.cx, fused);
   }
-  if (l.recompute == Recompute::kSelective && sh.cx == 1) {
+  if (l.recompute == Recompute::kSelective && sh.cx == 1 && !fused) {
     return (m.dropout ? 5.0 : 2.0) * D(m.heads) * D(sh.s) * D(sh.s) * D(sh.b) / D(sh.t);
   }
   return 0;
@@ -381,12 +386,12 @@ struct PipelineEnds {
 
 // The first stage holds the embedding and the most micro-batches in flight, the last the output
 // layer and the logits: one of them is the most loaded.
-PipelineEnds CostPipelineEnds(const ModelArch& m, const Layout& l, const LayoutShape& sh) {
+PipelineEnds CostPipelineEnds(const ModelArch& m, const Layout& l, const LayoutShape& sh, bool fused) {
   const ParamCount pc = CountParams(m);
   const int64_t t = sh.t, p = sh.p, v = sh.v, ep = sh.ep;
   const double tied_copy = (m.tied_embeddings && p > 1) ? D(m.vocab) * D(m.hidden) : 0.0;
-  const double act_stage = StageActivationBytes(m, l, sh);
-  const double recompute_working = RecomputeWorkingBytes(m, l, sh);
+  const double act_stage = StageActivationBytes(m, l, sh, fused);
+  const double recompute_working = RecomputeWorkingBytes(m, l, sh, fused);
   // Korthikanti et al. 2022 Sec. 4.2.3: with 1F1B the first stage holds min(p, m) micro-batches;
   // interleaving multiplies that by (1 + (p-1)/(p*v)).
   const double in_flight = D(std::min(p, sh.mb)) * (v > 1 ? 1.0 + D(p - 1) / D(p * v) : 1.0);
@@ -479,7 +484,7 @@ double FsdpGatheredBytes(const ModelArch& m, int64_t t, GradReduce grads) {
 // are what the data-parallel reduction and the optimizer step move).
 StageMemory CostMemory(const PlanRequest& req, const Layout& l, const LayoutShape& sh,
                        MemoryBreakdown* memory) {
-  PipelineEnds ends = CostPipelineEnds(req.model, l, sh);
+  PipelineEnds ends = CostPipelineEnds(req.model, l, sh, !req.unfused_attention);
   if (l.fsdp()) ends.first.transient += FsdpGatheredBytes(req.model, sh.t, l.grad_reduce);
   // ZeRO-2 (planned with p = 1) reduce-scatters each unit's gradients as the backward pass
   // produces them: one unit's are unsharded at a time.

@@ -338,10 +338,12 @@ double FsdpStateBytesPerParam(int64_t shard, GradReduce grads = GradReduce::kFp3
 // Activation bytes of one transformer layer for one micro-batch of b sequences of length s on one
 // GPU (Korthikanti et al. 2022, generalized to GQA and gated MLPs; equals s*b*h*(34 + 5*a*s/h)
 // for a GPT layer without parallelism or recompute).
-// With context parallelism (cp > 1) each rank stores the linear terms of its s/cp tokens and no
-// attention scores (fused attention, as Megatron's context parallelism requires).
+// With context parallelism (cp > 1) each rank stores the linear terms of its s/cp tokens. Fused
+// (flash) attention, which context parallelism always runs, stores no attention scores; the
+// default here is unfused, Korthikanti's accounting.
 double ActivationBytesPerLayer(const ModelArch& m, int64_t seq_len, int64_t micro_batch, int64_t tp,
-                               bool sequence_parallel, Recompute recompute, int64_t cp = 1);
+                               bool sequence_parallel, Recompute recompute, int64_t cp = 1,
+                               bool fused_attention = false);
 // Context parallelism is searched only where every rank keeps at least this many tokens of a
 // sequence (so from 8K tokens on: cp=2 at 8K, as NVIDIA runs Llama 3.1), and with s divisible by
 // 2*cp (Megatron's load balancing).
