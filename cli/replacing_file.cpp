@@ -1,6 +1,8 @@
 #include "replacing_file.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -14,9 +16,19 @@ Result<ReplacingFile> ReplacingFile::Open(const std::string& path) {
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     return Status::Error("cannot write '" + path + "': " + std::strerror(EISDIR));
   }
+  // FILE.tmp is made new, never opened through what is there: root writing into a directory
+  // another account can write (autopar-goodput.service, node_exporter's) must not follow a
+  // symbolic link planted at FILE.tmp. A stale one (file or link) is removed first; one planted
+  // between the two calls makes the open fail (O_EXCL), not write elsewhere.
   const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (!f) return Status::Error("cannot write '" + path + "': " + std::strerror(errno));
+  (void)::unlink(tmp.c_str());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  std::FILE* f = fd >= 0 ? ::fdopen(fd, "w") : nullptr;
+  if (!f) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    return Status::Error("cannot write '" + path + "': " + std::strerror(err));
+  }
   return ReplacingFile(path, f);
 }
 
